@@ -1,0 +1,33 @@
+# The README's two commands: `make demo` and `make test`. Both build .venv from the lock file.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test install lint clean
+
+install: $(STAMP)
+
+# Exact pins live in requirements.lock (pip freeze of a working install); the project itself
+# goes in editable without resolving anything else, so an install is reproducible.
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements.lock
+	$(PY) -m pip install -q --no-deps -e .
+	touch $@
+
+demo: install
+	$(VENV)/bin/hearsay demo --out demo_out
+
+lint: install
+	$(VENV)/bin/ruff check src export tests
+	@scripts=$$(find runner scripts container -name '*.sh' 2>/dev/null); \
+	if [ -n "$$scripts" ]; then $(VENV)/bin/shellcheck -x $$scripts; fi
+
+test: install lint
+	scripts/system-deps.sh
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q
+	@if [ -d tests/runner ] && ls tests/runner/*.bats >/dev/null 2>&1; then \
+		PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/bats tests/runner; fi
+
+clean:
+	rm -rf demo_out .pytest_cache .ruff_cache

@@ -1,0 +1,224 @@
+"""The one audio front end: decode, resample, trim, band-limit, cap, normalise.
+
+Every stage (bundle, trainer, scorer, ONNX parity, deploy image) calls these functions and no
+other code re-implements them. numpy + soundfile + soxr (+ an ffmpeg binary for compressed
+formats) only: this module must never import torch, because the deploy image has none.
+
+The documented order, shared by training, scoring and the deploy image::
+
+    load_audio  ->  trim_silence  ->  band_limit  ->  cap  ->  normalize
+    (16 kHz mono)   (energy, dB)      (7.25 kHz)      (max_s)  (zero mean, unit var, valid only)
+
+`prepare(x, max_s)` runs trim -> band-limit -> cap -> normalise on an already-loaded wave;
+`prepare_file(path, max_s)` adds the load. The bundle stores clips after load -> trim -> cap 15 s
+-> `peak_guard` as 16-bit FLAC; the trainer band-limits and normalises its crops after
+augmentation (see hearsay.crops / hearsay.augment).
+
+Usage::
+
+    from hearsay.audio import prepare_file
+    x = prepare_file("clip.m4a", max_s=8.0)   # (N,) float32 @ 16 kHz, normalised
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+import soxr
+
+SAMPLE_RATE = 16_000  # Hz; every wave past load_audio is at this rate
+PEAK = 0.999  # peak guard: waves louder than this are scaled down (never clipped)
+BAND_LIMIT_HZ = 7_250.0  # low-pass cut-off; hides the 8 kHz Nyquist edge that codecs differ on
+TRIM_TOP_DB = 40.0  # frames quieter than (loudest frame - TRIM_TOP_DB) dB count as silence
+TRIM_FRAME = 400  # samples (25 ms @ 16 kHz)
+TRIM_HOP = 160  # samples (10 ms @ 16 kHz)
+FIR_TAPS = 129  # band-limit FIR length (odd: symmetric, zero phase, delay removed)
+RESAMPLER = "soxr VHQ"  # the one documented resampler (libsoxr, very high quality)
+
+
+class AudioError(Exception):
+    """A clip that cannot enter the pipeline. `path` names the file, `reason` says why."""
+
+    def __init__(self, path: str | os.PathLike | None, reason: str):
+        self.path = None if path is None else str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}" if self.path else reason)
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def ffmpeg_exe() -> str:
+    """Path of the ffmpeg binary: $HEARSAY_FFMPEG, else the imageio-ffmpeg wheel's, else PATH's."""
+    env = os.environ.get("HEARSAY_FFMPEG")
+    if env:
+        return env
+    try:
+        import imageio_ffmpeg  # optional: the deploy image uses Debian's ffmpeg on PATH
+
+        return imageio_ffmpeg.get_ffmpeg_exe()
+    except Exception:  # noqa: BLE001 - any failure means "not available", fall through
+        pass
+    found = shutil.which("ffmpeg")
+    if found:
+        return found
+    raise AudioError(None, "no ffmpeg found (pip install imageio-ffmpeg, or set HEARSAY_FFMPEG)")
+
+
+def _decode_ffmpeg(path: Path) -> tuple[np.ndarray, int]:
+    """Decode anything ffmpeg reads to (frames, channels) float32 at the file's own rate."""
+    with tempfile.TemporaryDirectory(prefix="hearsay-dec-") as tmp:
+        out = Path(tmp) / "decoded.wav"
+        cmd = [ffmpeg_exe(), "-nostdin", "-v", "error", "-i", str(path),
+               "-map", "0:a:0", "-c:a", "pcm_f32le", "-f", "wav", str(out)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0 or not out.exists():
+            lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+            why = lines[-1] if lines else f"ffmpeg exit {proc.returncode}"
+            raise AudioError(path, f"undecodable ({why})")
+        data, rate = sf.read(out, dtype="float32", always_2d=True)
+    return data, rate
+
+
+def load_audio(path: str | os.PathLike) -> np.ndarray:
+    """Decode `path` to a (N,) float32 wave at 16 kHz mono.
+
+    1. soundfile (libsndfile: WAV, FLAC, OGG/Vorbis/Opus, MP3 on recent builds…); on failure
+    2. ffmpeg (AAC/M4A/MP4, AMR, WebM, anything else it knows).
+    Channels are averaged; any rate is resampled with soxr VHQ. Raises AudioError naming the file
+    for: missing or empty file, undecodable content, zero samples, NaN/inf samples.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise AudioError(path, "file not found")
+    if path.stat().st_size == 0:
+        raise AudioError(path, "empty file (0 bytes)")
+    try:
+        data, rate = sf.read(path, dtype="float32", always_2d=True)
+    except Exception as sf_err:  # noqa: BLE001 - libsndfile raises several types
+        try:
+            data, rate = _decode_ffmpeg(path)
+        except AudioError as ff_err:
+            raise AudioError(path, f"{ff_err.reason}; soundfile: {sf_err}") from None
+    if data.size == 0:
+        raise AudioError(path, "no audio samples (header only or truncated)")
+    if not np.isfinite(data).all():
+        raise AudioError(path, "contains NaN or inf samples")
+    wave = data.mean(axis=1, dtype=np.float64).astype(np.float32)  # (frames,) mono mix-down
+    return resample(wave, rate)
+
+
+def resample(x: np.ndarray, rate: int, target: int = SAMPLE_RATE) -> np.ndarray:
+    """(N,) float32 at `rate` -> float32 at `target` with soxr VHQ (identity if equal)."""
+    if rate == target:
+        return np.ascontiguousarray(x, dtype=np.float32)
+    return soxr.resample(x.astype(np.float32), rate, target, quality="VHQ").astype(np.float32)
+
+
+# --------------------------------------------------------------------------- wave transforms
+
+
+def trim_silence(x: np.ndarray, top_db: float = TRIM_TOP_DB,
+                 frame: int = TRIM_FRAME, hop: int = TRIM_HOP) -> tuple[int, int]:
+    """(start, end) sample offsets of the non-silent span of `x` (16 kHz).
+
+    A frame is voiced when its RMS is within `top_db` dB of the loudest frame. The span runs from
+    the first voiced frame's start to the last voiced frame's end. All-silent input -> (0, 0).
+    """
+    n = len(x)
+    if n == 0:
+        return 0, 0
+    if n < frame:  # one short frame: voiced iff not digital silence
+        return (0, n) if np.any(x != 0) else (0, 0)
+    n_frames = 1 + (n - frame) // hop
+    idx = np.arange(frame)[None, :] + hop * np.arange(n_frames)[:, None]  # (F, frame)
+    rms = np.sqrt(np.mean(np.square(x[idx], dtype=np.float64), axis=1))  # (F,)
+    peak = rms.max()
+    if peak <= 0:
+        return 0, 0
+    voiced = np.flatnonzero(20 * np.log10(np.maximum(rms, 1e-12) / peak) > -top_db)
+    start = int(voiced[0] * hop)
+    end = int(min(n, voiced[-1] * hop + frame))
+    if voiced[-1] == n_frames - 1:  # the tail past the last full frame belongs to it
+        end = n
+    return start, end
+
+
+def peak_guard(x: np.ndarray, peak: float = PEAK) -> np.ndarray:
+    """Scale `x` down so that max |x| <= peak (16-bit FLAC must not clip); quieter waves pass."""
+    top = float(np.max(np.abs(x))) if len(x) else 0.0
+    if top <= peak:
+        return x
+    return (x * (peak / top)).astype(np.float32)
+
+
+def _lowpass_taps(cutoff_hz: float, rate: int, taps: int = FIR_TAPS) -> np.ndarray:
+    """Blackman-windowed sinc low-pass, unit DC gain, (taps,) float64."""
+    t = np.arange(taps) - (taps - 1) / 2
+    h = np.sinc(2 * cutoff_hz / rate * t) * np.blackman(taps)
+    return h / h.sum()
+
+
+def band_limit(x: np.ndarray, cutoff_hz: float | None = BAND_LIMIT_HZ,
+               rate: int = SAMPLE_RATE) -> np.ndarray:
+    """Zero-phase FIR low-pass at `cutoff_hz` (None or >= Nyquist: unchanged). Same length out."""
+    if cutoff_hz is None or cutoff_hz >= rate / 2 or len(x) == 0:
+        return x
+    h = _lowpass_taps(cutoff_hz, rate)
+    y = np.convolve(x.astype(np.float64), h, mode="same")  # symmetric taps: no delay
+    return y.astype(np.float32)
+
+
+def cap(x: np.ndarray, max_s: float | None, rate: int = SAMPLE_RATE) -> np.ndarray:
+    """The first `max_s` seconds of `x` (None: all of it)."""
+    if max_s is None:
+        return x
+    return x[: int(round(max_s * rate))]
+
+
+def normalize(x: np.ndarray, n_valid: int | None = None) -> np.ndarray:
+    """Zero mean, unit variance over the first `n_valid` samples; the padding after them is 0.
+
+    Same formula as Hugging Face's Wav2Vec2FeatureExtractor: (x - mean) / sqrt(var + 1e-7).
+    """
+    n = len(x) if n_valid is None else int(n_valid)
+    out = np.zeros(len(x), dtype=np.float32)
+    if n == 0:
+        return out
+    valid = x[:n].astype(np.float64)
+    out[:n] = (valid - valid.mean()) / np.sqrt(valid.var() + 1e-7)
+    return out
+
+
+# --------------------------------------------------------------------------- the pipeline
+
+
+def prepare(x: np.ndarray, max_s: float | None = 8.0, *, trim: bool = True,
+            top_db: float = TRIM_TOP_DB,
+            cutoff_hz: float | None = BAND_LIMIT_HZ) -> np.ndarray:
+    """Model input from a 16 kHz wave: trim -> band-limit -> cap -> normalise.
+
+    Returns (N,) float32, N <= max_s * 16000. Raises AudioError when nothing is left after trim.
+    """
+    if trim:
+        start, end = trim_silence(x, top_db=top_db)
+        x = x[start:end]
+    if len(x) == 0:
+        raise AudioError(None, "silent (nothing left after trimming)")
+    x = cap(band_limit(x, cutoff_hz), max_s)
+    return normalize(x)
+
+
+def prepare_file(path: str | os.PathLike, max_s: float | None = 8.0, **kwargs) -> np.ndarray:
+    """load_audio + prepare; an AudioError always names `path`."""
+    x = load_audio(path)
+    try:
+        return prepare(x, max_s, **kwargs)
+    except AudioError as err:
+        raise AudioError(path, err.reason) from None

@@ -1,0 +1,59 @@
+"""`hearsay <command> …`: one entry point, one module per stage.
+
+Each command lives in its own module as `main(argv: list[str]) -> int` with its own argparse, so
+tests call the library functions directly and `hearsay X --help` is the module's own. Modules are
+imported only when their command runs (torch is slow to import and the scorer has none).
+
+Exit codes common to every command: 0 success, 2 usage error; each command documents the rest
+in its --help.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# command -> (module, one-line summary). Keep in pipeline order: `hearsay --help` prints it.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("hearsay.demo", "run every stage on the embedded synthetic demo corpus"),
+    "demo-data": ("hearsay.demo_data", "write the synthetic two-class demo corpus + manifest"),
+    "splits": ("hearsay.folds", "make / verify fold files pinned in splits/SHA256SUMS"),
+    "bundle": ("hearsay.bundle", "manifest -> trimmed 16 kHz FLAC bundle with codec copies"),
+    "train": ("hearsay.train", "fine-tune the detector (CUDA; --cpu-smoke for a tiny CPU run)"),
+    "score": ("hearsay.score", "score a bundle split with a checkpoint -> CSV"),
+    "metrics": ("hearsay.metrics", "EER, minDCF, actDCF, AUC, Cllr (+ breakdowns) of a score CSV"),
+    "assemble": ("hearsay.assemble", "pinned fold + full runs -> score file, meta.json, report"),
+    "export": ("export.onnx_export", "checkpoint -> model.onnx (+ int8) with parity.json"),
+    "parity": ("export.parity", "GPU bf16 vs CPU onnxruntime fp32 logits (run on a box)"),
+    "publish": ("hearsay.publish", "upload / download a checkpoint, verifying every sha256"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    rows = "\n".join(f"  {name:<{width}}  {summary}" for name, (_, summary) in COMMANDS.items())
+    return (f"usage: hearsay <command> [options]\n\ncommands:\n{rows}\n\n"
+            "`hearsay <command> --help` for each command's options and exit codes.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    if argv[0] == "--version":
+        from hearsay import __version__
+
+        print(__version__)
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"hearsay: unknown command {name!r} (one of: {', '.join(COMMANDS)})",
+              file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
