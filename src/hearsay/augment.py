@@ -196,7 +196,7 @@ def bandlimit(x: np.ndarray, rate: int, rng: np.random.Generator,
               cfg: AugmentConfig = AugmentConfig()) -> np.ndarray:
     """Telephone band: hearsay.audio.band_limit at a cut-off picked from cfg.bandlimit_hz."""
     cutoff = cfg.bandlimit_hz[int(rng.integers(len(cfg.bandlimit_hz)))]
-    return audio.band_limit(np.asarray(x, np.float32), cutoff, rate)
+    return crops.band_limit_same_length(np.asarray(x, np.float32), cutoff, rate)
 
 
 def reverb(x: np.ndarray, rate: int, rng: np.random.Generator,
@@ -370,7 +370,7 @@ class RateLog:
             }
         return out
 
-    def check_balanced(self, tol: float = 0.05, z: float = 4.0) -> dict:
+    def check_balanced(self, tol: float = 0.02, z: float = 4.0) -> dict:
         """Raise AugmentRateError when a rate differs between the classes of a source.
 
         Compared per source with both classes, and over all sources: the augmented rate and each
