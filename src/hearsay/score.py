@@ -1,0 +1,312 @@
+"""`hearsay score`: score one bundle split with one trained run, through the training front end.
+
+    hearsay score --bundle BUNDLE --run RUN_DIR --split inner_oof --fold 3 -o fold3_oof.csv
+    hearsay score --bundle BUNDLE --run RUN_DIR --split holdout -o holdout.csv
+    hearsay score --bundle BUNDLE --run RUN_DIR --split holdout --augmented -o holdout_aug.csv
+    hearsay score --bundle BUNDLE --run RUN_DIR --split test --max-s 14 -o test_14s.csv  # diag.
+
+Per clip (the bundle's FLAC is already loaded, trimmed, capped at 15 s and peak-guarded):
+
+    cap to max_s  ->  [augmented slice: one fixed augmentation]  ->  crops.test_input
+                                                                     (band-limit, normalise)
+
+so the model sees exactly what training's `crops.finish` produces for a crop of the same length.
+Clips are sorted by length and batched (zero padding + attention mask), so a batch never mixes a
+2 s clip with a 14 s one; the output keeps manifest order.
+
+Rows: `inner_oof` = core rows of folds 0-4 (with --fold K only fold K, and the run must be the
+fold-K model: it is the one that never trained on them); `holdout`, `test` = core rows of that
+fold. Rows with train_scope `extra` (or fold `extra`) are never scored.
+
+The augmented slice: every selected clip gets exactly one augmentation, drawn from a generator
+seeded by (aug_seed, crc32(clip id)) only, so the slice is identical for every model, every
+batch size and every subset: a bundle codec copy (codec:<c>) or one of the wave-domain types of
+`hearsay.augment` (noise, bandlimit, reverb, gain_clip, rawboost; trim_jitter is training-only).
+
+Output CSV: path, fold, split, score, logit (+ augmentation, codec with --augmented), manifest
+order; score = sigmoid(logit), logit high = synthetic. Beside it, `<csv>.meta.json` records the
+run identity (job, fold, config hash, weights sha256), bundle tree-sha, split, fold, max_s and
+aug_seed: `hearsay assemble` checks it before reusing the file.
+
+Exit codes: 0 written, 2 usage, 3 bad input (bundle, run or clip unreadable), 4 refused (bundle
+tree-sha differs from the run's, or inner_oof rows asked of a model that trained on them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hearsay import audio
+
+INNER_FOLDS = ("0", "1", "2", "3", "4")
+SPLITS = {"inner_oof": INNER_FOLDS, "holdout": ("holdout",), "test": ("test",)}
+COLUMNS = ["path", "fold", "split", "score", "logit"]
+AUG_COLUMNS = ["augmentation", "codec"]
+
+
+class ScoreError(Exception):
+    """Bad input (exit 3); the message names the fix."""
+
+
+class ScoreRefused(ScoreError):
+    """A protocol violation (exit 4): wrong bundle, or a model scoring rows it trained on."""
+
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    """How a split is scored. Everything that changes a score is recorded in the sidecar."""
+
+    max_s: float = 8.0  # seconds of each trimmed clip the model sees (8 deploy, 14 diagnostic)
+    batch_seconds: float = 96.0  # padded audio seconds per batch (memory bound)
+    max_batch: int = 16  # clips per batch at most
+    aug_seed: int = 20261130  # seed of the augmented slice: fixed, the same for every model
+    device: str = "cpu"  # torch device for the model
+
+    def __post_init__(self):
+        if not 0 < self.max_s <= 15.0:
+            raise ValueError(f"max_s={self.max_s}: must be in (0, 15] (the bundle caps at 15 s)")
+        if self.max_batch < 1 or self.batch_seconds <= 0:
+            raise ValueError("max_batch and batch_seconds must be positive")
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def select_rows(manifest, split: str, fold: int | None = None):
+    """Core rows of `split` (fold K only with `fold`), in manifest order. Extra rows never."""
+    if split not in SPLITS:
+        raise ScoreError(f"--split {split!r}: one of {', '.join(SPLITS)}")
+    folds = manifest["fold"].astype(str)
+    keep = folds.isin(SPLITS[split])
+    if fold is not None:
+        if split != "inner_oof":
+            raise ScoreError("--fold only applies to --split inner_oof")
+        keep &= folds == str(fold)
+    if "train_scope" in manifest.columns:
+        keep &= manifest["train_scope"].astype(str) != "extra"
+    return manifest[keep]
+
+
+def find_run_meta(run: Path) -> dict:
+    """run_meta.json of a run dir, or of the run above a checkpoint dir."""
+    for where in (run, run.parent, run.parent.parent):
+        p = where / "run_meta.json"
+        if p.is_file():
+            return json.loads(p.read_text())
+    raise ScoreError(f"no run_meta.json at or above {run} (pass a run dir written by hearsay "
+                     "train)")
+
+
+def weights_file(run: Path) -> Path:
+    for p in (run / "final" / "model.safetensors", run / "model.safetensors"):
+        if p.is_file():
+            return p
+    raise ScoreError(f"no final/model.safetensors under {run} (is the run complete?)")
+
+
+def check_protocol(meta: dict, bundle_sha: str, split: str, fold: int | None) -> None:
+    """Refuse a run from another bundle, or inner rows scored by a model that trained on them."""
+    if meta.get("bundle_tree_sha") != bundle_sha:
+        raise ScoreRefused(f"run was trained on bundle {meta.get('bundle_tree_sha')!r}, this "
+                           f"bundle is {bundle_sha!r} (score with the bundle the run used)")
+    if split == "inner_oof":
+        if meta.get("job") != "fold" or meta.get("fold") is None:
+            raise ScoreRefused(f"a {meta.get('job')!r} run trained on every inner fold: inner_oof "
+                               "rows are scored only by the fold model that left them out")
+        if fold is None or int(meta["fold"]) != int(fold):
+            raise ScoreRefused(f"this is the fold-{meta['fold']} model: it may score inner_oof "
+                               f"--fold {meta['fold']} only (asked: --fold {fold})")
+
+
+# --------------------------------------------------------------------------- augmented slice
+
+
+def aug_rng(seed: int, clip_id: str) -> np.random.Generator:
+    """The clip's own generator: depends on the seed and the id, nothing else."""
+    return np.random.default_rng([int(seed), zlib.crc32(str(clip_id).encode())])
+
+
+def aug_config():
+    from hearsay.augment import AugmentConfig
+
+    return AugmentConfig(p_aug=1.0, w_trim_jitter=0.0)  # one type per clip, test-time types only
+
+
+def aug_plan(rows, seed: int) -> list[str]:
+    """One augmentation name per row ("codec:<c>" or a wave type); identical for every model."""
+    from hearsay import augment
+
+    cfg = aug_config()
+    codecs = rows["codec_ids"] if "codec_ids" in rows.columns else [None] * len(rows)
+    return [augment.choose(aug_rng(seed, cid), cfg, c)
+            for cid, c in zip(rows["id"], codecs, strict=True)]
+
+
+def clip_file(root: Path, row, aug: str) -> Path:
+    if aug.startswith("codec:"):
+        return root / "codecs" / aug.split(":", 1)[1] / f"{row['id']}.flac"
+    flac = row.get("flac")
+    return root / (flac if isinstance(flac, str) and flac else f"audio/{row['id']}.flac")
+
+
+def model_input(root: Path, row, aug: str, cfg: ScoreConfig) -> np.ndarray:
+    """(N,) float32 normalised model input of one bundle row, N <= max_s * 16 kHz."""
+    from hearsay import crops
+
+    x = audio.cap(audio.load_audio(clip_file(root, row, aug)), cfg.max_s)
+    if aug not in ("none", "") and not aug.startswith("codec:"):
+        from hearsay import augment
+
+        rng = aug_rng(cfg.aug_seed, row["id"])
+        augment.choose(rng, aug_config(), row.get("codec_ids"))  # same draws as aug_plan
+        x = augment.apply(aug, x, rng, aug_config())
+    return crops.test_input(x, cfg.max_s)
+
+
+# --------------------------------------------------------------------------- batching
+
+
+def length_batches(lengths: list[int], cfg: ScoreConfig) -> list[list[int]]:
+    """Row indices grouped longest first so that padded samples stay under the budget."""
+    budget = cfg.batch_seconds * audio.SAMPLE_RATE
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    out: list[list[int]] = []
+    for i in order:
+        if out and len(out[-1]) < cfg.max_batch and \
+                lengths[out[-1][0]] * (len(out[-1]) + 1) <= budget:
+            out[-1].append(i)  # the first index is the batch's longest clip
+        else:
+            out.append([i])
+    return out
+
+
+def run_model(det, waves: list[np.ndarray], device: str = "cpu") -> np.ndarray:
+    """Logits (B,) float64 of one padded batch."""
+    import torch
+
+    from hearsay import crops
+
+    values, mask = crops.pad_batch(waves, [len(w) for w in waves])
+    with torch.inference_mode():
+        logits = det(torch.from_numpy(values).to(device), torch.from_numpy(mask).to(device))
+    return logits.float().cpu().numpy().astype(np.float64).reshape(-1)
+
+
+def score_rows(det, root: Path, rows, augs: list[str], cfg: ScoreConfig) -> np.ndarray:
+    """Logits of `rows` (manifest order), batched by capped length."""
+    import soundfile as sf
+
+    cap_n = int(round(cfg.max_s * audio.SAMPLE_RATE))
+    recs = rows.to_dict("records")
+    lengths = []
+    for rec, aug in zip(recs, augs, strict=True):
+        try:
+            lengths.append(min(sf.info(str(clip_file(root, rec, aug))).frames, cap_n))
+        except Exception as err:  # noqa: BLE001 - any unreadable file is named below
+            raise ScoreError(f"{clip_file(root, rec, aug)}: unreadable ({err})") from None
+    logits = np.full(len(recs), np.nan)
+    for batch in length_batches(lengths, cfg):
+        try:
+            waves = [model_input(root, recs[i], augs[i], cfg) for i in batch]
+        except audio.AudioError as err:
+            raise ScoreError(f"bundle clip unreadable: {err} (rebuild the bundle)") from None
+        logits[batch] = run_model(det, waves, cfg.device)
+    return logits
+
+
+# --------------------------------------------------------------------------- one split
+
+
+def score_split(bundle, run: Path, split: str, fold: int | None = None,
+                cfg: ScoreConfig = ScoreConfig(), augmented: bool = False):
+    """(scores DataFrame, sidecar dict) of one split scored by one run."""
+    import pandas as pd
+    from scipy.special import expit
+
+    from hearsay.model import load_detector, sha256_file
+
+    run = Path(run)
+    meta = find_run_meta(run)
+    if split == "inner_oof" and fold is None and meta.get("job") == "fold":
+        fold = meta.get("fold")
+    check_protocol(meta, bundle.tree_sha, split, fold)
+    rows = select_rows(bundle.manifest, split, fold)
+    augs = aug_plan(rows, cfg.aug_seed) if augmented else ["none"] * len(rows)
+    wfile = weights_file(run)
+    det, _ = load_detector(wfile.parent, device=cfg.device)
+    logits = score_rows(det, Path(bundle.root), rows, augs, cfg) if len(rows) else np.zeros(0)
+    out = pd.DataFrame({"path": rows["path"].astype(str).to_numpy(),
+                        "fold": rows["fold"].astype(str).to_numpy(), "split": split,
+                        "score": expit(logits), "logit": logits})
+    if augmented:
+        out["augmentation"] = [a.split(":", 1)[0] for a in augs]
+        out["codec"] = [a.split(":", 1)[1] if a.startswith("codec:") else "" for a in augs]
+    side = {"run": str(run), "job": meta.get("job"), "run_fold": meta.get("fold"),
+            "config_hash": meta.get("config_hash"), "weights_sha256": sha256_file(wfile),
+            "bundle_tree_sha": bundle.tree_sha, "split": split, "fold": fold,
+            "augmented": augmented, "n_rows": len(out), "config": dataclasses.asdict(cfg)}
+    return out, side
+
+
+def write_scores(df, side: dict, out_csv: Path) -> Path:
+    out_csv = Path(out_csv)
+    out_csv.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out_csv, index=False, float_format="%.9g")
+    sidecar(out_csv).write_text(json.dumps(side, indent=2, sort_keys=True) + "\n")
+    return out_csv
+
+
+def sidecar(csv_path: Path) -> Path:
+    return Path(str(csv_path) + ".meta.json")
+
+
+def load_bundle(path: Path):
+    """The bundle through its own reader (hearsay.bundle, docs/INTERFACES.md)."""
+    from hearsay.bundle import load_bundle as _load
+
+    return _load(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="hearsay score", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bundle", type=Path, required=True, help="bundle folder (hearsay bundle)")
+    ap.add_argument("--run", type=Path, required=True,
+                    help="run dir (uses final/) or a checkpoint dir under it")
+    ap.add_argument("--split", required=True, choices=list(SPLITS), help="rows to score")
+    ap.add_argument("--fold", type=int, choices=range(5), default=None,
+                    help="inner fold (inner_oof only; default: the fold run's own fold)")
+    ap.add_argument("--max-s", type=float, default=ScoreConfig.max_s,
+                    help="seconds of each clip the model sees (8 deploy default, 14 diagnostic)")
+    ap.add_argument("--augmented", action="store_true",
+                    help="score the fixed-seed augmented slice instead of the clean clips")
+    ap.add_argument("--aug-seed", type=int, default=ScoreConfig.aug_seed,
+                    help="seed of the augmented slice (keep the default to compare models)")
+    ap.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
+    ap.add_argument("-o", "--out", type=Path, required=True, help="output CSV")
+    args = ap.parse_args(argv)
+    try:
+        cfg = ScoreConfig(max_s=args.max_s, aug_seed=args.aug_seed, device=args.device)
+        bundle = load_bundle(args.bundle)
+        df, side = score_split(bundle, args.run, args.split, args.fold, cfg, args.augmented)
+        write_scores(df, side, args.out)
+    except ScoreRefused as err:
+        print(f"hearsay score: refused: {err}", file=sys.stderr)
+        return 4
+    except (ScoreError, ValueError, OSError) as err:
+        print(f"hearsay score: {err}", file=sys.stderr)
+        return 3
+    print(f"hearsay score: {len(df)} rows -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

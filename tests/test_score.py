@@ -1,0 +1,166 @@
+"""hearsay.score on a small hand-made bundle (docs/INTERFACES.md layout) and tiny random runs.
+
+`make_bundle` and `make_run` are reused by test_assemble / test_report.
+"""
+
+import json
+import types
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import soundfile as sf
+import torch
+
+from hearsay import audio, crops, score
+from hearsay.model import Detector, ModelConfig, load_detector, save_detector
+
+SR = audio.SAMPLE_RATE
+TREE_SHA = "t" * 40  # a hand-made bundle: any fixed string stands for the tree-sha
+
+
+def make_bundle(root: Path, n_per_fold=2, n_holdout=4, n_test=3, codecs=("mp3",), seed=0):
+    """A bundle as INTERFACES.md lays it out; clips 0.6-2.5 s, codec copies are re-noised waves.
+
+    Returns the object `hearsay.bundle.load_bundle` returns (root, manifest, meta, tree_sha).
+    """
+    rng = np.random.default_rng(seed)
+    rows = []
+    folds = [str(k) for k in range(5) for _ in range(n_per_fold)] + \
+        ["holdout"] * n_holdout + ["test"] * n_test + ["extra", "2"]
+    for i, fold in enumerate(folds):
+        cid = f"c{i:03d}"
+        label = "spoof" if i % 2 else "bonafide"
+        dur = float(rng.uniform(0.6, 2.5))
+        t = np.arange(int(dur * SR)) / SR
+        x = 0.3 * np.sin(2 * np.pi * rng.uniform(150, 400) * t) + 0.01 * rng.normal(size=len(t))
+        (root / "audio").mkdir(parents=True, exist_ok=True)
+        sf.write(root / "audio" / f"{cid}.flac", x.astype(np.float32), SR, subtype="PCM_16")
+        for c in codecs:
+            (root / "codecs" / c).mkdir(parents=True, exist_ok=True)
+            y = x[: len(x) - 160] + 0.02 * rng.normal(size=len(x) - 160)
+            sf.write(root / "codecs" / c / f"{cid}.flac", y.astype(np.float32), SR,
+                     subtype="PCM_16")
+        scope = "extra" if i >= len(folds) - 2 else "core"
+        rows.append(dict(id=cid, path=f"clips/{cid}.wav", label=label,
+                         generator="g1" if label == "spoof" else "bonafide",
+                         source="srcA" if i % 3 else "srcB", group=f"grp{i}", fold=fold,
+                         train_scope=scope, duration=dur, codec_ids=";".join(codecs),
+                         flac=f"audio/{cid}.flac"))
+    manifest = pd.DataFrame(rows)
+    manifest.to_csv(root / "manifest.csv", index=False)
+    meta = {"tree_sha": TREE_SHA, "counts": {"rows": len(rows)}}
+    (root / "bundle_meta.json").write_text(json.dumps(meta))
+    return types.SimpleNamespace(root=root, manifest=manifest, meta=meta, tree_sha=TREE_SHA)
+
+
+def make_run(run: Path, job="fold", fold=0, seed=0, steps=100, tree_sha=TREE_SHA,
+             config_hash="cfg0"):
+    """A run dir with a tiny random-init final model and run_meta.json (INTERFACES.md)."""
+    torch.manual_seed(seed)
+    det = Detector(ModelConfig.tiny())
+    save_detector(det, run / "final")
+    (run / "config.json").write_text((run / "final" / "config.json").read_text())
+    meta = {"job": job, "fold": fold if job == "fold" else None, "config_hash": config_hash,
+            "bundle_tree_sha": tree_sha, "base_weights_sha": "random-init", "git_sha": "g" * 40,
+            "steps": steps, "epochs": 1, "device": "cpu", "complete": True}
+    (run / "run_meta.json").write_text(json.dumps(meta))
+    return run
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("score")
+    bundle = make_bundle(root / "bundle")
+    runs = {k: make_run(root / f"fold{k}", fold=k, seed=k) for k in range(5)}
+    runs["full"] = make_run(root / "full", job="full", fold=None, seed=9)
+    return bundle, runs
+
+
+def test_scores_are_the_models_logits_on_the_training_front_end(world):
+    bundle, runs = world
+    df, side = score.score_split(bundle, runs["full"], "holdout")
+    rows = bundle.manifest[bundle.manifest["fold"] == "holdout"]
+    assert list(df["path"]) == list(rows["path"]) and list(df.columns) == score.COLUMNS
+    det, _ = load_detector(runs["full"])
+    for (_, r), logit in zip(rows.iterrows(), df["logit"], strict=True):
+        x = crops.test_input(audio.load_audio(bundle.root / r["flac"]), 8.0)
+        with torch.inference_mode():
+            one = det(torch.from_numpy(x)[None], torch.ones(1, len(x), dtype=torch.int64))
+        assert logit == pytest.approx(float(one), abs=1e-4)  # batched+padded == alone
+    assert np.allclose(df["score"], 1 / (1 + np.exp(-df["logit"])))
+    assert side["weights_sha256"] and side["bundle_tree_sha"] == TREE_SHA
+
+
+def test_max_s_caps_what_the_model_sees(world):
+    bundle, runs = world
+    short, _ = score.score_split(bundle, runs["full"], "holdout", cfg=score.ScoreConfig(max_s=0.5))
+    full, _ = score.score_split(bundle, runs["full"], "holdout")
+    assert not np.allclose(short["logit"], full["logit"])
+
+
+def test_inner_oof_scores_only_the_runs_own_fold_and_never_extra_rows(world):
+    bundle, runs = world
+    df, side = score.score_split(bundle, runs[2], "inner_oof")
+    m = bundle.manifest
+    want = m[(m["fold"] == "2") & (m["train_scope"] == "core")]["path"]
+    assert list(df["path"]) == list(want) and side["fold"] == 2
+    assert (df["split"] == "inner_oof").all() and (df["fold"] == "2").all()
+
+
+@pytest.mark.parametrize("run, split, fold", [("full", "inner_oof", 0), (1, "inner_oof", 0)])
+def test_a_model_never_scores_inner_rows_it_trained_on(world, run, split, fold):
+    bundle, runs = world
+    with pytest.raises(score.ScoreRefused):
+        score.score_split(bundle, runs[run], split, fold)
+
+
+def test_a_run_from_another_bundle_is_refused(world, tmp_path):
+    bundle, _ = world
+    other = make_run(tmp_path / "other", job="full", fold=None, tree_sha="x" * 40)
+    with pytest.raises(score.ScoreRefused, match="bundle"):
+        score.score_split(bundle, other, "holdout")
+
+
+def test_augmented_slice_is_fixed_and_the_same_for_every_model(world):
+    bundle, runs = world
+    a, _ = score.score_split(bundle, runs["full"], "holdout", augmented=True)
+    b, _ = score.score_split(bundle, runs[0], "holdout", augmented=True)
+    clean, _ = score.score_split(bundle, runs["full"], "holdout")
+    assert list(a["augmentation"]) == list(b["augmentation"])
+    assert list(a["codec"]) == list(b["codec"])
+    assert not np.allclose(a["logit"], clean["logit"])
+    # a subset gets the same augmentation per clip (seeded by clip id, not by position)
+    rows = bundle.manifest[bundle.manifest["fold"] == "holdout"]
+    plan_all = score.aug_plan(rows, 7)
+    assert score.aug_plan(rows.iloc[1:], 7) == plan_all[1:]
+    assert score.aug_plan(rows, 8) != plan_all or len(set(plan_all)) == 1
+    again, _ = score.score_split(bundle, runs["full"], "holdout", augmented=True)
+    assert np.array_equal(again["logit"], a["logit"])
+
+
+def test_length_batches_group_similar_lengths_under_the_budget():
+    cfg = score.ScoreConfig(batch_seconds=4.0, max_batch=3)
+    lengths = [SR, 3 * SR, SR // 2, SR, 2 * SR]
+    batches = score.length_batches(lengths, cfg)
+    assert sorted(i for b in batches for i in b) == list(range(5))
+    for b in batches:
+        assert len(b) <= 3 and lengths[b[0]] * len(b) <= 4 * SR
+        assert lengths[b[0]] == max(lengths[i] for i in b)
+
+
+def test_cli_writes_csv_and_sidecar(world, tmp_path, monkeypatch):
+    bundle, runs = world
+    monkeypatch.setattr(score, "load_bundle", lambda _p: bundle)  # hand-made bundle object
+    out = tmp_path / "t.csv"
+    rc = score.main(["--bundle", str(bundle.root), "--run", str(runs["full"]), "--split", "test",
+                     "-o", str(out)])
+    assert rc == 0
+    df = pd.read_csv(out)
+    assert list(df.columns) == score.COLUMNS and len(df) == 3
+    side = json.loads(score.sidecar(out).read_text())
+    assert side["split"] == "test" and side["n_rows"] == 3
+    rc = score.main(["--bundle", str(bundle.root), "--run", str(runs["full"]), "--split",
+                     "inner_oof", "--fold", "1", "-o", str(tmp_path / "x.csv")])
+    assert rc == 4
