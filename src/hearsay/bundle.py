@@ -1,0 +1,391 @@
+"""`hearsay bundle MANIFEST OUT_DIR`: manifest -> trimmed 16 kHz FLAC bundle + codec copies.
+
+    hearsay bundle corpus/manifest.csv bundle/ --folds splits/demo.folds.json [--workers 2]
+
+Per clip (hearsay.audio, in this order): load_audio -> trim_silence -> drop if < min_s left ->
+cap max_s -> peak_guard -> audio/<id>.flac (16 kHz mono 16-bit); then one ffmpeg run encodes it
+into every codec this ffmpeg has (hearsay.codecs), each copy decoded back through load_audio,
+re-trimmed, capped, peak-guarded -> codecs/<codec>/<id>.flac. Layout: docs/INTERFACES.md.
+
+* Decode failures are listed with their reason in bundle_meta.json["failed"]; the batch goes on.
+  The build fails (exit 4) when failed / rows > max_fail_frac (default 0.005 = 0.5 %).
+* Clips with < min_s (0.5 s) left after trimming are dropped and listed in ["dropped"].
+* An encoder this ffmpeg lacks is listed in ["encoders_missing"] and its copies skipped.
+* Resume: a FLAC is reused only when its source's size:mtime_ns stamp and the build settings are
+  unchanged (kept in the sidecar OUT_DIR/.stamps.json).
+* tree_sha (bundle_meta.json): sha256 of the sha256sum listing of manifest.csv, audio/ and
+  codecs/, paths sorted bytewise - the same as `cd OUT_DIR && find manifest.csv audio codecs
+  -type f | LC_ALL=C sort | xargs sha256sum | sha256sum`.
+  bundle_meta.json, diagnostics.json and .stamps.json are outside it.
+* diagnostics.json: per-scope AUC of trivial features (post-trim duration, pre-guard peak,
+  leading silence) with the gate "warn when max(AUC, 1-AUC) >= auc_warn (0.85)", clips with
+  identical 16-bit PCM across scopes, and core clips identical to a test clip.
+
+Exit codes: 0 built, 1 unexpected error, 2 usage, 3 manifest or fold file rejected (schema, sha
+mismatch, extra generator from a holdout family), 4 decode failures above --max-fail-frac.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import soundfile as sf
+from tqdm import tqdm
+
+from hearsay import audio, codecs
+from hearsay.folds import FoldError, apply_folds, check_no_holdout_leak, load_folds
+from hearsay.manifest import INNER_FOLDS, ManifestError, read_manifest, resolve_path
+
+META, DIAG, STAMPS = "bundle_meta.json", "diagnostics.json", ".stamps.json"
+EXIT_REJECTED, EXIT_TOO_MANY_FAILURES = 3, 4
+
+
+@dataclass(frozen=True)
+class BundleConfig:
+    max_s: float = 15.0  # cap after trimming, seconds
+    min_s: float = 0.5  # clips shorter than this after trimming are dropped
+    top_db: float = audio.TRIM_TOP_DB  # trim threshold, dB below the loudest frame
+    codecs: tuple[str, ...] = tuple(codecs.CODECS)  # codec copies to make (missing encoders skip)
+    max_fail_frac: float = 0.005  # decode failures / rows above this fail the build
+    workers: int = 0  # processes; 0 = every CPU this process may use
+    auc_warn: float = 0.85  # diagnostics: a trivial feature separating this well is a warning
+
+    def settings_key(self) -> str:
+        """Digest of what a FLAC depends on; a change invalidates every resumed FLAC."""
+        s = json.dumps([self.max_s, self.min_s, self.top_db, list(self.codecs)])
+        return hashlib.sha256(s.encode()).hexdigest()[:16]
+
+
+class BundleError(RuntimeError):
+    """A bundle that cannot be built or read; the message names the fix."""
+
+
+# --------------------------------------------------------------------------- one clip
+
+
+def _write_flac(path: Path, x: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(path, x, audio.SAMPLE_RATE, subtype="PCM_16", format="FLAC")
+
+
+def process_clip(task: dict) -> dict:
+    """Bundle one clip (runs in a worker). Never raises: the status says what happened."""
+    rid, src, out, cfg = task["id"], Path(task["src"]), Path(task["out"]), task["cfg"]
+    res = {"id": rid, "stamp": task["stamp"], "status": "ok", "reason": ""}
+    try:
+        x = audio.load_audio(src)
+    except audio.AudioError as err:
+        return {**res, "status": "failed", "reason": err.reason}
+    sr = audio.SAMPLE_RATE
+    start, end = audio.trim_silence(x, top_db=cfg["top_db"])
+    y = x[start:end]
+    if len(y) < cfg["min_s"] * sr:
+        why = "silent" if len(y) == 0 else f"{len(y) / sr:.2f} s"
+        return {**res, "status": "dropped",
+                "reason": f"too short after trimming ({why} < {cfg['min_s']} s)"}
+    peak = float(np.max(np.abs(y)))
+    y = audio.peak_guard(audio.cap(y, cfg["max_s"]))
+    flac = out / "audio" / f"{rid}.flac"
+    _write_flac(flac, y)
+    pcm = sf.read(flac, dtype="int16")[0]
+    res.update(duration=round(len(y) / sr, 4), trimmed_s=round((end - start) / sr, 4),
+               peak=round(peak, 6), lead_s=round(start / sr, 4),
+               pcm_sha=hashlib.sha256(pcm.tobytes()).hexdigest(), codec_ids=[],
+               codec_errors={})
+    with tempfile.TemporaryDirectory(prefix="hearsay-codec-") as tmp:
+        try:
+            copies = codecs.roundtrip(y, cfg["codecs"], Path(tmp))
+        except audio.AudioError as err:
+            res["codec_errors"] = {c: err.reason for c in cfg["codecs"]}
+            copies = {}
+    for name, z in copies.items():
+        s, e = audio.trim_silence(z, top_db=cfg["top_db"])
+        if e - s == 0:
+            res["codec_errors"][name] = "silent after round-trip"
+            continue
+        _write_flac(out / "codecs" / name / f"{rid}.flac",
+                    audio.peak_guard(audio.cap(z[s:e], cfg["max_s"])))
+        res["codec_ids"].append(name)
+    return res
+
+
+def stamp_of(path: Path) -> str:
+    """size:mtime_ns of a source file ("missing" when absent)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return "missing"
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+# --------------------------------------------------------------------------- the build
+
+
+def tree_sha(root: Path) -> str:
+    """sha256 over the sha256sum listing of manifest.csv + audio/ + codecs/ (see docstring)."""
+    files = [root / "manifest.csv"] + [p for d in ("audio", "codecs")
+                                       for p in (root / d).rglob("*") if p.is_file()]
+    rels = sorted(p.relative_to(root).as_posix() for p in files)
+    listing = "".join(f"{_sha(root / r)}  {r}\n" for r in rels)
+    return hashlib.sha256(listing.encode()).hexdigest()
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _workers(n: int) -> int:
+    return n if n > 0 else len(os.sched_getaffinity(0))
+
+
+def _prepare_manifest(manifest: Path, folds_path: Path | None) -> tuple[pd.DataFrame, dict]:
+    """Validated manifest with every fold filled, plus the fold file's identity (or {})."""
+    df = read_manifest(manifest)
+    if folds_path is not None:
+        folds = load_folds(folds_path)
+        return apply_folds(df, folds), {"path": str(folds_path), "sha256": folds.sha256,
+                                        "config": asdict(folds.config)}
+    read_manifest(manifest, require_fold=True)
+    # no config: a holdout family is one seen in holdout spoof rows and in no inner spoof row
+    from hearsay.folds import SplitsConfig
+
+    spoof = df.loc[(df["label"] == "spoof") & (df["train_scope"] == "core")]
+    fam = spoof["generator"].map(SplitsConfig().family)
+    hold = set(fam[spoof["fold"] == "holdout"]) - set(fam[spoof["fold"].isin(INNER_FOLDS)])
+    check_no_holdout_leak(df, SplitsConfig(holdout_families=tuple(sorted(hold))))
+    return df, {}
+
+
+def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
+                 folds: str | os.PathLike | None = None,
+                 cfg: BundleConfig = BundleConfig(), progress: bool = True) -> dict:
+    """Build the bundle; returns its meta dict. Raises ManifestError / FoldError on bad input;
+    a build over the failure threshold still writes its meta (status "failed") and returns it."""
+    manifest, out = Path(manifest), Path(out)
+    df, folds_meta = _prepare_manifest(manifest, None if folds is None else Path(folds))
+    have, missing = codecs.available(cfg.codecs)
+    out.mkdir(parents=True, exist_ok=True)
+    stamps_path = out / STAMPS
+    old = json.loads(stamps_path.read_text()) if stamps_path.is_file() else {}
+    key = BundleConfig(**{**asdict(cfg), "codecs": tuple(have)}).settings_key()
+    old = old.get("entries", {}) if old.get("settings") == key else {}
+    wcfg = {"top_db": cfg.top_db, "min_s": cfg.min_s, "max_s": cfg.max_s, "codecs": have}
+    results, tasks = {}, []
+    for rid, rel in zip(df["id"], df["path"], strict=True):
+        src = resolve_path(rel, manifest.parent)
+        stamp = stamp_of(src)
+        prev = old.get(rid)
+        if prev and prev["stamp"] == stamp and prev["status"] != "failed" and _outputs_exist(
+                out, prev):
+            results[rid] = {**prev, "reused": True}
+        else:
+            tasks.append({"id": rid, "src": str(src), "out": str(out), "cfg": wcfg,
+                          "stamp": stamp})
+    n_proc = min(_workers(cfg.workers), max(1, len(tasks)))
+    bar = tqdm(total=len(tasks), desc=f"bundle ({n_proc} proc)", unit="clip",
+               disable=not progress)
+    if n_proc > 1:
+        with mp.get_context("forkserver").Pool(n_proc) as pool:
+            for res in pool.imap_unordered(process_clip, tasks, chunksize=1):
+                results[res["id"]] = res
+                bar.update()
+    else:
+        for task in tasks:
+            res = process_clip(task)
+            results[res["id"]] = res
+            bar.update()
+    bar.close()
+    stamps_path.write_text(json.dumps({"settings": key, "entries": results}, indent=0))
+    ok = [rid for rid in df["id"] if results[rid]["status"] == "ok"]
+    listed = {status: [{"id": rid, "path": p, "reason": results[rid]["reason"]}
+                       for rid, p in zip(df["id"], df["path"], strict=True)
+                       if results[rid]["status"] == status] for status in ("failed", "dropped")}
+    bdf = df.set_index("id").loc[ok].reset_index()
+    bdf["duration"] = [f"{results[r]['duration']:.4f}" for r in ok]
+    bdf["codec_ids"] = [";".join(results[r]["codec_ids"]) for r in ok]
+    bdf["flac"] = [f"audio/{r}.flac" for r in ok]
+    bdf.to_csv(out / "manifest.csv", index=False)
+    _remove_stale(out, {rid: results[rid] for rid in ok})
+    fail_frac = len(listed["failed"]) / max(1, len(df))
+    status = "ok" if fail_frac <= cfg.max_fail_frac else "failed"
+    diag = diagnostics(bdf, results, cfg.auc_warn)
+    (out / DIAG).write_text(json.dumps(diag, indent=1) + "\n")
+    meta = {
+        "status": status,
+        "tree_sha": tree_sha(out),
+        "tree_sha_method": "sha256 of `sha256sum` lines of manifest.csv, audio/**, codecs/** "
+                           "(paths relative, LC_ALL=C sorted)",
+        "counts": {"rows": len(df), "ok": len(ok), "failed": len(listed["failed"]),
+                   "dropped": len(listed["dropped"]),
+                   "reused": sum(1 for r in ok if results[r].get("reused")),
+                   "codec_copies": sum(len(results[r]["codec_ids"]) for r in ok)},
+        "fail_frac": round(fail_frac, 6), "max_fail_frac": cfg.max_fail_frac,
+        "failed": listed["failed"], "dropped": listed["dropped"],
+        "codec_errors": {r: results[r]["codec_errors"] for r in ok if results[r]["codec_errors"]},
+        "codecs": have, "encoders_missing": missing,
+        "config": asdict(cfg), "folds": folds_meta,
+        "manifest": {"path": str(manifest), "sha256": _sha(manifest)},
+        "front_end": {"sample_rate": audio.SAMPLE_RATE, "resampler": audio.RESAMPLER,
+                      "peak": audio.PEAK, "top_db": cfg.top_db, "max_s": cfg.max_s},
+        "warnings": diag["warnings"],
+    }
+    (out / META).write_text(json.dumps(meta, indent=1) + "\n")
+    return meta
+
+
+def _outputs_exist(out: Path, res: dict) -> bool:
+    if res["status"] != "ok":
+        return True
+    files = [out / "audio" / f"{res['id']}.flac"] + [out / "codecs" / c / f"{res['id']}.flac"
+                                                       for c in res["codec_ids"]]
+    return all(f.is_file() for f in files)
+
+
+def _remove_stale(out: Path, ok: dict) -> None:
+    """Delete audio/codec files of rows no longer in the bundle (they would enter the tree-sha)."""
+    keep = {f"audio/{rid}.flac" for rid in ok}
+    keep |= {f"codecs/{c}/{rid}.flac" for rid, r in ok.items() for c in r["codec_ids"]}
+    for d in ("audio", "codecs"):
+        for p in (out / d).rglob("*") if (out / d).is_dir() else []:
+            if p.is_file() and p.relative_to(out).as_posix() not in keep:
+                p.unlink()
+
+
+# --------------------------------------------------------------------------- diagnostics
+
+
+def diagnostics(bdf: pd.DataFrame, results: dict, auc_warn: float) -> dict:
+    """Trivial-feature AUCs per scope, PCM duplicates across scopes, core-vs-test identities."""
+    from sklearn.metrics import roc_auc_score
+
+    from hearsay.manifest import split_of
+
+    feats = pd.DataFrame({
+        "id": bdf["id"], "y": (bdf["label"] == "spoof").astype(int),
+        "train_scope": bdf["train_scope"],
+        "split": [split_of(f) or "extra" for f in bdf["fold"]],
+        "duration_s": [results[r]["trimmed_s"] for r in bdf["id"]],
+        "peak": [results[r]["peak"] for r in bdf["id"]],
+        "lead_silence_s": [results[r]["lead_s"] for r in bdf["id"]],
+        "pcm_sha": [results[r]["pcm_sha"] for r in bdf["id"]]})
+    feats.loc[feats["train_scope"] == "extra", "split"] = "extra"
+    scopes = {"all": feats, "core": feats[feats["train_scope"] == "core"]}
+    scopes |= {s: feats[feats["split"] == s] for s in ("inner_oof", "holdout", "test", "extra")}
+    aucs, warnings = {}, []
+    for name, sub in scopes.items():
+        if sub["y"].nunique() < 2:
+            aucs[name] = {"n": len(sub), "note": "one class only: AUC undefined"}
+            continue
+        aucs[name] = {"n": len(sub)}
+        for f in ("duration_s", "peak", "lead_silence_s"):
+            auc = float(roc_auc_score(sub["y"], sub[f]))
+            aucs[name][f] = round(auc, 4)
+            if max(auc, 1 - auc) >= auc_warn:
+                warnings.append(f"trivial feature {f} separates the classes in scope {name} "
+                                f"(AUC {auc:.3f}; gate: max(AUC, 1-AUC) >= {auc_warn})")
+    dups = []
+    for sha, grp in feats.groupby("pcm_sha"):
+        if len(grp) > 1 and grp["split"].nunique() > 1:
+            dups.append({"pcm_sha": sha, "ids": grp["id"].tolist(),
+                         "scopes": sorted(set(grp["split"]))})
+    test_sha = set(feats.loc[feats["split"] == "test", "pcm_sha"])
+    core = feats[(feats["train_scope"] == "core") & (feats["split"] != "test")]
+    core_test = core.loc[core["pcm_sha"].isin(test_sha), "id"].tolist()
+    if dups:
+        warnings.append(f"{len(dups)} PCM-identical clip set(s) span scopes (see duplicates)")
+    if core_test:
+        warnings.append(f"{len(core_test)} core clip(s) identical to a test clip: {core_test[:5]}")
+    return {"auc_gate": {"warn_at": auc_warn, "rule": "max(AUC, 1-AUC) >= warn_at",
+                         "features": ["duration_s (post-trim, pre-cap)", "peak (pre-guard)",
+                                      "lead_silence_s"], "positive": "spoof"},
+            "trivial_feature_auc": aucs, "duplicates_across_scopes": dups,
+            "core_identical_to_test": core_test, "warnings": warnings}
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class Bundle:
+    root: Path
+    manifest: pd.DataFrame  # bundle manifest; str columns except duration (float)
+    meta: dict
+    tree_sha: str
+    codecs: tuple[str, ...] = field(default=())
+
+    def flac(self, rid: str, codec: str | None = None) -> Path:
+        """Path of a clip's FLAC, or of its `codec` copy."""
+        return self.root / ("audio" if codec is None else f"codecs/{codec}") / f"{rid}.flac"
+
+
+def load_bundle(root: str | os.PathLike, verify: bool = False) -> Bundle:
+    """Open a built bundle. Refuses one whose build failed; `verify` re-hashes every file."""
+    root = Path(root)
+    meta_path = root / META
+    if not meta_path.is_file():
+        raise BundleError(f"{root}: no {META} (build it: hearsay bundle MANIFEST {root})")
+    meta = json.loads(meta_path.read_text())
+    if meta.get("status") != "ok":
+        raise BundleError(f"{root}: the build failed ({meta['counts']['failed']} decode failures"
+                          f", {meta['fail_frac']:.2%} > {meta['max_fail_frac']:.2%}); fix or "
+                          f"remove the clips listed under 'failed' in {meta_path} and rebuild")
+    if verify:
+        actual = tree_sha(root)
+        if actual != meta["tree_sha"]:
+            raise BundleError(f"{root}: tree-sha {actual[:12]}… != recorded "
+                              f"{meta['tree_sha'][:12]}… (files changed; rebuild the bundle)")
+    df = pd.read_csv(root / "manifest.csv", dtype=str, keep_default_na=False)
+    df["duration"] = df["duration"].astype(float)
+    return Bundle(root, df, meta, meta["tree_sha"], tuple(meta.get("codecs", ())))
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="hearsay bundle", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("manifest", type=Path)
+    ap.add_argument("out", type=Path, help="bundle folder (created; a rerun resumes)")
+    ap.add_argument("--folds", type=Path, help="pinned fold file that fills the fold column")
+    ap.add_argument("--workers", type=int, default=0, help="processes (default: all CPUs)")
+    ap.add_argument("--max-fail-frac", type=float, default=BundleConfig.max_fail_frac,
+                    help="decode failures / rows above this fail the build (default 0.005)")
+    ap.add_argument("--codecs", default=",".join(codecs.CODECS),
+                    help="comma list of codec copies to make ('' for none)")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    args = ap.parse_args(argv)
+    cfg = BundleConfig(workers=args.workers, max_fail_frac=args.max_fail_frac,
+                       codecs=tuple(c for c in args.codecs.split(",") if c))
+    try:
+        meta = build_bundle(args.manifest, args.out, args.folds, cfg,
+                            progress=not args.no_progress)
+    except (ManifestError, FoldError, ValueError) as err:
+        print(f"hearsay bundle: {err}", file=sys.stderr)
+        return EXIT_REJECTED
+    c = meta["counts"]
+    print(f"bundle: {args.out}: {c['ok']} clips, {c['codec_copies']} codec copies, "
+          f"{c['dropped']} dropped, {c['failed']} failed, {c['reused']} reused; "
+          f"tree_sha {meta['tree_sha']}")
+    for item in meta["failed"] + meta["dropped"]:
+        print(f"  {item['id']} ({item['path']}): {item['reason']}")
+    if meta["encoders_missing"]:
+        print(f"  encoders missing, copies skipped: {meta['encoders_missing']}")
+    for w in meta["warnings"]:
+        print(f"  warning: {w}")
+    if meta["status"] != "ok":
+        print(f"hearsay bundle: {c['failed']} decode failures = {meta['fail_frac']:.2%} of rows "
+              f"> --max-fail-frac {cfg.max_fail_frac:.2%}: build failed (fix or remove the "
+              "listed clips, or raise --max-fail-frac knowingly)", file=sys.stderr)
+        return EXIT_TOO_MANY_FAILURES
+    return 0
