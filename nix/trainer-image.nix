@@ -1,0 +1,92 @@
+# The trainer image: the one OCI image the rented boxes run.
+#
+#   nix build .#trainer-image    ->  ./result, a gzipped docker-archive tarball
+#   docker load < result         (or: nix run .#push-trainer-image -- docker://REGISTRY/hearsay-trainer:TAG)
+#
+# Layout inside the image (docs/INTERFACES.md, "Runner <-> image"):
+#   /opt/hearsay/runner/box/entry.sh            the command (written by the runner; runs the smoke check first)
+#   /opt/hearsay/container/trainer/smoke_check.sh
+#   /opt/hearsay/weights/xls-r-300m/pytorch_model.bin   ($HEARSAY_WEIGHTS_DIR)
+#   /bin: python3 (+ hearsay), hearsay, ffmpeg, rclone, vastai, curl, bash, coreutils, grep
+#   /tmp writable (1777)
+{ pkgs, root, gitRev, tag, nixpkgsRev, py, ffmpeg, weights }:
+let
+  # runner/box (the entry), runner/lib (which it sources: guard.sh) and container/trainer keep their
+  # checkout-relative places under /opt/hearsay; shebangs are patched to the store's bash.
+  scripts = pkgs.lib.fileset.toSource {
+    inherit root;
+    fileset = pkgs.lib.fileset.unions [
+      (root + "/runner/box")
+      (root + "/runner/lib")
+      (root + "/container/trainer")
+    ];
+  };
+  box = pkgs.runCommand "hearsay-box-scripts" { passthru.src = scripts; } ''
+    mkdir -p "$out/opt/hearsay"
+    cp -r ${scripts}/. "$out/opt/hearsay/"
+    chmod -R u+w "$out"
+    patchShebangs "$out/opt/hearsay"
+  '';
+
+  # Nix's glibc ignores /etc/ld.so.cache, so libcuda.so.1 (mounted by the NVIDIA container hook) is
+  # found only through LD_LIBRARY_PATH. Where the hook mounts it depends on the host's toolkit:
+  # Debian-style, RHEL-style, the legacy /usr/local/nvidia, and NixOS' own driver dir.
+  driverDirs = [
+    "/usr/lib/x86_64-linux-gnu"
+    "/usr/lib64"
+    "/usr/local/nvidia/lib64"
+    "/usr/local/nvidia/lib"
+    "/run/opengl-driver/lib"
+  ];
+in
+pkgs.dockerTools.buildLayeredImage {
+  name = "hearsay-trainer";
+  inherit tag;
+  contents = [
+    py.env
+    ffmpeg
+    pkgs.rclone
+    pkgs.curl
+    pkgs.bashInteractive
+    pkgs.coreutils
+    pkgs.gnugrep
+    pkgs.cacert
+    pkgs.vastai # runner/box/status.sh: the box destroys itself with CONTAINER_ID/CONTAINER_API_KEY
+    pkgs.dockerTools.usrBinEnv
+    box
+    weights.tree
+  ];
+  # A writable, sticky /tmp (torch, rclone and python's tempfile all need one).
+  extraCommands = ''
+    mkdir -p tmp
+    chmod 1777 tmp
+  '';
+  config = {
+    Cmd = [ "/opt/hearsay/runner/box/entry.sh" ];
+    WorkingDir = "/opt/hearsay";
+    Env = [
+      "PATH=/bin:/usr/bin"
+      "LD_LIBRARY_PATH=${builtins.concatStringsSep ":" driverDirs}"
+      "NVIDIA_DRIVER_CAPABILITIES=compute,utility"
+      "NVIDIA_VISIBLE_DEVICES=all"
+      "HF_HUB_OFFLINE=1"
+      "TRANSFORMERS_OFFLINE=1"
+      "HEARSAY_WEIGHTS_DIR=${weights.dir}"
+      "HEARSAY_WEIGHTS_SHA256=${weights.sha256}"
+      "HEARSAY_FFMPEG=${ffmpeg}/bin/ffmpeg"
+      "HEARSAY_VERSION=${py.hearsay.version}"
+      "HEARSAY_GIT_SHA=${gitRev}"
+      "SSL_CERT_FILE=${pkgs.cacert}/etc/ssl/certs/ca-bundle.crt"
+      "TMPDIR=/tmp"
+    ];
+    Labels = {
+      "org.opencontainers.image.title" = "hearsay-trainer";
+      "org.opencontainers.image.version" = py.hearsay.version;
+      "org.opencontainers.image.revision" = gitRev;
+      "io.hearsay.weights.repo" = weights.repo;
+      "io.hearsay.weights.revision" = weights.revision;
+      "io.hearsay.weights.sha256" = weights.sha256;
+      "io.hearsay.nixpkgs.rev" = nixpkgsRev;
+    };
+  };
+}
