@@ -61,7 +61,7 @@ def available(wanted=tuple(CODECS), ffmpeg: str | None = None) -> tuple[list[str
     unknown = [c for c in wanted if c not in CODECS]
     if unknown:
         raise ValueError(f"unknown codec(s) {unknown}; known: {list(CODECS)}")
-    have = encoders(ffmpeg)
+    have = encoders(ffmpeg or ffmpeg_exe())  # cache keyed by the binary actually used
     return ([c for c in wanted if CODECS[c].encoder in have],
             [c for c in wanted if CODECS[c].encoder not in have])
 

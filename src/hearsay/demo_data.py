@@ -228,6 +228,30 @@ def layout(cfg: DemoDataConfig) -> list[dict]:
     return rows
 
 
+MANIFEST_COLUMNS = ["id", "path", "label", "generator", "source", "group", "fold", "train_scope"]
+EXT = {"wav": ".wav", "stereo48": ".wav", "u8": ".wav", "flac22": ".flac", "mp3": ".mp3",
+       "m4a": ".m4a"}
+BAD = [  # (id, label, generator, what the file is)
+    ("bad-text", "bonafide", "bonafide", "a text file named .wav (undecodable)"),
+    ("bad-header", "spoof", "voc-a", "a WAV header cut before its data chunk (undecodable)"),
+    ("bad-silent", "bonafide", "bonafide", "2 s of digital silence (dropped: nothing left)"),
+    ("bad-short", "spoof", "smear-a", "0.3 s tone in silence (dropped: < 0.5 s after trim)"),
+]
+
+
+def manifest_rows(cfg: DemoDataConfig = DemoDataConfig()) -> list[dict]:
+    """The manifest (no audio needed): what write_corpus writes to manifest.csv, in order."""
+    rows = [{**{k: r[k] for k in MANIFEST_COLUMNS if k != "path"},
+             "path": f"audio/{r['id']}{EXT[r['fmt']]}"} for r in layout(cfg)]
+    if cfg.bad_files:
+        rng = np.random.default_rng([cfg.seed, 3])
+        for rid, label, gen, _ in BAD:
+            rows.append({"id": rid, "path": f"audio/{rid}.wav", "label": label, "generator": gen,
+                         "source": "studio", "group": f"spk{rng.integers(cfg.inner_groups):02d}",
+                         "fold": "", "train_scope": "core"})
+    return [{k: r[k] for k in MANIFEST_COLUMNS} for r in rows]
+
+
 def write_corpus(out: Path, cfg: DemoDataConfig = DemoDataConfig()) -> Path:
     """Synthesise every clip into out/audio/, write out/manifest.csv; returns the manifest path."""
     audio_dir = out / "audio"
@@ -235,31 +259,30 @@ def write_corpus(out: Path, cfg: DemoDataConfig = DemoDataConfig()) -> Path:
     rows = layout(cfg)
     base_f0 = {g: np.random.default_rng([cfg.seed, 1, i]).uniform(90, 220)
                for i, g in enumerate(sorted({r["group"] for r in rows}))}
-    manifest = []
     for i, row in enumerate(rows):
         rng = np.random.default_rng([cfg.seed, 2, i])
         x = synth_clip(row["generator"], row["source"], row["seconds"], base_f0[row["group"]], rng)
-        path = _write(x, audio_dir / row["id"], row["fmt"])
-        manifest.append({**{k: row[k] for k in ("id", "label", "generator", "source", "group",
-                                                "fold", "train_scope")},
-                         "path": path.relative_to(out).as_posix()})
+        _write(x, audio_dir / row["id"], row["fmt"])
     if cfg.bad_files:
-        manifest += _bad_files(out, np.random.default_rng([cfg.seed, 3]))
-    cols = ["id", "path", "label", "generator", "source", "group", "fold", "train_scope"]
+        _write_bad_files(audio_dir)
+    manifest = manifest_rows(cfg)
+    missing = [r["path"] for r in manifest if not (out / r["path"]).is_file()]
+    assert not missing, f"demo corpus writer and manifest disagree: {missing[:3]}"
     with open(out / "manifest.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=cols)
+        w = csv.DictWriter(fh, fieldnames=MANIFEST_COLUMNS)
         w.writeheader()
         w.writerows(manifest)
     (out / "README.txt").write_text(
         "SYNTHETIC demo corpus written by `hearsay demo-data` (hearsay.demo_data).\n"
         "No real speech, no real deepfakes: harmonic 'speech-like' signals (bona fide) and three\n"
-        "families of artificial artefacts (spoof). Config: " + repr(asdict(cfg)) + "\n")
+        "families of artificial artefacts (spoof). Deliberately bad files:\n"
+        + "".join(f"  audio/{rid}.wav: {what}\n" for rid, _, _, what in BAD)
+        + f"Config: {asdict(cfg)!r}\n")
     return out / "manifest.csv"
 
 
-def _bad_files(out: Path, rng: np.random.Generator) -> list[dict]:
+def _write_bad_files(a: Path) -> None:
     """Two undecodable files and two that decode but leave < 0.5 s after trimming."""
-    a = out / "audio"
     (a / "bad-text.wav").write_text("this is a text file, not audio\n")
     (a / "bad-header.wav").write_bytes(b"RIFF\x24\x00\x00\x00WAVEfmt ")  # header only, cut
     sf.write(a / "bad-silent.wav", np.zeros(2 * SR, np.float32), SR, subtype="PCM_16")
@@ -267,13 +290,6 @@ def _bad_files(out: Path, rng: np.random.Generator) -> list[dict]:
     pad = np.zeros(SR // 2)
     short = np.concatenate([pad, 0.3 * np.sin(2 * np.pi * 220 * t), pad])
     sf.write(a / "bad-short.wav", short.astype(np.float32), SR, subtype="PCM_16")
-    base = {"source": "studio", "fold": "", "train_scope": "core"}
-    groups = [f"spk{int(g):02d}" for g in rng.integers(0, 15, 4)]
-    return [{**base, "id": s, "path": f"audio/{s}.wav", "label": lab, "generator": gen, "group": g}
-            for s, lab, gen, g in zip(["bad-text", "bad-header", "bad-silent", "bad-short"],
-                                      ["bonafide", "spoof", "bonafide", "spoof"],
-                                      ["bonafide", "voc-a", "bonafide", "smear-a"], groups,
-                                      strict=True)]
 
 
 def main(argv: list[str] | None = None) -> int:

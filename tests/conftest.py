@@ -1,0 +1,50 @@
+"""Shared fixtures. Expensive ones are session-scoped and built once; tests must not modify them
+(copy first: shutil.copytree(bundle.root, tmp_path / "b")).
+
+* `small_demo_config` - a DemoDataConfig for a ~36-clip synthetic corpus of 1-3 s clips
+  (5 inner groups = one per fold, 1 holdout group, 1 test group, 4 extra rows, no bad files).
+* `demo_corpus`  -> Path of its manifest.csv (audio under the same folder).
+* `demo_splits`  -> Path of its pinned fold file splits/demo.folds.json (+ SHA256SUMS beside it).
+* `demo_bundle`  -> hearsay.bundle.Bundle built from both, with every codec copy (2 workers).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hearsay.demo_data import DemoDataConfig
+
+SMALL_DEMO = DemoDataConfig(inner_groups=5, per_group=2, holdout_groups=1, test_groups=1,
+                            extra_rows=4, min_s=1.0, max_s=3.0, bad_files=False)
+SMALL_DEMO_SPLITS = {"holdout_families": ["phq"], "family_exclusion": {"0": ["smear"]}}
+
+
+@pytest.fixture(scope="session")
+def small_demo_config() -> DemoDataConfig:
+    return SMALL_DEMO
+
+
+@pytest.fixture(scope="session")
+def demo_corpus(tmp_path_factory):
+    from hearsay.demo_data import write_corpus
+
+    return write_corpus(tmp_path_factory.mktemp("demo") / "corpus", SMALL_DEMO)
+
+
+@pytest.fixture(scope="session")
+def demo_splits(demo_corpus):
+    from hearsay.folds import SplitsConfig, write_folds
+    from hearsay.manifest import read_manifest
+
+    cfg = SplitsConfig.from_dict(SMALL_DEMO_SPLITS)
+    return write_folds(read_manifest(demo_corpus), cfg, demo_corpus.parent.parent / "splits",
+                       "demo")
+
+
+@pytest.fixture(scope="session")
+def demo_bundle(demo_corpus, demo_splits):
+    from hearsay.bundle import BundleConfig, build_bundle, load_bundle
+
+    out = demo_corpus.parent.parent / "bundle"
+    build_bundle(demo_corpus, out, demo_splits, BundleConfig(workers=2), progress=False)
+    return load_bundle(out)
