@@ -235,13 +235,28 @@ def join(scores, key):
     if unmatched.any():
         raise MetricsError(f"{int(unmatched.sum())} scored path(s) are not in the key, e.g. "
                            f"{df.loc[unmatched, 'path'].iloc[0]!r} (the key must label every row)")
-    if "logit" in df.columns:
-        df["rank"] = df["logit"].astype(float)
-    else:
-        s = df["score"].astype(float).clip(1e-15, 1 - 1e-15)
-        df["rank"] = np.log(s) - np.log1p(-s)
+    df["rank"] = rank_values(df)
     df["is_spoof"] = df["label"] == "spoof"
     return pd.DataFrame(df)
+
+
+def rank_values(frame) -> np.ndarray:
+    """The ranking value of each row: `logit`, else log(s / (1 - s)) of `score`."""
+    if "logit" in frame.columns:
+        return frame["logit"].to_numpy(float)
+    s = frame["score"].to_numpy(float).clip(1e-15, 1 - 1e-15)
+    return np.log(s) - np.log1p(-s)
+
+
+def jsonable(obj):
+    """A copy with non-finite floats as strings ("inf", "-inf", "nan"): strict JSON has none."""
+    if isinstance(obj, dict):
+        return {k: jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    return obj
 
 
 def length_bucket(seconds: float) -> str:
@@ -341,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hearsay metrics: {err}", file=sys.stderr)
         return 3
     if args.json:
-        print(json.dumps(m, indent=2, allow_nan=False))
+        print(json.dumps(jsonable(m), indent=2, allow_nan=False))
     else:
         print("\n".join(summary_lines(m)))
     return 0

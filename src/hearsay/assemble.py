@@ -1,0 +1,343 @@
+"""`hearsay assemble`: the pinned fold + full runs -> one score file, meta.json and the report.
+
+    hearsay assemble --pinned models/<stamp>/final_runs.json --bundle BUNDLE \\
+        [--bar BAR.csv] [--probe PROBE.csv] [--ledger docs/ledger.csv] \\
+        [--outputs outputs] [--reports docs/reports]
+
+Runs are taken ONLY from the pin file; nothing is ever chosen by modification time, name order or
+"latest". The pin file (JSON, unknown keys are errors; relative paths are relative to its folder):
+
+    {"name": "<stamp>",                      # -> outputs/detector_scores/<name>.csv
+     "bundle_tree_sha": "<sha>",             # every run and the bundle must carry this
+     "min_steps": 2000,                      # training budget: a shorter run is refused
+     "parity": null | {"file": "../../export/parity.json", "require": ["parity_a", "parity_b"]},
+     "runs": {"fold0": {"dir": "...", "config_hash": "...", "weights_sha256": "..."},
+              ... "fold4": {...},
+              "full":  {"dir": "...", "config_hash": "...", "weights_sha256": "..."}}}
+
+Each run is validated: run_meta.json job/fold match its key, complete, config hash, bundle
+tree-sha, steps >= min_steps, sha256 of final/model.safetensors = the pinned one. Then each
+fold model scores its own inner fold, the full model scores holdout, test and the augmented
+holdout (per-run files under models/<stamp>/scores/, reused only when their sidecar names the
+same weights, bundle and settings). The assembled file (inner_oof, holdout, test rows) is written,
+read back from disk, and checked:
+
+  F1 row counts per split equal the manifest's core rows
+  F2 every inner row is scored once, by the fold model that did not train on it
+  F3 every path appears once
+  F4 test rows are in manifest order
+  F5 scores are finite, in [0, 1] and equal sigmoid(logit)
+  F6 the export parity record is present and passed, when the pin requires one
+
+Then models/<stamp>/meta.json and <reports>/<stamp>.md (+ PNG plots) are written (hearsay.report).
+
+Exit codes: 0 assembled (a failed gate is a valid, recorded outcome: see meta.json "gate"),
+2 usage, 3 bad input (missing bundle/run/file), 4 the pin file or a pinned run was refused,
+5 a check F1-F6 failed on the written files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from hearsay import score as scoring
+
+RUN_KEYS = ("fold0", "fold1", "fold2", "fold3", "fold4", "full")
+PIN_KEYS = {"name", "bundle_tree_sha", "min_steps", "parity", "runs"}
+RUN_FIELDS = {"dir", "config_hash", "weights_sha256"}
+SCORE_TOL = 1e-6  # |score - sigmoid(logit)| allowed in the written CSV (it keeps 9 digits)
+
+
+class AssembleError(Exception):
+    """Bad input (exit 3)."""
+
+
+class PinError(AssembleError):
+    """The pin file or a pinned run is refused (exit 4)."""
+
+
+class CheckFailed(AssembleError):
+    """One of F1-F6 failed on the written files (exit 5). `check` names it."""
+
+    def __init__(self, check: str, msg: str):
+        self.check = check
+        super().__init__(f"{check}: {msg}")
+
+
+# --------------------------------------------------------------------------- pin file
+
+
+def load_pin(path: Path) -> dict:
+    """Parse and shape-check the pin file; run dirs resolved against its folder."""
+    path = Path(path)
+    if not path.is_file():
+        raise AssembleError(f"pin file {path} not found (write models/<stamp>/final_runs.json)")
+    pin = json.loads(path.read_text())
+    unknown, missing = set(pin) - PIN_KEYS, PIN_KEYS - set(pin)
+    if unknown or missing:
+        raise PinError(f"{path}: unknown keys {sorted(unknown)}, missing keys {sorted(missing)} "
+                       f"(a pin file has exactly {sorted(PIN_KEYS)})")
+    if set(pin["runs"]) != set(RUN_KEYS):
+        raise PinError(f"{path}: runs must be exactly {list(RUN_KEYS)}, got {sorted(pin['runs'])}")
+    for key, run in pin["runs"].items():
+        if set(run) != RUN_FIELDS:
+            raise PinError(f"{path}: runs.{key} needs exactly {sorted(RUN_FIELDS)}, got "
+                           f"{sorted(run)}")
+        run["dir"] = (path.parent / run["dir"]).resolve()
+    if pin["parity"] is not None:
+        pin["parity"]["file"] = (path.parent / pin["parity"]["file"]).resolve()
+    pin["stamp_dir"] = path.parent
+    return pin
+
+
+def validate_run(key: str, spec: dict, pin: dict) -> dict:
+    """The run's run_meta.json after every pinned identity has been checked."""
+    from hearsay.model import sha256_file
+
+    run = Path(spec["dir"])
+    meta_file = run / "run_meta.json"
+    if not meta_file.is_file():
+        raise PinError(f"{key}: {meta_file} missing (pin a completed hearsay train run)")
+    meta = json.loads(meta_file.read_text())
+    want_job, want_fold = ("full", None) if key == "full" else ("fold", int(key[4:]))
+    problems = []
+    if meta.get("job") != want_job:
+        problems.append(f"job {meta.get('job')!r} (want {want_job!r})")
+    if want_fold is not None and meta.get("fold") != want_fold:
+        problems.append(f"fold {meta.get('fold')!r} (want {want_fold})")
+    if meta.get("complete") is not True:
+        problems.append("not complete")
+    if meta.get("config_hash") != spec["config_hash"]:
+        problems.append(f"config_hash {meta.get('config_hash')!r} (pinned {spec['config_hash']!r})")
+    if meta.get("bundle_tree_sha") != pin["bundle_tree_sha"]:
+        problems.append(f"bundle_tree_sha {meta.get('bundle_tree_sha')!r} "
+                        f"(pinned {pin['bundle_tree_sha']!r})")
+    if not isinstance(meta.get("steps"), int) or meta["steps"] < int(pin["min_steps"]):
+        problems.append(f"steps {meta.get('steps')!r} < min_steps {pin['min_steps']}")
+    weights = run / "final" / "model.safetensors"
+    got = sha256_file(weights) if weights.is_file() else "missing"
+    if got != spec["weights_sha256"]:
+        problems.append(f"final/model.safetensors sha256 {got} (pinned {spec['weights_sha256']})")
+    if problems:
+        raise PinError(f"{key} ({run}): " + "; ".join(problems))
+    return meta
+
+
+# --------------------------------------------------------------------------- per-run scores
+
+
+def jobs_of(key: str) -> list[tuple[str, int | None, bool]]:
+    """(split, fold, augmented) each pinned run scores."""
+    if key == "full":
+        return [("holdout", None, False), ("holdout", None, True), ("test", None, False)]
+    return [("inner_oof", int(key[4:]), False)]
+
+
+def run_scores(bundle, pin: dict, key: str, cfg: scoring.ScoreConfig) -> dict:
+    """{(split, augmented): csv path} for one pinned run, scoring what is not cached."""
+    out = {}
+    for split, fold, aug in jobs_of(key):
+        csv = pin["stamp_dir"] / "scores" / f"{key}_{split}{'_aug' if aug else ''}.csv"
+        side = scoring.sidecar(csv)
+        want = {"weights_sha256": pin["runs"][key]["weights_sha256"],
+                "bundle_tree_sha": bundle.tree_sha, "split": split, "fold": fold,
+                "augmented": aug, "max_s": cfg.max_s, "aug_seed": cfg.aug_seed}
+        if csv.is_file() and side.is_file():
+            have = json.loads(side.read_text())
+            conf = have.get("config", {})
+            have = {**have, "max_s": conf.get("max_s"), "aug_seed": conf.get("aug_seed")}
+            if all(have.get(k) == v for k, v in want.items()):
+                out[(split, aug)] = csv
+                continue
+        df, meta = scoring.score_split(bundle, pin["runs"][key]["dir"], split, fold, cfg, aug)
+        out[(split, aug)] = scoring.write_scores(df, meta, csv)
+    return out
+
+
+def core_rows(manifest, split: str):
+    return scoring.select_rows(manifest, split)
+
+
+def assemble_frame(manifest, files: dict):
+    """inner_oof (manifest order) + holdout + test rows from the per-run files."""
+    import pandas as pd
+
+    inner = pd.concat([pd.read_csv(files[f"fold{k}"][("inner_oof", False)], dtype={"fold": str})
+                       for k in range(5)])
+    order = {p: i for i, p in enumerate(core_rows(manifest, "inner_oof")["path"])}
+    inner = inner.assign(_o=inner["path"].map(order)).sort_values("_o", kind="stable")
+    parts = [inner.drop(columns="_o")]
+    for split in ("holdout", "test"):
+        parts.append(pd.read_csv(files["full"][(split, False)], dtype={"fold": str}))
+    return pd.concat(parts, ignore_index=True)[scoring.COLUMNS]
+
+
+# --------------------------------------------------------------------------- F1-F6
+
+
+def check_f1_counts(df, manifest) -> None:
+    for split in scoring.SPLITS:
+        want, got = len(core_rows(manifest, split)), int((df["split"] == split).sum())
+        if want != got:
+            raise CheckFailed("F1", f"{split}: {got} rows written, manifest has {want} core rows")
+    if len(df) != sum(len(core_rows(manifest, s)) for s in scoring.SPLITS):
+        raise CheckFailed("F1", f"{len(df)} rows written: rows of no known split present")
+
+
+def check_f2_inner_provenance(df, manifest, files: dict, metas: dict) -> None:
+    """Each inner row: its fold is the manifest's, and exactly one fold-model file scored it,
+    that of the model whose fold is the row's fold, with the same score."""
+    import pandas as pd
+
+    inner = df[df["split"] == "inner_oof"]
+    fold_of = dict(zip(manifest["path"].astype(str), manifest["fold"].astype(str), strict=True))
+    bad = [p for p, f in zip(inner["path"], inner["fold"], strict=True) if fold_of.get(p) != str(f)]
+    if bad:
+        raise CheckFailed("F2", f"{len(bad)} inner row(s) carry a fold other than the "
+                          f"manifest's, e.g. {bad[0]!r}")
+    seen: dict[str, list] = {}
+    for key in RUN_KEYS[:5]:
+        per = pd.read_csv(files[key][("inner_oof", False)], dtype={"fold": str})
+        for p, logit in zip(per["path"], per["logit"], strict=True):
+            seen.setdefault(p, []).append((metas[key]["fold"], logit))
+    for p, f, logit in zip(inner["path"], inner["fold"], inner["logit"], strict=True):
+        by = seen.get(p, [])
+        if len(by) != 1:
+            raise CheckFailed("F2", f"{p!r} scored by {len(by)} fold models (want exactly 1)")
+        if str(by[0][0]) != str(f):
+            raise CheckFailed("F2", f"{p!r} (fold {f}) scored by the fold-{by[0][0]} model, "
+                              "which trained on it")
+        if not np.isclose(by[0][1], logit, rtol=0, atol=1e-6):
+            raise CheckFailed("F2", f"{p!r}: written logit {logit} is not the fold model's "
+                              f"{by[0][1]}")
+
+
+def check_f3_unique(df) -> None:
+    dup = df["path"][df["path"].duplicated()]
+    if len(dup):
+        raise CheckFailed("F3", f"{len(dup)} duplicate path(s), e.g. {dup.iloc[0]!r}")
+
+
+def check_f4_test_order(df, manifest) -> None:
+    got = list(df.loc[df["split"] == "test", "path"])
+    want = list(core_rows(manifest, "test")["path"].astype(str))
+    if got != want:
+        i = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
+                 min(len(got), len(want)))
+        raise CheckFailed("F4", f"test rows leave manifest order at row {i}")
+
+
+def check_f5_scores(df) -> None:
+    from scipy.special import expit
+
+    s, lg = df["score"].to_numpy(float), df["logit"].to_numpy(float)
+    if not (np.isfinite(s).all() and np.isfinite(lg).all()):
+        raise CheckFailed("F5", f"{int((~np.isfinite(s) | ~np.isfinite(lg)).sum())} non-finite "
+                          "score/logit value(s)")
+    if s.min() < 0 or s.max() > 1:
+        raise CheckFailed("F5", f"scores outside [0, 1]: min {s.min()}, max {s.max()}")
+    worst = float(np.max(np.abs(expit(lg) - s))) if len(s) else 0.0
+    if worst > SCORE_TOL:
+        raise CheckFailed("F5", f"score differs from sigmoid(logit) by up to {worst:.3g}")
+
+
+def check_f6_parity(pin: dict) -> dict | None:
+    """The parity record when the pin requires one (None when it does not)."""
+    spec = pin["parity"]
+    if spec is None:
+        return None
+    path = Path(spec["file"])
+    if not path.is_file():
+        raise CheckFailed("F6", f"parity record {path} missing (run hearsay export / parity)")
+    record = json.loads(path.read_text())
+    for part in spec.get("require", ["parity_a"]):
+        got = record.get(part)
+        if not isinstance(got, dict) or got.get("passed") is not True:
+            raise CheckFailed("F6", f"{path}: {part} absent or not passed")
+    return record
+
+
+def check_written(out_csv: Path, manifest, files: dict, metas: dict, pin: dict):
+    """Read the written score file back and run F1-F6 on it; returns (frame, parity record)."""
+    import pandas as pd
+
+    df = pd.read_csv(out_csv, dtype={"fold": str, "path": str})
+    check_f1_counts(df, manifest)
+    check_f2_inner_provenance(df, manifest, files, metas)
+    check_f3_unique(df)
+    check_f4_test_order(df, manifest)
+    check_f5_scores(df)
+    return df, check_f6_parity(pin)
+
+
+# --------------------------------------------------------------------------- the whole job
+
+
+def assemble(pin_path: Path, bundle, outputs: Path, cfg: scoring.ScoreConfig | None = None,
+             ) -> dict:
+    """Validate, score, write and check. Returns what the report needs (paths, frames, metas)."""
+    cfg = cfg or scoring.ScoreConfig()
+    pin = load_pin(pin_path)
+    if bundle.tree_sha != pin["bundle_tree_sha"]:
+        raise PinError(f"bundle tree-sha {bundle.tree_sha} differs from the pinned "
+                       f"{pin['bundle_tree_sha']} (assemble with the bundle the runs used)")
+    metas = {key: validate_run(key, pin["runs"][key], pin) for key in RUN_KEYS}
+    files = {key: run_scores(bundle, pin, key, cfg) for key in RUN_KEYS}
+    out_csv = Path(outputs) / "detector_scores" / f"{pin['name']}.csv"
+    out_csv.parent.mkdir(parents=True, exist_ok=True)
+    assemble_frame(bundle.manifest, files).to_csv(out_csv, index=False, float_format="%.9g")
+    df, parity = check_written(out_csv, bundle.manifest, files, metas, pin)
+    return {"pin": pin, "metas": metas, "files": files, "scores_csv": out_csv, "scores": df,
+            "parity": parity, "score_config": cfg}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="hearsay assemble", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pinned", type=Path, required=True, help="models/<stamp>/final_runs.json")
+    ap.add_argument("--bundle", type=Path, required=True, help="the bundle the runs trained on")
+    ap.add_argument("--bar", type=Path, default=None,
+                    help="score CSV of the detector to beat (path + logit/score), for the gate")
+    ap.add_argument("--probe", type=Path, default=None,
+                    help="bona fide probe scores (path + logit/score), read at the OOF minDCF "
+                         "threshold")
+    ap.add_argument("--probe-max-fa", type=float, default=None,
+                    help="gate also on the probe false-alarm rate (default: recorded only)")
+    ap.add_argument("--ledger", type=Path, default=Path("docs/ledger.csv"),
+                    help="expense ledger for the spend line (absent: spend 'unknown')")
+    ap.add_argument("--outputs", type=Path, default=Path("outputs"),
+                    help="folder receiving detector_scores/<name>.csv")
+    ap.add_argument("--reports", type=Path, default=Path("docs/reports"),
+                    help="folder receiving <stamp>.md and <stamp>/ plots")
+    ap.add_argument("--device", default="cpu", help="torch device for scoring")
+    args = ap.parse_args(argv)
+    from hearsay import report
+
+    try:
+        bundle = scoring.load_bundle(args.bundle)
+        done = assemble(args.pinned, bundle, args.outputs,
+                        scoring.ScoreConfig(device=args.device))
+        meta = report.write_all(done, bundle, bar=args.bar, probe=args.probe,
+                                probe_max_fa=args.probe_max_fa, ledger=args.ledger,
+                                reports=args.reports)
+    except CheckFailed as err:
+        print(f"hearsay assemble: check failed: {err}", file=sys.stderr)
+        return 5
+    except (PinError, scoring.ScoreRefused) as err:
+        print(f"hearsay assemble: refused: {err}", file=sys.stderr)
+        return 4
+    except (AssembleError, scoring.ScoreError, OSError, ValueError) as err:
+        print(f"hearsay assemble: {err}", file=sys.stderr)
+        return 3
+    print(f"hearsay assemble: {done['scores_csv']} ({len(done['scores'])} rows, F1-F6 passed); "
+          f"gate: {meta['gate']['outcome']}; report {meta['report']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,309 @@
+"""models/<stamp>/meta.json and <reports>/<stamp>.md (+ DET curves and score histograms as PNG).
+
+Called by `hearsay assemble` after F1-F6 passed (see hearsay.assemble for the command):
+
+    meta = report.write_all(assembled, bundle, bar=BAR_CSV, probe=PROBE_CSV, ledger=LEDGER,
+                            reports=Path("docs/reports"))
+
+What meta.json holds: metrics (hearsay.metrics, pi = 0.3 of record, 0.5 beside) of the pooled
+out-of-fold scores, the clean holdout and the augmented holdout, each with its breakdowns; the
+gate; the identities (config hash per run, bundle tree-sha, base-weights sha, git sha of each
+run and of this checkout); the spend read from the ledger.
+
+The gate: minDCF at pi = 0.3 of the pooled out-of-fold + clean holdout scores, ours against the
+bar score file on exactly the same clips (the bar must score every one of them, else the gate is
+"not measured"); margin = bar - ours, pass when ours is lower. With a probe set of bona fide
+clips, its false-alarm rate at our out-of-fold minDCF threshold is recorded, and gated when a
+maximum is given. A failed gate is a valid outcome: it is recorded, never raised.
+
+Spend: the sum of `cost` over docs/ledger.csv rows (runner format: id,job,generation,offer,dph,
+created,destroyed_confirmed,hours,cost). No ledger -> "unknown" (never 0); rows still open (no
+confirmed destruction) -> "incomplete", the sum is then a lower bound.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from hearsay import metrics
+
+KEY_COLUMNS = ["path", "label", "generator", "source", "duration"]
+GATE_PI = 0.3
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def key_frame(manifest):
+    """The metrics key of a bundle manifest: path, label + breakdown columns."""
+    return manifest[[c for c in KEY_COLUMNS if c in manifest.columns]].astype(
+        {"path": str}).drop_duplicates("path")
+
+
+def read_scores(path: Path):
+    import pandas as pd
+
+    return pd.read_csv(path, dtype={"path": str, "fold": str}, keep_default_na=False,
+                       na_values=[""])
+
+
+def spend(ledger: Path | None) -> dict:
+    """Spend from the runner's ledger; unknown when it cannot be read, never 0 by default."""
+    import pandas as pd
+
+    if ledger is None or not Path(ledger).is_file():
+        return {"status": "unknown", "total_usd": None, "source": str(ledger),
+                "note": "no ledger file: spend unknown"}
+    try:
+        df = pd.read_csv(ledger, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, OSError) as err:
+        return {"status": "unknown", "total_usd": None, "source": str(ledger),
+                "note": f"ledger unreadable: {err}"}
+    need = {"id", "job", "cost"}
+    if not need <= set(df.columns):
+        return {"status": "unknown", "total_usd": None, "source": str(ledger),
+                "note": f"ledger lacks columns {sorted(need - set(df.columns))}"}
+    cost = pd.to_numeric(df["cost"].replace("", np.nan), errors="coerce")
+    open_rows = int(cost.isna().sum())
+    by_job = {j: float(c) for j, c in cost.groupby(df["job"]).sum().items()}
+    return {"status": "incomplete" if open_rows else "complete",
+            "total_usd": float(cost.sum()) if len(df) else 0.0, "rows": len(df),
+            "open_rows": open_rows, "by_job": by_job, "source": str(ledger),
+            "note": (f"{open_rows} rental(s) without confirmed destruction: the total is a "
+                     "lower bound") if open_rows else "every rental closed"}
+
+
+def git_sha() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10, check=True)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+# --------------------------------------------------------------------------- gate
+
+
+def gate(ours, key, bar: Path | None, probe: Path | None, probe_max_fa: float | None,
+         oof_threshold: float | None) -> dict:
+    """Our pooled OOF + holdout minDCF at pi 0.3 against the bar's on the same clips."""
+    out: dict = {"pi": GATE_PI, "metric": "min_dcf", "bar_file": None if bar is None else str(bar)}
+    mine = metrics.evaluate(ours, key, GATE_PI)
+    out["ours"] = mine["min_dcf"]
+    reasons = []
+    if bar is None:
+        reasons.append("no bar score file given")
+    else:
+        bar_df = read_scores(bar)
+        missing = sorted(set(ours["path"]) - set(bar_df["path"]))
+        if missing:
+            reasons.append(f"the bar scores {len(missing)} of our clips not at all, "
+                           f"e.g. {missing[0]!r}")
+        else:
+            bar_df = bar_df[bar_df["path"].isin(set(ours["path"]))].drop_duplicates("path")
+            theirs = metrics.evaluate(bar_df, key, GATE_PI)
+            out["bar"] = theirs["min_dcf"]
+            out["margin"] = theirs["min_dcf"] - mine["min_dcf"]
+            out["beats_bar"] = bool(out["margin"] > 0)
+            opp = theirs["opposite"]["min_dcf"] - mine["opposite"]["min_dcf"]
+            out["opposite_reading"] = {"margin": opp, "beats_bar": bool(opp > 0)}
+            out["flips"] = ["beats_bar"] if out["beats_bar"] != (opp > 0) else []
+    if probe is not None:
+        pr = read_scores(probe)
+        rank = metrics.rank_values(pr)
+        fa = float(np.mean(rank >= oof_threshold)) if len(pr) and oof_threshold is not None \
+            else None
+        out["probe"] = {"file": str(probe), "n": len(pr), "threshold": oof_threshold,
+                        "false_alarm_rate": fa, "max": probe_max_fa}
+    if reasons:
+        out["outcome"], out["why"] = "not measured", "; ".join(reasons)
+        return out
+    ok = out["beats_bar"]
+    why = f"ours {out['ours']:.4f} vs bar {out['bar']:.4f} (margin {out['margin']:+.4f})"
+    if probe is not None and probe_max_fa is not None:
+        fa = out["probe"]["false_alarm_rate"]
+        ok = ok and fa is not None and fa <= probe_max_fa
+        why += f"; probe false alarms {fa} (max {probe_max_fa})"
+    out["outcome"], out["why"] = ("pass" if ok else "fail"), why
+    return out
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def _probit_ticks():
+    from scipy.stats import norm
+
+    ticks = [0.001, 0.01, 0.05, 0.2, 0.5, 0.8, 0.95]
+    return norm.ppf(ticks), [f"{100 * t:g}%" for t in ticks]
+
+
+def plot_det(curves: dict, path: Path) -> Path:
+    """DET curves (probit axes) of {name: (rank, is_spoof)}; undefined sets are skipped."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from scipy.stats import norm
+
+    fig, ax = plt.subplots(figsize=(5.5, 5.5), dpi=110)
+    for name, (rank, is_spoof) in curves.items():
+        if is_spoof.all() or not is_spoof.any():
+            continue
+        _, p_miss, p_fa = metrics.operating_points(rank, is_spoof)
+        eer = metrics.eer_from_points(p_miss, p_fa)
+        clip = (1e-3 / 2, 1 - 1e-3 / 2)
+        ax.plot(norm.ppf(np.clip(p_fa, *clip)), norm.ppf(np.clip(p_miss, *clip)),
+                drawstyle="steps-post", label=f"{name} (EER {100 * eer:.1f}%)")
+    pos, labels = _probit_ticks()
+    ax.set_xticks(pos, labels)
+    ax.set_yticks(pos, labels)
+    ax.set_xlim(pos[0], pos[-1])
+    ax.set_ylim(pos[0], pos[-1])
+    ax.plot([pos[0], pos[-1]], [pos[0], pos[-1]], ls=":", c="grey", lw=0.8)
+    ax.set_xlabel("false alarm rate (bona fide called synthetic)")
+    ax.set_ylabel("miss rate (synthetic called bona fide)")
+    ax.set_title("DET (score high = synthetic)")
+    ax.grid(True, lw=0.3)
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_hist(sets: dict, path: Path, thresholds: dict | None = None) -> Path:
+    """Logit histograms per class, one panel per set {name: (rank, is_spoof)}."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(sets), 1, figsize=(6.5, 2.4 * len(sets)), dpi=110,
+                             squeeze=False)
+    for ax, (name, (rank, is_spoof)) in zip(axes[:, 0], sets.items(), strict=True):
+        bins = np.histogram_bin_edges(rank, bins=min(40, max(5, len(rank) // 4)))
+        ax.hist(rank[~is_spoof], bins=bins, alpha=0.6, label=f"bona fide (n={(~is_spoof).sum()})",
+                color="tab:blue")
+        ax.hist(rank[is_spoof], bins=bins, alpha=0.6, label=f"synthetic (n={is_spoof.sum()})",
+                color="tab:red")
+        thr = (thresholds or {}).get(name)
+        if thr is not None and np.isfinite(thr):
+            ax.axvline(thr, c="k", ls="--", lw=1, label="minDCF threshold (pi 0.3)")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("logit (high = synthetic)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------- meta + markdown
+
+
+def _row(name: str, m: dict) -> str:
+    if m.get("undefined"):
+        return f"| {name} | {m['n_bonafide']} | {m['n_spoof']} | undefined: {m['undefined']} |" \
+               + " |" * 7
+    cells = [m[k] for k in ("eer", "min_dcf", "min_dcf_pi05", "act_dcf", "auc", "cllr",
+                            "min_cllr")]
+    return f"| {name} | {m['n_bonafide']} | {m['n_spoof']} | " + \
+        " | ".join(f"{c:.4f}" for c in cells) + " |"
+
+
+HEAD = ("| set | n bona fide | n synthetic | EER | minDCF 0.3 | minDCF 0.5 | actDCF 0.3 | AUC | "
+        "Cllr | minCllr |\n|---|---|---|---|---|---|---|---|---|---|")
+
+
+def markdown(meta: dict, plots: dict) -> str:
+    g = meta["gate"]
+    lines = [f"# Campaign report: {meta['name']}", "",
+             f"Conventions: {metrics.CONVENTION}.", "",
+             f"## Gate: **{g['outcome']}**", "", f"{g.get('why', '')}", ""]
+    if g.get("flips"):
+        lines += [f"Read under the opposite convention this decision flips: {g['flips']}.", ""]
+    if "probe" in g:
+        p = g["probe"]
+        lines += [f"Probe ({p['file']}, n={p['n']}): false-alarm rate {p['false_alarm_rate']} at "
+                  f"the out-of-fold minDCF threshold {p['threshold']}.", ""]
+    lines += ["## Metrics", "", HEAD]
+    lines += [_row(name, m) for name, m in meta["metrics"].items()]
+    for name, m in meta["metrics"].items():
+        if m.get("flips") or m.get("suspect_inverted"):
+            lines += ["", f"{name}: opposite convention flips {m['flips']}; "
+                      f"suspect inverted: {m['suspect_inverted']}."]
+    lines += ["", "## Plots", ""] + [f"![{k}]({v})" for k, v in plots.items()]
+    lines += ["", "## Breakdowns", ""]
+    for name, m in meta["metrics"].items():
+        for kind, groups in m["breakdowns"].items():
+            lines += [f"### {name}: per {kind}", "", HEAD]
+            lines += [_row(g_name, gm) for g_name, gm in groups.items()] + [""]
+    ids = meta["identity"]
+    lines += ["## Identity", "", f"- bundle tree-sha: `{ids['bundle_tree_sha']}`",
+              f"- base weights sha256: {', '.join(f'`{s}`' for s in ids['base_weights_sha'])}",
+              f"- git sha of the runs: {', '.join(f'`{s}`' for s in ids['run_git_sha'])}; "
+              f"of this assembly: `{ids['assemble_git_sha']}`"]
+    lines += [f"- {k}: config `{r['config_hash']}`, weights `{r['weights_sha256']}`, "
+              f"steps {r['steps']}" for k, r in ids["runs"].items()]
+    s = meta["spend"]
+    total = "unknown" if s["total_usd"] is None else f"${s['total_usd']:.2f}"
+    lines += ["", "## Spend", "", f"{total} ({s['status']}; {s['note']}; from {s['source']})", ""]
+    return "\n".join(lines)
+
+
+def write_all(done: dict, bundle, bar: Path | None = None, probe: Path | None = None,
+              probe_max_fa: float | None = None, ledger: Path | None = None,
+              reports: Path = Path("docs/reports")) -> dict:
+    """meta.json + the markdown report + plots for an assembled campaign; returns meta."""
+    import pandas as pd
+
+    pin, files = done["pin"], done["files"]
+    stamp = pin["stamp_dir"].name
+    key = key_frame(bundle.manifest)
+    df = done["scores"]
+    oof = df[df["split"] == "inner_oof"]
+    holdout = df[df["split"] == "holdout"]
+    aug = read_scores(files["full"][("holdout", True)])
+    sets = {"out-of-fold": oof, "holdout clean": holdout, "holdout augmented": aug}
+    results = {name: metrics.evaluate(frame, key, GATE_PI) for name, frame in sets.items()}
+    pooled = pd.concat([oof, holdout], ignore_index=True)
+    g = gate(pooled, key, bar, probe, probe_max_fa, results["out-of-fold"]["min_dcf_threshold"])
+    metas = done["metas"]
+    identity = {
+        "bundle_tree_sha": bundle.tree_sha,
+        "base_weights_sha": sorted({str(m.get("base_weights_sha")) for m in metas.values()}),
+        "run_git_sha": sorted({str(m.get("git_sha")) for m in metas.values()}),
+        "assemble_git_sha": git_sha(),
+        "runs": {k: {"dir": str(pin["runs"][k]["dir"]), "config_hash": m.get("config_hash"),
+                     "weights_sha256": pin["runs"][k]["weights_sha256"], "steps": m.get("steps")}
+                 for k, m in metas.items()}}
+    reports = Path(reports)
+    plot_dir = reports / stamp
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    curves = {}
+    for name, frame in sets.items():
+        j = metrics.join(frame, key)
+        curves[name] = (j["rank"].to_numpy(float), j["is_spoof"].to_numpy(bool))
+    thresholds = {n: r["min_dcf_threshold"] for n, r in results.items()}
+    plots = {"DET curves": plot_det(curves, plot_dir / "det.png"),
+             "score histograms": plot_hist(curves, plot_dir / "hist.png", thresholds)}
+    report_md = reports / f"{stamp}.md"
+    meta = {"name": pin["name"], "stamp": stamp, "scores_csv": str(done["scores_csv"]),
+            "score_config": {"max_s": done["score_config"].max_s,
+                             "aug_seed": done["score_config"].aug_seed},
+            "convention": metrics.CONVENTION, "metrics": results, "gate": g,
+            "identity": identity, "parity": done.get("parity"), "spend": spend(ledger),
+            "checks": ["F1", "F2", "F3", "F4", "F5"] + (["F6"] if pin["parity"] else []),
+            "report": str(report_md),
+            "plots": {k: str(v) for k, v in plots.items()}}
+    rel = {k: str(Path(v).relative_to(reports)) for k, v in plots.items()}
+    report_md.write_text(markdown(meta, rel))
+    (pin["stamp_dir"] / "meta.json").write_text(
+        json.dumps(metrics.jsonable(meta), indent=2, allow_nan=False, default=str) + "\n")
+    return meta
