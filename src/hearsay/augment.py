@@ -22,7 +22,9 @@ Per clip, in this order (`training_example` does it; the trainer only loads the 
            -> wave-domain type on the valid samples -> crops.finish (band-limit 7.25 kHz, normalise)
 
 Every transform is a pure function `(wave, rate, rng, cfg) -> wave` of the same length (except
-trim_jitter), numpy + scipy only, randomness from the explicit np.random.Generator.
+trim_jitter), numpy + scipy only, randomness from the explicit np.random.Generator. Each wave
+type is `render_<type>(x, draw_<type>(n, rate, rng, cfg))`: `plan_example` does the random part
+on the CPU, and hearsay.augment_gpu renders a whole batch on the GPU with the same parameters.
 
 Usage::
 
@@ -42,6 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import fft as sp_fft
 from scipy import signal
 
 from hearsay import audio, crops
@@ -156,6 +159,11 @@ def family(name: str) -> str:
 
 
 # --------------------------------------------------------------------------- transforms
+#
+# Each wave type is split in two so that a batched torch path (hearsay.augment_gpu) can render
+# exactly what the numpy reference renders: `draw_<type>(n, rate, rng, cfg) -> params` takes all
+# the randomness (numpy, per clip, in the data-loader worker); `render_<type>(x, params, rate)`
+# is deterministic. The public transform `<type>(x, rate, rng, cfg)` is render(draw(...)).
 
 
 def _u(rng: np.random.Generator, lo_hi: Sequence[float]) -> float:
@@ -174,61 +182,68 @@ def coloured_noise(n: int, tilt: float, rng: np.random.Generator) -> np.ndarray:
     if tilt == 0 or n < 4:
         out = white
     else:
-        spec = np.fft.rfft(white)
+        spec = sp_fft.rfft(white)
         f = np.arange(len(spec), dtype=np.float64)
         f[0] = f[1]  # no infinite DC gain
-        out = np.fft.irfft(spec * f ** (-tilt / 2), n)
+        out = sp_fft.irfft(spec * f ** (-tilt / 2), n)
     return out / np.sqrt(max(np.mean(out ** 2), 1e-20))
 
 
-def add_noise(x: np.ndarray, rate: int, rng: np.random.Generator,
-              cfg: AugmentConfig = AugmentConfig(), snr_db: float | None = None) -> np.ndarray:
-    """x + noise at `snr_db` (default: drawn from cfg.noise_snr_db). Digital silence passes."""
+def draw_noise(n: int, rate: int, rng: np.random.Generator, cfg: AugmentConfig,
+               snr_db: float | None = None) -> dict:
     snr = _u(rng, cfg.noise_snr_db) if snr_db is None else float(snr_db)
-    noise = coloured_noise(len(x), _u(rng, cfg.noise_tilt), rng)
-    p = _power(x)
-    if p == 0:
+    return {"snr_db": snr, "noise": coloured_noise(n, _u(rng, cfg.noise_tilt), rng)}
+
+
+def render_noise(x: np.ndarray, p: dict, rate: int = SAMPLE_RATE) -> np.ndarray:
+    """x + unit-power noise scaled to the SNR against x's own power. Digital silence passes."""
+    power = _power(x)
+    if power == 0:
         return x.astype(np.float32)
-    return (x + noise * np.sqrt(p / 10 ** (snr / 10))).astype(np.float32)
+    return (x + p["noise"] * np.sqrt(power / 10 ** (p["snr_db"] / 10))).astype(np.float32)
 
 
-def bandlimit(x: np.ndarray, rate: int, rng: np.random.Generator,
-              cfg: AugmentConfig = AugmentConfig()) -> np.ndarray:
-    """Telephone band: hearsay.audio.band_limit at a cut-off picked from cfg.bandlimit_hz."""
-    cutoff = cfg.bandlimit_hz[int(rng.integers(len(cfg.bandlimit_hz)))]
-    return crops.band_limit_same_length(np.asarray(x, np.float32), cutoff, rate)
+def draw_bandlimit(n: int, rate: int, rng: np.random.Generator, cfg: AugmentConfig) -> dict:
+    return {"cutoff_hz": float(cfg.bandlimit_hz[int(rng.integers(len(cfg.bandlimit_hz)))])}
 
 
-def reverb(x: np.ndarray, rate: int, rng: np.random.Generator,
-           cfg: AugmentConfig = AugmentConfig()) -> np.ndarray:
-    """Convolve with h = [1, decaying noise tail]: direct path at lag 0, so nothing shifts.
+def render_bandlimit(x: np.ndarray, p: dict, rate: int = SAMPLE_RATE) -> np.ndarray:
+    """Telephone band: hearsay.audio.band_limit at the drawn cut-off."""
+    return crops.band_limit_same_length(np.asarray(x, np.float32), p["cutoff_hz"], rate)
 
-    Tail: Gaussian noise times exp(-6.91 t / rt60) (60 dB down at rt60), scaled to the drawn
-    direct-to-reverberant ratio. Output rescaled to the input's RMS; same length (tail cut).
-    """
-    if len(x) == 0:
-        return x
+
+def draw_reverb(n: int, rate: int, rng: np.random.Generator, cfg: AugmentConfig) -> dict:
+    """h = [1, tail]: Gaussian tail * exp(-6.91 t / rt60) (60 dB down at rt60), at the drawn DRR."""
     rt60, drr = _u(rng, cfg.reverb_rt60_s), _u(rng, cfg.reverb_drr_db)
     n_tail = max(1, int(rt60 * rate))
     t = np.arange(1, n_tail + 1) / rate  # s after the direct path
     tail = rng.standard_normal(n_tail) * np.exp(-np.log(1000.0) * t / rt60)
-    tail *= np.sqrt(10 ** (-drr / 10) / np.sum(tail ** 2))  # energy(direct)=1 -> DRR
-    h = np.concatenate([[1.0], tail])
-    y = signal.fftconvolve(x.astype(np.float64), h)[: len(x)]
+    tail *= np.sqrt(10 ** (-drr / 10) / np.sum(tail ** 2))  # energy(direct) = 1 -> DRR
+    return {"h": np.concatenate([[1.0], tail])}
+
+
+def render_reverb(x: np.ndarray, p: dict, rate: int = SAMPLE_RATE) -> np.ndarray:
+    """x convolved with h, direct path at lag 0 (nothing shifts), tail cut, input RMS kept."""
+    if len(x) == 0:
+        return x
+    y = signal.fftconvolve(x.astype(np.float64), p["h"])[: len(x)]
     p_in, p_out = _power(x), _power(y)
     if p_out > 0:
         y *= np.sqrt(p_in / p_out)
     return y.astype(np.float32)
 
 
-def gain_clip(x: np.ndarray, rate: int, rng: np.random.Generator,
-              cfg: AugmentConfig = AugmentConfig()) -> np.ndarray:
-    """Gain that drives the peak cfg.clip_drive_db above cfg.clip_ceiling, then hard-clip."""
+def draw_gain_clip(n: int, rate: int, rng: np.random.Generator, cfg: AugmentConfig) -> dict:
+    return {"drive_db": _u(rng, cfg.clip_drive_db), "ceiling": float(cfg.clip_ceiling)}
+
+
+def render_gain_clip(x: np.ndarray, p: dict, rate: int = SAMPLE_RATE) -> np.ndarray:
+    """Gain that drives the peak drive_db above the ceiling, then hard-clip at the ceiling."""
     peak = float(np.max(np.abs(x))) if len(x) else 0.0
     if peak == 0:
         return x.astype(np.float32)
-    g = cfg.clip_ceiling / peak * 10 ** (_u(rng, cfg.clip_drive_db) / 20)
-    return np.clip(x * g, -cfg.clip_ceiling, cfg.clip_ceiling).astype(np.float32)
+    g = p["ceiling"] / peak * 10 ** (p["drive_db"] / 20)
+    return np.clip(x * g, -p["ceiling"], p["ceiling"]).astype(np.float32)
 
 
 def _rawboost_filter(rng: np.random.Generator, cfg: AugmentConfig, rate: int,
@@ -248,30 +263,73 @@ def _rawboost_filter(rng: np.random.Generator, cfg: AugmentConfig, rate: int,
     return 10 ** (_u(rng, gain_db) / 20) * b / np.max(np.abs(h))
 
 
-def rawboost(x: np.ndarray, rate: int, rng: np.random.Generator,
-             cfg: AugmentConfig = AugmentConfig()) -> np.ndarray:
-    """RawBoost convolutive noise (LnL): sum_i filter_i(x^i), i = 1..rb_order, peak-normalised.
+def draw_rawboost(n: int, rate: int, rng: np.random.Generator, cfg: AugmentConfig) -> dict:
+    """One multi-band filter per power 1..rb_order; powers >= 2 are rb_bias_db lower."""
+    lo = cfg.rb_gain_db[0] - cfg.rb_bias_db[0]
+    hi = cfg.rb_gain_db[1] - cfg.rb_bias_db[1]
+    return {"filters": [_rawboost_filter(rng, cfg, rate, cfg.rb_gain_db if i == 1 else (lo, hi))
+                        for i in range(1, cfg.rb_order + 1)]}
 
-    The non-linear terms (i >= 2) are rb_bias_db lower than the linear one. Filters are causal
-    FIRs as in the reference; the output keeps the input's length and RMS.
+
+def render_rawboost(x: np.ndarray, p: dict, rate: int = SAMPLE_RATE) -> np.ndarray:
+    """RawBoost convolutive noise (LnL): sum_i b_i * (x/peak)^i, mean removed, input RMS kept.
+
+    Causal FIRs as in the reference; the output keeps the input's length.
     """
     if len(x) == 0:
         return x
     x64 = x.astype(np.float64)
-    scale = float(np.max(np.abs(x64))) or 1.0
-    xn = x64 / scale  # powers of a [-1, 1] wave, as the reference's input
-    lo = cfg.rb_gain_db[0] - cfg.rb_bias_db[0]
-    hi = cfg.rb_gain_db[1] - cfg.rb_bias_db[1]
-    y = np.zeros_like(xn)
-    for i in range(1, cfg.rb_order + 1):
-        g = cfg.rb_gain_db if i == 1 else (lo, hi)
-        b = _rawboost_filter(rng, cfg, rate, g)
-        y += signal.fftconvolve(xn ** i, b)[: len(xn)]
+    xn = x64 / (float(np.max(np.abs(x64))) or 1.0)  # powers of a [-1, 1] wave, as the reference
+    filters = p["filters"]
+    # sum_i conv(x^i, b_i)[:n] in one frequency domain: one FFT per power, one inverse.
+    n_fft = sp_fft.next_fast_len(len(xn) + max(len(b) for b in filters) - 1, real=True)
+    acc = np.zeros(n_fft // 2 + 1, dtype=np.complex128)
+    power = np.ones_like(xn)
+    for b in filters:
+        power = power * xn  # x^i without np.power's slow generic path
+        acc += sp_fft.rfft(power, n_fft) * sp_fft.rfft(b, n_fft)
+    y = sp_fft.irfft(acc, n_fft)[: len(xn)]
     y -= y.mean()
     p_in, p_out = _power(x64), _power(y)
     if p_out > 0:
         y *= np.sqrt(p_in / p_out)
     return y.astype(np.float32)
+
+
+DRAW = {"noise": draw_noise, "bandlimit": draw_bandlimit, "reverb": draw_reverb,
+        "gain_clip": draw_gain_clip, "rawboost": draw_rawboost}
+RENDER = {"noise": render_noise, "bandlimit": render_bandlimit, "reverb": render_reverb,
+          "gain_clip": render_gain_clip, "rawboost": render_rawboost}
+
+
+def add_noise(x: np.ndarray, rate: int, rng: np.random.Generator,
+              cfg: AugmentConfig = AugmentConfig(), snr_db: float | None = None) -> np.ndarray:
+    """x + coloured noise at `snr_db` (default: drawn from cfg.noise_snr_db)."""
+    return render_noise(x, draw_noise(len(x), rate, rng, cfg, snr_db), rate)
+
+
+def bandlimit(x: np.ndarray, rate: int, rng: np.random.Generator,
+              cfg: AugmentConfig = AugmentConfig()) -> np.ndarray:
+    """Low-pass at a cut-off picked from cfg.bandlimit_hz (3.4 / 4 kHz)."""
+    return render_bandlimit(x, draw_bandlimit(len(x), rate, rng, cfg), rate)
+
+
+def reverb(x: np.ndarray, rate: int, rng: np.random.Generator,
+           cfg: AugmentConfig = AugmentConfig()) -> np.ndarray:
+    """Exponential-decay reverb with the direct path aligned; same length and RMS."""
+    return render_reverb(x, draw_reverb(len(x), rate, rng, cfg), rate)
+
+
+def gain_clip(x: np.ndarray, rate: int, rng: np.random.Generator,
+              cfg: AugmentConfig = AugmentConfig()) -> np.ndarray:
+    """Gain into a hard-clipping ceiling."""
+    return render_gain_clip(x, draw_gain_clip(len(x), rate, rng, cfg), rate)
+
+
+def rawboost(x: np.ndarray, rate: int, rng: np.random.Generator,
+             cfg: AugmentConfig = AugmentConfig()) -> np.ndarray:
+    """RawBoost convolutive (LnL) noise; same length and RMS."""
+    return render_rawboost(x, draw_rawboost(len(x), rate, rng, cfg), rate)
 
 
 def trim_jitter(x: np.ndarray, rate: int, rng: np.random.Generator,
@@ -307,18 +365,30 @@ def apply(name: str, x: np.ndarray, rng: np.random.Generator,
     return TRANSFORMS[name](x, rate, rng, cfg)
 
 
-def training_example(x: np.ndarray, name: str, n_samples: int, rng: np.random.Generator,
-                     cfg: AugmentConfig = AugmentConfig()) -> tuple[np.ndarray, int]:
-    """One model input from a loaded clip (the codec copy when name is "codec:<c>").
+def plan_example(x: np.ndarray, name: str, n_samples: int, rng: np.random.Generator,
+                 cfg: AugmentConfig = AugmentConfig()) -> tuple[np.ndarray, int, dict | None]:
+    """The random part of one example: trim_jitter (whole clip) -> random crop -> draw params.
 
-    trim_jitter (whole clip) -> random crop -> wave-domain type on the valid samples only (the
-    padding stays zero) -> crops.finish. Returns (wave (n_samples,) float32, n_valid).
+    Returns (crop (n_samples,) float32 zero-padded, n_valid, params for `name` or None). Render
+    with RENDER[name] on crop[:n_valid] (numpy) or hearsay.augment_gpu (a batch), then finish.
     """
     if name == "trim_jitter":
         x = trim_jitter(x, SAMPLE_RATE, rng, cfg)
     wave, n_valid = crops.random_crop(x, n_samples, rng)
-    if name in WAVE_TYPES:
-        wave[:n_valid] = apply(name, wave[:n_valid], rng, cfg)
+    params = DRAW[name](n_valid, SAMPLE_RATE, rng, cfg) if name in WAVE_TYPES else None
+    return wave, n_valid, params
+
+
+def training_example(x: np.ndarray, name: str, n_samples: int, rng: np.random.Generator,
+                     cfg: AugmentConfig = AugmentConfig()) -> tuple[np.ndarray, int]:
+    """One model input from a loaded clip (the codec copy when name is "codec:<c>").
+
+    plan_example -> render the type on the valid samples only (the padding stays zero) ->
+    crops.finish (band-limit 7.25 kHz, normalise). Returns (wave (n_samples,) float32, n_valid).
+    """
+    wave, n_valid, params = plan_example(x, name, n_samples, rng, cfg)
+    if params is not None:
+        wave[:n_valid] = RENDER[name](wave[:n_valid], params, SAMPLE_RATE)
     return crops.finish(wave, n_valid), n_valid
 
 
