@@ -1,0 +1,202 @@
+"""`hearsay export onnx CHECKPOINT --out DIR`: checkpoint -> model.onnx (+ int8) + parity.json.
+
+    hearsay export onnx demo_out/runs/full --out demo_out/export
+    hearsay-score clips/ --model demo_out/export
+
+CHECKPOINT is a run directory or checkpoint folder that `hearsay.model.load_detector` reads (the
+model is rebuilt from the checkpoint's saved config). Steps:
+
+  1. export fp32 in eval mode on CPU: inputs input_values (B, T) float32 and attention_mask (B, T)
+     int64 with dynamic batch and sample axes, output logits (B,). The TorchScript exporter
+     (dynamo=False) is tried first; when it fails parity A the dynamo exporter is tried, and the
+     first that passes is kept (`--exporter` forces one). Every attempt is in parity.json.
+  2. parity A: PyTorch fp32 CPU vs onnxruntime fp32 on clips of mixed lengths, one by one and as
+     one padded batch: max |delta logit| <= 1e-4 (export/parity.py).
+  3. int8: onnxruntime dynamic quantisation of MatMul only, per channel (quantising XLS-R's conv
+     front end breaks it). Shipped as model.int8.onnx only when it passes its gate against fp32:
+     Spearman >= 0.995 and the decision at the threshold agrees on >= 99% of clips.
+  4. front_end.json (what hearsay.audio.prepare is called with), parity.json, SHA256SUMS.
+
+Exit codes: 0 exported and parity A passed, 1 parity A failed for every exporter tried (nothing
+is listed in SHA256SUMS, so hearsay-score refuses the folder), 2 usage, 3 checkpoint missing or
+unloadable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from export import parity
+from export.quantize import QuantGate, quantize_int8
+from hearsay.audio import BAND_LIMIT_HZ, SAMPLE_RATE, TRIM_TOP_DB
+from hearsay.deploy import sha256_file
+
+EXIT_OK, EXIT_PARITY, EXIT_USAGE, EXIT_CHECKPOINT = 0, 1, 2, 3
+EXPORTERS = ("torchscript", "dynamo")
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    exporter: str = "auto"  # "auto" (torchscript, then dynamo if it fails parity) | EXPORTERS
+    opset: int = 17  # ONNX opset for the TorchScript exporter (dynamo picks its own >= 18)
+    max_s: float = 8.0  # test-time cap written to front_end.json (seconds)
+    cutoff_hz: float = BAND_LIMIT_HZ  # band-limit written to front_end.json
+    top_db: float = TRIM_TOP_DB  # trim threshold written to front_end.json
+    parity_clips: int = 8  # parity A clips (PyTorch vs ORT), lengths spread over the range below
+    parity_min_s: float = 0.6  # shortest parity clip (seconds)
+    parity_max_s: float = 3.0  # longest parity clip (seconds); keep small for CI
+    parity_tol: float = 1e-4  # parity A gate: max |delta logit|
+    int8: bool = True  # try the int8 variant
+    gate: QuantGate = QuantGate()  # int8 gate (clips, Spearman, agreement, threshold)
+    seed: int = 0  # RNG seed of the synthetic parity clips
+
+
+def export_onnx(model, path: Path, exporter: str, opset: int = 17) -> None:
+    """Write `model` (a Detector in eval mode, fp32, CPU) to `path` with dynamic axes."""
+    import torch
+
+    model = model.eval().float().cpu()
+    x = torch.zeros(2, SAMPLE_RATE, dtype=torch.float32)  # (B, T): two 1 s dummies
+    x.normal_(generator=torch.Generator().manual_seed(0))
+    mask = torch.ones(2, SAMPLE_RATE, dtype=torch.int64)
+    mask[1, SAMPLE_RATE * 3 // 4 :] = 0  # a padded row, so the mask path is traced
+    names = {"input_names": ["input_values", "attention_mask"], "output_names": ["logits"]}
+    with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TracerWarnings / deprecation chatter; parity decides
+        if exporter == "torchscript":
+            axes = {"input_values": {0: "batch", 1: "samples"},
+                    "attention_mask": {0: "batch", 1: "samples"}, "logits": {0: "batch"}}
+            torch.onnx.export(model, (x, mask), str(path), dynamo=False, opset_version=opset,
+                              dynamic_axes=axes, do_constant_folding=True, **names)
+        elif exporter == "dynamo":
+            dim = torch.export.Dim.AUTO
+            shapes = {"input_values": {0: dim, 1: dim}, "attention_mask": {0: dim, 1: dim}}
+            torch.onnx.export(model, (x, mask), str(path), dynamo=True, external_data=False,
+                              dynamic_shapes=shapes, optimize=True, **names)
+        else:
+            raise ValueError(f"exporter {exporter!r} unknown (one of {EXPORTERS})")
+
+
+def write_sums(model_dir: Path, names: list[str]) -> None:
+    """SHA256SUMS in sha256sum's format ('<hex>  <name>'), names sorted."""
+    lines = [f"{sha256_file(model_dir / n)}  {n}\n" for n in sorted(names)]
+    (model_dir / "SHA256SUMS").write_text("".join(lines))
+
+
+def export_model(model, out: Path, cfg: ExportConfig = ExportConfig()) -> dict:
+    """Export + parity A + int8 gate into `out`; returns the parity report (also parity.json).
+
+    SHA256SUMS is written only when parity A passed: a folder without it is refused by
+    hearsay-score (fail closed).
+    """
+    import torch
+
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("SHA256SUMS", "model.onnx", "model.int8.onnx", "parity.json"):
+        (out / stale).unlink(missing_ok=True)
+    model = model.eval().float().cpu()
+    front = {"sample_rate": SAMPLE_RATE, "max_s": cfg.max_s, "cutoff_hz": cfg.cutoff_hz,
+             "top_db": cfg.top_db}
+    (out / "front_end.json").write_text(json.dumps(front, indent=2) + "\n")
+    rng = np.random.default_rng(cfg.seed)
+    waves = parity.synthetic_clips(rng, cfg.parity_clips, cfg.parity_min_s, cfg.parity_max_s,
+                                   front)
+
+    # 1-2. export, then parity A; keep the first exporter that passes.
+    order = EXPORTERS if cfg.exporter == "auto" else (cfg.exporter,)
+    attempts, chosen, report_a = [], None, None
+    for exporter in order:
+        try:
+            export_onnx(model, out / "model.onnx", exporter, cfg.opset)
+            report_a = parity.parity_a(model, out / "model.onnx", waves, cfg.parity_tol)
+        except Exception as err:  # noqa: BLE001 - an exporter that crashes is a failed attempt
+            attempts.append({"exporter": exporter, "passed": False,
+                             "error": f"{type(err).__name__}: {str(err)[:500]}"})
+            continue
+        attempts.append({"exporter": exporter, "passed": report_a["passed"],
+                         "max_abs_dlogit": report_a["max_abs_dlogit"]})
+        if report_a["passed"]:
+            chosen = exporter
+            break
+    report: dict = {"exporter": chosen, "attempts": attempts, "parity_a": report_a,
+                    "int8": None, "parity_b": None, "config": asdict(cfg),
+                    "versions": parity.versions(torch)}
+    shipped = ["model.onnx", "front_end.json", "parity.json"]
+    # 3. int8, gated against ORT fp32 (no torch needed: both sides are onnxruntime).
+    if chosen and cfg.int8:
+        int8 = quantize_int8(out / "model.onnx", out / "model.int8.onnx", cfg.gate, front,
+                             np.random.default_rng(cfg.seed + 1))
+        report["int8"] = int8
+        if int8["passed"]:
+            shipped.append("model.int8.onnx")
+        else:
+            (out / "model.int8.onnx").unlink(missing_ok=True)
+    # 4. parity.json, then the manifest over every shipped file (parity.json included).
+    (out / "parity.json").write_text(json.dumps(report, indent=2) + "\n")
+    if chosen:
+        write_sums(out, shipped)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(prog="hearsay export onnx", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    if argv and argv[0] == "onnx":  # `hearsay export onnx …`: the format word is required
+        argv = argv[1:]
+    elif argv and argv[0] not in ("-h", "--help"):
+        print("hearsay export: the only format is onnx (`hearsay export onnx CHECKPOINT --out "
+              "DIR`)", file=sys.stderr)
+        return EXIT_USAGE
+    d = ExportConfig()
+    ap.add_argument("checkpoint", type=Path, help="run dir or checkpoint dir (load_detector)")
+    ap.add_argument("--out", type=Path, required=True, help="model folder to write")
+    ap.add_argument("--exporter", choices=("auto", *EXPORTERS), default=d.exporter,
+                    help="auto: torchscript, then dynamo if it fails parity A")
+    ap.add_argument("--max-s", type=float, default=d.max_s, help="test-time cap (seconds)")
+    ap.add_argument("--parity-clips", type=int, default=d.parity_clips,
+                    help="synthetic clips for parity A")
+    ap.add_argument("--parity-max-s", type=float, default=d.parity_max_s,
+                    help="longest parity clip (seconds)")
+    ap.add_argument("--no-int8", action="store_true", help="skip the int8 variant")
+    ap.add_argument("--int8-clips", type=int, default=d.gate.clips,
+                    help="clips for the int8 gate")
+    ap.add_argument("--threshold", type=float, default=None,
+                    help="decision threshold (logit) for the int8 agreement gate; default: the "
+                    "median fp32 logit over the gate clips (the strictest place)")
+    args = ap.parse_args(argv)
+    gate = QuantGate(clips=args.int8_clips, threshold=args.threshold)
+    cfg = ExportConfig(exporter=args.exporter, max_s=args.max_s, parity_clips=args.parity_clips,
+                       parity_max_s=args.parity_max_s, int8=not args.no_int8, gate=gate)
+    try:
+        from hearsay.model import load_detector
+
+        model, _ = load_detector(args.checkpoint)
+    except Exception as err:  # noqa: BLE001 - any load failure is "checkpoint unusable"
+        print(f"hearsay export: cannot load {args.checkpoint}: {err} (pass a run dir with "
+              "final/model.safetensors + config.json)", file=sys.stderr)
+        return EXIT_CHECKPOINT
+    report = export_model(model, args.out, cfg)
+    a = report["parity_a"] or {}
+    print(f"hearsay export: exporter={report['exporter']} parity A max|dlogit|="
+          f"{a.get('max_abs_dlogit')} passed={a.get('passed')}")
+    if report["int8"]:
+        q = report["int8"]
+        print(f"hearsay export: int8 spearman={q['spearman']:.5f} agreement={q['agreement']:.4f}"
+              f" shipped={q['passed']}")
+    if not report["exporter"]:
+        print(f"hearsay export: parity A failed for every exporter (see {args.out}/parity.json)",
+              file=sys.stderr)
+        return EXIT_PARITY
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

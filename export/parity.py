@@ -1,0 +1,201 @@
+"""Parity of an exported model. A (CI, CPU) runs inside `hearsay export onnx`; B is this command.
+
+    hearsay parity MODEL_DIR --checkpoint RUN_DIR            # on a CUDA box, after training
+    hearsay parity MODEL_DIR --random-init xlsr300m-12       # XLS-R-300M shape, 12 layers
+
+Parity A (export correctness): PyTorch fp32 on CPU vs onnxruntime fp32, clips of mixed lengths,
+one by one and as one padded batch: max |delta logit| <= 1e-4.
+
+Parity B (training numerics): the model's bf16 logits on the GPU (autocast, as in training) vs
+onnxruntime fp32 on CPU over 50 clips of 3-8 s: Spearman > 0.99 and max |delta logit| < 0.05.
+GPU fp32 (TF32 off) vs onnxruntime is measured too, to tell precision from export bugs. The
+result is written into MODEL_DIR/parity.json ("parity_b") and SHA256SUMS is refreshed for it.
+With --random-init the model is built in code, exported to MODEL_DIR first (no int8), then
+compared: parity of the numerics before any training.
+
+Exit codes: 0 parity B passed, 1 a gate failed, 2 usage, 3 model folder or checkpoint unusable,
+4 no CUDA device: parity B cannot be measured here (never reported as a pass).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from hearsay.audio import AudioError, prepare
+
+EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_MODEL, EXIT_NO_CUDA = 0, 1, 2, 3, 4
+SHAPES = ("tiny", "xlsr300m-12")
+
+
+def versions(torch) -> dict:
+    import onnx
+    import onnxruntime
+
+    return {"torch": torch.__version__, "onnx": onnx.__version__,
+            "onnxruntime": onnxruntime.__version__, "python": platform.python_version()}
+
+
+def synthetic_clips(rng: np.random.Generator, n: int, min_s: float, max_s: float,
+                    front: dict) -> list[np.ndarray]:
+    """`n` prepared model inputs of lengths spread over [min_s, max_s] s (16 kHz), made in code:
+    a random harmonic tone with vibrato, amplitude modulation and coloured noise per clip, run
+    through hearsay.audio.prepare with the model folder's front end (trim, band-limit, cap,
+    normalise) -- the same path as scoring."""
+    sr = int(front.get("sample_rate", 16_000))
+    kwargs = {"max_s": front["max_s"], "cutoff_hz": front["cutoff_hz"], "top_db": front["top_db"]}
+    lengths = np.linspace(min_s, max_s, n) if n > 1 else np.array([max_s])
+    clips = []
+    for seconds in rng.permutation(lengths):
+        t = np.arange(int(seconds * sr)) / sr
+        f0 = rng.uniform(90, 300) * (1 + 0.05 * np.sin(2 * np.pi * rng.uniform(3, 7) * t))
+        phase = 2 * np.pi * np.cumsum(f0) / sr
+        tone = sum(rng.uniform(0.1, 1) / k * np.sin(k * phase) for k in range(1, 8))
+        env = 0.6 + 0.4 * np.sin(2 * np.pi * rng.uniform(2, 6) * t + rng.uniform(0, 6.28))
+        noise = np.cumsum(rng.standard_normal(len(t))) * rng.uniform(0.001, 0.02)
+        wave = (tone * env + noise - noise.mean()).astype(np.float32)
+        try:
+            clips.append(prepare(wave, **kwargs))
+        except AudioError:  # cannot happen for these signals; keep the count honest if it does
+            continue
+    return clips
+
+
+def torch_logits(model, waves: list[np.ndarray], *, batched: bool, device: str = "cpu",
+                 bf16: bool = False) -> np.ndarray:
+    """Logits (N,) from the PyTorch model: one clip per call, or all clips as one padded batch."""
+    import torch
+
+    from hearsay.deploy import pad_batch
+
+    groups = [waves] if batched else [[w] for w in waves]
+    out = []
+    with torch.no_grad():
+        for group in groups:
+            x, mask = (torch.from_numpy(a).to(device) for a in pad_batch(group))
+            with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16,
+                                enabled=bf16):
+                out.append(model(x, mask).float().cpu().numpy().reshape(-1))
+    return np.concatenate(out)
+
+
+def ort_logits(model_path: Path, waves: list[np.ndarray], *, batched: bool) -> np.ndarray:
+    from hearsay.deploy import make_session, pad_batch
+
+    session = make_session(model_path)
+    groups = [waves] if batched else [[w] for w in waves]
+    out = []
+    for group in groups:
+        x, mask = pad_batch(group)
+        out.append(session.run(["logits"], {"input_values": x, "attention_mask": mask})[0])
+    return np.concatenate([np.asarray(o, dtype=np.float32).reshape(-1) for o in out])
+
+
+def parity_a(model, onnx_path: Path, waves: list[np.ndarray], tol: float = 1e-4) -> dict:
+    """PyTorch fp32 CPU vs ORT fp32, singles and one padded batch -> report with `passed`."""
+    t_single = torch_logits(model, waves, batched=False)
+    t_batch = torch_logits(model, waves, batched=True)
+    o_single = ort_logits(onnx_path, waves, batched=False)
+    o_batch = ort_logits(onnx_path, waves, batched=True)
+    d_single = float(np.max(np.abs(t_single - o_single)))
+    d_batch = float(np.max(np.abs(t_batch - o_batch)))
+    worst = max(d_single, d_batch)
+    return {"clips": len(waves), "lengths_s": sorted(round(len(w) / 16_000, 3) for w in waves),
+            "max_abs_dlogit_single": d_single, "max_abs_dlogit_batch": d_batch,
+            "max_abs_dlogit": worst, "tolerance": tol,
+            # padded-batch vs one-by-one inside PyTorch: the model's own masking (information)
+            "torch_padding_max_abs_dlogit": float(np.max(np.abs(t_batch - t_single))),
+            "passed": bool(np.isfinite(worst) and worst <= tol)}
+
+
+def parity_b(model, onnx_path: Path, waves: list[np.ndarray], device: str = "cuda") -> dict:
+    """GPU bf16 and GPU fp32 (TF32 off) vs ORT fp32 CPU, one clip per call -> report."""
+    import torch
+    from scipy.stats import spearmanr
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    model = model.to(device).eval()
+    ort = ort_logits(onnx_path, waves, batched=False)
+    bf16 = torch_logits(model, waves, batched=False, device=device, bf16=True)
+    fp32 = torch_logits(model, waves, batched=False, device=device, bf16=False)
+
+    def compare(a: np.ndarray) -> dict:
+        return {"spearman": float(spearmanr(a, ort).statistic),
+                "max_abs_dlogit": float(np.max(np.abs(a - ort)))}
+
+    b, f = compare(bf16), compare(fp32)
+    passed = bool(b["spearman"] > 0.99 and b["max_abs_dlogit"] < 0.05)
+    return {"clips": len(waves), "device": torch.cuda.get_device_name(device),
+            "bf16_vs_ort": b, "fp32_vs_ort": f, "gate": "spearman > 0.99, max|dlogit| < 0.05",
+            "passed": passed}
+
+
+def _build(shape: str):
+    from hearsay.model import Detector, ModelConfig
+
+    cfg = (ModelConfig.tiny() if shape == "tiny"
+           else ModelConfig(init="random", keep_layers=12, hidden_dropout=0.0,
+                            attention_dropout=0.0))
+    import torch
+
+    torch.manual_seed(0)  # random init, reproducible across runs of this command
+    return Detector(cfg).eval()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="hearsay parity", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model_dir", type=Path, help="exported model folder (parity.json updated)")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--checkpoint", type=Path, help="run dir / checkpoint the folder came from")
+    src.add_argument("--random-init", choices=SHAPES,
+                     help="build this shape in code and export it to MODEL_DIR first")
+    ap.add_argument("--clips", type=int, default=50, help="clips, lengths spread over 3-8 s")
+    ap.add_argument("--seed", type=int, default=0, help="RNG seed of the synthetic clips")
+    args = ap.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("hearsay parity: no CUDA device here, parity B cannot be measured (run it on a "
+              "GPU box after training; parity A runs in `hearsay export onnx`)", file=sys.stderr)
+        return EXIT_NO_CUDA
+    from hearsay.deploy import ModelError, read_sums, sha256_file, verify_model_dir
+
+    try:
+        if args.random_init:
+            from export.onnx_export import ExportConfig, export_model
+
+            model = _build(args.random_init)
+            export_model(model, args.model_dir, ExportConfig(int8=False))
+        else:
+            from hearsay.model import load_detector
+
+            model, _ = load_detector(args.checkpoint)
+        onnx_path, _, front = verify_model_dir(args.model_dir)
+    except (ModelError, OSError, ValueError) as err:
+        print(f"hearsay parity: {err}", file=sys.stderr)
+        return EXIT_MODEL
+    front = {**front, "sample_rate": 16_000}
+    waves = synthetic_clips(np.random.default_rng(args.seed), args.clips, 3.0, 8.0, front)
+    report = parity_b(model, onnx_path, waves)
+    report["versions"] = versions(torch)
+    pj = args.model_dir / "parity.json"
+    data = json.loads(pj.read_text())
+    data["parity_b"] = report
+    pj.write_text(json.dumps(data, indent=2) + "\n")
+    sums = read_sums(args.model_dir)
+    sums["parity.json"] = sha256_file(pj)
+    lines = "".join(f"{digest}  {name}\n" for name, digest in sorted(sums.items()))
+    (args.model_dir / "SHA256SUMS").write_text(lines)
+    print(json.dumps(report, indent=2))
+    return EXIT_OK if report["passed"] else EXIT_GATE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

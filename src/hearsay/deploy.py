@@ -1,0 +1,301 @@
+"""`hearsay-score CLIPS_DIR [-o scores.csv] [--model DIR] [--strict]`: the torch-free CPU scorer.
+
+    hearsay-score clips/ -o scores.csv --model demo_out/export
+    podman run --rm -v "$PWD/clips:/clips:ro" hearsay-score /clips      # CSV on stdout
+
+Walks CLIPS_DIR recursively in sorted order, scores every audio file (by extension; compressed
+formats go through ffmpeg via hearsay.audio) with the exported ONNX model, and writes one CSV row
+per file:
+
+    path,duration_s,score,logit,model_sha256,error
+
+`path` is relative to CLIPS_DIR ('/'-separated); `duration_s` is the decoded clip's length in
+seconds (before trim/cap); `score` = sigmoid(logit), high = synthetic; a file that cannot be read
+gets empty score/logit and its reason in `error`, and the batch goes on. Input is built by
+hearsay.audio.prepare with the model folder's front_end.json, exactly as in training.
+
+The model folder (docs/INTERFACES.md) is checked before anything is scored: every file listed in
+SHA256SUMS must match, the chosen model file must be listed, and when $HEARSAY_MODEL_SHA256 is set
+(the deploy image sets it at build) model.onnx's sha256 must equal it. Default folder:
+$HEARSAY_MODEL_DIR, else /opt/hearsay/model.
+
+Imports numpy, soundfile, onnxruntime and hearsay.audio only -- never torch (the deploy image has
+none; tests/test_deploy.py proves it in a venv without torch).
+
+Exit codes: 0 every file scored (or some failed without --strict), 1 some files failed (--strict),
+2 usage (bad arguments, CLIPS_DIR missing), 3 model folder missing, incomplete or sha mismatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hearsay.audio import SAMPLE_RATE, AudioError, load_audio, prepare
+
+DEFAULT_MODEL_DIR = "/opt/hearsay/model"
+COLUMNS = ["path", "duration_s", "score", "logit", "model_sha256", "error"]
+# Extensions scored (lower case). Other files (README, .DS_Store, …) are skipped and counted.
+AUDIO_EXTS = frozenset({
+    ".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".aac", ".mp4", ".amr", ".webm",
+    ".wma", ".aif", ".aiff", ".au", ".caf", ".3gp", ".mka", ".spx", ".ulaw", ".mulaw",
+})
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL = 0, 1, 2, 3
+
+
+class ModelError(Exception):
+    """The model folder is missing, incomplete or does not match its SHA256SUMS (exit 3)."""
+
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    batch_size: int = 8  # clips per onnxruntime call (sorted by length, so padding stays small)
+    chunk: int = 256  # files decoded ahead of scoring; bounds memory on large folders
+    variant: str = "fp32"  # "fp32" -> model.onnx, "int8" -> model.int8.onnx
+    threads: int = 0  # onnxruntime intra-op threads; 0 = the CPUs this process may use
+
+
+# --------------------------------------------------------------------------- model folder
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_sums(model_dir: Path) -> dict[str, str]:
+    """SHA256SUMS ('<hex>  <name>' per line, sha256sum's format) -> {name: hex}."""
+    sums_path = model_dir / "SHA256SUMS"
+    if not sums_path.is_file():
+        raise ModelError(f"{sums_path} not found (export the model with `hearsay export onnx`)")
+    sums: dict[str, str] = {}
+    for line in sums_path.read_text().splitlines():
+        if not line.strip():
+            continue
+        digest, _, name = line.partition("  ")
+        if len(digest) != 64 or not name:
+            raise ModelError(f"{sums_path}: malformed line {line!r} (want '<sha256>  <file>')")
+        sums[name.lstrip("*")] = digest
+    return sums
+
+
+def verify_model_dir(model_dir: Path, variant: str = "fp32") -> tuple[Path, str, dict]:
+    """Check every file in SHA256SUMS; return (model path, its sha256, front-end kwargs)."""
+    if not model_dir.is_dir():
+        raise ModelError(f"model folder {model_dir} not found (pass --model DIR or set "
+                         "HEARSAY_MODEL_DIR)")
+    sums = read_sums(model_dir)
+    name = {"fp32": "model.onnx", "int8": "model.int8.onnx"}[variant]
+    for required in ("model.onnx", name, "front_end.json"):
+        if required not in sums:
+            raise ModelError(f"{model_dir}: {required} is not listed in SHA256SUMS (for int8: "
+                             "it did not pass its parity gate; use --variant fp32)")
+    for fname, want in sums.items():
+        path = model_dir / fname
+        if not path.is_file():
+            raise ModelError(f"{path} listed in SHA256SUMS but missing")
+        got = sha256_file(path)
+        if got != want:
+            raise ModelError(f"{path}: sha256 {got} does not match SHA256SUMS {want} "
+                             "(re-export or re-download the model folder)")
+    pinned = os.environ.get("HEARSAY_MODEL_SHA256")  # the deploy image bakes the expected sha
+    if pinned and sums["model.onnx"] != pinned:  # pins the fp32 model (int8 derives from it)
+        raise ModelError(f"{model_dir}/model.onnx: sha256 {sums['model.onnx']} is not the pinned "
+                         f"HEARSAY_MODEL_SHA256 {pinned} (wrong model folder mounted or baked)")
+    front = json.loads((model_dir / "front_end.json").read_text())
+    if int(front.get("sample_rate", SAMPLE_RATE)) != SAMPLE_RATE:
+        raise ModelError(f"front_end.json sample_rate {front['sample_rate']} != {SAMPLE_RATE}")
+    kwargs = {"max_s": front["max_s"], "cutoff_hz": front["cutoff_hz"], "top_db": front["top_db"]}
+    return model_dir / name, sums[name], kwargs
+
+
+# --------------------------------------------------------------------------- onnxruntime
+
+
+def allowed_cpus() -> int:
+    """CPUs this process may use: affinity mask, capped by a cgroup v2/v1 CPU quota."""
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    quota = _cgroup_quota()
+    if quota is not None:
+        n = min(n, max(1, math.ceil(quota)))
+    return max(1, n)
+
+
+def _cgroup_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """CPU quota in CPUs from cgroup v2 `cpu.max` ('max 100000' = none) or v1 cfs files."""
+    try:
+        v2 = root / "cpu.max"
+        if v2.is_file():
+            quota, period = v2.read_text().split()[:2]
+            return None if quota == "max" else int(quota) / int(period)
+        q, p = root / "cpu" / "cpu.cfs_quota_us", root / "cpu" / "cpu.cfs_period_us"
+        if q.is_file() and p.is_file():
+            quota_us = int(q.read_text())
+            return None if quota_us <= 0 else quota_us / int(p.read_text())
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def make_session(model_path: Path, threads: int = 0):
+    """onnxruntime CPU session: all graph optimisations, intra-op threads = allowed CPUs."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.intra_op_num_threads = threads or allowed_cpus()
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    return ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+
+
+def pad_batch(waves: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad with zeros -> input_values (B, T) float32, attention_mask (B, T) int64."""
+    t = max(len(w) for w in waves)
+    x = np.zeros((len(waves), t), dtype=np.float32)
+    mask = np.zeros((len(waves), t), dtype=np.int64)
+    for i, w in enumerate(waves):
+        x[i, : len(w)] = w
+        mask[i, : len(w)] = 1
+    return x, mask
+
+
+def run_logits(session, waves: list[np.ndarray], batch_size: int = 8) -> np.ndarray:
+    """Logits (N,) for prepared waves, batched by length (sorted, so little padding)."""
+    order = sorted(range(len(waves)), key=lambda i: len(waves[i]))
+    logits = np.empty(len(waves), dtype=np.float32)
+    for s in range(0, len(order), batch_size):
+        idx = order[s : s + batch_size]
+        x, mask = pad_batch([waves[i] for i in idx])
+        out = session.run(["logits"], {"input_values": x, "attention_mask": mask})[0]
+        logits[idx] = np.asarray(out, dtype=np.float32).reshape(-1)
+    return logits
+
+
+# --------------------------------------------------------------------------- scoring a folder
+
+
+def find_audio(root: Path) -> tuple[list[Path], int]:
+    """Audio files under `root`, recursively, sorted by relative path; also the skipped count."""
+    found, skipped = [], 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for fname in filenames:
+            path = Path(dirpath) / fname
+            if fname.startswith(".") or path.suffix.lower() not in AUDIO_EXTS:
+                skipped += 1
+                continue
+            found.append(path)
+    found.sort(key=lambda p: p.relative_to(root).as_posix())
+    return found, skipped
+
+
+def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> list[dict]:
+    """One row dict per audio file under `root` (COLUMNS); raises ModelError before scoring."""
+    model_path, model_sha, front = verify_model_dir(model_dir, cfg.variant)
+    session = make_session(model_path, cfg.threads)
+    files, _ = find_audio(root)
+    rows: list[dict] = []
+    for c in range(0, len(files), cfg.chunk):
+        chunk_rows, waves, slots = [], [], []
+        for path in files[c : c + cfg.chunk]:
+            row = {"path": path.relative_to(root).as_posix(), "duration_s": "", "score": "",
+                   "logit": "", "model_sha256": model_sha, "error": ""}
+            try:
+                wave = load_audio(path)  # (N,) float32 @ 16 kHz
+                row["duration_s"] = f"{len(wave) / SAMPLE_RATE:.3f}"
+                waves.append(prepare(wave, **front))
+                slots.append(len(chunk_rows))
+            except AudioError as err:
+                row["error"] = err.reason
+            except Exception as err:  # noqa: BLE001 - any per-file failure is that file's error
+                row["error"] = f"{type(err).__name__}: {err}"
+            chunk_rows.append(row)
+        if waves:
+            logits = run_logits(session, waves, cfg.batch_size)
+            for slot, logit in zip(slots, logits, strict=True):
+                chunk_rows[slot]["logit"] = f"{float(logit):.6f}"
+                chunk_rows[slot]["score"] = f"{1.0 / (1.0 + math.exp(-float(logit))):.6f}"
+        rows.extend(chunk_rows)
+    return rows
+
+
+def rows_to_csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write to a temporary file beside `path`, fsync, then os.replace: never a half CSV."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="hearsay-score", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("clips", type=Path, help="folder of audio files (walked recursively)")
+    ap.add_argument("-o", "--output", type=Path, help="CSV to write atomically (default: stdout)")
+    ap.add_argument("--model", type=Path,
+                    default=Path(os.environ.get("HEARSAY_MODEL_DIR") or DEFAULT_MODEL_DIR),
+                    help="exported model folder (default: $HEARSAY_MODEL_DIR or "
+                    f"{DEFAULT_MODEL_DIR})")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when any file failed")
+    ap.add_argument("--variant", choices=["fp32", "int8"], default="fp32",
+                    help="model.onnx (fp32) or model.int8.onnx (only present if it passed parity)")
+    ap.add_argument("--batch-size", type=int, default=ScoreConfig.batch_size,
+                    help="clips per onnxruntime call")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="onnxruntime intra-op threads (0 = CPUs allowed by affinity/cgroup)")
+    args = ap.parse_args(argv)  # argparse exits 2 on usage errors
+    if not args.clips.is_dir():
+        print(f"hearsay-score: {args.clips} is not a folder (pass a folder of clips)",
+              file=sys.stderr)
+        return EXIT_USAGE
+    if args.batch_size < 1 or args.threads < 0:
+        print("hearsay-score: --batch-size must be >= 1 and --threads >= 0", file=sys.stderr)
+        return EXIT_USAGE
+    cfg = ScoreConfig(batch_size=args.batch_size, variant=args.variant, threads=args.threads)
+    try:
+        rows = score_folder(args.clips, args.model, cfg)
+    except ModelError as err:
+        print(f"hearsay-score: {err}", file=sys.stderr)
+        return EXIT_MODEL
+    text = rows_to_csv(rows)
+    if args.output:
+        write_atomic(args.output, text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    failed = sum(1 for r in rows if r["error"])
+    print(f"hearsay-score: {len(rows) - failed}/{len(rows)} scored, {failed} failed",
+          file=sys.stderr)
+    return EXIT_FAILED if (failed and args.strict) else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,288 @@
+"""hearsay-score: the torch-free CPU scorer on a folder of real clips (real ffmpeg, real ORT)."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import math
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from hearsay import deploy
+from hearsay.audio import ffmpeg_exe, prepare_file
+from hearsay.deploy import allowed_cpus, main
+
+REPO = Path(__file__).resolve().parents[1]
+LOCK = REPO / "requirements.lock"
+SR = 16_000
+
+
+def tone(seconds: float, f0: float, rng: np.random.Generator, rate: int = SR) -> np.ndarray:
+    t = np.arange(int(seconds * rate)) / rate
+    x = 0.3 * np.sin(2 * np.pi * f0 * t) + 0.01 * rng.standard_normal(len(t))
+    return x.astype(np.float32)
+
+
+def make_clips(root: Path) -> dict[str, str]:
+    """A folder with good clips (nested, several formats and rates) and broken ones.
+    Returns {relative path: expected error substring or ''}."""
+    rng = np.random.default_rng(0)
+    (root / "b" / "deep").mkdir(parents=True)
+    sf.write(root / "a.wav", tone(1.2, 180, rng), SR)
+    sf.write(root / "b" / "c.flac", tone(2.5, 120, rng), SR)
+    sf.write(root / "b" / "deep" / "d.wav", tone(0.8, 240, rng, 44_100), 44_100)  # resampled
+    sf.write(root / "src.wav", tone(1.6, 150, rng), SR)
+    for ext, codec in (("m4a", "aac"), ("mp3", "libmp3lame")):
+        subprocess.run([ffmpeg_exe(), "-v", "error", "-i", str(root / "src.wav"), "-c:a", codec,
+                        str(root / "b" / f"e.{ext}")], check=True)
+    (root / "garbage.wav").write_bytes(b"RIFF not really a wave file" * 10)
+    (root / "empty.flac").write_bytes(b"")
+    sf.write(root / "silent.wav", np.zeros(SR, dtype=np.float32), SR)
+    (root / "README.txt").write_text("not audio: skipped, not scored")
+    (root / ".hidden.wav").write_bytes(b"skipped")
+    return {"a.wav": "", "b/c.flac": "", "b/deep/d.wav": "", "b/e.m4a": "", "b/e.mp3": "",
+            "empty.flac": "empty file", "garbage.wav": "undecodable", "silent.wav": "silent",
+            "src.wav": ""}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """(model dir exported from a tiny detector, that detector, clips dir, expectations)."""
+    import torch
+
+    from export.onnx_export import ExportConfig, export_model
+    from hearsay.model import Detector, ModelConfig
+
+    base = tmp_path_factory.mktemp("deploy")
+    torch.manual_seed(1)
+    det = Detector(ModelConfig.tiny()).eval()
+    export_model(det, base / "model", ExportConfig(int8=False, parity_clips=4))
+    clips = base / "clips"
+    expected = make_clips(clips)
+    return base / "model", det, clips, expected
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_scores_every_clip_in_sorted_order_and_lists_broken_ones(world, tmp_path):
+    model, _, clips, expected = world
+    out = tmp_path / "scores.csv"
+    assert main([str(clips), "-o", str(out), "--model", str(model)]) == 0
+    assert out.read_text().splitlines()[0] == "path,duration_s,score,logit,model_sha256,error"
+    rows = read_csv(out)
+    assert [r["path"] for r in rows] == sorted(expected)
+    model_sha = hashlib.sha256((model / "model.onnx").read_bytes()).hexdigest()
+    for r in rows:
+        assert r["model_sha256"] == model_sha
+        if expected[r["path"]]:
+            assert expected[r["path"]] in r["error"] and r["score"] == r["logit"] == ""
+        else:
+            assert r["error"] == ""
+            assert float(r["score"]) == pytest.approx(1 / (1 + math.exp(-float(r["logit"]))),
+                                                      abs=1e-6)
+    durations = {r["path"]: r["duration_s"] for r in rows}
+    assert float(durations["b/deep/d.wav"]) == pytest.approx(0.8, abs=1e-3)  # 44.1 kHz input
+    assert float(durations["b/e.m4a"]) == pytest.approx(1.6, abs=0.1)  # through ffmpeg
+
+
+def test_scores_equal_pytorch_on_the_same_front_end(world):
+    import torch
+
+    model, det, clips, expected = world
+    rows = deploy.score_folder(clips, model)
+    good = [r for r in rows if not r["error"]]
+    waves = [prepare_file(clips / r["path"], max_s=8.0) for r in good]
+    with torch.no_grad():
+        want = [float(det(torch.from_numpy(w)[None], torch.ones(1, len(w), dtype=torch.int64)))
+                for w in waves]
+    got = [float(r["logit"]) for r in good]
+    assert np.max(np.abs(np.array(want) - np.array(got))) <= 1e-4
+    assert len(set(np.round(got, 4))) == len(got)  # distinct clips, distinct logits
+
+
+def test_batch_size_does_not_change_scores(world):
+    model, _, clips, _ = world
+    one = deploy.score_folder(clips, model, deploy.ScoreConfig(batch_size=1))
+    many = deploy.score_folder(clips, model, deploy.ScoreConfig(batch_size=8, chunk=3))
+    for a, b in zip(one, many, strict=True):
+        assert a["path"] == b["path"] and a["error"] == b["error"]
+        if not a["error"]:
+            assert float(a["logit"]) == pytest.approx(float(b["logit"]), abs=1e-5)
+
+
+def test_strict_exits_1_when_a_file_failed_and_still_writes_every_row(world, tmp_path):
+    model, _, clips, expected = world
+    out = tmp_path / "s.csv"
+    assert main([str(clips), "-o", str(out), "--model", str(model), "--strict"]) == 1
+    assert len(read_csv(out)) == len(expected)
+    good = tmp_path / "good"
+    good.mkdir()
+    shutil.copy(clips / "a.wav", good / "a.wav")
+    assert main([str(good), "-o", str(out), "--model", str(model), "--strict"]) == 0
+
+
+def test_csv_goes_to_stdout_without_output_flag(world, capsys):
+    model, _, clips, expected = world
+    assert main([str(clips), "--model", str(model)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("path,duration_s,") and len(captured.out.splitlines()) == 10
+    assert "6/9 scored, 3 failed" in captured.err
+
+
+def test_usage_errors_exit_2(world, tmp_path):
+    model, _, _, _ = world
+    assert main([str(tmp_path / "missing"), "--model", str(model)]) == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["--bogus"])
+    assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("damage", ["no_folder", "no_sums", "flipped_byte", "unlisted",
+                                    "pin_mismatch", "int8_absent"])
+def test_model_problems_exit_3_and_leave_the_old_output(world, tmp_path, monkeypatch, damage,
+                                                        capsys):
+    model, _, clips, _ = world
+    bad = tmp_path / "model"
+    shutil.copytree(model, bad)
+    args = [str(clips), "-o", str(tmp_path / "out.csv"), "--model", str(bad)]
+    (tmp_path / "out.csv").write_text("previous run\n")
+    if damage == "no_folder":
+        shutil.rmtree(bad)
+    elif damage == "no_sums":
+        (bad / "SHA256SUMS").unlink()
+    elif damage == "flipped_byte":
+        data = bytearray((bad / "model.onnx").read_bytes())
+        data[len(data) // 2] ^= 0x01
+        (bad / "model.onnx").write_bytes(bytes(data))
+    elif damage == "unlisted":
+        lines = (bad / "SHA256SUMS").read_text().splitlines()
+        (bad / "SHA256SUMS").write_text("".join(f"{x}\n" for x in lines if "model.onnx" not in x))
+    elif damage == "pin_mismatch":
+        monkeypatch.setenv("HEARSAY_MODEL_SHA256", "f" * 64)
+    elif damage == "int8_absent":
+        args += ["--variant", "int8"]
+    assert main(args) == 3
+    assert "hearsay-score:" in capsys.readouterr().err
+    assert (tmp_path / "out.csv").read_text() == "previous run\n"
+
+
+def test_pinned_model_sha_is_accepted_when_it_matches(world, tmp_path, monkeypatch):
+    model, _, clips, _ = world
+    monkeypatch.setenv("HEARSAY_MODEL_SHA256", deploy.read_sums(model)["model.onnx"])
+    assert main([str(clips), "-o", str(tmp_path / "o.csv"), "--model", str(model)]) == 0
+
+
+def test_write_is_atomic_when_replace_fails(tmp_path, monkeypatch):
+    target = tmp_path / "scores.csv"
+    target.write_text("old\n")
+
+    def boom(src, dst):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(deploy.os, "replace", boom)
+    with pytest.raises(OSError):
+        deploy.write_atomic(target, "new\n")
+    assert target.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
+def test_threads_follow_affinity_and_cgroup_quota(tmp_path, monkeypatch):
+    monkeypatch.setattr(deploy.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(deploy, "_cgroup_quota", lambda: None)
+    assert allowed_cpus() == 4
+    monkeypatch.setattr(deploy, "_cgroup_quota", lambda: 1.5)
+    assert allowed_cpus() == 2  # 1.5 CPUs of quota -> 2 threads
+    monkeypatch.undo()
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    assert deploy._cgroup_quota(tmp_path) == 1.5
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert deploy._cgroup_quota(tmp_path) is None
+
+
+# --------------------------------------------------------------------------- no torch, for real
+
+BLOCK_TORCH = textwrap.dedent("""
+    import sys
+    class _NoTorch:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("torch", "transformers", "torchaudio"):
+                raise ImportError(f"blocked: hearsay.deploy imported {name}")
+    sys.meta_path.insert(0, _NoTorch())
+    from hearsay.deploy import main
+    rc = main(sys.argv[1:])
+    assert not any(m.split(".")[0] == "torch" for m in sys.modules), "torch got imported"
+    sys.exit(rc)
+""")
+
+
+def test_deploy_never_imports_torch_even_when_scoring(world, tmp_path):
+    """Fallback-strength check in this venv: a meta-path hook makes any torch import fail."""
+    model, _, clips, _ = world
+    proc = subprocess.run([sys.executable, "-c", BLOCK_TORCH, str(clips), "--model", str(model),
+                           "-o", str(tmp_path / "o.csv")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert len(read_csv(tmp_path / "o.csv")) == 9
+
+
+def _pins(names: list[str]) -> list[str]:
+    lock = {ln.split("==")[0].lower(): ln.strip() for ln in LOCK.read_text().splitlines()
+            if "==" in ln}
+    return [lock[n] for n in names]
+
+
+def torch_free_venv() -> Path:
+    """A venv with only the scorer's dependencies (pinned from requirements.lock), cached across
+    runs under $HEARSAY_TEST_CACHE (default ~/.cache/hearsay-tests); hearsay is reinstalled
+    (--no-deps, non-editable) every time so it is the code under test."""
+    pins = _pins(["numpy", "soundfile", "soxr", "onnxruntime", "tqdm"])
+    key = hashlib.sha256("\n".join(pins + [sys.version]).encode()).hexdigest()[:12]
+    cache = Path(os.environ.get("HEARSAY_TEST_CACHE", Path.home() / ".cache" / "hearsay-tests"))
+    venv = cache / f"venv-notorch-{key}"
+    py = venv / "bin" / "python"
+    if not (venv / ".complete").exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        proc = subprocess.run([str(py), "-m", "pip", "install", "-q", *pins],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            shutil.rmtree(venv, ignore_errors=True)
+            pytest.skip(f"cannot install the scorer's wheels (no package index?): "
+                        f"{proc.stderr.strip()[-300:]}")
+        (venv / ".complete").touch()
+    return venv
+
+
+def test_hearsay_score_runs_in_a_fresh_venv_without_torch(world, tmp_path):
+    model, _, clips, expected = world
+    venv = torch_free_venv()
+    src = tmp_path / "src"  # a copy, so the build leaves nothing in the working tree
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "demo_out", "build", "*.egg-info", "__pycache__", ".*cache", "tests",
+        "container", "runner"))
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
+                    "--force-reinstall", str(src)], check=True, capture_output=True)
+    py = str(venv / "bin" / "python")
+    probe = subprocess.run([py, "-c", "import torch"], capture_output=True, text=True)
+    assert probe.returncode != 0 and "No module named 'torch'" in probe.stderr
+    out = tmp_path / "scores.csv"
+    env = {**os.environ, "HEARSAY_FFMPEG": ffmpeg_exe()}  # no imageio-ffmpeg wheel in there
+    proc = subprocess.run([str(venv / "bin" / "hearsay-score"), str(clips), "-o", str(out),
+                           "--model", str(model)], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    rows = read_csv(out)
+    assert [r["path"] for r in rows] == sorted(expected)
+    ref = {r["path"]: r for r in deploy.score_folder(clips, model)}
+    for r in rows:
+        assert r["error"] == ref[r["path"]]["error"]
+        if r["logit"]:
+            assert float(r["logit"]) == pytest.approx(float(ref[r["path"]]["logit"]), abs=1e-5)

@@ -1,0 +1,149 @@
+"""`hearsay export onnx` and `hearsay parity`: tiny random-init detector, real torch + ORT."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from export import onnx_export, parity
+from export.onnx_export import ExportConfig, export_model
+from export.quantize import QuantGate, gate_report
+from hearsay.deploy import ModelError, pad_batch, read_sums, sha256_file, verify_model_dir
+from hearsay.model import Detector, ModelConfig, save_detector
+
+
+def tiny_detector(seed: int = 0) -> Detector:
+    torch.manual_seed(seed)
+    return Detector(ModelConfig.tiny()).eval()
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> tuple[Detector, Path, dict]:
+    out = tmp_path_factory.mktemp("export") / "model"
+    det = tiny_detector()
+    return det, out, export_model(det, out, ExportConfig())
+
+
+def test_export_writes_the_interface_folder_with_a_true_manifest(exported):
+    _, out, report = exported
+    sums = read_sums(out)
+    assert {"model.onnx", "front_end.json", "parity.json"} <= set(sums)
+    assert set(sums) <= {"model.onnx", "model.int8.onnx", "front_end.json", "parity.json"}
+    for name, digest in sums.items():
+        assert sha256_file(out / name) == digest
+    front = json.loads((out / "front_end.json").read_text())
+    assert front == {"sample_rate": 16000, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0}
+    assert json.loads((out / "parity.json").read_text())["parity_a"] == report["parity_a"]
+    assert report["exporter"] == "torchscript"
+
+
+def test_onnx_graph_has_mask_input_and_dynamic_batch_and_sample_axes(exported):
+    _, out, _ = exported
+    graph = onnx.load(str(out / "model.onnx")).graph
+    inputs = {i.name: i.type.tensor_type for i in graph.input}
+    assert set(inputs) == {"input_values", "attention_mask"}
+    assert inputs["input_values"].elem_type == onnx.TensorProto.FLOAT
+    assert inputs["attention_mask"].elem_type == onnx.TensorProto.INT64
+    for t in inputs.values():
+        dims = t.shape.dim
+        assert len(dims) == 2 and all(d.dim_param and not d.dim_value for d in dims)
+    (out_t,) = graph.output
+    assert out_t.name == "logits" and len(out_t.type.tensor_type.shape.dim) == 1
+
+
+def test_parity_a_holds_on_mixed_lengths_and_a_padded_batch(exported):
+    det, out, report = exported
+    a = report["parity_a"]
+    assert a["passed"] and a["max_abs_dlogit"] <= 1e-4
+    assert len(set(a["lengths_s"])) == a["clips"] >= 4  # mixed lengths
+    # independently: a fresh padded batch with lengths the export never saw (incl. > 3 s)
+    rng = np.random.default_rng(7)
+    waves = [rng.standard_normal(n).astype(np.float32) for n in (5_000, 23_456, 61_000)]
+    x, mask = pad_batch(waves)
+    with torch.no_grad():
+        want = det(torch.from_numpy(x), torch.from_numpy(mask)).numpy()
+    got = parity.ort_logits(out / "model.onnx", waves, batched=True)
+    assert np.max(np.abs(want - got)) <= 1e-4
+    assert len(np.unique(np.round(got, 4))) == 3  # the clips really give different logits
+
+
+class _TraceSkew(Detector):
+    """A model whose traced graph differs from its eager forward: parity A must catch it."""
+
+    def forward(self, input_values, attention_mask):
+        logits = super().forward(input_values, attention_mask)
+        return logits + 1e-3 if torch.jit.is_tracing() else logits
+
+
+def test_failed_parity_leaves_no_manifest_so_the_scorer_refuses(tmp_path):
+    torch.manual_seed(0)
+    det = _TraceSkew(ModelConfig.tiny()).eval()
+    report = export_model(det, tmp_path, ExportConfig(exporter="torchscript", int8=False))
+    assert report["exporter"] is None and not report["parity_a"]["passed"]
+    assert report["attempts"][0]["max_abs_dlogit"] == pytest.approx(1e-3, rel=1e-2)
+    assert not (tmp_path / "SHA256SUMS").exists()
+    with pytest.raises(ModelError, match="SHA256SUMS"):
+        verify_model_dir(tmp_path)
+
+
+def test_int8_is_shipped_exactly_when_its_gate_passes(exported, tmp_path):
+    _, out, report = exported  # default gate: shipped or not, the folder must agree
+    q = report["int8"]
+    assert (out / "model.int8.onnx").exists() == q["passed"] == ("model.int8.onnx" in
+                                                                 read_sums(out))
+    lenient = ExportConfig(gate=QuantGate(clips=20, min_spearman=0.5, min_agreement=0.5))
+    r = export_model(tiny_detector(), tmp_path / "ok", lenient)
+    assert r["int8"]["passed"] and "model.int8.onnx" in read_sums(tmp_path / "ok")
+    ops = {n.op_type for n in onnx.load(str(tmp_path / "ok" / "model.int8.onnx")).graph.node}
+    assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops  # MatMuls quantised …
+    assert "ConvInteger" not in ops and "Conv" in ops  # … the conv front end is not
+    strict = ExportConfig(gate=QuantGate(clips=20, min_spearman=1.01))  # unattainable
+    r = export_model(tiny_detector(), tmp_path / "no", strict)
+    assert not r["int8"]["passed"]
+    assert not (tmp_path / "no" / "model.int8.onnx").exists()
+    assert "model.int8.onnx" not in read_sums(tmp_path / "no")
+
+
+def test_int8_gate_counts_decision_flips_at_the_threshold():
+    fp32 = np.linspace(-2, 2, 100)
+    int8 = fp32.copy()
+    int8[49] = 0.5  # just below the median -> above: one flip, ranking barely moves
+    r = gate_report(fp32, int8, QuantGate())
+    assert r["agreement"] == pytest.approx(0.99) and r["spearman"] > 0.995 and r["passed"]
+    int8[48] = 0.6  # a second flip: 98% < 99%
+    r = gate_report(fp32, int8, QuantGate())
+    assert r["agreement"] == pytest.approx(0.98) and not r["passed"]
+    r = gate_report(fp32, -fp32, QuantGate(threshold=5.0))  # all agree, ranking reversed
+    assert r["agreement"] == 1.0 and r["spearman"] < 0 and not r["passed"]
+
+
+def test_dynamo_exporter_also_passes_parity(tmp_path):
+    report = export_model(tiny_detector(), tmp_path,
+                          ExportConfig(exporter="dynamo", int8=False, parity_clips=4))
+    assert report["exporter"] == "dynamo" and report["parity_a"]["passed"], report["attempts"]
+
+
+def test_export_cli_exit_codes(tmp_path, capsys):
+    run = tmp_path / "run"
+    save_detector(tiny_detector(), run / "final")
+    out = tmp_path / "model"
+    rc = onnx_export.main(["onnx", str(run), "--out", str(out), "--no-int8",
+                           "--parity-clips", "4"])
+    assert rc == 0 and (out / "SHA256SUMS").exists()
+    verify_model_dir(out)
+    assert onnx_export.main(["onnx", str(tmp_path / "nope"), "--out", str(out)]) == 3
+    assert onnx_export.main(["tflite", str(run), "--out", str(out)]) == 2
+    assert "only format is onnx" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this box has CUDA: parity B would run")
+def test_parity_b_refuses_without_cuda(tmp_path, capsys):
+    rc = parity.main([str(tmp_path), "--random-init", "tiny"])
+    assert rc == parity.EXIT_NO_CUDA == 4
+    assert "no CUDA device" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing written, nothing claimed
