@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -179,9 +180,8 @@ def test_create_lists_runs_and_destroy_removes(fake):
 
     p = fake.cli("destroy", "instance", str(iid), "-y")
     assert (p.returncode, p.stdout) == (0, f"destroying instance {iid}.\n")
-    assert listed_ids(fake) == []
-    assert fake.raw("show", "instance", str(iid)) == {"instances": None}
-    assert fake.state()["live"] == []
+    assert listed_ids(fake) == [] and fake.state()["live"] == []
+    assert fake.http("GET", f"/api/v0/instances/{iid}/", None, KEY)[1] == {"instances": None}
 
 
 def test_destroy_without_yes_aborts_and_leaves_the_instance(fake):
@@ -227,9 +227,9 @@ def test_billing_accrues_stopped_bills_storage_destroy_ends_it(fake):
     fake.control("POST", "advance", {"seconds": 3600})
     assert fake.raw("show", "user")["credit"] == pytest.approx(start - inst["dph_total"], rel=0.02)
     after_hour = fake.state()["credit"]
-    assert fake.cli("stop", "instance", str(iid)).returncode == 0
+    assert fake.http("PUT", f"/api/v0/instances/{iid}/", {"state": "stopped"}, KEY)[0] == 200
     fake.control("POST", "advance", {"seconds": 3600})
-    assert fake.raw("show", "instance", str(iid))["actual_status"] == "exited"
+    assert fake.inst(iid)["phase"] == "exited"
     stopped_hour = after_hour - fake.state()["credit"]
     assert stopped_hour == pytest.approx(inst["storage_dph"], rel=0.05) and stopped_hour > 0
     assert fake.http("DELETE", f"/api/v0/instances/{iid}/", {}, KEY)[0] == 200
@@ -243,15 +243,11 @@ def test_billing_accrues_stopped_bills_storage_destroy_ends_it(fake):
 
 
 def test_bad_or_missing_key_is_a_401_the_cli_exits_0_on(fake):
-    for key in ("wrong-key-0000", None):
-        p = fake.cli("show", "instances", "--raw", key=key)
-        assert p.returncode == 0 and p.stdout == ""
-        assert json.loads(p.stderr) == {
-            "error": True,
-            "status_code": 401,
-            "msg": "Invalid user key",
-        }
+    p = fake.cli("show", "instances", "--raw", key="wrong-key-0000")
+    assert p.returncode == 0 and p.stdout == ""
+    assert json.loads(p.stderr) == {"error": True, "status_code": 401, "msg": "Invalid user key"}
     assert "wrong-key-0000" in fake.state()["keys_seen"]
+    assert fake.http("GET", "/api/v0/users/current")[0] == 401  # no key at all
 
 
 def test_instance_key_destroys_its_own_instance_only(fake):
@@ -268,3 +264,201 @@ def test_set_api_key_file_is_used_and_seen(fake):
     assert fake.cli("set", "api-key", KEY, key=None).returncode == 0
     assert fake.raw("show", "user", key=None)["credit"] > 0
     assert fake.state()["keys_seen"] == {KEY: 1}
+
+
+# --- faults, as the CLI shows them ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kind, rc, stdout, stderr_has",
+    [
+        ("error", 0, "", '"status_code": 500, "msg": "injected server error"'),
+        ("non_json", 0, "", '"status_code": 0, "msg": "Expecting value'),
+        ("empty_object", 0, "[]\n", ""),  # {} reads as "no instances": the CLI cannot tell
+        ("null", 1, "", "AttributeError: 'NoneType' object has no attribute 'get'"),
+    ],
+)
+def test_listing_fault_reaches_the_cli(fake, kind, rc, stdout, stderr_has):
+    fake.faults({"op": "list", "kind": kind})
+    fake.create()
+    p = fake.cli("show", "instances", "--raw")
+    assert (p.returncode, p.stdout) == (rc, stdout) and stderr_has in p.stderr
+    assert [f["kind"] for f in fake.state()["fired"]] == [kind]
+
+
+def test_single_page_listing_shows_the_raw_answer(fake):
+    fake.faults({"op": "list", "kind": "empty_object"})
+    p = fake.cli("show", "instances", "--raw", "--limit", "25")
+    assert (p.returncode, p.stdout) == (0, "{}\n")  # distinguishable from a real empty page
+
+
+def test_dropped_connection_is_retried_three_times_then_a_traceback(fake):
+    fake.faults({"op": "list", "kind": "drop", "times": None})
+    p = fake.cli("show", "instances", "--raw")
+    assert p.returncode == 1 and "requests.exceptions.ConnectionError" in p.stderr
+    assert len(fake.state()["fired"]) == 3
+
+
+@pytest.mark.parametrize("times, ok", [(2, True), (3, False)])
+def test_429_without_retry_after_is_retried_by_the_cli_twice(fake, times, ok):
+    fake.faults({"op": "user", "kind": "rate_limit", "times": times})
+    p = fake.cli("show", "user", "--raw")
+    assert p.returncode == 0 and ("credit" in p.stdout) == ok
+    assert ('"status_code": 429' in p.stderr) == (not ok)
+    log = fake.control("GET", "requests")["requests"]
+    statuses = [r["status"] for r in log if r["op"] == "user"]
+    assert statuses == [429] * times + ([200] if ok else [])
+
+
+@pytest.mark.parametrize("create", [False, True])
+def test_create_error_with_and_without_an_instance(fake, create):
+    fake.faults({"op": "create", "kind": "error", "create": create})
+    p = fake.cli("create", "instance", str(fake.offer_id()), "--image", "i", "--raw")
+    assert p.returncode == 0 and p.stdout == "" and '"status_code": 500' in p.stderr
+    assert len(fake.state()["live"]) == (1 if create else 0)
+
+
+def test_create_dropped_after_renting_is_retried_and_rents_twice(fake):
+    fake.faults({"op": "create", "kind": "drop", "create": True})
+    made = fake.raw("create", "instance", str(fake.offer_id()), "--image", "i")
+    live = fake.state()["live"]
+    assert len(live) == 2 and made["new_contract"] == live[1]  # the first box: never reported
+
+
+def test_destroy_failing_then_succeeding(fake):
+    iid = fake.create()["new_contract"]
+    fake.faults({"op": "destroy", "kind": "error", "times": 1})
+    p = fake.cli("destroy", "instance", str(iid), "-y")
+    assert p.returncode == 0 and "Failed with error 500" in p.stderr and p.stdout == ""
+    assert fake.state()["live"] == [iid]
+    p = fake.cli("destroy", "instance", str(iid), "-y")
+    assert p.stdout == f"destroying instance {iid}.\n" and fake.state()["live"] == []
+
+
+def test_destroy_noop_says_success_and_leaves_the_box(fake):
+    iid = fake.create()["new_contract"]
+    fake.faults({"op": "destroy", "kind": "noop"})
+    assert fake.cli("destroy", "instance", str(iid), "-y").stdout == f"destroying instance {iid}.\n"
+    assert fake.state()["live"] == [iid]
+
+
+def test_listing_lags_after_destroy_for_n_listings(fake):
+    fake.settings(lag_listings=1)
+    iid = fake.create()["new_contract"]
+    assert fake.http("DELETE", f"/api/v0/instances/{iid}/", {}, KEY)[0] == 200
+    assert fake.state()["live"] == []  # gone (not billing) while still listed
+    assert [listed_ids(fake) for _ in range(2)] == [[iid], []]
+
+
+def test_listing_lags_for_seconds_after_destroy(fake):
+    fake.settings(lag_s=60)
+    iid = fake.create()["new_contract"]
+    fake.http("DELETE", f"/api/v0/instances/{iid}/", {}, KEY)
+    assert fake.http("GET", f"/api/v0/instances/{iid}/", None, KEY)[1]["instances"]["id"] == iid
+    fake.control("POST", "advance", {"seconds": 61})
+    assert fake.http("GET", f"/api/v0/instances/{iid}/", None, KEY)[1] == {"instances": None}
+
+
+def test_stuck_loading_never_runs(fake):
+    fake.settings(stuck_loading=True)
+    iid = fake.create()["new_contract"]
+    fake.control("POST", "advance", {"seconds": 3600})
+    assert fake.raw("show", "instance", str(iid))["actual_status"] == "loading"
+
+
+def test_user_answer_without_credit_reaches_the_cli(fake):
+    fake.faults({"op": "user", "kind": "empty_object"})
+    p = fake.cli("show", "user", "--raw")
+    assert (p.returncode, p.stdout) == (0, "{}\n")  # no credit: the budget guard must refuse
+
+
+# --- the fake itself, without the CLI ------------------------------------------------------
+
+
+def test_every_fault_kind_answers_as_documented(fake):
+    expect = {
+        "error": (500, {"success": False, "error": "fake_fault", "msg": "injected server error"}),
+        "rate_limit": (
+            429,
+            {"success": False, "error": "rate_limited", "msg": "Too many requests"},
+        ),
+        "success_false": (
+            200,
+            {"success": False, "error": "fake_fault", "msg": "injected failure"},
+        ),
+        "empty_object": (200, {}),
+        "null": (200, None),
+    }
+    for kind, answer in expect.items():
+        fake.faults({"op": "user", "kind": kind})
+        assert fake.http("GET", "/api/v0/users/current", None, KEY) == answer
+    for kind, text in [("non_json", b"<html>"), ("empty", b""), ("truncated", b'{"instances": [')]:
+        fake.faults({"op": "user", "kind": kind})
+        req = urllib.request.Request(fake.url + "/api/v0/users/current")
+        req.add_header("Authorization", "Bearer " + KEY)
+        with urllib.request.urlopen(req) as r:
+            assert r.read().startswith(text) and "Retry-After" not in r.headers
+
+
+def test_rules_skip_count_and_draw_with_the_seed(fake):
+    fake.faults({"op": "destroy", "kind": "error", "times": 2, "skip": 1})
+    ids = [fake.create()["new_contract"] for _ in range(4)]
+    codes = [fake.http("DELETE", f"/api/v0/instances/{i}/", {}, KEY)[0] for i in ids]
+    assert codes == [200, 500, 500, 200]
+
+    def draws():
+        fake.control("POST", "reset")
+        fake.faults({"op": "user", "kind": "error", "prob": 0.5, "times": None})
+        return [fake.http("GET", "/api/v0/users/current", None, KEY)[0] for _ in range(12)]
+
+    first = draws()
+    assert first == draws() and set(first) == {200, 500}
+
+
+def test_sigterm_ends_the_fake_cleanly_and_dumps_state(tmp_path):
+    d = tmp_path
+    subprocess.run(
+        [
+            str(FAKES / "start_fake_vast.sh"),
+            str(d / "url"),
+            str(d / "pid"),
+            "--dump-state",
+            str(d / "state.json"),
+        ],
+        check=True,
+        env=dict(os.environ, FAKE_VAST_PYTHON=sys.executable),
+        timeout=30,
+    )
+    pid = int((d / "pid").read_text())
+    os.kill(pid, signal.SIGTERM)
+    for _ in range(100):
+        if (d / "state.json").exists():
+            break
+        time.sleep(0.05)
+    assert json.loads((d / "state.json").read_text())["created_total"] == 0
+
+
+def test_start_script_leaves_the_callers_descriptors_alone(tmp_path):
+    """bats reads fd 3 until every writer has closed it: the fake must not inherit it."""
+    r, w = os.pipe()
+    d = tmp_path
+    p = subprocess.Popen(
+        [
+            "bash",
+            "-c",
+            f'{FAKES / "start_fake_vast.sh"} "$1" "$2" 3>&{w}',
+            "_",
+            str(d / "url"),
+            str(d / "pid"),
+        ],
+        pass_fds=(w,),
+        env=dict(os.environ, FAKE_VAST_PYTHON=sys.executable),
+    )
+    os.close(w)
+    assert p.wait(timeout=30) == 0
+    try:
+        os.set_blocking(r, False)
+        assert os.read(r, 1) == b""  # EOF now: nobody (the fake included) holds the pipe
+    finally:
+        os.kill(int((d / "pid").read_text()), signal.SIGTERM)
+        os.close(r)
