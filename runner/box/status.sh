@@ -1,0 +1,64 @@
+# shellcheck shell=bash
+# runner/box/status.sh — the box's side of the store and of its own end: STATUS lines, pushes with
+# retries, and the EXIT trap that writes FAIL and destroys the instance. Sourced by entry.sh, whose
+# globals it uses: BOX_DIR RUN_PATH phase HEARSAY_GEN.
+
+# box_rclone ARGS...: the store, with rclone's own retries off (ours are counted).
+box_rclone() { ${HEARSAY_RCLONE:-rclone} --retries 1 --low-level-retries 1 "$@"; }
+
+# box_status PHASE: "GEN PHASE EPOCH" to RUN_PATH/STATUS (three tries; a lost STATUS is survivable,
+# the reaper's deadline still ends the box).
+box_status() {
+  local i=0
+  phase=$1
+  echo "entry: $HEARSAY_GEN $1" >&2
+  while [ "$i" -lt 3 ]; do
+    i=$((i + 1))
+    printf '%s %s %s\n' "$HEARSAY_GEN" "$1" "$(date -u +%s)" | box_rclone rcat "$RUN_PATH/STATUS" 2>/dev/null && return 0
+    sleep "${HEARSAY_PUSH_WAIT_S:-2}"
+  done
+  echo "entry: could not write STATUS $1" >&2
+  return 0
+}
+
+# box_push DIR REMOTE: copy DIR to REMOTE; three failures → 1.
+box_push() {
+  local i=0
+  while [ "$i" -lt 3 ]; do
+    i=$((i + 1))
+    box_rclone copy "$1" "$2" </dev/null && return 0
+    echo "entry: push of $1 failed (try $i of 3)" >&2
+    sleep "${HEARSAY_PUSH_WAIT_S:-2}"
+  done
+  return 1
+}
+
+# box_destroy_self: vast.ai's CONTAINER_ID / CONTAINER_API_KEY; the key goes by environment only.
+box_destroy_self() {
+  local i=0
+  if [ -z "${CONTAINER_ID:-}" ] || [ -z "${CONTAINER_API_KEY:+set}" ]; then
+    echo "entry: no CONTAINER_ID/CONTAINER_API_KEY: cannot destroy this box (the reaper will)" >&2
+    return 0
+  fi
+  while [ "$i" -lt 3 ]; do
+    i=$((i + 1))
+    VAST_API_KEY=$CONTAINER_API_KEY VASTAI_NO_UPDATE_CHECK=1 ${HEARSAY_VASTAI:-vastai} destroy instance "$CONTAINER_ID" -y --raw \
+      </dev/null >/dev/null 2>&1 && return 0
+    sleep "${HEARSAY_PUSH_WAIT_S:-2}"
+  done
+}
+
+# box_exit: the EXIT trap. FAIL unless DONE was reached; then the box destroys itself.
+box_exit() {
+  local rc=$?
+  trap - EXIT ERR
+  set +e
+  if [ "${phase:-}" != DONE ]; then
+    [ -z "${HEARSAY_GEN:-}" ] || echo "$HEARSAY_GEN failed" >"$BOX_DIR/CHAIN"
+    [ -z "${RUN_PATH:-}" ] || box_status FAIL
+    [ "$rc" -ne 0 ] || rc=1
+  fi
+  box_destroy_self
+  rm -rf "$BOX_DIR/entry.lock"
+  exit "$rc"
+}

@@ -1,0 +1,64 @@
+# shellcheck shell=bash
+# runner/config.sh — the runner's one configuration file.
+#
+# Every setting is `: "${NAME:=default}"`, so an environment variable of the same name overrides it
+# (tests run the whole runner against a fake API and a local "box" that way). Sourced by runner/lib/common.sh;
+# RUNNER_CONFIG=/path/to/other.sh is sourced after this file for a site's own values.
+# Times are seconds unless the name says _H (hours); money is US dollars.
+
+# --- vast.ai -------------------------------------------------------------------------------------------
+# VAST_URL: the API base the vastai CLI talks to (unset = the CLI's own default, the real service).
+# VAST_API_KEY: the key; when unset the CLI's own key file (~/.config/vastai/vast_api_key) is used.
+: "${RUNNER_VASTAI:=vastai}"                 # the vastai CLI (PyPI vastai 1.9.1), word-split
+: "${RUNNER_CLI_TIMEOUT_S:=60}"              # one CLI call longer than this counts as "unknown"
+: "${RUNNER_IMAGE:=PLACEHOLDER_TRAINER_IMAGE_DIGEST}"  # registry/name@sha256:… from the Nix image's push
+: "${RUNNER_DISK_GB:=80}"                    # --disk; dph_total is priced at this size
+: "${RUNNER_OFFER_QUERY:=num_gpus=1 gpu_name=H100_SXM reliability>0.98 inet_down>=500 direct_port_count>=1}"
+: "${RUNNER_OFFER_ORDER:=dph_total}"         # cheapest first
+: "${RUNNER_LABEL_PREFIX:=hearsay}"          # instance label = PREFIX:JOB:GEN
+
+# --- money --------------------------------------------------------------------------------------------
+: "${RUNNER_MARGIN_USD:=1.50}"               # credit must exceed estimate + commitments + this
+: "${RUNNER_HOURS_PILOT:=3}"                 # estimated hours per job kind (budget estimate)
+: "${RUNNER_HOURS_FOLD:=4}"
+: "${RUNNER_HOURS_FULL:=5}"
+: "${RUNNER_HOURS_PROBE:=0.25}"
+: "${RUNNER_DEADLINE_FACTOR:=1.5}"           # reaper destroys at created + FACTOR * estimated hours
+: "${RUNNER_UNKNOWN_COMMIT_H:=1}"            # hours charged to a listed instance with no record of ours
+
+# --- timing -------------------------------------------------------------------------------------------
+: "${RUNNER_BOOT_DEADLINE_S:=900}"           # created -> running, else destroy
+: "${RUNNER_CHAIN_DEADLINE_S:=300}"          # ssh start -> chain confirmed running, else destroy
+: "${RUNNER_POLL_S:=10}"                     # launcher's poll interval
+: "${RUNNER_DESTROY_TRIES:=5}"               # destroy calls before a box is recorded ORPHAN
+: "${RUNNER_CONFIRM_CHECKS:=6}"              # listings per destroy call (the listing lags)
+: "${RUNNER_CONFIRM_WAIT_S:=5}"              # seconds between those listings
+: "${RUNNER_LABEL_LAG_S:=120}"               # how long a create that answered badly is searched for
+: "${RUNNER_HOLD_TTL_S:=900}"                # a HOLD older than this is stale (15 min)
+: "${RUNNER_REAPER_POLL_S:=60}"              # reaper's quiet poll interval
+: "${RUNNER_REAPER_MAX_BACKOFF_S:=900}"      # reaper's longest wait after 429s / failed listings
+
+# --- local files --------------------------------------------------------------------------------------
+: "${RUNNER_STATE:=${XDG_STATE_HOME:-$HOME/.local/state}/hearsay-runner}"  # job records, HOLDs, logs
+: "${LEDGER:=${RUNNER_ROOT}/../docs/ledger.csv}"  # one row per rental
+
+# --- the box ------------------------------------------------------------------------------------------
+# RUNNER_SSH is called like ssh: `$RUNNER_SSH -p PORT root@HOST 'remote command'`, secrets on stdin.
+: "${RUNNER_SSH:=ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o ConnectTimeout=20}"
+: "${RUNNER_SSH_TIMEOUT_S:=120}"             # one ssh call longer than this fails
+: "${RUNNER_RCLONE:=rclone}"                 # word-split; the local rclone (store STATUS reads)
+: "${RUNNER_RCLONE_CONF:=${XDG_CONFIG_HOME:-$HOME/.config}/hearsay/rclone.conf}"  # mode 600, the store's secrets
+: "${RUNNER_STORE:=store:hearsay}"           # remote:path every remote path must live under (the guard)
+: "${RUNNER_BOX_DIR:=/run/hearsay}"          # on the box: job.env, rclone.conf (600), CHAIN, logs
+: "${RUNNER_BOX_ENTRY:=/opt/hearsay/runner/box/entry.sh}"  # on the box: the chain
+: "${RUNNER_BOX_TRAIN:=hearsay train}"       # on the box: the trainer command (word-split there)
+
+# --- identity of what a job trains (pilot gate) -------------------------------------------------------
+: "${RUNNER_BUNDLE_META:=bundle/bundle_meta.json}"  # local copy of the bundle's meta: its tree_sha
+: "${RUNNER_TRAIN_CONFIG:=configs/train.json}"      # the training config sent to the box; hashed
+
+# A site file (RUNNER_CONFIG) may set any of the above.
+if [ -n "${RUNNER_CONFIG:-}" ]; then
+  # shellcheck source=/dev/null
+  . "$RUNNER_CONFIG"
+fi

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Usage: runner/launch.sh [--yes] [--no-pilot-gate] pilot | full | fold N | probe
+# Summary: rent one GPU box for one training job, start its chain, and never leave it billing
+#
+# In order: refuse while the job's previous instance is still listed; budget guard (credit from
+# `show user --raw` must cover estimate + current commitments + RUNNER_MARGIN_USD); choose an offer;
+# ask for the go-ahead (offer, $/h, estimate, credit) unless --yes; create the instance labelled
+# PREFIX:JOB:GEN; persist its id and the ledger row at once; wait for it to run; send the store's
+# credentials over ssh stdin into a mode-600 rclone config on the box; start the chain; write
+# PROVISIONED only once the box reports the chain running. Any failure destroys the box and confirms
+# its absence; a box that cannot be confirmed gone is recorded ORPHAN for runner/reaper.sh.
+#
+#   --yes            scripted go-ahead (no prompt)
+#   --no-pilot-gate  let fold/full run without a DONE pilot of the same bundle + config (logged)
+#
+# Settings: runner/config.sh (each overridable by an environment variable of the same name).
+# Prints the instance id on stdout when PROVISIONED.
+# Exit codes: 0 provisioned; 1 failed, box confirmed destroyed; 2 usage; 3 budget refused or not
+#   measurable; 4 the job's previous instance is still listed (or another launch of it is running);
+#   5 cannot confirm the previous instance is gone (listing failed); 6 no go-ahead or no DONE pilot;
+#   7 ORPHAN: a box could not be confirmed destroyed; 8 no offer matches; 10 missing dependency;
+#   11 no API key; 12 remote path refused.
+set -euo pipefail
+export RUNNER_SCRIPT=launch
+# shellcheck source=runner/lib/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+# shellcheck source=runner/lib/guard.sh
+. "$RUNNER_ROOT/lib/guard.sh"
+# shellcheck source=runner/lib/state.sh
+. "$RUNNER_ROOT/lib/state.sh"
+# shellcheck source=runner/lib/ledger.sh
+. "$RUNNER_ROOT/lib/ledger.sh"
+# shellcheck source=runner/lib/vast.sh
+. "$RUNNER_ROOT/lib/vast.sh"
+# shellcheck source=runner/lib/store.sh
+. "$RUNNER_ROOT/lib/store.sh"
+# shellcheck source=runner/lib/box.sh
+. "$RUNNER_ROOT/lib/box.sh"
+# shellcheck source=runner/lib/teardown.sh
+. "$RUNNER_ROOT/lib/teardown.sh"
+# shellcheck source=runner/lib/launch_steps.sh
+. "$RUNNER_ROOT/lib/launch_steps.sh"
+
+yes=0 gate=1 kind="" fold=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    -h | --help) usage_from "$0"; exit 0 ;;
+    --yes) yes=1 ;;
+    --no-pilot-gate) gate=0 ;;
+    pilot | full | probe) kind=$1 ;;
+    fold)
+      kind="fold"
+      fold=${2:-}
+      case $fold in [0-4]) ;; *) die 2 "fold needs a number 0-4" "runner/launch.sh fold 3" ;; esac
+      shift ;;
+    *) die 2 "unknown argument: $1" "see runner/launch.sh --help" ;;
+  esac
+  shift
+done
+[ -n "$kind" ] || die 2 "no job given" "runner/launch.sh pilot | full | fold N | probe"
+job=$kind$fold
+
+need jq awk mktemp
+[ -n "${RUNNER_VASTAI%% *}" ] && need "${RUNNER_VASTAI%% *}"
+key_guard || exit 11
+umask 077
+mkdir -p "$RUNNER_STATE"
+guard_path "$(store_job_path "$job")" >/dev/null || exit 12
+[ -r "$RUNNER_RCLONE_CONF" ] || die 10 "no store credentials at $RUNNER_RCLONE_CONF" "set RUNNER_RCLONE_CONF to the store's rclone config (mode 600)"
+case $RUNNER_IMAGE in PLACEHOLDER*) die 2 "RUNNER_IMAGE is the placeholder $RUNNER_IMAGE" "set it to the trainer image's digest (docs/RUNBOOK.md)" ;; esac
+
+# One launcher per job name at a time.
+launch_lock="$RUNNER_STATE/launch.$job.lock"
+lock_take "$launch_lock" 1 || die 4 "another launch of $job is running" "wait for it, or check runner/status.sh"
+trap 'lock_drop "$launch_lock"' EXIT
+
+step_previous "$job"                      # exit 4/5 unless the old record is cleared
+step_pilot_gate "$job" "$kind" "$gate"    # exit 6 for fold/full without a DONE pilot
+step_budget "$kind"                       # sets offer dph credit estimate; exit 3/8
+step_go_ahead "$yes"                      # exit 6 without a yes
+step_create "$job" "$kind" "$fold"        # record + create + id + ledger row; sets instance
+step_wait_running "$job"                  # sets host port
+step_provision "$job"                     # secrets, chain start, CHAIN confirmed
+rec_set "$job" state PROVISIONED
+log_event "job $job PROVISIONED on instance $instance (gen $(rec_get "$job" gen))"
+say "job $job PROVISIONED on instance $instance; runner/reaper.sh ends it at DONE, FAIL or its deadline"
+printf '%s\n' "$instance"

@@ -1,0 +1,111 @@
+# shellcheck shell=bash
+# runner/lib/common.sh — errors, logging, time, timeouts and locks shared by every runner script.
+# Bash 3.2 safe: no associative arrays, mapfile, ${x,,}; empty arrays expanded as ${a[@]+"${a[@]}"}.
+
+RUNNER_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=runner/config.sh
+. "$RUNNER_ROOT/config.sh"
+export VASTAI_NO_UPDATE_CHECK=1   # the CLI's upgrade nudge must never touch the network or stderr
+
+# die EXIT_CODE "what" "how to fix": the house error format, on stderr.
+die() {
+  local code=$1 what=$2 fix=${3:-}
+  if [ -n "$fix" ]; then
+    echo "runner: $what ($fix)" >&2
+  else
+    echo "runner: $what" >&2
+  fi
+  log_event "error: $what"
+  exit "$code"
+}
+
+# say "message": progress for the person, on stderr (stdout is kept for results).
+say() { echo "runner: $*" >&2; }
+
+now() { date -u +%s; }
+
+# iso EPOCH -> 2026-11-30T01:33:00Z (GNU date or BSD date).
+iso() {
+  date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u -r "$1" +%Y-%m-%dT%H:%M:%SZ
+}
+
+# log_event "text": append to the runner's event log (never secrets: callers pass ids and states only).
+log_event() {
+  [ -n "${RUNNER_STATE:-}" ] || return 0
+  mkdir -p "$RUNNER_STATE" 2>/dev/null || return 0
+  echo "$(iso "$(now)") [$$ ${RUNNER_SCRIPT:-runner}] $*" >>"$RUNNER_STATE/runner.log" 2>/dev/null || true
+}
+
+# need CMD...: dependencies checked up front.
+need() {
+  local c
+  for c in "$@"; do
+    command -v "$c" >/dev/null 2>&1 || die 10 "missing dependency: $c" "install $c or put it on PATH"
+  done
+}
+
+# usage_from FILE: print the script's `# Usage:` / `# Summary:` header (what --help shows).
+usage_from() {
+  sed -n '2,/^[^#]/{/^#/!d;s/^# \{0,1\}//;p;}' "$1"
+}
+
+# with_timeout SECONDS CMD...: run CMD, kill it after SECONDS (portable: no coreutils timeout on macOS).
+# Returns CMD's status (non-zero, e.g. 143, when it was killed).
+with_timeout() {
+  local t=$1
+  shift
+  "$@" <&0 &   # explicit: an async command would otherwise read /dev/null
+  local pid=$! watcher rc=0
+  # The watcher keeps none of the caller's descriptors (bats waits on fd 3) and takes its sleep with it.
+  (
+    exec 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
+    sleep "$t" &
+    sp=$!
+    trap 'kill "$sp" 2>/dev/null; exit 0' TERM
+    wait "$sp" && kill -TERM "$pid" 2>/dev/null && sleep 2 && kill -KILL "$pid" 2>/dev/null
+  ) </dev/null >/dev/null 2>&1 &
+  watcher=$!
+  wait "$pid" || rc=$?
+  if kill -0 "$watcher" 2>/dev/null; then
+    kill "$watcher" 2>/dev/null || true
+    wait "$watcher" 2>/dev/null || true
+  else
+    rc=124
+  fi
+  return "$rc"
+}
+
+# lock_take DIR [TRIES]: mkdir lock (atomic everywhere); a lock whose owner pid is gone is broken.
+lock_take() {
+  local dir=$1 tries=${2:-50} i=0 owner
+  while ! mkdir "$dir" 2>/dev/null; do
+    owner=$(cat "$dir/pid" 2>/dev/null || true)
+    if [ -n "$owner" ] && ! kill -0 "$owner" 2>/dev/null; then
+      rm -rf "$dir"
+      continue
+    fi
+    i=$((i + 1))
+    [ "$i" -lt "$tries" ] || return 1
+    sleep 0.1
+  done
+  echo "$$" >"$dir/pid"
+}
+
+lock_drop() { rm -rf "$1"; }
+
+# is_number X: a plain decimal (what jq printed), never empty.
+is_number() {
+  case $1 in
+    '' | *[!0-9.]* | *.*.* | .) return 1 ;;
+  esac
+  return 0
+}
+
+# calc "awk expression": floating point via awk (bash has integers only).
+calc() { awk "BEGIN { printf \"%.4f\", $1 }"; }
+
+# gt A B: A > B for decimals.
+gt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'; }
+
+[ -n "${RUNNER_DEBUG:-}" ] && set -x
+true

@@ -1,0 +1,30 @@
+# shellcheck shell=bash
+# runner/lib/guard.sh — the guards: where the API key comes from, which remote paths may be touched.
+# Also sourced on the box by runner/box/entry.sh, so it needs nothing but bash.
+
+# key_guard: the vast.ai key comes from VAST_API_KEY or the CLI's own key file, never from argv.
+# Never expands the key itself (RUNNER_DEBUG's set -x would print it).
+key_guard() {
+  local file="${XDG_CONFIG_HOME:-$HOME/.config}/vastai/vast_api_key"
+  [ -n "${VAST_API_KEY:+set}" ] && return 0
+  [ -s "$file" ] && return 0
+  echo "runner: no vast.ai API key (export VAST_API_KEY, or run: vastai set api-key, which writes $file)" >&2
+  return 11
+}
+
+# guard_path REMOTE_PATH: print it when it lies under RUNNER_STORE (remote:prefix), else refuse (exit
+# status 12). Refuses `..` and `.` segments, empty segments, and anything on another remote.
+guard_path() {
+  local p=$1 base=${RUNNER_STORE:?RUNNER_STORE unset}
+  base=${base%/}
+  case "/$p/" in
+    */../* | */./*) echo "runner: remote path refused: $p (no '.' or '..' segments)" >&2; return 12 ;;
+  esac
+  case $p in
+    *//*) echo "runner: remote path refused: $p (empty path segment)" >&2; return 12 ;;
+  esac
+  case $p in
+    "$base" | "$base"/*) printf '%s\n' "$p" ;;
+    *) echo "runner: remote path refused: $p (outside $base; set RUNNER_STORE)" >&2; return 12 ;;
+  esac
+}

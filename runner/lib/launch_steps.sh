@@ -1,0 +1,216 @@
+# shellcheck shell=bash
+# runner/lib/launch_steps.sh — the steps of runner/launch.sh, in the order it runs them. They share
+# the launcher's globals: job kind fold gen offer dph credit estimate instance host port launch_lock.
+# shellcheck disable=SC2154  # kind, fold, job and launch_lock are set by runner/launch.sh
+
+sha256_of() { { sha256sum "$1" 2>/dev/null || shasum -a 256 "$1"; } | awk '{ print $1 }'; }
+
+hours_for() {
+  case $1 in
+    pilot) echo "$RUNNER_HOURS_PILOT" ;; fold) echo "$RUNNER_HOURS_FOLD" ;;
+    full) echo "$RUNNER_HOURS_FULL" ;; *) echo "$RUNNER_HOURS_PROBE" ;;
+  esac
+}
+
+# identity KIND: sets bundle_sha and config_hash (what the pilot gate compares).
+identity() {
+  bundle_sha=none config_hash=none
+  [ "$1" = probe ] && return 0
+  [ -r "$RUNNER_BUNDLE_META" ] || die 2 "no bundle meta at $RUNNER_BUNDLE_META" "set RUNNER_BUNDLE_META to the bundle's bundle_meta.json"
+  [ -r "$RUNNER_TRAIN_CONFIG" ] || die 2 "no training config at $RUNNER_TRAIN_CONFIG" "set RUNNER_TRAIN_CONFIG"
+  bundle_sha=$(jq -r '.tree_sha // empty' "$RUNNER_BUNDLE_META" 2>/dev/null || true)
+  [ -n "$bundle_sha" ] || die 2 "$RUNNER_BUNDLE_META has no tree_sha" "rebuild the bundle with hearsay bundle"
+  config_hash=$(sha256_of "$RUNNER_TRAIN_CONFIG")
+}
+
+# step_previous JOB: the job's previous instance must be absent from a successful listing; only then is
+# an old record cleared (its ledger row completed). Leaves the listing in $prev_list for the budget.
+step_previous() {
+  local job=$1 id listed
+  prev_list=$(_vast_tmp)
+  vast_list "$prev_list" || die 5 "cannot list instances, so cannot confirm job $job's previous instance is gone" "retry later; check VAST_URL, the key and runner/teardown_check.sh"
+  listed=$(awk -F '\t' -v p="$RUNNER_LABEL_PREFIX:$job:" 'index($3, p) == 1 { print $1 }' "$prev_list" | head -n 1)
+  id=$(rec_get "$job" instance)
+  if [ -z "$listed" ] && [ -n "$id" ] && list_has "$prev_list" "$id"; then listed=$id; fi
+  [ -z "$listed" ] || die 4 "job $job's previous instance $listed is still listed" "wait for runner/reaper.sh to end it, or: vastai destroy instance $listed -y"
+  rec_exists "$job" || return 0
+  if launcher_alive "$job" && [ "$(rec_get "$job" launcher)" != "$$" ]; then
+    die 4 "job $job is being launched by process $(rec_get "$job" launcher)" "wait for it"
+  fi
+  if [ -z "$id" ] && [ -n "$(rec_get "$job" asked)" ]; then
+    local created
+    created=$(rec_get "$job" created_at)
+    if ! is_number "$created" || [ $(($(now) - created)) -lt "$RUNNER_LABEL_LAG_S" ]; then
+      die 5 "job $job's last create is recent and may still appear in the listing" "retry after RUNNER_LABEL_LAG_S=$RUNNER_LABEL_LAG_S s"
+    fi
+  fi
+  rec_lock "$job" || die 4 "record of job $job is locked" "wait for runner/reaper.sh"
+  if [ -n "$id" ]; then
+    ledger_complete "$id" "$(rec_get "$job" created_at)" "$(now)" "$(rec_get "$job" dph)"
+  fi
+  rec_set "$job" result CLEARED
+  rec_archive "$job"
+  rec_unlock "$job"
+  say "old record of job $job cleared (its instance ${id:-none} is confirmed absent)"
+}
+
+# step_pilot_gate JOB KIND GATE: fold/full need a DONE pilot of the same bundle tree-sha + config hash.
+step_pilot_gate() {
+  identity "$2"
+  case $2 in fold | full) ;; *) return 0 ;; esac
+  [ -f "$RUNNER_STATE/pilots/$bundle_sha-$config_hash" ] && return 0
+  if [ "$3" = 0 ]; then
+    say "pilot gate overridden (--no-pilot-gate): no DONE pilot for bundle $bundle_sha config $config_hash"
+    log_event "pilot gate OVERRIDDEN for $1 (bundle $bundle_sha config $config_hash)"
+    return 0
+  fi
+  die 6 "no DONE pilot for bundle $bundle_sha and config $config_hash" "run runner/launch.sh pilot first, or pass --no-pilot-gate"
+}
+
+# step_budget KIND: credit must cover estimate + commitments + margin; all three must be measurable.
+step_budget() {
+  local hours commit=0 id idph dl rest rc=0 line
+  credit=$(vast_credit) || die 3 "cannot measure credit (show user --raw gave no credit number)" "retry later; check the key"
+  while IFS="$(printf '\t')" read -r id _ _ idph _; do
+    [ -n "$id" ] || continue
+    is_number "$idph" || die 3 "cannot measure commitments: instance $id has no dph_total" "retry later"
+    rest=$RUNNER_UNKNOWN_COMMIT_H
+    for j in $(jobs_list); do
+      if [ "$(rec_get "$j" instance)" = "$id" ]; then
+        dl=$(rec_get "$j" deadline)
+        is_number "$dl" && rest=$(calc "($dl - $(now)) / 3600 > 0 ? ($dl - $(now)) / 3600 : 0")
+      fi
+    done
+    commit=$(calc "$commit + $idph * $rest")
+  done <"$prev_list"
+  line=$(vast_offer) || rc=$?
+  case $rc in
+    0) ;; 2) die 8 "no offer matches RUNNER_OFFER_QUERY" "loosen RUNNER_OFFER_QUERY in runner/config.sh" ;;
+    *) die 8 "cannot search offers (no valid answer)" "retry later" ;;
+  esac
+  offer=${line%% *}
+  dph=${line#* }
+  hours=$(hours_for "$1")
+  estimate=$(calc "$dph * $hours")
+  commitments=$commit
+  if ! awk -v c="$credit" -v need="$(calc "$estimate + $commit + $RUNNER_MARGIN_USD")" 'BEGIN { exit !(c >= need) }'; then
+    die 3 "credit \$$credit < estimate \$$estimate + commitments \$$commit + margin \$$RUNNER_MARGIN_USD" "add credit, or lower RUNNER_HOURS_* if the estimate is too high"
+  fi
+}
+
+# step_go_ahead YES: a person says yes (or --yes for scripted use).
+step_go_ahead() {
+  local answer=""
+  say "offer $offer at \$$dph/h; job $job estimated \$$estimate ($(hours_for "$kind") h); credit \$$credit; commitments \$$commitments"
+  if [ "$1" = 1 ]; then
+    log_event "go-ahead for $job by --yes (offer $offer \$$dph/h est \$$estimate credit \$$credit)"
+    return 0
+  fi
+  printf 'runner: rent it? [y/N] ' >&2
+  read -r answer || true
+  case $answer in
+    y | Y | yes | YES) log_event "go-ahead for $job given interactively (offer $offer)" ;;
+    *) die 6 "no go-ahead" "answer y, or pass --yes for scripted use" ;;
+  esac
+}
+
+# on_launch_exit: every exit path. Releases the HOLD; a box that is not PROVISIONED is destroyed and its
+# absence confirmed; one that cannot be confirmed stays recorded (ORPHAN) and the exit status is 7.
+on_launch_exit() {
+  local rc=$? until
+  trap - EXIT INT TERM HUP
+  set +e
+  hold_release "$job" 2>/dev/null
+  if rec_exists "$job" && [ "$(rec_state "$job")" != PROVISIONED ]; then
+    [ "$rc" -ne 0 ] || rc=1
+    rec_lock "$job" 3000
+    until=$(($(now) + RUNNER_LABEL_LAG_S + 10))
+    while ! finish_job "$job" LAUNCH_FAILED; do
+      if [ -n "$(rec_get "$job" instance)" ] || [ "$(now)" -gt "$until" ]; then
+        rc=7
+        break
+      fi
+      sleep "$RUNNER_POLL_S"
+    done
+    rec_unlock "$job"
+  fi
+  lock_drop "$launch_lock"
+  exit "$rc"
+}
+
+# step_create JOB KIND FOLD: the record first, then the create; the id is persisted the moment it exists.
+step_create() {
+  local hours
+  gen=$(new_gen)
+  rec_new "$1" || die 4 "a record for job $1 appeared meanwhile" "check runner/status.sh"
+  trap on_launch_exit EXIT
+  trap 'exit 130' INT TERM HUP
+  hours=$(hours_for "$2")
+  rec_set "$1" launcher "$$"
+  rec_set "$1" gen "$gen"
+  rec_set "$1" kind "$2"
+  rec_set "$1" fold "$3"
+  rec_set "$1" label "$RUNNER_LABEL_PREFIX:$1:$gen"
+  rec_set "$1" offer "$offer"
+  rec_set "$1" dph "$dph"
+  rec_set "$1" bundle_sha "$bundle_sha"
+  rec_set "$1" config_hash "$config_hash"
+  rec_set "$1" created_at "$(now)"
+  rec_set "$1" deadline "$(($(now) + $(calc "$hours * $RUNNER_DEADLINE_FACTOR * 3600" | cut -d. -f1)))"
+  rec_set "$1" state CREATING
+  rec_set "$1" asked 1
+  if ! instance=$(vast_create "$offer" "$RUNNER_LABEL_PREFIX:$1:$gen" "-e HEARSAY_JOB=$1 -e HEARSAY_GEN=$gen"); then
+    die 1 "create of offer $offer gave no clear success" "the launcher looks for a labelled instance and destroys it; retry later"
+  fi
+  rec_set "$1" instance "$instance"
+  rec_set "$1" state CREATED
+  ledger_append "$instance" "$1" "$gen" "$offer" "$dph" "$(rec_get "$1" created_at)"
+  say "created instance $instance (offer $offer, \$$dph/h, label $RUNNER_LABEL_PREFIX:$1:$gen)"
+}
+
+# step_wait_running JOB: until the instance is listed running with ssh, or the boot deadline.
+step_wait_running() {
+  local until list st
+  until=$(($(now) + RUNNER_BOOT_DEADLINE_S))
+  list=$(_vast_tmp)
+  while :; do
+    if vast_list "$list" && list_has "$list" "$instance"; then
+      st=$(list_field "$list" "$instance" 2)
+      host=$(list_field "$list" "$instance" 5)
+      port=$(list_field "$list" "$instance" 6)
+      case $st in
+        running) [ -n "$host" ] && [ -n "$port" ] && break ;;
+        exited | offline | error | stopped) die 1 "instance $instance went $st before running" "try another offer" ;;
+      esac
+    fi
+    [ "$(now)" -lt "$until" ] || die 1 "instance $instance not running after $RUNNER_BOOT_DEADLINE_S s" "try another offer"
+    sleep "$RUNNER_POLL_S"
+  done
+  rm -f "$list"
+  rec_set "$1" state RUNNING
+  rec_set "$1" ssh "$host:$port"
+}
+
+# step_provision JOB: HOLD while provisioning; secrets over stdin; start; wait for "GEN running".
+step_provision() {
+  local envf until line
+  hold_set "$1"
+  box_send_secrets "$host" "$port" || die 1 "ssh to $host:$port failed sending the store credentials" "check RUNNER_SSH and the box"
+  envf=$(_vast_tmp)
+  {
+    printf 'HEARSAY_JOB=%q\nHEARSAY_KIND=%q\nHEARSAY_FOLD=%q\nHEARSAY_GEN=%q\n' "$1" "$kind" "$fold" "$gen"
+    printf 'HEARSAY_STORE=%q\nHEARSAY_RUN_PATH=%q\n' "$RUNNER_STORE" "$(store_job_path "$1")"
+    printf 'HEARSAY_BUNDLE_SHA=%q\nHEARSAY_CONFIG_HASH=%q\nHEARSAY_TRAIN=%q\n' "$bundle_sha" "$config_hash" "${RUNNER_BOX_TRAIN:-hearsay train}"
+  } >"$envf"
+  box_start "$host" "$port" "$envf" || { rm -f "$envf"; die 1 "ssh to $host:$port failed starting the chain" "check RUNNER_SSH and the box"; }
+  rm -f "$envf"
+  until=$(($(now) + RUNNER_CHAIN_DEADLINE_S))
+  while :; do
+    line=$(box_chain "$host" "$port" || true)
+    [ "$line" = "$gen running" ] && break
+    [ "$line" != "$gen failed" ] || die 1 "the chain on instance $instance failed at start" "see the box's entry.log"
+    [ "$(now)" -lt "$until" ] || die 1 "chain on instance $instance not confirmed running after $RUNNER_CHAIN_DEADLINE_S s" "see the box's entry.log"
+    sleep "$RUNNER_POLL_S"
+  done
+  hold_release "$1"
+}

@@ -1,0 +1,65 @@
+# shellcheck shell=bash
+# runner/lib/reap.sh — one reaper cycle over every job record (the order is runner/reaper.sh's help).
+
+# reap_cycle: 0 when the cycle ran on a successful listing, 1 when the listing failed (nothing done).
+reap_cycle() {
+  local list job
+  list=$(_vast_tmp)
+  if ! vast_list "$list"; then
+    rm -f "$list"
+    log_event "reaper: listing failed, nothing changed"
+    return 1
+  fi
+  for job in $(jobs_list); do
+    rec_lock "$job" 20 || continue   # a launcher is finishing it right now
+    reap_job "$job" "$list" || true
+    rec_unlock "$job"
+  done
+  rm -f "$list"
+  return 0
+}
+
+# reap_job JOB LISTFILE: act on one record, first rule that applies wins.
+reap_job() {
+  local job=$1 list=$2 st id dl phase
+  rec_exists "$job" || return 0
+  st=$(rec_state "$job")
+  id=$(rec_get "$job" instance)
+  dl=$(rec_get "$job" deadline)
+  if [ "$st" = ORPHAN ]; then
+    say "job $job: ORPHAN instance $id, destroying again"
+    finish_job "$job" ORPHAN
+    return
+  fi
+  if is_number "$dl" && [ "$(now)" -ge "$dl" ]; then
+    say "job $job: deadline passed, destroying instance ${id:-?}"
+    finish_job "$job" DEADLINE
+    return
+  fi
+  hold_fresh "$job" && return 0
+  if launcher_alive "$job" && [ "$st" != PROVISIONED ]; then
+    return 0   # its launcher owns it until PROVISIONED (and destroys it on any failure)
+  fi
+  phase=$(store_status "$job")
+  case $phase in
+    DONE | FAIL)
+      say "job $job: STATUS $phase (generation $(rec_get "$job" gen)), destroying instance ${id:-?}"
+      finish_job "$job" "$phase"
+      return ;;
+  esac
+  if [ "$st" != PROVISIONED ]; then
+    say "job $job: launch abandoned in state ${st:-?}, destroying instance ${id:-?}"
+    finish_job "$job" ABANDONED
+    return
+  fi
+  if [ -n "$id" ] && ! list_has "$list" "$id"; then
+    # PROVISIONED boxes were listed running before: absence from a successful listing taken now (not the
+    # cycle's, which may predate the record) is confirmation.
+    vast_list "$list" || return 0
+    list_has "$list" "$id" && return 0
+    say "job $job: instance $id is gone (destroyed on the box)"
+    ledger_complete "$id" "$(rec_get "$job" created_at)" "$(now)" "$(rec_get "$job" dph)"
+    rec_set "$job" result "GONE${phase:+ $phase}"
+    rec_archive "$job"
+  fi
+}

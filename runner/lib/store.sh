@@ -1,0 +1,24 @@
+# shellcheck shell=bash
+# runner/lib/store.sh — the store (an rclone remote) as the runner sees it: where a job's files live
+# and the STATUS line its box writes there ("GEN PHASE EPOCH"). Every path passes guard_path.
+
+# store_job_path JOB: RUNNER_STORE/runs/JOB, guarded.
+store_job_path() { guard_path "${RUNNER_STORE%/}/runs/$1"; }
+
+# store_status JOB: print "PHASE" of the STATUS written by generation GEN of the record; nothing when
+# there is no STATUS, it cannot be read, or it belongs to another generation (that is "no status").
+store_status() {
+  local job=$1 gen path line sgen phase
+  gen=$(rec_get "$job" gen)
+  path=$(store_job_path "$job") || return 0
+  # shellcheck disable=SC2086  # RUNNER_RCLONE is a command line by design
+  line=$(RCLONE_CONFIG="$RUNNER_RCLONE_CONF" with_timeout "$RUNNER_CLI_TIMEOUT_S" \
+    $RUNNER_RCLONE cat "$path/STATUS" --retries 1 --low-level-retries 1 2>/dev/null </dev/null | head -n 1) || true
+  sgen=${line%% *}
+  phase=${line#* }
+  phase=${phase%% *}
+  if [ -z "$line" ] || [ -z "$gen" ] || [ "$sgen" != "$gen" ]; then
+    return 0
+  fi
+  printf '%s\n' "$phase"
+}

@@ -1,0 +1,64 @@
+# shellcheck shell=bash
+# runner/lib/teardown.sh — ending a rental: destroy, confirm absence, complete the ledger, archive.
+# Unknown is never gone: a record leaves jobs/ only after a successful listing lacks its instance.
+
+# adopt_by_label JOB: for a record whose create answered badly (no id persisted), look for an instance
+# carrying its label. 0 = found and adopted (id persisted, ledger row written); 2 = confirmed none
+# after RUNNER_LABEL_LAG_S of successful listings; 1 = unknown (listing failed, or still inside the lag).
+adopt_by_label() {
+  local job=$1 list id label created
+  list=$(_vast_tmp)
+  vast_list "$list" || { rm -f "$list"; return 1; }
+  label=$(rec_get "$job" label)
+  id=$(list_by_label "$list" "$label" | head -n 1)
+  if [ -n "$id" ]; then
+    created=$(list_field "$list" "$id" 7)
+    created=${created%%.*}
+    is_number "$created" || created=$(rec_get "$job" created_at)
+    rm -f "$list"
+    rec_set "$job" instance "$id"
+    rec_set "$job" created_at "$created"
+    rec_set "$job" state CREATED
+    ledger_append "$id" "$job" "$(rec_get "$job" gen)" "$(rec_get "$job" offer)" "$(rec_get "$job" dph)" "$created"
+    log_event "job $job adopted instance $id by label $label"
+    return 0
+  fi
+  rm -f "$list"
+  created=$(rec_get "$job" created_at)
+  if is_number "$created" && [ $(($(now) - created)) -ge "$RUNNER_LABEL_LAG_S" ]; then
+    return 2
+  fi
+  return 1
+}
+
+# finish_job JOB REASON: end the job's rental. 0 = confirmed gone (record archived), 1 = not confirmed
+# (record kept, state ORPHAN, or CREATING while its label may still appear).
+finish_job() {
+  local job=$1 reason=$2 id rc=0 created
+  rec_exists "$job" || return 0
+  id=$(rec_get "$job" instance)
+  if [ -z "$id" ]; then
+    adopt_by_label "$job" || rc=$?
+    case $rc in
+      0) id=$(rec_get "$job" instance) ;;
+      2) rec_set "$job" result "$reason"; rec_archive "$job"; return 0 ;;
+      *) return 1 ;;
+    esac
+  fi
+  rec_set "$job" state DESTROYING
+  if destroy_confirmed "$id"; then
+    created=$(rec_get "$job" created_at)
+    ledger_complete "$id" "${created:-$(now)}" "$(now)" "$(rec_get "$job" dph)"
+    rec_set "$job" result "$reason"
+    if [ "$reason" = DONE ] && [ "$(rec_get "$job" kind)" = pilot ]; then
+      mkdir -p "$RUNNER_STATE/pilots"
+      rec_get "$job" gen >"$RUNNER_STATE/pilots/$(rec_get "$job" bundle_sha)-$(rec_get "$job" config_hash)"
+    fi
+    rec_archive "$job"
+    say "instance $id of job $job destroyed (confirmed: absent from a successful listing)"
+    return 0
+  fi
+  rec_set "$job" state ORPHAN
+  say "instance $id of job $job could NOT be confirmed destroyed: recorded ORPHAN (the reaper keeps trying; check: runner/teardown_check.sh)"
+  return 1
+}

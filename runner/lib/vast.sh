@@ -1,0 +1,153 @@
+# shellcheck shell=bash
+# runner/lib/vast.sh — every call to the vastai CLI, and how its answers are judged.
+#
+# The CLI exits 0 even when the API answered an error (the error goes to stderr as JSON under --raw),
+# so no exit status is trusted: stdout must parse as the expected JSON shape, anything else is UNKNOWN.
+# Return codes of these functions: 0 = known answer, 1 = unknown (error, empty, malformed, timeout),
+# 3 = rate limited (429; callers back off on their own, the CLI's retry is short).
+
+# vast_cli OUT ERR ARGS...: run the CLI with a deadline; stdout to OUT, stderr to ERR. The key travels in
+# the environment (VAST_API_KEY) or the CLI's key file, never on the command line.
+vast_cli() {
+  local out=$1 err=$2 rc=0
+  shift 2
+  # shellcheck disable=SC2086  # RUNNER_VASTAI is a command line by design
+  with_timeout "$RUNNER_CLI_TIMEOUT_S" $RUNNER_VASTAI "$@" >"$out" 2>"$err" </dev/null || rc=$?
+  log_event "vastai $1 $2 ${3:-} -> rc=$rc"
+  return "$rc"
+}
+
+_vast_tmp() { mktemp "${TMPDIR:-/tmp}/runner.XXXXXX"; }
+
+# _vast_judge ERRFILE: after an unknown answer, 3 when the API said 429, else 1.
+_vast_judge() {
+  if grep -q '"status_code": *429' "$1" 2>/dev/null || grep -q 'error 429' "$1" 2>/dev/null; then
+    return 3
+  fi
+  return 1
+}
+
+# vast_list OUT: every instance of the account, one TSV row each:
+#   id  status  label  dph_total  ssh_host  ssh_port  start_date
+# Pages through /api/v1/instances/ itself (single-page mode keeps the page envelope, so `{}`, null,
+# an error object or a page without an "instances" array is UNKNOWN, never "no instances").
+vast_list() {
+  local dest=$1 token="" page=0 out err rows
+  out=$(_vast_tmp)
+  err=$(_vast_tmp)
+  rows=$(_vast_tmp)
+  while :; do
+    page=$((page + 1))
+    if [ "$page" -gt 400 ]; then rm -f "$out" "$err" "$rows"; return 1; fi
+    if [ -n "$token" ]; then
+      vast_cli "$out" "$err" show instances --raw --limit 25 --next-token "$token" || true
+    else
+      vast_cli "$out" "$err" show instances --raw --limit 25 || true
+    fi
+    if ! jq -e 'type == "object" and (.instances | type == "array")
+               and all(.instances[]; type == "object" and (.id | type == "number"))
+               and ((.next_token // "") | type == "string")' "$out" >/dev/null 2>&1; then
+      local rc=1
+      _vast_judge "$err" || rc=$?
+      rm -f "$out" "$err" "$rows"
+      return "$rc"
+    fi
+    jq -r '.instances[] | [(.id | tostring), (.actual_status // "unknown" | tostring),
+             (.label // "" | tostring), (.dph_total // "" | tostring), (.ssh_host // "" | tostring),
+             (.ssh_port // "" | tostring), (.start_date // "" | tostring)] | @tsv' "$out" >>"$rows"
+    token=$(jq -r '.next_token // ""' "$out")
+    [ -n "$token" ] || break
+  done
+  mv "$rows" "$dest"
+  rm -f "$out" "$err"
+}
+
+# list_has LISTFILE ID: the instance is in a successful listing.
+list_has() { awk -F '\t' -v id="$2" '$1 == id { found = 1 } END { exit !found }' "$1"; }
+
+# list_field LISTFILE ID COLUMN(1-based): one field of one instance.
+list_field() { awk -F '\t' -v id="$2" -v c="$3" '$1 == id { print $c; exit }' "$1"; }
+
+# list_by_label LISTFILE LABEL: ids carrying exactly that label.
+list_by_label() { awk -F '\t' -v l="$2" '$3 == l { print $1 }' "$1"; }
+
+# vast_credit: print the account's credit (dollars) from `show user --raw`.
+vast_credit() {
+  local out err v rc=0
+  out=$(_vast_tmp)
+  err=$(_vast_tmp)
+  vast_cli "$out" "$err" show user --raw || true
+  v=$(jq -r 'if type == "object" and (.credit | type == "number") then .credit else empty end' \
+    "$out" 2>/dev/null || true)
+  if [ -z "$v" ]; then _vast_judge "$err" || rc=$?; fi
+  rm -f "$out" "$err"
+  [ -n "$v" ] || return "$rc"
+  printf '%s\n' "$v"
+}
+
+# vast_offer: the first offer matching RUNNER_OFFER_QUERY, as "id dph_total".
+vast_offer() {
+  local out err v rc=0
+  out=$(_vast_tmp)
+  err=$(_vast_tmp)
+  vast_cli "$out" "$err" search offers "$RUNNER_OFFER_QUERY" --order "$RUNNER_OFFER_ORDER" \
+    --storage "$RUNNER_DISK_GB" --limit 20 --raw || true
+  v=$(jq -r 'if type == "array" then
+        [.[] | select((.id | type == "number") and (.dph_total | type == "number"))][0]
+        | select(. != null) | "\(.id) \(.dph_total)" else empty end' "$out" 2>/dev/null || true)
+  if [ -z "$v" ]; then
+    if jq -e 'type == "array"' "$out" >/dev/null 2>&1; then rc=2; else _vast_judge "$err" || rc=$?; fi
+  fi
+  rm -f "$out" "$err"
+  [ -n "$v" ] || return "$rc"
+  printf '%s\n' "$v"
+}
+
+# vast_create OFFER LABEL ENVSTRING: print the new instance id; 1 when the answer is not a clear success
+# (the caller must then look for the label: a failed create can still have created an instance).
+vast_create() {
+  local out err v
+  out=$(_vast_tmp)
+  err=$(_vast_tmp)
+  vast_cli "$out" "$err" create instance "$1" --image "$RUNNER_IMAGE" --disk "$RUNNER_DISK_GB" \
+    --label "$2" --ssh --direct --env "$3" --raw || true
+  v=$(jq -r 'if type == "object" and .success == true and (.new_contract | type == "number")
+             then .new_contract else empty end' "$out" 2>/dev/null || true)
+  rm -f "$out" "$err"
+  [ -n "$v" ] || return 1
+  printf '%s\n' "$v"
+}
+
+# vast_destroy ID: ask once (with -y: without it the CLI prints "Aborted." and exits 0). Its answer
+# is ignored on purpose: only a later listing without the instance confirms anything.
+vast_destroy() {
+  local out err
+  out=$(_vast_tmp)
+  err=$(_vast_tmp)
+  vast_cli "$out" "$err" destroy instance "$1" -y --raw || true
+  rm -f "$out" "$err"
+}
+
+# destroy_confirmed ID: destroy, then wait for a successful listing without it. Bounded: RUNNER_DESTROY_TRIES
+# destroy calls, RUNNER_CONFIRM_CHECKS listings after each. 0 = confirmed gone, 1 = not confirmed.
+destroy_confirmed() {
+  local id=$1 try=0 check list
+  list=$(_vast_tmp)
+  while [ "$try" -lt "$RUNNER_DESTROY_TRIES" ]; do
+    try=$((try + 1))
+    vast_destroy "$id"
+    check=0
+    while [ "$check" -lt "$RUNNER_CONFIRM_CHECKS" ]; do
+      check=$((check + 1))
+      sleep "$RUNNER_CONFIRM_WAIT_S"
+      if vast_list "$list" && ! list_has "$list" "$id"; then
+        rm -f "$list"
+        log_event "instance $id confirmed gone"
+        return 0
+      fi
+    done
+  done
+  rm -f "$list"
+  log_event "instance $id NOT confirmed gone after $try destroy calls"
+  return 1
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Usage: runner/reaper.sh [--once]
+# Summary: watch every job's rental and end it: ORPHAN, deadline, HOLD, STATUS, abandoned launch
+#
+# One reaper watches all jobs (a second one exits 4). Each cycle takes one listing of the account's
+# instances and acts per job record, in this order:
+#   1. ORPHAN                      destroy again until a successful listing lacks the instance
+#   2. deadline passed             destroy (a HOLD never defers this)
+#   3. fresh HOLD                  leave the job alone (HOLD: "EPOCH PID", stale after RUNNER_HOLD_TTL_S
+#                                  or once its setter has exited)
+#   4. STATUS DONE / FAIL          destroy; the STATUS must carry the record's generation, any other
+#                                  generation's STATUS counts as no status
+#   5. launch abandoned            a record not PROVISIONED whose launcher is gone: destroy
+#   6. instance missing            a PROVISIONED instance absent from a successful listing: record it
+#                                  gone (the box destroyed itself) and complete the ledger row
+# A destroy counts only when a later successful listing lacks the instance; a failed listing (error,
+# 429, empty, `{}`, null, malformed) changes nothing and the reaper backs off (doubling, up to
+# RUNNER_REAPER_MAX_BACKOFF_S) on its own.
+#
+#   --once   one cycle, then exit (exit 0 = listing succeeded, 5 = listing failed)
+#
+# Exit codes: 0 ok; 2 usage; 4 another reaper is running; 5 (--once) the listing failed;
+#   10 missing dependency; 11 no API key.
+set -euo pipefail
+export RUNNER_SCRIPT=reaper
+# shellcheck source=runner/lib/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+# shellcheck source=runner/lib/guard.sh
+. "$RUNNER_ROOT/lib/guard.sh"
+# shellcheck source=runner/lib/state.sh
+. "$RUNNER_ROOT/lib/state.sh"
+# shellcheck source=runner/lib/ledger.sh
+. "$RUNNER_ROOT/lib/ledger.sh"
+# shellcheck source=runner/lib/vast.sh
+. "$RUNNER_ROOT/lib/vast.sh"
+# shellcheck source=runner/lib/store.sh
+. "$RUNNER_ROOT/lib/store.sh"
+# shellcheck source=runner/lib/teardown.sh
+. "$RUNNER_ROOT/lib/teardown.sh"
+# shellcheck source=runner/lib/reap.sh
+. "$RUNNER_ROOT/lib/reap.sh"
+
+once=0
+case ${1:-} in
+  -h | --help) usage_from "$0"; exit 0 ;;
+  --once) once=1 ;;
+  '') ;;
+  *) die 2 "unknown argument: $1" "see runner/reaper.sh --help" ;;
+esac
+need jq awk mktemp
+key_guard || exit 11
+umask 077
+mkdir -p "$RUNNER_STATE"
+lock_take "$RUNNER_STATE/reaper.lock" 1 || die 4 "another reaper is running (pid $(cat "$RUNNER_STATE/reaper.lock/pid" 2>/dev/null))" "one reaper watches every job"
+trap 'lock_drop "$RUNNER_STATE/reaper.lock"' EXIT
+trap 'exit 130' INT TERM HUP
+
+wait_s=$RUNNER_REAPER_POLL_S
+while :; do
+  if reap_cycle; then
+    wait_s=$RUNNER_REAPER_POLL_S
+    [ "$once" = 0 ] || exit 0
+  else
+    [ "$once" = 0 ] || exit 5
+    wait_s=$((wait_s * 2))
+    [ "$wait_s" -le "$RUNNER_REAPER_MAX_BACKOFF_S" ] || wait_s=$RUNNER_REAPER_MAX_BACKOFF_S
+    say "listing failed; next try in ${wait_s}s"
+  fi
+  sleep "$wait_s"
+done

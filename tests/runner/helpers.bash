@@ -1,0 +1,73 @@
+# tests/runner/helpers.bash — one temp world per test: the fake vast.ai API on loopback (driven by the
+# real vastai CLI), a local rclone remote as the store, and "boxes" run locally by bin/fake_ssh.sh.
+# Short deadlines and polls keep each test to a few seconds.
+
+REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+API_KEY="vastkey-SECRET-a1b2c3d4e5f6"        # the test account's key: must never be printed
+STORE_SECRET="r2-SECRET-9f8e7d6c5b4a"         # the store's secret: must never leave rclone.conf
+
+world() {
+  W=$BATS_TEST_TMPDIR/w
+  mkdir -p "$W/home" "$W/state" "$W/boxes" "$W/bucket"
+  export HOME=$W/home XDG_CONFIG_HOME=$W/home/.config XDG_STATE_HOME=$W/home/.state XDG_CACHE_HOME=$W/home/.cache
+  export PATH="$REPO/.venv/bin:$PATH"
+  export VAST_API_KEY=$API_KEY VASTAI_NO_UPDATE_CHECK=1
+  "$REPO/tests/fakes/start_fake_vast.sh" "$W/url" "$W/fake.pid" --api-key "$API_KEY" \
+    --seed "${FAKE_SEED:-7}" --set created_s=0.2 --set loading_s=0.3 --log "$W/fake.log" "$@" 3>&-
+  VAST_URL=$(cat "$W/url")
+  export VAST_URL
+  export RUNNER_STATE=$W/state LEDGER=$W/ledger.csv FAKE_BOX_ROOT=$W/boxes
+  export RUNNER_SSH="$REPO/tests/runner/bin/fake_ssh.sh" RUNNER_RCLONE=rclone
+  export RUNNER_RCLONE_CONF=$W/rclone.conf RUNNER_STORE="store:$W/bucket/hearsay"
+  (umask 077; printf '[store]\ntype = local\nsecret_access_key = %s\n' "$STORE_SECRET" >"$RUNNER_RCLONE_CONF")
+  export RUNNER_IMAGE="registry.invalid/hearsay-trainer@sha256:tests-only"
+  export RUNNER_OFFER_QUERY="num_gpus=1" RUNNER_CLI_TIMEOUT_S=30
+  export RUNNER_POLL_S=0.2 RUNNER_CONFIRM_WAIT_S=0.1 RUNNER_CONFIRM_CHECKS=3 RUNNER_DESTROY_TRIES=2
+  export RUNNER_BOOT_DEADLINE_S=20 RUNNER_CHAIN_DEADLINE_S=15 RUNNER_LABEL_LAG_S=2 RUNNER_SSH_TIMEOUT_S=20
+  export RUNNER_REAPER_POLL_S=0.3 RUNNER_REAPER_MAX_BACKOFF_S=1
+  export RUNNER_BOX_TRAIN="$REPO/tests/runner/bin/fake_train.sh" HEARSAY_SMOKE_CHECK="$REPO/tests/runner/bin/smoke_ok.sh"
+  export HEARSAY_PUSH_WAIT_S=0.1 HEARSAY_BOX_WAIT_S=30 FAKE_TRAIN_S=0.3
+  export RUNNER_BUNDLE_META=$W/bundle_meta.json RUNNER_TRAIN_CONFIG=$W/train.json
+  echo '{"tree_sha": "tree-aaaa"}' >"$RUNNER_BUNDLE_META"
+  echo '{"epochs": 3}' >"$RUNNER_TRAIN_CONFIG"
+  unset RUNNER_DEBUG RUNNER_CONFIG
+}
+
+world_end() {
+  local p
+  for p in "$W"/boxes/*/run/entry.pid "$W/reaper.pid"; do
+    [ -f "$p" ] && kill "$(cat "$p")" 2>/dev/null || true
+  done
+  [ -f "$W/fake.pid" ] && kill "$(cat "$W/fake.pid")" 2>/dev/null || true
+  return 0
+}
+
+# ctl METHOD PATH [JSON]: the fake's control API.
+ctl() { curl -fsS -X "$1" -H 'Content-Type: application/json' -d "${3:-{\}}" "$VAST_URL/_control/$2"; }
+fault() { ctl POST faults "{\"rules\": $1}" >/dev/null; }
+live_ids() { curl -fsS "$VAST_URL/_control/state" | jq -r '.live[]'; }
+live_count() { curl -fsS "$VAST_URL/_control/state" | jq '.live | length'; }
+created_count() { curl -fsS "$VAST_URL/_control/state" | jq '.created_total'; }
+ledger_rows() { awk 'END { print NR - 1 }' "$LEDGER"; }
+open_rows() { awk -F, 'NR > 1 && $7 == "" { n++ } END { print n + 0 }' "$LEDGER"; }
+
+# wait_for SECONDS CMD...: poll until CMD succeeds.
+wait_for() {
+  local t=$1 i=0
+  shift
+  while ! "$@"; do
+    i=$((i + 1))
+    [ "$i" -lt $((t * 10)) ] || return 1
+    sleep 0.1
+  done
+}
+
+# A box writes STATUS at RUNNER_STORE/runs/JOB/STATUS.
+status_of() { cat "$W/bucket/hearsay/runs/$1/STATUS" 2>/dev/null || true; }
+put_status() { mkdir -p "$W/bucket/hearsay/runs/$1"; echo "$2" >"$W/bucket/hearsay/runs/$1/STATUS"; }
+
+# no_secrets FILE...: neither secret appears in any of them.
+no_secrets() { ! grep -l -e "$API_KEY" -e "$STORE_SECRET" "$@" 2>/dev/null; }
+
+launch() { "$REPO/runner/launch.sh" "$@"; }
+reaper_once() { "$REPO/runner/reaper.sh" --once; }
