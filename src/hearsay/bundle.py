@@ -109,14 +109,19 @@ def process_clip(task: dict) -> dict:
             res["codec_errors"] = {c: err.reason for c in cfg["codecs"]}
             copies = {}
     for name, z in copies.items():
-        s, e = audio.trim_silence(z, top_db=cfg["top_db"])
-        if e - s == 0:
+        z = finish_copy(z, cfg["top_db"], cfg["max_s"])
+        if len(z) == 0:
             res["codec_errors"][name] = "silent after round-trip"
             continue
-        _write_flac(out / "codecs" / name / f"{rid}.flac",
-                    audio.peak_guard(audio.cap(z[s:e], cfg["max_s"])))
+        _write_flac(out / "codecs" / name / f"{rid}.flac", z)
         res["codec_ids"].append(name)
     return res
+
+
+def finish_copy(z: np.ndarray, top_db: float, max_s: float) -> np.ndarray:
+    """A decoded codec copy -> re-trimmed (codecs add onset/offset silence), capped, guarded."""
+    s, e = audio.trim_silence(z, top_db=top_db)
+    return audio.peak_guard(audio.cap(z[s:e], max_s))
 
 
 def stamp_of(path: Path) -> str:
