@@ -106,6 +106,10 @@ class Store:
         rel = guard(rel)
         self._with_retries(f"push {local} -> {rel}", lambda: self._push(Path(local), rel))
 
+    def push_file(self, local: Path, rel: str) -> None:
+        rel = guard(rel)
+        self._with_retries(f"push {local} -> {rel}", lambda: self._push_file(Path(local), rel))
+
     def pull_dir(self, rel: str, local: Path) -> None:
         rel = guard(rel)
         self._with_retries(f"pull {rel} -> {local}", lambda: self._pull(rel, Path(local)))
@@ -117,6 +121,9 @@ class Store:
         raise NotImplementedError
 
     def _pull(self, rel: str, local: Path) -> None:
+        raise NotImplementedError
+
+    def _push_file(self, local: Path, rel: str) -> None:
         raise NotImplementedError
 
     def list_dirs(self, rel: str) -> list[str]:
@@ -146,6 +153,14 @@ class LocalStore(Store):
         shutil.copytree(local, tmp)
         shutil.rmtree(dest, ignore_errors=True)
         tmp.rename(dest)  # the checkpoint appears whole or not at all
+
+    def _push_file(self, local: Path, rel: str) -> None:
+        dest = self._path(rel)
+        if dest == local.resolve():
+            return
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(local, dest.with_name(dest.name + ".partial"))
+        dest.with_name(dest.name + ".partial").replace(dest)
 
     def _pull(self, rel: str, local: Path) -> None:
         src = self._path(rel)
@@ -198,6 +213,11 @@ class RcloneStore(Store):
         proc = self._rclone("copy", str(local), self._target(rel))
         if proc.returncode != 0:
             raise StoreError(f"rclone copy exit {proc.returncode}: {_last_line(proc.stderr)}")
+
+    def _push_file(self, local: Path, rel: str) -> None:
+        proc = self._rclone("copyto", str(local), self._target(rel))
+        if proc.returncode != 0:
+            raise StoreError(f"rclone copyto exit {proc.returncode}: {_last_line(proc.stderr)}")
 
     def _pull(self, rel: str, local: Path) -> None:
         local.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,710 @@
+"""`hearsay train`: fine-tune the detector for one fold, the full model or the pilot, on CUDA.
+
+    hearsay train --bundle bundle/ --fold 3 --out runs/fold3 --store r2:runs/c7/fold3
+    hearsay train --bundle bundle/ --fold 3 --out runs/fold3 --store r2:runs/c7/fold3 --resume
+    hearsay train --bundle bundle/ --full --out runs/full
+    hearsay train --bundle bundle/ --pilot --out runs/pilot --config pilot.json
+    torchrun --nproc-per-node 4 -m hearsay.cli train --bundle bundle/ --fold 0 --out runs/fold0
+    hearsay train --bundle demo_out/bundle --fold 0 --out /tmp/f0 --cpu-smoke   # tiny, on CPU
+
+Jobs (hearsay.folds.train_ids, with the bundle's fold file config): `--fold K` trains on inner
+folds != K plus extra rows (minus the extra families excluded for K) and validates on fold K;
+`--full` trains on every inner fold + extra and has no validation split (the holdout is never
+used for selection); `--pilot` is folds 0-3 -> validate fold 4. Holdout and test rows never train.
+
+Per step: a label-balanced micro-batch with fixed per-source quotas (`Sampler`), one crop length
+per batch (hearsay.crops), one augmentation per clip chosen before loading (hearsay.augment),
+bf16 autocast on CUDA, BCE with label smoothing, gradient accumulation whose trailing group is
+flushed at the epoch end, AdamW with layer-wise LR decay, warm-up + cosine counted in optimiser
+steps (the LR reaches its floor on the last one). A validation readout every `val_every`
+optimiser steps and at each epoch end; a checkpoint each epoch (hearsay.store), pushed to the
+store. Config: `--config FILE.json` = {"train": {…}, "model": {…}, "crop": {…}, "augment": {…}};
+unknown keys are errors; the resolved config is RUN_DIR/config.json and its sha256 (canonical
+JSON) is the config hash that --resume must match.
+
+Exit codes: 0 run complete; 1 unexpected error; 2 usage or config error; 3 device refused (no
+CUDA and no --cpu-smoke); 4 non-finite loss or gradient norm; 5 AUC-direction tripwire
+(validation AUC <= tripwire_auc); 6 store push/pull failed after retries; 7 resume refused
+(different bundle tree-sha or config hash, no checkpoint, or a non-empty RUN_DIR without
+--resume); 8 pretrained weights refused (missing or sha256 not the pin); 9 augmentation rates
+diverge between the classes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from hearsay import audio, augment, crops
+from hearsay import store as stores
+from hearsay.model import Detector, ModelConfig, WeightsError, load_pretrained, save_detector
+
+EXIT = {"ok": 0, "error": 1, "usage": 2, "device": 3, "nonfinite": 4, "tripwire": 5,
+        "store": 6, "resume": 7, "weights": 8, "rates": 9}
+
+
+class TrainError(RuntimeError):
+    """A run that must stop; `code` is its documented exit code."""
+
+    code = EXIT["error"]
+
+
+class DeviceRefused(TrainError):
+    code = EXIT["device"]
+
+
+class NonFinite(TrainError):
+    code = EXIT["nonfinite"]
+
+
+class Tripwire(TrainError):
+    code = EXIT["tripwire"]
+
+
+class ResumeRefused(TrainError):
+    code = EXIT["resume"]
+
+
+class ConfigError(TrainError):
+    code = EXIT["usage"]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation and loop settings (units in the comments)."""
+
+    epochs: int = 4  # passes; the pilot fixes this for the fold and full models
+    batch_size: int = 64  # clips per micro-batch per GPU; even: half bona fide, half spoof
+    grad_accum: int = 1  # micro-batches per optimiser step (trailing group flushed per epoch)
+    batches_per_epoch: int = 0  # micro-batches per epoch over all GPUs; 0 = train clips // batch
+    lr_backbone: float = 1e-5  # peak LR of the top kept layer
+    layer_decay: float = 0.85  # LR of layer depth d (0 = top) = lr_backbone * layer_decay**d
+    lr_head: float = 5e-4  # peak LR of layer weights, pooling and linear head
+    weight_decay: float = 0.01  # AdamW, on matrices only (not biases, norms, layer weights)
+    warmup_frac: float = 0.08  # share of optimiser steps in linear warm-up
+    lr_floor: float = 0.01  # LR at the last optimiser step, as a fraction of the peak
+    label_smoothing: float = 0.05  # BCE targets 0.025 / 0.975
+    grad_clip: float = 1.0  # max global grad norm (the pre-clip norm is checked for finiteness)
+    source_mix: str = "proportional"  # per-class source quotas: "proportional" or "equal"
+    max_crop_s: float = 0.0  # extra cap on crop length, s (0 = none; the CPU smoke uses 1 s)
+    val_every: int = 200  # optimiser steps between validation readouts (0 = epoch ends only)
+    val_max_s: float = 8.0  # validation input: whole clip up to this, as at deploy time
+    val_batch: int = 32  # clips per validation batch (length-sorted)
+    tripwire_auc: float | None = 0.5  # abort when validation AUC <= this (None = off)
+    bf16: bool = True  # bf16 autocast on CUDA (ignored on CPU)
+    workers: int = 8  # data-loader processes (0 = in the training process)
+    cpu_threads: int = 0  # torch intra-op threads for this run (0 = torch's default)
+    compile: bool = False  # torch.compile the model (CUDA only)
+    seed: int = 0  # every random stream derives from this
+    stream_records_max: int = 20000  # realised-stream clips kept for the shortcut AUCs
+    rate_tol: float = 0.05  # allowed augmentation-rate gap between classes (+ 4 s.e.)
+
+    def __post_init__(self):
+        if self.batch_size < 2 or self.batch_size % 2:
+            raise ValueError(f"batch_size={self.batch_size}: must be even (half per class)")
+        if self.grad_accum < 1 or self.epochs < 1:
+            raise ValueError("grad_accum and epochs must be >= 1")
+        if self.source_mix not in ("proportional", "equal"):
+            raise ValueError(f"source_mix={self.source_mix!r}: use proportional or equal")
+
+
+SECTIONS = {"train": TrainConfig, "model": ModelConfig, "crop": crops.CropConfig,
+            "augment": augment.AugmentConfig}
+
+
+def smoke_overrides() -> dict:
+    """The --cpu-smoke preset: tiny random model, short crops, few steps, tripwire off."""
+    return {"model": ModelConfig.tiny().to_dict(),
+            "train": {"epochs": 2, "batch_size": 8, "batches_per_epoch": 4, "lr_backbone": 3e-3,
+                      "lr_head": 1e-2, "max_crop_s": 1.0, "val_every": 0, "tripwire_auc": None,
+                      "bf16": False, "workers": 0, "val_batch": 16,
+                      "cpu_threads": 1}}  # a tiny model gains nothing from threads
+
+
+def _section(cls, d: dict):
+    if hasattr(cls, "from_dict"):
+        return cls.from_dict(d)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} keys {unknown} (known: {sorted(known)})")
+    return cls(**d)
+
+
+def resolve_config(job: str, fold: int | None, *, overrides: dict | None = None,
+                   cpu_smoke: bool = False) -> dict:
+    """{"job", "fold", "cpu_smoke", "train", "model", "crop", "augment"}, every section resolved
+    to all its fields. Order: code defaults <- cpu-smoke preset <- `overrides` (config file)."""
+    layers = [smoke_overrides()] if cpu_smoke else []
+    layers.append(overrides or {})
+    merged: dict = {name: {} for name in SECTIONS}
+    for layer in layers:
+        unknown = sorted(set(layer) - set(SECTIONS))
+        if unknown:
+            raise ConfigError(f"unknown config sections {unknown} (known: {sorted(SECTIONS)})")
+        for name, values in layer.items():
+            merged[name].update(values)
+    try:
+        resolved = {name: dataclasses.asdict(_section(cls, merged[name]))
+                    for name, cls in SECTIONS.items()}
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"config: {err}") from None
+    return {"job": job, "fold": fold, "cpu_smoke": cpu_smoke, **resolved}
+
+
+def config_hash(resolved: dict) -> str:
+    """sha256 of the canonical JSON (sorted keys, no spaces) of the resolved config."""
+    blob = json.dumps(resolved, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def sections(resolved: dict):
+    return tuple(_section(cls, resolved[name]) for name, cls in SECTIONS.items())
+
+
+# --------------------------------------------------------------------------- the data
+
+
+def plan_job(bundle, job: str, fold: int | None):
+    """(train rows, validation rows or None) of the bundle manifest for this job."""
+    from hearsay.folds import SplitsConfig, train_ids
+
+    df = bundle.manifest
+    scfg = SplitsConfig.from_dict((bundle.meta.get("folds") or {}).get("config") or {})
+    key = {"fold": str(fold), "pilot": "4", "full": "full"}[job]
+    ids = set(train_ids(df, scfg, key))
+    train = df.loc[df["id"].isin(ids)].reset_index(drop=True)
+    # defence in depth: these rows must never reach a training batch
+    leaked = train.loc[train["fold"].isin(["holdout", "test"]) | (train["fold"] == key)]
+    assert leaked.empty, f"fold protocol broken: {leaked['id'].tolist()[:5]}"
+    val = None
+    if job != "full":
+        val = df.loc[(df["fold"] == key) & (df["train_scope"] == "core")].reset_index(drop=True)
+    return train, val
+
+
+def quotas(train, batch_size: int, mix: str) -> dict[tuple[str, str], int]:
+    """Clips per batch of each (label, source): batch_size/2 per label, split over the sources
+    of that label by largest remainder (proportional to their counts, or equal); each source
+    gets at least one slot when the half-batch has room for all of them. Fixed for the run."""
+    half = batch_size // 2
+    out: dict[tuple[str, str], int] = {}
+    for label in augment.LABELS:
+        counts = train.loc[train["label"] == label, "source"].value_counts().sort_index()
+        if counts.empty:
+            raise ConfigError(f"no {label} clips in the training rows: cannot balance labels")
+        share = (counts / counts.sum()) if mix == "proportional" else counts * 0 + 1 / len(counts)
+        raw = share * half
+        q = np.floor(raw).astype(int)
+        order = sorted(counts.index, key=lambda s: (-(raw[s] - q[s]), s))
+        for s in order[: half - int(q.sum())]:
+            q[s] += 1
+        for s in counts.index:
+            if q[s] == 0 and len(counts) <= half:
+                donor = max(counts.index, key=lambda t: (q[t], t))
+                q[donor] -= 1
+                q[s] += 1
+        out.update({(label, s): int(q[s]) for s in counts.index if q[s] > 0})
+    return out
+
+
+class Sampler:
+    """Label-balanced batches with a constant source mix: every batch holds exactly
+    `quotas[(label, source)]` clips of each pool. Each pool is drawn without replacement in a
+    fresh permutation per epoch (re-permuted when it runs out). Stateless: the plan of epoch e
+    is a function of (seed, e), so resuming at an epoch boundary needs only the epoch number."""
+
+    def __init__(self, train, batch_size: int, mix: str, seed: int):
+        self.quotas = quotas(train, batch_size, mix)
+        self.seed = seed
+        labels, sources = train["label"].to_numpy(), train["source"].to_numpy()
+        self.pools = {k: np.flatnonzero((labels == k[0]) & (sources == k[1]))
+                      for k in self.quotas}
+
+    def epoch_plan(self, epoch: int, n_batches: int) -> np.ndarray:
+        """(n_batches, batch_size) row positions into `train`."""
+        rng = np.random.default_rng([self.seed, epoch, 0x5A3])
+        cols = []
+        for key in sorted(self.quotas):
+            q, pool = self.quotas[key], self.pools[key]
+            need = q * n_batches
+            draws = np.concatenate([rng.permutation(pool)
+                                    for _ in range(-(-need // len(pool)))])[:need]
+            cols.append(draws.reshape(n_batches, q))
+        return np.concatenate(cols, axis=1)
+
+    def state(self, epoch: int) -> dict:
+        return {"seed": self.seed, "next_epoch": epoch + 1,
+                "quotas": {f"{lab}|{src}": q for (lab, src), q in sorted(self.quotas.items())}}
+
+
+class EpochBatches(torch.utils.data.Dataset):
+    """Item i = this rank's i-th micro-batch of the epoch, made on the CPU (loader workers).
+
+    Per clip: choose the augmentation (before loading: codec copies are separate files) ->
+    load the FLAC (or its codec copy) -> augment.training_example (trim jitter, crop, wave
+    augmentation, band-limit, normalise). The generator of batch b is (seed, epoch, b): batches
+    do not depend on worker count or order, which is what makes resume exact.
+    """
+
+    def __init__(self, root: Path, rows: list[dict], plan: np.ndarray, epoch: int, ctx: dict):
+        self.root, self.rows, self.plan, self.epoch, self.ctx = root, rows, plan, epoch, ctx
+
+    def __len__(self) -> int:
+        return len(self.plan) // self.ctx["world"]
+
+    def __getitem__(self, i: int) -> dict:
+        c = self.ctx
+        b = i * c["world"] + c["rank"]  # global batch index
+        rng = np.random.default_rng([c["seed"], self.epoch, b, 0xC0])
+        length = crops.crop_length_s(rng, c["test_durations"], c["cap_s"], c["crop"])
+        if c["max_crop_s"] > 0:
+            length = min(length, c["max_crop_s"])
+        n = crops.n_samples(length)
+        waves, n_valid, names, records = [], [], [], []
+        for pos in self.plan[b]:
+            row = self.rows[pos]
+            name = augment.choose(rng, c["augment"], row["codec_ids"])
+            rel = (f"codecs/{name.split(':', 1)[1]}/{row['id']}.flac"
+                   if name.startswith("codec:") else row["flac"])
+            x = audio.load_audio(self.root / rel)
+            wave, nv = augment.training_example(x, name, n, rng, c["augment"])
+            waves.append(wave)
+            n_valid.append(nv)
+            names.append(name)
+            records.append(augment.stream_record(row["source"], row["label"], wave, nv))
+        values, mask = crops.pad_batch(waves, n_valid)
+        labels = [1.0 if self.rows[p]["label"] == "spoof" else 0.0 for p in self.plan[b]]
+        return {"input_values": torch.from_numpy(values), "attention_mask": torch.from_numpy(mask),
+                "labels": torch.tensor(labels), "names": names, "records": records}
+
+
+def validate(det, val_rows: list[dict], root: Path, tc: TrainConfig, device, amp) -> dict:
+    """AUC (spoof positive) of the validation rows, each the whole clip up to val_max_s."""
+    xs = [crops.test_input(audio.load_audio(root / r["flac"]), tc.val_max_s) for r in val_rows]
+    order = np.argsort([len(x) for x in xs], kind="stable")
+    logits = np.zeros(len(xs))
+    det.eval()
+    with torch.no_grad(), amp():
+        for start in range(0, len(xs), tc.val_batch):
+            idx = order[start: start + tc.val_batch]
+            values, mask = crops.pad_batch([xs[i] for i in idx], [len(xs[i]) for i in idx])
+            out = det(torch.from_numpy(values).to(device), torch.from_numpy(mask).to(device))
+            logits[idx] = out.float().cpu().numpy()
+    det.train()
+    is_spoof = np.array([r["label"] == "spoof" for r in val_rows])
+    return {"auc": augment.auc(logits[is_spoof], logits[~is_spoof]), "n": len(xs)}
+
+
+# --------------------------------------------------------------------------- the schedule
+
+
+def lr_multiplier(step: int, total: int, warmup_frac: float, floor: float) -> float:
+    """LR factor of optimiser step `step` (0-based) of `total`: linear warm-up over
+    ceil(warmup_frac * total) steps, then cosine from 1 to `floor`, reached at step total-1."""
+    warm = min(max(1, math.ceil(warmup_frac * total)), total)
+    if step < warm:
+        return (step + 1) / warm
+    span = total - 1 - (warm - 1)
+    progress = (step - (warm - 1)) / span if span > 0 else 1.0
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def optimizer_groups(det: Detector, tc: TrainConfig) -> list[dict]:
+    """AdamW groups: head, then backbone by depth (LR decays downwards); no decay on 1-D."""
+    groups = []
+
+    def add(params, lr, name):
+        params = [p for p in params if p.requires_grad]
+        for decay in (True, False):
+            ps = [p for p in params if (p.ndim >= 2) == decay]
+            if ps:
+                groups.append({"params": ps, "lr": lr, "base_lr": lr, "name": name,
+                               "weight_decay": tc.weight_decay if decay else 0.0})
+
+    add(det.head_params(), tc.lr_head, "head")
+    for depth, params in det.backbone_param_groups():
+        add(params, tc.lr_backbone * tc.layer_decay ** depth, f"backbone_depth{depth}")
+    return groups
+
+
+# --------------------------------------------------------------------------- identity
+
+
+def git_sha() -> str:
+    """$HEARSAY_GIT_SHA (set in the image), else `git rev-parse HEAD` here, else "unknown"."""
+    env = os.environ.get("HEARSAY_GIT_SHA")
+    if env:
+        return env
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).parent, timeout=10)
+        return out.stdout.strip() if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def versions() -> dict:
+    import transformers
+
+    from hearsay import __version__
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "numpy": np.__version__,
+            "hearsay": __version__, "cuda": torch.version.cuda}
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def _identity(x):
+    return x
+
+
+def _dist(cpu: bool):
+    """(world, rank, local_rank, ddp) from torchrun's environment; starts the process group."""
+    if "WORLD_SIZE" not in os.environ or "RANK" not in os.environ:
+        return 1, 0, 0, False
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group("gloo" if cpu else "nccl")
+    return dist.get_world_size(), dist.get_rank(), int(os.environ.get("LOCAL_RANK", 0)), True
+
+
+def nonfinite(loss_sum: torch.Tensor, grad_norm: torch.Tensor, ddp: bool) -> bool:
+    """True when this step's loss or (all-reduced) grad norm is NaN/inf on ANY rank.
+
+    Under DDP the gradients are already averaged across ranks by backward(), so every rank sees
+    the same norm; the loss is local, so the flag is max-reduced: all ranks stop together."""
+    bad = (~torch.isfinite(loss_sum.detach().float()) | ~torch.isfinite(grad_norm.float()))
+    bad = bad.to(torch.int32).reshape(1)
+    if ddp:
+        import torch.distributed as dist
+
+        dist.all_reduce(bad, op=dist.ReduceOp.MAX)
+    return bool(bad.item())
+
+
+def _rng_state(device: torch.device, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    state = {"torch_cpu": torch.get_rng_state(), "spec_augment": gen.get_state()}
+    if device.type == "cuda":
+        state["torch_cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def _set_rng_state(rng: dict, device: torch.device, gen: torch.Generator) -> None:
+    torch.set_rng_state(rng["torch_cpu"])
+    gen.set_state(rng["spec_augment"])
+    if device.type == "cuda" and "torch_cuda" in rng:
+        torch.cuda.set_rng_state(rng["torch_cuda"], device)
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+
+
+def run(resolved: dict, bundle_dir: str | os.PathLike, out: str | os.PathLike, *,
+        store_uri: str | None = None, resume: bool = False, verify_bundle: bool = True,
+        model_hook=None, stop_after_epoch: int | None = None, backoff_s: float = 5.0) -> dict:
+    """Train one job; returns run_meta. `model_hook(det)` and `stop_after_epoch` (return after
+    that epoch's checkpoint, as if killed) are test seams; neither is part of the config."""
+    tc = sections(resolved)[0]
+    cpu = bool(resolved["cpu_smoke"])
+    if not cpu and not torch.cuda.is_available():
+        raise DeviceRefused("CUDA is required and none is visible (torch.cuda.is_available() "
+                            "is False): run on a GPU box, or pass --cpu-smoke for the tiny "
+                            "CPU test run")
+    world, rank, local_rank, ddp = _dist(cpu)
+    device = torch.device("cpu") if cpu else torch.device("cuda", local_rank)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.time()
+    threads = torch.get_num_threads()
+    if tc.cpu_threads:
+        torch.set_num_threads(tc.cpu_threads)
+    try:
+        return _run(resolved, bundle_dir, out, store_uri, resume, verify_bundle, model_hook,
+                    stop_after_epoch, backoff_s, world, rank, local_rank, ddp, device, t_start)
+    finally:
+        torch.set_num_threads(threads)
+        if ddp:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+
+
+def _run(resolved, bundle_dir, out, store_uri, resume, verify_bundle, model_hook,
+         stop_after_epoch, backoff_s, world, rank, local_rank, ddp, device, t_start) -> dict:
+    from hearsay.bundle import load_bundle
+
+    tc, mc, cc, ac = sections(resolved)
+    cpu = device.type == "cpu"
+
+    # 1. identity and data
+    bundle = load_bundle(bundle_dir, verify=verify_bundle)
+    chash = config_hash(resolved)
+    train, val = plan_job(bundle, resolved["job"], resolved["fold"])
+    test_durations = bundle.manifest.loc[bundle.manifest["fold"] == "test", "duration"].to_numpy()
+    if cc.p_test_dist > 0 and len(test_durations) == 0:
+        raise ConfigError("the bundle has no test rows to draw crop lengths from: set "
+                          '{"crop": {"p_test_dist": 0}} in --config')
+    if val is not None and (val.empty or val["label"].nunique() < 2) and \
+            tc.tripwire_auc is not None:
+        raise ConfigError(f"validation rows need both labels for the AUC tripwire (fold "
+                          f"{resolved['fold']} has {len(val)} rows, labels "
+                          f"{sorted(val['label'].unique())}); fix the folds or set "
+                          '{"train": {"tripwire_auc": null}}')
+    sampler = Sampler(train, tc.batch_size, tc.source_mix, tc.seed)
+    cap_s = crops.class_cap_s(train.loc[train["label"] == "bonafide", "duration"],
+                              train.loc[train["label"] == "spoof", "duration"])
+    cols = ["id", "flac", "label", "source", "codec_ids"]
+    rows = train[cols].to_dict("records")
+    val_rows = None if val is None or val.empty else val[cols].to_dict("records")
+    n_batches = tc.batches_per_epoch or max(1, len(train) // tc.batch_size)
+    n_batches = max(world, n_batches - n_batches % world)
+    per_rank = n_batches // world
+    steps_per_epoch = -(-per_rank // tc.grad_accum)
+    total_steps = tc.epochs * steps_per_epoch
+    ctx = {"seed": tc.seed, "world": world, "rank": rank, "test_durations": test_durations,
+           "cap_s": cap_s, "crop": cc, "augment": ac, "max_crop_s": tc.max_crop_s}
+
+    # 2. model and optimiser
+    torch.manual_seed(tc.seed)
+    det = Detector(mc)
+    base_sha = load_pretrained(det) if mc.init == "xls-r-300m" else "random-init"
+    if model_hook is not None:
+        model_hook(det)
+    det.to(device).train()
+    det.generator = torch.Generator(device=device).manual_seed(tc.seed * 1000 + rank + 1)
+    opt = torch.optim.AdamW(optimizer_groups(det, tc), betas=(0.9, 0.98), eps=1e-6)
+    trainable = [p for g in opt.param_groups for p in g["params"]]
+    model = det
+    if ddp:
+        from torch.nn.parallel import DistributedDataParallel
+
+        model = DistributedDataParallel(det, device_ids=None if cpu else [local_rank])
+    fwd = torch.compile(model) if tc.compile and not cpu else model
+    use_amp = device.type == "cuda" and tc.bf16
+
+    def amp():
+        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp) if \
+            device.type == "cuda" else torch.autocast("cpu", enabled=False)
+
+    # 3. store, resume
+    store = stores.open_store(store_uri, out, backoff_s=backoff_s)
+    latest = store.latest_checkpoint()
+    identity = {"config_hash": chash, "bundle_tree_sha": bundle.tree_sha,
+                "base_weights_sha": base_sha, "git_sha": git_sha()}
+    hist = {"loss": [], "lr": [], "val": []}
+    rate_log, records, step, start_epoch = augment.RateLog(), [], 0, 1
+    if resume:
+        if latest is None:
+            raise ResumeRefused(f"--resume: no checkpoint under {store.uri}/checkpoints "
+                                "(drop --resume to start this run fresh)")
+        name = stores.ckpt_name(latest)
+        local = out / stores.CKPT_DIR / name
+        store.pull_dir(f"{stores.CKPT_DIR}/{name}", local)
+        ck = stores.read_checkpoint(local)
+        for key, mine in (("bundle_tree_sha", bundle.tree_sha), ("config_hash", chash)):
+            if ck.state[key] != mine:
+                raise ResumeRefused(f"--resume: {name} has {key} {ck.state[key]}, this run has "
+                                    f"{mine}: resume with the same bundle and config, or start "
+                                    "a fresh --out")
+        if ck.state["epoch"] != latest:
+            raise ResumeRefused(f"{name}/state.json says epoch {ck.state['epoch']}")
+        det.load_state_dict(ck.model)
+        opt.load_state_dict(ck.optimizer)
+        _set_rng_state(ck.rng, device, det.generator)
+        step, start_epoch = ck.state["step"], latest + 1
+        hist, records = ck.state["history"], ck.state["stream_records"]
+        rate_log = augment.RateLog(ck.state["rate_log"])
+    elif latest is not None or any((out / stores.CKPT_DIR).glob("epoch_*")):
+        raise ResumeRefused(f"{store.uri} already holds checkpoints (latest epoch {latest}): "
+                            "pass --resume to continue that run, or use a fresh --out/--store")
+    if rank == 0:
+        _write_json(out / "config.json", {**resolved, "config_hash": chash})
+
+    meta = {"job": resolved["job"], "fold": resolved["fold"], **identity,
+            "steps": step, "epochs": start_epoch - 1, "epochs_planned": tc.epochs,
+            "total_steps": total_steps, "batches_per_epoch": n_batches,
+            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "world_size": world, "versions": versions(), "complete": False,
+            "budget_usd": os.environ.get("HEARSAY_BUDGET_USD"), "store": store.uri,
+            "resumed_from_epoch": start_epoch - 1 if resume else None,
+            "train_rows": len(train), "val_rows": 0 if val is None else len(val),
+            "quotas": sampler.state(0)["quotas"], "crop_cap_s": cap_s,
+            "tripwire": ("off (config)" if tc.tripwire_auc is None else
+                         "not applicable: the full model has no validation split"
+                         if val_rows is None else f"abort when AUC <= {tc.tripwire_auc}")}
+
+    def readout():
+        if val_rows is None:
+            return
+        res = validate(det, val_rows, bundle.root, tc, device, amp) if rank == 0 else {}
+        hist["val"].append({"step": step, **res})
+        tripped = torch.tensor([int(rank == 0 and tc.tripwire_auc is not None
+                                    and res["auc"] <= tc.tripwire_auc)])
+        if ddp:
+            import torch.distributed as dist
+
+            dist.broadcast(tripped, src=0)
+        if tripped.item():
+            raise Tripwire(f"validation AUC {res.get('auc', float('nan')):.4f} <= "
+                           f"{tc.tripwire_auc} at optimiser step {step}: the model ranks spoof "
+                           "at or below bona fide (flipped labels or a broken pipeline?)")
+
+    def finish_meta(**extra) -> dict:
+        meta.update(steps=step, history=hist, rates=rate_log.rates(), wall_s=time.time() - t_start,
+                    stream_shortcuts=augment.stream_shortcut_aucs(records), **extra)
+        if rank == 0:
+            _write_json(out / "run_meta.json", meta)
+        return meta
+
+    # 4. train
+    clips = audio_s = 0.0
+    t_loop = 0.0
+    try:
+        for epoch in range(start_epoch, tc.epochs + 1):
+            plan = sampler.epoch_plan(epoch, n_batches)
+            loader = torch.utils.data.DataLoader(
+                EpochBatches(bundle.root, rows, plan, epoch, ctx), batch_size=None,
+                shuffle=False, num_workers=tc.workers, collate_fn=_identity,
+                pin_memory=device.type == "cuda", persistent_workers=False)
+            t0 = time.time()
+            group_loss = torch.zeros((), device=device)
+            for i, batch in enumerate(loader):
+                group_n = min(tc.grad_accum, per_rank - (i - i % tc.grad_accum))
+                last = i % tc.grad_accum == group_n - 1
+                iv = batch["input_values"].to(device, non_blocking=True)
+                am = batch["attention_mask"].to(device, non_blocking=True)
+                y = batch["labels"].to(device, non_blocking=True)
+                sync = model.no_sync() if ddp and not last else contextlib.nullcontext()
+                with sync:
+                    with amp():
+                        logits = fwd(iv, am)
+                    target = y * (1 - tc.label_smoothing) + 0.5 * tc.label_smoothing
+                    loss = F.binary_cross_entropy_with_logits(logits.float(), target)
+                    (loss / group_n).backward()
+                group_loss = group_loss + loss.detach()
+                for r, name in zip(batch["records"], batch["names"], strict=True):
+                    rate_log.record(r["source"], r["label"], name)
+                if len(records) < tc.stream_records_max:
+                    records.extend(batch["records"][: tc.stream_records_max - len(records)])
+                clips += len(y)
+                audio_s += float(am.sum()) / audio.SAMPLE_RATE
+                if not last:
+                    continue
+                norm = torch.nn.utils.clip_grad_norm_(trainable, tc.grad_clip)
+                if nonfinite(group_loss, norm, ddp):
+                    raise NonFinite(f"optimiser step {step} (epoch {epoch}): loss "
+                                    f"{float(group_loss) / group_n} grad norm {float(norm)}: "
+                                    "aborting (lower the LR, check the inputs for NaN)")
+                mult = lr_multiplier(step, total_steps, tc.warmup_frac, tc.lr_floor)
+                for g in opt.param_groups:
+                    g["lr"] = g["base_lr"] * mult
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                hist["loss"].append(round(float(group_loss) / group_n, 6))
+                hist["lr"].append(mult)
+                group_loss = torch.zeros((), device=device)
+                step += 1
+                if tc.val_every and step % tc.val_every == 0:
+                    t_loop += time.time() - t0
+                    readout()
+                    t0 = time.time()
+            t_loop += time.time() - t0
+            readout()
+            meta["rate_balance"] = rate_log.check_balanced(tc.rate_tol)
+            meta["epochs"] = epoch
+            if rank == 0:
+                state = {**identity, "epoch": epoch, "step": step, "config": resolved,
+                         "sampler": sampler.state(epoch), "rate_log": rate_log.state(),
+                         "history": hist, "stream_records": records}
+                name = stores.ckpt_name(epoch)
+                local = stores.write_checkpoint(out / stores.CKPT_DIR / name, det.state_dict(),
+                                                opt.state_dict(),
+                                                _rng_state(device, det.generator), state)
+                store.push_dir(local, f"{stores.CKPT_DIR}/{name}")
+                meta["throughput"] = {"clips_per_s": clips / max(t_loop, 1e-9),
+                                      "audio_s_per_s": audio_s / max(t_loop, 1e-9)}
+                finish_meta()
+            if stop_after_epoch == epoch:
+                return meta
+        if rank == 0:
+            save_detector(det, out / "final",
+                          extra_config={k: v for k, v in resolved.items() if k != "model"})
+            store.push_dir(out / "final", "final")
+            finish_meta(complete=True)
+            store.push_file(out / "run_meta.json", "run_meta.json")
+            store.push_file(out / "config.json", "config.json")
+    except (TrainError, stores.StoreError, augment.AugmentRateError) as err:
+        finish_meta(aborted={"error": type(err).__name__, "reason": str(err)})
+        raise
+    return meta
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="hearsay train", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bundle", type=Path, required=True, help="bundle dir (hearsay bundle)")
+    job = ap.add_mutually_exclusive_group(required=True)
+    job.add_argument("--fold", type=int, choices=range(5), help="train the fold-K model")
+    job.add_argument("--full", action="store_true", help="train the full model")
+    job.add_argument("--pilot", action="store_true", help="folds 0-3, validate on fold 4")
+    ap.add_argument("--out", type=Path, required=True, help="run dir (docs/INTERFACES.md)")
+    ap.add_argument("--store", help="checkpoint store: remote:path (rclone) or a folder; "
+                                    "default the run dir")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue from the store's latest checkpoint (same bundle and config)")
+    ap.add_argument("--cpu-smoke", action="store_true",
+                    help="tiny random-init model on the CPU (tests, demo): no CUDA needed")
+    ap.add_argument("--config", type=Path, help="JSON overrides {train, model, crop, augment}")
+    ap.add_argument("--no-verify-bundle", action="store_true",
+                    help="trust bundle_meta.json's tree-sha instead of re-hashing every file")
+    args = ap.parse_args(argv)
+    name = "full" if args.full else "pilot" if args.pilot else "fold"
+    try:
+        overrides = json.loads(args.config.read_text()) if args.config else None
+        resolved = resolve_config(name, args.fold, overrides=overrides,
+                                  cpu_smoke=args.cpu_smoke)
+        meta = run(resolved, args.bundle, args.out, store_uri=args.store, resume=args.resume,
+                   verify_bundle=not args.no_verify_bundle)
+    except TrainError as err:
+        print(f"hearsay train: {err}", file=sys.stderr)
+        return err.code
+    except WeightsError as err:
+        print(f"hearsay train: {err}", file=sys.stderr)
+        return EXIT["weights"]
+    except stores.StoreError as err:
+        print(f"hearsay train: store: {err} (the run stopped: nothing trains on without a "
+              "safe copy)", file=sys.stderr)
+        return EXIT["store"]
+    except augment.AugmentRateError as err:
+        print(f"hearsay train: {err}", file=sys.stderr)
+        return EXIT["rates"]
+    except (json.JSONDecodeError, OSError) as err:
+        print(f"hearsay train: {err}", file=sys.stderr)
+        return EXIT["error"]
+    print(f"hearsay train: complete: {meta['steps']} optimiser steps, {meta['epochs']} epochs "
+          f"-> {args.out}")
+    return EXIT["ok"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,309 @@
+"""hearsay.train: config, sampler quotas, fold protocol, LR schedule, aborts, resume, CPU smoke."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+import soundfile as sf
+import torch
+
+from hearsay import store as stores
+from hearsay import train as tr
+from hearsay.model import load_detector
+
+SR = 16_000
+
+
+# --------------------------------------------------------------------------- a tiny bundle
+
+
+def _clip(label: str, seconds: float, rng: np.random.Generator) -> np.ndarray:
+    """bona fide: a harmonic tone with vibrato; spoof: band noise. Easy for a tiny model."""
+    t = np.arange(int(seconds * SR)) / SR
+    if label == "bonafide":
+        f0 = rng.uniform(110, 220) * (1 + 0.01 * np.sin(2 * np.pi * 5 * t))
+        phase = 2 * np.pi * np.cumsum(f0) / SR
+        x = sum(np.sin(k * phase) / k for k in range(1, 6))
+    else:
+        x = rng.standard_normal(len(t))
+    return (0.3 * x / np.max(np.abs(x))).astype(np.float32)
+
+
+def make_bundle(root, seed: int = 0):
+    """A bundle in the docs/INTERFACES.md layout, read by the real hearsay.bundle.load_bundle:
+    5 inner folds x 2 sources x 2 clips per class, holdout, test, extra rows (one from an
+    excluded family for fold 0), mp3 "copies" (a filtered copy: the layout, not a real codec)."""
+    from hearsay.bundle import tree_sha
+
+    rng = np.random.default_rng(seed)
+    (root / "audio").mkdir(parents=True)
+    (root / "codecs" / "mp3").mkdir(parents=True)
+    rows = []
+
+    def add(fold, label, source, scope="core", generator=None):
+        rid = f"c{len(rows):03d}"
+        dur = float(rng.uniform(1.0, 2.5))
+        x = _clip(label, dur, rng)
+        sf.write(root / "audio" / f"{rid}.flac", x, SR, subtype="PCM_16")
+        has_copy = len(rows) % 2 == 0
+        if has_copy:
+            y = np.convolve(x, np.ones(4) / 4, mode="same").astype(np.float32)
+            sf.write(root / "codecs" / "mp3" / f"{rid}.flac", y, SR, subtype="PCM_16")
+        gen = generator or ("bonafide" if label == "bonafide" else "voc-a")
+        rows.append({"id": rid, "path": f"orig/{rid}.wav", "label": label, "generator": gen,
+                     "source": source, "group": f"g{fold}{source}", "fold": fold,
+                     "train_scope": scope, "duration": round(dur, 4),
+                     "codec_ids": "mp3" if has_copy else "", "flac": f"audio/{rid}.flac"})
+
+    for fold in ["0", "1", "2", "3", "4", "holdout", "test"]:
+        for source in ("studio", "phone"):
+            for label in ("bonafide", "spoof"):
+                for _ in range(2):
+                    add(fold, label, source)
+    add("extra", "spoof", "studio", scope="extra", generator="smear-x")
+    add("extra", "spoof", "phone", scope="extra", generator="voc-x")
+    add("extra", "bonafide", "studio", scope="extra")
+    pd.DataFrame(rows).to_csv(root / "manifest.csv", index=False)
+    meta = {"status": "ok", "tree_sha": tree_sha(root), "codecs": ["mp3"], "counts": {},
+            "folds": {"config": {"family_exclusion": {"0": ["smear"]}}}}
+    (root / "bundle_meta.json").write_text(json.dumps(meta))
+    return root
+
+
+@pytest.fixture(scope="module")
+def bundle_dir(tmp_path_factory):
+    return make_bundle(tmp_path_factory.mktemp("bundle") / "bundle")
+
+
+@pytest.fixture(scope="module")
+def bundle(bundle_dir):
+    from hearsay.bundle import load_bundle
+
+    return load_bundle(bundle_dir)
+
+
+def smoke(job="fold", fold=0, **train):
+    return tr.resolve_config(job, fold, cpu_smoke=True, overrides={"train": train})
+
+
+def _sd(out):
+    from safetensors.torch import load_file
+
+    return load_file(str(out / "final" / "model.safetensors"))
+
+
+# --------------------------------------------------------------------------- config
+
+
+def test_unknown_config_keys_are_errors():
+    with pytest.raises(tr.ConfigError, match="lr_hed"):
+        tr.resolve_config("fold", 0, overrides={"train": {"lr_hed": 1.0}})
+    with pytest.raises(tr.ConfigError, match="unknown config sections"):
+        tr.resolve_config("fold", 0, overrides={"trian": {}})
+
+
+def test_config_hash_is_canonical_and_covers_every_section():
+    a = tr.resolve_config("fold", 1)
+    assert tr.config_hash(a) == tr.config_hash(json.loads(json.dumps(a)))
+    assert tr.config_hash(a) != tr.config_hash(tr.resolve_config("fold", 2))
+    b = tr.resolve_config("fold", 1, overrides={"augment": {"p_aug": 0.5}})
+    assert tr.config_hash(a) != tr.config_hash(b)
+
+
+# --------------------------------------------------------------------------- data protocol
+
+
+def test_sampler_quotas_balance_labels_and_keep_the_source_mix():
+    df = pd.DataFrame({"label": ["bonafide"] * 40 + ["spoof"] * 40,
+                       "source": ["a"] * 30 + ["b"] * 10 + ["a"] * 20 + ["b"] * 20})
+    s = tr.Sampler(df, batch_size=8, mix="proportional", seed=0)
+    assert s.quotas == {("bonafide", "a"): 3, ("bonafide", "b"): 1,
+                        ("spoof", "a"): 2, ("spoof", "b"): 2}
+    plan = s.epoch_plan(1, n_batches=10)
+    for batch in plan:
+        got = df.iloc[batch].value_counts().to_dict()
+        assert got == s.quotas
+    # without replacement inside a pass over a pool: the 10 small "bonafide/b" draws are distinct
+    small = plan[:, 3]
+    assert len(set(small)) == 10
+    assert not np.array_equal(plan, s.epoch_plan(2, 10))  # fresh order each epoch
+    np.testing.assert_array_equal(plan, s.epoch_plan(1, 10))  # a function of (seed, epoch)
+    eq = tr.Sampler(df, batch_size=8, mix="equal", seed=0)
+    assert eq.quotas[("bonafide", "a")] == eq.quotas[("bonafide", "b")] == 2
+
+
+def test_fold_protocol(bundle):
+    df = bundle.manifest
+    for k in range(5):
+        train, val = tr.plan_job(bundle, "fold", k)
+        assert not train["fold"].isin([str(k), "holdout", "test"]).any()
+        assert set(val["fold"]) == {str(k)} and len(val) == 8
+        assert set(train["id"]).isdisjoint(val["id"])
+        smear = df.loc[df["generator"] == "smear-x", "id"].item()
+        assert (smear in set(train["id"])) == (k != 0)  # excluded family for fold 0 only
+    train, val = tr.plan_job(bundle, "pilot", None)
+    assert set(train["fold"]) == {"0", "1", "2", "3", "extra"} and set(val["fold"]) == {"4"}
+    train, val = tr.plan_job(bundle, "full", None)
+    assert set(train["fold"]) == {"0", "1", "2", "3", "4", "extra"} and val is None
+
+
+# --------------------------------------------------------------------------- schedule
+
+
+def test_lr_multiplier_warms_up_then_reaches_the_floor_on_the_last_step():
+    total = 25
+    m = [tr.lr_multiplier(s, total, 0.08, 0.01) for s in range(total)]
+    assert m[0] == 0.5 and m[1] == 1.0  # ceil(0.08 * 25) = 2 warm-up steps
+    assert m[-1] == pytest.approx(0.01) and min(m) == pytest.approx(0.01)
+    assert all(a >= b for a, b in zip(m[1:], m[2:], strict=False))
+
+
+def test_accumulation_flushes_the_trailing_group_and_lr_ends_at_floor(bundle_dir, tmp_path):
+    # 5 micro-batches per epoch, accumulation 2 -> groups 2+2+1: 3 optimiser steps per epoch
+    cfg = smoke(batches_per_epoch=5, grad_accum=2, epochs=2, lr_floor=0.05)
+    meta = tr.run(cfg, bundle_dir, tmp_path / "run")
+    assert meta["steps"] == meta["total_steps"] == 6 and meta["complete"]
+    assert meta["history"]["lr"][-1] == pytest.approx(0.05)
+    assert meta["history"]["lr"][0] == pytest.approx(1.0)  # ceil(0.08 * 6) = 1 warm-up step
+    # run dir per docs/INTERFACES.md
+    run = tmp_path / "run"
+    on_disk = json.loads((run / "run_meta.json").read_text())
+    for key in ("job", "fold", "config_hash", "bundle_tree_sha", "base_weights_sha", "git_sha",
+                "steps", "epochs", "device", "versions", "complete", "stream_shortcuts",
+                "rates", "rate_balance"):
+        assert key in on_disk, key
+    assert on_disk["config_hash"] == tr.config_hash(cfg)
+    assert json.loads((run / "config.json").read_text())["config_hash"] == tr.config_hash(cfg)
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["epoch_0001",
+                                                                        "epoch_0002"]
+    assert on_disk["rate_balance"]["compared"]  # both classes of each source were compared
+    det, mcfg = load_detector(run)
+    assert mcfg.hidden_size == 32 and not det.training
+
+
+# --------------------------------------------------------------------------- aborts
+
+
+def test_cuda_is_required_without_cpu_smoke(bundle_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    code = tr.main(["--bundle", str(bundle_dir), "--fold", "0", "--out", str(tmp_path / "r")])
+    assert code == 3
+    assert "--cpu-smoke" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_planted_nan_gradient_aborts_with_its_own_code(bundle_dir, tmp_path):
+    def plant(det):
+        det.head.weight.register_hook(lambda g: g * float("nan"))
+
+    with pytest.raises(tr.NonFinite, match="grad norm nan") as err:
+        tr.run(smoke(), bundle_dir, tmp_path / "run", model_hook=plant)
+    assert err.value.code == 4
+    meta = json.loads((tmp_path / "run" / "run_meta.json").read_text())
+    assert meta["aborted"]["error"] == "NonFinite" and not meta["complete"]
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_auc_tripwire_aborts(bundle_dir, tmp_path):
+    # AUC <= 1.0 always holds: the readout must abort the run with exit code 5
+    with pytest.raises(tr.Tripwire, match="validation AUC") as err:
+        tr.run(smoke(tripwire_auc=1.0), bundle_dir, tmp_path / "run")
+    assert err.value.code == 5
+
+
+def test_store_push_failure_aborts_the_run(bundle_dir, tmp_path):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the store should be")
+    with pytest.raises(stores.StoreError, match="after 4 attempts"):
+        tr.run(smoke(), bundle_dir, tmp_path / "run", store_uri=str(blocker / "s"), backoff_s=0)
+    meta = json.loads((tmp_path / "run" / "run_meta.json").read_text())
+    assert meta["aborted"]["error"] == "StoreError" and meta["epochs"] == 1
+
+
+def test_nonfinite_flag_is_all_reduced_under_ddp(tmp_path):
+    """Unit-level DDP check (one gloo process; multi-GPU cannot be tested on this machine)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0,
+                            world_size=1)
+    try:
+        assert tr.nonfinite(torch.tensor(float("nan")), torch.tensor(1.0), ddp=True)
+        assert tr.nonfinite(torch.tensor(0.3), torch.tensor(float("inf")), ddp=True)
+        assert not tr.nonfinite(torch.tensor(0.3), torch.tensor(1.0), ddp=True)
+    finally:
+        dist.destroy_process_group()
+
+
+# --------------------------------------------------------------------------- resume
+
+
+@pytest.fixture
+def rclone_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("RCLONE_CONFIG", str(tmp_path / "rclone.conf"))
+    (tmp_path / "remote").mkdir()
+    subprocess.run([stores.rclone_exe(), "config", "create", "r2", "alias",
+                    f"remote={tmp_path / 'remote'}"], check=True, capture_output=True)
+    return "r2:campaign/fold0"
+
+
+def test_resume_after_epoch_one_equals_an_uninterrupted_run(bundle_dir, tmp_path, rclone_store):
+    cfg = smoke(epochs=2, batches_per_epoch=3, grad_accum=2)
+    whole = tr.run(cfg, bundle_dir, tmp_path / "whole")
+    part = tr.run(cfg, bundle_dir, tmp_path / "part", store_uri=rclone_store, stop_after_epoch=1)
+    assert part["epochs"] == 1 and not part["complete"]
+    # the box died: a new box pulls from the store into an empty run dir
+    resumed = tr.run(cfg, bundle_dir, tmp_path / "new_box", store_uri=rclone_store, resume=True)
+    assert resumed["resumed_from_epoch"] == 1 and resumed["complete"]
+    assert resumed["steps"] == whole["steps"]
+    assert resumed["history"]["loss"] == whole["history"]["loss"]
+    a, b = _sd(tmp_path / "whole"), _sd(tmp_path / "new_box")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    ck_a = stores.read_checkpoint(tmp_path / "whole" / "checkpoints" / "epoch_0002")
+    ck_b = stores.read_checkpoint(tmp_path / "new_box" / "checkpoints" / "epoch_0002")
+    for idx, st in ck_a.optimizer["state"].items():
+        for key, v in st.items():
+            assert torch.equal(v, ck_b.optimizer["state"][idx][key])
+    assert (tmp_path / "remote" / "campaign/fold0/final/model.safetensors").is_file()
+    assert (tmp_path / "remote" / "campaign/fold0/run_meta.json").is_file()
+
+
+def test_resume_refuses_another_bundle_or_config(bundle_dir, tmp_path, capsys):
+    cfg = smoke(epochs=2, batches_per_epoch=2)
+    tr.run(cfg, bundle_dir, tmp_path / "run", stop_after_epoch=1)
+    other = tmp_path / "bundle2"
+    shutil.copytree(bundle_dir, other)
+    meta = json.loads((other / "bundle_meta.json").read_text())
+    meta["tree_sha"] = "0" * 64
+    (other / "bundle_meta.json").write_text(json.dumps(meta))
+    args = ["--fold", "0", "--out", str(tmp_path / "run"), "--cpu-smoke", "--resume",
+            "--no-verify-bundle"]
+    (tmp_path / "cfg.json").write_text(json.dumps({"train": {"epochs": 2,
+                                                              "batches_per_epoch": 2}}))
+    assert tr.main(["--bundle", str(other), *args, "--config", str(tmp_path / "cfg.json")]) == 7
+    assert "bundle_tree_sha" in capsys.readouterr().err
+    (tmp_path / "cfg2.json").write_text(json.dumps({"train": {"epochs": 3,
+                                                               "batches_per_epoch": 2}}))
+    assert tr.main(["--bundle", str(bundle_dir), *args, "--config",
+                    str(tmp_path / "cfg2.json")]) == 7
+    assert "config_hash" in capsys.readouterr().err
+    # and a fresh start over existing checkpoints is refused too
+    assert tr.main(["--bundle", str(bundle_dir), "--fold", "0", "--out", str(tmp_path / "run"),
+                    "--cpu-smoke", "--config", str(tmp_path / "cfg.json")]) == 7
+
+
+# --------------------------------------------------------------------------- smoke
+
+
+def test_cpu_smoke_loss_falls(bundle_dir, tmp_path):
+    cfg = smoke(job="full", fold=None, epochs=3, batches_per_epoch=8)
+    meta = tr.run(cfg, bundle_dir, tmp_path / "run")
+    loss = meta["history"]["loss"]
+    assert len(loss) == 24 and meta["complete"]
+    assert np.mean(loss[-6:]) < 0.9 * np.mean(loss[:6]), loss
