@@ -192,3 +192,19 @@ def test_empty_folds_need_a_fold_file_and_a_tampered_one_refuses(tmp_path, demo_
     bad.write_text(bad.read_text().replace('"holdout"', '"0"', 1))
     assert bundle.main([str(demo_corpus), out, "--folds", str(bad)]) == bundle.EXIT_REJECTED
     assert "does not match the pinned" in capsys.readouterr().err
+
+
+def test_an_unexpected_error_in_one_clip_is_listed_and_the_batch_goes_on(tmp_path, monkeypatch):
+    real = audio.trim_silence
+
+    def flaky(x, **kw):
+        if len(x) == int(1.3 * SR):
+            raise IndexError("boom")
+        return real(x, **kw)
+
+    monkeypatch.setattr(audio, "trim_silence", flaky)
+    m = corpus(tmp_path, [("a", tone(1.0), {}), ("b", tone(1.3), {}), ("c", tone(1.1), {})])
+    meta = build(m, tmp_path / "b", max_fail_frac=0.5)
+    assert meta["failed"] == [{"id": "b", "path": "a/b.wav",
+                               "reason": "internal error IndexError: boom"}]
+    assert meta["counts"]["ok"] == 2

@@ -9,7 +9,8 @@ re-trimmed, capped, peak-guarded -> codecs/<codec>/<id>.flac. Layout: docs/INTER
 
 * Decode failures are listed with their reason in bundle_meta.json["failed"]; the batch goes on.
   The build fails (exit 4) when failed / rows > max_fail_frac (default 0.005 = 0.5 %).
-* Clips with < min_s (0.5 s) left after trimming are dropped and listed in ["dropped"].
+* Clips with < min_s (0.5 s) left after trimming are dropped and listed in ["dropped"]; a WAV
+  holding less data than its header declares is kept (what is there) and listed in ["notes"].
 * An encoder this ffmpeg lacks is listed in ["encoders_missing"] and its copies skipped.
 * Resume: a FLAC is reused only when its source's size:mtime_ns stamp and the build settings are
   unchanged (kept in the sidecar OUT_DIR/.stamps.json).
@@ -79,13 +80,23 @@ def _write_flac(path: Path, x: np.ndarray) -> None:
 
 
 def process_clip(task: dict) -> dict:
-    """Bundle one clip (runs in a worker). Never raises: the status says what happened."""
-    rid, src, out, cfg = task["id"], Path(task["src"]), Path(task["out"]), task["cfg"]
-    res = {"id": rid, "stamp": task["stamp"], "status": "ok", "reason": ""}
+    """Bundle one clip (runs in a worker). Never raises: the status says what happened; an
+    unexpected error is a listed failure of this clip, never the end of the batch."""
+    res = {"id": task["id"], "stamp": task["stamp"], "status": "ok", "reason": ""}
     try:
-        x = audio.load_audio(src)
+        return _process(task, res)
     except audio.AudioError as err:
         return {**res, "status": "failed", "reason": err.reason}
+    except Exception as err:  # noqa: BLE001 - one clip's bug must not end the batch
+        return {**res, "status": "failed", "reason": f"internal error {type(err).__name__}: {err}"}
+
+
+def _process(task: dict, res: dict) -> dict:
+    rid, src, out, cfg = task["id"], Path(task["src"]), Path(task["out"]), task["cfg"]
+    x = audio.load_audio(src)
+    note = wav_truncation(src)
+    if note:
+        res["note"] = note
     sr = audio.SAMPLE_RATE
     start, end = audio.trim_silence(x, top_db=cfg["top_db"])
     y = x[start:end]
@@ -122,6 +133,26 @@ def finish_copy(z: np.ndarray, top_db: float, max_s: float) -> np.ndarray:
     """A decoded codec copy -> re-trimmed (codecs add onset/offset silence), capped, guarded."""
     s, e = audio.trim_silence(z, top_db=top_db)
     return audio.peak_guard(audio.cap(z[s:e], max_s))
+
+
+def wav_truncation(path: Path) -> str | None:
+    """A note when a RIFF/WAVE file holds fewer data bytes than its header declares (libsndfile
+    then quietly decodes what is there); None for complete WAVs and for other formats."""
+    with open(path, "rb") as fh:
+        head = fh.read(1 << 16)
+    if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+        return None
+    pos = 12
+    while pos + 8 <= len(head):
+        size = int.from_bytes(head[pos + 4:pos + 8], "little")
+        if head[pos:pos + 4] == b"data":
+            held = path.stat().st_size - (pos + 8)
+            if 0 < held < size and size != 0xFFFFFFFF:  # 0xFFFFFFFF: streamed, size unknown
+                return (f"truncated WAV: header declares {size} data bytes, file holds {held}; "
+                        "kept what is there")
+            return None
+        pos += 8 + size + (size & 1)
+    return None
 
 
 def stamp_of(path: Path) -> str:
@@ -236,6 +267,7 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
                    "codec_copies": sum(len(results[r]["codec_ids"]) for r in ok)},
         "fail_frac": round(fail_frac, 6), "max_fail_frac": cfg.max_fail_frac,
         "failed": listed["failed"], "dropped": listed["dropped"],
+        "notes": [{"id": r, "note": results[r]["note"]} for r in ok if results[r].get("note")],
         "codec_errors": {r: results[r]["codec_errors"] for r in ok if results[r]["codec_errors"]},
         "codecs": have, "encoders_missing": missing,
         "config": asdict(cfg), "folds": folds_meta,
@@ -384,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
           f"tree_sha {meta['tree_sha']}")
     for item in meta["failed"] + meta["dropped"]:
         print(f"  {item['id']} ({item['path']}): {item['reason']}")
+    for item in meta["notes"]:
+        print(f"  {item['id']}: {item['note']}")
     if meta["encoders_missing"]:
         print(f"  encoders missing, copies skipped: {meta['encoders_missing']}")
     for w in meta["warnings"]:
