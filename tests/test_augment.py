@@ -286,3 +286,17 @@ def test_torch_finish_batch_equals_crops_finish():
     out = augment_gpu.finish_batch(torch.from_numpy(values), torch.from_numpy(mask)).numpy()
     for i, w in enumerate(waves):
         np.testing.assert_allclose(out[i, : len(w)], crops.finish(w), atol=5e-5)
+
+
+def test_torch_render_batch_leaves_the_padding_zero():
+    torch = pytest.importorskip("torch")
+    from hearsay import augment_gpu
+
+    rng = np.random.default_rng(31)
+    names = list(augment.WAVE_TYPES)
+    planned = [augment.plan_example(speechlike(0.5, rng), nm, SR, rng) for nm in names]
+    values, mask = crops.pad_batch([p[0] for p in planned], [p[1] for p in planned])
+    out = augment_gpu.render_batch(torch.from_numpy(values), torch.from_numpy(mask), names,
+                                   [p[2] for p in planned]).numpy()
+    assert np.all(out[mask == 0] == 0)
+    assert not np.allclose(out, values)
