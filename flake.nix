@@ -71,6 +71,10 @@
           HEARSAY_FFMPEG = "${ffmpeg}/bin/ffmpeg";
           HF_HUB_OFFLINE = "1";
         };
+        # hearsay itself from the checkout (package-dir: hearsay -> src/hearsay, export -> export).
+        shellHook = ''
+          export PYTHONPATH="$PWD/src:$PWD''${PYTHONPATH:+:$PYTHONPATH}"
+        '';
       };
 
       # The five encoders the codec copies need, checked on the built ffmpeg (runs in `nix flake check`).
