@@ -136,7 +136,10 @@ def fake(server, tmp_path) -> Fake:
     # (cli/util.py:detect_role): request counts and fault draws stay exact.
     (tmp_path / "cfg" / "vastai").mkdir(parents=True)
     (tmp_path / "cfg" / "vastai" / "vast_role").write_text("client")
-    return f
+    yield f
+    # Every path the CLI used is modelled, and the fake never fell over.
+    state = f.state()
+    assert (state["unknown_paths"], state["internal_errors"]) == ([], [])
 
 
 def listed_ids(fake: Fake) -> list[int]:
@@ -333,6 +336,13 @@ def test_destroy_failing_then_succeeding(fake):
     assert fake.state()["live"] == [iid]
     p = fake.cli("destroy", "instance", str(iid), "-y")
     assert p.stdout == f"destroying instance {iid}.\n" and fake.state()["live"] == []
+
+
+def test_destroy_applied_but_answered_with_an_error(fake):
+    iid = fake.create()["new_contract"]
+    fake.faults({"op": "destroy", "kind": "error", "apply": True})
+    assert fake.http("DELETE", f"/api/v0/instances/{iid}/", {}, KEY)[0] == 500
+    assert fake.state()["live"] == []
 
 
 def test_destroy_noop_says_success_and_leaves_the_box(fake):

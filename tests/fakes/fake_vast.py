@@ -41,6 +41,7 @@ FAULT_KINDS = {
     "delay",
     "noop",
 }
+RULE_KEYS = ("op", "kind", "times", "skip", "prob", "status", "body", "delay_s", "apply", "create")
 OPS = {"list", "show", "create", "destroy", "label", "state", "user", "offers", "any"}
 # Settings a test may change at start (--set k=v) or at run time (POST /_control/settings).
 DEFAULT_SETTINGS = {
@@ -82,6 +83,7 @@ class Fake:
             self.counts: dict[str, int] = {}
             self.log: list[dict] = []
             self.unknown: list[str] = []
+            self.internal_errors: list[str] = []
             self.offers = self._make_offers()
             self.last_tick = self.now()
 
@@ -303,6 +305,7 @@ class Fake:
             "fired": list(self.fired),
             "settings": dict(self.settings),
             "unknown_paths": list(self.unknown),
+            "internal_errors": list(self.internal_errors),
             "offers": self.offers,
             "api_keys": list(self.api_keys),
         }
@@ -311,17 +314,7 @@ class Fake:
     def add_rules(self, rules: list, replace: bool) -> None:
         checked = []
         for r in rules:
-            unknown = set(r) - {
-                "op",
-                "kind",
-                "times",
-                "skip",
-                "prob",
-                "status",
-                "body",
-                "delay_s",
-                "create",
-            }
+            unknown = set(r) - set(RULE_KEYS)
             if unknown:
                 raise ValueError(
                     f"unknown fault keys {sorted(unknown)} (see tests/fakes/README.md)"
@@ -340,7 +333,8 @@ class Fake:
                     "status": r.get("status"),
                     "body": r.get("body"),
                     "delay_s": float(r.get("delay_s", 0.0)),
-                    "create": bool(r.get("create", False)),
+                    # "apply" (alias "create"): do the operation, then answer with the fault
+                    "apply": bool(r.get("apply", r.get("create", False))),
                 }
             )
         self.rules = checked if replace else self.rules + checked
@@ -463,6 +457,18 @@ class Handler(BaseHTTPRequestHandler):
 
     def route(self, method: str) -> None:
         self.entry = None  # this request's line in the request log (set below for API calls)
+        try:
+            return self.handle_api(method)
+        except Exception as e:  # a bug in the fake: answer 500 and record it, never just hang up
+            import traceback
+
+            with self.fake.lock:
+                self.fake.internal_errors.append(f"{method} {self.path}: {e!r}")
+            if self.log_file:
+                traceback.print_exc(file=self.log_file)
+            return self.send(500, {"success": False, "error": "fake_bug", "msg": repr(e)})
+
+    def handle_api(self, method: str) -> None:
         parts = urlsplit(self.path)
         path, query = parts.path, {k: v[-1] for k, v in parse_qs(parts.query).items()}
         length = int(self.headers.get("Content-Length") or 0)
@@ -504,8 +510,10 @@ class Handler(BaseHTTPRequestHandler):
             rule = None
         with f.lock:
             if rule is not None:
-                if rule["create"] and op == "create":
+                if rule["apply"] and op == "create":
                     f.create(ident, body, key)  # the instance exists whatever the answer says
+                if rule["apply"] and op == "destroy" and ident is not None:
+                    f.destroy(ident)  # destroyed, though the answer says otherwise
                 if rule["kind"] == "drop":
                     self.entry["status"] = "dropped"
                     self.close_connection = True
