@@ -7,7 +7,7 @@
 #   /opt/hearsay/runner/box/entry.sh            the command (written by the runner; runs the smoke check first)
 #   /opt/hearsay/container/trainer/smoke_check.sh
 #   /opt/hearsay/weights/xls-r-300m/pytorch_model.bin   ($HEARSAY_WEIGHTS_DIR)
-#   /bin: python3 (+ hearsay), hearsay, ffmpeg, rclone, vastai, curl, bash, coreutils, grep
+#   /bin: python3 (+ hearsay), hearsay, ffmpeg, rclone, vastai, curl, bash, coreutils, grep, sed
 #   /tmp writable (1777)
 { pkgs, root, gitRev, tag, nixpkgsRev, py, ffmpeg, weights }:
 let
@@ -50,6 +50,7 @@ pkgs.dockerTools.buildLayeredImage {
     pkgs.bashInteractive
     pkgs.coreutils
     pkgs.gnugrep
+    pkgs.gnused # --help of entry.sh and smoke_check.sh
     pkgs.cacert
     pkgs.vastai # runner/box/status.sh: the box destroys itself with CONTAINER_ID/CONTAINER_API_KEY
     pkgs.dockerTools.usrBinEnv

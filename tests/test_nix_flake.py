@@ -34,6 +34,9 @@ WEIGHTS_SHA = "d5e490574712ad0a6736923b9ed11d4cd51c78609c36205f704fc4e87b11d2e0"
 ENCODERS = {"libmp3lame", "libopus", "aac", "libopencore_amrnb", "pcm_mulaw"}
 REV = "0123456789abcdef0123456789abcdef01234567"
 NIX_ENV = {**os.environ, "NIX_CONFIG": "build-users-group ="}  # no nixbld group needed to evaluate
+# Evaluation never touches a store (paths are recorded with toString): a dummy store lets a non-root
+# user without /nix/var run these tests too.
+NO_STORE = ["--store", "dummy://"]
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +51,7 @@ def nix() -> str:
 def evaluate(nix: str, repo: Path = ROOT, rev: str = REV) -> dict:
     """tests/nix/eval-flake.nix over `repo`: the flake's outputs as plain data."""
     expr = f'import {ROOT}/tests/nix/eval-flake.nix {{ repo = {repo}; rev = "{rev}"; }}'
-    proc = subprocess.run([nix, "--eval", "--strict", "--json", "-E", expr], env=NIX_ENV,
+    proc = subprocess.run([nix, *NO_STORE, "--eval", "--strict", "--json", "-E", expr], env=NIX_ENV,
                           capture_output=True, text=True, timeout=60)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr)
@@ -82,7 +85,8 @@ def test_every_nix_file_parses(nix):
              *sorted((ROOT / "tests" / "nix").rglob("*.nix"))]
     assert len(files) >= 7
     for f in files:
-        proc = subprocess.run([nix, "--parse", str(f)], env=NIX_ENV, capture_output=True, text=True)
+        proc = subprocess.run([nix, *NO_STORE, "--parse", str(f)], env=NIX_ENV,
+                              capture_output=True, text=True)
         assert proc.returncode == 0, f"{f}: {proc.stderr}"
 
 
@@ -108,6 +112,15 @@ def test_test_pins_agree_with_design_doc():
 
 def test_flake_has_one_nixpkgs_input_on_the_release_branch(flake):
     assert flake["inputs"] == {"nixpkgs": {"url": "github:NixOS/nixpkgs/nixos-25.11"}}
+
+
+def test_flake_outputs_are_named_for_what_people_type(flake):
+    assert flake["outputNames"] == {k: ["x86_64-linux"]
+                                    for k in ["apps", "checks", "devShells", "packages"]}
+    assert {"trainer-image", "default", "python", "push-trainer-image"} <= set(flake["packages"])
+    assert flake["packages"]["default"] == flake["packages"]["trainer-image"]
+    assert set(flake["apps"]) == {"push-trainer-image"}
+    assert set(flake["checks"]) == {"ffmpeg-encoders"}
 
 
 # --- the image -----------------------------------------------------------------------------------
@@ -148,7 +161,7 @@ def test_image_labels_carry_revision_and_weights_sha(image):
 def test_image_holds_the_tools_and_a_writable_tmp(image):
     names = {c["name"] for c in image["contents"]}
     assert {"python3-env", "ffmpeg-headless", "rclone", "curl", "bash-interactive", "coreutils",
-            "nss-cacert", "vastai", "hearsay-box-scripts", "xls-r-300m-weights"} <= names
+            "gnugrep", "gnused", "nss-cacert", "vastai", "hearsay-box-scripts", "xls-r-300m-weights"} <= names
     assert "chmod 1777 tmp" in image["extraCommands"]
 
 

@@ -1,7 +1,8 @@
 # Evaluate flake.nix offline with the recording stand-in as its nixpkgs and a fake `self`, and return
 # plain data (the records, minus outPaths) for tests/test_nix_flake.py to assert on:
 #
-#   nix-instantiate --eval --strict --json tests/nix/eval-flake.nix --argstr rev <40 hex>
+#   nix-instantiate --store dummy:// --eval --strict --json \
+#     -E 'import ./tests/nix/eval-flake.nix { rev = "<40 hex>"; }'
 #
 # `rev` empty means a dirty checkout (self.dirtyRev instead of self.rev, as Nix gives it).
 { repo ? ../.., rev ? "0123456789abcdef0123456789abcdef01234567" }:
@@ -26,7 +27,7 @@ let
 in
 {
   inputs = flake.inputs;
-  outputNames = builtins.mapAttrs (_: builtins.attrNames) (removeAttrs out [ ]);
+  outputNames = builtins.mapAttrs (_: builtins.attrNames) out;
   packages = dump out.packages.${sys};
   apps = dump out.apps.${sys};
   devShell = dump out.devShells.${sys}.default;

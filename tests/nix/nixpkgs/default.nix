@@ -132,6 +132,7 @@ else {
   bashInteractive = tool "bash-interactive";
   coreutils = tool "coreutils";
   gnugrep = tool "gnugrep";
+  gnused = tool "gnused";
   cacert = tool "nss-cacert";
   skopeo = tool "skopeo";
   vastai = tool "vastai";
