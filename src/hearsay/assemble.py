@@ -290,7 +290,9 @@ def assemble(pin_path: Path, bundle, outputs: Path, cfg: scoring.ScoreConfig | N
     files = {key: run_scores(bundle, pin, key, cfg) for key in RUN_KEYS}
     out_csv = Path(outputs) / "detector_scores" / f"{pin['name']}.csv"
     out_csv.parent.mkdir(parents=True, exist_ok=True)
-    assemble_frame(bundle.manifest, files).to_csv(out_csv, index=False, float_format="%.9g")
+    frame = assemble_frame(bundle.manifest, files)
+    scoring.no_extra_rows(frame, bundle.manifest)
+    frame.to_csv(out_csv, index=False, float_format="%.9g")
     df, parity = check_written(out_csv, bundle.manifest, files, metas, pin)
     return {"pin": pin, "metas": metas, "files": files, "scores_csv": out_csv, "scores": df,
             "parity": parity, "score_config": cfg}

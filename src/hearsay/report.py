@@ -236,8 +236,10 @@ def markdown(meta: dict, plots: dict) -> str:
     lines += [_row(name, m) for name, m in meta["metrics"].items()]
     for name, m in meta["metrics"].items():
         if m.get("flips") or m.get("suspect_inverted"):
-            lines += ["", f"{name}: opposite convention flips {m['flips']}; "
-                      f"suspect inverted: {m['suspect_inverted']}."]
+            inverted = "YES: check labels and sign" if m["suspect_inverted"] else "no"
+            lines += ["", f"{name}: read as if high meant bona fide, these decisions reverse: "
+                      f"{', '.join(m['flips']) or 'none'}; scores look inverted (AUC < 0.5): "
+                      f"{inverted}."]
     lines += ["", "## Plots", ""] + [f"![{k}]({v})" for k, v in plots.items()]
     lines += ["", "## Breakdowns", ""]
     for name, m in meta["metrics"].items():

@@ -249,11 +249,22 @@ def score_split(bundle, run: Path, split: str, fold: int | None = None,
     if augmented:
         out["augmentation"] = [a.split(":", 1)[0] for a in augs]
         out["codec"] = [a.split(":", 1)[1] if a.startswith("codec:") else "" for a in augs]
+    no_extra_rows(out, bundle.manifest)
     side = {"run": str(run), "job": meta.get("job"), "run_fold": meta.get("fold"),
             "config_hash": meta.get("config_hash"), "weights_sha256": sha256_file(wfile),
             "bundle_tree_sha": bundle.tree_sha, "split": split, "fold": fold,
             "augmented": augmented, "n_rows": len(out), "config": dataclasses.asdict(cfg)}
     return out, side
+
+
+def no_extra_rows(scores, manifest) -> None:
+    """hearsay.manifest's guard: no extra (train-only) row may reach a score table."""
+    from hearsay.manifest import ExtraRowScored, assert_no_extra
+
+    try:
+        assert_no_extra(scores, manifest)
+    except ExtraRowScored as err:
+        raise ScoreRefused(str(err)) from None
 
 
 def write_scores(df, side: dict, out_csv: Path) -> Path:
@@ -270,9 +281,13 @@ def sidecar(csv_path: Path) -> Path:
 
 def load_bundle(path: Path):
     """The bundle through its own reader (hearsay.bundle, docs/INTERFACES.md)."""
+    from hearsay.bundle import BundleError
     from hearsay.bundle import load_bundle as _load
 
-    return _load(path)
+    try:
+        return _load(path)
+    except BundleError as err:
+        raise ScoreError(str(err)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

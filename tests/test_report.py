@@ -1,0 +1,142 @@
+"""hearsay.report: spend from the ledger, the gate, meta.json and the markdown + PNG report."""
+
+import json
+import types
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.image import imread
+
+from hearsay import metrics, report
+from hearsay.score import ScoreConfig
+
+LEDGER_HEAD = "id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost\n"
+
+
+def test_spend_is_unknown_without_a_ledger_never_zero(tmp_path):
+    s = report.spend(tmp_path / "ledger.csv")
+    assert s["status"] == "unknown" and s["total_usd"] is None
+    (tmp_path / "bad.csv").write_text("id,job\n1,fold\n")
+    assert report.spend(tmp_path / "bad.csv")["status"] == "unknown"
+
+
+def test_spend_sums_closed_rentals_and_flags_open_ones(tmp_path):
+    p = tmp_path / "ledger.csv"
+    p.write_text(LEDGER_HEAD +
+                 "11,fold,1,o1,1.5,2026-11-30T01:00:00Z,2026-11-30T03:00:00Z,2.0000,3.0000\n"
+                 "12,full,1,o2,2.0,2026-11-30T01:00:00Z,2026-11-30T01:30:00Z,0.5000,1.0000\n")
+    s = report.spend(p)
+    assert s["status"] == "complete" and s["total_usd"] == pytest.approx(4.0)
+    assert s["by_job"] == {"fold": 3.0, "full": 1.0}
+    with p.open("a") as f:
+        f.write("13,pilot,2,o3,1.0,2026-11-30T02:00:00Z,,,\n")
+    s = report.spend(p)
+    assert s["status"] == "incomplete" and s["open_rows"] == 1 and "lower bound" in s["note"]
+
+
+def synthetic(n=200, seed=0, sep=1.5):
+    """(scores frame, key frame): logits separate the classes by `sep`."""
+    rng = np.random.default_rng(seed)
+    label = np.where(np.arange(n) % 2, "spoof", "bonafide")
+    logit = rng.normal(size=n) + sep * (label == "spoof")
+    key = pd.DataFrame({"path": [f"p{i}" for i in range(n)], "label": label,
+                        "generator": np.where(label == "spoof", "g1", "bonafide"),
+                        "source": "s", "duration": rng.uniform(1, 8, n)})
+    scores = pd.DataFrame({"path": key["path"], "fold": "0", "split": "inner_oof",
+                           "score": 1 / (1 + np.exp(-logit)), "logit": logit})
+    return scores, key
+
+
+def test_gate_passes_fails_or_is_not_measured_with_its_reason(tmp_path):
+    ours, key = synthetic(sep=2.0)
+    weak, _ = synthetic(seed=1, sep=0.5)
+    weak.to_csv(tmp_path / "bar.csv", index=False)
+    g = report.gate(ours, key, tmp_path / "bar.csv", None, None, None)
+    want = metrics.evaluate(weak, key)["min_dcf"] - metrics.evaluate(ours, key)["min_dcf"]
+    assert g["outcome"] == "pass" and g["margin"] == pytest.approx(want, abs=1e-12) and want > 0
+    g = report.gate(weak, key, tmp_path / "bar.csv", None, None, None)
+    assert g["outcome"] == "fail" and g["margin"] == 0.0  # equal is not better
+    ours.to_csv(tmp_path / "strong.csv", index=False)
+    assert report.gate(weak, key, tmp_path / "strong.csv", None, None, None)["outcome"] == "fail"
+    ours.iloc[5:].to_csv(tmp_path / "short.csv", index=False)
+    g = report.gate(ours, key, tmp_path / "short.csv", None, None, None)
+    assert g["outcome"] == "not measured" and "5 of our clips" in g["why"]
+    assert report.gate(ours, key, None, None, None, None)["outcome"] == "not measured"
+
+
+def test_probe_false_alarms_are_read_at_the_given_threshold_and_gated_on_request(tmp_path):
+    ours, key = synthetic(sep=2.0)
+    weak, _ = synthetic(seed=1, sep=0.5)
+    weak.to_csv(tmp_path / "bar.csv", index=False)
+    probe = pd.DataFrame({"path": [f"w{i}" for i in range(10)], "logit": np.arange(10.0)})
+    probe.to_csv(tmp_path / "probe.csv", index=False)
+    g = report.gate(ours, key, tmp_path / "bar.csv", tmp_path / "probe.csv", None, 6.0)
+    assert g["probe"]["false_alarm_rate"] == pytest.approx(0.4)  # 6, 7, 8, 9 (at or above)
+    assert g["outcome"] == "pass"  # recorded only
+    g = report.gate(ours, key, tmp_path / "bar.csv", tmp_path / "probe.csv", 0.1, 6.0)
+    assert g["outcome"] == "fail" and "probe" in g["why"]
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    root = tmp_path_factory.mktemp("report")
+    oof, key = synthetic(120, seed=2)
+    hold, hkey = synthetic(60, seed=3)
+    hold["path"] = "h" + hold["path"]
+    hold["split"], hold["fold"] = "holdout", "holdout"
+    hkey["path"] = "h" + hkey["path"]
+    manifest = pd.concat([key, hkey], ignore_index=True)
+    aug = hold.copy()
+    aug["logit"] = aug["logit"] * 0.5
+    aug["score"] = 1 / (1 + np.exp(-aug["logit"]))
+    aug["augmentation"] = np.where(np.arange(60) % 3 == 0, "codec", "noise")
+    aug["codec"] = np.where(aug["augmentation"] == "codec", "mp3", "")
+    stamp = root / "models" / "s9"
+    stamp.mkdir(parents=True)
+    aug.to_csv(stamp / "aug.csv", index=False)
+    run_meta = {"config_hash": "c", "base_weights_sha": "b", "git_sha": "g", "steps": 10,
+                "fold": 0}
+    done = {"pin": {"name": "s9", "stamp_dir": stamp, "parity": None,
+                    "runs": {"full": {"dir": root / "full", "weights_sha256": "w"}}},
+            "files": {"full": {("holdout", True): stamp / "aug.csv"}},
+            "scores": pd.concat([oof, hold], ignore_index=True),
+            "scores_csv": root / "x.csv", "metas": {"full": run_meta}, "parity": None,
+            "score_config": ScoreConfig()}
+    bundle = types.SimpleNamespace(manifest=manifest, tree_sha="t")
+    weak, _ = synthetic(180, seed=4, sep=0.2)
+    weak["path"] = list(key["path"]) + list(hkey["path"])
+    weak.to_csv(root / "bar.csv", index=False)
+    meta = report.write_all(done, bundle, bar=root / "bar.csv", ledger=root / "none.csv",
+                            reports=root / "reports")
+    return root, meta
+
+
+def test_meta_json_is_strict_json_with_every_section(written):
+    root, meta = written
+    text = (root / "models" / "s9" / "meta.json").read_text()
+
+    def no_nan(c):
+        raise AssertionError(f"non-JSON constant {c}")
+
+    doc = json.loads(text, parse_constant=no_nan)
+    assert set(doc["metrics"]) == {"out-of-fold", "holdout clean", "holdout augmented"}
+    assert {"codec", "augmentation", "transcoded"} <= set(doc["metrics"]["holdout augmented"]
+                                                          ["breakdowns"])
+    assert {"generator", "source", "length"} <= set(doc["metrics"]["out-of-fold"]["breakdowns"])
+    assert doc["gate"]["outcome"] in ("pass", "fail") and "margin" in doc["gate"]
+    assert doc["spend"]["status"] == "unknown" and doc["identity"]["bundle_tree_sha"] == "t"
+
+
+def test_report_markdown_links_readable_plots(written):
+    root, meta = written
+    md = Path(meta["report"]).read_text()
+    for words in ("## Gate", "## Metrics", "## Breakdowns", "## Spend", "score high = synthetic",
+                  "unknown"):
+        assert words in md
+    links = [line.split("(")[1].rstrip(")") for line in md.splitlines() if line.startswith("![")]
+    assert len(links) == 2
+    for rel in links:
+        img = imread(root / "reports" / rel)
+        assert img.shape[0] > 300 and img.shape[1] > 300 and img.std() > 0.05  # not blank
