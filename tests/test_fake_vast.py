@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -408,6 +409,23 @@ def test_every_fault_kind_answers_as_documented(fake):
         req.add_header("Authorization", "Bearer " + KEY)
         with urllib.request.urlopen(req) as r:
             assert r.read().startswith(text) and "Retry-After" not in r.headers
+
+
+def test_run_s_exits_forced_phases_label_filter_and_any_key(fake):
+    fake.settings(run_s=10)
+    a, b = fake.create(label="a")["new_contract"], fake.create(label="b")["new_contract"]
+    fake.control("POST", "advance", {"seconds": 100})
+    assert fake.inst(a)["phase"] == "exited"  # exited on its own: still billing storage
+    fake.control("POST", f"instances/{a}", {"phase": "running"})
+    assert fake.inst(a)["phase"] == "running"
+    flt = urllib.parse.quote(json.dumps({"label": {"in": ["b"]}}))
+    page = fake.http("GET", f"/api/v1/instances/?select_filters={flt}", None, KEY)[1]
+    assert [r["id"] for r in page["instances"]] == [b] and page["next_token"] is None
+    assert fake.http("GET", "/api/v0/users/current", None, "any-other-key")[0] == 401
+    fake.settings(accept_any_key=True)
+    assert fake.http("GET", "/api/v0/users/current", None, "any-other-key")[0] == 200
+    status, _ = fake.http("POST", "/_control/settings", {"no_such_setting": 1})
+    assert status == 400
 
 
 def test_rules_skip_count_and_draw_with_the_seed(fake):

@@ -55,7 +55,7 @@ DEFAULT_SETTINGS = {
     "bill_scale": 1.0,  # billed hours per real hour (raise it to see spend quickly)
     "initial_credit": 50.0,  # $ credit at start / reset
     "ssh_host": "127.0.0.1",
-    "ssh_port": None,  # None: a seeded port per instance; an int: that port for all
+    "ssh_port": None,  # None: a seeded port, unique per instance; an int: that port for all
     "accept_any_key": False,  # True: any non-empty key is valid (campaign convenience)
 }
 
@@ -250,7 +250,7 @@ class Fake:
             "lag_until": 0.0,
             "lag_visible": False,
             "last_phase": None,
-            "ssh_port": self.settings["ssh_port"] or 20_000 + self.rng.randrange(20_000),
+            "ssh_port": self.settings["ssh_port"] or self._free_port(),
             "instance_api_key": "fakeinst-%016x" % self.rng.getrandbits(64),
             "created_by": key_tag(key),
         }
@@ -261,6 +261,14 @@ class Fake:
             "instance_api_key": inst["instance_api_key"],
             "ask_id": offer_id,
         }
+
+    def _free_port(self) -> int:
+        """A seeded ssh port no other instance of this run has had (tests key boxes by port)."""
+        used = {i["ssh_port"] for i in self.instances.values()}
+        while True:
+            port = 20_000 + self.rng.randrange(20_000)
+            if port not in used:
+                return port
 
     def destroy(self, iid: int) -> tuple[int, dict]:
         inst = self.instances.get(iid)
