@@ -54,13 +54,16 @@ pkgs.dockerTools.buildLayeredImage {
     pkgs.cacert
     pkgs.vastai # runner/box/status.sh: the box destroys itself with CONTAINER_ID/CONTAINER_API_KEY
     pkgs.dockerTools.usrBinEnv
+    pkgs.dockerTools.fakeNss # /etc/passwd + /etc/group with root: ssh, getpass and friends need them
     box
     weights.tree
   ];
-  # A writable, sticky /tmp (torch, rclone and python's tempfile all need one).
+  # A writable, sticky /tmp (torch, rclone and python's tempfile all need one) and a home for root
+  # (torch/triton/matplotlib caches go under $HOME).
   extraCommands = ''
-    mkdir -p tmp
+    mkdir -p tmp root
     chmod 1777 tmp
+    chmod 700 root
   '';
   config = {
     Cmd = [ "/opt/hearsay/runner/box/entry.sh" ];
@@ -79,6 +82,7 @@ pkgs.dockerTools.buildLayeredImage {
       "HEARSAY_GIT_SHA=${gitRev}"
       "SSL_CERT_FILE=${pkgs.cacert}/etc/ssl/certs/ca-bundle.crt"
       "TMPDIR=/tmp"
+      "HOME=/root"
     ];
     Labels = {
       "org.opencontainers.image.title" = "hearsay-trainer";

@@ -116,6 +116,7 @@ else {
 
   dockerTools = {
     usrBinEnv = drv "package" "usr-bin-env" { };
+    fakeNss = drv "package" "fake-nss" { };
     buildLayeredImage = { name, tag ? null, contents ? [ ], config ? { }, extraCommands ? ""
       , fakeRootCommands ? "", maxLayers ? 100, created ? "1970-01-01T00:00:01Z" }:
       let bad = builtins.filter (k: !(builtins.elem k ociConfigKeys)) (builtins.attrNames config); in
