@@ -150,13 +150,30 @@ def test_both_classes_get_equal_realised_rates():
     assert rates["spoof"]["augmented"] == pytest.approx(0.65, abs=0.03)
     rawboost_share = rates["spoof"]["types"]["rawboost"] / rates["spoof"]["augmented"]
     assert rawboost_share == pytest.approx(0.25, abs=0.03)
-    assert log.check_balanced()["compared"] == ["all", "src_a"]
+    assert log.check_balanced() == {"status": "balanced", "compared": ["all", "src_a"],
+                                    "single_class": []}
+
+
+def test_rate_log_with_nothing_to_compare_is_unknown_not_balanced():
+    log = augment.RateLog()
+    assert log.check_balanced()["status"] == "unknown"
+    log.record("extra_tts", "spoof", "noise")
+    assert log.check_balanced() == {"status": "unknown", "compared": [],
+                                    "single_class": ["all", "extra_tts"]}
 
 
 def test_rate_log_detects_codecs_missing_for_one_class():
     log = augment.RateLog()
     simulate(log, np.random.default_rng(18), 4000, codecs_by_label={"bonafide": ""})
     with pytest.raises(augment.AugmentRateError, match="src_a/codec"):
+        log.check_balanced()
+
+
+def test_rate_log_detects_one_codec_missing_for_one_class():
+    log = augment.RateLog()
+    simulate(log, np.random.default_rng(27), 8000,
+             codecs_by_label={"bonafide": "mp3;opus;aac;amrnb"})
+    with pytest.raises(augment.AugmentRateError, match="src_a/codec:mulaw"):
         log.check_balanced()
 
 

@@ -440,12 +440,15 @@ class RateLog:
             }
         return out
 
-    def check_balanced(self, tol: float = 0.02, z: float = 4.0) -> dict:
+    def check_balanced(self, tol: float = 0.02, z: float = 4.0, rel_tol: float = 0.25) -> dict:
         """Raise AugmentRateError when a rate differs between the classes of a source.
 
-        Compared per source with both classes, and over all sources: the augmented rate and each
-        type's rate. Allowed gap = tol + z * binomial standard error (so early, small counts do
-        not trip it). Returns {"compared": [...], "single_class": [...]} when balanced.
+        Compared per source with both classes, and over all sources: the augmented rate, each
+        type's rate and each codec's rate. Allowed gap = min(tol, rel_tol * pooled rate) + z *
+        binomial standard error: absolute for common types, relative for rare ones (one codec
+        missing for one class), and small early counts do not trip it. Returns {"status":
+        "balanced" | "unknown" (nothing with both classes to compare), "compared": [...],
+        "single_class": [...]}.
         """
         rates = self.rates()
         bad, compared, single = [], [], []
@@ -457,10 +460,12 @@ class RateLog:
             compared.append(source)
             pairs = [("augmented", a["augmented"], b["augmented"])]
             pairs += [(t, a["types"][t], b["types"][t]) for t in TYPES]
+            codecs = sorted({k for k in (*a["names"], *b["names"]) if family(k) == "codec"})
+            pairs += [(c, a["names"].get(c, 0.0), b["names"].get(c, 0.0)) for c in codecs]
             for what, pa, pb in pairs:
                 p = (pa * a["n"] + pb * b["n"]) / (a["n"] + b["n"])
                 se = np.sqrt(p * (1 - p) * (1 / a["n"] + 1 / b["n"]))
-                if abs(pa - pb) > tol + z * se:
+                if abs(pa - pb) > min(tol, rel_tol * p) + z * se:
                     bad.append(f"{source}/{what}: bonafide {pa:.3f} (n={a['n']}) vs spoof "
                                f"{pb:.3f} (n={b['n']})")
         if bad:
@@ -468,7 +473,8 @@ class RateLog:
                 "augmentation rates diverge between classes: " + "; ".join(bad)
                 + " (both classes must get the same augmentation: check that codec copies "
                 "exist for both classes, or lower that type's weight)")
-        return {"compared": compared, "single_class": single}
+        return {"status": "balanced" if compared else "unknown", "compared": compared,
+                "single_class": single}
 
 
 # --------------------------------------------------------------------------- stream shortcuts
