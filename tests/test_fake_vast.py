@@ -225,6 +225,16 @@ def test_offer_price_includes_storage_at_the_requested_size(fake):
         assert o["dph_total"] == pytest.approx(small[o["id"]]["dph_total"] + extra, abs=1e-5)
 
 
+def test_offer_search_orders_filters_and_flags_unknown_fields(fake):
+    body = {"order": [["dph_total", "desc"]], "dph_total": {"lt": "1.5"}, "limit": 3}
+    offers = fake.http("POST", "/api/v0/bundles/", body, KEY)[1]["offers"]
+    prices = [o["dph_total"] for o in offers]
+    assert len(prices) == 3 and prices == sorted(prices, reverse=True) and max(prices) < 1.5
+    body = {"no_such_field": {"eq": "1"}}
+    assert fake.http("POST", "/api/v0/bundles/", body, KEY)[1] == {"offers": []}
+    assert fake.state()["unknown_offer_fields"] == ["no_such_field"]
+
+
 def test_billing_accrues_stopped_bills_storage_destroy_ends_it(fake):
     iid = fake.create(disk=100)["new_contract"]
     inst, start = fake.inst(iid), fake.state()["credit"]

@@ -84,6 +84,7 @@ class Fake:
             self.log: list[dict] = []
             self.unknown: list[str] = []
             self.internal_errors: list[str] = []
+            self.unknown_offer_fields: set[str] = set()
             self.offers = self._make_offers()
             self.last_tick = self.now()
 
@@ -120,6 +121,16 @@ class Fake:
                     "cpu_cores_effective": 16.0,
                     "score": 100.0 - i,
                     "duration": 30 * 86400.0,
+                    "direct_port_count": 100,
+                    "compute_cap": 890,
+                    "total_flops": 80.0,
+                    "gpu_total_ram": [24564, 24576, 81920, 81559, 49140, 46068][i],
+                    "gpu_arch": "nvidia",
+                    "cpu_arch": "amd64",
+                    "datacenter": True,
+                    "static_ip": True,
+                    "disk_bw": 2000.0,
+                    "pcie_bw": 25.0,
                 }
             )
         return offers
@@ -314,6 +325,7 @@ class Fake:
             "settings": dict(self.settings),
             "unknown_paths": list(self.unknown),
             "internal_errors": list(self.internal_errors),
+            "unknown_offer_fields": sorted(self.unknown_offer_fields),
             "offers": self.offers,
             "api_keys": list(self.api_keys),
         }
@@ -623,18 +635,21 @@ class Handler(BaseHTTPRequestHandler):
         if op == "offers":
             q = body.get("q", body)
             storage = float(q.get("allocated_storage") or 5.0)
+            filt = {k: v for k, v in q.items() if isinstance(v, dict)}
+            f.unknown_offer_fields.update(
+                k for k in filt if k not in f.offers[0] and k != "dph_total"
+            )
             rows = []
             for o in f.offers:
-                row = dict(
-                    o,
-                    dph_total=round(
-                        o["dph_base"] + o["storage_cost"] * storage / HOURS_PER_MONTH, 6
-                    ),
-                )
-                filt = {k: v for k, v in q.items() if isinstance(v, dict)}
-                if match_filters(row, filt):
+                extra = o["storage_cost"] * storage / HOURS_PER_MONTH  # priced at --storage GB
+                row = dict(o, dph_total=round(o["dph_base"] + extra, 6))
+                if match_filters(row, filt):  # an unknown field never matches (see state)
                     rows.append(row)
-            rows.sort(key=lambda r: r["dph_total"])
+            # The CLI sends order as [[field, "asc"|"desc"], ...]; sort by the last key first.
+            for col, way in reversed([o for o in q.get("order") or [] if len(o) == 2]):
+                rows.sort(
+                    key=lambda r, c=col: (r.get(c) is None, r.get(c) or 0), reverse=way == "desc"
+                )
             limit = q.get("limit")
             return self.send(200, {"offers": rows[: int(limit)] if limit else rows})
         raise AssertionError(op)
