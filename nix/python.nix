@@ -62,6 +62,6 @@ in
   inherit python hearsay runtimeNames;
   # The image's interpreter: hearsay + its runtime deps.
   env = python.withPackages (_: [ hearsay ]);
-  # The dev shell's: the same deps (hearsay itself is installed editable from the checkout) + tests.
+  # The dev shell's: the same deps + pytest (hearsay itself comes from the checkout via PYTHONPATH).
   devEnv = python.withPackages (p: deps ++ [ p.pytest ]);
 }
