@@ -55,6 +55,13 @@ def test_test_rows_stay_test_and_extra_rows_inherit_their_group(demo_df, assigne
     assert "extra" in set(extra["fold"]) and set(extra["fold"]) & set(INNER_FOLDS)
 
 
+def test_make_refuses_prefilled_inner_folds(demo_df):
+    df = demo_df.copy()
+    df.loc[0, "fold"] = "2"
+    with pytest.raises(fo.FoldError, match="only 'test' is kept"):
+        fo.assign_folds(df, DEMO_SPLITS)
+
+
 def test_extra_generator_from_a_holdout_family_refuses(demo_df):
     df = demo_df.copy()
     i = df.index[df["train_scope"] == "extra"][1]

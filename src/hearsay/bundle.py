@@ -44,8 +44,8 @@ import soundfile as sf
 from tqdm import tqdm
 
 from hearsay import audio, codecs
-from hearsay.folds import FoldError, apply_folds, check_no_holdout_leak, load_folds
-from hearsay.manifest import INNER_FOLDS, ManifestError, read_manifest, resolve_path
+from hearsay.folds import FoldError, SplitsConfig, apply_folds, check_no_holdout_leak, load_folds
+from hearsay.manifest import INNER_FOLDS, ManifestError, read_manifest, resolve_path, validate
 
 META, DIAG, STAMPS = "bundle_meta.json", "diagnostics.json", ".stamps.json"
 EXIT_REJECTED, EXIT_TOO_MANY_FAILURES = 3, 4
@@ -191,10 +191,8 @@ def _prepare_manifest(manifest: Path, folds_path: Path | None) -> tuple[pd.DataF
         folds = load_folds(folds_path)
         return apply_folds(df, folds), {"path": str(folds_path), "sha256": folds.sha256,
                                         "config": asdict(folds.config)}
-    read_manifest(manifest, require_fold=True)
+    validate(df, path=manifest, require_fold=True)
     # no config: a holdout family is one seen in holdout spoof rows and in no inner spoof row
-    from hearsay.folds import SplitsConfig
-
     spoof = df.loc[(df["label"] == "spoof") & (df["train_scope"] == "core")]
     fam = spoof["generator"].map(SplitsConfig().family)
     hold = set(fam[spoof["fold"] == "holdout"]) - set(fam[spoof["fold"].isin(INNER_FOLDS)])

@@ -9,7 +9,7 @@ A fold file `<name>.folds.json` holds the resolved SplitsConfig and the fold of 
 (`load_folds`, `hearsay bundle --folds`) first checks that digest and refuses on a mismatch.
 
 How `make` assigns folds (deterministic for a given manifest + config):
-1. rows whose input fold is `test` stay `test`;
+1. rows whose input fold is `test` stay `test` (any other pre-filled fold is refused);
 2. a generator's family is the part of its name before `family_sep` (`voc-a` -> `voc`); every core
    group that holds a spoof row of a `holdout_families` family goes to `holdout`, whole;
 3. the other core groups are spread over folds 0..n_folds-1, group-disjoint and label-stratified
@@ -97,6 +97,10 @@ def assign_folds(df: pd.DataFrame, cfg: SplitsConfig) -> dict[str, str]:
                         f"{'y' if len(cfg.holdout_families) == 1 else 'ies'} "
                         f"{list(cfg.holdout_families)}: training on them leaks the holdout. "
                         "Drop those rows or remove the family from holdout_families.")
+    preset = df.loc[~df["fold"].isin(["", "test"]) & ~(extra & (df["fold"] == "extra")), "id"]
+    if len(preset):
+        raise FoldError(f"rows {preset.tolist()[:5]} come with fold values; `splits make` assigns "
+                        "inner and holdout folds itself (only 'test' is kept): empty those cells")
     folds: dict[str, str] = {}
     core = df.loc[~extra]
     test_groups = set(core.loc[core["fold"] == "test", "group"])
