@@ -161,7 +161,8 @@ def test_image_labels_carry_revision_and_weights_sha(image):
 def test_image_holds_the_tools_and_a_writable_tmp(image):
     names = {c["name"] for c in image["contents"]}
     assert {"python3-env", "ffmpeg-headless", "rclone", "curl", "bash-interactive", "coreutils",
-            "gnugrep", "gnused", "nss-cacert", "vastai", "fake-nss", "hearsay-box-scripts", "xls-r-300m-weights"} <= names
+            "gnugrep", "gnused", "nss-cacert", "vastai", "fake-nss", "hearsay-box-scripts",
+            "xls-r-300m-weights"} <= names
     assert "mkdir -p tmp root" in image["extraCommands"]
     assert "chmod 1777 tmp" in image["extraCommands"]
     assert env_of(image)["HOME"] == "/root"
