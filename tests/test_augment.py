@@ -235,6 +235,29 @@ def test_shortcut_auc_detects_a_planted_duration_shortcut():
     json.dumps(out)
 
 
+@pytest.mark.parametrize("feature", ["leading_silence_s", "peak"])
+def test_shortcut_auc_detects_planted_silence_and_peak_shortcuts(feature):
+    """Spoof clips (shorter than the crop, so never cut) carry 0.3 s of leading silence (bona
+    fide clips 0.3 s more speech instead: same durations), or one loud click."""
+    rng = np.random.default_rng(28)
+    records = []
+    for label in augment.LABELS:
+        for _ in range(30):
+            x = speechlike(rng.uniform(0.6, 0.9), rng)
+            if feature == "leading_silence_s":
+                lead = (np.zeros(int(0.3 * SR), np.float32) if label == "spoof"
+                        else speechlike(0.3, rng))
+                x = np.concatenate([lead, x])
+            if label == "spoof" and feature == "peak":
+                x[int(rng.integers(len(x)))] = 8.0
+            wave, n_valid = augment.training_example(x, "none", int(1.5 * SR), rng)
+            records.append(augment.stream_record("src_a", label, wave, n_valid))
+    out = augment.stream_shortcut_aucs(records)
+    assert feature in out["per_source"]["src_a"]["flagged"]
+    assert "duration_s" not in out["per_source"]["src_a"]["flagged"]
+    assert out["per_source"]["src_a"]["auc"][feature] > 0.85
+
+
 def test_shortcut_auc_stays_low_without_a_shortcut():
     rng = np.random.default_rng(25)
     records = stream(rng, 30, bona_s=(0.5, 2.0), spoof_s=(0.5, 2.0), crop_s=1.5,
