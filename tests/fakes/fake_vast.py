@@ -802,7 +802,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error(str(e))
     fake = Fake(a.seed, a.api_key or ["fake-api-key"], settings)
     if a.faults:
-        fake.add_rules(json.loads(a.faults), replace=True)
+        try:
+            fake.add_rules(json.loads(a.faults), replace=True)
+        except ValueError as e:
+            p.error(f"--faults: {e}")
     Handler.fake = fake
     Handler.log_file = open(a.log, "a") if a.log else None
     server = ThreadingHTTPServer((a.host, a.port), Handler)

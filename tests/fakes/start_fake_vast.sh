@@ -14,7 +14,7 @@ set -euo pipefail
 [ -n "${RUNNER_DEBUG:-}" ] && set -x
 
 if [ "$#" -lt 2 ] || [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
   [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ] && exit 0
   exit 2
 fi
