@@ -172,3 +172,13 @@ def test_crop_config_rejects_unknown_keys():
     with pytest.raises(ValueError, match="unknown CropConfig key"):
         crops.CropConfig.from_dict({"p_test": 0.5})
     assert crops.CropConfig.from_dict({"p_test_dist": 0.5}).p_test_dist == 0.5
+
+
+def test_crops_and_augment_import_no_torch():
+    """Data-loader workers and the deploy side import these: torch must stay out."""
+    import subprocess
+    import sys
+
+    code = ("import sys, hearsay.crops, hearsay.augment; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
