@@ -192,7 +192,8 @@ def coloured_noise(n: int, tilt: float, rng: np.random.Generator) -> np.ndarray:
 def draw_noise(n: int, rate: int, rng: np.random.Generator, cfg: AugmentConfig,
                snr_db: float | None = None) -> dict:
     snr = _u(rng, cfg.noise_snr_db) if snr_db is None else float(snr_db)
-    return {"snr_db": snr, "noise": coloured_noise(n, _u(rng, cfg.noise_tilt), rng)}
+    noise = coloured_noise(n, _u(rng, cfg.noise_tilt), rng).astype(np.float32)  # half the IPC
+    return {"snr_db": snr, "noise": noise}
 
 
 def render_noise(x: np.ndarray, p: dict, rate: int = SAMPLE_RATE) -> np.ndarray:
