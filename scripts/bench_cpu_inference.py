@@ -1,0 +1,142 @@
+"""CPU inference throughput: PyTorch eager fp32 vs onnxruntime fp32 vs onnxruntime int8.
+
+    .venv/bin/python scripts/bench_cpu_inference.py                 # XLS-R-300M shape, 12 layers
+    .venv/bin/python scripts/bench_cpu_inference.py --layers 2 --clips 4   # quick look
+
+One run, the same 8 s clips for every engine, random init (speed and parity do not depend on the
+weights' values). Prints clips/s, ratios to eager, achieved GFLOP/s against this machine's fp32
+GEMM peak measured in the same run (torch.matmul, 2048^2, the same thread count), and the parity
+each engine holds: ORT fp32 vs PyTorch max |delta logit| (gate 1e-4) and the int8 gate
+(Spearman >= 0.995, decision agreement >= 99% at the median) on shorter mixed-length clips.
+Writes the figures as JSON with --json. Nothing here is a test: record results in
+docs/BENCHMARKS.md ("CPU inference") with the command and date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from export import parity
+from export.onnx_export import export_onnx
+from export.quantize import QuantGate, gate_report, quantize_file
+from hearsay.deploy import allowed_cpus, make_session, pad_batch
+from hearsay.model import Detector, ModelConfig
+
+FRONT = {"sample_rate": 16_000, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0}
+
+
+def flops_per_clip(cfg: ModelConfig, samples: int) -> float:
+    """Multiply-adds x2 of one forward on `samples` samples: CNN, projection, positional conv,
+    kept layers (QKV/O projections, attention, FFN) and the head (negligible)."""
+    total, length, c_in = 0.0, samples, 1
+    for c_out, k, s in zip(cfg.conv_dim, cfg.conv_kernel, cfg.conv_stride, strict=True):
+        length = (length - k) // s + 1
+        total += 2.0 * length * c_in * k * c_out
+        c_in = c_out
+    t, d, f = length, cfg.hidden_size, cfg.ffn_size
+    total += 2.0 * t * c_in * d  # feature projection
+    total += 2.0 * t * cfg.pos_conv_kernel * (d // cfg.pos_conv_groups) * d  # grouped pos conv
+    per_layer = 8.0 * t * d * d + 4.0 * t * t * d + 4.0 * t * d * f
+    return total + cfg.keep_layers * per_layer
+
+
+def gemm_peak(threads: int, n: int = 2048, reps: int = 5) -> float:
+    """Best fp32 GEMM GFLOP/s of torch.matmul (n x n) at `threads` threads."""
+    torch.set_num_threads(threads)
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
+    torch.matmul(a, b)
+    best = 0.0
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        torch.matmul(a, b)
+        best = max(best, 2.0 * n**3 / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
+def timed(run, batches) -> tuple[float, np.ndarray]:
+    """Warm up on the first batch, then seconds for all batches and the logits."""
+    run(batches[0])
+    t0 = time.perf_counter()
+    out = [run(b) for b in batches]
+    return time.perf_counter() - t0, np.concatenate(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--layers", type=int, default=12, help="kept transformer layers")
+    ap.add_argument("--clips", type=int, default=8, help="8 s clips timed per engine")
+    ap.add_argument("--batch", type=int, default=4, help="clips per forward")
+    ap.add_argument("--threads", type=int, default=0, help="0 = CPUs allowed (affinity/cgroup)")
+    ap.add_argument("--gate-clips", type=int, default=24, help="1-4 s clips for the int8 gate")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    args = ap.parse_args(argv)
+    threads = args.threads or allowed_cpus()
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    cfg = ModelConfig(init="random", keep_layers=args.layers, train_top=0,
+                      hidden_dropout=0.0, attention_dropout=0.0)
+    model = Detector(cfg).eval()
+    rng = np.random.default_rng(0)
+    clips = parity.synthetic_clips(rng, args.clips, 8.0, 8.0, FRONT)
+    batches = [pad_batch(clips[i : i + args.batch]) for i in range(0, len(clips), args.batch)]
+    gflop = flops_per_clip(cfg, int(np.mean([len(c) for c in clips])))
+    peak = gemm_peak(threads)
+    res: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "threads": threads,
+                 "layers": args.layers, "clips": len(clips), "batch": args.batch,
+                 "clip_s": round(float(np.mean([len(c) for c in clips])) / 16_000, 3),
+                 "gflop_per_clip": round(gflop / 1e9, 1), "gemm_peak_gflops": round(peak, 1),
+                 "versions": parity.versions(torch)}
+
+    def torch_run(batch):
+        with torch.inference_mode():
+            x, m = (torch.from_numpy(a) for a in batch)
+            return model(x, m).numpy()
+
+    secs, eager = timed(torch_run, batches)
+    engines = {"eager_fp32": (secs, eager)}
+    with tempfile.TemporaryDirectory(prefix="bench-onnx-") as tmp:
+        fp32_path, int8_path = Path(tmp) / "model.onnx", Path(tmp) / "model.int8.onnx"
+        t0 = time.perf_counter()
+        export_onnx(model, fp32_path, "torchscript")
+        res["export_s"] = round(time.perf_counter() - t0, 1)
+        quantize_file(fp32_path, int8_path)
+        for name, path in (("ort_fp32", fp32_path), ("ort_int8", int8_path)):
+            sess = make_session(path, threads)
+
+            def ort_run(batch, sess=sess):
+                return sess.run(["logits"], {"input_values": batch[0],
+                                             "attention_mask": batch[1]})[0]
+
+            engines[name] = timed(ort_run, batches)
+        gate_waves = parity.synthetic_clips(np.random.default_rng(1), args.gate_clips, 1.0, 4.0,
+                                            FRONT)
+        from hearsay.deploy import run_logits
+
+        g32 = run_logits(make_session(fp32_path, threads), gate_waves, args.batch)
+        g8 = run_logits(make_session(int8_path, threads), gate_waves, args.batch)
+        res["int8_gate"] = gate_report(g32, g8, QuantGate())
+    base = len(clips) / engines["eager_fp32"][0]
+    for name, (secs, logits) in engines.items():
+        cps = len(clips) / secs
+        res[name] = {"clips_per_s": round(cps, 3), "x_eager": round(cps / base, 2),
+                     "gflops": round(cps * gflop / 1e9, 1),
+                     "pct_of_peak": round(100 * cps * gflop / 1e9 / peak, 1),
+                     "max_abs_dlogit_vs_eager": float(np.max(np.abs(logits - eager)))}
+    res["ort_fp32"]["parity_a_passed"] = res["ort_fp32"]["max_abs_dlogit_vs_eager"] <= 1e-4
+    print(json.dumps(res, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,270 @@
+"""`hearsay publish upload|download`: put a checkpoint somewhere private, get it back verified.
+
+    hearsay publish upload runs/full/final --to gh://ORG/REPO@ckpt-2026-11-30
+    hearsay publish download gh://ORG/REPO@ckpt-2026-11-30 --dest ckpt/ --sums-sha256 HEX
+    hearsay publish upload demo_out/export --to /mnt/releases/demo-2026-11-30    # a folder
+
+A published checkpoint is a flat folder of files plus SHA256SUMS (sha256sum's format) made at
+upload. `upload` prints the sha256 of that SHA256SUMS: pin it, and `download --sums-sha256` refuses
+a release whose manifest is not the pinned one. `download` fetches SHA256SUMS, then every file it
+lists into DEST.partial/, checks each sha256, and only then renames DEST.partial to DEST:
+nothing unverified is ever at DEST.
+
+Remotes (--to / REMOTE):
+  gh://OWNER/REPO@TAG  a GitHub release (private when the repository is); token from
+                       $GITHUB_TOKEN, API root $GITHUB_API_URL (default https://api.github.com).
+                       A release that already has assets is refused: a checkpoint is immutable.
+  PATH or file://PATH  a local folder "release" (a mounted share, a bucket mirror).
+  hf://…               not implemented: the Hub's upload protocol (LFS/xet) needs the hub client;
+                       refused with this message rather than half done.
+
+Exit codes: 0 done (and verified), 1 verification failed (sha mismatch, file missing from the
+release, manifest not the pinned one), 2 usage, 3 remote error (not found, auth, HTTP failure,
+release not empty).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+SUMS = "SHA256SUMS"
+EXIT_OK, EXIT_VERIFY, EXIT_USAGE, EXIT_REMOTE = 0, 1, 2, 3
+NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # flat, no path tricks
+
+
+class RemoteError(Exception):
+    """The remote answered an error or cannot be reached (exit 3)."""
+
+
+class VerifyError(Exception):
+    """What came back is not what was published (exit 1)."""
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def parse_sums(text: str) -> dict[str, str]:
+    """SHA256SUMS text -> {name: hex}; names must be flat and safe."""
+    sums = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        digest, _, name = line.partition("  ")
+        if not re.fullmatch(r"[0-9a-f]{64}", digest) or not NAME_OK.match(name):
+            raise VerifyError(f"{SUMS}: bad line {line!r}")
+        sums[name] = digest
+    return sums
+
+
+def make_sums(folder: Path) -> str:
+    """SHA256SUMS for every file in `folder` (flat; sub-folders refused)."""
+    lines = []
+    for path in sorted(folder.iterdir()):
+        if path.name == SUMS:
+            continue
+        if not path.is_file() or not NAME_OK.match(path.name):
+            raise ValueError(f"{path}: publish takes a flat folder of plainly named files "
+                             "(move sub-folders out or publish them separately)")
+        lines.append(f"{sha256_file(path)}  {path.name}\n")
+    if not lines:
+        raise ValueError(f"{folder} has no files to publish")
+    return "".join(lines)
+
+
+# --------------------------------------------------------------------------- backends
+
+
+class FolderRemote:
+    """A local folder as a release: files copied in, read back from it."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def upload(self, name: str, path: Path) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, self.root / name)
+
+    def check_empty(self) -> None:
+        if self.root.exists() and any(self.root.iterdir()):
+            raise RemoteError(f"{self.root} is not empty (a release is immutable: use a new one)")
+
+    def download(self, name: str, dest: Path) -> None:
+        src = self.root / name
+        if not src.is_file():
+            raise VerifyError(f"{src} is missing from the release")
+        shutil.copyfile(src, dest)
+
+
+@dataclass
+class GitHubRemote:
+    """A GitHub release, through the REST API (urllib; no client library)."""
+
+    owner: str
+    repo: str
+    tag: str
+    api: str = "https://api.github.com"
+    token: str | None = None
+
+    def _request(self, method: str, url: str, body: bytes | None = None,
+                 headers: dict | None = None, ok_404: bool = False):
+        req = urllib.request.Request(url, data=body, method=method, headers={
+            "Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
+            **({"Authorization": f"Bearer {self.token}"} if self.token else {}),
+            **(headers or {})})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as resp:
+                return resp.read()
+        except urllib.error.HTTPError as err:
+            if ok_404 and err.code == 404:
+                return None
+            detail = err.read()[:300].decode("utf-8", "replace")
+            hint = " (set GITHUB_TOKEN with contents:write)" if err.code in (401, 403) else ""
+            raise RemoteError(f"{method} {url}: HTTP {err.code} {detail}{hint}") from None
+        except urllib.error.URLError as err:
+            raise RemoteError(f"{method} {url}: {err.reason}") from None
+
+    def _base(self) -> str:
+        return f"{self.api.rstrip('/')}/repos/{self.owner}/{self.repo}"
+
+    def release(self, create: bool = False) -> dict:
+        raw = self._request("GET", f"{self._base()}/releases/tags/{self.tag}", ok_404=True)
+        if raw is not None:
+            return json.loads(raw)
+        if not create:
+            raise RemoteError(f"no release {self.tag} in {self.owner}/{self.repo}")
+        body = json.dumps({"tag_name": self.tag, "name": self.tag, "draft": False,
+                           "prerelease": True, "body": "hearsay checkpoint"}).encode()
+        return json.loads(self._request("POST", f"{self._base()}/releases", body,
+                                        {"Content-Type": "application/json"}))
+
+    def check_empty(self) -> None:
+        self._rel = self.release(create=True)
+        if self._rel.get("assets"):
+            raise RemoteError(f"release {self.tag} already has assets (a checkpoint release is "
+                              "immutable: publish under a new tag)")
+
+    def upload(self, name: str, path: Path) -> None:
+        rel = getattr(self, "_rel", None) or self.release(create=True)
+        url = rel["upload_url"].split("{")[0] + "?" + urllib.parse.urlencode({"name": name})
+        self._request("POST", url, path.read_bytes(),
+                      {"Content-Type": "application/octet-stream"})
+
+    def download(self, name: str, dest: Path) -> None:
+        assets = {a["name"]: a for a in self.release().get("assets", [])}
+        if name not in assets:
+            raise VerifyError(f"{name} is missing from release {self.tag}")
+        data = self._request("GET", assets[name]["url"],
+                             headers={"Accept": "application/octet-stream"})
+        dest.write_bytes(data)
+
+
+def remote_for(uri: str):
+    """Remote URI -> backend (see the module docstring)."""
+    if uri.startswith("gh://"):
+        m = re.fullmatch(r"gh://([\w.-]+)/([\w.-]+)@([\w.+-]+)", uri)
+        if not m:
+            raise ValueError(f"{uri!r}: want gh://OWNER/REPO@TAG")
+        return GitHubRemote(*m.groups(), api=os.environ.get("GITHUB_API_URL",
+                                                            "https://api.github.com"),
+                            token=os.environ.get("GITHUB_TOKEN"))
+    if uri.startswith("hf://"):
+        raise ValueError("hf:// is not implemented (the Hub's LFS/xet upload needs its client); "
+                         "use gh://OWNER/REPO@TAG or a folder")
+    if "://" in uri and not uri.startswith("file://"):
+        raise ValueError(f"{uri!r}: unknown remote (gh://OWNER/REPO@TAG, file://PATH or PATH)")
+    return FolderRemote(Path(uri.removeprefix("file://")))
+
+
+# --------------------------------------------------------------------------- library calls
+
+
+def upload(folder: Path, uri: str) -> str:
+    """Publish every file of `folder` + SHA256SUMS; returns the sha256 of SHA256SUMS."""
+    sums_text = make_sums(folder)
+    remote = remote_for(uri)
+    remote.check_empty()
+    with tempfile.TemporaryDirectory(prefix="hearsay-publish-") as tmp:
+        staging = Path(tmp) / SUMS
+        staging.write_text(sums_text)
+        for name in parse_sums(sums_text):
+            remote.upload(name, folder / name)
+        remote.upload(SUMS, staging)  # last: a release with its manifest is a complete one
+    return hashlib.sha256(sums_text.encode()).hexdigest()
+
+
+def download(uri: str, dest: Path, sums_sha256: str | None = None) -> dict[str, str]:
+    """Fetch and verify into DEST.partial, then rename to `dest`; returns {name: sha256}."""
+    if dest.exists():
+        raise ValueError(f"{dest} exists (download into a new folder)")
+    remote = remote_for(uri)
+    partial = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    try:
+        remote.download(SUMS, partial / SUMS)
+        got = sha256_file(partial / SUMS)
+        if sums_sha256 and got != sums_sha256:
+            raise VerifyError(f"{SUMS} of {uri} has sha256 {got}, not the pinned {sums_sha256}")
+        sums = parse_sums((partial / SUMS).read_text())
+        for name, want in sums.items():
+            remote.download(name, partial / name)
+            have = sha256_file(partial / name)
+            if have != want:
+                raise VerifyError(f"{name}: sha256 {have} does not match {SUMS} ({want})")
+        os.replace(partial, dest)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return sums
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="hearsay publish", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="verb", required=True)
+    up = sub.add_parser("upload", help="publish a flat folder (checkpoint or model folder)")
+    up.add_argument("folder", type=Path)
+    up.add_argument("--to", required=True, help="gh://OWNER/REPO@TAG, file://PATH or PATH")
+    down = sub.add_parser("download", help="fetch a release and verify every sha256")
+    down.add_argument("remote", help="gh://OWNER/REPO@TAG, file://PATH or PATH")
+    down.add_argument("--dest", type=Path, required=True, help="new folder to create")
+    down.add_argument("--sums-sha256", help="pinned sha256 of the release's SHA256SUMS")
+    args = ap.parse_args(argv)
+    try:
+        if args.verb == "upload":
+            digest = upload(args.folder, args.to)
+            print(f"published {args.folder} -> {args.to}; SHA256SUMS sha256 {digest} (pin it)")
+        else:
+            sums = download(args.remote, args.dest, args.sums_sha256)
+            print(f"downloaded {len(sums)} files from {args.remote} -> {args.dest}, all verified")
+    except ValueError as err:
+        print(f"hearsay publish: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except VerifyError as err:
+        print(f"hearsay publish: verification failed: {err}", file=sys.stderr)
+        return EXIT_VERIFY
+    except RemoteError as err:
+        print(f"hearsay publish: remote error: {err}", file=sys.stderr)
+        return EXIT_REMOTE
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

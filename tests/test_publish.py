@@ -1,0 +1,196 @@
+"""hearsay publish: upload a checkpoint folder, download it again, verify every sha256.
+
+The GitHub backend talks to a fake GitHub REST API on loopback (the four endpoints it uses:
+release by tag, create release, upload asset, download asset with its 302 to storage); the
+folder backend is real. No network.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from hearsay.publish import main
+
+TOKEN = "test-token"
+
+
+class FakeGitHub:
+    """Releases and assets in memory: {tag: release}, {asset id: bytes}."""
+
+    def __init__(self):
+        self.releases: dict[str, dict] = {}
+        self.blobs: dict[int, bytes] = {}
+        self.requests: list[str] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep pytest output clean
+                pass
+
+            def _send(self, code, body=b"", ctype="application/json", headers=None):
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _authorised(self) -> bool:
+                if self.path.startswith("/storage/"):
+                    return True  # pre-signed storage URL, like GitHub's redirect target
+                if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                    self._send(401, b'{"message": "Bad credentials"}')
+                    return False
+                return True
+
+            def do_GET(self):
+                fake.requests.append(f"GET {self.path}")
+                if not self._authorised():
+                    return
+                parts = urllib.parse.urlparse(self.path).path.strip("/").split("/")
+                if parts[:1] == ["storage"]:
+                    return self._send(200, fake.blobs[int(parts[1])], "application/octet-stream")
+                if parts[3:5] == ["releases", "tags"]:
+                    rel = fake.releases.get(parts[5])
+                    if rel is None:
+                        return self._send(404, b'{"message": "Not Found"}')
+                    return self._send(200, json.dumps(rel).encode())
+                if parts[3:5] == ["releases", "assets"]:
+                    assert self.headers.get("Accept") == "application/octet-stream"
+                    return self._send(302, headers={"Location": f"{fake.url}/storage/{parts[5]}"})
+                self._send(404, b'{"message": "Not Found"}')
+
+            def do_POST(self):
+                fake.requests.append(f"POST {self.path}")
+                if not self._authorised():
+                    return
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                url = urllib.parse.urlparse(self.path)
+                parts = url.path.strip("/").split("/")
+                if parts[0] == "repos" and parts[3:] == ["releases"]:
+                    req = json.loads(body)
+                    rid = len(fake.releases) + 1
+                    rel = {"id": rid, "tag_name": req["tag_name"], "assets": [],
+                           "upload_url": f"{fake.url}/uploads/repos/{parts[1]}/{parts[2]}/"
+                                         f"releases/{rid}/assets{{?name,label}}"}
+                    fake.releases[req["tag_name"]] = rel
+                    return self._send(201, json.dumps(rel).encode())
+                if parts[0] == "uploads":
+                    name = urllib.parse.parse_qs(url.query)["name"][0]
+                    rel = next(r for r in fake.releases.values() if r["id"] == int(parts[5]))
+                    aid = len(fake.blobs) + 1
+                    fake.blobs[aid] = body
+                    asset = {"id": aid, "name": name, "size": len(body),
+                             "url": f"{fake.url}/repos/{parts[2]}/{parts[3]}/releases/assets/{aid}"}
+                    rel["assets"].append(asset)
+                    return self._send(201, json.dumps(asset).encode())
+                self._send(404, b'{"message": "Not Found"}')
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def asset_id(self, tag: str, name: str) -> int:
+        return next(a["id"] for a in self.releases[tag]["assets"] if a["name"] == name)
+
+
+@pytest.fixture
+def github(monkeypatch):
+    fake = FakeGitHub()
+    monkeypatch.setenv("GITHUB_API_URL", fake.url)
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    yield fake
+    fake.server.shutdown()
+
+
+@pytest.fixture
+def checkpoint(tmp_path) -> Path:
+    """A flat checkpoint folder: binary weights + config (contents made in code)."""
+    folder = tmp_path / "final"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(bytes(range(256)) * 4096)  # 1 MiB, binary
+    (folder / "config.json").write_text('{"model": {"hidden_size": 32}}\n')
+    return folder
+
+
+def published_digest(capsys) -> str:
+    out = capsys.readouterr().out
+    return out.split("SHA256SUMS sha256 ")[1].split()[0]
+
+
+def test_github_release_round_trip_verifies_every_file(github, checkpoint, tmp_path, capsys):
+    uri = "gh://acme/detectors@ckpt-1"
+    assert main(["upload", str(checkpoint), "--to", uri]) == 0
+    digest = published_digest(capsys)
+    assert [a["name"] for a in github.releases["ckpt-1"]["assets"]] == [
+        "config.json", "model.safetensors", "SHA256SUMS"]  # manifest last
+    dest = tmp_path / "got"
+    assert main(["download", uri, "--dest", str(dest), "--sums-sha256", digest]) == 0
+    for f in checkpoint.iterdir():
+        assert (dest / f.name).read_bytes() == f.read_bytes()
+    assert sorted(p.name for p in dest.iterdir()) == ["SHA256SUMS", "config.json",
+                                                      "model.safetensors"]
+
+
+def test_tampered_asset_is_refused_and_nothing_lands(github, checkpoint, tmp_path, capsys):
+    uri = "gh://acme/detectors@ckpt-2"
+    assert main(["upload", str(checkpoint), "--to", uri]) == 0
+    aid = github.asset_id("ckpt-2", "model.safetensors")
+    blob = bytearray(github.blobs[aid])
+    blob[1000] ^= 0xFF
+    github.blobs[aid] = bytes(blob)
+    dest = tmp_path / "got"
+    assert main(["download", uri, "--dest", str(dest)]) == 1
+    assert "model.safetensors: sha256" in capsys.readouterr().err
+    assert not dest.exists() and not (tmp_path / "got.partial").exists()
+
+
+def test_manifest_not_the_pinned_one_is_refused(github, checkpoint, tmp_path, capsys):
+    uri = "gh://acme/detectors@ckpt-3"
+    assert main(["upload", str(checkpoint), "--to", uri]) == 0
+    assert main(["download", uri, "--dest", str(tmp_path / "d"), "--sums-sha256", "0" * 64]) == 1
+    assert "not the pinned" in capsys.readouterr().err
+
+
+def test_release_is_immutable_and_auth_errors_exit_3(github, checkpoint, monkeypatch, capsys):
+    uri = "gh://acme/detectors@ckpt-4"
+    assert main(["upload", str(checkpoint), "--to", uri]) == 0
+    assert main(["upload", str(checkpoint), "--to", uri]) == 3
+    assert "already has assets" in capsys.readouterr().err
+    monkeypatch.setenv("GITHUB_TOKEN", "wrong")
+    assert main(["upload", str(checkpoint), "--to", "gh://acme/detectors@ckpt-5"]) == 3
+    err = capsys.readouterr().err
+    assert "HTTP 401" in err and "set GITHUB_TOKEN" in err
+
+
+def test_missing_release_exits_3(github, tmp_path):
+    assert main(["download", "gh://acme/detectors@nope", "--dest", str(tmp_path / "d")]) == 3
+
+
+def test_folder_release_round_trip_and_tamper(checkpoint, tmp_path, capsys):
+    remote = tmp_path / "releases" / "r1"
+    assert main(["upload", str(checkpoint), "--to", f"file://{remote}"]) == 0
+    digest = published_digest(capsys)
+    assert main(["download", str(remote), "--dest", str(tmp_path / "a"),
+                 "--sums-sha256", digest]) == 0
+    (remote / "config.json").write_text('{"model": {"hidden_size": 33}}\n')
+    assert main(["download", str(remote), "--dest", str(tmp_path / "b")]) == 1
+    (remote / "config.json").unlink()
+    assert main(["download", str(remote), "--dest", str(tmp_path / "c")]) == 1
+    assert "missing from the release" in capsys.readouterr().err
+    assert main(["upload", str(checkpoint), "--to", str(remote)]) == 3  # not empty
+
+
+def test_usage_errors_exit_2(checkpoint, tmp_path, capsys):
+    assert main(["upload", str(checkpoint), "--to", "hf://acme/detector"]) == 2
+    assert "hf:// is not implemented" in capsys.readouterr().err
+    (checkpoint / "sub").mkdir()
+    assert main(["upload", str(checkpoint), "--to", str(tmp_path / "r")]) == 2
+    assert "flat folder" in capsys.readouterr().err
