@@ -311,6 +311,9 @@ def test_torch_batch_path_agrees_with_the_numpy_reference():
     values, mask = crops.pad_batch(crops_, n_valids)
     out = augment_gpu.train_batch(torch.from_numpy(values), torch.from_numpy(mask), names,
                                   params).numpy()
+    via_augment = augment.apply_batch_torch(torch.from_numpy(values), torch.from_numpy(mask),
+                                            names, params).numpy()
+    np.testing.assert_array_equal(via_augment, out)
     for i, name in enumerate(names):
         np.testing.assert_allclose(out[i], reference[i], atol=5e-5, err_msg=name)
         assert np.all(out[i, n_valids[i]:] == 0)

@@ -366,6 +366,13 @@ def apply(name: str, x: np.ndarray, rng: np.random.Generator,
     return TRANSFORMS[name](x, rate, rng, cfg)
 
 
+def apply_batch_torch(values, attention_mask, names, params):
+    """The batched torch path (hearsay.augment_gpu.train_batch), imported only when called."""
+    from hearsay import augment_gpu  # torch: kept out of this module's imports
+
+    return augment_gpu.train_batch(values, attention_mask, names, params)
+
+
 def plan_example(x: np.ndarray, name: str, n_samples: int, rng: np.random.Generator,
                  cfg: AugmentConfig = AugmentConfig()) -> tuple[np.ndarray, int, dict | None]:
     """The random part of one example: trim_jitter (whole clip) -> random crop -> draw params.
