@@ -33,6 +33,7 @@ import hashlib
 import json
 import multiprocessing as mp
 import os
+import resource
 import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -83,12 +84,21 @@ def process_clip(task: dict) -> dict:
     """Bundle one clip (runs in a worker). Never raises: the status says what happened; an
     unexpected error is a listed failure of this clip, never the end of the batch."""
     res = {"id": task["id"], "stamp": task["stamp"], "status": "ok", "reason": ""}
+    cpu0 = _cpu_s()
     try:
-        return _process(task, res)
+        res = _process(task, res)
     except audio.AudioError as err:
-        return {**res, "status": "failed", "reason": err.reason}
+        res = {**res, "status": "failed", "reason": err.reason}
     except Exception as err:  # noqa: BLE001 - one clip's bug must not end the batch
-        return {**res, "status": "failed", "reason": f"internal error {type(err).__name__}: {err}"}
+        res = {**res, "status": "failed", "reason": f"internal error {type(err).__name__}: {err}"}
+    return {**res, "cpu_s": round(_cpu_s() - cpu0, 4)}
+
+
+def _cpu_s() -> float:
+    """User + system CPU seconds of this process and its finished children (ffmpeg)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _process(task: dict, res: dict) -> dict:
@@ -262,7 +272,9 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
         "counts": {"rows": len(df), "ok": len(ok), "failed": len(listed["failed"]),
                    "dropped": len(listed["dropped"]),
                    "reused": sum(1 for r in ok if results[r].get("reused")),
-                   "codec_copies": sum(len(results[r]["codec_ids"]) for r in ok)},
+                   "codec_copies": sum(len(results[r]["codec_ids"]) for r in ok),
+                   "cpu_s": round(sum(r.get("cpu_s", 0) for r in results.values()
+                                      if not r.get("reused")), 2)},  # this run's clip work
         "fail_frac": round(fail_frac, 6), "max_fail_frac": cfg.max_fail_frac,
         "failed": listed["failed"], "dropped": listed["dropped"],
         "notes": [{"id": r, "note": results[r]["note"]} for r in ok if results[r].get("note")],
