@@ -94,3 +94,9 @@ def test_load_audio_names_file_and_reason(tmp_path, content, reason):
 def test_audio_module_never_imports_torch():
     code = "import sys, hearsay.audio; sys.exit(1 if 'torch' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+@pytest.mark.parametrize("n", [1, 7, audio.FIR_TAPS - 1, audio.FIR_TAPS, audio.FIR_TAPS + 3])
+def test_band_limit_keeps_length_of_waves_shorter_than_its_filter(n):
+    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    assert len(audio.band_limit(x)) == n

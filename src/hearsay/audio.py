@@ -171,7 +171,12 @@ def band_limit(x: np.ndarray, cutoff_hz: float | None = BAND_LIMIT_HZ,
     if cutoff_hz is None or cutoff_hz >= rate / 2 or len(x) == 0:
         return x
     h = _lowpass_taps(cutoff_hz, rate)
-    y = np.convolve(x.astype(np.float64), h, mode="same")  # symmetric taps: no delay
+    n = len(x)
+    # np.convolve(mode="same") returns max(n, taps) samples: zero-pad a wave shorter than the
+    # FIR (which is what "same" does at the edges anyway), then cut back to n.
+    padded = np.zeros(max(n, len(h)), dtype=np.float64)
+    padded[:n] = x
+    y = np.convolve(padded, h, mode="same")[:n]  # symmetric taps: no delay
     return y.astype(np.float32)
 
 

@@ -210,7 +210,7 @@ def draw_bandlimit(n: int, rate: int, rng: np.random.Generator, cfg: AugmentConf
 
 def render_bandlimit(x: np.ndarray, p: dict, rate: int = SAMPLE_RATE) -> np.ndarray:
     """Telephone band: hearsay.audio.band_limit at the drawn cut-off."""
-    return crops.band_limit_same_length(np.asarray(x, np.float32), p["cutoff_hz"], rate)
+    return audio.band_limit(np.asarray(x, np.float32), p["cutoff_hz"], rate)
 
 
 def draw_reverb(n: int, rate: int, rng: np.random.Generator, cfg: AugmentConfig) -> dict:

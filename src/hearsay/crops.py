@@ -139,21 +139,6 @@ def random_crop(x: np.ndarray, n_samples: int,
     return take(x, crop_offset(len(x), n_samples, rng), n_samples)
 
 
-def band_limit_same_length(x: np.ndarray, cutoff_hz: float | None = audio.BAND_LIMIT_HZ,
-                           rate: int = SAMPLE_RATE) -> np.ndarray:
-    """hearsay.audio.band_limit, also for waves shorter than its FIR (audio.FIR_TAPS samples).
-
-    np.convolve(mode="same") returns max(len(x), taps) samples, so a short wave is zero-padded
-    to the FIR length first (what "same" does at the edges anyway) and cut back: same length out.
-    """
-    n = len(x)
-    if n >= audio.FIR_TAPS:
-        return audio.band_limit(x, cutoff_hz, rate)
-    padded = np.zeros(audio.FIR_TAPS, dtype=np.float32)
-    padded[:n] = x
-    return audio.band_limit(padded, cutoff_hz, rate)[:n]
-
-
 def finish(x: np.ndarray, n_valid: int | None = None) -> np.ndarray:
     """The last step for every clip the model sees: band_limit (7.25 kHz) then normalize.
 
@@ -164,7 +149,7 @@ def finish(x: np.ndarray, n_valid: int | None = None) -> np.ndarray:
     if not 0 <= n <= len(x):
         raise ValueError(f"finish: n_valid={n} outside [0, {len(x)}]")
     out = np.zeros(len(x), dtype=np.float32)
-    out[:n] = band_limit_same_length(np.asarray(x[:n], dtype=np.float32))
+    out[:n] = audio.band_limit(np.asarray(x[:n], dtype=np.float32))
     return audio.normalize(out, n)
 
 
