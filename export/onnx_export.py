@@ -49,6 +49,7 @@ class ExportConfig:
     max_s: float = 8.0  # test-time cap written to front_end.json (seconds)
     cutoff_hz: float = BAND_LIMIT_HZ  # band-limit written to front_end.json
     top_db: float = TRIM_TOP_DB  # trim threshold written to front_end.json
+    min_s: float = 0.5  # shortest clip scored after trimming (the bundle drops shorter ones)
     parity_clips: int = 8  # parity A clips (PyTorch vs ORT), lengths spread over the range below
     parity_min_s: float = 0.6  # shortest parity clip (seconds)
     parity_max_s: float = 3.0  # longest parity clip (seconds); keep small for CI
@@ -103,7 +104,7 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig()) -> dict:
         (out / stale).unlink(missing_ok=True)
     model = model.eval().float().cpu()
     front = {"sample_rate": SAMPLE_RATE, "max_s": cfg.max_s, "cutoff_hz": cfg.cutoff_hz,
-             "top_db": cfg.top_db}
+             "top_db": cfg.top_db, "min_s": cfg.min_s}
     (out / "front_end.json").write_text(json.dumps(front, indent=2) + "\n")
     rng = np.random.default_rng(cfg.seed)
     waves = parity.synthetic_clips(rng, cfg.parity_clips, cfg.parity_min_s, cfg.parity_max_s,

@@ -46,10 +46,14 @@ def make_clips(root: Path) -> dict[str, str]:
     (root / "garbage.wav").write_bytes(b"RIFF not really a wave file" * 10)
     (root / "empty.flac").write_bytes(b"")
     sf.write(root / "silent.wav", np.zeros(SR, dtype=np.float32), SR)
+    blip = np.zeros(SR, dtype=np.float32)
+    blip[8000:8000 + 3200] = tone(0.2, 300, rng)  # 0.2 s of sound in 1 s: < min_s after trim
+    sf.write(root / "blip.wav", blip, SR)
     (root / "README.txt").write_text("not audio: skipped, not scored")
     (root / ".hidden.wav").write_bytes(b"skipped")
     return {"a.wav": "", "b/c.flac": "", "b/deep/d.wav": "", "b/e.m4a": "", "b/e.mp3": "",
-            "empty.flac": "empty file", "garbage.wav": "undecodable", "silent.wav": "silent",
+            "blip.wav": "too short after trimming", "empty.flac": "empty file",
+            "garbage.wav": "undecodable", "silent.wav": "silent",
             "src.wav": ""}
 
 
@@ -136,8 +140,8 @@ def test_csv_goes_to_stdout_without_output_flag(world, capsys):
     model, _, clips, expected = world
     assert main([str(clips), "--model", str(model)]) == 0
     captured = capsys.readouterr()
-    assert captured.out.startswith("path,duration_s,") and len(captured.out.splitlines()) == 10
-    assert "6/9 scored, 3 failed" in captured.err
+    assert captured.out.startswith("path,duration_s,") and len(captured.out.splitlines()) == 11
+    assert "6/10 scored, 4 failed" in captured.err
 
 
 def test_usage_errors_exit_2(world, tmp_path):
@@ -231,7 +235,7 @@ def test_deploy_never_imports_torch_even_when_scoring(world, tmp_path):
     proc = subprocess.run([sys.executable, "-c", BLOCK_TORCH, str(clips), "--model", str(model),
                            "-o", str(tmp_path / "o.csv")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert len(read_csv(tmp_path / "o.csv")) == 9
+    assert len(read_csv(tmp_path / "o.csv")) == 10
 
 
 def _pins(names: list[str]) -> list[str]:

@@ -26,7 +26,7 @@ def tiny_detector(seed: int = 0) -> Detector:
 def exported(tmp_path_factory) -> tuple[Detector, Path, dict]:
     out = tmp_path_factory.mktemp("export") / "model"
     det = tiny_detector()
-    return det, out, export_model(det, out, ExportConfig())
+    return det, out, export_model(det, out, ExportConfig(gate=QuantGate(clips=40)))
 
 
 def test_export_writes_the_interface_folder_with_a_true_manifest(exported):
@@ -37,7 +37,8 @@ def test_export_writes_the_interface_folder_with_a_true_manifest(exported):
     for name, digest in sums.items():
         assert sha256_file(out / name) == digest
     front = json.loads((out / "front_end.json").read_text())
-    assert front == {"sample_rate": 16000, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0}
+    assert front == {"sample_rate": 16000, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0,
+                     "min_s": 0.5}
     assert json.loads((out / "parity.json").read_text())["parity_a"] == report["parity_a"]
     assert report["exporter"] == "torchscript"
 

@@ -53,7 +53,48 @@ def _demo_splits_config():
     return SplitsConfig(holdout_families=("phq",), family_exclusion={"0": ["smear"]})
 
 
-STAGES = [("data", stage_data)]
+def stage_export(out: Path, ctx: dict) -> None:
+    """6: export the full run to demo_out/export/ (hearsay export onnx): model.onnx, parity A,
+    the int8 variant only if it passes its gate, front_end.json, SHA256SUMS, parity.json."""
+    from export.onnx_export import ExportConfig, export_model
+    from hearsay.model import load_detector
+
+    model, _ = load_detector(out / "runs" / "full")
+    report = export_model(model, out / "export", ExportConfig())
+    a, q = report["parity_a"], report["int8"] or {}
+    if not report["exporter"]:
+        raise RuntimeError(f"export: parity A failed (max |dlogit| {a['max_abs_dlogit']:.2e} > "
+                           f"{a['tolerance']:.0e}); see {out / 'export' / 'parity.json'}")
+    print(f"[demo] export: {report['exporter']}, parity A max |dlogit| "
+          f"{a['max_abs_dlogit']:.2e} over {a['clips']} clips; int8 spearman "
+          f"{q.get('spearman', float('nan')):.4f} agreement {q.get('agreement', float('nan')):.3f}"
+          f" -> {'shipped' if q.get('passed') else 'not shipped'}")
+    ctx["export"] = out / "export"
+    ctx["parity"] = out / "export" / "parity.json"
+
+
+def stage_deploy(out: Path, ctx: dict) -> None:
+    """7: hearsay-score (the torch-free scorer, run as its own process) on the demo corpus's audio
+    folder with the exported model -> demo_out/deploy_scores.csv; the planted bad files are
+    listed with their errors and the batch goes on."""
+    import csv
+    import subprocess
+
+    scores = out / "deploy_scores.csv"
+    cmd = [sys.executable, "-m", "hearsay.deploy", str(out / "corpus" / "audio"),
+           "-o", str(scores), "--model", str(out / "export")]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"hearsay-score exit {proc.returncode}: {proc.stderr.strip()}")
+    with open(scores, newline="") as fh:
+        failed = [r for r in csv.DictReader(fh) if r["error"]]
+    for r in failed:
+        print(f"[demo]   listed: {r['path']}: {r['error']}")
+    print(f"[demo] deploy: {proc.stderr.strip()}")
+    ctx["deploy_scores"] = scores
+
+
+STAGES = [("data", stage_data), ("export", stage_export), ("deploy", stage_deploy)]
 
 
 def run_demo(out: Path) -> dict:

@@ -51,6 +51,7 @@ AUDIO_EXTS = frozenset({
     ".wma", ".aif", ".aiff", ".au", ".caf", ".3gp", ".mka", ".spx", ".ulaw", ".mulaw",
 })
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL = 0, 1, 2, 3
+MIN_SAMPLES = 400  # one frame of the CNN front end (25 ms @ 16 kHz)
 
 
 class ModelError(Exception):
@@ -93,7 +94,10 @@ def read_sums(model_dir: Path) -> dict[str, str]:
 
 
 def verify_model_dir(model_dir: Path, variant: str = "fp32") -> tuple[Path, str, dict]:
-    """Check every file in SHA256SUMS; return (model path, its sha256, front-end kwargs)."""
+    """Check every file in SHA256SUMS; return (model path, its sha256, front end).
+
+    The front end dict holds prepare()'s kwargs (max_s, cutoff_hz, top_db) and min_s: clips
+    shorter than that after trimming are refused, as the bundle drops them from training."""
     if not model_dir.is_dir():
         raise ModelError(f"model folder {model_dir} not found (pass --model DIR or set "
                          "HEARSAY_MODEL_DIR)")
@@ -118,7 +122,8 @@ def verify_model_dir(model_dir: Path, variant: str = "fp32") -> tuple[Path, str,
     front = json.loads((model_dir / "front_end.json").read_text())
     if int(front.get("sample_rate", SAMPLE_RATE)) != SAMPLE_RATE:
         raise ModelError(f"front_end.json sample_rate {front['sample_rate']} != {SAMPLE_RATE}")
-    kwargs = {"max_s": front["max_s"], "cutoff_hz": front["cutoff_hz"], "top_db": front["top_db"]}
+    kwargs = {"max_s": front["max_s"], "cutoff_hz": front["cutoff_hz"], "top_db": front["top_db"],
+              "min_s": float(front.get("min_s", 0.0))}
     return model_dir / name, sums[name], kwargs
 
 
@@ -206,6 +211,8 @@ def find_audio(root: Path) -> tuple[list[Path], int]:
 def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> list[dict]:
     """One row dict per audio file under `root` (COLUMNS); raises ModelError before scoring."""
     model_path, model_sha, front = verify_model_dir(model_dir, cfg.variant)
+    # at least min_s, and never under one CNN frame (400 samples = 25 ms) or the model has no input
+    min_samples = max(int(round(front.pop("min_s") * SAMPLE_RATE)), MIN_SAMPLES)
     session = make_session(model_path, cfg.threads)
     files, _ = find_audio(root)
     rows: list[dict] = []
@@ -217,7 +224,11 @@ def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) 
             try:
                 wave = load_audio(path)  # (N,) float32 @ 16 kHz
                 row["duration_s"] = f"{len(wave) / SAMPLE_RATE:.3f}"
-                waves.append(prepare(wave, **front))
+                x = prepare(wave, **front)
+                if len(x) < min_samples:
+                    raise AudioError(path, f"too short after trimming ({len(x) / SAMPLE_RATE:.3f} s"
+                                     f" < {min_samples / SAMPLE_RATE:g} s)")
+                waves.append(x)
                 slots.append(len(chunk_rows))
             except AudioError as err:
                 row["error"] = err.reason
