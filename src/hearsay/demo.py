@@ -17,6 +17,7 @@ Exit codes: 0 every stage ran, 1 a stage failed (its error is printed), 2 usage.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -36,6 +37,7 @@ def stage_data(out: Path, ctx: dict) -> None:
     ctx["corpus"] = write_corpus(out / "corpus")  # corpus/manifest.csv
     ctx["splits"] = write_folds(read_manifest(ctx["corpus"]), _demo_splits_config(),
                                 out / "splits", "demo")  # splits/demo.folds.json + SHA256SUMS
+    _check_pinned_splits(ctx["splits"])
     print(f"[demo] bundle: --max-fail-frac {DEMO_MAX_FAIL_FRAC} (the corpus plants 2 bad files)")
     meta = build_bundle(ctx["corpus"], out / "bundle", ctx["splits"],
                         BundleConfig(max_fail_frac=DEMO_MAX_FAIL_FRAC))
@@ -45,12 +47,28 @@ def stage_data(out: Path, ctx: dict) -> None:
     ctx["bundle_tree_sha"] = meta["tree_sha"]
 
 
+def _check_pinned_splits(fresh: Path) -> None:
+    """In a source checkout, the fresh demo folds must equal the pinned splits/demo.folds.json."""
+    from hearsay.folds import FoldError, sha256_file, verify_sha
+
+    pinned = Path(__file__).resolve().parents[2] / "splits" / "demo.folds.json"
+    if not pinned.is_file():
+        return  # an installed package has no splits/ folder
+    if verify_sha(pinned) != sha256_file(fresh):
+        cfg = json.dumps({"holdout_families": ["phq"], "family_exclusion": {"0": ["smear"]}})
+        raise FoldError(f"{fresh} differs from the pinned {pinned}: the demo corpus layout changed;"
+                        f" if that is intended, re-pin: echo '{cfg}' > /tmp/c.json && hearsay "
+                        f"splits make {fresh.parent.parent}/corpus/manifest.csv --out splits "
+                        "--name demo --config /tmp/c.json")
+    print(f"[demo] splits: identical to the pinned {pinned.name} (sha256 {sha256_file(fresh)})")
+
+
 def _demo_splits_config():
     """The demo's fold config: phq is the holdout family; the model for fold 0 never
     sees the extra smear generator (an example of a per-fold family-exclusion table)."""
     from hearsay.folds import SplitsConfig
 
-    return SplitsConfig(holdout_families=("phq",), family_exclusion={"0": ["smear"]})
+    return SplitsConfig(holdout_families=("phq",), family_exclusion={"0": ["smear"]})  # = above
 
 
 def stage_export(out: Path, ctx: dict) -> None:
