@@ -61,6 +61,14 @@ class DemoDataConfig:
     bad_files: bool = True  # add the four deliberately bad files
 
 
+HELP = {"seed": "everything (layout and audio) derives from this",
+        "inner_groups": "speaker groups spread over folds 0-4",
+        "per_group": "clips per class per group", "holdout_groups": "groups with the phq family",
+        "test_groups": "groups pre-assigned fold test", "extra_rows": "train_scope extra rows",
+        "min_s": "shortest clip before padding, s", "max_s": "longest clip before padding, s",
+        "bad_files": "add the four deliberately bad files (true/false)"}
+
+
 # --------------------------------------------------------------------------- synthesis
 
 
@@ -299,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     for f in fields(DemoDataConfig):
         ap.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default)
                         if not isinstance(f.default, bool) else _bool, default=f.default,
-                        help=f"(default {f.default})")
+                        help=f"{HELP[f.name]} (default {f.default})")
     args = ap.parse_args(argv)
     cfg = DemoDataConfig(**{f.name: getattr(args, f.name) for f in fields(DemoDataConfig)})
     path = write_corpus(args.out, cfg)

@@ -256,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     mk.add_argument("manifest", type=Path)
     mk.add_argument("--out", type=Path, default=Path("splits"), help="folder (default splits/)")
     mk.add_argument("--name", default="folds", help="fold file is OUT/NAME.folds.json")
-    mk.add_argument("--config", type=Path, help="SplitsConfig JSON (unknown keys are errors)")
+    mk.add_argument("--config", type=Path,
+                    help="SplitsConfig JSON: n_folds, holdout_families, family_sep, "
+                         "family_exclusion, seed (unknown keys are errors)")
     vf = sub.add_parser("verify", help="check a fold file's pinned sha (and its manifest)")
     vf.add_argument("folds", type=Path)
     vf.add_argument("--manifest", type=Path, help="also check it covers this manifest")
