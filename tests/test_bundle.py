@@ -114,6 +114,27 @@ def test_resume_reuses_a_flac_only_while_its_source_is_unchanged(tmp_path):
     assert other["counts"]["reused"] == 0
 
 
+def test_an_interrupted_build_resumes_and_never_looks_finished(tmp_path, monkeypatch):
+    m = corpus(tmp_path, [(f"c{i}", tone(0.6 + 0.05 * i, 200 + 30 * i), {}) for i in range(6)])
+    build(m, tmp_path / "b")
+    real, calls = bundle.process_clip, []
+
+    def dies_on_the_fifth(task):
+        calls.append(task["id"])
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return real(task)
+
+    monkeypatch.setattr(bundle, "STAMP_EVERY", 2)
+    monkeypatch.setattr(bundle, "process_clip", dies_on_the_fifth)
+    with pytest.raises(KeyboardInterrupt):
+        build(m, tmp_path / "b", max_s=5.0)  # new settings: every clip is redone
+    with pytest.raises(bundle.BundleError, match="no bundle_meta.json"):
+        load_bundle(tmp_path / "b")
+    monkeypatch.setattr(bundle, "process_clip", real)
+    assert build(m, tmp_path / "b", max_s=5.0)["counts"]["reused"] == 4
+
+
 def test_parallel_build_equals_serial_build(tmp_path):
     m = corpus(tmp_path, [(f"c{i}", tone(0.7 + 0.2 * i, 150 + 40 * i), {}) for i in range(6)])
     one = build(m, tmp_path / "one", codecs=("mulaw",), workers=1)

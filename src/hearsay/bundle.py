@@ -13,7 +13,8 @@ re-trimmed, capped, peak-guarded -> codecs/<codec>/<id>.flac. Layout: docs/INTER
   holding less data than its header declares is kept (what is there) and listed in ["notes"].
 * An encoder this ffmpeg lacks is listed in ["encoders_missing"] and its copies skipped.
 * Resume: a FLAC is reused only when its source's size:mtime_ns stamp and the build settings are
-  unchanged (kept in the sidecar OUT_DIR/.stamps.json).
+  unchanged (kept in the sidecar OUT_DIR/.stamps.json, saved every 25 clips, so an interrupted
+  build resumes; bundle_meta.json is removed when a build starts and written when it ends).
 * tree_sha (bundle_meta.json): sha256 of the sha256sum listing of manifest.csv, audio/ and
   codecs/, paths sorted bytewise - the same as `cd OUT_DIR && find manifest.csv audio codecs
   -type f | LC_ALL=C sort | xargs sha256sum | sha256sum`.
@@ -29,6 +30,7 @@ mismatch, extra generator from a holdout family), 4 decode failures above --max-
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import multiprocessing as mp
@@ -50,6 +52,7 @@ from hearsay.manifest import INNER_FOLDS, ManifestError, read_manifest, resolve_
 
 META, DIAG, STAMPS = "bundle_meta.json", "diagnostics.json", ".stamps.json"
 EXIT_REJECTED, EXIT_TOO_MANY_FAILURES = 3, 4
+STAMP_EVERY = 25  # clips between saves of the resume sidecar
 
 
 @dataclass(frozen=True)
@@ -219,6 +222,7 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
     df, folds_meta = _prepare_manifest(manifest, None if folds is None else Path(folds))
     have, missing = codecs.available(cfg.codecs)
     out.mkdir(parents=True, exist_ok=True)
+    (out / META).unlink(missing_ok=True)  # a half-rebuilt bundle must not look finished
     stamps_path = out / STAMPS
     old = json.loads(stamps_path.read_text()) if stamps_path.is_file() else {}
     key = BundleConfig(**{**asdict(cfg), "codecs": tuple(have)}).settings_key()
@@ -238,18 +242,24 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
     n_proc = min(_workers(cfg.workers), max(1, len(tasks)))
     bar = tqdm(total=len(tasks), desc=f"bundle ({n_proc} proc)", unit="clip",
                disable=not progress)
-    if n_proc > 1:
-        with mp.get_context("forkserver").Pool(n_proc) as pool:
-            for res in pool.imap_unordered(process_clip, tasks, chunksize=1):
-                results[res["id"]] = res
-                bar.update()
-    else:
-        for task in tasks:
-            res = process_clip(task)
+    def save_stamps() -> None:  # atomically, so an interrupted build resumes from here
+        tmp = stamps_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"settings": key, "entries": results}, indent=0))
+        tmp.replace(stamps_path)
+
+    with contextlib.ExitStack() as stack:
+        if n_proc > 1:
+            pool = stack.enter_context(mp.get_context("forkserver").Pool(n_proc))
+            done = pool.imap_unordered(process_clip, tasks, chunksize=1)
+        else:
+            done = map(process_clip, tasks)
+        for i, res in enumerate(done, start=1):
             results[res["id"]] = res
             bar.update()
+            if i % STAMP_EVERY == 0:
+                save_stamps()
     bar.close()
-    stamps_path.write_text(json.dumps({"settings": key, "entries": results}, indent=0))
+    save_stamps()
     ok = [rid for rid in df["id"] if results[rid]["status"] == "ok"]
     listed = {status: [{"id": rid, "path": p, "reason": results[rid]["reason"]}
                        for rid, p in zip(df["id"], df["path"], strict=True)
