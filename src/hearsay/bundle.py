@@ -198,7 +198,8 @@ def _workers(n: int) -> int:
 
 
 def _prepare_manifest(manifest: Path, folds_path: Path | None) -> tuple[pd.DataFrame, dict]:
-    """Validated manifest with every fold filled, plus the fold file's identity (or {})."""
+    """Validated manifest with every fold filled, plus the fold file's identity and config (without
+    a fold file: no identity, and the holdout families the manifest's own folds imply)."""
     df = read_manifest(manifest)
     if folds_path is not None:
         folds = load_folds(folds_path)
@@ -209,8 +210,9 @@ def _prepare_manifest(manifest: Path, folds_path: Path | None) -> tuple[pd.DataF
     spoof = df.loc[(df["label"] == "spoof") & (df["train_scope"] == "core")]
     fam = spoof["generator"].map(SplitsConfig().family)
     hold = set(fam[spoof["fold"] == "holdout"]) - set(fam[spoof["fold"].isin(INNER_FOLDS)])
-    check_no_holdout_leak(df, SplitsConfig(holdout_families=tuple(sorted(hold))))
-    return df, {}
+    derived = SplitsConfig(holdout_families=tuple(sorted(hold)))
+    check_no_holdout_leak(df, derived)
+    return df, {"path": None, "sha256": None, "config": asdict(derived)}
 
 
 def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,

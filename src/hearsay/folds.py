@@ -49,7 +49,7 @@ class FoldError(ValueError):
 @dataclass(frozen=True)
 class SplitsConfig:
     n_folds: int = 5  # inner folds 0..n_folds-1 (the manifest schema allows at most 5)
-    holdout_families: tuple[str, ...] = ("phq",)  # generator families kept out of every inner fold
+    holdout_families: tuple[str, ...] = ()  # generator families kept out of every inner fold
     family_sep: str = "-"  # a generator's family is its name up to the first family_sep
     family_exclusion: dict = field(default_factory=dict)  # {"0".."4"|"full": [families]} per model
     seed: int = 0  # tie-breaking RNG for the greedy group assignment
