@@ -141,6 +141,8 @@ def test_unknown_config_key_is_an_error():
         fo.SplitsConfig.from_dict({"holdout_family": ["phq"]})
     with pytest.raises(fo.FoldError, match="not models"):
         fo.SplitsConfig.from_dict({"family_exclusion": {"7": ["voc"]}})
+    with pytest.raises(fo.FoldError, match="must be a list of family names"):
+        fo.SplitsConfig.from_dict({"family_exclusion": {"0": "smear"}})
 
 
 def test_cli_make_then_verify(tmp_path, demo_corpus, capsys):

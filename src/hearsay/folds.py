@@ -70,6 +70,10 @@ class SplitsConfig:
         bad = sorted(set(map(str, cfg.family_exclusion)) - models)
         if bad:
             raise FoldError(f"family_exclusion keys {bad} are not models; use {sorted(models)}")
+        for k, fams in cfg.family_exclusion.items():
+            if not (isinstance(fams, list) and all(isinstance(f, str) for f in fams)):
+                raise FoldError(f"family_exclusion[{k!r}] must be a list of family names, "
+                                f"e.g. [\"smear\"]; got {fams!r}")
         return cfg
 
     def family(self, generator: str) -> str:
