@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Scoring throughput of `hearsay score` (clips/s, audio-s/s): end to end and model only.
+
+    .venv/bin/python scripts/bench_score.py                          # CPU, tiny model
+    .venv/bin/python scripts/bench_score.py --shape xlsr --device cuda --clips 512   # GPU
+
+Builds a throw-away bundle-shaped folder of synthetic clips (uniform 3-8 s, 16 kHz FLAC) and a
+random-init run of the chosen shape (tiny = ModelConfig.tiny(); xlsr = the XLS-R 300M shape with
+12 kept layers, random init: no weights are downloaded), then times
+  (a) score.score_split: FLAC decode + front end (crops.test_input) + batching + model, and
+  (b) the model alone on the same padded batches (inputs prepared beforehand).
+Prints one line per figure; nothing is written outside a temp folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import soundfile as sf
+import torch
+
+from hearsay import audio, score
+from hearsay.model import Detector, ModelConfig, save_detector
+
+SR = audio.SAMPLE_RATE
+
+
+def fake_bundle(root: Path, n: int, rng: np.random.Generator):
+    rows = []
+    (root / "audio").mkdir(parents=True)
+    for i in range(n):
+        dur = rng.uniform(3.0, 8.0)
+        t = np.arange(int(dur * SR)) / SR
+        x = 0.3 * np.sin(2 * np.pi * rng.uniform(120, 400) * t) + 0.02 * rng.normal(size=len(t))
+        sf.write(root / "audio" / f"b{i:05d}.flac", x.astype(np.float32), SR, subtype="PCM_16")
+        rows.append({"id": f"b{i:05d}", "path": f"b{i:05d}.wav", "label": "bonafide",
+                     "fold": "holdout", "train_scope": "core", "duration": dur,
+                     "flac": f"audio/b{i:05d}.flac", "codec_ids": ""})
+    return types.SimpleNamespace(root=root, manifest=pd.DataFrame(rows), meta={}, tree_sha="bench")
+
+
+def fake_run(run: Path, cfg: ModelConfig, seed: int) -> Path:
+    torch.manual_seed(seed)
+    save_detector(Detector(cfg), run / "final")
+    (run / "run_meta.json").write_text(json.dumps({"job": "full", "fold": None,
+                                                   "bundle_tree_sha": "bench", "steps": 0}))
+    return run
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", choices=["tiny", "xlsr"], default="tiny")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--clips", type=int, default=64)
+    ap.add_argument("--max-s", type=float, default=8.0)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    cfg = ModelConfig.tiny() if args.shape == "tiny" else \
+        ModelConfig(init="random", hidden_dropout=0.0, attention_dropout=0.0)
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory(prefix="bench-score-") as tmp:
+        bundle = fake_bundle(Path(tmp) / "bundle", args.clips, rng)
+        run = fake_run(Path(tmp) / "run", cfg, 0)
+        scfg = score.ScoreConfig(max_s=args.max_s, device=args.device)
+        audio_s = float(np.minimum(bundle.manifest["duration"], args.max_s).sum())
+        score.score_split(bundle, run, "holdout", cfg=scfg)  # warm-up (lazy imports, kernels)
+        t0 = time.perf_counter()
+        df, _ = score.score_split(bundle, run, "holdout", cfg=scfg)
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t_all = time.perf_counter() - t0
+        # model only: the same batches, inputs prepared beforehand
+        from hearsay.model import load_detector
+
+        det, _ = load_detector(run, device=args.device)
+        recs = bundle.manifest.to_dict("records")
+        waves = [score.model_input(bundle.root, r, "none", scfg) for r in recs]
+        batches = score.length_batches([len(w) for w in waves], scfg)
+        t0 = time.perf_counter()
+        for b in batches:
+            score.run_model(det, [waves[i] for i in b], args.device)
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t_model = time.perf_counter() - t0
+    n = len(df)
+    print(f"shape={args.shape} device={args.device} threads={torch.get_num_threads()} "
+          f"clips={n} (3-8 s, max_s {args.max_s}) audio={audio_s:.0f} s "
+          f"batches={len(batches)}")
+    print(f"end-to-end: {n / t_all:.1f} clips/s, {audio_s / t_all:.1f} audio-s/s ({t_all:.2f} s)")
+    print(f"model only: {n / t_model:.1f} clips/s, {audio_s / t_model:.1f} audio-s/s "
+          f"({t_model:.2f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
