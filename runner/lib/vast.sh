@@ -44,9 +44,10 @@ vast_list() {
     else
       vast_cli "$out" "$err" show instances --raw --limit 25 || true
     fi
-    if ! jq -e 'type == "object" and (.instances | type == "array")
+    # -s: exactly one JSON value (jq 1.6 -e exits 0 on empty input, so emptiness is checked this way)
+    if ! jq -e -s 'length == 1 and (.[0] | type == "object" and (.instances | type == "array")
                and all(.instances[]; type == "object" and (.id | type == "number"))
-               and ((.next_token // "") | type == "string")' "$out" >/dev/null 2>&1; then
+               and ((.next_token // "") | type == "string"))' "$out" >/dev/null 2>&1; then
       local rc=1
       _vast_judge "$err" || rc=$?
       rm -f "$out" "$err" "$rows"
@@ -96,7 +97,7 @@ vast_offer() {
         [.[] | select((.id | type == "number") and (.dph_total | type == "number"))][0]
         | select(. != null) | "\(.id) \(.dph_total)" else empty end' "$out" 2>/dev/null || true)
   if [ -z "$v" ]; then
-    if jq -e 'type == "array"' "$out" >/dev/null 2>&1; then rc=2; else _vast_judge "$err" || rc=$?; fi
+    if jq -e -s 'length == 1 and (.[0] | type == "array")' "$out" >/dev/null 2>&1; then rc=2; else _vast_judge "$err" || rc=$?; fi
   fi
   rm -f "$out" "$err"
   [ -n "$v" ] || return "$rc"

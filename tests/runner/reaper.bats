@@ -1,0 +1,107 @@
+#!/usr/bin/env bats
+# runner/reaper.sh: the order ORPHAN → deadline → HOLD → STATUS → abandoned, and "unknown is never gone".
+
+load helpers
+
+setup() { world; }
+teardown() { world_end; }
+
+@test "STATUS DONE of the record's generation: destroyed, confirmed, ledger row completed, pilot gate opened" {
+  id=$(rent pilot PROVISIONED g-2)
+  put_status pilot "g-2 DONE 1764460000"
+  run reaper_once
+  [ "$status" -eq 0 ]
+  [ "$(live_count)" -eq 0 ]
+  [ ! -d "$RUNNER_STATE/jobs/pilot" ]
+  [ "$(open_rows)" -eq 0 ]
+  grep -q "^$id,pilot,g-2,.*,2026-.*Z,[0-9.]*,[0-9.]*$" "$LEDGER"
+  [ "$(cat "$RUNNER_STATE/pilots/tree-aaaa-cfg")" = g-2 ]
+  [ "$(cat "$RUNNER_STATE"/archive/pilot-g-2-*/result)" = DONE ]
+}
+
+@test "a stale FAIL from another generation does not act on the newer one" {
+  id=$(rent fold3 PROVISIONED g-new)
+  put_status fold3 "g-old FAIL 1764460000"
+  run reaper_once
+  [ "$status" -eq 0 ]
+  [ "$(live_ids)" = "$id" ]
+  [ "$(cat "$RUNNER_STATE/jobs/fold3/state")" = PROVISIONED ]
+  put_status fold3 "g-new FAIL 1764460001"
+  run reaper_once
+  [ "$(live_count)" -eq 0 ]
+  [ ! -d "$RUNNER_STATE/jobs/fold3" ]
+}
+
+@test "a failed listing changes nothing: error, {}, null and empty answers are never 'gone'" {
+  id=$(rent pilot PROVISIONED g-1)
+  ctl POST instances/$id '{"phase": "exited"}' >/dev/null
+  for kind in error empty_object null empty; do
+    fault "[{\"op\": \"list\", \"kind\": \"$kind\"}]"
+    run reaper_once
+    [ "$status" -eq 5 ]
+    [ "$(cat "$RUNNER_STATE/jobs/pilot/state")" = PROVISIONED ]
+    [ "$(cat "$RUNNER_STATE/jobs/pilot/instance")" = "$id" ]
+  done
+  [ "$(open_rows)" -eq 1 ]
+}
+
+@test "ORPHAN: destroyed again; DESTROYED only once a listing lacks it (destroy errors, listing lag)" {
+  id=$(rent probe ORPHAN g-1)
+  touch "$RUNNER_STATE/jobs/probe/HOLD"; echo "$(date -u +%s) $$" >"$RUNNER_STATE/jobs/probe/HOLD"
+  ctl POST settings '{"lag_listings": 20}' >/dev/null
+  run reaper_once
+  [ "$(cat "$RUNNER_STATE/jobs/probe/state")" = ORPHAN ]   # destroyed but still listed: not confirmed
+  [ "$(open_rows)" -eq 1 ]
+  ctl POST settings '{"lag_listings": 0}' >/dev/null
+  ctl POST reset >/dev/null 2>&1 || true
+  run reaper_once
+  [ "$status" -eq 0 ]
+  [ ! -d "$RUNNER_STATE/jobs/probe" ]
+  [ "$(open_rows)" -eq 0 ]
+}
+
+@test "deadline beats a fresh HOLD; a fresh HOLD alone defers STATUS; a stale HOLD does not" {
+  id1=$(rent pilot PROVISIONED g-1)
+  echo "$(date -u +%s) $$" >"$RUNNER_STATE/jobs/pilot/HOLD"
+  echo $(($(date -u +%s) - 5)) >"$RUNNER_STATE/jobs/pilot/deadline"
+  id2=$(rent fold1 PROVISIONED g-1)
+  echo "$(date -u +%s) $$" >"$RUNNER_STATE/jobs/fold1/HOLD"
+  put_status fold1 "g-1 DONE 1"
+  id3=$(rent fold2 PROVISIONED g-1)
+  echo "$(($(date -u +%s) - 901)) $$" >"$RUNNER_STATE/jobs/fold2/HOLD"
+  put_status fold2 "g-1 FAIL 1"
+  run reaper_once
+  [ "$status" -eq 0 ]
+  [ "$(live_ids)" = "$id2" ]
+  [ -d "$RUNNER_STATE/jobs/fold1" ]
+  [ ! -d "$RUNNER_STATE/jobs/pilot" ] && [ ! -d "$RUNNER_STATE/jobs/fold2" ]
+}
+
+@test "an abandoned launch (launcher gone before PROVISIONED) is destroyed; a labelled create with no id is adopted" {
+  id1=$(rent fold0 RUNNING g-1)
+  echo 999999 >"$RUNNER_STATE/jobs/fold0/launcher"
+  id2=$(rent fold4 CREATING g-9)
+  rm "$RUNNER_STATE/jobs/fold4/instance"
+  sed -i "/^$id2,/d" "$LEDGER"          # the launcher died before it could persist id and row
+  echo 1 >"$RUNNER_STATE/jobs/fold4/asked"
+  run reaper_once
+  [ "$status" -eq 0 ]
+  [ "$(live_count)" -eq 0 ]
+  [ "$(ledger_rows)" -eq 2 ] && [ "$(open_rows)" -eq 0 ]
+  grep -q "^$id2,fold4,g-9," "$LEDGER"
+}
+
+@test "one reaper for all: a second exits 4; the loop backs off on 429 and then ends the job" {
+  id=$(rent pilot PROVISIONED g-1)
+  put_status pilot "g-1 DONE 1"
+  fault '[{"op": "list", "kind": "rate_limit", "times": 6}]'
+  "$REPO/runner/reaper.sh" >"$W/reaper.out" 2>&1 3>&- &
+  echo $! >"$W/reaper.pid"
+  wait_for 20 test -d "$RUNNER_STATE/reaper.lock"
+  run "$REPO/runner/reaper.sh" --once
+  [ "$status" -eq 4 ]
+  [[ "$output" == "runner: another reaper is running"* ]]
+  wait_for 60 test ! -d "$RUNNER_STATE/jobs/pilot"
+  grep -q "listing failed; next try in" "$W/reaper.out"
+  [ "$(live_count)" -eq 0 ]
+}

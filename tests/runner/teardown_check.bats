@@ -1,0 +1,53 @@
+#!/usr/bin/env bats
+# runner/teardown_check.sh: 0 only on a successful listing with zero instances; 1 lists them; 2 unknown.
+
+load helpers
+
+setup() { world --set page_size=2; }
+teardown() { world_end; }
+
+@test "exit 0 on a successful, empty listing" {
+  run "$REPO/runner/teardown_check.sh"
+  [ "$status" -eq 0 ]
+  [ "$output" = "teardown confirmed: 0 instances listed" ]
+}
+
+@test "exit 1 lists every instance left, across pages" {
+  for j in a b c d e; do rent "job$j" PROVISIONED >/dev/null; done
+  run "$REPO/runner/teardown_check.sh"
+  [ "$status" -eq 1 ]
+  [ "${lines[0]}" = "runner: 5 instance(s) still listed (destroy them: vastai destroy instance ID -y)" ]
+  [ "$(printf '%s\n' "$output" | grep -c ' hearsay:job')" -eq 5 ]
+}
+
+@test "exit 2 when it cannot confirm: error, {}, null, empty, non-JSON, truncated, 429, bad key, timeout" {
+  for kind in error empty_object null empty non_json truncated; do
+    fault "[{\"op\": \"list\", \"kind\": \"$kind\"}]"
+    run "$REPO/runner/teardown_check.sh"
+    echo "$kind -> $status"
+    [ "$status" -eq 2 ]
+    [ "$output" = "runner: cannot confirm teardown: the instance listing failed (retry; check VAST_URL and the key)" ]
+  done
+  fault '[{"op": "list", "kind": "rate_limit", "times": 3}]'
+  run "$REPO/runner/teardown_check.sh"
+  [ "$status" -eq 2 ]
+  VAST_API_KEY=not-the-key run "$REPO/runner/teardown_check.sh"
+  [ "$status" -eq 2 ]
+  fault '[{"op": "list", "kind": "delay", "delay_s": 5}]'
+  RUNNER_CLI_TIMEOUT_S=1 run "$REPO/runner/teardown_check.sh"
+  [ "$status" -eq 2 ]
+}
+
+@test "a fault on the second page is not an empty account" {
+  for j in a b c; do rent "job$j" PROVISIONED >/dev/null; done
+  fault '[{"op": "list", "kind": "empty_object", "skip": 1}]'
+  run "$REPO/runner/teardown_check.sh"
+  [ "$status" -eq 2 ]
+}
+
+@test "no key at all: exit 11 with the fix named" {
+  unset VAST_API_KEY
+  run "$REPO/runner/teardown_check.sh"
+  [ "$status" -eq 11 ]
+  [[ "$output" == "runner: no vast.ai API key (export VAST_API_KEY, or run: vastai set api-key"* ]]
+}
