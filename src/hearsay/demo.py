@@ -63,6 +63,27 @@ def _check_pinned_splits(fresh: Path) -> None:
     print(f"[demo] splits: identical to the pinned {pinned.name} (sha256 {sha256_file(fresh)})")
 
 
+def stage_train(out: Path, ctx: dict) -> None:
+    """4: CPU-smoke models for folds 0-4 and full (hearsay train --cpu-smoke) -> runs/<key>/.
+
+    Each is the tiny random-init config, a few steps; the runs are re-made from scratch on every
+    demo (an old run dir would hold checkpoints, which a fresh `hearsay train` refuses)."""
+    import shutil
+
+    from hearsay import train
+
+    runs = {}
+    for key in ("fold0", "fold1", "fold2", "fold3", "fold4", "full"):
+        job, fold = ("full", None) if key == "full" else ("fold", int(key[4:]))
+        run_dir = out / "runs" / key
+        shutil.rmtree(run_dir, ignore_errors=True)
+        meta = train.run(train.resolve_config(job, fold, cpu_smoke=True), ctx["bundle"], run_dir)
+        print(f"[demo] train {key}: {meta['steps']} steps, loss {meta['history']['loss'][0]:.3f}"
+              f" -> {meta['history']['loss'][-1]:.3f}")
+        runs[key] = run_dir
+    ctx["runs"] = runs
+
+
 def _demo_splits_config():
     """The demo's fold config: phq is the holdout family; the model for fold 0 never
     sees the extra smear generator (an example of a per-fold family-exclusion table)."""
@@ -112,7 +133,8 @@ def stage_deploy(out: Path, ctx: dict) -> None:
     ctx["deploy_scores"] = scores
 
 
-STAGES = [("data", stage_data), ("export", stage_export), ("deploy", stage_deploy)]
+STAGES = [("data", stage_data), ("train", stage_train),
+          ("export", stage_export), ("deploy", stage_deploy)]
 
 
 def run_demo(out: Path) -> dict:
