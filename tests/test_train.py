@@ -321,3 +321,24 @@ def test_cpu_smoke_loss_falls(easy_bundle_dir, tmp_path):
     loss = meta["history"]["loss"]
     assert len(loss) == 24 and meta["complete"]
     assert np.mean(loss[-6:]) < 0.9 * np.mean(loss[:6]), loss
+
+
+def test_batched_device_augmentation_matches_the_numpy_path(bundle):
+    """gpu_augment (draw in the worker, render + finish batched in torch) must give the model
+    the same input as augment.training_example clip by clip (here on the CPU)."""
+    from hearsay import augment, augment_gpu, crops
+
+    train, _ = tr.plan_job(bundle, "fold", 1)
+    rows = train[["id", "flac", "label", "source", "codec_ids"]].to_dict("records")
+    plan = tr.Sampler(train, 8, "proportional", 0).epoch_plan(1, 3)
+    test_durs = bundle.manifest.loc[bundle.manifest["fold"] == "test", "duration"].to_numpy()
+    ctx = {"seed": 0, "world": 1, "rank": 0, "test_durations": test_durs, "cap_s": 2.0,
+           "crop": crops.CropConfig(), "augment": augment.AugmentConfig(p_aug=1.0),
+           "max_crop_s": 0.0}
+    for b in range(3):
+        ref = tr.EpochBatches(bundle.root, rows, plan, 1, {**ctx, "gpu_augment": False})[b]
+        dev = tr.EpochBatches(bundle.root, rows, plan, 1, {**ctx, "gpu_augment": True})[b]
+        assert ref["names"] == dev["names"]
+        got = augment_gpu.train_batch(dev["input_values"], dev["attention_mask"], dev["names"],
+                                      dev["params"])
+        torch.testing.assert_close(got, ref["input_values"], atol=2e-3, rtol=1e-3)

@@ -50,7 +50,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from hearsay import audio, augment, crops
+from hearsay import audio, augment, augment_gpu, crops
 from hearsay import store as stores
 from hearsay.model import Detector, ModelConfig, WeightsError, load_pretrained, save_detector
 
@@ -108,6 +108,7 @@ class TrainConfig:
     tripwire_auc: float | None = 0.5  # abort when validation AUC <= this (None = off)
     bf16: bool = True  # bf16 autocast on CUDA (ignored on CPU)
     workers: int = 8  # data-loader processes (0 = in the training process)
+    gpu_augment: bool = True  # draw augmentations in the workers, render them batched on device
     cpu_threads: int = 0  # torch intra-op threads for this run (0 = torch's default)
     compile: bool = False  # torch.compile the model (CUDA only)
     seed: int = 0  # every random stream derives from this
@@ -276,22 +277,28 @@ class EpochBatches(torch.utils.data.Dataset):
         if c["max_crop_s"] > 0:
             length = min(length, c["max_crop_s"])
         n = crops.n_samples(length)
-        waves, n_valid, names, records = [], [], [], []
+        waves, n_valid, names, params, records = [], [], [], [], []
         for pos in self.plan[b]:
             row = self.rows[pos]
             name = augment.choose(rng, c["augment"], row["codec_ids"])
             rel = (f"codecs/{name.split(':', 1)[1]}/{row['id']}.flac"
                    if name.startswith("codec:") else row["flac"])
             x = audio.load_audio(self.root / rel)
-            wave, nv = augment.training_example(x, name, n, rng, c["augment"])
+            if c["gpu_augment"]:  # draw here, render + finish the whole batch on the device
+                wave, nv, p = augment.plan_example(x, name, n, rng, c["augment"])
+                params.append(p)
+            else:
+                wave, nv = augment.training_example(x, name, n, rng, c["augment"])
+                records.append(augment.stream_record(row["source"], row["label"], wave, nv))
             waves.append(wave)
             n_valid.append(nv)
             names.append(name)
-            records.append(augment.stream_record(row["source"], row["label"], wave, nv))
         values, mask = crops.pad_batch(waves, n_valid)
         labels = [1.0 if self.rows[p]["label"] == "spoof" else 0.0 for p in self.plan[b]]
         return {"input_values": torch.from_numpy(values), "attention_mask": torch.from_numpy(mask),
-                "labels": torch.tensor(labels), "names": names, "records": records}
+                "labels": torch.tensor(labels), "names": names, "params": params,
+                "records": records, "sources": [self.rows[p]["source"] for p in self.plan[b]],
+                "label_names": [self.rows[p]["label"] for p in self.plan[b]]}
 
 
 def validate(det, val_rows: list[dict], root: Path, tc: TrainConfig, device, amp) -> dict:
@@ -385,6 +392,14 @@ def _dist(cpu: bool):
     if not dist.is_initialized():
         dist.init_process_group("gloo" if cpu else "nccl")
     return dist.get_world_size(), dist.get_rank(), int(os.environ.get("LOCAL_RANK", 0)), True
+
+
+def _stream_records(iv: torch.Tensor, am: torch.Tensor, batch: dict) -> list[dict]:
+    """Trivial features of the realised (rendered, finished) batch, computed on the CPU."""
+    values, n_valid = iv.float().cpu().numpy(), am.sum(1).cpu().numpy()
+    return [augment.stream_record(s, lab, values[i], int(n_valid[i]))
+            for i, (s, lab) in enumerate(zip(batch["sources"], batch["label_names"],
+                                             strict=True))]
 
 
 def nonfinite(loss_sum: torch.Tensor, grad_norm: torch.Tensor, ddp: bool) -> bool:
@@ -482,7 +497,8 @@ def _run(resolved, bundle_dir, out, store_uri, resume, verify_bundle, model_hook
     steps_per_epoch = -(-per_rank // tc.grad_accum)
     total_steps = tc.epochs * steps_per_epoch
     ctx = {"seed": tc.seed, "world": world, "rank": rank, "test_durations": test_durations,
-           "cap_s": cap_s, "crop": cc, "augment": ac, "max_crop_s": tc.max_crop_s}
+           "cap_s": cap_s, "crop": cc, "augment": ac, "max_crop_s": tc.max_crop_s,
+           "gpu_augment": tc.gpu_augment}
 
     # 2. model and optimiser
     torch.manual_seed(tc.seed)
@@ -594,6 +610,10 @@ def _run(resolved, bundle_dir, out, store_uri, resume, verify_bundle, model_hook
                 iv = batch["input_values"].to(device, non_blocking=True)
                 am = batch["attention_mask"].to(device, non_blocking=True)
                 y = batch["labels"].to(device, non_blocking=True)
+                if tc.gpu_augment:  # augment_gpu: the numpy path's render + finish, batched
+                    iv = augment_gpu.train_batch(iv, am, batch["names"], batch["params"])
+                    if len(records) < tc.stream_records_max:
+                        batch["records"] = _stream_records(iv, am, batch)
                 sync = model.no_sync() if ddp and not last else contextlib.nullcontext()
                 with sync:
                     with amp():
@@ -602,8 +622,9 @@ def _run(resolved, bundle_dir, out, store_uri, resume, verify_bundle, model_hook
                     loss = F.binary_cross_entropy_with_logits(logits.float(), target)
                     (loss / group_n).backward()
                 group_loss = group_loss + loss.detach()
-                for r, name in zip(batch["records"], batch["names"], strict=True):
-                    rate_log.record(r["source"], r["label"], name)
+                for src, lab, name in zip(batch["sources"], batch["label_names"],
+                                          batch["names"], strict=True):
+                    rate_log.record(src, lab, name)
                 if len(records) < tc.stream_records_max:
                     records.extend(batch["records"][: tc.stream_records_max - len(records)])
                 clips += len(y)
