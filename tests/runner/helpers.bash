@@ -67,7 +67,8 @@ status_of() { cat "$W/bucket/hearsay/runs/$1/STATUS" 2>/dev/null || true; }
 put_status() { mkdir -p "$W/bucket/hearsay/runs/$1"; echo "$2" >"$W/bucket/hearsay/runs/$1/STATUS"; }
 
 # no_secrets FILE...: neither secret appears in any of them.
-no_secrets() { ! grep -l -e "$API_KEY" -e "$STORE_SECRET" "$@" 2>/dev/null; }
+# (the fake API itself is given the account key on its command line by this harness: not the runner)
+no_secrets() { ! grep -h -e "$API_KEY" -e "$STORE_SECRET" "$@" 2>/dev/null | grep -v fake_vast.py; }
 
 launch() { "$REPO/runner/launch.sh" "$@"; }
 reaper_once() { "$REPO/runner/reaper.sh" --once; }

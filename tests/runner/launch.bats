@@ -7,7 +7,10 @@ setup() { world; }
 teardown() { world_end; }
 
 @test "pilot launch provisions: id on stdout, ledger row at creation, chain running before PROVISIONED" {
+  ( exec 3>&-; while :; do ps -eo args >>"$W/ps.txt"; sleep 0.1; done ) &
+  sampler=$!
   run launch --yes pilot
+  kill "$sampler"
   echo "$output"; [ "$status" -eq 0 ]
   id=${lines[${#lines[@]}-1]}
   [ "$(cat "$RUNNER_STATE/jobs/pilot/instance")" = "$id" ]
@@ -20,6 +23,112 @@ teardown() { world_end; }
   port=$(cut -d: -f2 "$RUNNER_STATE/jobs/pilot/ssh")
   [ "$(stat -c %a "$W/boxes/box-$port/run/rclone.conf")" = 600 ]
   grep -q "^$gen running" "$W/boxes/box-$port/run/CHAIN"
-  no_secrets "$W/boxes/ssh.log" "$RUNNER_STATE/runner.log"
+  no_secrets "$W/boxes/ssh.log" "$RUNNER_STATE/runner.log" "$W/ps.txt"
+  grep -q "launch.sh --yes pilot" "$W/ps.txt"   # the sampler did see the launcher
   [[ "$output" != *SECRET* ]]
+}
+
+@test "relaunch refuses while the old box is still listed (exit 4) and keeps the live record" {
+  id=$(rent pilot PROVISIONED g-old)
+  before=$(cd "$RUNNER_STATE/jobs/pilot" && cat gen state instance)
+  run launch --yes pilot
+  [ "$status" -eq 4 ]
+  [ "$output" = "runner: job pilot's previous instance $id is still listed (wait for runner/reaper.sh to end it, or: vastai destroy instance $id -y)" ]
+  [ "$(cd "$RUNNER_STATE/jobs/pilot" && cat gen state instance)" = "$before" ]
+  [ "$(created_count)" -eq 1 ]
+}
+
+@test "a failed listing never clears an old record (exit 5); a confirmed absence does, completing its row" {
+  id=$(rent pilot PROVISIONED g-old)
+  vastai destroy instance "$id" -y --raw
+  fault '[{"op": "list", "kind": "empty_object"}]'
+  run launch --yes pilot
+  [ "$status" -eq 5 ]
+  [ "$(cat "$RUNNER_STATE/jobs/pilot/gen")" = g-old ]
+  [ "$(open_rows)" -eq 1 ]
+  RUNNER_MARGIN_USD=1000 run launch --yes pilot       # clears the record, then stops at the budget
+  [ "$status" -eq 3 ]
+  [ ! -d "$RUNNER_STATE/jobs/pilot" ]
+  [ "$(cat "$RUNNER_STATE"/archive/pilot-g-old-*/result)" = CLEARED ]
+  [ "$(open_rows)" -eq 0 ]
+}
+
+@test "budget guard: refuses below estimate + margin, and when credit cannot be measured (exit 3)" {
+  RUNNER_MARGIN_USD=49.99 run launch --yes probe
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"runner: credit \$50 < estimate \$"*"+ commitments \$0 + margin \$49.99 (add credit, or lower RUNNER_HOURS_* if the estimate is too high)" ]]
+  fault '[{"op": "user", "kind": "null"}]'
+  run launch --yes probe
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"runner: cannot measure credit (show user --raw gave no credit number) (retry later; check the key)" ]]
+  [ "$(created_count)" -eq 0 ]
+}
+
+@test "no rental without a go-ahead; fold refuses without a DONE pilot unless overridden (logged)" {
+  run bash -c "echo n | '$REPO/runner/launch.sh' probe"
+  [ "$status" -eq 6 ]
+  [[ "$output" == *"runner: offer "*" at \$"*"/h; job probe estimated \$"*"; credit \$50; commitments \$0"* ]]
+  [[ "$output" == *"runner: no go-ahead (answer y, or pass --yes for scripted use)" ]]
+  run launch --yes fold 3
+  [ "$status" -eq 6 ]
+  [ "$output" = "runner: no DONE pilot for bundle tree-aaaa and config $(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1) (run runner/launch.sh pilot first, or pass --no-pilot-gate)" ]
+  RUNNER_MARGIN_USD=1000 run launch --yes --no-pilot-gate fold 3
+  [ "$status" -eq 3 ]
+  grep -q "pilot gate OVERRIDDEN for fold3" "$RUNNER_STATE/runner.log"
+  [ "$(created_count)" -eq 0 ]
+}
+
+@test "a create that errors but made an instance: found by label, destroyed, row written and closed" {
+  fault '[{"op": "create", "kind": "error", "create": true}]'
+  run launch --yes probe
+  [ "$status" -eq 1 ]
+  [ "$(created_count)" -eq 1 ]
+  [ "$(live_count)" -eq 0 ]
+  [ "$(ledger_rows)" -eq 1 ] && [ "$(open_rows)" -eq 0 ]
+  [ ! -d "$RUNNER_STATE/jobs/probe" ]
+}
+
+@test "PROVISIONED is never written before the chain runs: a failed chain start is destroyed" {
+  HEARSAY_SMOKE_CHECK="$REPO/tests/runner/bin/smoke_fail.sh" run launch --yes probe
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"runner: the chain on instance "*" failed at start (see the box's entry.log)"* ]]
+  ! grep -q PROVISIONED "$RUNNER_STATE/runner.log"
+  [ "$(cat "$RUNNER_STATE"/archive/probe-*/result)" = LAUNCH_FAILED ]
+  [ "$(live_count)" -eq 0 ]
+}
+
+@test "destroy failing during provisioning: recorded ORPHAN with its id, HOLD released, reaper ends it" {
+  echo 1 >"$W/boxes/ssh_fail"
+  fault '[{"op": "destroy", "kind": "error", "times": 20}]'
+  run launch --yes probe
+  [ "$status" -eq 7 ]
+  id=$(live_ids)
+  [ -n "$id" ]
+  [ "$(cat "$RUNNER_STATE/jobs/probe/state")" = ORPHAN ]
+  [ "$(cat "$RUNNER_STATE/jobs/probe/instance")" = "$id" ]
+  [ ! -e "$RUNNER_STATE/jobs/probe/HOLD" ]
+  [ "$(open_rows)" -eq 1 ]
+  ctl DELETE faults >/dev/null
+  run reaper_once
+  [ "$(live_count)" -eq 0 ] && [ "$(open_rows)" -eq 0 ]
+}
+
+@test "DESTROYED needs a listing without the instance: a lagging listing leaves it ORPHAN" {
+  ctl POST settings '{"lag_listings": 100}' >/dev/null
+  HEARSAY_SMOKE_CHECK="$REPO/tests/runner/bin/smoke_fail.sh" run launch --yes probe
+  [ "$status" -eq 7 ]
+  [ "$(cat "$RUNNER_STATE/jobs/probe/state")" = ORPHAN ]
+  [ "$(open_rows)" -eq 1 ]
+}
+
+@test "a launcher killed mid-provisioning leaves a record the reaper ends" {
+  FAKE_TRAIN_S=30 "$REPO/runner/launch.sh" --yes probe >"$W/l.out" 2>&1 3>&- &
+  pid=$!
+  wait_for 60 test -e "$RUNNER_STATE/jobs/probe/HOLD"
+  kill -9 "$pid"
+  [ "$(live_count)" -eq 1 ]
+  run reaper_once
+  [ "$status" -eq 0 ]
+  [ "$(live_count)" -eq 0 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(cat "$RUNNER_STATE"/archive/probe-*/result)" = ABANDONED ]
 }
