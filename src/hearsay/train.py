@@ -594,6 +594,8 @@ def _run(resolved, bundle_dir, out, store_uri, resume, verify_bundle, model_hook
 
     # 4. train
     clips = audio_s = 0.0
+    step_t: list[float] = []  # wall s since start at each optimiser step (benchmarks)
+    meta["step_t"] = step_t
     t_loop = 0.0
     try:
         for epoch in range(start_epoch, tc.epochs + 1):
@@ -643,6 +645,7 @@ def _run(resolved, bundle_dir, out, store_uri, resume, verify_bundle, model_hook
                 opt.zero_grad(set_to_none=True)
                 hist["loss"].append(round(float(group_loss) / group_n, 6))
                 hist["lr"].append(mult)
+                step_t.append(round(time.time() - t_start, 4))
                 group_loss = torch.zeros((), device=device)
                 step += 1
                 if tc.val_every and step % tc.val_every == 0:

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Trainer GPU throughput: the raw model step vs the real trainer, in clips/s and audio-s/s.
+
+    .venv/bin/python scripts/bench_train_gpu.py                   # on a CUDA box (one GPU)
+    .venv/bin/python scripts/bench_train_gpu.py --compile         # + torch.compile variants
+    .venv/bin/python scripts/bench_train_gpu.py --json out.json   # also write the figures
+    .venv/bin/python scripts/bench_train_gpu.py --dry-run         # CPU, tiny config: checks the
+                                                                  # script's logic, no figures
+
+(a) raw step: a Detector of the XLS-R 300M shape (12 kept layers, random init: no weights are
+    read), synthetic batches made on the GPU (B clips x 4 s), bf16 autocast, BCE, backward,
+    AdamW step; fine-tune (train_top 12) and frozen (train_top 0); no data loading.
+(b) the real trainer: hearsay.train.run (job full, no validation) on a synthetic bundle written
+    to a temp folder (clips 4-10 s, two sources, both labels, the five codec copies as FLAC),
+    augmentation on (AugmentConfig defaults, p_aug 0.65; gpu_augment as configured), 4 s crops,
+    the same model shapes, bf16, data-loader workers; the steady rate is taken from the trainer's
+    per-step timestamps after --warmup optimiser steps.
+The goal (issue 3): (b) >= 0.9 x (a) at the same shapes, and >= 1,000 clips/s fine-tune.
+The synthetic bundle sits in the page cache: a real bundle on a slow disk can be slower.
+
+Exit codes: 0 measured (or dry run done), 3 no CUDA device and no --dry-run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import soundfile as sf
+import torch
+import torch.nn.functional as F
+
+from hearsay import audio, train
+from hearsay.model import Detector, ModelConfig
+
+SR = audio.SAMPLE_RATE
+CODECS = ("mp3", "opus", "aac", "amrnb", "mulaw")
+
+
+def synthetic_bundle(root: Path, n: int, seed: int = 0) -> Path:
+    """A bundle folder in the docs/INTERFACES.md layout: n clips 4-10 s, codec copies as FLAC
+    (filtered copies: the file layout and decode cost of a real bundle, not real codecs)."""
+    from hearsay.bundle import tree_sha
+
+    rng = np.random.default_rng(seed)
+    for d in ["audio", *[f"codecs/{c}" for c in CODECS]]:
+        (root / d).mkdir(parents=True, exist_ok=True)
+    rows = []
+    for i in range(n):
+        rid, label = f"b{i:05d}", ("bonafide", "spoof")[i % 2]
+        dur = rng.uniform(4.0, 10.0)
+        t = np.arange(int(dur * SR)) / SR
+        x = 0.2 * np.sin(2 * np.pi * rng.uniform(100, 300) * t) + 0.05 * rng.standard_normal(len(t))
+        sf.write(root / "audio" / f"{rid}.flac", x.astype(np.float32), SR, subtype="PCM_16")
+        for k, c in enumerate(CODECS):
+            y = np.convolve(x, np.ones(k + 2) / (k + 2), mode="same").astype(np.float32)
+            sf.write(root / "codecs" / c / f"{rid}.flac", y, SR, subtype="PCM_16")
+        rows.append({"id": rid, "path": f"{rid}.wav", "label": label,
+                     "generator": "bonafide" if label == "bonafide" else "voc-a",
+                     "source": ("s1", "s2")[(i // 2) % 2], "group": f"g{i % 50}",
+                     "fold": str(i % 5), "train_scope": "core", "duration": round(dur, 4),
+                     "codec_ids": ";".join(CODECS), "flac": f"audio/{rid}.flac"})
+    pd.DataFrame(rows).to_csv(root / "manifest.csv", index=False)
+    meta = {"status": "ok", "tree_sha": tree_sha(root), "codecs": list(CODECS), "counts": {},
+            "folds": {"config": {}}}
+    (root / "bundle_meta.json").write_text(json.dumps(meta))
+    return root
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def raw_step(mc: ModelConfig, batch: int, crop_s: float, steps: int, warmup: int,
+             device: torch.device, compile_: bool) -> dict:
+    """(a): fwd + bwd + AdamW on synthetic on-device tensors; steady rate after `warmup`."""
+    torch.manual_seed(0)
+    det = Detector(mc).to(device).train()
+    opt = torch.optim.AdamW(train.optimizer_groups(det, train.TrainConfig()))
+    fwd = torch.compile(det) if compile_ else det
+    n = int(round(crop_s * SR))
+    x = torch.randn(batch, n, device=device)
+    m = torch.ones(batch, n, dtype=torch.long, device=device)
+    y = (torch.arange(batch, device=device) % 2).float()
+    amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+    t0 = time.perf_counter()
+    for i in range(warmup + steps):
+        if i == warmup:
+            sync(device)
+            t0 = time.perf_counter()
+        with amp:
+            logits = fwd(x, m)
+        F.binary_cross_entropy_with_logits(logits.float(), y).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    sync(device)
+    dt = time.perf_counter() - t0
+    return {"clips_per_s": batch * steps / dt, "audio_s_per_s": batch * steps * crop_s / dt,
+            "steps": steps, "seconds": dt}
+
+
+def trainer(bundle: Path, model: dict, args, compile_: bool, cpu: bool, tmp: Path) -> dict:
+    """(b): hearsay.train.run on the synthetic bundle; steady rate from its step timestamps."""
+    overrides = {
+        "model": model,
+        "train": {"batch_size": args.batch, "epochs": 1,
+                  "batches_per_epoch": args.warmup + args.steps, "workers": args.workers,
+                  "compile": compile_, "val_every": 0, "tripwire_auc": None,
+                  "gpu_augment": not args.numpy_augment, "stream_records_max": 2000,
+                  "cpu_threads": 0},
+        "crop": {"p_test_dist": 0.0, "uniform_min_s": args.crop_s, "uniform_max_s": args.crop_s},
+    }
+    cfg = train.resolve_config("full", None, overrides=overrides, cpu_smoke=cpu)
+    out = tmp / f"run-{len(list(tmp.iterdir()))}"
+    meta = train.run(cfg, bundle, out, verify_bundle=False)
+    t = meta["step_t"]
+    steps = len(t) - args.warmup
+    dt = t[-1] - t[args.warmup - 1]
+    shutil.rmtree(out, ignore_errors=True)
+    return {"clips_per_s": args.batch * steps / dt,
+            "audio_s_per_s": args.batch * steps * args.crop_s / dt,  # crops may hold padding
+            "steps": steps, "seconds": dt, "workers": args.workers,
+            "gpu_augment": not args.numpy_augment}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batch", type=int, default=64, help="clips per step")
+    ap.add_argument("--crop-s", type=float, default=4.0, help="crop length, s")
+    ap.add_argument("--layers", type=int, default=12, help="kept transformer layers")
+    ap.add_argument("--steps", type=int, default=40, help="timed steps per figure")
+    ap.add_argument("--warmup", type=int, default=8, help="untimed steps first")
+    ap.add_argument("--workers", type=int, default=14, help="trainer data-loader processes")
+    ap.add_argument("--clips", type=int, default=1024, help="clips in the synthetic bundle")
+    ap.add_argument("--compile", action="store_true", help="also time torch.compile variants")
+    ap.add_argument("--numpy-augment", action="store_true",
+                    help="trainer renders augmentation in the workers (numpy) instead of batched")
+    ap.add_argument("--skip-trainer", action="store_true", help="only (a)")
+    ap.add_argument("--json", type=Path, help="write the figures here too")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="CPU, tiny config, a few steps: checks the script, measures nothing")
+    args = ap.parse_args(argv)
+    if not args.dry_run and not torch.cuda.is_available():
+        print("bench_train_gpu: no CUDA device (torch.cuda.is_available() is False): run it on "
+              "a GPU box; --dry-run checks the script on the CPU with the tiny config",
+              file=sys.stderr)
+        return 3
+    if args.dry_run:
+        args.batch, args.crop_s, args.steps, args.warmup = 4, 1.0, 2, 1
+        args.workers, args.clips = 0, 16
+        shapes = {"fine-tune": ModelConfig.tiny().to_dict(),
+                  "frozen": ModelConfig.tiny(train_top=0).to_dict()}
+        device = torch.device("cpu")
+    else:
+        base = dict(init="random", keep_layers=args.layers)
+        shapes = {"fine-tune": ModelConfig(train_top=args.layers, **base).to_dict(),
+                  "frozen": ModelConfig(train_top=0, **base).to_dict()}
+        device = torch.device("cuda")
+    results = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+               "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+               "dry_run": args.dry_run, "batch": args.batch, "crop_s": args.crop_s,
+               "layers": args.layers, "figures": []}
+    variants = [(name, False) for name in shapes]
+    if args.compile:
+        variants += [(name, True) for name in shapes]
+    with tempfile.TemporaryDirectory(prefix="hearsay-bench-train-") as tmp:
+        tmp = Path(tmp)
+        bundle = None
+        if not args.skip_trainer:
+            bundle = synthetic_bundle(tmp / "bundle", args.clips)
+            (tmp / "runs").mkdir()
+        for name, comp in variants:
+            mc = ModelConfig.from_dict(shapes[name])
+            label = name + (" + compile" if comp else "")
+            raw = raw_step(mc, args.batch, args.crop_s, args.steps, args.warmup, device, comp)
+            row = {"variant": label, "raw": raw}
+            if bundle is not None:
+                row["trainer"] = trainer(bundle, shapes[name], args, comp, args.dry_run,
+                                         tmp / "runs")
+                row["trainer_over_raw"] = row["trainer"]["clips_per_s"] / raw["clips_per_s"]
+            results["figures"].append(row)
+            tr = row.get("trainer", {})
+            print(f"{label:<22} raw {raw['clips_per_s']:8.1f} clips/s "
+                  f"{raw['audio_s_per_s']:8.1f} audio-s/s | trainer "
+                  f"{tr.get('clips_per_s', float('nan')):8.1f} clips/s "
+                  f"({row.get('trainer_over_raw', float('nan')):.2f} of raw)", flush=True)
+    if args.dry_run:
+        print("bench_train_gpu: dry run on CPU with the tiny config: the figures above check "
+              "the script only, they are not GPU throughput")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
