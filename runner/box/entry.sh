@@ -40,8 +40,10 @@ while [ ! -s "$BOX_DIR/job.env" ]; do
   sleep 1
   waited=$((waited + 1))
 done
+set -a   # job.env's names are exported: the smoke check and the trainer read HEARSAY_STORE and co.
 # shellcheck source=/dev/null
 . "$BOX_DIR/job.env"
+set +a
 export RCLONE_CONFIG="$BOX_DIR/rclone.conf"
 : "${HEARSAY_GEN:?job.env lacks HEARSAY_GEN}" "${HEARSAY_STORE:?job.env lacks HEARSAY_STORE}"
 RUNNER_STORE=$HEARSAY_STORE             # the guard's prefix

@@ -1,0 +1,34 @@
+#!/usr/bin/env bats
+# Every runner script: --help tells the truth (Usage, Summary, exit codes); no bash-4-only constructs
+# (macOS ships bash 3.2); shellcheck -x clean.
+
+setup() { REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd); }
+
+scripts() { ls "$REPO"/runner/*.sh "$REPO"/runner/box/entry.sh | grep -v '/config.sh$'; }
+
+@test "--help prints Usage, Summary and the exit codes, exit 0" {
+  for s in $(scripts); do
+    run "$s" --help
+    [ "$status" -eq 0 ]
+    [[ "${lines[0]}" == "Usage: runner/"* ]]
+    [[ "${lines[1]}" == "Summary: "* ]]
+    [[ "$output" == *"Exit codes:"* ]]
+  done
+}
+
+@test "no bash-4-only constructs in the runner (associative arrays, mapfile, case folding, wait -n, ...)" {
+  files=$(find "$REPO/runner" -name '*.sh')
+  # comment lines (which name the rules) are not code
+  code() { grep -n -H "$@" $files | grep -v -E '^[^:]+:[0-9]+:[[:space:]]*#' || true; }
+  [ -z "$(code -E 'declare -A|local -A|mapfile|readarray|\$\{[a-zA-Z_]+(,,|\^\^)|wait -n|\|&|&>>|coproc|declare -n|local -n|EPOCHSECONDS|\$\{[a-zA-Z_]+@[QEPAa]\}')" ]
+  # an empty array expanded bare is an error under set -u before bash 4.4
+  [ -z "$(code -P '(?<!\+)"\$\{\w+\[@\]\}"')" ]
+}
+
+@test "shellcheck -x passes on every runner script" {
+  sc=$REPO/.venv/bin/shellcheck
+  [ -x "$sc" ] || sc=$(command -v shellcheck) || skip "shellcheck not installed"
+  cd "$REPO"
+  run "$sc" -x runner/*.sh runner/lib/*.sh runner/box/*.sh scripts/fault_campaign.sh tests/runner/bin/*.sh
+  [ "$status" -eq 0 ]
+}
