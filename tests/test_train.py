@@ -342,3 +342,40 @@ def test_batched_device_augmentation_matches_the_numpy_path(bundle):
         got = augment_gpu.train_batch(dev["input_values"], dev["attention_mask"], dev["names"],
                                       dev["params"])
         torch.testing.assert_close(got, ref["input_values"], atol=2e-3, rtol=1e-3)
+
+
+@pytest.fixture
+def torchrun_env(monkeypatch):
+    """The environment torchrun gives one process (world size 1, gloo on the CPU)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for k, v in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "1",
+                 "RANK": "0", "LOCAL_RANK": "0"}.items():
+        monkeypatch.setenv(k, v)
+
+
+def test_ddp_run_completes_and_a_planted_nan_aborts_it(bundle_dir, tmp_path, torchrun_env):
+    """The DDP code path (DistributedDataParallel, no_sync over accumulation, the all-reduced
+    non-finite flag) in one gloo process; several GPUs cannot be tested on this machine."""
+    meta = tr.run(smoke(grad_accum=2, batches_per_epoch=3), bundle_dir, tmp_path / "ok")
+    assert meta["world_size"] == 1 and meta["complete"] and meta["steps"] == 4
+
+    def plant(det):
+        det.head.weight.register_hook(lambda g: g * float("nan"))
+
+    with pytest.raises(tr.NonFinite):
+        tr.run(smoke(), bundle_dir, tmp_path / "nan", model_hook=plant)
+
+
+def test_unpinned_weights_abort_with_their_own_code(bundle_dir, tmp_path, monkeypatch, capsys):
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "pytorch_model.bin").write_bytes(b"some other checkpoint")
+    monkeypatch.setenv("HEARSAY_WEIGHTS_DIR", str(tmp_path / "w"))
+    (tmp_path / "cfg.json").write_text(json.dumps({"model": {"init": "xls-r-300m"}}))
+    code = tr.main(["--bundle", str(bundle_dir), "--fold", "0", "--out", str(tmp_path / "r"),
+                    "--cpu-smoke", "--config", str(tmp_path / "cfg.json")])
+    assert code == 8
+    assert "expected the pin" in capsys.readouterr().err
