@@ -73,7 +73,7 @@ def make_run(run: Path, job="fold", fold=0, seed=0, steps=100, tree_sha=TREE_SHA
 def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("score")
     bundle = make_bundle(root / "bundle")
-    runs = {k: make_run(root / f"fold{k}", fold=k, seed=k) for k in range(5)}
+    runs = {k: make_run(root / f"fold{k}", fold=k, seed=k) for k in range(3)}
     runs["full"] = make_run(root / "full", job="full", fold=None, seed=9)
     return bundle, runs
 
