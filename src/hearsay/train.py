@@ -448,7 +448,6 @@ def run(resolved: dict, bundle_dir: str | os.PathLike, out: str | os.PathLike, *
     world, rank, local_rank, ddp = _dist(cpu)
     device = torch.device("cpu") if cpu else torch.device("cuda", local_rank)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
     threads = torch.get_num_threads()
     if tc.cpu_threads:
@@ -473,6 +472,7 @@ def _run(resolved, bundle_dir, out, store_uri, resume, verify_bundle, model_hook
 
     # 1. identity and data
     bundle = load_bundle(bundle_dir, verify=verify_bundle)
+    out.mkdir(parents=True, exist_ok=True)
     chash = config_hash(resolved)
     train, val = plan_job(bundle, resolved["job"], resolved["fold"])
     test_durations = bundle.manifest.loc[bundle.manifest["fold"] == "test", "duration"].to_numpy()
@@ -535,7 +535,12 @@ def _run(resolved, bundle_dir, out, store_uri, resume, verify_bundle, model_hook
                                 "(drop --resume to start this run fresh)")
         name = stores.ckpt_name(latest)
         local = out / stores.CKPT_DIR / name
-        store.pull_dir(f"{stores.CKPT_DIR}/{name}", local)
+        if rank == 0:  # one pull per box; the other ranks read the same folder after it
+            store.pull_dir(f"{stores.CKPT_DIR}/{name}", local)
+        if ddp:
+            import torch.distributed as dist
+
+            dist.barrier()
         ck = stores.read_checkpoint(local)
         for key, mine in (("bundle_tree_sha", bundle.tree_sha), ("config_hash", chash)):
             if ck.state[key] != mine:
@@ -547,6 +552,9 @@ def _run(resolved, bundle_dir, out, store_uri, resume, verify_bundle, model_hook
         det.load_state_dict(ck.model)
         opt.load_state_dict(ck.optimizer)
         _set_rng_state(ck.rng, device, det.generator)
+        if rank > 0:  # only rank 0's RNG is checkpointed: other ranks get fresh, distinct seeds
+            torch.manual_seed(tc.seed * 1000 + 100 * latest + rank)
+            det.generator.manual_seed(tc.seed * 1000 + 100 * latest + rank + 1)
         step, start_epoch = ck.state["step"], latest + 1
         hist, records = ck.state["history"], ck.state["stream_records"]
         rate_log = augment.RateLog(ck.state["rate_log"])
@@ -703,6 +711,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="trust bundle_meta.json's tree-sha instead of re-hashing every file")
     args = ap.parse_args(argv)
     name = "full" if args.full else "pilot" if args.pilot else "fold"
+    from hearsay.bundle import BundleError
     try:
         overrides = json.loads(args.config.read_text()) if args.config else None
         resolved = resolve_config(name, args.fold, overrides=overrides,
@@ -722,7 +731,7 @@ def main(argv: list[str] | None = None) -> int:
     except augment.AugmentRateError as err:
         print(f"hearsay train: {err}", file=sys.stderr)
         return EXIT["rates"]
-    except (json.JSONDecodeError, OSError) as err:
+    except (json.JSONDecodeError, OSError, BundleError) as err:
         print(f"hearsay train: {err}", file=sys.stderr)
         return EXIT["error"]
     print(f"hearsay train: complete: {meta['steps']} optimiser steps, {meta['epochs']} epochs "
