@@ -114,7 +114,10 @@ def trainer(bundle: Path, model: dict, args, compile_: bool, cpu: bool, tmp: Pat
         "train": {"batch_size": args.batch, "epochs": 1,
                   "batches_per_epoch": args.warmup + args.steps, "workers": args.workers,
                   "compile": compile_, "val_every": 0, "tripwire_auc": None,
-                  "gpu_augment": not args.numpy_augment, "stream_records_max": 2000,
+                  "gpu_augment": not args.numpy_augment,
+                  # realised-stream records are computed on the host for the first clips
+                  # only: keep them inside the untimed warm-up
+                  "stream_records_max": args.batch * max(1, args.warmup - 1),
                   "cpu_threads": 0},
         "crop": {"p_test_dist": 0.0, "uniform_min_s": args.crop_s, "uniform_max_s": args.crop_s},
     }

@@ -215,8 +215,9 @@ def test_planted_nan_gradient_aborts_with_its_own_code(bundle_dir, tmp_path):
     def plant(det):
         det.head.weight.register_hook(lambda g: g * float("nan"))
 
+    # one step per epoch: its flag is read at the epoch end, before the checkpoint
     with pytest.raises(tr.NonFinite, match="grad norm nan") as err:
-        tr.run(smoke(), bundle_dir, tmp_path / "run", model_hook=plant)
+        tr.run(smoke(batches_per_epoch=1), bundle_dir, tmp_path / "run", model_hook=plant)
     assert err.value.code == 4
     meta = json.loads((tmp_path / "run" / "run_meta.json").read_text())
     assert meta["aborted"]["error"] == "NonFinite" and not meta["complete"]

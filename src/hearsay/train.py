@@ -402,18 +402,35 @@ def _stream_records(iv: torch.Tensor, am: torch.Tensor, batch: dict) -> list[dic
                                              strict=True))]
 
 
-def nonfinite(loss_sum: torch.Tensor, grad_norm: torch.Tensor, ddp: bool) -> bool:
-    """True when this step's loss or (all-reduced) grad norm is NaN/inf on ANY rank.
-
-    Under DDP the gradients are already averaged across ranks by backward(), so every rank sees
-    the same norm; the loss is local, so the flag is max-reduced: all ranks stop together."""
+def nonfinite_flag(loss_sum: torch.Tensor, grad_norm: torch.Tensor, ddp: bool) -> torch.Tensor:
+    """(1,) int32 on the device: 1 when this step's loss or (all-reduced) grad norm is NaN/inf
+    on ANY rank. Under DDP the gradients are already averaged across ranks by backward(), so
+    every rank sees the same norm; the loss is local, so the flag is max-reduced: all ranks stop
+    together. No host sync here: the loop reads the flag one step later (see `_check`)."""
     bad = (~torch.isfinite(loss_sum.detach().float()) | ~torch.isfinite(grad_norm.float()))
     bad = bad.to(torch.int32).reshape(1)
     if ddp:
         import torch.distributed as dist
 
         dist.all_reduce(bad, op=dist.ReduceOp.MAX)
-    return bool(bad.item())
+    return bad
+
+
+def nonfinite(loss_sum: torch.Tensor, grad_norm: torch.Tensor, ddp: bool) -> bool:
+    return bool(nonfinite_flag(loss_sum, grad_norm, ddp).item())
+
+
+def _check(pending: list) -> None:
+    """Read the queued non-finite flags (one host sync); raise NonFinite on the first bad one.
+
+    The flag of step k is read while step k+1 runs, so the GPU never waits for the host; a bad
+    step's update is then already applied, but the run aborts before any checkpoint is written,
+    so nothing non-finite is ever saved."""
+    while pending:
+        flag, step, epoch, loss, norm = pending.pop(0)
+        if flag.item():
+            raise NonFinite(f"optimiser step {step} (epoch {epoch}): loss {loss.item()} grad "
+                            f"norm {norm.item()}: aborting (lower the LR, check the inputs)")
 
 
 def _rng_state(device: torch.device, gen: torch.Generator) -> dict[str, torch.Tensor]:
@@ -603,6 +620,8 @@ def _run(resolved, bundle_dir, out, store_uri, resume, verify_bundle, model_hook
     # 4. train
     clips = audio_s = 0.0
     step_t: list[float] = []  # wall s since start at each optimiser step (benchmarks)
+    pending: list = []  # non-finite flags not yet read on the host
+    step_loss: list[torch.Tensor] = []  # this epoch's per-step losses, still on the device
     meta["step_t"] = step_t
     t_loop = 0.0
     try:
@@ -637,29 +656,33 @@ def _run(resolved, bundle_dir, out, store_uri, resume, verify_bundle, model_hook
                     rate_log.record(src, lab, name)
                 if len(records) < tc.stream_records_max:
                     records.extend(batch["records"][: tc.stream_records_max - len(records)])
-                clips += len(y)
-                audio_s += float(am.sum()) / audio.SAMPLE_RATE
+                clips += len(batch["labels"])
+                audio_s += float(batch["attention_mask"].sum()) / audio.SAMPLE_RATE  # CPU copy
                 if not last:
                     continue
                 norm = torch.nn.utils.clip_grad_norm_(trainable, tc.grad_clip)
-                if nonfinite(group_loss, norm, ddp):
-                    raise NonFinite(f"optimiser step {step} (epoch {epoch}): loss "
-                                    f"{float(group_loss) / group_n} grad norm {float(norm)}: "
-                                    "aborting (lower the LR, check the inputs for NaN)")
+                flag = nonfinite_flag(group_loss, norm, ddp)
+                _check(pending)  # the previous step's flag: done on the GPU by now
+                pending.append((flag, step, epoch, group_loss / group_n, norm))
                 mult = lr_multiplier(step, total_steps, tc.warmup_frac, tc.lr_floor)
                 for g in opt.param_groups:
                     g["lr"] = g["base_lr"] * mult
                 opt.step()
                 opt.zero_grad(set_to_none=True)
-                hist["loss"].append(round(float(group_loss) / group_n, 6))
+                step_loss.append(group_loss / group_n)  # read at the epoch end (no sync)
                 hist["lr"].append(mult)
                 step_t.append(round(time.time() - t_start, 4))
                 group_loss = torch.zeros((), device=device)
                 step += 1
                 if tc.val_every and step % tc.val_every == 0:
                     t_loop += time.time() - t0
+                    _check(pending)
                     readout()
                     t0 = time.time()
+            _check(pending)
+            hist["loss"].extend(round(v, 6) for v in
+                                torch.stack(step_loss).float().cpu().tolist())
+            step_loss.clear()
             t_loop += time.time() - t0
             readout()
             meta["rate_balance"] = rate_log.check_balanced(tc.rate_tol)
