@@ -12,6 +12,7 @@ import pytest
 import soundfile as sf
 import torch
 
+from hearsay import augment
 from hearsay import store as stores
 from hearsay import train as tr
 from hearsay.model import load_detector
@@ -34,7 +35,7 @@ def _clip(label: str, seconds: float, rng: np.random.Generator) -> np.ndarray:
     return (0.3 * x / np.max(np.abs(x))).astype(np.float32)
 
 
-def make_easy_bundle(root, seed: int = 0):
+def make_easy_bundle(root, seed: int = 0, copies_for=("bonafide", "spoof")):
     """A bundle in the docs/INTERFACES.md layout (read by the real load_bundle) whose classes a
     tiny random model separates within a few steps: only the loss-falls smoke uses it. Every
     other test trains on conftest's `demo_bundle` (the real bundle stage on the demo corpus).
@@ -52,7 +53,7 @@ def make_easy_bundle(root, seed: int = 0):
         dur = float(rng.uniform(1.0, 2.5))
         x = _clip(label, dur, rng)
         sf.write(root / "audio" / f"{rid}.flac", x, SR, subtype="PCM_16")
-        has_copy = len(rows) % 2 == 0
+        has_copy = len(rows) % 2 == 0 and label in copies_for
         if has_copy:
             y = np.convolve(x, np.ones(4) / 4, mode="same").astype(np.float32)
             sf.write(root / "codecs" / "mp3" / f"{rid}.flac", y, SR, subtype="PCM_16")
@@ -179,8 +180,10 @@ def test_lr_multiplier_warms_up_then_reaches_the_floor_on_the_last_step():
 
 def test_accumulation_flushes_the_trailing_group_and_lr_ends_at_floor(bundle_dir, tmp_path):
     # 5 micro-batches per epoch, accumulation 2 -> groups 2+2+1: 3 optimiser steps per epoch
-    cfg = smoke(batches_per_epoch=5, grad_accum=2, epochs=2, lr_floor=0.05)
+    cfg = smoke(batches_per_epoch=5, grad_accum=2, epochs=2, lr_floor=0.05, val_every=2)
     meta = tr.run(cfg, bundle_dir, tmp_path / "run")
+    # readouts every 2 optimiser steps and at each epoch end (steps 3 and 6)
+    assert [v["step"] for v in meta["history"]["val"]] == [2, 3, 4, 6, 6]
     assert meta["steps"] == meta["total_steps"] == 6 and meta["complete"]
     assert meta["history"]["lr"][-1] == pytest.approx(0.05)
     assert meta["history"]["lr"][0] == pytest.approx(1.0)  # ceil(0.08 * 6) = 1 warm-up step
@@ -380,3 +383,16 @@ def test_unpinned_weights_abort_with_their_own_code(bundle_dir, tmp_path, monkey
                     "--cpu-smoke", "--config", str(tmp_path / "cfg.json")])
     assert code == 8
     assert "expected the pin" in capsys.readouterr().err
+
+
+def test_augmentation_rates_that_diverge_between_classes_abort(tmp_path):
+    """Codec copies only for spoof clips: the realised codec rate differs by class -> exit 9."""
+    root = make_easy_bundle(tmp_path / "b", copies_for=("spoof",))
+    cfg = tr.resolve_config("full", None, cpu_smoke=True, overrides={
+        "train": {"epochs": 1, "batches_per_epoch": 16},
+        "augment": {"p_aug": 1.0, "w_codec": 20.0}})
+    with pytest.raises(augment.AugmentRateError, match="codec"):
+        tr.run(cfg, root, tmp_path / "run")
+    meta = json.loads((tmp_path / "run" / "run_meta.json").read_text())
+    assert meta["aborted"]["error"] == "AugmentRateError"
+    assert meta["rates"]["all"]["bonafide"]["types"]["codec"] == 0.0

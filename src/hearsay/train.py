@@ -113,7 +113,7 @@ class TrainConfig:
     compile: bool = False  # torch.compile the model (CUDA only)
     seed: int = 0  # every random stream derives from this
     stream_records_max: int = 20000  # realised-stream clips kept for the shortcut AUCs
-    rate_tol: float = 0.05  # allowed augmentation-rate gap between classes (+ 4 s.e.)
+    rate_tol: float = 0.02  # allowed augmentation-rate gap between classes (+ 4 s.e.)
 
     def __post_init__(self):
         if self.batch_size < 2 or self.batch_size % 2:
@@ -690,6 +690,9 @@ def _run(resolved, bundle_dir, out, store_uri, resume, verify_bundle, model_hook
             if rank == 0:
                 state = {**identity, "epoch": epoch, "step": step, "config": resolved,
                          "sampler": sampler.state(epoch), "rate_log": rate_log.state(),
+                         "scheduler": {"kind": "warm-up + cosine (lr_multiplier)",
+                                       "next_step": step, "total_steps": total_steps,
+                                       "warmup_frac": tc.warmup_frac, "floor": tc.lr_floor},
                          "history": hist, "stream_records": records}
                 name = stores.ckpt_name(epoch)
                 local = stores.write_checkpoint(out / stores.CKPT_DIR / name, det.state_dict(),
