@@ -148,3 +148,14 @@ def test_parity_b_refuses_without_cuda(tmp_path, capsys):
     assert rc == parity.EXIT_NO_CUDA == 4
     assert "no CUDA device" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # nothing written, nothing claimed
+
+
+def test_a_quantiser_crash_ships_fp32_and_records_why(tmp_path, monkeypatch):
+    def crash(*args, **kwargs):
+        raise RuntimeError("shape inference differs")  # what ORT does on some dynamo graphs
+
+    monkeypatch.setattr(onnx_export, "quantize_int8", crash)
+    report = export_model(tiny_detector(), tmp_path, ExportConfig(parity_clips=3))
+    assert report["int8"] == {"passed": False, "error": "RuntimeError: shape inference differs"}
+    assert set(read_sums(tmp_path)) == {"model.onnx", "front_end.json", "parity.json"}
+    assert not (tmp_path / "model.int8.onnx").exists()
