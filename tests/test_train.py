@@ -201,6 +201,9 @@ def test_accumulation_flushes_the_trailing_group_and_lr_ends_at_floor(bundle_dir
     assert on_disk["rate_balance"]["compared"]  # both classes of each source were compared
     det, mcfg = load_detector(run)
     assert mcfg.hidden_size == 32 and not det.training
+    ck, _ = load_detector(run / "checkpoints" / "epoch_0002")  # config found above it
+    for (k, a), b in zip(det.state_dict().items(), ck.state_dict().values(), strict=True):
+        assert torch.equal(a, b), k  # the last checkpoint is the final model
 
 
 # --------------------------------------------------------------------------- aborts
