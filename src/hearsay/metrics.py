@@ -170,9 +170,9 @@ def compute(rank, is_spoof, llr=None, pi: float = PI_OF_RECORD) -> dict:
     names = ("eer", "min_dcf", "min_dcf_threshold", "act_dcf", "min_dcf_pi05", "act_dcf_pi05",
              "auc", "cllr", "min_cllr")
     if n_s == 0 or n_b == 0:
-        missing = "synthetic (spoof)" if n_s == 0 else "bona fide"
+        missing = "" if n_s == n_b == 0 else "synthetic (spoof) " if n_s == 0 else "bona fide "
         out.update(dict.fromkeys(names))
-        out["undefined"] = f"no {missing} clips in this group (n_bonafide={n_b}, n_spoof={n_s})"
+        out["undefined"] = f"no {missing}clips in this group (n_bonafide={n_b}, n_spoof={n_s})"
         return out
     if not (np.isfinite(rank).all() and np.isfinite(llr).all()):
         raise MetricsError("non-finite score or logit (fix the scorer; metrics refuse NaN/inf)")
