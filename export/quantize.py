@@ -53,6 +53,7 @@ def gate_report(fp32: np.ndarray, int8: np.ndarray, gate: QuantGate) -> dict:
             "threshold": threshold,
             "threshold_source": "median fp32 logit" if gate.threshold is None else "given",
             "max_abs_dlogit": float(np.max(np.abs(fp32 - int8))),
+            "fp32_logit_std": float(np.std(fp32)),  # spread the int8 error is judged against
             "min_spearman": gate.min_spearman, "min_agreement": gate.min_agreement,
             "passed": passed}
 
