@@ -169,3 +169,21 @@ def test_cli_writes_csv_and_sidecar(world, tmp_path, monkeypatch):
     rc = score.main(["--bundle", str(bundle.root), "--run", str(runs["full"]), "--split",
                      "inner_oof", "--fold", "1", "-o", str(tmp_path / "x.csv")])
     assert rc == 4
+
+
+def test_cli_on_a_real_bundle_scores_clean_and_augmented_holdout(demo_bundle, tmp_path):
+    run = make_run(tmp_path / "full", job="full", fold=None, tree_sha=demo_bundle.tree_sha)
+    m = demo_bundle.manifest
+    want = list(m[(m["fold"] == "holdout") & (m["train_scope"] == "core")]["path"])
+    for extra in ([], ["--augmented"]):
+        out = tmp_path / f"h{len(extra)}.csv"
+        rc = score.main(["--bundle", str(demo_bundle.root), "--run", str(run), "--split",
+                         "holdout", "-o", str(out), *extra])
+        assert rc == 0
+        df = pd.read_csv(out, keep_default_na=False)
+        assert list(df["path"]) == want and np.isfinite(df["logit"]).all()
+    from hearsay.augment import CODECS
+
+    assert set(df["codec"]) - {""} <= set(CODECS) and "augmentation" in df
+    assert score.main(["--bundle", str(tmp_path / "nope"), "--run", str(run), "--split", "test",
+                       "-o", str(tmp_path / "x.csv")]) == 3
