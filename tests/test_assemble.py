@@ -209,7 +209,7 @@ def test_cached_run_scores_are_reused_only_when_their_sidecar_matches(camp):
 
 def test_cli_assembles_and_reports(camp, tmp_path, monkeypatch, capsys):
     root, bundle, _, pin, _ = camp
-    monkeypatch.setattr(score, "load_bundle", lambda _p: bundle)
+    monkeypatch.setattr(score, "load_bundle", lambda _p, verify: bundle)
     rc = assemble.main(["--pinned", str(pin), "--bundle", str(bundle.root),
                         "--outputs", str(tmp_path / "o"), "--reports", str(tmp_path / "r"),
                         "--ledger", str(tmp_path / "no_ledger.csv")])

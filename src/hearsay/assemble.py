@@ -317,11 +317,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reports", type=Path, default=Path("docs/reports"),
                     help="folder receiving <stamp>.md and <stamp>/ plots")
     ap.add_argument("--device", default="cpu", help="torch device for scoring")
+    ap.add_argument("--no-verify-bundle", action="store_true",
+                    help="skip re-hashing the bundle tree (default: verify it matches its sha)")
     args = ap.parse_args(argv)
     from hearsay import report
 
     try:
-        bundle = scoring.load_bundle(args.bundle)
+        bundle = scoring.load_bundle(args.bundle, verify=not args.no_verify_bundle)
         done = assemble(args.pinned, bundle, args.outputs,
                         scoring.ScoreConfig(device=args.device))
         meta = report.write_all(done, bundle, bar=args.bar, probe=args.probe,

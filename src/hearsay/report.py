@@ -95,6 +95,7 @@ def gate(ours, key, bar: Path | None, probe: Path | None, probe_max_fa: float | 
     out: dict = {"pi": GATE_PI, "metric": "min_dcf", "bar_file": None if bar is None else str(bar)}
     mine = metrics.evaluate(ours, key, GATE_PI)
     out["ours"] = mine["min_dcf"]
+    out["n_bonafide"], out["n_spoof"] = mine["n_bonafide"], mine["n_spoof"]
     reasons = []
     if bar is None:
         reasons.append("no bar score file given")
@@ -124,7 +125,9 @@ def gate(ours, key, bar: Path | None, probe: Path | None, probe_max_fa: float | 
         out["outcome"], out["why"] = "not measured", "; ".join(reasons)
         return out
     ok = out["beats_bar"]
-    why = f"ours {out['ours']:.4f} vs bar {out['bar']:.4f} (margin {out['margin']:+.4f})"
+    why = (f"minDCF(0.3) ours {out['ours']:.4f} vs bar {out['bar']:.4f} (margin "
+           f"{out['margin']:+.4f}) on {out['n_bonafide']} bona fide + {out['n_spoof']} synthetic "
+           "clips (out-of-fold + holdout); no significance test")
     if probe is not None and probe_max_fa is not None:
         fa = out["probe"]["false_alarm_rate"]
         ok = ok and fa is not None and fa <= probe_max_fa

@@ -279,13 +279,13 @@ def sidecar(csv_path: Path) -> Path:
     return Path(str(csv_path) + ".meta.json")
 
 
-def load_bundle(path: Path):
-    """The bundle through its own reader (hearsay.bundle, docs/INTERFACES.md)."""
+def load_bundle(path: Path, verify: bool = False):
+    """The bundle through its own reader (hearsay.bundle); `verify` re-hashes its tree."""
     from hearsay.bundle import BundleError
     from hearsay.bundle import load_bundle as _load
 
     try:
-        return _load(path)
+        return _load(path, verify=verify)
     except BundleError as err:
         raise ScoreError(str(err)) from None
 
