@@ -335,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     except (PinError, scoring.ScoreRefused) as err:
         print(f"hearsay assemble: refused: {err}", file=sys.stderr)
         return 4
-    except (AssembleError, scoring.ScoreError, OSError, ValueError) as err:
+    except (AssembleError, scoring.ScoreError, report.metrics.MetricsError, OSError,
+            ValueError) as err:
         print(f"hearsay assemble: {err}", file=sys.stderr)
         return 3
     print(f"hearsay assemble: {done['scores_csv']} ({len(done['scores'])} rows, F1-F6 passed); "

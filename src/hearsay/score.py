@@ -29,7 +29,8 @@ run identity (job, fold, config hash, weights sha256), bundle tree-sha, split, f
 aug_seed: `hearsay assemble` checks it before reusing the file.
 
 Exit codes: 0 written, 2 usage, 3 bad input (bundle, run or clip unreadable), 4 refused (bundle
-tree-sha differs from the run's, or inner_oof rows asked of a model that trained on them).
+tree-sha differs from the run's, inner_oof rows asked of a model that trained on them, or an extra
+row reached the table).
 """
 
 from __future__ import annotations
