@@ -64,6 +64,8 @@ scenario() {
   local stuck=false; r=$((RANDOM % 100)); [ $r -lt 7 ] && { stuck=true; story="$story stuck"; }
   # --- the world ----------------------------------------------------------------------------------
   (
+    # shellcheck disable=SC2030  # local to this subshell on purpose
+    RANDOM=$((s + 1))   # a subshell reseeds RANDOM (bash >= 5.1): seed it again so stories replay
     export HOME=$W/home XDG_CONFIG_HOME=$W/home/.config XDG_CACHE_HOME=$W/home/.cache VAST_API_KEY=$key
     export VASTAI_NO_UPDATE_CHECK=1 FAKE_BOX_ROOT=$W/boxes RUNNER_STATE=$W/state LEDGER=$W/ledger.csv
     "$repo/tests/fakes/start_fake_vast.sh" "$W/url" "$W/fake.pid" --api-key "$key" --seed "$s" \

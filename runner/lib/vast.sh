@@ -32,7 +32,7 @@ _vast_judge() {
 # Pages through /api/v1/instances/ itself (single-page mode keeps the page envelope, so `{}`, null,
 # an error object or a page without an "instances" array is UNKNOWN, never "no instances").
 vast_list() {
-  local dest=$1 token="" page=0 out err rows
+  local dest=$1 token="" page=0 out err rows total=""
   out=$(_vast_tmp)
   err=$(_vast_tmp)
   rows=$(_vast_tmp)
@@ -53,12 +53,33 @@ vast_list() {
       rm -f "$out" "$err" "$rows"
       return "$rc"
     fi
-    jq -r '.instances[] | [(.id | tostring), (.actual_status // "unknown" | tostring),
+    # Every row of the page must come out (a failed extraction must not look like "fewer instances").
+    local page_rows want got
+    page_rows=$(_vast_tmp)
+    want=$(jq '.instances | length' "$out" 2>/dev/null || echo x)
+    if ! jq -r '.instances[] | [(.id | tostring), (.actual_status // "unknown" | tostring),
              (.label // "" | tostring), (.dph_total // "" | tostring), (.ssh_host // "" | tostring),
-             (.ssh_port // "" | tostring), (.start_date // "" | tostring)] | @tsv' "$out" >>"$rows"
+             (.ssh_port // "" | tostring), (.start_date // "" | tostring)] | @tsv' "$out" >"$page_rows" 2>/dev/null; then
+      want=x
+    fi
+    got=$(awk 'END { print NR }' "$page_rows")
+    cat "$page_rows" >>"$rows"
+    rm -f "$page_rows"
+    if [ "$want" != "$got" ]; then
+      log_event "listing page unreadable (want $want rows, got $got): unknown"
+      rm -f "$out" "$err" "$rows"
+      return 1
+    fi
+    [ "$page" -gt 1 ] || total=$(jq -r '.total_instances // "" | tostring' "$out" 2>/dev/null || true)
     token=$(jq -r '.next_token // ""' "$out")
     [ -n "$token" ] || break
   done
+  # The first page's total_instances (when the API gives it) must match the rows gathered.
+  if is_number "${total:-}" && [ "$total" != "$(awk 'END { print NR }' "$rows")" ]; then
+    log_event "listing total $total != rows gathered: unknown"
+    rm -f "$out" "$err" "$rows"
+    return 1
+  fi
   mv "$rows" "$dest"
   rm -f "$out" "$err"
 }
