@@ -1,9 +1,9 @@
 """The deploy image, built and run by a real container engine (podman) on clips incl. corrupt ones.
 
-Builds the offline base once (scripts/build_base_image.sh: debootstrap minbase bookworm, reused
-while `podman image exists`), then container/score/build.sh with a tiny exported model baked in.
-Skips only when podman is absent. CONTAINERS_CONF points at container/score/containers.conf
-(runtime runc, default_ulimits) for every podman call.
+Builds the offline base once (scripts/build_base_image.sh: debootstrap minbase bookworm + python3,
+reused while `podman image exists`), then container/score/build.sh with a tiny exported model
+baked in. Skips only when podman is absent. CONTAINERS_CONF points at
+container/score/containers.conf (runtime runc, default_ulimits) for every podman call.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import soundfile as sf
 
 REPO = Path(__file__).resolve().parents[1]
 IMAGE = "localhost/hearsay-score:test"
-BASE = "localhost/hearsay-base:bookworm"
+BASE = "localhost/hearsay-base:bookworm-py311"
 
 NO_PODMAN = "podman not installed (scripts/system-deps.sh installs it)"
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("podman") is None,
@@ -73,6 +73,10 @@ def image(tmp_path_factory):
     for name, f0 in (("a.wav", 150), ("sub/b.flac", 210), ("sub/c.wav", 95)):
         x = 0.3 * np.sin(2 * np.pi * f0 * t) + 0.01 * rng.standard_normal(len(t))
         sf.write(clips / name, x.astype(np.float32), 16_000)
+    from hearsay.audio import ffmpeg_exe
+
+    subprocess.run([ffmpeg_exe(), "-v", "error", "-i", str(clips / "a.wav"), "-c:a", "aac",
+                    str(clips / "sub/d.m4a")], check=True)  # compressed: decoded by ffmpeg
     (clips / "corrupt.wav").write_bytes(b"RIFF\x00\x00garbage" * 40)
     (clips / "empty.flac").write_bytes(b"")
     flac = (clips / "sub/b.flac").read_bytes()
@@ -92,7 +96,7 @@ def test_image_scores_a_folder_like_the_host_scorer(image):
     assert proc.returncode == 0, proc.stderr
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
     assert [r["path"] for r in rows] == ["a.wav", "corrupt.wav", "empty.flac", "sub/b.flac",
-                                         "sub/c.wav", "sub/truncated.flac"]
+                                         "sub/c.wav", "sub/d.m4a", "sub/truncated.flac"]
     want = {r["path"]: r for r in score_folder(clips, model)}
     sha = read_sums(model)["model.onnx"]
     for r in rows:
@@ -100,7 +104,7 @@ def test_image_scores_a_folder_like_the_host_scorer(image):
         assert bool(r["error"]) == bool(want[r["path"]]["error"]), r
         if not r["error"]:
             assert float(r["logit"]) == pytest.approx(float(want[r["path"]]["logit"]), abs=1e-4)
-    assert "3/6 scored, 3 failed" in proc.stderr
+    assert "4/7 scored, 3 failed" in proc.stderr
     assert run_image(clips, "--entrypoint", "/opt/hearsay/venv/bin/hearsay-score").returncode == 0
     strict = podman("run", "--rm", "-v", f"{clips}:/clips:ro", IMAGE, "/clips", "--strict")
     assert strict.returncode == 1

@@ -5,7 +5,7 @@
 #   2. makes a build context: Dockerfile, model/, wheels/ (the scorer's wheels pinned from
 #      requirements.lock, fetched by the host's pip into $HEARSAY_WHEEL_CACHE), app/ (hearsay's)
 #   3. $ENGINE build (podman by default; docker works too) with BASE and MODEL_SHA256 build args
-# Environment: BASE (default: localhost/hearsay-base:bookworm when that image exists, else the
+# Environment: BASE (default: localhost/hearsay-base:bookworm-py311 when that image exists, else the
 #   Dockerfile's placeholder, which fails until pinned), ENGINE, MODEL_SHA256 (expected sha256 of
 #   model.onnx; default: the one in SHA256SUMS), HEARSAY_WHEEL_CACHE (~/.cache/hearsay-wheels).
 # Exit codes: 0 built, 1 build failed, 2 usage, 3 model folder fails its checks, 4 no engine.
@@ -40,7 +40,7 @@ cp "$model"/* "$ctx/model/"
 cache=${HEARSAY_WHEEL_CACHE:-$HOME/.cache/hearsay-wheels}
 mkdir -p "$cache"
 pins=()
-for name in numpy soundfile soxr onnxruntime tqdm; do
+for name in numpy soundfile soxr onnxruntime tqdm imageio-ffmpeg; do
   pin=$(grep -i "^$name==" "$repo/requirements.lock") || { echo "build: $name not pinned in requirements.lock" >&2; exit 1; }
   pins+=("$pin")
 done
@@ -62,8 +62,8 @@ rm -rf "$ctx/src"
 base_args=()
 if [ -n "${BASE:-}" ]; then
   base_args=(--build-arg "BASE=$BASE")
-elif "$engine" image exists localhost/hearsay-base:bookworm 2>/dev/null; then
-  base_args=(--build-arg "BASE=localhost/hearsay-base:bookworm")
+elif "$engine" image exists localhost/hearsay-base:bookworm-py311 2>/dev/null; then
+  base_args=(--build-arg "BASE=localhost/hearsay-base:bookworm-py311")
 fi
 echo "build: $image from ${BASE:-${base_args[1]:-the Dockerfile default}} with model.onnx $want" >&2
 "$engine" build "${base_args[@]}" --build-arg "MODEL_SHA256=$want" -t "$image" "$ctx" >&2 \
