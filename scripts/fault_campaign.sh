@@ -149,6 +149,7 @@ scenario() {
 pick() {
   local var=$1
   shift
+  # shellcheck disable=SC2031  # each scenario subshell seeds RANDOM itself
   shift $((RANDOM % $#))
   printf -v "$var" '%s' "$1"
 }

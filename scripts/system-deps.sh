@@ -5,9 +5,10 @@
 #   debootstrap   - builds that image's base locally (images cannot be pulled here)
 #   nix-bin       - parses and evaluates flake.nix offline
 #   make          - the README's commands
+#   jq, curl      - the runner judges every vastai answer with jq; its tests drive the fake API with curl
 # Python tools (ffmpeg, bats, rclone, vastai, shellcheck) come from the pinned wheels instead.
 set -euo pipefail
-pkgs=(podman runc debootstrap nix-bin make)
+pkgs=(podman runc debootstrap nix-bin make jq curl)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
