@@ -159,3 +159,17 @@ def test_a_quantiser_crash_ships_fp32_and_records_why(tmp_path, monkeypatch):
     assert report["int8"] == {"passed": False, "error": "RuntimeError: shape inference differs"}
     assert set(read_sums(tmp_path)) == {"model.onnx", "front_end.json", "parity.json"}
     assert not (tmp_path / "model.int8.onnx").exists()
+
+
+def test_parity_b_comparison_runs_on_cpu_autocast(exported):
+    """The CUDA-only command cannot run here; its comparison function can, with CPU bf16."""
+    det, out, _ = exported
+    waves = parity.synthetic_clips(np.random.default_rng(5), 6, 0.6, 2.0,
+                                   json.loads((out / "front_end.json").read_text()))
+    r = parity.parity_b(det, out / "model.onnx", waves, device="cpu")
+    assert r["clips"] == 6 and r["device"] == "cpu"
+    assert r["fp32_vs_ort"]["max_abs_dlogit"] <= 1e-4  # fp32 on both sides: export parity
+    # bf16 really ran in reduced precision: far further from ORT fp32 than fp32 is
+    assert r["bf16_vs_ort"]["max_abs_dlogit"] > 10 * max(r["fp32_vs_ort"]["max_abs_dlogit"], 1e-7)
+    assert r["passed"] == (r["bf16_vs_ort"]["spearman"] > 0.99
+                           and r["bf16_vs_ort"]["max_abs_dlogit"] < 0.05)
