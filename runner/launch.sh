@@ -18,7 +18,8 @@
 # Exit codes: 0 provisioned; 1 failed, box confirmed destroyed; 2 usage; 3 budget refused or not
 #   measurable; 4 the job's previous instance is still listed (or another launch of it is running);
 #   5 cannot confirm the previous instance is gone (listing failed); 6 no go-ahead or no DONE pilot;
-#   7 ORPHAN: a box could not be confirmed destroyed; 8 no offer matches; 10 missing dependency;
+#   7 ORPHAN: a box could not be confirmed destroyed; 8 no offer matches; 10 missing dependency or
+#   store credentials (RUNNER_RCLONE_CONF);
 #   11 no API key; 12 remote path refused.
 set -euo pipefail
 export RUNNER_SCRIPT=launch

@@ -106,7 +106,7 @@ teardown() { world_end; }
   [ -n "$id" ]
   [ "$(cat "$RUNNER_STATE/jobs/probe/state")" = ORPHAN ]
   [ "$(cat "$RUNNER_STATE/jobs/probe/instance")" = "$id" ]
-  [ ! -e "$RUNNER_STATE/jobs/probe/HOLD" ]
+  ls -la "$RUNNER_STATE/jobs/probe/"; [ ! -e "$RUNNER_STATE/jobs/probe/HOLD" ]
   [ "$(open_rows)" -eq 1 ]
   ctl DELETE faults >/dev/null
   run reaper_once

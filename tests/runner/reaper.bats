@@ -101,7 +101,7 @@ teardown() { world_end; }
   run "$REPO/runner/reaper.sh" --once
   [ "$status" -eq 4 ]
   [[ "$output" == "runner: another reaper is running"* ]]
-  wait_for 60 test ! -d "$RUNNER_STATE/jobs/pilot"
+  wait_for 180 test ! -d "$RUNNER_STATE/jobs/pilot"
   grep -q "listing failed; next try in" "$W/reaper.out"
   [ "$(live_count)" -eq 0 ]
 }
