@@ -122,13 +122,14 @@ teardown() { world_end; }
 }
 
 @test "a launcher killed mid-provisioning leaves a record the reaper ends" {
-  FAKE_TRAIN_S=30 "$REPO/runner/launch.sh" --yes probe >"$W/l.out" 2>&1 3>&- &
+  # a pilot whose box trains for 30 s: the reaper must end it as abandoned, not wait for its STATUS
+  FAKE_TRAIN_S=30 "$REPO/runner/launch.sh" --yes pilot >"$W/l.out" 2>&1 3>&- &
   pid=$!
-  wait_for 60 test -e "$RUNNER_STATE/jobs/probe/HOLD"
+  wait_for 60 test -e "$RUNNER_STATE/jobs/pilot/HOLD"
   kill -9 "$pid"
   [ "$(live_count)" -eq 1 ]
   run reaper_once
   [ "$status" -eq 0 ]
   [ "$(live_count)" -eq 0 ] && [ "$(open_rows)" -eq 0 ]
-  [ "$(cat "$RUNNER_STATE"/archive/probe-*/result)" = ABANDONED ]
+  [ "$(cat "$RUNNER_STATE"/archive/pilot-*/result)" = ABANDONED ]
 }
