@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import hashlib
 import io
 import json
 import math
@@ -42,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from hearsay.audio import SAMPLE_RATE, AudioError, load_audio, prepare
+from hearsay.hashing import sha256_file
 
 DEFAULT_MODEL_DIR = "/opt/hearsay/model"
 COLUMNS = ["path", "duration_s", "score", "logit", "model_sha256", "error"]
@@ -67,14 +67,6 @@ class ScoreConfig:
 
 
 # --------------------------------------------------------------------------- model folder
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def read_sums(model_dir: Path) -> dict[str, str]:

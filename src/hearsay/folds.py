@@ -27,7 +27,6 @@ config).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -37,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hearsay.hashing import sha256_file
 from hearsay.manifest import INNER_FOLDS, LABELS, ManifestError, read_manifest
 
 SUMS = "SHA256SUMS"
@@ -78,14 +78,6 @@ class SplitsConfig:
 
     def family(self, generator: str) -> str:
         return generator.split(self.family_sep, 1)[0]
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------- assignment

@@ -25,7 +25,6 @@ from tensors and nothing branches on data. SpecAugment runs only in training mod
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -34,6 +33,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from hearsay.hashing import sha256_file
 
 WEIGHTS_ENV = "HEARSAY_WEIGHTS_DIR"
 DEFAULT_WEIGHTS_DIR = "/opt/hearsay/weights/xls-r-300m"
@@ -264,14 +265,6 @@ class Detector(nn.Module):
 
 
 # --------------------------------------------------------------------------- weights
-
-
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def weights_dir() -> Path:

@@ -39,6 +39,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from hearsay.hashing import sha256_file
+
 SUMS = "SHA256SUMS"
 EXIT_OK, EXIT_VERIFY, EXIT_USAGE, EXIT_REMOTE = 0, 1, 2, 3
 NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # flat, no path tricks
@@ -50,14 +52,6 @@ class RemoteError(Exception):
 
 class VerifyError(Exception):
     """What came back is not what was published (exit 1)."""
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def parse_sums(text: str) -> dict[str, str]:

@@ -23,7 +23,6 @@ aborts the run (exit 6) rather than train on without a safe copy.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import posixpath
@@ -37,6 +36,8 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
+
+from hearsay.hashing import sha256_file
 
 CKPT_DIR = "checkpoints"
 CKPT_RE = re.compile(r"^epoch_(\d{4,})$")
@@ -251,14 +252,6 @@ def open_store(uri: str | None, run_dir: str | os.PathLike, **kw) -> Store:
 
 
 # --------------------------------------------------------------------------- checkpoint files
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 def flatten_optimizer(sd: dict) -> tuple[dict[str, torch.Tensor], dict]:
