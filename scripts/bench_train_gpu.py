@@ -37,7 +37,7 @@ import soundfile as sf
 import torch
 import torch.nn.functional as F
 
-from hearsay import audio, train
+from hearsay import audio, train, train_config, train_step
 from hearsay.model import Detector, ModelConfig
 
 SR = audio.SAMPLE_RATE
@@ -84,7 +84,7 @@ def raw_step(mc: ModelConfig, batch: int, crop_s: float, steps: int, warmup: int
     """(a): fwd + bwd + AdamW on synthetic on-device tensors; steady rate after `warmup`."""
     torch.manual_seed(0)
     det = Detector(mc).to(device).train()
-    opt = torch.optim.AdamW(train.optimizer_groups(det, train.TrainConfig()))
+    opt = torch.optim.AdamW(train_step.optimizer_groups(det, train_config.TrainConfig()))
     fwd = torch.compile(det) if compile_ else det
     n = int(round(crop_s * SR))
     x = torch.randn(batch, n, device=device)
@@ -121,7 +121,7 @@ def trainer(bundle: Path, model: dict, args, compile_: bool, cpu: bool, tmp: Pat
                   "cpu_threads": 0},
         "crop": {"p_test_dist": 0.0, "uniform_min_s": args.crop_s, "uniform_max_s": args.crop_s},
     }
-    cfg = train.resolve_config("full", None, overrides=overrides, cpu_smoke=cpu)
+    cfg = train_config.resolve_config("full", None, overrides=overrides, cpu_smoke=cpu)
     out = tmp / f"run-{len(list(tmp.iterdir()))}"
     meta = train.run(cfg, bundle, out, verify_bundle=False)
     t = meta["step_t"]

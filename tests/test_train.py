@@ -1,4 +1,5 @@
-"""hearsay.train: config, sampler quotas, fold protocol, LR schedule, aborts, resume, CPU smoke."""
+"""hearsay.train and its parts (train_config, train_data, train_step): config, sampler quotas,
+fold protocol, LR schedule, aborts, resume, CPU smoke."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ import torch
 from hearsay import augment
 from hearsay import store as stores
 from hearsay import train as tr
+from hearsay import train_config as tcfg
+from hearsay import train_data as tdata
+from hearsay import train_step as tstep
 from hearsay.model import load_detector
 
 SR = 16_000
@@ -94,7 +98,7 @@ def bundle_dir(demo_bundle):
 
 
 def smoke(job="fold", fold=0, **train):
-    return tr.resolve_config(job, fold, cpu_smoke=True, overrides={"train": train})
+    return tcfg.resolve_config(job, fold, cpu_smoke=True, overrides={"train": train})
 
 
 def _sd(out):
@@ -107,18 +111,18 @@ def _sd(out):
 
 
 def test_unknown_config_keys_are_errors():
-    with pytest.raises(tr.ConfigError, match="lr_hed"):
-        tr.resolve_config("fold", 0, overrides={"train": {"lr_hed": 1.0}})
-    with pytest.raises(tr.ConfigError, match="unknown config sections"):
-        tr.resolve_config("fold", 0, overrides={"trian": {}})
+    with pytest.raises(tcfg.ConfigError, match="lr_hed"):
+        tcfg.resolve_config("fold", 0, overrides={"train": {"lr_hed": 1.0}})
+    with pytest.raises(tcfg.ConfigError, match="unknown config sections"):
+        tcfg.resolve_config("fold", 0, overrides={"trian": {}})
 
 
 def test_config_hash_is_canonical_and_covers_every_section():
-    a = tr.resolve_config("fold", 1)
-    assert tr.config_hash(a) == tr.config_hash(json.loads(json.dumps(a)))
-    assert tr.config_hash(a) != tr.config_hash(tr.resolve_config("fold", 2))
-    b = tr.resolve_config("fold", 1, overrides={"augment": {"p_aug": 0.5}})
-    assert tr.config_hash(a) != tr.config_hash(b)
+    a = tcfg.resolve_config("fold", 1)
+    assert tcfg.config_hash(a) == tcfg.config_hash(json.loads(json.dumps(a)))
+    assert tcfg.config_hash(a) != tcfg.config_hash(tcfg.resolve_config("fold", 2))
+    b = tcfg.resolve_config("fold", 1, overrides={"augment": {"p_aug": 0.5}})
+    assert tcfg.config_hash(a) != tcfg.config_hash(b)
 
 
 # --------------------------------------------------------------------------- data protocol
@@ -127,7 +131,7 @@ def test_config_hash_is_canonical_and_covers_every_section():
 def test_sampler_quotas_balance_labels_and_keep_the_source_mix():
     df = pd.DataFrame({"label": ["bonafide"] * 40 + ["spoof"] * 40,
                        "source": ["a"] * 30 + ["b"] * 10 + ["a"] * 20 + ["b"] * 20})
-    s = tr.Sampler(df, batch_size=8, mix="proportional", seed=0)
+    s = tdata.Sampler(df, batch_size=8, mix="proportional", seed=0)
     assert s.quotas == {("bonafide", "a"): 3, ("bonafide", "b"): 1,
                         ("spoof", "a"): 2, ("spoof", "b"): 2}
     plan = s.epoch_plan(1, n_batches=10)
@@ -140,16 +144,16 @@ def test_sampler_quotas_balance_labels_and_keep_the_source_mix():
     assert not np.array_equal(plan, s.epoch_plan(2, 10))  # fresh order each epoch
     np.testing.assert_array_equal(plan, s.epoch_plan(1, 10))  # a function of (seed, epoch)
     # half-batch 5 over 30:10 bona fide -> 3.75:1.25 -> largest remainder gives 4:1
-    assert tr.quotas(df, 10, "proportional")[("bonafide", "a")] == 4
-    assert sum(tr.quotas(df, 10, "proportional").values()) == 10
-    eq = tr.Sampler(df, batch_size=8, mix="equal", seed=0)
+    assert tdata.quotas(df, 10, "proportional")[("bonafide", "a")] == 4
+    assert sum(tdata.quotas(df, 10, "proportional").values()) == 10
+    eq = tdata.Sampler(df, batch_size=8, mix="equal", seed=0)
     assert eq.quotas[("bonafide", "a")] == eq.quotas[("bonafide", "b")] == 2
 
 
 def test_fold_protocol(bundle):
     df = bundle.manifest
     for k in range(5):
-        train, val = tr.plan_job(bundle, "fold", k)
+        train, val = tdata.plan_job(bundle, "fold", k)
         assert not train["fold"].isin([str(k), "holdout", "test"]).any()
         assert set(val["fold"]) == {str(k)} and set(val["train_scope"]) == {"core"}
         assert set(val["label"]) == {"bonafide", "spoof"}
@@ -161,9 +165,9 @@ def test_fold_protocol(bundle):
         rest = df.loc[~df["id"].isin(train["id"])]
         excluded = (rest["generator"] == "smear-x") & (k == 0)
         assert rest.loc[~excluded, "fold"].isin([str(k), "holdout", "test"]).all()
-    train, val = tr.plan_job(bundle, "pilot", None)
+    train, val = tdata.plan_job(bundle, "pilot", None)
     assert set(train["fold"]) == {"0", "1", "2", "3", "extra"} and set(val["fold"]) == {"4"}
-    train, val = tr.plan_job(bundle, "full", None)
+    train, val = tdata.plan_job(bundle, "full", None)
     assert set(train["fold"]) == {"0", "1", "2", "3", "4", "extra"} and val is None
 
 
@@ -172,7 +176,7 @@ def test_fold_protocol(bundle):
 
 def test_lr_multiplier_warms_up_then_reaches_the_floor_on_the_last_step():
     total = 25
-    m = [tr.lr_multiplier(s, total, 0.08, 0.01) for s in range(total)]
+    m = [tstep.lr_multiplier(s, total, 0.08, 0.01) for s in range(total)]
     assert m[0] == 0.5 and m[1] == 1.0  # ceil(0.08 * 25) = 2 warm-up steps
     assert m[-1] == pytest.approx(0.01) and min(m) == pytest.approx(0.01)
     assert all(a >= b for a, b in zip(m[1:], m[2:], strict=False))
@@ -194,8 +198,8 @@ def test_accumulation_flushes_the_trailing_group_and_lr_ends_at_floor(bundle_dir
                 "steps", "epochs", "device", "versions", "complete", "stream_shortcuts",
                 "rates", "rate_balance"):
         assert key in on_disk, key
-    assert on_disk["config_hash"] == tr.config_hash(cfg)
-    assert json.loads((run / "config.json").read_text())["config_hash"] == tr.config_hash(cfg)
+    assert on_disk["config_hash"] == tcfg.config_hash(cfg)
+    assert json.loads((run / "config.json").read_text())["config_hash"] == tcfg.config_hash(cfg)
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["epoch_0001",
                                                                         "epoch_0002"]
     assert on_disk["rate_balance"]["compared"]  # both classes of each source were compared
@@ -222,7 +226,7 @@ def test_planted_nan_gradient_aborts_with_its_own_code(bundle_dir, tmp_path):
         det.head.weight.register_hook(lambda g: g * float("nan"))
 
     # one step per epoch: its flag is read at the epoch end, before the checkpoint
-    with pytest.raises(tr.NonFinite, match="grad norm nan") as err:
+    with pytest.raises(tcfg.NonFinite, match="grad norm nan") as err:
         tr.run(smoke(batches_per_epoch=1), bundle_dir, tmp_path / "run", model_hook=plant)
     assert err.value.code == 4
     meta = json.loads((tmp_path / "run" / "run_meta.json").read_text())
@@ -232,7 +236,7 @@ def test_planted_nan_gradient_aborts_with_its_own_code(bundle_dir, tmp_path):
 
 def test_auc_tripwire_aborts(bundle_dir, tmp_path):
     # AUC <= 1.0 always holds: the readout must abort the run with exit code 5
-    with pytest.raises(tr.Tripwire, match="validation AUC") as err:
+    with pytest.raises(tcfg.Tripwire, match="validation AUC") as err:
         tr.run(smoke(tripwire_auc=1.0), bundle_dir, tmp_path / "run")
     assert err.value.code == 5
 
@@ -253,9 +257,9 @@ def test_nonfinite_flag_is_all_reduced_under_ddp(tmp_path):
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0,
                             world_size=1)
     try:
-        assert tr.nonfinite(torch.tensor(float("nan")), torch.tensor(1.0), ddp=True)
-        assert tr.nonfinite(torch.tensor(0.3), torch.tensor(float("inf")), ddp=True)
-        assert not tr.nonfinite(torch.tensor(0.3), torch.tensor(1.0), ddp=True)
+        assert tstep.nonfinite(torch.tensor(float("nan")), torch.tensor(1.0), ddp=True)
+        assert tstep.nonfinite(torch.tensor(0.3), torch.tensor(float("inf")), ddp=True)
+        assert not tstep.nonfinite(torch.tensor(0.3), torch.tensor(1.0), ddp=True)
     finally:
         dist.destroy_process_group()
 
@@ -335,16 +339,16 @@ def test_batched_device_augmentation_matches_the_numpy_path(bundle):
     the same input as augment.training_example clip by clip (here on the CPU)."""
     from hearsay import augment, augment_gpu, crops
 
-    train, _ = tr.plan_job(bundle, "fold", 1)
+    train, _ = tdata.plan_job(bundle, "fold", 1)
     rows = train[["id", "flac", "label", "source", "codec_ids"]].to_dict("records")
-    plan = tr.Sampler(train, 8, "proportional", 0).epoch_plan(1, 3)
+    plan = tdata.Sampler(train, 8, "proportional", 0).epoch_plan(1, 3)
     test_durs = bundle.manifest.loc[bundle.manifest["fold"] == "test", "duration"].to_numpy()
     ctx = {"seed": 0, "world": 1, "rank": 0, "test_durations": test_durs, "cap_s": 2.0,
            "crop": crops.CropConfig(), "augment": augment.AugmentConfig(p_aug=1.0),
            "max_crop_s": 0.0}
     for b in range(3):
-        ref = tr.EpochBatches(bundle.root, rows, plan, 1, {**ctx, "gpu_augment": False})[b]
-        dev = tr.EpochBatches(bundle.root, rows, plan, 1, {**ctx, "gpu_augment": True})[b]
+        ref = tdata.EpochBatches(bundle.root, rows, plan, 1, {**ctx, "gpu_augment": False})[b]
+        dev = tdata.EpochBatches(bundle.root, rows, plan, 1, {**ctx, "gpu_augment": True})[b]
         assert ref["names"] == dev["names"]
         got = augment_gpu.train_batch(dev["input_values"], dev["attention_mask"], dev["names"],
                                       dev["params"])
@@ -373,7 +377,7 @@ def test_ddp_run_completes_and_a_planted_nan_aborts_it(bundle_dir, tmp_path, tor
     def plant(det):
         det.head.weight.register_hook(lambda g: g * float("nan"))
 
-    with pytest.raises(tr.NonFinite):
+    with pytest.raises(tcfg.NonFinite):
         tr.run(smoke(), bundle_dir, tmp_path / "nan", model_hook=plant)
 
 
@@ -391,7 +395,7 @@ def test_unpinned_weights_abort_with_their_own_code(bundle_dir, tmp_path, monkey
 def test_augmentation_rates_that_diverge_between_classes_abort(tmp_path):
     """Codec copies only for spoof clips: the realised codec rate differs by class -> exit 9."""
     root = make_easy_bundle(tmp_path / "b", copies_for=("spoof",))
-    cfg = tr.resolve_config("full", None, cpu_smoke=True, overrides={
+    cfg = tcfg.resolve_config("full", None, cpu_smoke=True, overrides={
         "train": {"epochs": 1, "batches_per_epoch": 16},
         "augment": {"p_aug": 1.0, "w_codec": 20.0}})
     with pytest.raises(augment.AugmentRateError, match="codec"):

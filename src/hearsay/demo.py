@@ -70,14 +70,15 @@ def stage_train(out: Path, ctx: dict) -> None:
     demo (an old run dir would hold checkpoints, which a fresh `hearsay train` refuses)."""
     import shutil
 
-    from hearsay import train
+    from hearsay import train, train_config
 
     runs = {}
     for key in ("fold0", "fold1", "fold2", "fold3", "fold4", "full"):
         job, fold = ("full", None) if key == "full" else ("fold", int(key[4:]))
         run_dir = out / "runs" / key
         shutil.rmtree(run_dir, ignore_errors=True)
-        meta = train.run(train.resolve_config(job, fold, cpu_smoke=True), ctx["bundle"], run_dir)
+        meta = train.run(train_config.resolve_config(job, fold, cpu_smoke=True), ctx["bundle"],
+                         run_dir)
         print(f"[demo] train {key}: {meta['steps']} steps, loss {meta['history']['loss'][0]:.3f}"
               f" -> {meta['history']['loss'][-1]:.3f}")
         runs[key] = run_dir

@@ -34,347 +34,40 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
-import hashlib
 import json
-import math
 import os
-import platform
-import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from hearsay import audio, augment, augment_gpu, crops
 from hearsay import store as stores
-from hearsay.model import Detector, ModelConfig, WeightsError, load_pretrained, save_detector
-
-EXIT = {"ok": 0, "error": 1, "usage": 2, "device": 3, "nonfinite": 4, "tripwire": 5,
-        "store": 6, "resume": 7, "weights": 8, "rates": 9}
-
-
-class TrainError(RuntimeError):
-    """A run that must stop; `code` is its documented exit code."""
-
-    code = EXIT["error"]
-
-
-class DeviceRefused(TrainError):
-    code = EXIT["device"]
-
-
-class NonFinite(TrainError):
-    code = EXIT["nonfinite"]
-
-
-class Tripwire(TrainError):
-    code = EXIT["tripwire"]
-
-
-class ResumeRefused(TrainError):
-    code = EXIT["resume"]
-
-
-class ConfigError(TrainError):
-    code = EXIT["usage"]
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Optimisation and loop settings (units in the comments)."""
-
-    epochs: int = 4  # passes; the pilot fixes this for the fold and full models
-    batch_size: int = 64  # clips per micro-batch per GPU; even: half bona fide, half spoof
-    grad_accum: int = 1  # micro-batches per optimiser step (trailing group flushed per epoch)
-    batches_per_epoch: int = 0  # micro-batches per epoch over all GPUs; 0 = train clips // batch
-    lr_backbone: float = 1e-5  # peak LR of the top kept layer
-    layer_decay: float = 0.85  # LR of layer depth d (0 = top) = lr_backbone * layer_decay**d
-    lr_head: float = 5e-4  # peak LR of layer weights, pooling and linear head
-    weight_decay: float = 0.01  # AdamW, on matrices only (not biases, norms, layer weights)
-    warmup_frac: float = 0.08  # share of optimiser steps in linear warm-up
-    lr_floor: float = 0.01  # LR at the last optimiser step, as a fraction of the peak
-    label_smoothing: float = 0.05  # BCE targets 0.025 / 0.975
-    grad_clip: float = 1.0  # max global grad norm (the pre-clip norm is checked for finiteness)
-    source_mix: str = "proportional"  # per-class source quotas: "proportional" or "equal"
-    max_crop_s: float = 0.0  # extra cap on crop length, s (0 = none; the CPU smoke uses 1 s)
-    val_every: int = 200  # optimiser steps between validation readouts (0 = epoch ends only)
-    val_max_s: float = 8.0  # validation input: whole clip up to this, as at deploy time
-    val_batch: int = 32  # clips per validation batch (length-sorted)
-    tripwire_auc: float | None = 0.5  # abort when validation AUC <= this (None = off)
-    bf16: bool = True  # bf16 autocast on CUDA (ignored on CPU)
-    workers: int = 8  # data-loader processes (0 = in the training process)
-    gpu_augment: bool = True  # draw augmentations in the workers, render them batched on device
-    cpu_threads: int = 0  # torch intra-op threads for this run (0 = torch's default)
-    compile: bool = False  # torch.compile the model (CUDA only)
-    seed: int = 0  # every random stream derives from this
-    stream_records_max: int = 20000  # realised-stream clips kept for the shortcut AUCs
-    rate_tol: float = 0.02  # allowed augmentation-rate gap between classes (+ 4 s.e.)
-
-    def __post_init__(self):
-        if self.batch_size < 2 or self.batch_size % 2:
-            raise ValueError(f"batch_size={self.batch_size}: must be even (half per class)")
-        if self.grad_accum < 1 or self.epochs < 1:
-            raise ValueError("grad_accum and epochs must be >= 1")
-        if self.source_mix not in ("proportional", "equal"):
-            raise ValueError(f"source_mix={self.source_mix!r}: use proportional or equal")
-
-
-SECTIONS = {"train": TrainConfig, "model": ModelConfig, "crop": crops.CropConfig,
-            "augment": augment.AugmentConfig}
-
-
-def smoke_overrides() -> dict:
-    """The --cpu-smoke preset: tiny random model, short crops, few steps, tripwire off."""
-    return {"model": ModelConfig.tiny().to_dict(),
-            "train": {"epochs": 2, "batch_size": 8, "batches_per_epoch": 4, "lr_backbone": 3e-3,
-                      "lr_head": 1e-2, "max_crop_s": 1.0, "val_every": 0, "tripwire_auc": None,
-                      "bf16": False, "workers": 0, "val_batch": 16,
-                      "cpu_threads": 1}}  # a tiny model gains nothing from threads
-
-
-def _section(cls, d: dict):
-    if hasattr(cls, "from_dict"):
-        return cls.from_dict(d)
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(d) - known)
-    if unknown:
-        raise ValueError(f"unknown {cls.__name__} keys {unknown} (known: {sorted(known)})")
-    return cls(**d)
-
-
-def resolve_config(job: str, fold: int | None, *, overrides: dict | None = None,
-                   cpu_smoke: bool = False) -> dict:
-    """{"job", "fold", "cpu_smoke", "train", "model", "crop", "augment"}, every section resolved
-    to all its fields. Order: code defaults <- cpu-smoke preset <- `overrides` (config file)."""
-    layers = [smoke_overrides()] if cpu_smoke else []
-    layers.append(overrides or {})
-    merged: dict = {name: {} for name in SECTIONS}
-    for layer in layers:
-        unknown = sorted(set(layer) - set(SECTIONS))
-        if unknown:
-            raise ConfigError(f"unknown config sections {unknown} (known: {sorted(SECTIONS)})")
-        for name, values in layer.items():
-            merged[name].update(values)
-    try:
-        resolved = {name: dataclasses.asdict(_section(cls, merged[name]))
-                    for name, cls in SECTIONS.items()}
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"config: {err}") from None
-    return {"job": job, "fold": fold, "cpu_smoke": cpu_smoke, **resolved}
-
-
-def config_hash(resolved: dict) -> str:
-    """sha256 of the canonical JSON (sorted keys, no spaces) of the resolved config."""
-    blob = json.dumps(resolved, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def sections(resolved: dict):
-    return tuple(_section(cls, resolved[name]) for name, cls in SECTIONS.items())
-
-
-# --------------------------------------------------------------------------- the data
-
-
-def plan_job(bundle, job: str, fold: int | None):
-    """(train rows, validation rows or None) of the bundle manifest for this job."""
-    from hearsay.folds import SplitsConfig, train_ids
-
-    df = bundle.manifest
-    scfg = SplitsConfig.from_dict((bundle.meta.get("folds") or {}).get("config") or {})
-    key = {"fold": str(fold), "pilot": "4", "full": "full"}[job]
-    ids = set(train_ids(df, scfg, key))
-    train = df.loc[df["id"].isin(ids)].reset_index(drop=True)
-    # defence in depth: these rows must never reach a training batch
-    leaked = train.loc[train["fold"].isin(["holdout", "test"]) | (train["fold"] == key)]
-    assert leaked.empty, f"fold protocol broken: {leaked['id'].tolist()[:5]}"
-    val = None
-    if job != "full":
-        val = df.loc[(df["fold"] == key) & (df["train_scope"] == "core")].reset_index(drop=True)
-    return train, val
-
-
-def quotas(train, batch_size: int, mix: str) -> dict[tuple[str, str], int]:
-    """Clips per batch of each (label, source): batch_size/2 per label, split over the sources
-    of that label by largest remainder (proportional to their counts, or equal); each source
-    gets at least one slot when the half-batch has room for all of them. Fixed for the run."""
-    half = batch_size // 2
-    out: dict[tuple[str, str], int] = {}
-    for label in augment.LABELS:
-        counts = train.loc[train["label"] == label, "source"].value_counts().sort_index()
-        if counts.empty:
-            raise ConfigError(f"no {label} clips in the training rows: cannot balance labels")
-        share = (counts / counts.sum()) if mix == "proportional" else counts * 0 + 1 / len(counts)
-        raw = share * half
-        q = np.floor(raw).astype(int)
-        order = sorted(counts.index, key=lambda s: (-(raw[s] - q[s]), s))
-        for s in order[: half - int(q.sum())]:
-            q[s] += 1
-        for s in counts.index:
-            if q[s] == 0 and len(counts) <= half:
-                donor = max(counts.index, key=lambda t: (q[t], t))
-                q[donor] -= 1
-                q[s] += 1
-        out.update({(label, s): int(q[s]) for s in counts.index if q[s] > 0})
-    return out
-
-
-class Sampler:
-    """Label-balanced batches with a constant source mix: every batch holds exactly
-    `quotas[(label, source)]` clips of each pool. Each pool is drawn without replacement in a
-    fresh permutation per epoch (re-permuted when it runs out). Stateless: the plan of epoch e
-    is a function of (seed, e), so resuming at an epoch boundary needs only the epoch number."""
-
-    def __init__(self, train, batch_size: int, mix: str, seed: int):
-        self.quotas = quotas(train, batch_size, mix)
-        self.seed = seed
-        labels, sources = train["label"].to_numpy(), train["source"].to_numpy()
-        self.pools = {k: np.flatnonzero((labels == k[0]) & (sources == k[1]))
-                      for k in self.quotas}
-
-    def epoch_plan(self, epoch: int, n_batches: int) -> np.ndarray:
-        """(n_batches, batch_size) row positions into `train`."""
-        rng = np.random.default_rng([self.seed, epoch, 0x5A3])
-        cols = []
-        for key in sorted(self.quotas):
-            q, pool = self.quotas[key], self.pools[key]
-            need = q * n_batches
-            draws = np.concatenate([rng.permutation(pool)
-                                    for _ in range(-(-need // len(pool)))])[:need]
-            cols.append(draws.reshape(n_batches, q))
-        return np.concatenate(cols, axis=1)
-
-    def state(self, epoch: int) -> dict:
-        return {"seed": self.seed, "next_epoch": epoch + 1,
-                "quotas": {f"{lab}|{src}": q for (lab, src), q in sorted(self.quotas.items())}}
-
-
-class EpochBatches(torch.utils.data.Dataset):
-    """Item i = this rank's i-th micro-batch of the epoch, made on the CPU (loader workers).
-
-    Per clip: choose the augmentation (before loading: codec copies are separate files) ->
-    load the FLAC (or its codec copy) -> augment.training_example (trim jitter, crop, wave
-    augmentation, band-limit, normalise). The generator of batch b is (seed, epoch, b): batches
-    do not depend on worker count or order, which is what makes resume exact.
-    """
-
-    def __init__(self, root: Path, rows: list[dict], plan: np.ndarray, epoch: int, ctx: dict):
-        self.root, self.rows, self.plan, self.epoch, self.ctx = root, rows, plan, epoch, ctx
-
-    def __len__(self) -> int:
-        return len(self.plan) // self.ctx["world"]
-
-    def __getitem__(self, i: int) -> dict:
-        c = self.ctx
-        b = i * c["world"] + c["rank"]  # global batch index
-        rng = np.random.default_rng([c["seed"], self.epoch, b, 0xC0])
-        length = crops.crop_length_s(rng, c["test_durations"], c["cap_s"], c["crop"])
-        if c["max_crop_s"] > 0:
-            length = min(length, c["max_crop_s"])
-        n = crops.n_samples(length)
-        waves, n_valid, names, params, records = [], [], [], [], []
-        for pos in self.plan[b]:
-            row = self.rows[pos]
-            name = augment.choose(rng, c["augment"], row["codec_ids"])
-            rel = (f"codecs/{name.split(':', 1)[1]}/{row['id']}.flac"
-                   if name.startswith("codec:") else row["flac"])
-            x = audio.load_audio(self.root / rel)
-            if c["gpu_augment"]:  # draw here, render + finish the whole batch on the device
-                wave, nv, p = augment.plan_example(x, name, n, rng, c["augment"])
-                params.append(p)
-            else:
-                wave, nv = augment.training_example(x, name, n, rng, c["augment"])
-                records.append(augment.stream_record(row["source"], row["label"], wave, nv))
-            waves.append(wave)
-            n_valid.append(nv)
-            names.append(name)
-        values, mask = crops.pad_batch(waves, n_valid)
-        labels = [1.0 if self.rows[p]["label"] == "spoof" else 0.0 for p in self.plan[b]]
-        return {"input_values": torch.from_numpy(values), "attention_mask": torch.from_numpy(mask),
-                "labels": torch.tensor(labels), "names": names, "params": params,
-                "records": records, "sources": [self.rows[p]["source"] for p in self.plan[b]],
-                "label_names": [self.rows[p]["label"] for p in self.plan[b]]}
-
-
-def validate(det, val_rows: list[dict], root: Path, tc: TrainConfig, device, amp) -> dict:
-    """AUC (spoof positive) of the validation rows, each the whole clip up to val_max_s."""
-    xs = [crops.test_input(audio.load_audio(root / r["flac"]), tc.val_max_s) for r in val_rows]
-    order = np.argsort([len(x) for x in xs], kind="stable")
-    logits = np.zeros(len(xs))
-    det.eval()
-    with torch.no_grad(), amp():
-        for start in range(0, len(xs), tc.val_batch):
-            idx = order[start: start + tc.val_batch]
-            values, mask = crops.pad_batch([xs[i] for i in idx], [len(xs[i]) for i in idx])
-            out = det(torch.from_numpy(values).to(device), torch.from_numpy(mask).to(device))
-            logits[idx] = out.float().cpu().numpy()
-    det.train()
-    is_spoof = np.array([r["label"] == "spoof" for r in val_rows])
-    return {"auc": augment.auc(logits[is_spoof], logits[~is_spoof]), "n": len(xs)}
-
-
-# --------------------------------------------------------------------------- the schedule
-
-
-def lr_multiplier(step: int, total: int, warmup_frac: float, floor: float) -> float:
-    """LR factor of optimiser step `step` (0-based) of `total`: linear warm-up over
-    ceil(warmup_frac * total) steps, then cosine from 1 to `floor`, reached at step total-1."""
-    warm = min(max(1, math.ceil(warmup_frac * total)), total)
-    if step < warm:
-        return (step + 1) / warm
-    span = total - 1 - (warm - 1)
-    progress = (step - (warm - 1)) / span if span > 0 else 1.0
-    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
-
-
-def optimizer_groups(det: Detector, tc: TrainConfig) -> list[dict]:
-    """AdamW groups: head, then backbone by depth (LR decays downwards); no decay on 1-D."""
-    groups = []
-
-    def add(params, lr, name):
-        params = [p for p in params if p.requires_grad]
-        for decay in (True, False):
-            ps = [p for p in params if (p.ndim >= 2) == decay]
-            if ps:
-                groups.append({"params": ps, "lr": lr, "base_lr": lr, "name": name,
-                               "weight_decay": tc.weight_decay if decay else 0.0})
-
-    add(det.head_params(), tc.lr_head, "head")
-    for depth, params in det.backbone_param_groups():
-        add(params, tc.lr_backbone * tc.layer_decay ** depth, f"backbone_depth{depth}")
-    return groups
-
-
-# --------------------------------------------------------------------------- identity
-
-
-def git_sha() -> str:
-    """$HEARSAY_GIT_SHA (set in the image), else `git rev-parse HEAD` here, else "unknown"."""
-    env = os.environ.get("HEARSAY_GIT_SHA")
-    if env:
-        return env
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).parent, timeout=10)
-        return out.stdout.strip() if out.returncode == 0 else "unknown"
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-
-
-def versions() -> dict:
-    import transformers
-
-    from hearsay import __version__
-
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__, "numpy": np.__version__,
-            "hearsay": __version__, "cuda": torch.version.cuda}
-
+from hearsay.model import Detector, WeightsError, load_pretrained, save_detector
+from hearsay.train_config import (
+    EXIT,
+    ConfigError,
+    DeviceRefused,
+    ResumeRefused,
+    TrainError,
+    Tripwire,
+    config_hash,
+    git_sha,
+    resolve_config,
+    sections,
+    versions,
+)
+from hearsay.train_data import EpochBatches, Sampler, plan_job, validate
+from hearsay.train_step import (
+    check_pending,
+    lr_multiplier,
+    nonfinite_flag,
+    optimizer_groups,
+    rng_state,
+    set_rng_state,
+)
 
 # --------------------------------------------------------------------------- the loop
 
@@ -400,51 +93,6 @@ def _stream_records(iv: torch.Tensor, am: torch.Tensor, batch: dict) -> list[dic
     return [augment.stream_record(s, lab, values[i], int(n_valid[i]))
             for i, (s, lab) in enumerate(zip(batch["sources"], batch["label_names"],
                                              strict=True))]
-
-
-def nonfinite_flag(loss_sum: torch.Tensor, grad_norm: torch.Tensor, ddp: bool) -> torch.Tensor:
-    """(1,) int32 on the device: 1 when this step's loss or (all-reduced) grad norm is NaN/inf
-    on ANY rank. Under DDP the gradients are already averaged across ranks by backward(), so
-    every rank sees the same norm; the loss is local, so the flag is max-reduced: all ranks stop
-    together. No host sync here: the loop reads the flag one step later (see `_check`)."""
-    bad = (~torch.isfinite(loss_sum.detach().float()) | ~torch.isfinite(grad_norm.float()))
-    bad = bad.to(torch.int32).reshape(1)
-    if ddp:
-        import torch.distributed as dist
-
-        dist.all_reduce(bad, op=dist.ReduceOp.MAX)
-    return bad
-
-
-def nonfinite(loss_sum: torch.Tensor, grad_norm: torch.Tensor, ddp: bool) -> bool:
-    return bool(nonfinite_flag(loss_sum, grad_norm, ddp).item())
-
-
-def _check(pending: list) -> None:
-    """Read the queued non-finite flags (one host sync); raise NonFinite on the first bad one.
-
-    The flag of step k is read while step k+1 runs, so the GPU never waits for the host; a bad
-    step's update is then already applied, but the run aborts before any checkpoint is written,
-    so nothing non-finite is ever saved."""
-    while pending:
-        flag, step, epoch, loss, norm = pending.pop(0)
-        if flag.item():
-            raise NonFinite(f"optimiser step {step} (epoch {epoch}): loss {loss.item()} grad "
-                            f"norm {norm.item()}: aborting (lower the LR, check the inputs)")
-
-
-def _rng_state(device: torch.device, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    state = {"torch_cpu": torch.get_rng_state(), "spec_augment": gen.get_state()}
-    if device.type == "cuda":
-        state["torch_cuda"] = torch.cuda.get_rng_state(device)
-    return state
-
-
-def _set_rng_state(rng: dict, device: torch.device, gen: torch.Generator) -> None:
-    torch.set_rng_state(rng["torch_cpu"])
-    gen.set_state(rng["spec_augment"])
-    if device.type == "cuda" and "torch_cuda" in rng:
-        torch.cuda.set_rng_state(rng["torch_cuda"], device)
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -568,7 +216,7 @@ def _run(resolved, bundle_dir, out, store_uri, resume, verify_bundle, model_hook
             raise ResumeRefused(f"{name}/state.json says epoch {ck.state['epoch']}")
         det.load_state_dict(ck.model)
         opt.load_state_dict(ck.optimizer)
-        _set_rng_state(ck.rng, device, det.generator)
+        set_rng_state(ck.rng, device, det.generator)
         if rank > 0:  # only rank 0's RNG is checkpointed: other ranks get fresh, distinct seeds
             torch.manual_seed(tc.seed * 1000 + 100 * latest + rank)
             det.generator.manual_seed(tc.seed * 1000 + 100 * latest + rank + 1)
@@ -662,7 +310,7 @@ def _run(resolved, bundle_dir, out, store_uri, resume, verify_bundle, model_hook
                     continue
                 norm = torch.nn.utils.clip_grad_norm_(trainable, tc.grad_clip)
                 flag = nonfinite_flag(group_loss, norm, ddp)
-                _check(pending)  # the previous step's flag: done on the GPU by now
+                check_pending(pending)  # the previous step's flag: done on the GPU by now
                 pending.append((flag, step, epoch, group_loss / group_n, norm))
                 mult = lr_multiplier(step, total_steps, tc.warmup_frac, tc.lr_floor)
                 for g in opt.param_groups:
@@ -676,10 +324,10 @@ def _run(resolved, bundle_dir, out, store_uri, resume, verify_bundle, model_hook
                 step += 1
                 if tc.val_every and step % tc.val_every == 0:
                     t_loop += time.time() - t0
-                    _check(pending)
+                    check_pending(pending)
                     readout()
                     t0 = time.time()
-            _check(pending)
+            check_pending(pending)
             hist["loss"].extend(round(v, 6) for v in
                                 torch.stack(step_loss).float().cpu().tolist())
             step_loss.clear()
@@ -697,7 +345,7 @@ def _run(resolved, bundle_dir, out, store_uri, resume, verify_bundle, model_hook
                 name = stores.ckpt_name(epoch)
                 local = stores.write_checkpoint(out / stores.CKPT_DIR / name, det.state_dict(),
                                                 opt.state_dict(),
-                                                _rng_state(device, det.generator), state)
+                                                rng_state(device, det.generator), state)
                 store.push_dir(local, f"{stores.CKPT_DIR}/{name}")
                 meta["throughput"] = {"clips_per_s": clips / max(t_loop, 1e-9),
                                       "audio_s_per_s": audio_s / max(t_loop, 1e-9)}
@@ -767,3 +415,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+

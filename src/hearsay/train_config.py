@@ -1,0 +1,176 @@
+"""The `hearsay train` config, its hash, the run's identity and its exit-code errors.
+
+    from hearsay.train_config import resolve_config, config_hash
+    resolved = resolve_config("fold", 3, overrides=json.load(open("train.json")))
+    config_hash(resolved)   # what RUN_DIR/config.json records and --resume must match
+
+A resolved config is {"job", "fold", "cpu_smoke", "train", "model", "crop", "augment"}, every
+section expanded to all its fields (code defaults <- --cpu-smoke preset <- --config file);
+unknown sections or keys are errors (ConfigError, exit 2). The loop is hearsay.train.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from hearsay import augment, crops
+from hearsay.model import ModelConfig
+
+EXIT = {"ok": 0, "error": 1, "usage": 2, "device": 3, "nonfinite": 4, "tripwire": 5,
+        "store": 6, "resume": 7, "weights": 8, "rates": 9}
+
+
+class TrainError(RuntimeError):
+    """A run that must stop; `code` is its documented exit code."""
+
+    code = EXIT["error"]
+
+
+class DeviceRefused(TrainError):
+    code = EXIT["device"]
+
+
+class NonFinite(TrainError):
+    code = EXIT["nonfinite"]
+
+
+class Tripwire(TrainError):
+    code = EXIT["tripwire"]
+
+
+class ResumeRefused(TrainError):
+    code = EXIT["resume"]
+
+
+class ConfigError(TrainError):
+    code = EXIT["usage"]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation and loop settings (units in the comments)."""
+
+    epochs: int = 4  # passes; the pilot fixes this for the fold and full models
+    batch_size: int = 64  # clips per micro-batch per GPU; even: half bona fide, half spoof
+    grad_accum: int = 1  # micro-batches per optimiser step (trailing group flushed per epoch)
+    batches_per_epoch: int = 0  # micro-batches per epoch over all GPUs; 0 = train clips // batch
+    lr_backbone: float = 1e-5  # peak LR of the top kept layer
+    layer_decay: float = 0.85  # LR of layer depth d (0 = top) = lr_backbone * layer_decay**d
+    lr_head: float = 5e-4  # peak LR of layer weights, pooling and linear head
+    weight_decay: float = 0.01  # AdamW, on matrices only (not biases, norms, layer weights)
+    warmup_frac: float = 0.08  # share of optimiser steps in linear warm-up
+    lr_floor: float = 0.01  # LR at the last optimiser step, as a fraction of the peak
+    label_smoothing: float = 0.05  # BCE targets 0.025 / 0.975
+    grad_clip: float = 1.0  # max global grad norm (the pre-clip norm is checked for finiteness)
+    source_mix: str = "proportional"  # per-class source quotas: "proportional" or "equal"
+    max_crop_s: float = 0.0  # extra cap on crop length, s (0 = none; the CPU smoke uses 1 s)
+    val_every: int = 200  # optimiser steps between validation readouts (0 = epoch ends only)
+    val_max_s: float = 8.0  # validation input: whole clip up to this, as at deploy time
+    val_batch: int = 32  # clips per validation batch (length-sorted)
+    tripwire_auc: float | None = 0.5  # abort when validation AUC <= this (None = off)
+    bf16: bool = True  # bf16 autocast on CUDA (ignored on CPU)
+    workers: int = 8  # data-loader processes (0 = in the training process)
+    gpu_augment: bool = True  # draw augmentations in the workers, render them batched on device
+    cpu_threads: int = 0  # torch intra-op threads for this run (0 = torch's default)
+    compile: bool = False  # torch.compile the model (CUDA only)
+    seed: int = 0  # every random stream derives from this
+    stream_records_max: int = 20000  # realised-stream clips kept for the shortcut AUCs
+    rate_tol: float = 0.02  # allowed augmentation-rate gap between classes (+ 4 s.e.)
+
+    def __post_init__(self):
+        if self.batch_size < 2 or self.batch_size % 2:
+            raise ValueError(f"batch_size={self.batch_size}: must be even (half per class)")
+        if self.grad_accum < 1 or self.epochs < 1:
+            raise ValueError("grad_accum and epochs must be >= 1")
+        if self.source_mix not in ("proportional", "equal"):
+            raise ValueError(f"source_mix={self.source_mix!r}: use proportional or equal")
+
+
+SECTIONS = {"train": TrainConfig, "model": ModelConfig, "crop": crops.CropConfig,
+            "augment": augment.AugmentConfig}
+
+
+def smoke_overrides() -> dict:
+    """The --cpu-smoke preset: tiny random model, short crops, few steps, tripwire off."""
+    return {"model": ModelConfig.tiny().to_dict(),
+            "train": {"epochs": 2, "batch_size": 8, "batches_per_epoch": 4, "lr_backbone": 3e-3,
+                      "lr_head": 1e-2, "max_crop_s": 1.0, "val_every": 0, "tripwire_auc": None,
+                      "bf16": False, "workers": 0, "val_batch": 16,
+                      "cpu_threads": 1}}  # a tiny model gains nothing from threads
+
+
+def _section(cls, d: dict):
+    if hasattr(cls, "from_dict"):
+        return cls.from_dict(d)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} keys {unknown} (known: {sorted(known)})")
+    return cls(**d)
+
+
+def resolve_config(job: str, fold: int | None, *, overrides: dict | None = None,
+                   cpu_smoke: bool = False) -> dict:
+    """{"job", "fold", "cpu_smoke", "train", "model", "crop", "augment"}, every section resolved
+    to all its fields. Order: code defaults <- cpu-smoke preset <- `overrides` (config file)."""
+    layers = [smoke_overrides()] if cpu_smoke else []
+    layers.append(overrides or {})
+    merged: dict = {name: {} for name in SECTIONS}
+    for layer in layers:
+        unknown = sorted(set(layer) - set(SECTIONS))
+        if unknown:
+            raise ConfigError(f"unknown config sections {unknown} (known: {sorted(SECTIONS)})")
+        for name, values in layer.items():
+            merged[name].update(values)
+    try:
+        resolved = {name: dataclasses.asdict(_section(cls, merged[name]))
+                    for name, cls in SECTIONS.items()}
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"config: {err}") from None
+    return {"job": job, "fold": fold, "cpu_smoke": cpu_smoke, **resolved}
+
+
+def config_hash(resolved: dict) -> str:
+    """sha256 of the canonical JSON (sorted keys, no spaces) of the resolved config."""
+    blob = json.dumps(resolved, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def sections(resolved: dict):
+    return tuple(_section(cls, resolved[name]) for name, cls in SECTIONS.items())
+
+
+# --------------------------------------------------------------------------- identity
+
+
+def git_sha() -> str:
+    """$HEARSAY_GIT_SHA (set in the image), else `git rev-parse HEAD` here, else "unknown"."""
+    env = os.environ.get("HEARSAY_GIT_SHA")
+    if env:
+        return env
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).parent, timeout=10)
+        return out.stdout.strip() if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def versions() -> dict:
+    import transformers
+
+    from hearsay import __version__
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "numpy": np.__version__,
+            "hearsay": __version__, "cuda": torch.version.cuda}
