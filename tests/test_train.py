@@ -117,6 +117,16 @@ def test_unknown_config_keys_are_errors():
         tcfg.resolve_config("fold", 0, overrides={"trian": {}})
 
 
+def test_a_config_file_with_an_unknown_key_is_a_usage_error(bundle_dir, tmp_path, capsys):
+    bad = tmp_path / "train.json"
+    bad.write_text(json.dumps({"train": {"lr_hed": 1.0}}))
+    code = tr.main(["--bundle", str(bundle_dir), "--fold", "0", "--out", str(tmp_path / "r"),
+                    "--cpu-smoke", "--config", str(bad)])
+    assert code == 2
+    assert "lr_hed" in capsys.readouterr().err
+    assert not (tmp_path / "r" / "checkpoints").exists()
+
+
 def test_config_hash_is_canonical_and_covers_every_section():
     a = tcfg.resolve_config("fold", 1)
     assert tcfg.config_hash(a) == tcfg.config_hash(json.loads(json.dumps(a)))
