@@ -49,13 +49,14 @@
 : "${RUNNER_RCLONE:=rclone}"                 # word-split; the local rclone (store STATUS reads)
 : "${RUNNER_RCLONE_CONF:=${XDG_CONFIG_HOME:-$HOME/.config}/hearsay/rclone.conf}"  # mode 600, the store's secrets
 : "${RUNNER_STORE:=store:hearsay}"           # remote:path every remote path must live under (the guard)
-: "${RUNNER_BOX_DIR:=/run/hearsay}"          # on the box: job.env, rclone.conf (600), CHAIN, logs
+: "${RUNNER_BOX_DIR:=/run/hearsay}"          # on the box: job.env, train.json, rclone.conf (600), CHAIN, logs
 : "${RUNNER_BOX_ENTRY:=/opt/hearsay/runner/box/entry.sh}"  # on the box: the chain
 : "${RUNNER_BOX_TRAIN:=hearsay train}"       # on the box: the trainer command (word-split there)
 
 # --- identity of what a job trains (pilot gate) -------------------------------------------------------
 : "${RUNNER_BUNDLE_META:=bundle/bundle_meta.json}"  # local copy of the bundle's meta: its tree_sha
-: "${RUNNER_TRAIN_CONFIG:=configs/train.json}"      # the training config sent to the box; hashed
+: "${RUNNER_TRAIN_CONFIG:=${RUNNER_ROOT}/../configs/train.json}"  # `hearsay train --config` JSON:
+#   its sha256 is the config hash; its exact bytes go to the box as BOX_DIR/train.json (not for probe)
 
 # A site file (RUNNER_CONFIG) may set any of the above.
 if [ -n "${RUNNER_CONFIG:-}" ]; then

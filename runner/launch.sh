@@ -6,7 +6,8 @@
 # `show user --raw` must cover estimate + current commitments + RUNNER_MARGIN_USD); choose an offer;
 # ask for the go-ahead (offer, $/h, estimate, credit) unless --yes; create the instance labelled
 # PREFIX:JOB:GEN; persist its id and the ledger row at once; wait for it to run; send the store's
-# credentials over ssh stdin into a mode-600 rclone config on the box; start the chain; write
+# credentials over ssh stdin into a mode-600 rclone config on the box, then RUNNER_TRAIN_CONFIG's exact
+# bytes (the ones hashed for the pilot gate) as the box's train.json; start the chain; write
 # PROVISIONED only once the box reports the chain running. Any failure destroys the box and confirms
 # its absence; a box that cannot be confirmed gone is recorded ORPHAN for runner/reaper.sh.
 #

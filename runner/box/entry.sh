@@ -2,19 +2,22 @@
 # Usage: runner/box/entry.sh [BOX_DIR]
 # Summary: the trainer image's command: one training job on the box, STATUS at every phase, then destroy itself
 #
-# BOX_DIR (default $HEARSAY_BOX_DIR, else /run/hearsay) receives from runner/launch.sh over ssh:
-# rclone.conf (mode 600, the store's credentials, via stdin) and job.env (HEARSAY_JOB, _KIND, _FOLD,
-# _GEN, _STORE, _RUN_PATH, _BUNDLE_SHA, _CONFIG_HASH, _TRAIN). Without job.env it waits up to
-# HEARSAY_BOX_WAIT_S (1800 s), then gives up, and the box destroys itself.
+# BOX_DIR (default $HEARSAY_BOX_DIR, else /run/hearsay) receives from runner/launch.sh over ssh stdin:
+# rclone.conf (mode 600, the store's credentials), train.json (the training config's exact bytes; not
+# for probe) and last job.env (HEARSAY_JOB, _KIND, _FOLD, _GEN, _STORE, _RUN_PATH, _BUNDLE_SHA,
+# _CONFIG_HASH = train.json's sha256, _TRAIN). Without job.env it waits up to HEARSAY_BOX_WAIT_S
+# (1800 s), then gives up, and the box destroys itself.
 #
 # Phases, each written to RUN_PATH/STATUS as "GEN PHASE EPOCH" (the reaper ignores other generations):
-#   STARTED → SMOKE (container/trainer/smoke_check.sh, $HEARSAY_SMOKE_CHECK, when present) → TRAINING
-#   (`$HEARSAY_TRAIN --bundle … --fold K|--full|--pilot --out … --store RUN_PATH/run --resume`) →
-#   PUSHING (the run directory to RUN_PATH/run; three failed pushes end the run FAIL) → DONE | FAIL.
+#   STARTED (train.json missing or its sha256 != HEARSAY_CONFIG_HASH: FAIL) → SMOKE
+#   (container/trainer/smoke_check.sh, $HEARSAY_SMOKE_CHECK, when present) → TRAINING (`$HEARSAY_TRAIN
+#   --bundle … --fold K|--full|--pilot --out … --store RUN_PATH/run --resume --config BOX_DIR/train.json`)
+#   → PUSHING (the run directory to RUN_PATH/run; three failed pushes end the run FAIL) → DONE | FAIL.
 # BOX_DIR/CHAIN says "GEN running" once training has started (what the launcher waits for) or
 # "GEN failed". On EXIT and ERR the box writes FAIL unless DONE was written, and destroys itself
 # with CONTAINER_ID / CONTAINER_API_KEY (vast.ai sets both inside an instance).
-# Exit codes: 0 DONE; 1 FAIL (the run failed, or a push failed three times); 3 no job.env in time.
+# Exit codes: 0 DONE; 1 FAIL (the run failed, a push failed three times, or train.json is missing or
+#   not the hashed config); 3 no job.env in time.
 set -euo pipefail
 [ -n "${RUNNER_DEBUG:-}" ] && set -x
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -50,6 +53,13 @@ RUNNER_STORE=$HEARSAY_STORE             # the guard's prefix
 RUN_PATH=$(guard_path "$HEARSAY_RUN_PATH")
 
 box_status STARTED
+config=$BOX_DIR/train.json
+if [ "$HEARSAY_KIND" != probe ]; then   # train on exactly the config the pilot gate hashed, or not at all
+  [ -f "$config" ] || { echo "entry: no $config (the launcher sends it before job.env)" >&2; exit 1; }
+  got=$(sha256sum "$config" | cut -d' ' -f1)
+  [ "$got" = "${HEARSAY_CONFIG_HASH:-}" ] \
+    || { echo "entry: $config has sha256 $got, job.env says HEARSAY_CONFIG_HASH=${HEARSAY_CONFIG_HASH:-} (relaunch)" >&2; exit 1; }
+fi
 if [ -n "${HEARSAY_SMOKE_CHECK:-}" ] || [ -x /opt/hearsay/container/trainer/smoke_check.sh ]; then
   box_status SMOKE
   "${HEARSAY_SMOKE_CHECK:-/opt/hearsay/container/trainer/smoke_check.sh}" >&2
@@ -68,7 +78,7 @@ if [ "$HEARSAY_KIND" != probe ]; then
   box_rclone copy "$(guard_path "${HEARSAY_STORE%/}/bundles/$HEARSAY_BUNDLE_SHA")" "$BOX_DIR/bundle" </dev/null || true
   # shellcheck disable=SC2086  # HEARSAY_TRAIN is a command line by design
   $HEARSAY_TRAIN --bundle "$BOX_DIR/bundle" ${sel[@]+"${sel[@]}"} --out "$BOX_DIR/run" \
-    --store "$(guard_path "$RUN_PATH/run")" --resume &
+    --store "$(guard_path "$RUN_PATH/run")" --resume --config "$config" &
   train=$!
   echo "$HEARSAY_GEN running" >"$BOX_DIR/CHAIN"
   wait "$train"

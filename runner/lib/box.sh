@@ -18,6 +18,13 @@ box_send_secrets() {
     <"$RUNNER_RCLONE_CONF"
 }
 
+# box_send_config HOST PORT FILE: the training config's exact bytes into BOX_DIR/train.json (before
+# job.env, so the chain never starts without it; entry.sh checks its sha256 against job.env's).
+box_send_config() {
+  box_ssh "$1" "$2" "umask 077; $(_box_dir_expr); mkdir -p \"\$d\" && cat > \"\$d/train.json.tmp\" && mv -f \"\$d/train.json.tmp\" \"\$d/train.json\"" \
+    <"$3"
+}
+
 # box_start HOST PORT JOBENV_FILE: write job.env (no secrets) and start the chain, detached.
 box_start() {
   box_ssh "$1" "$2" "umask 077; $(_box_dir_expr); e=\${HEARSAY_ENTRY:-$RUNNER_BOX_ENTRY}; cat > \"\$d/job.env\" && (nohup bash \"\$e\" \"\$d\" </dev/null >>\"\$d/entry.log\" 2>&1 &)" \

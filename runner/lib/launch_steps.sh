@@ -191,12 +191,18 @@ step_wait_running() {
   rec_set "$1" ssh "$host:$port"
 }
 
-# step_provision JOB: HOLD while provisioning; secrets over stdin; start; wait for "GEN running".
+# step_provision JOB: HOLD while provisioning; secrets, then the training config, over stdin; start;
+# wait for "GEN running".
 step_provision() {
   local envf until line
   hold_set "$1"
   box_send_secrets "$host" "$port" || die 1 "ssh to $host:$port failed sending the store credentials" "check RUNNER_SSH and the box"
   envf=$(_vast_tmp)
+  if [ "$kind" != probe ]; then   # a snapshot, so the bytes sent are the bytes hashed (or we stop)
+    cp "$RUNNER_TRAIN_CONFIG" "$envf" || die 1 "cannot read $RUNNER_TRAIN_CONFIG" "set RUNNER_TRAIN_CONFIG"
+    [ "$(sha256_of "$envf")" = "$config_hash" ] || { rm -f "$envf"; die 1 "$RUNNER_TRAIN_CONFIG changed since it was hashed ($config_hash)" "launch again"; }
+    box_send_config "$host" "$port" "$envf" || { rm -f "$envf"; die 1 "ssh to $host:$port failed sending the training config" "check RUNNER_SSH and the box"; }
+  fi
   {
     printf 'HEARSAY_JOB=%q\nHEARSAY_KIND=%q\nHEARSAY_FOLD=%q\nHEARSAY_GEN=%q\n' "$1" "$kind" "$fold" "$gen"
     printf 'HEARSAY_STORE=%q\nHEARSAY_RUN_PATH=%q\n' "$RUNNER_STORE" "$(store_job_path "$1")"

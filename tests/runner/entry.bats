@@ -14,8 +14,10 @@ setup() {
   mkdir -p "$box"
   cp "$RUNNER_RCLONE_CONF" "$box/rclone.conf"
   run_path="$RUNNER_STORE/runs/pilot"
-  printf 'HEARSAY_JOB=pilot\nHEARSAY_KIND=pilot\nHEARSAY_FOLD=\nHEARSAY_GEN=g-7\nHEARSAY_STORE=%s\nHEARSAY_RUN_PATH=%s\nHEARSAY_BUNDLE_SHA=tree-aaaa\nHEARSAY_CONFIG_HASH=cfg\nHEARSAY_TRAIN=%s\n' \
-    "$RUNNER_STORE" "$run_path" "$RUNNER_BOX_TRAIN" >"$box/job.env"
+  cp "$RUNNER_TRAIN_CONFIG" "$box/train.json"                  # what the launcher sends before job.env
+  cfg_sha=$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)
+  printf 'HEARSAY_JOB=pilot\nHEARSAY_KIND=pilot\nHEARSAY_FOLD=\nHEARSAY_GEN=g-7\nHEARSAY_STORE=%s\nHEARSAY_RUN_PATH=%s\nHEARSAY_BUNDLE_SHA=tree-aaaa\nHEARSAY_CONFIG_HASH=%s\nHEARSAY_TRAIN=%s\n' \
+    "$RUNNER_STORE" "$run_path" "$cfg_sha" "$RUNNER_BOX_TRAIN" >"$box/job.env"
 }
 teardown() { world_end; }
 
@@ -27,8 +29,25 @@ phases() { sed -n 's/^entry: g-7 \([A-Z]*\)$/\1/p' "$1" | tr '\n' ' '; }
   [ "$(phases <(printf '%s\n' "$output"))" = "STARTED SMOKE TRAINING PUSHING DONE " ]
   [ "$(cut -d' ' -f1-2 <<<"$(status_of pilot)")" = "g-7 DONE" ]
   [ -f "$W/bucket/hearsay/runs/pilot/run/checkpoints/epoch_0001/model.safetensors" ]
-  grep -q -- "--pilot --out $box/run --store $run_path/run --resume" "$box/train.args"
+  grep -q -- "--pilot --out $box/run --store $run_path/run --resume --config $box/train.json" "$box/train.args"
+  [ "$(cat "$box/train.config_sha")" = "$cfg_sha" ]          # the trainer read the hashed bytes
   wait_for 10 test "$(live_count)" -eq 0
+}
+
+@test "a training config whose sha256 is not job.env's HEARSAY_CONFIG_HASH ends FAIL before training" {
+  echo '{"train": {"epochs": 9}}' >"$box/train.json"           # tampered (or stale) on the box
+  run "$REPO/runner/box/entry.sh" "$box"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"entry: $box/train.json has sha256 "*", job.env says HEARSAY_CONFIG_HASH=$cfg_sha (relaunch)"* ]]
+  [ "$(phases <(printf '%s\n' "$output"))" = "STARTED FAIL " ]
+  [ ! -e "$box/train.args" ]
+  [ "$(cut -d' ' -f1-2 <<<"$(status_of pilot)")" = "g-7 FAIL" ]
+  [ "$(cat "$box/CHAIN")" = "g-7 failed" ]
+  rm "$box/train.json" "$box/CHAIN"                            # and a missing one likewise
+  run "$REPO/runner/box/entry.sh" "$box"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"entry: no $box/train.json (the launcher sends it before job.env)"* ]]
+  [ ! -e "$box/train.args" ]
 }
 
 @test "a checkpoint push failing three times ends FAIL, never DONE, and still destroys the box" {

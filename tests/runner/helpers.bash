@@ -29,7 +29,7 @@ world() {
   export HEARSAY_PUSH_WAIT_S=0.1 HEARSAY_BOX_WAIT_S=30 FAKE_TRAIN_S=0.3
   export RUNNER_BUNDLE_META=$W/bundle_meta.json RUNNER_TRAIN_CONFIG=$W/train.json
   echo '{"tree_sha": "tree-aaaa"}' >"$RUNNER_BUNDLE_META"
-  echo '{"epochs": 3}' >"$RUNNER_TRAIN_CONFIG"
+  echo '{"train": {"epochs": 3}}' >"$RUNNER_TRAIN_CONFIG"
   unset RUNNER_DEBUG RUNNER_CONFIG
 }
 

@@ -23,6 +23,11 @@ teardown() { world_end; }
   port=$(cut -d: -f2 "$RUNNER_STATE/jobs/pilot/ssh")
   [ "$(stat -c %a "$W/boxes/box-$port/run/rclone.conf")" = 600 ]
   grep -q "^$gen running" "$W/boxes/box-$port/run/CHAIN"
+  # the training config's exact bytes reached the box, and its trainer was given them (--config)
+  cmp "$RUNNER_TRAIN_CONFIG" "$W/boxes/box-$port/run/train.json"
+  wait_for 10 test -s "$W/boxes/box-$port/run/train.config_sha"
+  [ "$(cat "$W/boxes/box-$port/run/train.config_sha")" = "$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)" ]
+  [ "$(cat "$W/boxes/box-$port/run/train.config_sha")" = "$(cat "$RUNNER_STATE/jobs/pilot/config_hash")" ]
   no_secrets "$W/boxes/ssh.log" "$RUNNER_STATE/runner.log" "$W/ps.txt"
   grep -q "launch.sh --yes pilot" "$W/ps.txt"   # the sampler did see the launcher
   [[ "$output" != *SECRET* ]]

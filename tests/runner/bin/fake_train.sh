@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Usage: fake_train.sh --bundle DIR (--fold K | --full | --pilot) --out RUN_DIR --store URI --resume
+# Usage: fake_train.sh --bundle DIR (--fold K | --full | --pilot) --out RUN_DIR --store URI --resume --config FILE
 # Summary: stands in for `hearsay train` on the sandbox box: writes a checkpoint and run_meta.json
 # after $FAKE_TRAIN_S seconds (default 0.3); exits $FAKE_TRAIN_RC (default 0). Its argv is logged to
-# RUN_DIR/../train.args so tests can check what the box asked for.
+# RUN_DIR/../train.args and the sha256 of the --config file it was given (or "none") to
+# RUN_DIR/../train.config_sha, so tests can check what the box asked for and what it trained on.
 set -euo pipefail
-out=""
+out="" config=""
 args="$*"
 while [ $# -gt 0 ]; do
-  case $1 in --out) out=$2; shift 2 ;; *) shift ;; esac
+  case $1 in --out) out=$2; shift 2 ;; --config) config=$2; shift 2 ;; *) shift ;; esac
 done
 mkdir -p "$out/checkpoints/epoch_0001"
 echo "$args" >"$out/../train.args"
+if [ -n "$config" ]; then sha256sum "$config" | cut -d' ' -f1; else echo none; fi >"$out/../train.config_sha"
 sleep "${FAKE_TRAIN_S:-0.3}"
 echo '{"complete": true}' >"$out/run_meta.json"
 echo weights >"$out/checkpoints/epoch_0001/model.safetensors"
