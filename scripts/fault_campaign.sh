@@ -82,7 +82,7 @@ scenario() {
     export RUNNER_BOX_TRAIN="$repo/tests/runner/bin/fake_train.sh" HEARSAY_PUSH_WAIT_S=0.1 HEARSAY_BOX_WAIT_S=20
     export RUNNER_BUNDLE_META=$W/bundle_meta.json RUNNER_TRAIN_CONFIG=$W/train.json
     echo '{"tree_sha": "tree-campaign"}' >"$RUNNER_BUNDLE_META"
-    echo '{"epochs": 1}' >"$RUNNER_TRAIN_CONFIG"
+    echo '{"train": {"epochs": 1}}' >"$RUNNER_TRAIN_CONFIG"
     pick FAKE_TRAIN_S 0.2 1 3
     pick FAKE_TRAIN_RC 0 0 0 1
     pick smoke smoke_ok.sh smoke_ok.sh smoke_ok.sh smoke_fail.sh
