@@ -4,6 +4,9 @@
 #
 # One reaper watches all jobs (a second one exits 4). Each cycle takes one listing of the account's
 # instances and acts per job record, in this order:
+#   0. duplicate                   another listed instance with the record's label (a create the CLI
+#                                  retried after a dropped connection rents twice): destroy it, ledger
+#                                  row written and completed; records without an id are left alone
 #   1. ORPHAN                      destroy again until a successful listing lacks the instance
 #   2. deadline passed             destroy (a HOLD never defers this)
 #   3. fresh HOLD                  leave the job alone (HOLD: "EPOCH PID", stale after RUNNER_HOLD_TTL_S

@@ -166,6 +166,22 @@ step_create() {
   rec_set "$1" state CREATED
   ledger_append "$instance" "$1" "$gen" "$offer" "$dph" "$(rec_get "$1" created_at)"
   say "created instance $instance (offer $offer, \$$dph/h, label $RUNNER_LABEL_PREFIX:$1:$gen)"
+  step_sweep "$1"
+}
+
+# step_sweep JOB: destroy any duplicate a retried create rented (sweep_duplicates). Never blocks the launch:
+# the dup_sweep marker stays in the record until a sweep on a successful listing confirms none is left,
+# and runner/reaper.sh sweeps every record with an id each cycle.
+step_sweep() {
+  local list
+  rec_set "$1" dup_sweep pending
+  list=$(_vast_tmp)
+  if vast_list "$list" && sweep_duplicates "$1" "$list"; then
+    rm -f "$(rec_dir "$1")/dup_sweep"
+  else
+    say "cannot confirm job $1 has no duplicate instance (runner/reaper.sh sweeps label $(rec_get "$1" label))"
+  fi
+  rm -f "$list"
 }
 
 # step_wait_running JOB: until the instance is listed running with ssh, or the boot deadline.

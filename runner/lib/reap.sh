@@ -26,6 +26,12 @@ reap_job() {
   st=$(rec_state "$job")
   id=$(rec_get "$job" instance)
   dl=$(rec_get "$job" deadline)
+  # 0. duplicates of the record's label (a retried create): swept first, while the record owns the label;
+  # one not confirmed destroyed keeps the record (and its marker) for the next cycle.
+  if [ -n "$id" ]; then
+    sweep_duplicates "$job" "$list" || { rec_set "$job" dup_sweep pending; return 1; }
+    rm -f "$(rec_dir "$job")/dup_sweep"
+  fi
   if [ "$st" = ORPHAN ]; then
     say "job $job: ORPHAN instance $id, destroying again"
     finish_job "$job" ORPHAN

@@ -62,3 +62,31 @@ finish_job() {
   say "instance $id of job $job could NOT be confirmed destroyed: recorded ORPHAN (the reaper keeps trying; check: runner/teardown_check.sh)"
   return 1
 }
+
+# sweep_duplicates JOB LISTFILE: the CLI retries a create whose connection dropped, so one launch can rent
+# twice; only the reported id is the record's. Every other instance in the listing carrying the record's
+# label gets a ledger row (rows = creations) and is destroyed, its row completed once confirmed. A record
+# without an id (CREATING) or with a label outside RUNNER_LABEL_PREFIX is left alone (adopt_by_label's).
+# 0 = no duplicate left, 1 = one could not be confirmed destroyed.
+sweep_duplicates() {
+  local job=$1 list=$2 own label id created rc=0
+  own=$(rec_get "$job" instance)
+  label=$(rec_get "$job" label)
+  [ -n "$own" ] && [ -n "$label" ] || return 0
+  case $label in "$RUNNER_LABEL_PREFIX":*) ;; *) return 0 ;; esac
+  for id in $(list_by_label "$list" "$label"); do
+    [ "$id" != "$own" ] || continue
+    created=$(list_field "$list" "$id" 7)
+    created=${created%%.*}
+    is_number "$created" || created=$(rec_get "$job" created_at)
+    ledger_append "$id" "$job" "$(rec_get "$job" gen)" "$(rec_get "$job" offer)" "$(rec_get "$job" dph)" "$created"
+    say "job $job: instance $id duplicates instance $own (same label $label, a retried create), destroying it"
+    if destroy_confirmed "$id"; then
+      ledger_complete "$id" "$created" "$(now)" "$(rec_get "$job" dph)"
+    else
+      say "duplicate instance $id of job $job could NOT be confirmed destroyed (the reaper keeps trying; check: runner/teardown_check.sh)"
+      rc=1
+    fi
+  done
+  return "$rc"
+}

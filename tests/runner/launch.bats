@@ -138,3 +138,31 @@ teardown() { world_end; }
   [ "$(live_count)" -eq 0 ] && [ "$(open_rows)" -eq 0 ]
   [ "$(cat "$RUNNER_STATE"/archive/pilot-*/result)" = ABANDONED ]
 }
+
+@test "a create the CLI retried after a dropped connection rents twice: the extra is destroyed, rows = creations" {
+  fault '[{"op": "create", "kind": "drop", "apply": true}]'
+  run launch --yes probe
+  echo "$output"; [ "$status" -eq 0 ]
+  id=${lines[${#lines[@]}-1]}
+  [ "$(created_count)" -eq 2 ]                    # the CLI sent the create again and rented a second box
+  [ "$(live_ids)" = "$id" ]
+  [ "$(cat "$RUNNER_STATE/jobs/probe/instance")" = "$id" ]
+  [ ! -e "$RUNNER_STATE/jobs/probe/dup_sweep" ]
+  [ "$(ledger_rows)" -eq "$(created_count)" ] && [ "$(open_rows)" -eq 1 ]
+  grep -q "^$id,probe,.*,,,$" "$LEDGER"           # the live box's row stays open, the extra's is closed
+}
+
+@test "the same double rental with the listing after it failing: the launch goes on, marked, and the reaper sweeps" {
+  fault '[{"op": "create", "kind": "drop", "apply": true}, {"op": "list", "kind": "error", "skip": 1}]'
+  run launch --yes probe
+  echo "$output"; [ "$status" -eq 0 ]
+  id=${lines[${#lines[@]}-1]}
+  [ "$(created_count)" -eq 2 ] && [ "$(live_count)" -eq 2 ]
+  [ "$(cat "$RUNNER_STATE/jobs/probe/dup_sweep")" = pending ]
+  [ "$(ledger_rows)" -eq 1 ]
+  run reaper_once
+  [ "$status" -eq 0 ]
+  [ -z "$(live_ids | grep -vx "$id")" ]            # only the job's own box may be left (its STATUS may end it too)
+  [ ! -e "$RUNNER_STATE/jobs/probe/dup_sweep" ] || [ ! -d "$RUNNER_STATE/jobs/probe" ]
+  [ "$(ledger_rows)" -eq "$(created_count)" ] && [ "$(open_rows)" -eq "$(live_count)" ]
+}

@@ -105,3 +105,22 @@ teardown() { world_end; }
   grep -q "listing failed; next try in" "$W/reaper.out"
   [ "$(live_count)" -eq 0 ]
 }
+
+@test "a duplicate of a record's label is destroyed (row written and closed); others' instances are not" {
+  id=$(rent fold3 PROVISIONED g-5)
+  offer=$(cat "$RUNNER_STATE/jobs/fold3/offer")
+  dup=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label hearsay:fold3:g-5 --raw | jq '.new_contract')
+  other=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label someone:fold3:g-5 --raw | jq '.new_contract')
+  # a record still CREATING with no id: its labelled instance is the launcher's (adopt_by_label), untouched
+  mkdir -p "$RUNNER_STATE/jobs/probe"
+  echo CREATING >"$RUNNER_STATE/jobs/probe/state"; echo hearsay:probe:g-9 >"$RUNNER_STATE/jobs/probe/label"
+  echo "$$" >"$RUNNER_STATE/jobs/probe/launcher"
+  echo $(($(date -u +%s) + 3600)) >"$RUNNER_STATE/jobs/probe/deadline"
+  adopt=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label hearsay:probe:g-9 --raw | jq '.new_contract')
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(live_ids | sort -n | tr '\n' ' ')" = "$(printf '%s\n' "$id" "$other" "$adopt" | sort -n | tr '\n' ' ')" ]
+  [ "$(cat "$RUNNER_STATE/jobs/fold3/state")" = PROVISIONED ]
+  grep -q "^$dup,fold3,g-5,$offer,0.5,.*Z,[0-9.]*,[0-9.]*$" "$LEDGER"
+  [ "$(open_rows)" -eq 1 ]
+}
