@@ -37,7 +37,6 @@ Usage::
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -47,7 +46,7 @@ import numpy as np
 from scipy import fft as sp_fft
 from scipy import signal
 
-from hearsay import audio, crops
+from hearsay import audio, config, crops
 
 log = logging.getLogger("hearsay.augment")
 
@@ -110,11 +109,7 @@ class AugmentConfig:
     @classmethod
     def from_dict(cls, d: Mapping) -> AugmentConfig:
         """From a dict (e.g. config.json); an unknown key is an error naming the known ones."""
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - set(fields))
-        if unknown:
-            raise ValueError(f"unknown AugmentConfig key(s) {unknown} (known: {sorted(fields)})")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+        return config.from_dict(cls, d)
 
 
 # --------------------------------------------------------------------------- choosing

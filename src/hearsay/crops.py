@@ -30,13 +30,12 @@ Usage::
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from hearsay import audio
+from hearsay import audio, config
 
 SAMPLE_RATE = audio.SAMPLE_RATE
 
@@ -63,11 +62,7 @@ class CropConfig:
     @classmethod
     def from_dict(cls, d: Mapping) -> CropConfig:
         """From a dict (e.g. config.json); an unknown key is an error naming the known ones."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown CropConfig key(s) {unknown} (known: {sorted(known)})")
-        return cls(**dict(d))
+        return config.from_dict(cls, d)
 
 
 def class_cap_s(durations_bonafide: Sequence[float], durations_spoof: Sequence[float]) -> float:

@@ -30,12 +30,13 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from hearsay import config
 from hearsay.hashing import sha256_file
 from hearsay.manifest import INNER_FOLDS, LABELS, ManifestError, read_manifest
 
@@ -56,14 +57,7 @@ class SplitsConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> SplitsConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise FoldError(f"unknown splits config key(s) {unknown}; known: {sorted(known)}")
-        d = dict(d)
-        if "holdout_families" in d:
-            d["holdout_families"] = tuple(d["holdout_families"])
-        cfg = cls(**d)
+        cfg = config.from_dict(cls, d, what="splits config", error=FoldError)
         if not 2 <= cfg.n_folds <= len(INNER_FOLDS):
             raise FoldError(f"n_folds {cfg.n_folds} must be 2..{len(INNER_FOLDS)}")
         models = {str(k) for k in range(cfg.n_folds)} | {"full"}

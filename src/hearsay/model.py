@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from hearsay import config
 from hearsay.hashing import sha256_file
 
 WEIGHTS_ENV = "HEARSAY_WEIGHTS_DIR"
@@ -102,11 +103,7 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, d: dict) -> ModelConfig:
         """Inverse of to_dict; unknown keys are an error (lists come back as tuples)."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown model config keys {unknown} (known: {sorted(known)})")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+        return config.from_dict(cls, d, what="model config")
 
     def hf_config(self):
         """The transformers Wav2Vec2Config of the kept backbone (built in code, no download)."""

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hearsay import augment, crops
+from hearsay import augment, config, crops
 from hearsay.model import ModelConfig
 
 EXIT = {"ok": 0, "error": 1, "usage": 2, "device": 3, "nonfinite": 4, "tripwire": 5,
@@ -110,13 +110,7 @@ def smoke_overrides() -> dict:
 
 
 def _section(cls, d: dict):
-    if hasattr(cls, "from_dict"):
-        return cls.from_dict(d)
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(d) - known)
-    if unknown:
-        raise ValueError(f"unknown {cls.__name__} keys {unknown} (known: {sorted(known)})")
-    return cls(**d)
+    return cls.from_dict(d) if hasattr(cls, "from_dict") else config.from_dict(cls, d)
 
 
 def resolve_config(job: str, fold: int | None, *, overrides: dict | None = None,
