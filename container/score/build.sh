@@ -6,7 +6,7 @@
 #      requirements.lock, fetched by the host's pip into $HEARSAY_WHEEL_CACHE), app/ (hearsay's)
 #   3. $ENGINE build (podman by default; docker works too) with BASE and MODEL_SHA256 build args
 # Environment: BASE (default: localhost/hearsay-base:bookworm-py311 when that image exists, else the
-#   Dockerfile's placeholder, which fails until pinned), ENGINE, MODEL_SHA256 (expected sha256 of
+#   Dockerfile's digest-pinned python:3.11.10-slim-bookworm, pulled from docker.io), ENGINE, MODEL_SHA256 (expected sha256 of
 #   model.onnx; default: the one in SHA256SUMS), HEARSAY_WHEEL_CACHE (~/.cache/hearsay-wheels).
 # Exit codes: 0 built, 1 build failed, 2 usage, 3 model folder fails its checks, 4 no engine.
 set -euo pipefail
