@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from hearsay.audio import SAMPLE_RATE, AudioError, load_audio, prepare
-from hearsay.hashing import sha256_file
+from hearsay.hashing import SumsError, parse_sums, sha256_file
 
 DEFAULT_MODEL_DIR = "/opt/hearsay/model"
 COLUMNS = ["path", "duration_s", "score", "logit", "model_sha256", "error"]
@@ -70,19 +70,14 @@ class ScoreConfig:
 
 
 def read_sums(model_dir: Path) -> dict[str, str]:
-    """SHA256SUMS ('<hex>  <name>' per line, sha256sum's format) -> {name: hex}."""
+    """The model folder's SHA256SUMS (sha256sum's format) -> {name: hex}; ModelError if bad."""
     sums_path = model_dir / "SHA256SUMS"
     if not sums_path.is_file():
         raise ModelError(f"{sums_path} not found (export the model with `hearsay export onnx`)")
-    sums: dict[str, str] = {}
-    for line in sums_path.read_text().splitlines():
-        if not line.strip():
-            continue
-        digest, _, name = line.partition("  ")
-        if len(digest) != 64 or not name:
-            raise ModelError(f"{sums_path}: malformed line {line!r} (want '<sha256>  <file>')")
-        sums[name.lstrip("*")] = digest
-    return sums
+    try:
+        return parse_sums(sums_path.read_text(), source=str(sums_path))
+    except SumsError as e:
+        raise ModelError(f"{e}; re-export the model (`hearsay export onnx`)") from None
 
 
 def verify_model_dir(model_dir: Path, variant: str = "fp32") -> tuple[Path, str, dict]:

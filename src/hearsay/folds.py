@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from hearsay import config
-from hearsay.hashing import sha256_file
+from hearsay.hashing import SumsError, format_sums, parse_sums, sha256_file
 from hearsay.manifest import INNER_FOLDS, LABELS, ManifestError, read_manifest
 
 SUMS = "SHA256SUMS"
@@ -150,15 +150,14 @@ def train_ids(df: pd.DataFrame, cfg: SplitsConfig, model: str) -> list[str]:
 
 
 def read_sums(path: Path) -> dict[str, str]:
-    """{file name: sha256} from a sha256sum-format file (missing file: {})."""
+    """{file name: sha256} from a sha256sum-format file (missing: {}); FoldError if malformed."""
     if not path.is_file():
         return {}
-    out = {}
-    for line in path.read_text().splitlines():
-        if line.strip():
-            digest, name = line.split(maxsplit=1)
-            out[name.lstrip("*")] = digest
-    return out
+    try:
+        return parse_sums(path.read_text(), source=str(path))
+    except SumsError as e:
+        raise FoldError(f"{e}; fix or delete that line, then re-pin with `hearsay splits make`") \
+            from None
 
 
 def write_folds(df: pd.DataFrame, cfg: SplitsConfig, out: Path, name: str) -> Path:
@@ -170,7 +169,7 @@ def write_folds(df: pd.DataFrame, cfg: SplitsConfig, out: Path, name: str) -> Pa
     path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     sums = read_sums(out / SUMS)
     sums[path.name] = sha256_file(path)
-    (out / SUMS).write_text("".join(f"{d}  {n}\n" for n, d in sorted(sums.items())))
+    (out / SUMS).write_text(format_sums(sums))
     return path
 
 

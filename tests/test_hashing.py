@@ -1,0 +1,58 @@
+"""hearsay.hashing: the one SHA256SUMS parser that folds, deploy and publish share."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from hearsay.folds import FoldError
+from hearsay.folds import read_sums as folds_read_sums
+from hearsay.hashing import SumsError, format_sums, parse_sums, sha256_file
+
+HEX = "ab" * 32
+
+
+def test_reads_what_sha256sum_writes_and_format_sums_round_trips(tmp_path):
+    (tmp_path / "a.onnx").write_bytes(b"model")
+    (tmp_path / "b.json").write_text("{}")
+    text = subprocess.run(["sha256sum", "a.onnx", "b.json"], cwd=tmp_path, check=True,
+                          capture_output=True, text=True).stdout
+    sums = parse_sums(text)
+    assert sums == {"a.onnx": sha256_file(tmp_path / "a.onnx"),
+                    "b.json": sha256_file(tmp_path / "b.json")}
+    assert parse_sums(format_sums(sums)) == sums
+    binary = subprocess.run(["sha256sum", "-b", "a.onnx"], cwd=tmp_path, check=True,
+                            capture_output=True, text=True).stdout
+    assert parse_sums(binary) == {"a.onnx": sums["a.onnx"]}
+    # what format_sums writes, sha256sum --check accepts
+    (tmp_path / "SUMS").write_text(format_sums(sums))
+    subprocess.run(["sha256sum", "--check", "--strict", "SUMS"], cwd=tmp_path, check=True,
+                   capture_output=True)
+
+
+@pytest.mark.parametrize("line", [
+    "demo.folds.json",                      # one token (folds' old parser died on this bare)
+    f"{HEX} demo.folds.json",               # one space: neither text nor binary mode
+    f"{HEX[:-1]}  short.json",              # 63 hex digits
+    f"{HEX.upper()}  upper.json",           # sha256sum writes lowercase
+    f"{HEX}  ../escape.onnx",               # a path out of the folder
+    f"{HEX}  sub/model.onnx",               # not flat
+    f"{HEX}  .hidden",
+    f"{HEX}  ",
+])
+def test_a_malformed_or_unsafe_line_is_refused_naming_the_source_and_line(line):
+    with pytest.raises(SumsError, match=r"model/SHA256SUMS:2: malformed"):
+        parse_sums(f"{HEX}  ok.onnx\n{line}\n", source="model/SHA256SUMS")
+
+
+def test_a_name_listed_twice_is_refused():
+    with pytest.raises(SumsError, match="listed twice"):
+        parse_sums(f"{HEX}  a.onnx\n{'cd' * 32}  a.onnx\n")
+
+
+def test_folds_turns_a_bad_manifest_into_a_fold_error_that_names_the_fix(tmp_path):
+    (tmp_path / "SHA256SUMS").write_text("demo.folds.json\n")
+    with pytest.raises(FoldError, match="hearsay splits make"):
+        folds_read_sums(tmp_path / "SHA256SUMS")
+    assert folds_read_sums(tmp_path / "missing") == {}
