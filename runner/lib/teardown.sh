@@ -5,6 +5,10 @@
 # adopt_by_label JOB: for a record whose create answered badly (no id persisted), look for an instance
 # carrying its label. 0 = found and adopted (id persisted, ledger row written); 2 = confirmed none
 # after RUNNER_LABEL_LAG_S of successful listings; 1 = unknown (listing failed, or still inside the lag).
+# Every create attempt can fail from our side yet each have rented a box (the CLI retries a create
+# whose connection dropped): the first labelled instance is adopted, every other one is swept on the
+# same listing (sweep_duplicates); one not confirmed destroyed leaves the dup_sweep marker, which
+# finish_job retries and which keeps the record (and so runner/reaper.sh's sweep) alive.
 adopt_by_label() {
   local job=$1 list id label created
   list=$(_vast_tmp)
@@ -15,12 +19,14 @@ adopt_by_label() {
     created=$(list_field "$list" "$id" 7)
     created=${created%%.*}
     is_number "$created" || created=$(rec_get "$job" created_at)
-    rm -f "$list"
     rec_set "$job" instance "$id"
     rec_set "$job" created_at "$created"
     rec_set "$job" state CREATED
     ledger_append "$id" "$job" "$(rec_get "$job" gen)" "$(rec_get "$job" offer)" "$(rec_get "$job" dph)" "$created"
     log_event "job $job adopted instance $id by label $label"
+    rec_set "$job" dup_sweep pending
+    if sweep_duplicates "$job" "$list"; then rm -f "$(rec_dir "$job")/dup_sweep"; fi
+    rm -f "$list"
     return 0
   fi
   rm -f "$list"
@@ -31,8 +37,24 @@ adopt_by_label() {
   return 1
 }
 
+# sweep_pending JOB: a dup_sweep marker (a sweep that could not confirm every duplicate destroyed) is
+# retried on a fresh listing. 0 = no marker left, 1 = still pending (listing failed or a duplicate lives).
+sweep_pending() {
+  local list rc=1
+  [ -e "$(rec_dir "$1")/dup_sweep" ] || return 0
+  list=$(_vast_tmp)
+  if vast_list "$list" && sweep_duplicates "$1" "$list"; then
+    rm -f "$(rec_dir "$1")/dup_sweep"
+    rc=0
+  fi
+  rm -f "$list"
+  return "$rc"
+}
+
 # finish_job JOB REASON: end the job's rental. 0 = confirmed gone (record archived), 1 = not confirmed
-# (record kept, state ORPHAN, or CREATING while its label may still appear).
+# (record kept, state ORPHAN, or CREATING while its label may still appear). The record is archived
+# only once its own instance AND every duplicate of its label are confirmed destroyed: a pending
+# dup_sweep marker keeps it ORPHAN, so runner/reaper.sh sweeps again (its step 0) and finishes it.
 finish_job() {
   local job=$1 reason=$2 id rc=0 created
   rec_exists "$job" || return 0
@@ -49,14 +71,19 @@ finish_job() {
   if destroy_confirmed "$id"; then
     created=$(rec_get "$job" created_at)
     ledger_complete "$id" "${created:-$(now)}" "$(now)" "$(rec_get "$job" dph)"
-    rec_set "$job" result "$reason"
     if [ "$reason" = DONE ] && [ "$(rec_get "$job" kind)" = pilot ]; then
       mkdir -p "$RUNNER_STATE/pilots"
       rec_get "$job" gen >"$RUNNER_STATE/pilots/$(rec_get "$job" bundle_sha)-$(rec_get "$job" config_hash)"
     fi
-    rec_archive "$job"
     say "instance $id of job $job destroyed (confirmed: absent from a successful listing)"
-    return 0
+    if sweep_pending "$job"; then
+      rec_set "$job" result "$reason"
+      rec_archive "$job"
+      return 0
+    fi
+    rec_set "$job" state ORPHAN
+    say "job $job: a duplicate of label $(rec_get "$job" label) could NOT be confirmed destroyed: record kept ORPHAN (the reaper keeps sweeping; check: runner/teardown_check.sh)"
+    return 1
   fi
   rec_set "$job" state ORPHAN
   say "instance $id of job $job could NOT be confirmed destroyed: recorded ORPHAN (the reaper keeps trying; check: runner/teardown_check.sh)"
@@ -66,7 +93,8 @@ finish_job() {
 # sweep_duplicates JOB LISTFILE: the CLI retries a create whose connection dropped, so one launch can rent
 # twice; only the reported id is the record's. Every other instance in the listing carrying the record's
 # label gets a ledger row (rows = creations) and is destroyed, its row completed once confirmed. A record
-# without an id (CREATING) or with a label outside RUNNER_LABEL_PREFIX is left alone (adopt_by_label's).
+# without an id (CREATING) or with a label outside RUNNER_LABEL_PREFIX is left alone (adopt_by_label
+# adopts one of its labelled instances and then calls this for the others).
 # 0 = no duplicate left, 1 = one could not be confirmed destroyed.
 sweep_duplicates() {
   local job=$1 list=$2 own label id created rc=0

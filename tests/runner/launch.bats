@@ -166,3 +166,35 @@ teardown() { world_end; }
   [ ! -e "$RUNNER_STATE/jobs/probe/dup_sweep" ] || [ ! -d "$RUNNER_STATE/jobs/probe" ]
   [ "$(ledger_rows)" -eq "$(created_count)" ] && [ "$(open_rows)" -eq "$(live_count)" ]
 }
+
+@test "every create attempt dropped after renting (no id): one adopted, every other labelled box swept, rows = creations" {
+  fault '[{"op": "create", "kind": "drop", "apply": true, "times": 3}]'
+  run launch --yes probe
+  echo "$output"; [ "$status" -eq 1 ]
+  [ "$(created_count)" -eq 3 ]                    # the CLI tried three times; each rented a box, none answered
+  [ "$(live_count)" -eq 0 ]
+  [ "$(ledger_rows)" -eq 3 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(grep -c 'duplicates instance' <<<"$output")" -eq 2 ]
+  [ ! -d "$RUNNER_STATE/jobs/probe" ]
+  [ "$(cat "$RUNNER_STATE"/archive/probe-*/result)" = LAUNCH_FAILED ]
+  run "$REPO/runner/teardown_check.sh"
+  [ "$status" -eq 0 ]
+}
+
+@test "the same with destroys failing: ORPHAN with every box's row and the dup_sweep marker; the reaper ends them all" {
+  fault '[{"op": "create", "kind": "drop", "apply": true, "times": 3}, {"op": "destroy", "kind": "error", "times": 100}]'
+  run launch --yes probe
+  echo "$output"; [ "$status" -eq 7 ]
+  [ "$(created_count)" -eq 3 ] && [ "$(live_count)" -eq 3 ]
+  [ "$(cat "$RUNNER_STATE/jobs/probe/state")" = ORPHAN ]
+  [ "$(cat "$RUNNER_STATE/jobs/probe/dup_sweep")" = pending ]
+  [ "$(ledger_rows)" -eq 3 ] && [ "$(open_rows)" -eq 3 ]
+  ctl DELETE faults >/dev/null
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(live_count)" -eq 0 ]
+  [ "$(ledger_rows)" -eq 3 ] && [ "$(open_rows)" -eq 0 ]
+  [ ! -d "$RUNNER_STATE/jobs/probe" ]
+  run "$REPO/runner/teardown_check.sh"
+  [ "$status" -eq 0 ]
+}

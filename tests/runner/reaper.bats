@@ -124,3 +124,23 @@ teardown() { world_end; }
   grep -q "^$dup,fold3,g-5,$offer,0.5,.*Z,[0-9.]*,[0-9.]*$" "$LEDGER"
   [ "$(open_rows)" -eq 1 ]
 }
+
+@test "a record that never got an id, its launcher gone, several boxes with its label: all destroyed, a row each" {
+  mkdir -p "$RUNNER_STATE/jobs/fold4"
+  d=$RUNNER_STATE/jobs/fold4
+  echo CREATING >"$d/state"; echo g-9 >"$d/gen"; echo hearsay:fold4:g-9 >"$d/label"; echo fold >"$d/kind"
+  echo 999999 >"$d/launcher"; echo 1 >"$d/asked"; echo 0.5 >"$d/dph"
+  date -u +%s >"$d/created_at"; echo $(($(date -u +%s) + 3600)) >"$d/deadline"
+  offer=$(vastai search offers 'num_gpus=1' --order dph_total --limit 1 --raw | jq '.[0].id')
+  echo "$offer" >"$d/offer"
+  for n in 1 2 3; do
+    vastai create instance "$offer" --image "$RUNNER_IMAGE" --label hearsay:fold4:g-9 --raw >/dev/null
+  done
+  other=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label hearsay:fold4:g-8 --raw | jq '.new_contract')
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(live_ids)" = "$other" ]                   # another generation's box is not this record's
+  [ ! -d "$d" ]
+  [ "$(ledger_rows)" -eq 3 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(grep -c ',fold4,g-9,' "$LEDGER")" -eq 3 ]
+}
