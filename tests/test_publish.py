@@ -189,8 +189,8 @@ def test_folder_release_round_trip_and_tamper(checkpoint, tmp_path, capsys):
 
 
 def test_usage_errors_exit_2(checkpoint, tmp_path, capsys):
-    assert main(["upload", str(checkpoint), "--to", "hf://acme/detector"]) == 2
-    assert "hf:// is not implemented" in capsys.readouterr().err
+    assert main(["upload", str(checkpoint), "--to", "s3://bucket/x"]) == 2
+    assert "unknown remote" in capsys.readouterr().err
     (checkpoint / "sub").mkdir()
     assert main(["upload", str(checkpoint), "--to", str(tmp_path / "r")]) == 2
     assert "flat folder" in capsys.readouterr().err

@@ -3,6 +3,7 @@
     hearsay publish upload runs/full/final --to gh://ORG/REPO@ckpt-2026-11-30
     hearsay publish download gh://ORG/REPO@ckpt-2026-11-30 --dest ckpt/ --sums-sha256 HEX
     hearsay publish upload demo_out/export --to /mnt/releases/demo-2026-11-30    # a folder
+    hearsay publish upload runs/full/final --to hf://ORG/REPO@ckpt-2026-11-30   # HF_TOKEN set
 
 A published checkpoint is a flat folder of files plus SHA256SUMS (sha256sum's format) made at
 upload. `upload` prints the sha256 of that SHA256SUMS: pin it, and `download --sums-sha256` refuses
@@ -15,12 +16,19 @@ Remotes (--to / REMOTE):
                        $GITHUB_TOKEN, API root $GITHUB_API_URL (default https://api.github.com).
                        A release that already has assets is refused: a checkpoint is immutable.
   PATH or file://PATH  a local folder "release" (a mounted share, a bucket mirror).
-  hf://…               not implemented: the Hub's upload protocol (LFS/xet) needs the hub client;
-                       refused with this message rather than half done.
+  hf://OWNER/REPO[@REVISION]
+                       a private Hugging Face Hub model repo (hearsay.publish_hf): token from
+                       $HF_TOKEN (required), endpoint $HF_ENDPOINT (default
+                       https://huggingface.co). Upload: REVISION is a branch (default main),
+                       everything goes up in one commit, a public repo or a branch already
+                       holding files is refused; the commit id is printed (download from
+                       hf://OWNER/REPO@COMMIT to pin it). Download: a branch, tag or commit.
+                       Big files go by xet (hf_xet is installed) unless HF_HUB_DISABLE_XET=1
+                       (then git-LFS); only the LFS path is tested, against a fake Hub.
 
 Exit codes: 0 done (and verified), 1 verification failed (sha mismatch, file missing from the
-release, manifest not the pinned one), 2 usage, 3 remote error (not found, auth, HTTP failure,
-release not empty).
+release, manifest not the pinned one), 2 usage, 3 remote error (not found, auth or no token,
+HTTP failure, release not empty, public hf:// repo).
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from pathlib import Path
 from hearsay.hashing import sha256_file
 
 SUMS = "SHA256SUMS"
+REMOTES = "gh://OWNER/REPO@TAG, hf://OWNER/REPO[@REVISION], file://PATH or PATH"
 EXIT_OK, EXIT_VERIFY, EXIT_USAGE, EXIT_REMOTE = 0, 1, 2, 3
 NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # flat, no path tricks
 
@@ -85,7 +94,15 @@ def make_sums(folder: Path) -> str:
 # --------------------------------------------------------------------------- backends
 
 
-class FolderRemote:
+class OneByOne:
+    """Backends without commits: files go up one at a time, SHA256SUMS last (the caller's order)."""
+
+    def upload_all(self, files: list[tuple[str, Path]]) -> None:
+        for name, path in files:
+            self.upload(name, path)
+
+
+class FolderRemote(OneByOne):
     """A local folder as a release: files copied in, read back from it."""
 
     def __init__(self, root: Path):
@@ -107,7 +124,7 @@ class FolderRemote:
 
 
 @dataclass
-class GitHubRemote:
+class GitHubRemote(OneByOne):
     """A GitHub release, through the REST API (urllib; no client library)."""
 
     owner: str
@@ -179,10 +196,14 @@ def remote_for(uri: str):
                                                             "https://api.github.com"),
                             token=os.environ.get("GITHUB_TOKEN"))
     if uri.startswith("hf://"):
-        raise ValueError("hf:// is not implemented (the Hub's LFS/xet upload needs its client); "
-                         "use gh://OWNER/REPO@TAG or a folder")
+        # huggingface_hub 1.33 otherwise fetches $HF_ENDPOINT/api/agent-harnesses for its
+        # User-Agent; read once, at its import (still on if something imported it earlier).
+        os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+        from hearsay.publish_hf import HubRemote  # imports huggingface_hub: only when asked for
+
+        return HubRemote.from_uri(uri)
     if "://" in uri and not uri.startswith("file://"):
-        raise ValueError(f"{uri!r}: unknown remote (gh://OWNER/REPO@TAG, file://PATH or PATH)")
+        raise ValueError(f"{uri!r}: unknown remote ({REMOTES})")
     return FolderRemote(Path(uri.removeprefix("file://")))
 
 
@@ -197,9 +218,9 @@ def upload(folder: Path, uri: str) -> str:
     with tempfile.TemporaryDirectory(prefix="hearsay-publish-") as tmp:
         staging = Path(tmp) / SUMS
         staging.write_text(sums_text)
-        for name in parse_sums(sums_text):
-            remote.upload(name, folder / name)
-        remote.upload(SUMS, staging)  # last: a release with its manifest is a complete one
+        files = [(name, folder / name) for name in parse_sums(sums_text)]
+        # SHA256SUMS last: a release with its manifest is a complete one (hf://: one commit)
+        remote.upload_all(files + [(SUMS, staging)])
     return hashlib.sha256(sums_text.encode()).hexdigest()
 
 
@@ -235,9 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="verb", required=True)
     up = sub.add_parser("upload", help="publish a flat folder (checkpoint or model folder)")
     up.add_argument("folder", type=Path)
-    up.add_argument("--to", required=True, help="gh://OWNER/REPO@TAG, file://PATH or PATH")
+    up.add_argument("--to", required=True, help=REMOTES)
     down = sub.add_parser("download", help="fetch a release and verify every sha256")
-    down.add_argument("remote", help="gh://OWNER/REPO@TAG, file://PATH or PATH")
+    down.add_argument("remote", help=REMOTES)
     down.add_argument("--dest", type=Path, required=True, help="new folder to create")
     down.add_argument("--sums-sha256", help="pinned sha256 of the release's SHA256SUMS")
     args = ap.parse_args(argv)
