@@ -76,6 +76,7 @@ def publish(checkpoint: Path, uri: str, capsys) -> tuple[str, str]:
     """Upload; returns (SHA256SUMS sha256, the commit id printed for pinning)."""
     assert main(["upload", str(checkpoint), "--to", uri]) == 0
     out, err = capsys.readouterr()
+    assert TOKEN not in out + err
     digest = out.split("SHA256SUMS sha256 ")[1].split()[0]
     commit = re.search(r"pin downloads with hf://[\w.-]+/[\w.-]+@([0-9a-f]{40})", err).group(1)
     return digest, commit
@@ -133,6 +134,22 @@ def test_hf_file_missing_from_the_commit_is_refused(hub, checkpoint, tmp_path, c
     assert not (tmp_path / "got.partial").exists()
 
 
+def test_hf_commit_landing_mid_download_is_not_mixed_in(hub, checkpoint, tmp_path, monkeypatch,
+                                                         capsys):
+    """Every file comes from the commit the branch named when the download began."""
+    publish(checkpoint, "hf://acme/detector", capsys)
+    fetch = HubRemote.download
+
+    def fetch_then_race(self, name, dest):
+        fetch(self, name, dest)
+        if name == "SHA256SUMS":
+            hub.commit_file("acme/detector", "config.json", b'{"model": {"hidden_size": 99}}\n')
+
+    monkeypatch.setattr(HubRemote, "download", fetch_then_race)
+    assert main(["download", "hf://acme/detector", "--dest", str(tmp_path / "got")]) == 0
+    assert "32" in (tmp_path / "got" / "config.json").read_text()
+
+
 def test_hf_manifest_not_the_pinned_one_is_refused(hub, checkpoint, tmp_path, capsys):
     publish(checkpoint, "hf://acme/detector", capsys)
     assert main(["download", "hf://acme/detector", "--dest", str(tmp_path / "d"),
@@ -172,9 +189,7 @@ def test_hf_commit_landing_after_the_empty_check_fails_the_upload(hub, checkpoin
 
     def check_then_race(self):
         check(self)
-        repo = hub.repos[self.repo_id]
-        files = dict(repo.commits[repo.refs["main"]])
-        repo.refs["main"] = hub._new_commit(repo, files, "someone else", repo.refs["main"])
+        hub.commit_file(self.repo_id, "notes.txt", b"someone else's\n")
 
     monkeypatch.setattr(HubRemote, "check_empty", check_then_race)
     assert main(["upload", str(checkpoint), "--to", "hf://acme/detector"]) == 3

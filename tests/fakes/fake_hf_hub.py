@@ -161,6 +161,15 @@ class FakeHub:
         """Flip one byte of a stored file, size unchanged (bit rot, or a hostile mirror)."""
         self.content(repo_id, path, rev)[at] ^= 0xFF
 
+    def commit_file(self, repo_id: str, path: str, data: bytes, branch: str = "main") -> str:
+        """Someone else's commit: `path` (inline) := `data` on `branch`; returns the commit id."""
+        repo = self.repos[repo_id]
+        oid = git_blob_sha1(data)
+        repo.blobs[oid] = bytearray(data)
+        files = {**repo.commits[repo.refs[branch]], path: Entry(len(data), oid)}
+        repo.refs[branch] = self._new_commit(repo, files, f"edit {path}", repo.refs[branch])
+        return repo.refs[branch]
+
     def _new_commit(self, repo: Repo, files: dict[str, Entry], summary: str,
                     parent: str | None) -> str:
         listing = json.dumps([parent, summary, sorted((p, e.blob_oid) for p, e in files.items()),
