@@ -181,14 +181,19 @@ teardown() { world_end; }
   [ "$status" -eq 0 ]
 }
 
-@test "the same with destroys failing: ORPHAN with every box's row and the dup_sweep marker; the reaper ends them all" {
-  fault '[{"op": "create", "kind": "drop", "apply": true, "times": 3}, {"op": "destroy", "kind": "error", "times": 100}]'
+@test "the same with the duplicates' destroys failing: own box destroyed, record kept ORPHAN with its dup_sweep marker; the reaper ends the rest" {
+  # one destroy try each: destroys 1-2 (the duplicates) fail, 3 (the adopted box) works, every later one fails
+  export RUNNER_DESTROY_TRIES=1 RUNNER_CONFIRM_CHECKS=1
+  fault '[{"op": "create", "kind": "drop", "apply": true, "times": 3}, {"op": "destroy", "kind": "error", "times": 2},
+          {"op": "destroy", "kind": "error", "skip": 1, "times": 100}]'
   run launch --yes probe
   echo "$output"; [ "$status" -eq 7 ]
-  [ "$(created_count)" -eq 3 ] && [ "$(live_count)" -eq 3 ]
+  id=$(cat "$RUNNER_STATE/jobs/probe/instance")
+  [ "$(created_count)" -eq 3 ] && [ "$(live_count)" -eq 2 ]
+  ! live_ids | grep -qx "$id"
   [ "$(cat "$RUNNER_STATE/jobs/probe/state")" = ORPHAN ]
   [ "$(cat "$RUNNER_STATE/jobs/probe/dup_sweep")" = pending ]
-  [ "$(ledger_rows)" -eq 3 ] && [ "$(open_rows)" -eq 3 ]
+  [ "$(ledger_rows)" -eq 3 ] && [ "$(open_rows)" -eq 2 ]
   ctl DELETE faults >/dev/null
   run reaper_once
   echo "$output"; [ "$status" -eq 0 ]
