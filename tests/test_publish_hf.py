@@ -39,6 +39,7 @@ def hub(monkeypatch):
     fake = fake_hf_hub.FakeHub(token=TOKEN, lfs_threshold=LFS_THRESHOLD).start()
     monkeypatch.setenv("HF_ENDPOINT", fake.url)
     monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")  # what remote_for sets: not left behind
     # The client uploads through xet whenever hf_xet is importable and this constant (read from
     # $HF_HUB_DISABLE_XET at import) is false; the fake does not speak xet.
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_DISABLE_XET", True)
@@ -247,6 +248,7 @@ def test_cli_with_xet_left_on_fails_clearly_and_HF_HUB_DISABLE_XET_fixes_it(hub,
     Left on, the client asks the fake for a xet write token (501) and the upload fails with
     exit 3; with HF_HUB_DISABLE_XET=1 the same command goes by LFS. The token is only ever in the
     environment, never in argv or output."""
+    pytest.importorskip("hf_xet")  # without it the client never tries xet
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"),
            "HF_XET_CACHE": str(tmp_path / "hf_home" / "xet"), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
     for name in ("HF_HUB_DISABLE_XET", "HF_HUB_DISABLE_TELEMETRY"):  # hearsay sets the 2nd
