@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Helpers of scripts/device_check.sh: the machine check before the steps, the summary after.
+
+    python3 scripts/device_check.py env OUT_DIR [--dry-run]   # -> OUT_DIR/env.json
+    python3 scripts/device_check.py summary OUT_DIR STEPS_TSV  # -> OUT_DIR/summary.json + table
+
+`env` records what the figures were measured on (python, torch, CUDA, the GPU, package versions,
+where hearsay was imported from) and, on a GPU, the card as found: a bf16 8192^3 matrix product
+rate on random data (a ceiling to read the other figures against; KINDS.md saw 769-798 TFLOP/s
+on an H200 here) and one read-only nvidia-smi query. It imports every module the steps need, so
+a missing wheel fails here, in seconds, not after minutes of another step.
+
+`summary` reads each step's rc/seconds/limit (STEPS_TSV, written by device_check.sh) and the
+files the steps left in OUT_DIR, and prints one short table (the device reply carries the end of
+the output). Figures are copied from the steps' own outputs, never recomputed.
+
+Exit codes: env: 0 ready, 3 not ready (an import failed, or no CUDA device outside --dry-run);
+summary: 0 every step exited 0, 1 a step failed, timed out or was skipped.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PACKAGES = ("numpy", "scipy", "pandas", "onnx", "onnxruntime", "onnxscript", "transformers",
+            "safetensors", "soundfile", "soxr")
+# hearsay modules the three steps import: a missing wheel shows up here first
+MODULES = ("hearsay.audio", "hearsay.score", "hearsay.train", "export.parity",
+           "export.onnx_export")
+SMI_FIELDS = ("name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem,"
+              "temperature.gpu,power.draw,utilization.gpu")
+
+
+def bf16_matmul_tflops(torch, n: int = 8192, reps: int = 10) -> float:
+    """Rate of an n^3 bf16 product on random data (never zeros: they run faster), after three
+    warm-ups, timed with CUDA events: 2 n^3 FLOP per product."""
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        a @ b
+    end.record()
+    torch.cuda.synchronize()
+    return 2 * n**3 * reps / (start.elapsed_time(end) / 1e3) / 1e12
+
+
+def env(out: Path, dry: bool) -> int:
+    info: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "dry_run": dry,
+                  "python": platform.python_version(), "executable": sys.executable}
+    import torch
+
+    info.update(torch=torch.__version__, torch_cuda=torch.version.cuda,
+                cuda_available=torch.cuda.is_available(), cpus=os.cpu_count(),
+                torch_threads=torch.get_num_threads())
+    ready = True
+    for name in PACKAGES:
+        try:
+            info[name] = getattr(importlib.import_module(name), "__version__", "?")
+        except Exception as err:  # noqa: BLE001 - report any import failure, keep checking
+            info[name], ready = f"MISSING ({type(err).__name__}: {err})", False
+    for name in MODULES:
+        try:
+            info[f"import {name}"] = importlib.import_module(name).__file__
+        except Exception as err:  # noqa: BLE001
+            info[f"import {name}"], ready = f"FAILED ({type(err).__name__}: {err})", False
+    if torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0)
+        info.update(gpu=p.name, capability=f"{p.major}.{p.minor}", sms=p.multi_processor_count,
+                    gpu_mem_gib=round(p.total_memory / 2**30, 1),
+                    cudnn=torch.backends.cudnn.version())
+        if not dry:
+            info["bf16_matmul_8192_tflops"] = round(bf16_matmul_tflops(torch), 1)
+        try:  # read-only query: the card's settings are left as found
+            info["nvidia_smi"] = subprocess.run(
+                ["nvidia-smi", f"--query-gpu={SMI_FIELDS}", "--format=csv"],
+                capture_output=True, text=True, timeout=20).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired) as err:
+            info["nvidia_smi"] = f"unavailable ({err})"
+    elif not dry:
+        info["error"] = "no CUDA device (torch.cuda.is_available() is False)"
+        ready = False
+    info["ready"] = ready
+    (out / "env.json").write_text(json.dumps(info, indent=1) + "\n")
+    print("env.json:", json.dumps(info))
+    return 0 if ready else 3
+
+
+def read_json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def parity_figures(out: Path) -> tuple[dict | None, str]:
+    data = read_json(out / "parity.json") or {}
+    rep = data.get("parity_b") or data.get("parity_b_cpu_check")
+    if not rep:
+        return None, "no parity_b in parity.json"
+    b, f = rep["bf16_vs_ort"], rep["fp32_vs_ort"]
+    line = (f"{rep['device']}, {rep['clips']} clips: bf16 vs ORT Spearman {b['spearman']:.5f} "
+            f"max|d| {b['max_abs_dlogit']:.4f} ({'PASS' if rep['passed'] else 'FAIL'}); "
+            f"fp32 vs ORT max|d| {f['max_abs_dlogit']:.2e}")
+    return rep, line
+
+
+def score_figures(out: Path) -> tuple[list[str], str]:
+    try:
+        lines = (out / "bench_score.txt").read_text().splitlines()
+    except OSError:
+        return [], "no bench_score.txt"
+    keep = [ln for ln in lines if ln.startswith(("shape=", "end-to-end:", "model only:"))]
+    # "end-to-end: 41.8 clips/s wall, 229.0 audio-s/s (1.53 s wall); ..." -> the two rates
+    rates = [f"{name} {re.sub(r' [(].*$', '', rest).strip()}"
+             for name, rest in (ln.split(":", 1) for ln in keep if not ln.startswith("shape="))]
+    return keep, "; ".join(rates) or "no rate lines"
+
+
+TRAIN_LINE = re.compile(r"^(fine-tune|frozen)( \+ compile)?\s+raw\s")
+
+
+def train_figures(out: Path, log_text: str) -> tuple[list, str]:
+    data = read_json(out / "bench_train.json")
+    if data:
+        rows = data["figures"]
+        text = "; ".join(
+            f"{r['variant']}: raw {r['raw']['clips_per_s']:.0f}"
+            + (f" trainer {r['trainer']['clips_per_s']:.0f} ({r['trainer_over_raw']:.2f})"
+               if "trainer" in r else "") for r in rows)
+        return rows, text + " clips/s"
+    # killed before the JSON: the per-variant lines it printed (flushed) are what is left
+    rows = [ln.strip() for ln in log_text.splitlines() if TRAIN_LINE.match(ln)]
+    return rows, ("no bench_train.json; from the log: "
+                  + "; ".join(re.sub(r"\s+", " ", r) for r in rows) if rows else "no figures")
+
+
+def summary(out: Path, steps_tsv: Path) -> int:
+    steps = []
+    for line in steps_tsv.read_text().splitlines():
+        name, rc, seconds, limit = line.split("\t")
+        steps.append({"step": name, "rc": int(rc), "seconds": int(seconds), "limit_s": int(limit),
+                      "timed_out": rc in ("124", "137"), "skipped": rc == "-1"})
+    try:
+        log_text = (out / "device_check.log").read_text(errors="replace")
+    except OSError:
+        log_text = ""
+    env_info = read_json(out / "env.json") or {}
+    figures = {"parity": parity_figures(out), "score": score_figures(out),
+               "train": train_figures(out, log_text)}
+    result = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "machine": env_info.get("gpu", "cpu (dry run)" if env_info.get("dry_run") else "?"),
+              "bf16_matmul_8192_tflops": env_info.get("bf16_matmul_8192_tflops"),
+              "steps": steps, "figures": {k: v[0] for k, v in figures.items()}}
+    (out / "summary.json").write_text(json.dumps(result, indent=1) + "\n")
+    dry = " (DRY RUN: checks the plumbing, no figure is a measurement)" \
+        if env_info.get("dry_run") else ""
+    print(f"\ndevice_check summary: {result['machine']}, bf16 matmul "
+          f"{result['bf16_matmul_8192_tflops']} TFLOP/s, {result['date']}{dry}")
+    print(f"{'step':<7} {'rc':>4} {'s':>5} {'limit':>5}  figures")
+    for s in steps:
+        rc = "skip" if s["skipped"] else ("TIME" if s["timed_out"] else str(s["rc"]))
+        note = figures.get(s["step"], (None, ""))[1]
+        print(f"{s['step']:<7} {rc:>4} {s['seconds']:>5} {s['limit_s']:>5}  {note}")
+    return 0 if steps and all(s["rc"] == 0 for s in steps) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["env"] and len(argv) in (2, 3):
+        return env(Path(argv[1]), "--dry-run" in argv[2:])
+    if argv[:1] == ["summary"] and len(argv) == 3:
+        return summary(Path(argv[1]), Path(argv[2]))
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

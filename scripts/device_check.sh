@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# Usage: bash scripts/device_check.sh [--dry-run | --help]
+# Summary: the GPU figures of issues 3, 4 and 5 in ONE device call, each step under its own
+#   timeout inside one total budget; a failed or timed-out step is recorded and the next runs.
+#     setup   carried wheels (.whl/) -> /tmp/site when soundfile/soxr are missing; PYTHONPATH
+#             src:. (hearsay + export, no wheel); env.json: versions, GPU, bf16 matmul rate
+#     parity  hearsay parity, XLS-R-300M shape (12 layers, random init): GPU bf16 and fp32 vs
+#             onnxruntime fp32 CPU over 50 clips of 3-8 s (issue 5)          -> parity.json
+#     score   scripts/bench_score.py --shape xlsr --device cuda --clips 512 (issue 4)
+#                                                                         -> bench_score.txt
+#     train   scripts/bench_train_gpu.py --compile: raw step vs real trainer, 64 x 4 s crops,
+#             12 layers, bf16, fine-tune and frozen, eager and compiled (issue 3)
+#                                                                        -> bench_train.json
+#   Everything lands in $OUT (the device tool's folder; a new temp folder when unset):
+#   device_check.log (all output), env.json, parity.json, bench_score.txt, bench_train.json,
+#   summary.json: six files, flat (the tool returns at most 8, at most 2 folders deep).
+#   The device call (docs/RUNBOOK.md, "When a task is lent a GPU"):
+#     run(command="bash scripts/device_check.sh", carry=[".whl"], timeout_s=540)
+#   after scripts/fetch_device_wheels.sh has filled .whl/ here.
+# Dry run (--dry-run or DEVICE_CHECK_DRY=1): the same steps on the CPU with tiny shapes
+#   (parity --random-init tiny --device cpu, bench_score --shape tiny, bench_train --dry-run),
+#   no wheel install, no GPU check: proves the script end to end before GPU minutes are spent.
+#   Its figures check the plumbing only; they are not measurements.
+# Environment:
+#   OUT                     output folder (the device tool sets it)
+#   PY                      python (default python3; dry run: .venv/bin/python when present)
+#   DEVICE_CHECK_STEPS      steps in order (default "parity score train"), e.g. "train" to rerun
+#   DEVICE_CHECK_TOTAL_S    total budget in seconds, setup included (default 450; dry run 900)
+#   DEVICE_CHECK_MAX_S_<STEP>  one step's cap, e.g. DEVICE_CHECK_MAX_S_PARITY=150
+# Exit codes: 0 every step exited 0; 1 a step failed, timed out or was skipped (summary.json
+#   says which; parity exits 1 when its gate fails); 2 usage; 3 setup failed (wheel install,
+#   an import, or no CUDA device outside the dry run): no step ran.
+#
+# Time arithmetic (a drawn task has 15 min of device time in all, machine start included):
+#   machine start 1-2 min, then this script's budget of 450 s (7.5 min), then ~20 s of transfers:
+#   ~10 min, leaving ~5 min, enough to rerun one step at once on the still-warm machine (e.g.
+#   DEVICE_CHECK_STEPS=score DEVICE_CHECK_TOTAL_S=150) but not for a fresh machine, so call
+#   give_back right after. The tool's timeout_s (540) sits above 450 so the script's own
+#   deadline ends a slow step first and the summary is still written.
+#   setup  <= 45 s: pip install of 4 small wheels ~5 s; torch import, CUDA init and ten
+#     8192^3 bf16 products (11 TFLOP, ~15 ms at ~790 TFLOP/s) ~15 s.
+#   parity <= 150 s, expected 60-90 s: TorchScript export of the 12-layer shape on the CPU
+#     ~30 s; parity A (8 clips <= 3 s) ~5 s; ORT fp32 over 50 clips of 3-8 s = 275 audio-s x
+#     ~22 GFLOP per audio-s (BENCHMARKS: 174.7 GFLOP per 8 s clip) = 6 TFLOP at ~0.3-0.5 TFLOP/s
+#     on 16 cores = 12-20 s; 2 x 50 single-clip GPU forwards ~5 s.
+#   score  <= 90 s, expected 30-45 s: 512 FLACs written ~10 s; three passes (warm-up, end to
+#     end, model only) over 512 clips of 3-8 s = 2,800 audio-s x 22 GFLOP = 61 TFLOP per pass,
+#     GPU fp32 at ~30 TFLOP/s ~2 s, decode + front end on one core ~5 s per pass.
+#   train  the rest (>= 165 s, typically ~250 s), last because it is the longest and least
+#     certain: it inherits every second the others leave. Bundle of 512 clips x 6 FLACs ~20 s
+#     (--clips 512, not 1024: the trainer re-permutes its pools, the rate does not depend on it);
+#     eager: 2 raw figures of 8 + 40 steps of 64 clips (~0.08 s a step = ~4 s each) and 2
+#     trainer runs (~15-25 s each with worker start-up); --compile: 4 compilations of ~30-90 s
+#     each (first on this image: the unknown). bench_train_gpu prints each variant's line as it
+#     finishes (flushed into the log), so a timeout keeps the variants already done and the
+#     summary quotes them.
+set -euo pipefail
+[ -n "${RUNNER_DEBUG:-}" ] && set -x
+
+usage() { sed -n '2,/^# Exit codes/p' "$0" | sed 's/^# \{0,1\}//'; }
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+dry="${DEVICE_CHECK_DRY:-0}"
+case "${1:-}" in
+  -h | --help) usage; exit 0 ;;
+  --dry-run) dry=1 ;;
+  "") ;;
+  *) echo "device_check: unknown argument $1 (see --help)" >&2; exit 2 ;;
+esac
+[ "$dry" = 1 ] || dry=0
+steps="${DEVICE_CHECK_STEPS:-parity score train}"
+for s in $steps; do
+  case "$s" in parity | score | train) ;;
+    *) echo "device_check: unknown step '$s' in DEVICE_CHECK_STEPS (parity, score, train)" >&2
+       exit 2 ;;
+  esac
+done
+total="${DEVICE_CHECK_TOTAL_S:-$([ "$dry" = 1 ] && echo 900 || echo 450)}"
+if ! [[ "$total" =~ ^[0-9]+$ ]]; then
+  echo "device_check: DEVICE_CHECK_TOTAL_S=$total is not a whole number of seconds" >&2
+  exit 2
+fi
+if [ -z "${PY:-}" ]; then
+  PY=python3
+  [ "$dry" = 1 ] && [ -x .venv/bin/python ] && PY="$root/.venv/bin/python"
+fi
+out="${OUT:-}"
+if [ -z "$out" ]; then out="$(mktemp -d /tmp/device-check-out.XXXXXX)"; fi
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+# a step that dies must not leave an older run's file to be quoted as its figure
+rm -f "$out"/{device_check.log,env.json,parity.json,bench_score.txt,bench_train.json,summary.json}
+work="$(mktemp -d /tmp/device-check-work.XXXXXX)"
+trap 'rm -rf "$work"' EXIT
+# temp folders of the steps (bundles, the 640 MB parity model, inductor's cache) live in $work,
+# so a step killed at its limit leaves nothing behind
+export TMPDIR="$work" PYTHONUNBUFFERED=1
+tsv="$work/steps.tsv"
+: >"$tsv"
+
+# Per-step cap (s) and the least a later step needs (s) before it is worth starting.
+step_max() {
+  case "$1" in
+    setup) echo "${DEVICE_CHECK_MAX_S_SETUP:-45}" ;;
+    parity) echo "${DEVICE_CHECK_MAX_S_PARITY:-150}" ;;
+    score) echo "${DEVICE_CHECK_MAX_S_SCORE:-90}" ;;
+    train) echo "${DEVICE_CHECK_MAX_S_TRAIN:-$total}" ;;
+  esac
+}
+step_min() {
+  case "$1" in parity) echo 60 ;; score) echo 30 ;; train) echo 120 ;; *) echo 0 ;; esac
+}
+
+# limit NAME LATER...: this step's timeout: its cap, cut so that the later steps keep their
+# minimum inside the total budget.
+limit() {
+  local name="$1" reserve=0 s
+  shift
+  for s in "$@"; do reserve=$((reserve + $(step_min "$s"))); done
+  local left=$((total - SECONDS - reserve)) cap
+  cap="$(step_max "$name")"
+  if [ "$left" -lt "$cap" ]; then echo "$left"; else echo "$cap"; fi
+}
+
+# run_step NAME LIMIT CAPTURE CMD...: CMD under timeout (the whole process group is killed,
+# data-loader workers too); CAPTURE ("" = none) gets a copy of its output. Records rc/seconds.
+run_step() {
+  local name="$1" lim="$2" capture="$3" rc=0 t0=$SECONDS
+  shift 3
+  echo "=== device_check: $name (limit ${lim} s) $(date -u +%H:%M:%S) UTC: $*"
+  if [ "$lim" -lt 1 ]; then  # `timeout 0` would mean no limit at all
+    echo "device_check: $name skipped: only ${lim} s of the ${total} s budget left"
+    printf '%s\t-1\t0\t%s\n' "$name" "$lim" >>"$tsv"
+    return 0
+  fi
+  set +e
+  if [ -n "$capture" ]; then
+    timeout -k 15 "$lim" "$@" 2>&1 | tee "$capture"
+    rc="${PIPESTATUS[0]}"
+  else
+    timeout -k 15 "$lim" "$@" 2>&1
+    rc=$?
+  fi
+  set -e
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    echo "device_check: $name TIMED OUT after ${lim} s"
+  fi
+  echo "=== device_check: $name rc=$rc in $((SECONDS - t0)) s"
+  printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - t0))" "$lim" >>"$tsv"
+}
+
+setup() {
+  if [ "$dry" = 0 ] && ! "$PY" -c "import soundfile, soxr" 2>/dev/null; then
+    if ! compgen -G ".whl/*.whl" >/dev/null; then
+      echo "device_check: soundfile/soxr missing and no .whl/ here (run" \
+        "scripts/fetch_device_wheels.sh on the dev machine, then carry [\".whl\"])"
+      return 3
+    fi
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site .whl/*.whl || return 3
+    export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+  fi
+  export PYTHONPATH="$root/src:$root${PYTHONPATH:+:$PYTHONPATH}"  # hearsay + export, no wheel
+  local flag=""
+  [ "$dry" = 1 ] && flag=--dry-run
+  # shellcheck disable=SC2086 # flag is empty or one word
+  timeout -k 10 "$(step_max setup)" "$PY" scripts/device_check.py env "$out" $flag
+}
+
+parity() {
+  local lim="$1" model="$work/parity_model"
+  if [ "$dry" = 1 ]; then
+    run_step parity "$lim" "" "$PY" -m hearsay.cli parity "$model" --random-init tiny \
+      --device cpu --clips 3
+  else
+    run_step parity "$lim" "" "$PY" -m hearsay.cli parity "$model" --random-init xlsr300m-12 \
+      --clips 50
+  fi
+  # parity.json only (parity A, the int8 gate, parity B); model.onnx stays behind
+  if [ -f "$model/parity.json" ]; then cp "$model/parity.json" "$out/parity.json"; fi
+}
+
+score() {
+  if [ "$dry" = 1 ]; then
+    run_step score "$1" "$out/bench_score.txt" "$PY" scripts/bench_score.py --shape tiny \
+      --device cpu --clips 4
+  else
+    run_step score "$1" "$out/bench_score.txt" "$PY" scripts/bench_score.py --shape xlsr \
+      --device cuda --clips 512
+  fi
+}
+
+train() {
+  if [ "$dry" = 1 ]; then
+    run_step train "$1" "" "$PY" scripts/bench_train_gpu.py --dry-run \
+      --json "$out/bench_train.json"
+  else
+    run_step train "$1" "" "$PY" scripts/bench_train_gpu.py --compile --clips 512 \
+      --json "$out/bench_train.json"
+  fi
+}
+
+main() {
+  echo "device_check: $([ "$dry" = 1 ] && echo "DRY RUN (CPU, tiny shapes)" || echo "GPU run")" \
+    "$(date -u '+%Y-%m-%d %H:%M:%S') UTC, steps: $steps, budget ${total} s, out $out," \
+    "git $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  local rc=0 t0=$SECONDS
+  setup || rc=$?
+  printf 'setup\t%s\t%s\t%s\n' "$rc" "$((SECONDS - t0))" "$(step_max setup)" >>"$tsv"
+  if [ "$rc" != 0 ]; then
+    echo "device_check: setup failed (rc $rc; env.json says what is missing): no step run"
+    "$PY" scripts/device_check.py summary "$out" "$tsv" || true
+    return 3
+  fi
+  # shellcheck disable=SC2206 # word splitting of the step list is the point
+  local todo=($steps) i lim
+  for i in "${!todo[@]}"; do
+    lim="$(limit "${todo[$i]}" "${todo[@]:i+1}")"
+    case "${todo[$i]}" in
+      parity) parity "$lim" ;;
+      score) score "$lim" ;;
+      train) train "$lim" ;;
+    esac
+  done
+  "$PY" scripts/device_check.py summary "$out" "$tsv"
+}
+
+main 2>&1 | tee "$out/device_check.log"
+exit "${PIPESTATUS[0]}"

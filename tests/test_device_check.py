@@ -1,0 +1,113 @@
+"""scripts/device_check.sh: the one command a task lent a GPU runs (docs/RUNBOOK.md).
+
+The GPU figures cannot be measured here; what is tested is that the script runs end to end
+(dry run: the same steps on the CPU with tiny shapes), writes its files flat into $OUT, records a
+timed-out step and still runs the next one, and refuses without CUDA outside the dry run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "device_check.sh"
+FILES = {"device_check.log", "env.json", "parity.json", "bench_score.txt", "bench_train.json",
+         "summary.json"}
+
+
+def run(out: Path, *args: str, py: str = sys.executable, timeout: int = 600, **env: str):
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("DEVICE_CHECK_")}
+    full = {**inherited, "OUT": str(out), "PY": py, **env}
+    return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=full, text=True,
+                          capture_output=True, timeout=timeout)
+
+
+def steps(out: Path) -> dict:
+    return {s["step"]: s for s in json.loads((out / "summary.json").read_text())["steps"]}
+
+
+def test_help_and_usage_errors(tmp_path):
+    r = run(tmp_path, "--help")
+    assert r.returncode == 0 and "Usage: bash scripts/device_check.sh" in r.stdout
+    assert run(tmp_path, "--bogus").returncode == 2
+    r = run(tmp_path, DEVICE_CHECK_STEPS="parity gpu")
+    assert r.returncode == 2 and "unknown step 'gpu'" in r.stderr
+    assert run(tmp_path, DEVICE_CHECK_TOTAL_S="7m").returncode == 2
+    assert not any(tmp_path.iterdir())  # usage errors write nothing
+
+
+@pytest.mark.slow
+def test_dry_run_writes_every_file_flat_in_out(tmp_path):
+    """The whole script on the CPU: setup, parity (tiny, CPU bf16), score, train (--dry-run)."""
+    r = run(tmp_path, "--dry-run")
+    assert r.returncode == 0, r.stdout[-3000:]
+    got = {p.name for p in tmp_path.iterdir()}
+    assert got == FILES and all((tmp_path / f).is_file() for f in got)  # <= 8, no folders
+    assert [s["rc"] for s in steps(tmp_path).values()] == [0, 0, 0, 0]
+    assert list(steps(tmp_path)) == ["setup", "parity", "score", "train"]
+    parity = json.loads((tmp_path / "parity.json").read_text())
+    assert parity["parity_a"]["passed"]
+    assert parity["parity_b"] is None  # a CPU check is never recorded as parity B
+    assert parity["parity_b_cpu_check"]["clips"] == 3
+    train = json.loads((tmp_path / "bench_train.json").read_text())
+    assert train["dry_run"] and [f["variant"] for f in train["figures"]] == ["fine-tune", "frozen"]
+    assert "end-to-end:" in (tmp_path / "bench_score.txt").read_text()
+    env = json.loads((tmp_path / "env.json").read_text())
+    assert env["ready"] and env["import export.parity"].startswith(str(ROOT))
+    assert "DRY RUN" in r.stdout.splitlines()[-6]  # the summary table closes the output
+    assert "device_check summary" in (tmp_path / "device_check.log").read_text()
+
+
+FAKE_PY = """#!/usr/bin/env bash
+# stands in for python: the parity step hangs, the score step prints bench_score's lines,
+# env writes a ready env.json; anything else (the summary) is the real interpreter
+case "$*" in
+  "-m hearsay.cli parity"*) exec sleep 120 ;;
+  "scripts/bench_score.py"*) echo "end-to-end: 9.0 clips/s wall, 50.0 audio-s/s (1 s wall)" ;;
+  "scripts/device_check.py env"*) echo '{"ready": true, "dry_run": false}' > "$3/env.json" ;;
+  *) exec REAL "$@" ;;
+esac
+"""
+
+
+def test_a_timed_out_step_is_recorded_and_the_next_one_runs(tmp_path):
+    fake = tmp_path / "fakepy"
+    fake.write_text(FAKE_PY.replace("REAL", sys.executable))
+    fake.chmod(0o755)
+    out = tmp_path / "out"
+    r = run(out, py=str(fake), timeout=60, DEVICE_CHECK_STEPS="parity score",
+            DEVICE_CHECK_MAX_S_PARITY="2")
+    assert r.returncode == 1, r.stdout  # a step failed: not a clean run
+    s = steps(out)
+    assert s["parity"]["rc"] == 124 and s["parity"]["timed_out"] and s["parity"]["seconds"] < 20
+    assert s["score"]["rc"] == 0
+    assert "parity TIMED OUT after 2 s" in r.stdout
+    assert "end-to-end 9.0 clips/s" in r.stdout.splitlines()[-1]
+
+
+def test_a_spent_budget_skips_the_step_instead_of_running_it_unbounded(tmp_path):
+    fake = tmp_path / "fakepy"
+    fake.write_text(FAKE_PY.replace("REAL", sys.executable))
+    fake.chmod(0o755)
+    r = run(tmp_path / "out", py=str(fake), timeout=60, DEVICE_CHECK_STEPS="score",
+            DEVICE_CHECK_TOTAL_S="0")  # `timeout 0` would mean no limit at all
+    assert r.returncode == 1
+    assert steps(tmp_path / "out")["score"]["skipped"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this box has CUDA: the GPU run would start")
+def test_gpu_run_without_cuda_stops_after_setup(tmp_path):
+    r = run(tmp_path)
+    assert r.returncode == 3, r.stdout[-2000:]
+    assert list(steps(tmp_path)) == ["setup"]  # no step ran
+    env = json.loads((tmp_path / "env.json").read_text())
+    assert not env["ready"] and "no CUDA device" in env["error"]
+    assert not (tmp_path / "parity.json").exists()
