@@ -2,6 +2,7 @@
 
     hearsay parity MODEL_DIR --checkpoint RUN_DIR            # on a CUDA box, after training
     hearsay parity MODEL_DIR --random-init xlsr300m-12       # XLS-R-300M shape, 12 layers
+    hearsay parity MODEL_DIR --random-init tiny --device cpu # checks the command, no figure
 
 Parity A (export correctness): PyTorch fp32 on CPU vs onnxruntime fp32, clips of mixed lengths,
 one by one and as one padded batch: max |delta logit| <= 1e-4.
@@ -13,8 +14,13 @@ result is written into MODEL_DIR/parity.json ("parity_b") and SHA256SUMS is refr
 With --random-init the model is built in code, exported to MODEL_DIR first (no int8), then
 compared: parity of the numerics before any training.
 
-Exit codes: 0 parity B passed, 1 a gate failed, 2 usage, 3 model folder or checkpoint unusable,
-4 no CUDA device: parity B cannot be measured here (never reported as a pass).
+--device cpu runs the same comparison under CPU bf16 autocast (scripts/device_check.sh's dry
+mode uses it to prove the command end to end without a GPU). CPU bf16 is not the training
+numerics: that report goes into parity.json as "parity_b_cpu_check", never as "parity_b".
+
+Exit codes: 0 parity B passed (with --device cpu: the CPU check passed), 1 a gate failed,
+2 usage, 3 model folder or checkpoint unusable, 4 no CUDA device: parity B cannot be measured
+here (never reported as a pass).
 """
 
 from __future__ import annotations
@@ -160,10 +166,14 @@ def main(argv: list[str] | None = None) -> int:
                      help="build this shape in code and export it to MODEL_DIR first")
     ap.add_argument("--clips", type=int, default=50, help="clips, lengths spread over 3-8 s")
     ap.add_argument("--seed", type=int, default=0, help="RNG seed of the synthetic clips")
+    ap.add_argument("--device", default="cuda",
+                    help="torch device of the bf16/fp32 side: cuda (default), cuda:N, or cpu "
+                    "(CPU bf16: checks the command only, recorded as parity_b_cpu_check)")
     args = ap.parse_args(argv)
     import torch
 
-    if not torch.cuda.is_available():
+    on_gpu = args.device != "cpu"
+    if on_gpu and not torch.cuda.is_available():
         print("hearsay parity: no CUDA device here, parity B cannot be measured (run it on a "
               "GPU box after training; parity A runs in `hearsay export onnx`)", file=sys.stderr)
         return EXIT_NO_CUDA
@@ -185,11 +195,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_MODEL
     front = {**front, "sample_rate": 16_000}
     waves = synthetic_clips(np.random.default_rng(args.seed), args.clips, 3.0, 8.0, front)
-    report = parity_b(model, onnx_path, waves)
+    report = parity_b(model, onnx_path, waves, device=args.device)
     report["versions"] = versions(torch)
     pj = args.model_dir / "parity.json"
     data = json.loads(pj.read_text())
-    data["parity_b"] = report
+    data["parity_b" if on_gpu else "parity_b_cpu_check"] = report
     pj.write_text(json.dumps(data, indent=2) + "\n")
     sums = read_sums(args.model_dir)
     sums["parity.json"] = sha256_file(pj)
