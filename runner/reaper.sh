@@ -6,7 +6,10 @@
 # instances and acts per job record, in this order:
 #   0. duplicate                   another listed instance with the record's label (a create the CLI
 #                                  retried after a dropped connection rents twice): destroy it, ledger
-#                                  row written and completed; records without an id are left alone
+#                                  row written and completed. A record without an id is swept when it
+#                                  is ended (rules 2, 4, 5): one labelled instance is adopted, every
+#                                  other one destroyed the same way; a duplicate not confirmed destroyed
+#                                  keeps the record (ORPHAN, jobs/JOB/dup_sweep) for the next cycle
 #   1. ORPHAN                      destroy again until a successful listing lacks the instance
 #   2. deadline passed             destroy (a HOLD never defers this)
 #   3. fresh HOLD                  leave the job alone (HOLD: "EPOCH PID", stale after RUNNER_HOLD_TTL_S

@@ -160,7 +160,7 @@ step_create() {
   rec_set "$1" state CREATING
   rec_set "$1" asked 1
   if ! instance=$(vast_create "$offer" "$RUNNER_LABEL_PREFIX:$1:$gen" "-e HEARSAY_JOB=$1 -e HEARSAY_GEN=$gen"); then
-    die 1 "create of offer $offer gave no clear success" "the launcher looks for a labelled instance and destroys it; retry later"
+    die 1 "create of offer $offer gave no clear success" "the launcher looks for instances carrying its label and destroys them; retry later"
   fi
   rec_set "$1" instance "$instance"
   rec_set "$1" state CREATED
