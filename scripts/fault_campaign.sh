@@ -5,7 +5,8 @@
 # Each scenario gets its own fake vast.ai API (tests/fakes/fake_vast.py, real vastai CLI), its own
 # local rclone store, sandbox boxes (tests/runner/bin/fake_ssh.sh) and runner state. It draws, from
 # its seed: faults at every API step (listing errors, {}, null, empty and non-JSON answers, 429s,
-# creates that fail with or without an instance, destroys failing N times, listing lag after
+# creates that fail with or without an instance, creates dropped after renting that the CLI resends
+# (up to 3 boxes per launch, maybe none answered), destroys failing N times, listing lag after
 # destroy), ssh failures, a failing smoke check or trainer, a launcher killed (SIGKILL) at a random
 # moment, a relaunch under the same job name, and deadlines that run out. Then the faults stop (a
 # service recovers) and runner/reaper.sh --once runs until no job record is left (at most 25 cycles).
@@ -62,6 +63,9 @@ scenario() {
   r=$((RANDOM % 100)); [ $r -lt 5 ] && add '{"op":"offers","kind":"error"}' offers
   local lag=0; r=$((RANDOM % 100)); [ $r -lt 30 ] && { lag=$((1 + RANDOM % 4)); story="$story lag$lag"; }
   local stuck=false; r=$((RANDOM % 100)); [ $r -lt 7 ] && { stuck=true; story="$story stuck"; }
+  # creates whose connection drops after renting: the CLI resends them (1-2: the last attempt answers,
+  # 3: every attempt fails and 3 boxes carry the label); drawn last so the draws above replay unchanged
+  local drops; r=$((RANDOM % 100)); [ $r -lt 12 ] && { drops=$((1 + RANDOM % 3)); add "{\"op\":\"create\",\"kind\":\"drop\",\"apply\":true,\"times\":$drops}" "drop$drops"; }
   # --- the world ----------------------------------------------------------------------------------
   (
     # shellcheck disable=SC2030  # local to this subshell on purpose
