@@ -13,6 +13,7 @@ import io
 import os
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ import soundfile as sf
 
 REPO = Path(__file__).resolve().parents[1]
 IMAGE = "localhost/hearsay-score:test"
+RUN_LABEL = f"hearsay.test-run={uuid.uuid4().hex}"  # marks every image this test run builds
 BASE = "localhost/hearsay-base:bookworm-py311"
 
 NO_PODMAN = "podman not installed (scripts/system-deps.sh installs it)"
@@ -39,7 +41,7 @@ def podman(*args: str, check: bool = False, timeout: int = 120) -> subprocess.Co
 
 def build(model: Path, **env: str) -> subprocess.CompletedProcess:
     full = {**os.environ, "CONTAINERS_CONF": str(REPO / "container/score/containers.conf"),
-            "BASE": BASE, **env}
+            "BASE": BASE, "BUILD_LABEL": RUN_LABEL, **env}
     return subprocess.run([str(REPO / "container/score/build.sh"), str(model), IMAGE],
                           capture_output=True, text=True, env=full, timeout=600)
 
@@ -81,7 +83,11 @@ def image(tmp_path_factory):
     (clips / "empty.flac").write_bytes(b"")
     flac = (clips / "sub/b.flac").read_bytes()
     (clips / "sub/truncated.flac").write_bytes(flac[:60])  # header only
-    return model, clips, root
+    yield model, clips, root
+    # Each build leaves a 0.5-1 GB image; remove this run's (by its label), and only this run's:
+    # other sessions' images and the tagged base (the slow part to rebuild) stay.
+    podman("rmi", "-f", IMAGE)
+    podman("image", "prune", "-f", "--filter", f"label={RUN_LABEL}")
 
 
 def run_image(clips: Path, *extra: str) -> subprocess.CompletedProcess:

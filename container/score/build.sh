@@ -7,7 +7,8 @@
 #   3. $ENGINE build (podman by default; docker works too) with BASE and MODEL_SHA256 build args
 # Environment: BASE (default: localhost/hearsay-base:bookworm-py311 when that image exists, else the
 #   Dockerfile's digest-pinned python:3.11.10-slim-bookworm, pulled from docker.io), ENGINE, MODEL_SHA256 (expected sha256 of
-#   model.onnx; default: the one in SHA256SUMS), HEARSAY_WHEEL_CACHE (~/.cache/hearsay-wheels).
+#   model.onnx; default: the one in SHA256SUMS), HEARSAY_WHEEL_CACHE (~/.cache/hearsay-wheels),
+#   BUILD_LABEL (KEY=VALUE put on the image, so whoever built it can find and remove it later).
 # Exit codes: 0 built, 1 build failed, 2 usage, 3 model folder fails its checks, 4 no engine.
 set -euo pipefail
 [ -n "${RUNNER_DEBUG:-}" ] && set -x
@@ -65,6 +66,7 @@ if [ -n "${BASE:-}" ]; then
 elif "$engine" image exists localhost/hearsay-base:bookworm-py311 2>/dev/null; then
   base_args=(--build-arg "BASE=localhost/hearsay-base:bookworm-py311")
 fi
+[ -n "${BUILD_LABEL:-}" ] && base_args+=(--label "$BUILD_LABEL")
 echo "build: $image from ${BASE:-${base_args[1]:-the Dockerfile default}} with model.onnx $want" >&2
 "$engine" build "${base_args[@]}" --build-arg "MODEL_SHA256=$want" -t "$image" "$ctx" >&2 \
   || { echo "build: $engine build failed" >&2; exit 1; }
