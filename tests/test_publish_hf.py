@@ -158,6 +158,15 @@ def test_hf_manifest_not_the_pinned_one_is_refused(hub, checkpoint, tmp_path, ca
     assert "not the pinned" in capsys.readouterr().err
 
 
+def test_hf_lfs_object_damaged_in_transit_fails_verify_and_commits_nothing(hub, checkpoint,
+                                                                           capsys):
+    hub.damage_puts = 1
+    assert main(["upload", str(checkpoint), "--to", "hf://acme/detector"]) == 3
+    err = capsys.readouterr().err
+    assert "model.safetensors" in err and "422" in err
+    assert hub.commits_made == 0 and hub.lfs == {}
+
+
 def test_hf_non_empty_branch_is_refused(hub, checkpoint, capsys):
     publish(checkpoint, "hf://acme/detector", capsys)
     assert main(["upload", str(checkpoint), "--to", "hf://acme/detector"]) == 3

@@ -72,7 +72,10 @@ def hub_errors(uri: str):
         yield
     except CLIENT_ERRORS as err:
         status = getattr(getattr(err, "response", None), "status_code", None)
-        text = " ".join(str(err).split())[:400]
+        text, cause = (" ".join(str(e).split()) for e in (err, err.__cause__ or ""))
+        if cause and cause not in text:  # "Error while uploading X" wraps the HTTP error
+            text += f" ({cause})"
+        text = re.sub(r" For more information check: \S+", "", text)[:400]  # httpx's MDN link
         hint = ""
         if status in (401, 403) or isinstance(err, RepositoryNotFoundError):
             hint = (" (check HF_TOKEN: a token with write access to the repo's owner to upload, "

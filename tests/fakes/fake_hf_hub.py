@@ -120,6 +120,7 @@ class FakeHub:
         self.agent_registry_calls = 0
         self.auth_to_storage = 0
         self.commits_made = 0                # commits through the API (not the initial ones)
+        self.damage_puts = 0                 # flip a byte of the next N storage PUTs (transit)
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         port = self.server.server_address[1]
@@ -447,6 +448,9 @@ def _make_handler(hub: FakeHub):
                 return self._error(403, "bad signature")
             if self.command == "PUT":
                 hub.pending[sha] = bytearray(self._body())
+                if hub.damage_puts > 0:
+                    hub.damage_puts -= 1
+                    hub.pending[sha][0] ^= 0xFF
                 return self._send(200, b"", {"ETag": f'"{sha}"'})
             if self.command == "GET" and sha in hub.lfs:
                 return self._send(200, bytes(hub.lfs[sha]),
