@@ -194,3 +194,15 @@ def test_usage_errors_exit_2(checkpoint, tmp_path, capsys):
     (checkpoint / "sub").mkdir()
     assert main(["upload", str(checkpoint), "--to", str(tmp_path / "r")]) == 2
     assert "flat folder" in capsys.readouterr().err
+
+
+def test_a_remote_manifest_naming_a_path_outside_the_folder_is_refused(checkpoint, tmp_path,
+                                                                       capsys):
+    remote = tmp_path / "releases" / "r2"
+    assert main(["upload", str(checkpoint), "--to", f"file://{remote}"]) == 0
+    capsys.readouterr()
+    sums = remote / "SHA256SUMS"
+    sums.write_text(sums.read_text() + f"{'ab' * 32}  ../../outside.txt\n")
+    assert main(["download", str(remote), "--dest", str(tmp_path / "d")]) == 1
+    assert "malformed line" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists() and not (tmp_path / "outside.txt").exists()

@@ -47,6 +47,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from hearsay import hashing
 from hearsay.hashing import sha256_file
 
 SUMS = "SHA256SUMS"
@@ -64,16 +65,11 @@ class VerifyError(Exception):
 
 
 def parse_sums(text: str) -> dict[str, str]:
-    """SHA256SUMS text -> {name: hex}; names must be flat and safe."""
-    sums = {}
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        digest, _, name = line.partition("  ")
-        if not re.fullmatch(r"[0-9a-f]{64}", digest) or not NAME_OK.match(name):
-            raise VerifyError(f"{SUMS}: bad line {line!r}")
-        sums[name] = digest
-    return sums
+    """SHA256SUMS text (it came over the network) -> {name: hex}; names must be flat and safe."""
+    try:
+        return hashing.parse_sums(text, source=SUMS)
+    except hashing.SumsError as e:
+        raise VerifyError(str(e)) from None
 
 
 def make_sums(folder: Path) -> str:
