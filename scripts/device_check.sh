@@ -96,6 +96,8 @@ trap 'rm -rf "$work"' EXIT
 # temp folders of the steps (bundles, the 640 MB parity model, inductor's cache) live in $work,
 # so a step killed at its limit leaves nothing behind
 export TMPDIR="$work" PYTHONUNBUFFERED=1
+# the device reaches no network: no step may wait on the Hub (random init reads no weights)
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 tsv="$work/steps.tsv"
 : >"$tsv"
 
