@@ -6,10 +6,12 @@
     .venv/bin/python scripts/bench_train_gpu.py --json out.json   # also write the figures
     .venv/bin/python scripts/bench_train_gpu.py --dry-run         # CPU, tiny config: checks the
                                                                   # script's logic, no figures
+                                                                  # (tests/test_bench_train_gpu.py)
 
 (a) raw step: a Detector of the XLS-R 300M shape (12 kept layers, random init: no weights are
     read), synthetic batches made on the GPU (B clips x 4 s), bf16 autocast, BCE, backward,
-    AdamW step; fine-tune (train_top 12) and frozen (train_top 0); no data loading.
+    AdamW step; fine-tune (train_top 12) and frozen (train_top 0); no data loading. The dry run
+    keeps bf16 autocast (on the CPU), so that path runs in the tests.
 (b) the real trainer: hearsay.train.run (job full, no validation) on a synthetic bundle written
     to a temp folder (clips 4-10 s, two sources, both labels, the five codec copies as FLAC),
     augmentation on (AugmentConfig defaults, p_aug 0.65; gpu_augment as configured), 4 s crops,
@@ -17,6 +19,8 @@
     per-step timestamps after --warmup optimiser steps.
 The goal (issue 3): (b) >= 0.9 x (a) at the same shapes, and >= 1,000 clips/s fine-tune.
 The synthetic bundle sits in the page cache: a real bundle on a slow disk can be slower.
+--json writes {"figures": [{"variant", "raw": {...}, "trainer": {...}, "trainer_over_raw"}, ...]}
+with clips_per_s, audio_s_per_s, steps, seconds and autocast in each of raw and trainer.
 
 Exit codes: 0 measured (or dry run done), 3 no CUDA device and no --dry-run.
 """
@@ -79,6 +83,13 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def autocast_in_force(device_type: str) -> str:
+    """The autocast dtype active here, read off torch ("off" outside autocast)."""
+    if not torch.is_autocast_enabled(device_type):
+        return "off"
+    return str(torch.get_autocast_dtype(device_type)).removeprefix("torch.")
+
+
 def raw_step(mc: ModelConfig, batch: int, crop_s: float, steps: int, warmup: int,
              device: torch.device, compile_: bool) -> dict:
     """(a): fwd + bwd + AdamW on synthetic on-device tensors; steady rate after `warmup`."""
@@ -90,7 +101,8 @@ def raw_step(mc: ModelConfig, batch: int, crop_s: float, steps: int, warmup: int
     x = torch.randn(batch, n, device=device)
     m = torch.ones(batch, n, dtype=torch.long, device=device)
     y = (torch.arange(batch, device=device) % 2).float()
-    amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+    # bf16 on either device: on the CPU (--dry-run) this runs the autocast path, not for speed
+    amp = torch.autocast(device.type, dtype=torch.bfloat16)
     t0 = time.perf_counter()
     for i in range(warmup + steps):
         if i == warmup:
@@ -98,13 +110,14 @@ def raw_step(mc: ModelConfig, batch: int, crop_s: float, steps: int, warmup: int
             t0 = time.perf_counter()
         with amp:
             logits = fwd(x, m)
+            autocast = autocast_in_force(device.type)
         F.binary_cross_entropy_with_logits(logits.float(), y).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
     sync(device)
     dt = time.perf_counter() - t0
     return {"clips_per_s": batch * steps / dt, "audio_s_per_s": batch * steps * crop_s / dt,
-            "steps": steps, "seconds": dt}
+            "steps": steps, "seconds": dt, "autocast": autocast}
 
 
 def trainer(bundle: Path, model: dict, args, compile_: bool, cpu: bool, tmp: Path) -> dict:
@@ -131,7 +144,9 @@ def trainer(bundle: Path, model: dict, args, compile_: bool, cpu: bool, tmp: Pat
     return {"clips_per_s": args.batch * steps / dt,
             "audio_s_per_s": args.batch * steps * args.crop_s / dt,  # crops may hold padding
             "steps": steps, "seconds": dt, "workers": args.workers,
-            "gpu_augment": not args.numpy_augment}
+            "gpu_augment": not args.numpy_augment,
+            # hearsay.train's rule: bf16 autocast on CUDA when configured, none on the CPU
+            "autocast": "bfloat16" if not cpu and cfg["train"]["bf16"] else "off"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,9 +172,19 @@ def main(argv: list[str] | None = None) -> int:
               "a GPU box; --dry-run checks the script on the CPU with the tiny config",
               file=sys.stderr)
         return 3
+    threads = torch.get_num_threads()
+    try:
+        return _bench(args)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _bench(args) -> int:
+    """Both parts for each variant; prints a line per variant, writes --json."""
     if args.dry_run:
         args.batch, args.crop_s, args.steps, args.warmup = 4, 1.0, 2, 1
         args.workers, args.clips = 0, 16
+        torch.set_num_threads(1)  # a tiny model gains nothing from threads (as --cpu-smoke)
         shapes = {"fine-tune": ModelConfig.tiny().to_dict(),
                   "frozen": ModelConfig.tiny(train_top=0).to_dict()}
         device = torch.device("cpu")

@@ -1,0 +1,49 @@
+"""scripts/bench_train_gpu.py --dry-run: the GPU benchmark's logic on the CPU, so it cannot rot
+before a GPU runs it (docs/BENCHMARKS.md, "Trainer GPU throughput")."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_train_gpu.py"
+RATES = ("clips_per_s", "audio_s_per_s")  # what BENCHMARKS.md tabulates for (a) and (b)
+
+
+def _script():
+    """The script as a module: in-process, so torch and transformers are imported once."""
+    spec = importlib.util.spec_from_file_location("bench_train_gpu", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _positive(x) -> bool:
+    return isinstance(x, float) and math.isfinite(x) and x > 0
+
+
+def test_dry_run_writes_raw_and_trainer_rates_and_their_ratio_per_variant(tmp_path):
+    out = tmp_path / "bench.json"
+    assert _script().main(["--dry-run", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["dry_run"] is True and res["device"] == "cpu"
+    assert [f["variant"] for f in res["figures"]] == ["fine-tune", "frozen"]
+    for fig in res["figures"]:
+        for part in ("raw", "trainer"):
+            for rate in RATES:
+                assert _positive(fig[part][rate]), (fig["variant"], part, rate, fig[part])
+            assert fig[part]["steps"] >= 1
+        assert fig["raw"]["autocast"] == "bfloat16"  # the dry run went through bf16 autocast
+        assert fig["trainer"]["gpu_augment"] is True  # the trainer's default: batched render
+        ratio = fig["trainer"]["clips_per_s"] / fig["raw"]["clips_per_s"]
+        assert math.isclose(fig["trainer_over_raw"], ratio, rel_tol=1e-9)
+
+
+def test_without_cuda_and_without_dry_run_it_refuses_with_exit_3(monkeypatch, capsys):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert _script().main([]) == 3
+    assert "--dry-run" in capsys.readouterr().err
