@@ -3,6 +3,8 @@
 The GPU figures cannot be measured here; what is tested is that the script runs end to end
 (dry run: the same steps on the CPU with tiny shapes), writes its files flat into $OUT, records a
 timed-out step and still runs the next one, and refuses without CUDA outside the dry run.
+The two `slow` tests start torch four times each: ~45 s + ~15 s of CPU, but 2-3 min of wall
+time on a shared, loaded 2-core machine; the others take seconds (a fake interpreter).
 """
 
 from __future__ import annotations
