@@ -58,8 +58,13 @@ def bf16_matmul_tflops(torch, n: int = 8192, reps: int = 10) -> float:
 def env(out: Path, dry: bool) -> int:
     info: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "dry_run": dry,
                   "python": platform.python_version(), "executable": sys.executable}
-    import torch
-
+    try:
+        import torch
+    except ImportError as err:  # the device image holds torch; anything else is not that image
+        info.update(torch=f"MISSING ({err})", ready=False, error="torch does not import")
+        (out / "env.json").write_text(json.dumps(info, indent=1) + "\n")
+        print("env.json:", json.dumps(info))
+        return 3
     info.update(torch=torch.__version__, torch_cuda=torch.version.cuda,
                 cuda_available=torch.cuda.is_available(), cpus=os.cpu_count(),
                 torch_threads=torch.get_num_threads())

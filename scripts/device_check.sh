@@ -27,6 +27,7 @@
 #   DEVICE_CHECK_STEPS      steps in order (default "parity score train"), e.g. "train" to rerun
 #   DEVICE_CHECK_TOTAL_S    total budget in seconds, setup included (default 450; dry run 900)
 #   DEVICE_CHECK_MAX_S_<STEP>  one step's cap, e.g. DEVICE_CHECK_MAX_S_PARITY=150
+#   DEVICE_CHECK_SITE       where the carried wheels are installed (default /tmp/site)
 # Exit codes: 0 every step exited 0; 1 a step failed, timed out or was skipped (summary.json
 #   says which; parity exits 1 when its gate fails); 2 usage; 3 setup failed (wheel install,
 #   an import, or no CUDA device outside the dry run): no step ran.
@@ -99,6 +100,7 @@ export TMPDIR="$work" PYTHONUNBUFFERED=1
 # the device reaches no network: no step may wait on the Hub (random init reads no weights)
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 tsv="$work/steps.tsv"
+site="${DEVICE_CHECK_SITE:-/tmp/site}"  # where the carried wheels are installed
 : >"$tsv"
 
 # Per-step cap (s) and the least a later step needs (s) before it is worth starting.
@@ -160,8 +162,8 @@ setup() {
       return 3
     fi
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-      --target /tmp/site .whl/*.whl || return 3
-    export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+      --target "$site" .whl/*.whl || return 3
+    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
   fi
   export PYTHONPATH="$root/src:$root${PYTHONPATH:+:$PYTHONPATH}"  # hearsay + export, no wheel
   local flag=""
