@@ -160,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=14, help="trainer data-loader processes")
     ap.add_argument("--clips", type=int, default=1024, help="clips in the synthetic bundle")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile variants")
+    ap.add_argument("--variants", type=parse_variants, default=None,
+                    help="only these, comma-separated, from " + ", ".join(VARIANTS) +
+                         " (a rerun of what a timeout cut off; overrides --compile)")
     ap.add_argument("--numpy-augment", action="store_true",
                     help="trainer renders augmentation in the workers (numpy) instead of batched")
     ap.add_argument("--skip-trainer", action="store_true", help="only (a)")
@@ -179,8 +182,32 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(threads)
 
 
+VARIANTS = ("fine-tune", "frozen", "fine-tune+compile", "frozen+compile")
+
+
+def parse_variants(text: str) -> list[tuple[str, bool]]:
+    """'frozen,fine-tune+compile' -> [('frozen', False), ('fine-tune', True)]."""
+    out = []
+    for v in (t.strip() for t in text.split(",") if t.strip()):
+        if v not in VARIANTS:
+            raise argparse.ArgumentTypeError(
+                f"unknown variant {v!r} (one of {', '.join(VARIANTS)})")
+        out.append((v.removesuffix("+compile"), v.endswith("+compile")))
+    if not out:
+        raise argparse.ArgumentTypeError("no variant named")
+    return out
+
+
+def write_json(path: Path, results: dict) -> None:
+    """Atomically (tmp + rename): a step killed mid-write leaves the previous complete file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(results, indent=1) + "\n")
+    tmp.replace(path)
+
+
 def _bench(args) -> int:
-    """Both parts for each variant; prints a line per variant, writes --json."""
+    """Both parts for each variant; prints a line and rewrites --json after each variant, so a
+    timeout keeps every variant already finished."""
     if args.dry_run:
         args.batch, args.crop_s, args.steps, args.warmup = 4, 1.0, 2, 1
         args.workers, args.clips = 0, 16
@@ -200,6 +227,8 @@ def _bench(args) -> int:
     variants = [(name, False) for name in shapes]
     if args.compile:
         variants += [(name, True) for name in shapes]
+    if args.variants is not None:
+        variants = args.variants
     with tempfile.TemporaryDirectory(prefix="hearsay-bench-train-") as tmp:
         tmp = Path(tmp)
         bundle = None
@@ -221,11 +250,13 @@ def _bench(args) -> int:
                   f"{raw['audio_s_per_s']:8.1f} audio-s/s | trainer "
                   f"{tr.get('clips_per_s', float('nan')):8.1f} clips/s "
                   f"({row.get('trainer_over_raw', float('nan')):.2f} of raw)", flush=True)
+            if args.json:
+                write_json(args.json, results)
     if args.dry_run:
         print("bench_train_gpu: dry run on CPU with the tiny config: the figures above check "
               "the script only, they are not GPU throughput")
     if args.json:
-        args.json.write_text(json.dumps(results, indent=1) + "\n")
+        write_json(args.json, results)
     return 0
 
 

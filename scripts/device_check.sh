@@ -28,6 +28,8 @@
 #   DEVICE_CHECK_TOTAL_S    total budget in seconds, setup included (default 450; dry run 900)
 #   DEVICE_CHECK_MAX_S_<STEP>  one step's cap, e.g. DEVICE_CHECK_MAX_S_PARITY=150
 #   DEVICE_CHECK_SITE       where the carried wheels are installed (default /tmp/site)
+#   DEVICE_CHECK_TRAIN_VARIANTS  train step: only these bench_train_gpu variants, e.g.
+#                           "fine-tune+compile,frozen+compile" to rerun what a timeout cut off
 # Exit codes: 0 every step exited 0; 1 a step failed, timed out or was skipped (summary.json
 #   says which; parity exits 1 when its gate fails); 2 usage; 3 setup failed (wheel install,
 #   an import, or no CUDA device outside the dry run): no step ran.
@@ -53,8 +55,8 @@
 #     eager: 2 raw figures of 8 + 40 steps of 64 clips (~0.08 s a step = ~4 s each) and 2
 #     trainer runs (~15-25 s each with worker start-up); --compile: 4 compilations of ~30-90 s
 #     each (first on this image: the unknown). bench_train_gpu prints each variant's line as it
-#     finishes (flushed into the log), so a timeout keeps the variants already done and the
-#     summary quotes them.
+#     finishes (flushed into the log) and rewrites bench_train.json after each, so a timeout
+#     keeps the variants already done; DEVICE_CHECK_TRAIN_VARIANTS reruns only the rest.
 set -euo pipefail
 [ -n "${RUNNER_DEBUG:-}" ] && set -x
 
@@ -200,8 +202,10 @@ train() {
     run_step train "$1" "" "$PY" scripts/bench_train_gpu.py --dry-run \
       --json "$out/bench_train.json"
   else
+    local only=()
+    [ -n "${DEVICE_CHECK_TRAIN_VARIANTS:-}" ] && only=(--variants "$DEVICE_CHECK_TRAIN_VARIANTS")
     run_step train "$1" "" "$PY" scripts/bench_train_gpu.py --compile --clips 512 \
-      --json "$out/bench_train.json"
+      ${only[@]+"${only[@]}"} --json "$out/bench_train.json"
   fi
 }
 

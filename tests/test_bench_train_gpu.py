@@ -47,3 +47,27 @@ def test_without_cuda_and_without_dry_run_it_refuses_with_exit_3(monkeypatch, ca
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert _script().main([]) == 3
     assert "--dry-run" in capsys.readouterr().err
+
+
+def test_variants_pick_a_rerun_and_the_json_keeps_what_finished_before_a_crash(tmp_path):
+    mod = _script()
+    out = tmp_path / "bench.json"
+    assert mod.main(["--dry-run", "--skip-trainer", "--variants", "frozen", "--json",
+                     str(out)]) == 0
+    assert [f["variant"] for f in json.loads(out.read_text())["figures"]] == ["frozen"]
+    real, calls = mod.raw_step, []
+
+    def second_one_dies(*a, **k):  # a timeout or crash during the second variant
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    mod.raw_step = second_one_dies
+    try:
+        mod.main(["--dry-run", "--skip-trainer", "--variants", "fine-tune,frozen", "--json",
+                  str(out)])
+    except KeyboardInterrupt:
+        pass
+    assert [f["variant"] for f in json.loads(out.read_text())["figures"]] == ["fine-tune"]
+    assert mod.parse_variants("frozen+compile") == [("frozen", True)]
