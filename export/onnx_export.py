@@ -36,7 +36,7 @@ import numpy as np
 from export import parity
 from export.quantize import QuantGate, quantize_int8
 from hearsay.audio import BAND_LIMIT_HZ, SAMPLE_RATE, TRIM_TOP_DB
-from hearsay.deploy import sha256_file
+from hearsay.hashing import format_sums, sha256_file
 
 EXIT_OK, EXIT_PARITY, EXIT_USAGE, EXIT_CHECKPOINT = 0, 1, 2, 3
 EXPORTERS = ("torchscript", "dynamo")
@@ -87,8 +87,8 @@ def export_onnx(model, path: Path, exporter: str, opset: int = 17) -> None:
 
 def write_sums(model_dir: Path, names: list[str]) -> None:
     """SHA256SUMS in sha256sum's format ('<hex>  <name>'), names sorted."""
-    lines = [f"{sha256_file(model_dir / n)}  {n}\n" for n in sorted(names)]
-    (model_dir / "SHA256SUMS").write_text("".join(lines))
+    sums = {n: sha256_file(model_dir / n) for n in names}
+    (model_dir / "SHA256SUMS").write_text(format_sums(sums))
 
 
 def export_model(model, out: Path, cfg: ExportConfig = ExportConfig()) -> dict:

@@ -178,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
               "GPU box after training; parity A runs in `hearsay export onnx`)", file=sys.stderr)
         return EXIT_NO_CUDA
     from hearsay.deploy import ModelError, read_sums, sha256_file, verify_model_dir
+    from hearsay.hashing import format_sums
 
     try:
         if args.random_init:
@@ -203,8 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     pj.write_text(json.dumps(data, indent=2) + "\n")
     sums = read_sums(args.model_dir)
     sums["parity.json"] = sha256_file(pj)
-    lines = "".join(f"{digest}  {name}\n" for name, digest in sorted(sums.items()))
-    (args.model_dir / "SHA256SUMS").write_text(lines)
+    (args.model_dir / "SHA256SUMS").write_text(format_sums(sums))
     print(json.dumps(report, indent=2))
     return EXIT_OK if report["passed"] else EXIT_GATE
 
