@@ -6,8 +6,9 @@
 One run, the same 8 s clips for every engine, random init (speed and parity do not depend on the
 weights' values). Prints clips/s, ratios to eager, achieved GFLOP/s against this machine's fp32
 GEMM peak measured in the same run (torch.matmul, 2048^2, the same thread count), and the parity
-each engine holds: ORT fp32 vs PyTorch max |delta logit| (gate 1e-4) and the int8 gate
-(Spearman >= 0.995, decision agreement >= 99% at the median) on shorter mixed-length clips.
+each engine holds: ORT fp32 vs PyTorch max |delta logit| (gate 1e-4) and the int8 gate exactly as
+`hearsay export onnx` applies it (export/quantize.py: QuantGate's 100 clips of 0.6-3 s, seed 1,
+Spearman >= 0.995 and decision agreement >= 99% at the median fp32 logit).
 Engines are timed interleaved (round robin, fastest round per batch counts), so a busy shared
 machine slows them alike. Writes the figures as JSON with --json. Nothing here is a test:
 record results in docs/BENCHMARKS.md ("CPU inference") with the command and date.
@@ -26,8 +27,8 @@ import torch
 
 from export import parity
 from export.onnx_export import export_onnx
-from export.quantize import QuantGate, gate_report, quantize_file
-from hearsay.deploy import allowed_cpus, make_session, pad_batch
+from export.quantize import QuantGate, gate_report, quantize_file, quantize_int8
+from hearsay.deploy import allowed_cpus, make_session, pad_batch, run_logits
 from hearsay.model import Detector, ModelConfig
 
 FRONT = {"sample_rate": 16_000, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0}
@@ -86,10 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clips", type=int, default=8, help="8 s clips timed per engine")
     ap.add_argument("--batch", type=int, default=4, help="clips per forward")
     ap.add_argument("--threads", type=int, default=0, help="0 = CPUs allowed (affinity/cgroup)")
-    ap.add_argument("--gate-clips", type=int, default=24, help="1-4 s clips for the int8 gate")
     ap.add_argument("--rounds", type=int, default=2, help="timed rounds (fastest counts)")
     ap.add_argument("--int8-preprocess", action="store_true",
                     help="also time int8 made after onnxruntime's quant_pre_process")
+    ap.add_argument("--int8-every-matmul", action="store_true",
+                    help="also time and gate the old recipe: every MatMul and the head quantised")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
     threads = args.threads or allowed_cpus()
@@ -121,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         export_onnx(model, paths["ort_fp32"], "torchscript")
         res["export_s"] = round(time.perf_counter() - t0, 1)
-        quantize_file(paths["ort_fp32"], paths["ort_int8"])  # what `hearsay export` ships
+        # what `hearsay export` ships, gated as it gates: same clips (seed = its seed 0 + 1)
+        gates = {"ort_int8": quantize_int8(paths["ort_fp32"], paths["ort_int8"], QuantGate(),
+                                           FRONT, np.random.default_rng(1))}
         if args.int8_preprocess:  # lever: ORT's quantisation pre-processing (shape inference +
             from onnxruntime.quantization.shape_inference import quant_pre_process  # fusions)
 
@@ -130,6 +134,16 @@ def main(argv: list[str] | None = None) -> int:
             quantize_file(pre, paths["ort_int8_pre"])
         else:
             del paths["ort_int8_pre"]
+        if args.int8_every_matmul:  # the old recipe, for comparison (node list None = all)
+            import onnx
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            paths["ort_int8_every"] = Path(tmp) / "model.int8every.onnx"
+            quantize_dynamic(str(paths["ort_fp32"]), str(paths["ort_int8_every"]),
+                             op_types_to_quantize=["MatMul"], per_channel=True,
+                             weight_type=QuantType.QInt8)
+            res["int8_every_quantised"] = sum(n.op_type == "MatMulInteger" for n in
+                                              onnx.load(str(paths["ort_int8_every"])).graph.node)
         for name, path in paths.items():
             def ort_run(batch, sess=make_session(path, threads)):
                 return sess.run(["logits"], {"input_values": batch[0],
@@ -137,14 +151,15 @@ def main(argv: list[str] | None = None) -> int:
 
             runs[name] = ort_run
         engines = interleaved(runs, batches, args.rounds)
-        gate_waves = parity.synthetic_clips(np.random.default_rng(1), args.gate_clips, 1.0, 4.0,
-                                            FRONT)
-        from hearsay.deploy import run_logits
-
-        g32 = run_logits(make_session(paths["ort_fp32"], threads), gate_waves, args.batch)
-        for name in [n for n in paths if n.startswith("ort_int8")]:
-            g8 = run_logits(make_session(paths[name], threads), gate_waves, args.batch)
-            res[f"{name}_gate"] = gate_report(g32, g8, QuantGate())
+        gate = QuantGate()
+        gate_waves = parity.synthetic_clips(np.random.default_rng(1), gate.clips, gate.min_s,
+                                            gate.max_s, FRONT)  # the clips quantize_int8 used
+        g32 = run_logits(make_session(paths["ort_fp32"], threads), gate_waves)
+        for name in [n for n in paths if n.startswith("ort_int8") and n not in gates]:
+            gates[name] = gate_report(
+                g32, run_logits(make_session(paths[name], threads), gate_waves), gate)
+        for name, report in gates.items():
+            res[f"{name}_gate"] = report
     peak = max(peak, gemm_peak(threads))  # best of before and after: contention only lowers it
     res["gemm_peak_gflops"] = round(peak, 1)
     eager = engines["eager_fp32"][1]

@@ -12,7 +12,7 @@ import torch
 
 from export import onnx_export, parity
 from export.onnx_export import ExportConfig, export_model
-from export.quantize import QuantGate, gate_report
+from export.quantize import QuantGate, gate_report, layer_matmuls, quantize_file
 from hearsay.deploy import ModelError, pad_batch, read_sums, sha256_file, verify_model_dir
 from hearsay.model import Detector, ModelConfig, save_detector
 
@@ -108,6 +108,40 @@ def test_int8_is_shipped_exactly_when_its_gate_passes(exported, tmp_path):
     assert not r["int8"]["passed"]
     assert not (tmp_path / "no" / "model.int8.onnx").exists()
     assert "model.int8.onnx" not in read_sums(tmp_path / "no")
+
+
+def test_int8_quantises_the_layers_matmuls_and_keeps_projection_pool_and_head_fp32(
+        exported, tmp_path):
+    _, out, _ = exported
+    graph = onnx.load(str(out / "model.onnx")).graph
+    layers = ModelConfig.tiny().keep_layers
+    weights = {t.name for t in graph.initializer}
+    in_layers = [n.name for n in graph.node if n.op_type == "MatMul" and "/layers." in n.name
+                 and n.input[1] in weights]  # TorchScript names nodes after their modules
+    assert layer_matmuls(onnx.load(str(out / "model.onnx"))) == in_layers
+    assert len(in_layers) == 6 * layers
+    quantize_file(out / "model.onnx", tmp_path / "int8.onnx")
+    nodes = onnx.load(str(tmp_path / "int8.onnx")).graph.node
+    assert sum(n.op_type == "MatMulInteger" for n in nodes) == 6 * layers
+    fp32 = {n.name for n in nodes if n.op_type in ("MatMul", "Gemm")}
+    assert {"/feature_projection/projection/MatMul", "/pool/attn/attn.0/MatMul",
+            "/pool/attn/attn.2/MatMul"} <= fp32
+    assert any(n.startswith("/head/Gemm") for n in fp32)  # ORT may rewrite it as MatMul + Add
+
+
+def test_int8_refuses_a_graph_it_cannot_place_and_an_empty_node_list(tmp_path):
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.eye(4, dtype=np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="a"),
+             helper.make_node("MatMul", ["y", "w"], ["z"], name="b")]
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4]) for n in ("x", "z")]
+    model = helper.make_model(helper.make_graph(nodes, "g", vi[:1], vi[1:], [w]))
+    with pytest.raises(ValueError, match="expected 1 \\+ 6 per layer"):
+        layer_matmuls(model)  # two MatMuls: no transformer layer between projection and pool
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    with pytest.raises(ValueError, match="every node"):
+        quantize_file(tmp_path / "m.onnx", tmp_path / "q.onnx", nodes=[])
 
 
 def test_int8_gate_counts_decision_flips_at_the_threshold():
