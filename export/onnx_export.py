@@ -12,9 +12,10 @@ model is rebuilt from the checkpoint's saved config). Steps:
      first that passes is kept (`--exporter` forces one). Every attempt is in parity.json.
   2. parity A: PyTorch fp32 CPU vs onnxruntime fp32 on clips of mixed lengths, one by one and as
      one padded batch: max |delta logit| <= 1e-4 (export/parity.py).
-  3. int8: onnxruntime dynamic quantisation of MatMul only, per channel (quantising XLS-R's conv
-     front end breaks it). Shipped as model.int8.onnx only when it passes its gate against fp32:
-     Spearman >= 0.995 and the decision at the threshold agrees on >= 99% of clips.
+  3. int8: onnxruntime dynamic quantisation of the transformer layers' MatMuls only, per channel
+     (conv front end, projection, pooling and head stay fp32: export/quantize.py says why).
+     Shipped as model.int8.onnx only when it passes its gate against fp32: Spearman >= 0.995
+     and the decision at the threshold agrees on >= 99% of clips.
   4. front_end.json (what hearsay.audio.prepare is called with), parity.json, SHA256SUMS.
 
 Exit codes: 0 exported and parity A passed, 1 parity A failed for every exporter tried (nothing
