@@ -17,7 +17,7 @@ Everything else stays fp32:
 Their FLOPs are negligible (projection 0.4 of 175 GFLOP per 8 s clip; pool and head less), so the
 speed is the same. Measured 2026-12-01 on the XLS-R-300M shape, 12 layers, random init (fp32 logit
 std 0.042 over the gate clips: a random head barely separates clips, the harshest case for a rank
-gate), against onnxruntime fp32 on the export gate's 100 clips (seed 1, 0.6-3 s):
+gate), against onnxruntime fp32 on the export gate's 100 clips (seed 1, 0.6-3 s, batches of 4):
 
     quantised                                 Spearman  agreement  rms |dlogit|
     every MatMul + the head (the old recipe)   0.9955     94 %       0.0049     failed
