@@ -207,3 +207,45 @@ def test_parity_b_comparison_runs_on_cpu_autocast(exported):
     assert r["bf16_vs_ort"]["max_abs_dlogit"] > 10 * max(r["fp32_vs_ort"]["max_abs_dlogit"], 1e-7)
     assert r["passed"] == (r["bf16_vs_ort"]["spearman"] > 0.99
                            and r["bf16_vs_ort"]["max_abs_dlogit"] < 0.05)
+
+
+# ---------------------------------------------------------------- attention fusion (export/fuse.py)
+
+
+def fused_tiny(tmp_path: Path, multi_head: bool = False) -> tuple[Detector, Path, dict]:
+    from export import fuse
+
+    det = tiny_detector()
+    onnx_export.export_onnx(fuse.fusable_copy(det), tmp_path / "fusable.onnx", "torchscript")
+    ops = fuse.fuse_file(tmp_path / "fusable.onnx", tmp_path / "fused.onnx",
+                         det.cfg.num_heads, det.cfg.hidden_size, multi_head)
+    return det, tmp_path / "fused.onnx", ops
+
+
+@pytest.mark.parametrize("multi_head", [False, True])
+def test_fused_graph_has_one_attention_per_layer_and_holds_parity_a_padded(tmp_path, multi_head):
+    det, path, ops = fused_tiny(tmp_path, multi_head)
+    kind = "MultiHeadAttention" if multi_head else "Attention"
+    assert ops[kind] == det.cfg.keep_layers  # the fuser did fuse: not skipped while claimed
+    graph = onnx.load(str(path)).graph
+    assert sum(n.op_type == kind for n in graph.node) == det.cfg.keep_layers
+    assert sum(n.op_type == "SkipLayerNormalization" for n in graph.node) >= det.cfg.keep_layers
+    assert not any(n.name.endswith("_fuse_hide") for n in graph.node)  # fusing-only nodes gone
+    front = {"sample_rate": 16000, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0}
+    waves = parity.synthetic_clips(np.random.default_rng(0), 6, 0.6, 3.0, front)
+    report = parity.parity_a(det, path, waves, 1e-4)  # singles and one padded batch
+    assert report["passed"], report
+
+
+def test_parity_a_catches_a_fused_graph_that_ignores_the_padding_mask(tmp_path):
+    det, path, _ = fused_tiny(tmp_path)
+    m = onnx.load(str(path))
+    for n in m.graph.node:
+        if n.op_type == "Attention":
+            n.input[3] = ""  # drop mask_index: padded frames are attended to
+    onnx.save(m, str(path))
+    front = {"sample_rate": 16000, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0}
+    waves = parity.synthetic_clips(np.random.default_rng(0), 6, 0.6, 3.0, front)
+    report = parity.parity_a(det, path, waves, 1e-4)
+    assert report["max_abs_dlogit_single"] <= 1e-4  # one clip per call: nothing is padded
+    assert report["max_abs_dlogit_batch"] > 1e-4 and not report["passed"], report
