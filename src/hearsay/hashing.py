@@ -17,10 +17,12 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+# Every caller's files sit flat beside their manifest, so a name is one plain path component:
+# starts with a letter or digit (no "/", no "..", no hidden files), then letters, digits, "._-".
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # A SHA256SUMS line as `sha256sum` writes it: 64 lowercase hex, then "  name" (text mode) or
-# " *name" (binary mode). Every caller's files sit flat beside the manifest, so a name is one plain
-# path component: no "/", no leading "." (so no "..", no hidden files).
-_SUMS_LINE = re.compile(r"^([0-9a-f]{64}) [ *]([A-Za-z0-9_][A-Za-z0-9._-]*)$")
+# " *name" (binary mode), the name a SAFE_NAME.
+_SUMS_LINE = re.compile(rf"^([0-9a-f]{{64}}) [ *]({SAFE_NAME.pattern})$")
 
 
 class SumsError(ValueError):

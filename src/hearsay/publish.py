@@ -53,7 +53,6 @@ from hearsay.hashing import sha256_file
 SUMS = "SHA256SUMS"
 REMOTES = "gh://OWNER/REPO@TAG, hf://OWNER/REPO[@REVISION], file://PATH or PATH"
 EXIT_OK, EXIT_VERIFY, EXIT_USAGE, EXIT_REMOTE = 0, 1, 2, 3
-NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # flat, no path tricks
 
 
 class RemoteError(Exception):
@@ -74,17 +73,17 @@ def parse_sums(text: str) -> dict[str, str]:
 
 def make_sums(folder: Path) -> str:
     """SHA256SUMS for every file in `folder` (flat; sub-folders refused)."""
-    lines = []
+    sums = {}
     for path in sorted(folder.iterdir()):
         if path.name == SUMS:
             continue
-        if not path.is_file() or not NAME_OK.match(path.name):
+        if not path.is_file() or not hashing.SAFE_NAME.fullmatch(path.name):
             raise ValueError(f"{path}: publish takes a flat folder of plainly named files "
                              "(move sub-folders out or publish them separately)")
-        lines.append(f"{sha256_file(path)}  {path.name}\n")
-    if not lines:
+        sums[path.name] = sha256_file(path)
+    if not sums:
         raise ValueError(f"{folder} has no files to publish")
-    return "".join(lines)
+    return hashing.format_sums(sums)
 
 
 # --------------------------------------------------------------------------- backends
