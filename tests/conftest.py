@@ -6,9 +6,12 @@
 * `demo_corpus`  -> Path of its manifest.csv (audio under the same folder).
 * `demo_splits`  -> Path of its pinned fold file splits/demo.folds.json (+ SHA256SUMS beside it).
 * `demo_bundle`  -> hearsay.bundle.Bundle built from both, with every codec copy (2 workers).
+* `checkpoint`   -> a fresh flat checkpoint folder (1 MiB weights + config) for publish tests.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +51,14 @@ def demo_bundle(demo_corpus, demo_splits):
     out = demo_corpus.parent.parent / "bundle"
     build_bundle(demo_corpus, out, demo_splits, BundleConfig(workers=2), progress=False)
     return load_bundle(out)
+
+
+# What `hearsay publish` tests publish (test_publish.py, test_publish_hf.py).
+@pytest.fixture
+def checkpoint(tmp_path) -> Path:
+    """A flat checkpoint folder: binary weights + config (contents made in code)."""
+    folder = tmp_path / "final"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(bytes(range(256)) * 4096)  # 1 MiB, binary
+    (folder / "config.json").write_text('{"model": {"hidden_size": 32}}\n')
+    return folder

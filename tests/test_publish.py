@@ -11,7 +11,6 @@ import json
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
@@ -108,16 +107,6 @@ def github(monkeypatch):
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
     yield fake
     fake.server.shutdown()
-
-
-@pytest.fixture
-def checkpoint(tmp_path) -> Path:
-    """A flat checkpoint folder: binary weights + config (contents made in code)."""
-    folder = tmp_path / "final"
-    folder.mkdir()
-    (folder / "model.safetensors").write_bytes(bytes(range(256)) * 4096)  # 1 MiB, binary
-    (folder / "config.json").write_text('{"model": {"hidden_size": 32}}\n')
-    return folder
 
 
 def published_digest(capsys) -> str:

@@ -63,16 +63,6 @@ def hub(monkeypatch):
     assert fake.auth_to_storage == 0, "the token was sent to the storage host"
 
 
-@pytest.fixture
-def checkpoint(tmp_path) -> Path:
-    """A flat checkpoint folder: binary weights + config (contents made in code)."""
-    folder = tmp_path / "final"
-    folder.mkdir()
-    (folder / "model.safetensors").write_bytes(bytes(range(256)) * 4096)  # 1 MiB, binary
-    (folder / "config.json").write_text('{"model": {"hidden_size": 32}}\n')
-    return folder
-
-
 def publish(checkpoint: Path, uri: str, capsys) -> tuple[str, str]:
     """Upload; returns (SHA256SUMS sha256, the commit id printed for pinning)."""
     assert main(["upload", str(checkpoint), "--to", uri]) == 0
