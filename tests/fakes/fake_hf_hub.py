@@ -235,6 +235,17 @@ def _make_handler(hub: FakeHub):
                 self._error(404, "Repository not found", "RepoNotFound")
             return repo
 
+        def _repo_at(self, repo_id: str, rev: str) -> tuple[Repo, str] | None:
+            """(repo, commit id of rev), or None after answering 404 (no such repo or rev)."""
+            repo = self._repo(repo_id)
+            if repo is None:
+                return None
+            oid = repo.resolve(rev)
+            if oid is None:
+                self._error(404, f"Invalid rev id: {rev}", "RevisionNotFound")
+                return None
+            return repo, oid
+
         def _dispatch(self):
             url = urllib.parse.urlsplit(self.path)
             parts = [urllib.parse.unquote(p) for p in url.path.strip("/").split("/")]
@@ -306,12 +317,9 @@ def _make_handler(hub: FakeHub):
             self._send(200, {"url": f"{hub.url}/{rid}", "name": rid, "id": rid})
 
         def model_info(self, rid: str, rev: str):
-            repo = self._repo(rid)
-            if repo is None:
+            if (found := self._repo_at(rid, rev)) is None:
                 return
-            oid = repo.resolve(rev)
-            if oid is None:
-                return self._error(404, f"Invalid rev id: {rev}", "RevisionNotFound")
+            repo, oid = found
             siblings = [{"rfilename": path} for path in sorted(repo.commits[oid])]
             self._send(200, {"id": rid, "author": rid.split("/")[0], "sha": oid,
                              "private": repo.private, "siblings": siblings,
@@ -332,12 +340,9 @@ def _make_handler(hub: FakeHub):
 
         def preupload(self, rid: str, rev: str):
             req = json.loads(self._body())
-            repo = self._repo(rid)
-            if repo is None:
+            if (found := self._repo_at(rid, rev)) is None:
                 return
-            head = repo.resolve(rev)
-            if head is None:
-                return self._error(404, f"Invalid rev id: {rev}", "RevisionNotFound")
+            repo, head = found
             files = []
             for f in req["files"]:
                 mode = "lfs" if f["size"] >= hub.lfs_threshold else "regular"
@@ -417,12 +422,9 @@ def _make_handler(hub: FakeHub):
                              "before huggingface_hub is imported")
 
         def resolve(self, rid: str, rev: str, path: str):
-            repo = self._repo(rid)
-            if repo is None:
+            if (found := self._repo_at(rid, rev)) is None:
                 return
-            oid = repo.resolve(rev)
-            if oid is None:
-                return self._error(404, f"Invalid rev id: {rev}", "RevisionNotFound")
+            repo, oid = found
             entry = repo.commits[oid].get(path)
             if entry is None:
                 return self._error(404, f"{path} does not exist at {rev}", "EntryNotFound",
