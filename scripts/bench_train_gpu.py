@@ -42,6 +42,7 @@ import torch
 import torch.nn.functional as F
 
 from hearsay import audio, train, train_config, train_step
+from hearsay.deploy import write_atomic
 from hearsay.model import Detector, ModelConfig
 
 SR = audio.SAMPLE_RATE
@@ -199,10 +200,8 @@ def parse_variants(text: str) -> list[tuple[str, bool]]:
 
 
 def write_json(path: Path, results: dict) -> None:
-    """Atomically (tmp + rename): a step killed mid-write leaves the previous complete file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(results, indent=1) + "\n")
-    tmp.replace(path)
+    """Atomically (deploy.write_atomic): a run killed mid-write leaves the previous whole file."""
+    write_atomic(path, json.dumps(results, indent=1) + "\n")
 
 
 def _bench(args) -> int:
