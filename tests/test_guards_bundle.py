@@ -1,0 +1,102 @@
+"""hearsay.bundle guards: the decode-failure gate's boundary, the resume stamp (size and mtime),
+the peak guard on the main FLAC path, and room noise trimmed before the FLAC is written."""
+
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+import soundfile as sf
+from test_guards_audio import speech_like, with_room_noise
+
+from hearsay import audio, bundle
+from hearsay.bundle import BundleConfig, build_bundle, load_bundle
+
+SR = audio.SAMPLE_RATE
+COLS = ["id", "path", "label", "generator", "source", "group", "fold", "train_scope"]
+
+
+def tone(seconds, freq=300.0, amp=0.4):
+    t = np.arange(int(seconds * SR)) / SR
+    return (amp * np.sin(2 * np.pi * freq * t)).astype(np.float32)
+
+
+def corpus(root, clips, subtype="PCM_16"):
+    """clips: [(id, wave or bytes)] -> manifest path; WAVs at 16 kHz in `subtype`, labels
+    alternate, one group per clip, inner folds 0..4 in turn."""
+    (root / "a").mkdir(parents=True, exist_ok=True)
+    rows = []
+    for i, (rid, wave) in enumerate(clips):
+        p = root / "a" / f"{rid}.wav"
+        if isinstance(wave, bytes):
+            p.write_bytes(wave)
+        else:
+            sf.write(p, wave, SR, subtype=subtype)
+        label = "bonafide" if i % 2 == 0 else "spoof"
+        rows.append({"id": rid, "path": f"a/{rid}.wav", "label": label,
+                     "generator": "bonafide" if label == "bonafide" else "voc-a",
+                     "source": "s", "group": f"g{i}", "fold": str(i % 5), "train_scope": "core"})
+    pd.DataFrame(rows, columns=COLS).to_csv(root / "manifest.csv", index=False)
+    return root / "manifest.csv"
+
+
+def build(manifest, out, **kw):
+    cfg = BundleConfig(**{"codecs": (), "workers": 1, **kw})
+    return build_bundle(manifest, out, None, cfg, progress=False)
+
+
+def test_decode_failures_exactly_at_max_fail_frac_pass_and_one_row_fewer_fails(tmp_path):
+    # the build fails only when failed / rows > --max-fail-frac: 1 of 40 = 2.5 % is exactly it
+    clips = [(f"c{i:02d}", tone(0.55, 150 + 9 * i)) for i in range(39)] + [("junk", b"no\n")]
+    m = corpus(tmp_path / "corpus", clips)
+    args = [str(m), str(tmp_path / "b"), "--codecs", "", "--workers", "1", "--no-progress",
+            "--max-fail-frac", "0.025"]
+    assert bundle.main(args) == 0
+    meta = json.loads((tmp_path / "b" / bundle.META).read_text())
+    assert (meta["status"], meta["counts"]["failed"], meta["counts"]["rows"]) == ("ok", 1, 40)
+    assert len(load_bundle(tmp_path / "b").manifest) == 39
+    # one good row fewer: 1 of 39 = 2.56 % > 2.5 % fails (the other clips are reused)
+    df = pd.read_csv(m, dtype=str, keep_default_na=False)
+    df[df["id"] != "c00"].to_csv(m, index=False)
+    assert bundle.main(args) == bundle.EXIT_TOO_MANY_FAILURES
+    assert json.loads((tmp_path / "b" / bundle.META).read_text())["status"] == "failed"
+
+
+def test_resume_rebuilds_a_source_edited_to_the_same_byte_size(tmp_path):
+    m = corpus(tmp_path / "corpus", [(f"c{i}", tone(0.8 + 0.1 * i, 200 + 50 * i))
+                                     for i in range(3)])
+    first = build(m, tmp_path / "b")
+    src = m.parent / "a" / "c1.wav"
+    size = src.stat().st_size
+    sf.write(src, tone(0.9, 700.0), SR, subtype="PCM_16")  # same length, new content
+    st = src.stat()
+    os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # an edit a second later
+    assert src.stat().st_size == size
+    again = build(m, tmp_path / "b")
+    assert again["counts"]["reused"] == 2 and again["tree_sha"] != first["tree_sha"]
+    flac = sf.read(tmp_path / "b" / "audio" / "c1.flac", dtype="float32")[0]
+    np.testing.assert_allclose(flac, tone(0.9, 700.0), atol=1e-4)
+
+
+def test_a_source_louder_than_full_scale_is_scaled_to_the_peak_not_clipped(tmp_path):
+    # a float WAV with overs (as a DAW export or an MP3/AAC decode can be): peak 1.6
+    x = tone(1.0, 220.0, amp=1.6)
+    m = corpus(tmp_path / "corpus", [("loud", x), ("ok", tone(1.0))], subtype="FLOAT")
+    build(m, tmp_path / "b")
+    y = sf.read(tmp_path / "b" / "audio" / "loud.flac", dtype="float32")[0]
+    assert len(y) == len(x)
+    assert np.max(np.abs(y)) == pytest.approx(audio.PEAK, abs=2 / 32768)
+    # the same wave scaled by 0.999 / 1.6, to 16-bit precision: no flattened crests
+    np.testing.assert_allclose(y, x * (audio.PEAK / 1.6), atol=2 / 32768)
+
+
+def test_the_bundle_trims_room_noise_so_duration_and_lead_carry_no_shortcut(tmp_path):
+    rng = np.random.default_rng(5)
+    speech = [speech_like(1.2, rng), speech_like(1.2, rng)]
+    clips = [("clean", speech[0]), ("roomy", with_room_noise(speech[1], 1.0, 0.7, 55.0, rng))]
+    build(corpus(tmp_path / "corpus", clips), tmp_path / "b")
+    m = load_bundle(tmp_path / "b").manifest.set_index("id")
+    assert m.loc["roomy", "duration"] == pytest.approx(m.loc["clean", "duration"], abs=0.06)
+    stamps = json.loads((tmp_path / "b" / bundle.STAMPS).read_text())["entries"]
+    assert stamps["roomy"]["lead_s"] == pytest.approx(1.0, abs=0.03)
