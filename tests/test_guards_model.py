@@ -12,7 +12,7 @@ STRIDE = 320  # samples per frame of the XLS-R CNN (20 ms @ 16 kHz)
 # the deploy minimum, each side of every frame boundary near it, and a spread up to 0.5 s
 LENGTHS = sorted({MIN_SAMPLES, MIN_SAMPLES + 1,
                   *(400 + STRIDE * k + d for k in (1, 2, 3, 7, 20) for d in (-1, 0, 1)),
-                  *range(401, 8_000, 331)})
+                  *range(401, 8_000, 523)})
 
 
 @pytest.fixture(scope="module")
