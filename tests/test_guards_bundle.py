@@ -3,6 +3,7 @@ the peak guard on the main FLAC path, and room noise trimmed before the FLAC is 
 
 import json
 import os
+import subprocess
 
 import numpy as np
 import pandas as pd
@@ -23,18 +24,18 @@ def tone(seconds, freq=300.0, amp=0.4):
 
 
 def corpus(root, clips, subtype="PCM_16"):
-    """clips: [(id, wave or bytes)] -> manifest path; WAVs at 16 kHz in `subtype`, labels
-    alternate, one group per clip, inner folds 0..4 in turn."""
+    """clips: [(id, wave or bytes[, suffix])] -> manifest path; waves as 16 kHz WAVs in
+    `subtype`, bytes as they are; labels alternate, one group per clip, inner folds 0..4."""
     (root / "a").mkdir(parents=True, exist_ok=True)
     rows = []
-    for i, (rid, wave) in enumerate(clips):
-        p = root / "a" / f"{rid}.wav"
+    for i, (rid, wave, *suffix) in enumerate(clips):
+        p = root / "a" / f"{rid}{suffix[0] if suffix else '.wav'}"
         if isinstance(wave, bytes):
             p.write_bytes(wave)
         else:
             sf.write(p, wave, SR, subtype=subtype)
         label = "bonafide" if i % 2 == 0 else "spoof"
-        rows.append({"id": rid, "path": f"a/{rid}.wav", "label": label,
+        rows.append({"id": rid, "path": f"a/{p.name}", "label": label,
                      "generator": "bonafide" if label == "bonafide" else "voc-a",
                      "source": "s", "group": f"g{i}", "fold": str(i % 5), "train_scope": "core"})
     pd.DataFrame(rows, columns=COLS).to_csv(root / "manifest.csv", index=False)
@@ -79,16 +80,35 @@ def test_resume_rebuilds_a_source_edited_to_the_same_byte_size(tmp_path):
     np.testing.assert_allclose(flac, tone(0.9, 700.0), atol=1e-4)
 
 
-def test_a_source_louder_than_full_scale_is_scaled_to_the_peak_not_clipped(tmp_path):
-    # a float WAV with overs (as a DAW export or an MP3/AAC decode can be): peak 1.6
-    x = tone(1.0, 220.0, amp=1.6)
-    m = corpus(tmp_path / "corpus", [("loud", x), ("ok", tone(1.0))], subtype="FLOAT")
+def encoded(x: np.ndarray, tmp, suffix: str, encoder: str) -> bytes:
+    """x as a float WAV, encoded by the real ffmpeg into `suffix` (64 kb/s)."""
+    src, out = tmp / "src.wav", tmp / f"enc{suffix}"
+    sf.write(src, x, SR, subtype="FLOAT")
+    subprocess.run([audio.ffmpeg_exe(), "-nostdin", "-v", "error", "-y", "-i", str(src),
+                    "-c:a", encoder, "-b:a", "64k", str(out)], check=True)
+    return out.read_bytes()
+
+
+@pytest.mark.parametrize("suffix,encoder", [(".wav", None), (".mp3", "libmp3lame"),
+                                            (".m4a", "aac")])
+def test_a_source_louder_than_full_scale_is_scaled_to_the_peak_not_clipped(tmp_path, suffix,
+                                                                          encoder):
+    # a float WAV with overs (a DAW export), or an MP3/AAC that decodes above 1.0: peak ~1.5
+    x = tone(1.0, 220.0, amp=1.5)
+    loud = x if encoder is None else encoded(x, tmp_path, suffix, encoder)
+    m = corpus(tmp_path / "corpus", [("loud", loud, suffix), ("ok", tone(1.0))],
+               subtype="FLOAT")
     build(m, tmp_path / "b")
+    decoded = audio.load_audio(m.parent / "a" / f"loud{suffix}")
+    s, e = audio.trim_silence(decoded)  # a codec's onset delay is trimmed first
+    src = decoded[s:e]
+    top = float(np.max(np.abs(src)))
+    assert top > 1.2, f"decoded peak {top}: load_audio clipped the overs (decode to float)"
     y = sf.read(tmp_path / "b" / "audio" / "loud.flac", dtype="float32")[0]
-    assert len(y) == len(x)
+    assert len(y) == len(src)
     assert np.max(np.abs(y)) == pytest.approx(audio.PEAK, abs=2 / 32768)
-    # the same wave scaled by 0.999 / 1.6, to 16-bit precision: no flattened crests
-    np.testing.assert_allclose(y, x * (audio.PEAK / 1.6), atol=2 / 32768)
+    # the decoded wave scaled by 0.999 / peak, to 16-bit precision: no flattened crests
+    np.testing.assert_allclose(y, src * (audio.PEAK / top), atol=2 / 32768)
 
 
 def test_the_bundle_trims_room_noise_so_duration_and_lead_carry_no_shortcut(tmp_path):
