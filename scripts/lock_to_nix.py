@@ -12,12 +12,19 @@ x86_64) and that wheel's sha256, in pip's hash form, with the wheel's file name 
     scripts/lock_to_nix.py                              # rewrite nix/wheels.nix from the lock
     scripts/lock_to_nix.py --check                      # make test: exit 1 if they differ
 
+    scripts/lock_to_nix.py needed --wheels /tmp/wheels   # native libraries no wheel brings
+
 `hash` accepts plain `name==version` lines (a new pin) and keeps nothing it did not compute from
 a file: a hash is never typed in. nix/wheels.nix holds, per package, the arguments of nixpkgs'
 `fetchPypi { format = "wheel"; … }` (the wheel's python tag, abi tag and platform tags, which
 also make its file name) and the sha256; nix/python.nix installs exactly those wheels.
+`needed` reads the NEEDED entries of every ELF file in the downloaded wheels (binutils' readelf)
+and names each library that no wheel provides: glibc, gcc's libstdc++/libgcc_s and zlib are
+nix/python.nix's build inputs; anything else must be in its autoPatchelfIgnoreMissingDeps, or
+autoPatchelf stops the image build (exit 1 names it here first).
 
-Exit codes: 0 done / in agreement; 1 nix/wheels.nix disagrees with the lock (--check); 2 usage;
+Exit codes: 0 done / in agreement; 1 nix/wheels.nix disagrees with the lock (--check), or a
+needed library is provided by nothing (needed); 2 usage;
 3 the lock or a wheel folder is unusable (the message names the line or package and the fix).
 """
 
@@ -26,13 +33,23 @@ from __future__ import annotations
 import argparse
 import hashlib
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements.lock"
 NIX = ROOT / "nix" / "wheels.nix"
+PYTHON_NIX = ROOT / "nix" / "python.nix"
+# Libraries nix/python.nix's inputs provide: stdenv's glibc, stdenv.cc.cc.lib, zlib.
+PROVIDED = {**dict.fromkeys(["libc.so.6", "libm.so.6", "libmvec.so.1", "libdl.so.2",
+                             "libpthread.so.0", "librt.so.1", "libutil.so.1",
+                             "ld-linux-x86-64.so.2"], "glibc"),
+            "libstdc++.so.6": "gcc-lib", "libgcc_s.so.1": "gcc-lib", "libz.so.1": "zlib"}
 EXIT_OK, EXIT_DIFFERENT, EXIT_USAGE, EXIT_BAD = 0, 1, 2, 3
 
 HEADER = """\
@@ -150,23 +167,76 @@ def format_nix(pins: list[Pin]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def elf_needs(wheels: Path) -> tuple[dict[str, list[str]], set[str]]:
+    """({needed library: [wheel:member needing it]}, every file name and SONAME the wheels hold)."""
+    if shutil.which("readelf") is None:
+        raise LockError("readelf not found (install binutils)")
+    needs: dict[str, list[str]] = {}
+    provided: set[str] = set()
+    with tempfile.TemporaryDirectory(prefix="lock-to-nix-") as tmp:
+        elf = Path(tmp) / "member"
+        for whl in sorted(wheels.glob("*.whl")):
+            with zipfile.ZipFile(whl) as z:
+                for info in z.infolist():
+                    if info.is_dir():
+                        continue
+                    provided.add(Path(info.filename).name)
+                    with z.open(info) as f:
+                        if f.read(4) != b"\x7fELF":
+                            continue
+                    with z.open(info) as f, open(elf, "wb") as g:
+                        shutil.copyfileobj(f, g, 1 << 22)
+                    dyn = subprocess.run(["readelf", "-d", "-W", str(elf)], capture_output=True,
+                                         text=True).stdout
+                    for kind, lib in re.findall(r"\((NEEDED|SONAME)\)[^\[]*\[([^\]]+)\]", dyn):
+                        if kind == "SONAME":
+                            provided.add(lib)
+                        else:
+                            needs.setdefault(lib, []).append(f"{whl.name}:{info.filename}")
+    return needs, provided
+
+
+def ignored_in_python_nix(path: Path = PYTHON_NIX) -> set[str]:
+    """The quoted names in nix/python.nix's autoPatchelfIgnoreMissingDeps list."""
+    m = re.search(r"autoPatchelfIgnoreMissingDeps = \[(.*?)\];", path.read_text(), re.S)
+    if not m:
+        raise LockError(f"{path} has no autoPatchelfIgnoreMissingDeps list")
+    return set(re.findall(r'"([^"]+)"', m.group(1)))
+
+
+def report_needed(wheels: Path, python_nix: Path) -> int:
+    needs, provided = elf_needs(wheels)
+    ignored = ignored_in_python_nix(python_nix)
+    code = EXIT_OK
+    for lib in sorted(set(needs) - provided):
+        source = PROVIDED.get(lib) or ("ignored in nix/python.nix" if lib in ignored else None)
+        if source is None:
+            source, code = "MISSING: provide it or add it to autoPatchelfIgnoreMissingDeps", 1
+        print(f"{lib}: {source} (needed by {len(needs[lib])}, e.g. {needs[lib][0]})")
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("command", nargs="?", choices=["nix", "hash"], default="nix",
+    ap.add_argument("command", nargs="?", choices=["nix", "hash", "needed"], default="nix",
                     help="nix (default): write nix/wheels.nix; hash: write the wheels' hashes "
-                         "into the lock")
-    ap.add_argument("--wheels", type=Path, help="hash: the folder pip downloaded the wheels into")
+                         "into the lock; needed: native libraries no wheel provides")
+    ap.add_argument("--wheels", type=Path,
+                    help="hash, needed: the folder pip downloaded the wheels into")
+    ap.add_argument("--python-nix", type=Path, default=PYTHON_NIX, help=argparse.SUPPRESS)
     ap.add_argument("--check", action="store_true",
                     help="nix: write nothing, exit 1 if nix/wheels.nix is not what the lock gives")
     ap.add_argument("--lock", type=Path, default=LOCK, help="default: requirements.lock")
     ap.add_argument("--out", type=Path, default=NIX, help="default: nix/wheels.nix")
     args = ap.parse_args(argv)
+    if args.command in ("hash", "needed") and (args.wheels is None or not args.wheels.is_dir()):
+        ap.error(f"{args.command} needs --wheels DIR (a folder of downloaded wheels)")
     try:
+        if args.command == "needed":
+            return report_needed(args.wheels, args.python_nix)
         if args.command == "hash":
-            if args.wheels is None or not args.wheels.is_dir():
-                ap.error("hash needs --wheels DIR (a folder of downloaded wheels)")
             pins = hash_lock(read_lock(args.lock, need_hashes=False), args.wheels)
             args.lock.write_text(format_lock(pins))
             print(f"lock_to_nix: {len(pins)} pins hashed from {args.wheels} into {args.lock}")

@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -517,6 +518,31 @@ def test_lock_to_nix_refuses_a_lock_it_cannot_turn_into_fetches(tmp_path, text, 
     assert proc.returncode == 3
     assert why in proc.stderr
     assert not (tmp_path / "w.nix").exists()
+
+
+def test_lock_to_nix_needed_names_a_library_nothing_provides(tmp_path):
+    """A real locked ELF file (nvshmem's MPI bootstrap plugin, NEEDED libmpi.so.40) in a wheel."""
+    if shutil.which("readelf") is None:
+        pytest.skip("readelf not found (binutils)")
+    plugin = next(Path(sys.prefix).glob("lib/python3*/site-packages/nvidia/nvshmem/lib/"
+                                        "nvshmem_bootstrap_mpi.so.3"), None)
+    if plugin is None:
+        pytest.skip("nvidia-nvshmem-cu13 is not installed in this venv")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    with zipfile.ZipFile(wheels / "demo-1.0-py3-none-manylinux_2_28_x86_64.whl", "w") as z:
+        z.write(plugin, "nvidia/nvshmem/lib/nvshmem_bootstrap_mpi.so.3")
+        z.writestr("demo/__init__.py", "")
+    proc = lock_cli("needed", "--wheels", str(wheels))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "libmpi.so.40: ignored in nix/python.nix (needed by 1, e.g. demo-1.0" in proc.stdout
+    assert "libc.so.6: glibc" in proc.stdout
+    python_nix = tmp_path / "python.nix"
+    python_nix.write_text((ROOT / "nix" / "python.nix").read_text().replace('"libmpi.so.40"', ""))
+    proc = lock_cli("needed", "--wheels", str(wheels), "--python-nix", str(python_nix))
+    assert proc.returncode == 1
+    assert ("libmpi.so.40: MISSING: provide it or add it to autoPatchelfIgnoreMissingDeps"
+            in proc.stdout)
 
 
 def check_versions(lock: Path | None = None) -> subprocess.CompletedProcess:
