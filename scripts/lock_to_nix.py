@@ -6,8 +6,10 @@ x86_64) and that wheel's sha256, in pip's hash form, with the wheel's file name 
 
     numpy==2.4.6 --hash=sha256:<64 hex>  # numpy-2.4.6-cp311-cp311-manylinux_2_27_x86_64.whl
 
-    # after editing a pin: download the wheels, write their hashes into the lock, regenerate
-    python3 -m pip download --no-deps --only-binary=:all: -d /tmp/wheels -r requirements.lock
+    # after editing a pin's version (on CPython 3.11, x86_64 Linux): download the wheels by
+    # name==version only (the old hash would not match the new file), hash them, regenerate
+    sed 's/ .*//' requirements.lock | grep '==' > /tmp/pins.txt
+    python3 -m pip download --no-deps --only-binary=:all: -d /tmp/wheels -r /tmp/pins.txt
     scripts/lock_to_nix.py hash --wheels /tmp/wheels   # sha256 + file name of each wheel there
     scripts/lock_to_nix.py                              # rewrite nix/wheels.nix from the lock
     scripts/lock_to_nix.py --check                      # make test: exit 1 if they differ
@@ -15,7 +17,9 @@ x86_64) and that wheel's sha256, in pip's hash form, with the wheel's file name 
     scripts/lock_to_nix.py needed --wheels /tmp/wheels   # native libraries no wheel brings
 
 `hash` accepts plain `name==version` lines (a new pin) and keeps nothing it did not compute from
-a file: a hash is never typed in. nix/wheels.nix holds, per package, the arguments of nixpkgs'
+a file: a hash is never typed in. A pin whose version did not change keeps its wheel: when the
+downloaded file's sha256 differs from the one in the lock, `hash` refuses (a replaced file).
+nix/wheels.nix holds, per package, the arguments of nixpkgs'
 `fetchPypi { format = "wheel"; … }` (the wheel's python tag, abi tag and platform tags, which
 also make its file name) and the sha256; nix/python.nix installs exactly those wheels.
 `needed` reads the NEEDED entries of every ELF file in the downloaded wheels (binutils' readelf)
@@ -143,7 +147,12 @@ def hash_lock(pins: list[Pin], wheels: Path) -> list[Pin]:
             raise LockError(f"{pin.name}=={pin.version}: {len(found)} wheels in {wheels} "
                             f"({[f.name for f in found]}); want exactly one (pip download "
                             "--no-deps --only-binary=:all: for CPython 3.11 manylinux x86_64)")
-        out.append(Pin(pin.name, pin.version, sha256_of(found[0]), found[0].name))
+        sha = sha256_of(found[0])
+        if pin.sha256 is not None and pin.wheel == found[0].name and pin.sha256 != sha:
+            raise LockError(f"{found[0]} has sha256 {sha}, the lock says {pin.sha256} for the same "
+                            "file: refusing (download it again; if the registry replaced it, "
+                            "find out why before pinning the new file)")
+        out.append(Pin(pin.name, pin.version, sha, found[0].name))
     return out
 
 

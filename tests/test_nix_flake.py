@@ -505,6 +505,18 @@ def test_lock_to_nix_hash_wants_exactly_one_wheel_per_pin(tmp_path, wheel_names,
     assert lock.read_text() == "demo-pkg==1.0\n"  # untouched
 
 
+def test_lock_to_nix_hash_refuses_a_replaced_file(tmp_path):
+    (tmp_path / "demo_pkg-1.0-py3-none-any.whl").write_bytes(b"new bytes")
+    lock = tmp_path / "requirements.lock"
+    text = ("demo-pkg==1.0 --hash=sha256:" + hashlib.sha256(b"old bytes").hexdigest()
+            + "  # demo_pkg-1.0-py3-none-any.whl\n")
+    lock.write_text(text)
+    proc = lock_cli("hash", "--wheels", str(tmp_path), "--lock", str(lock))
+    assert proc.returncode == 3
+    assert "for the same file: refusing" in proc.stderr
+    assert lock.read_text() == text
+
+
 @pytest.mark.parametrize(("text", "why"), [
     ("numpy==2.4.6\n", "has no hash or wheel"),
     ("numpy>=2\n", "is not `name==version"),
