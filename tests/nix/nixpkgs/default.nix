@@ -3,13 +3,16 @@
 # It implements only the attributes and functions flake.nix and nix/*.nix call, and each returns a
 # record of what it was given (plus an outPath, so "${drv}/bin/x" interpolates as with real nixpkgs).
 # Like real nixpkgs, an unknown attribute is an "attribute missing" error and an unknown argument is
-# "called with unexpected argument": no `...` anywhere, so a typo in the flake fails the evaluation.
+# "called with unexpected argument": no `...` (fetchPypi's, as in nixpkgs, only passes its
+# attributes on to a strict function), so a typo in the flake fails the evaluation.
 # Where real nixpkgs refuses something (a fetch without a hash, an unknown OCI config key, AMR-NB
 # without --enable-version3, a fetchPypi argument its wheel URL has no place for) the stand-in
-# refuses too, with a message. It is stricter than nixpkgs in two places, on purpose: a global
+# refuses too, with a message. It is stricter than nixpkgs in three places, on purpose: a global
 # `cudaSupport` is refused (it would build every CUDA-aware package, e.g. onnxruntime, against CUDA;
-# the image's CUDA comes from the locked torch wheels), and stdenv.mkDerivation accepts only the
-# attributes listed below (nixpkgs would pass a misspelt one on as an unused environment variable).
+# the image's CUDA comes from the locked torch wheels); stdenv.mkDerivation accepts only the
+# attributes listed below (nixpkgs would pass a misspelt one on as an unused environment variable);
+# python311.withPackages refuses a derivation that is not a python module (nixpkgs would silently
+# leave it out of the environment).
 #
 # fetchPypi computes its URL the way nixpkgs' pkgs/build-support/fetchpypi does, except that the
 # registry's host is left out (REGISTRY): the real one is nixpkgs' business, not this repository's.
