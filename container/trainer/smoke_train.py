@@ -18,8 +18,9 @@ train — the real model code, one optimiser step per shape, exactly as `hearsay
   Then the checkpoint: the tiny model's checkpoint (model, AdamW state, RNG; hearsay.store's
   format) is written locally, pushed to STORE/checkpoint, pulled into a fresh folder, read back
   with its sha256 checks, and must equal what is in memory and load into a fresh Detector (strict)
-  and a fresh AdamW. (The XLS-R checkpoint is ~2 GB: writing it to the store at every box start
-  would cost minutes; the store path, its credentials and the format are what the tiny one proves.)
+  and a fresh AdamW. (The XLS-R checkpoint is 1.9 GB: 164 M fp32 parameters + AdamW's two
+  moments of the 160 M trainable ones; writing it to the store at every box start would cost
+  minutes. The store path, its credentials and the format are what the tiny one proves.)
 codecs — a 1 s 16 kHz two-tone signal through the five codec copies of hearsay.codecs (MP3, Opus,
   AAC, AMR-NB, mu-law) with one ffmpeg run; every copy decoded back must be finite, 0.9-1.25 s
   long and hold at least a tenth of the input's energy.
