@@ -187,7 +187,8 @@ check_versions() {
   local lock="${HEARSAY_LOCK:-$root/requirements.lock}" out rc=0
   out=$("$py" "$root/scripts/check_versions.py" --lock "$lock" 2>&1) || rc=$?
   if [ "$rc" -eq 0 ]; then
-    ok versions "${out##*$'\n'}"
+    out="${out##*$'\n'}"
+    ok versions "${out#check_versions: }"
   else
     fail 17 versions "$(grep -v '^check_versions: [0-9]* difference' <<<"$out" | sed 's/^check_versions: //' | tr '\n' ';' | sed 's/;$//') (exit $rc: this image was not built from $lock)"
   fi
