@@ -7,11 +7,12 @@ STAMP  := $(VENV)/.installed
 
 install: $(STAMP)
 
-# Exact pins live in requirements.lock (pip freeze of a working install); the project itself
-# goes in editable without resolving anything else, so an install is reproducible.
+# requirements.lock pins every package to one wheel (CPython 3.11, manylinux x86_64) and its
+# sha256; pip refuses any file whose hash differs. The trainer image is built from the same lines
+# (scripts/lock_to_nix.py). The project itself goes in editable without resolving anything else.
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q -r requirements.lock
+	$(PY) -m pip install -q --require-hashes -r requirements.lock
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 

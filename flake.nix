@@ -3,7 +3,7 @@
   #   nix build .#trainer-image      the OCI image the boxes run (gzipped docker-archive in ./result)
   #   nix run .#push-trainer-image -- docker://REGISTRY/hearsay-trainer:TAG   push + record the digest
   #   nix develop                    the same Python and tools as the image
-  #   nix flake check                evaluates everything and builds the ffmpeg encoder check
+  #   nix flake check                evaluates everything; builds the ffmpeg encoder and version checks
   description = "hearsay: XLS-R 300M speech-deepfake detector - trainer image";
 
   # One input, pinned in flake.lock (rev + narHash from ../shared/DESIGN.md).
@@ -12,11 +12,9 @@
   outputs = { self, nixpkgs }:
     let
       system = "x86_64-linux";
-      pkgs = import nixpkgs {
-        inherit system;
-        # torch-bin is unfree (CUDA, MKL); cudaSupport makes every CUDA-aware package build for it.
-        config = { allowUnfree = true; cudaSupport = true; };
-      };
+      # No config: nothing in the image builds against CUDA (torch's CUDA comes in the locked
+      # wheels, nix/python.nix) and nothing unfree is taken from nixpkgs.
+      pkgs = import nixpkgs { inherit system; };
       root = ./.;
       # A dirty tree builds, but the smoke check refuses its image on a box (no revision to trace).
       gitRev = self.rev or self.dirtyRev or "unknown";
@@ -54,8 +52,8 @@
         inherit trainer-image ffmpeg;
         default = trainer-image;
         hearsay = py.hearsay;
-        # `nix eval --raw .#python.pkgs.torch.version` feeds scripts/check_versions.py.
-        python = py.python;
+        # The image's interpreter: requirements.lock's wheels + hearsay (`nix build .#python`).
+        python = py.env;
         weights = weights.tree;
         push-trainer-image = push;
       };
@@ -66,7 +64,8 @@
       };
 
       devShells.${system}.default = pkgs.mkShell {
-        packages = [ py.devEnv ffmpeg pkgs.rclone pkgs.curl pkgs.skopeo pkgs.shellcheck pkgs.bats pkgs.ruff ];
+        # pytest, ruff, bats, shellcheck, rclone and vastai are locked wheels in py.devEnv.
+        packages = [ py.devEnv ffmpeg pkgs.curl pkgs.skopeo ];
         env = {
           HEARSAY_FFMPEG = "${ffmpeg}/bin/ffmpeg";
           HF_HUB_OFFLINE = "1";
@@ -77,13 +76,21 @@
         '';
       };
 
-      # The five encoders the codec copies need, checked on the built ffmpeg (runs in `nix flake check`).
-      checks.${system}.ffmpeg-encoders = pkgs.runCommand "ffmpeg-encoders-check" { } ''
-        ${ffmpeg}/bin/ffmpeg -hide_banner -encoders > encoders.txt
-        for enc in libmp3lame libopus aac libopencore_amrnb pcm_mulaw; do
-          grep -Eq "^ [A-Z.]{6} $enc( |$)" encoders.txt || { echo "ffmpeg lacks encoder $enc" >&2; exit 1; }
-        done
-        touch "$out"
-      '';
+      checks.${system} = {
+        # The five encoders the codec copies need, checked on the built ffmpeg.
+        ffmpeg-encoders = pkgs.runCommand "ffmpeg-encoders-check" { } ''
+          ${ffmpeg}/bin/ffmpeg -hide_banner -encoders > encoders.txt
+          for enc in libmp3lame libopus aac libopencore_amrnb pcm_mulaw; do
+            grep -Eq "^ [A-Z.]{6} $enc( |$)" encoders.txt || { echo "ffmpeg lacks encoder $enc" >&2; exit 1; }
+          done
+          touch "$out"
+        '';
+        # The image's whole interpreter (hearsay included) against the lock: every package, exact
+        # versions (the locked wheels alone are gated the same way inside their own build).
+        python-versions = pkgs.runCommand "python-versions-check" { } ''
+          ${py.env}/bin/python3 ${./scripts/check_versions.py} --lock ${./requirements.lock}
+          touch "$out"
+        '';
+      };
     };
 }

@@ -1,43 +1,87 @@
-# The image's Python: nixpkgs' python3 with CUDA torch (the prebuilt torch-bin wheel, unfree) standing
-# in for torch everywhere, and hearsay built from this source tree.
+# The image's Python: nixpkgs' CPython 3.11 and exactly the wheels of requirements.lock, which is
+# what `make test` installs (pip --require-hashes). Nothing here comes from nixpkgs' python package
+# set: its versions are not the lock's (DESIGN.md, "Pinned facts for the Nix image").
 #
-# One source of truth: the dependency NAMES come from pyproject.toml ([project].dependencies plus the
-# "train" extra). The VERSIONS are nixpkgs' at the pinned rev, not requirements.lock's; hearsay's own
-# `==` pins are relaxed here and scripts/check_versions.py checks torch/torchaudio stay within the
-# lock's minor release (docs/RUNBOOK.md, "Versions").
+#   requirements.lock --scripts/lock_to_nix.py--> nix/wheels.nix (name, version, tags, sha256)
+#     -> one fixed-output fetchPypi per wheel -> `site`: every wheel pip-installed into one prefix
+#        (no index, no dependency resolution: the lock is the whole closure), ELF files patched
+#     -> hearsay built from this tree on top -> `env` (the image) and `devEnv` (nix develop)
 { pkgs, root }:
 let
-  pyproject = builtins.fromTOML (builtins.readFile (root + "/pyproject.toml"));
-  project = pyproject.project;
+  project = (builtins.fromTOML (builtins.readFile (root + "/pyproject.toml"))).project;
+  # The lock's wheels are cp311 (and abi3/py3); the interpreter must be the same minor.
+  python = pkgs.python311;
+  locked = import ./wheels.nix;
 
-  # "soxr>=0.5" -> "soxr"; "scikit-learn" stays; PyPI names are case- and _/- insensitive.
-  reqName = req: builtins.replaceStrings [ "_" "." ] [ "-" "-" ]
-    (pkgs.lib.toLower (builtins.head (builtins.match "[[:space:]]*([A-Za-z0-9._-]+).*" req)));
+  # fetchPypi's wheel URL is the registry's own path for {dist}/{first letter}/{pname}/{file};
+  # `sha256` (the lock's, hex) makes each one a fixed-output fetch.
+  wheels = map
+    (w: {
+      file = "${w.pname}-${w.version}-${w.python}-${w.abi}-${w.platform}.whl";
+      src = pkgs.fetchPypi {
+        inherit (w) pname version dist python abi platform sha256;
+        format = "wheel";
+      };
+    })
+    locked;
+  # pip reads a wheel's name and tags from its file name; a store path has a hash in front.
+  linkWheels = pkgs.lib.concatMapStrings (w: ''
+    ln -s ${w.src} wheels/${w.file}
+  '') wheels;
 
-  # Requirements the image gets some other way. imageio-ffmpeg: the image's ffmpeg is nix/ffmpeg.nix,
-  # handed to hearsay.audio through $HEARSAY_FFMPEG (the wheel's bundled binary is not used).
-  providedElsewhere = [ "imageio-ffmpeg" ];
-  # PyPI name -> nixpkgs attribute, where they differ (none today; add here, never re-list deps).
-  nixAttr = { };
+  site = python.pkgs.toPythonModule (pkgs.stdenv.mkDerivation {
+    name = "python3.11-locked-wheels";
+    # The fetched wheels, for `nix eval` and tests/test_nix_flake.py (the lock, evaluated).
+    passthru.wheels = map (w: w.src) wheels;
+    dontUnpack = true;
+    dontConfigure = true;
+    dontBuild = true;
+    # torch/cuDNN/NCCL wheels: stripping breaks them (nixpkgs' torch-bin says the same).
+    dontStrip = true;
+    # autoPatchelf gives every ELF file a RUNPATH to the libraries it needs: those in the wheels
+    # themselves (torch -> nvidia/*/lib, the *.libs/ of auditwheel), glibc (stdenv), and these.
+    nativeBuildInputs = [ pkgs.autoPatchelfHook ];
+    buildInputs = [
+      pkgs.stdenv.cc.cc.lib # libstdc++.so.6, libgcc_s.so.1
+      pkgs.zlib # libz.so.1: cuDNN, triton, pillow, numpy's and scipy's gfortran
+    ];
+    # NEEDED by some locked ELF file and provided by no wheel and no input above
+    # (`scripts/lock_to_nix.py needed --wheels DIR` lists them from the downloaded wheels):
+    autoPatchelfIgnoreMissingDeps = [
+      # torch/lib/libcaffe2_nvrtc.so: the driver, which the NVIDIA container hook mounts from the
+      # host at run time; found through the image's LD_LIBRARY_PATH (nix/trainer-image.nix)
+      "libcuda.so.1"
+      # nvidia/cu13/lib/libcufile_rdma.so.1: GPUDirect Storage over RDMA (not used)
+      "libibverbs.so.1"
+      "librdmacm.so.1"
+      "libmlx5.so.1"
+      # nvidia/nvshmem/lib/nvshmem_{bootstrap,transport}_*.so.3: multi-node bootstrap and
+      # transport plugins, dlopened only when asked for (one box is one node)
+      "libmpi.so.40"
+      "libpmix.so.2"
+      "liboshmem.so.40"
+      "libfabric.so.1"
+      "libucp.so.0"
+      "libucs.so.0"
+    ];
+    installPhase = ''
+      runHook preInstall
+      mkdir wheels
+      ${linkWheels}
+      PYTHONPATH=${python.pkgs.pip}/${python.sitePackages} ${python.interpreter} -m pip install \
+        --no-index --no-deps --no-cache-dir --disable-pip-version-check --prefix "$out" wheels/*.whl
+      runHook postInstall
+    '';
+    # The hard gate, after patching: the installed distributions are the lock's, every one of
+    # them at the lock's version, nothing more (scripts/check_versions.py; exit 1 fails the build).
+    doInstallCheck = true;
+    installCheckPhase = ''
+      PYTHONPATH="$out/${python.sitePackages}" ${python.interpreter} \
+        ${root + "/scripts/check_versions.py"} --lock ${root + "/requirements.lock"}
+    '';
+  });
 
-  runtimeNames = builtins.filter (n: !(builtins.elem n providedElsewhere))
-    (map reqName (project.dependencies ++ project.optional-dependencies.train));
-  pinnedNames = map reqName (builtins.filter (r: builtins.match ".*==.*" r != null)
-    (project.dependencies ++ project.optional-dependencies.train));
-
-  python = pkgs.python3.override {
-    self = python;
-    # CUDA torch from the wheel (cudaSupport + allowUnfree are set where nixpkgs is imported);
-    # every package that depends on torch gets the same one.
-    packageOverrides = final: prev: {
-      torch = prev.torch-bin;
-      torchaudio = prev.torchaudio-bin;
-    };
-  };
-  ps = python.pkgs;
-  deps = map (n: ps.${nixAttr.${n} or n}) runtimeNames;
-
-  hearsay = ps.buildPythonPackage {
+  hearsay = python.pkgs.buildPythonPackage {
     pname = project.name;
     version = project.version;
     pyproject = true;
@@ -51,17 +95,17 @@ let
         (root + "/export")
       ];
     };
-    build-system = [ ps.setuptools ];
-    dependencies = deps;
-    # hearsay pins torch/torchaudio/transformers with == for pip; nixpkgs has its own versions.
-    pythonRelaxDeps = pinnedNames;
+    build-system = [ python.pkgs.setuptools ];
+    # Its runtime dependencies (and everything else the lock pins) are `site`.
+    dependencies = [ site ];
     pythonImportsCheck = [ "hearsay" "hearsay.audio" ];
   };
 in
 {
-  inherit python hearsay runtimeNames;
-  # The image's interpreter: hearsay + its runtime deps.
+  inherit python site hearsay wheels;
+  # The image's interpreter: the locked wheels + hearsay.
   env = python.withPackages (_: [ hearsay ]);
-  # The dev shell's: the same deps + pytest (hearsay itself comes from the checkout via PYTHONPATH).
-  devEnv = python.withPackages (p: deps ++ [ p.pytest ]);
+  # The dev shell's: the same wheels (pytest, ruff, bats, shellcheck, rclone, vastai are in the
+  # lock too); hearsay itself comes from the checkout via PYTHONPATH.
+  devEnv = python.withPackages (_: [ site ]);
 }

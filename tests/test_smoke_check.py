@@ -2,6 +2,10 @@
 
 Only what cannot exist here is stubbed, through PATH: `nvidia-smi` and the `torch.cuda` question
 (`python3` is a wrapper that answers that one call and hands every other to the venv's python).
+The train step runs for real on the CPU (HEARSAY_SMOKE_DEVICE=cpu): hearsay's tiny model, one
+AdamW step in bf16, its checkpoint through a real rclone remote and back. Most tests leave the
+train step out (HEARSAY_SMOKE_ONLY) to stay fast; the full run is tested on a good box and on the
+failures it exists for.
 
     .venv/bin/pytest -q tests/test_smoke_check.py
 """
@@ -22,6 +26,14 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "container" / "trainer" / "smoke_check.sh"
 ENCODERS = ["libmp3lame", "libopus", "aac", "libopencore_amrnb", "pcm_mulaw"]
 GIT_SHA = "0123456789abcdef0123456789abcdef01234567"
+FAST = "cuda weights rclone hearsay"  # the shell-only checks: no python step, no torch import
+# transformers 4.57's encoder layers return `(hidden_states,)` where 5.x returns the tensor:
+# hearsay.model uses the result as a tensor, so the first forward of a training step breaks.
+TUPLE_LAYER = """
+from transformers.models.wav2vec2 import modeling_wav2vec2 as m
+_forward = m.Wav2Vec2EncoderLayerStableLayerNorm.forward
+m.Wav2Vec2EncoderLayerStableLayerNorm.forward = lambda self, *a, **k: (_forward(self, *a, **k),)
+"""
 
 NVIDIA_SMI = """#!/usr/bin/env bash
 case "${STUB_NVIDIA:-ok}" in
@@ -64,7 +76,9 @@ def world(tmp_path: Path) -> dict[str, str]:
     blob = bytes(range(256)) * 64  # 16 KiB stand-in for pytorch_model.bin
     (weights / "pytorch_model.bin").write_bytes(blob)
     conf = tmp_path / "rclone.conf"
-    conf.write_text(f"[store]\ntype = local\n\n[other]\ntype = alias\nremote = {tmp_path}\n")
+    (tmp_path / "remote").mkdir()
+    conf.write_text(f"[store]\ntype = alias\nremote = {tmp_path}/remote\n\n"
+                    f"[other]\ntype = alias\nremote = {tmp_path}\n")
     env = {
         "PATH": f"{bin_dir}:/usr/bin:/bin",
         "HOME": str(tmp_path),
@@ -75,6 +89,8 @@ def world(tmp_path: Path) -> dict[str, str]:
         "HEARSAY_STORE": "store:hearsay",
         "HEARSAY_VERSION": "0.1.0",
         "HEARSAY_GIT_SHA": GIT_SHA,
+        "HEARSAY_SMOKE_DEVICE": "cpu",
+        "HEARSAY_SMOKE_ONLY": FAST,
         "_bin": str(bin_dir),
         "_tmp": str(tmp_path),
     }
@@ -93,12 +109,92 @@ def run(world: dict[str, str], *args: str, **overrides: str | None) -> subproces
 
 
 def test_smoke_check_passes_on_a_good_box(world):
-    proc = run(world)
+    run_path = "store:hearsay/runs/fold3"
+    proc = run(world, HEARSAY_SMOKE_ONLY=None, HEARSAY_RUN_PATH=run_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "smoke_check: all checks passed"
-    for check in ["cuda", "weights", "ffmpeg", "rclone", "hearsay"]:
+    for check in ["cuda", "weights", "ffmpeg", "codecs", "rclone", "hearsay", "versions", "train",
+                  "checkpoint"]:
         assert f"smoke_check: ok   {check}:" in proc.stderr
     assert f"version 0.1.0, git {GIT_SHA}" in proc.stderr
+    assert "ok   train: tiny: random init, B=2 x 1 s, bf16 on cpu: loss " in proc.stderr
+    assert "ok   train: xls-r: not run (CPU)" in proc.stderr
+    assert "ok   codecs: mp3, opus, aac, amrnb, mulaw encoded and decoded back" in proc.stderr
+    assert "packages installed exactly as" in proc.stderr
+    # the checkpoint went through the rclone remote: $HEARSAY_RUN_PATH/smoke/checkpoint
+    pushed = Path(world["_tmp"]) / "remote" / "hearsay" / "runs" / "fold3" / "smoke" / "checkpoint"
+    assert sorted(p.name for p in pushed.iterdir()) == [
+        "model.safetensors", "optimizer.safetensors", "state.json"]
+    assert "ok   checkpoint: store:hearsay/runs/fold3/smoke/checkpoint: " in proc.stderr
+
+
+def test_smoke_check_fails_15_when_an_encoder_layer_returns_a_tuple(world):
+    shim = Path(world["_tmp"]) / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(TUPLE_LAYER)
+    proc = run(world, HEARSAY_SMOKE_ONLY="train", PYTHONPATH=str(shim))
+    assert proc.returncode == 15, proc.stderr
+    assert ("smoke_check: FAIL train: tiny: TypeError: layer_norm(): argument 'input' "
+            "(position 1) must be Tensor, not tuple") in proc.stderr
+    assert "checkpoint" not in proc.stderr  # not tried after a failed step
+    assert "smoke_check: FAILED (exit 15)" in proc.stderr
+
+
+def test_smoke_check_fails_16_when_the_store_cannot_be_written(world):
+    blocker = Path(world["_tmp"]) / "a-file"
+    blocker.write_text("a file where the store's folder should be")
+    conf = Path(world["RCLONE_CONFIG"])
+    conf.write_text(conf.read_text() + f"\n[broken]\ntype = alias\nremote = {blocker}/sub\n")
+    proc = run(world, HEARSAY_SMOKE_ONLY="train", HEARSAY_STORE="broken:x")
+    assert proc.returncode == 16, proc.stderr
+    assert "smoke_check: ok   train: tiny:" in proc.stderr
+    assert "smoke_check: FAIL checkpoint: StoreError: push " in proc.stderr
+    assert "failed after 2 attempts on broken:x/smoke" in proc.stderr
+
+
+@pytest.mark.parametrize(("old", "new", "why"), [
+    ("torch==2.11.0 ", "torch==2.9.0 ", "torch: installed 2.11.0, lock 2.9.0"),
+    ("numpy==", "numpyx==", "numpy: installed 2.4.6, not in the lock"),
+])
+def test_smoke_check_fails_17_when_the_installed_versions_are_not_the_locks(
+        world, tmp_path, old, new, why):
+    lock = tmp_path / "requirements.lock"
+    text = (ROOT / "requirements.lock").read_text()
+    assert old in text
+    lock.write_text(text.replace(old, new, 1))
+    proc = run(world, HEARSAY_SMOKE_ONLY="versions", HEARSAY_LOCK=str(lock))
+    assert proc.returncode == 17, proc.stderr
+    assert "smoke_check: FAIL versions: " in proc.stderr and why in proc.stderr
+    assert "this image was not built from" in proc.stderr
+
+
+def test_smoke_check_fails_12_when_a_codec_copy_cannot_be_made(world):
+    # the encoder is listed, but encoding with it fails (a broken codec library, say)
+    wrapper = Path(world["_bin"]) / "ffmpeg-amr-broken"
+    real = world["HEARSAY_FFMPEG"]
+    wrapper.write_text(f'#!/usr/bin/env bash\ncase " $* " in *" libopencore_amrnb "*) '
+                       f'echo "amr: encoder init failed" >&2; exit 1 ;; esac\nexec "{real}" "$@"\n')
+    wrapper.chmod(0o755)
+    proc = run(world, HEARSAY_SMOKE_ONLY="ffmpeg", HEARSAY_FFMPEG=str(wrapper))
+    assert proc.returncode == 12, proc.stderr
+    assert "smoke_check: ok   ffmpeg:" in proc.stderr  # the list is fine
+    assert "smoke_check: FAIL codecs: AudioError" in proc.stderr
+    assert "amr: encoder init failed" in proc.stderr
+
+
+def test_smoke_check_names_a_timed_out_step(world):
+    proc = run(world, HEARSAY_SMOKE_ONLY="ffmpeg", HEARSAY_SMOKE_TIMEOUT_S="0.01")
+    assert proc.returncode == 12
+    assert "FAIL ffmpeg: timed out after 0.01s (HEARSAY_SMOKE_TIMEOUT_S)" in proc.stderr
+
+
+def test_smoke_check_only_list_is_checked_and_reported(world):
+    proc = run(world, HEARSAY_SMOKE_ONLY="weights")
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == ("smoke_check: passed weights (HEARSAY_SMOKE_ONLY; the other "
+                                   "checks did not run)")
+    bad = run(world, HEARSAY_SMOKE_ONLY="weights trian")
+    assert bad.returncode == 2 and "HEARSAY_SMOKE_ONLY names 'trian'" in bad.stderr
 
 
 def test_smoke_check_fails_10_when_torch_sees_no_gpu(world):
@@ -150,13 +246,13 @@ def test_smoke_check_fails_12_when_an_encoder_is_missing(world, missing):
     real = world["HEARSAY_FFMPEG"]
     wrapper.write_text(f'#!/usr/bin/env bash\n"{real}" "$@" | grep -v " {missing} "\n')
     wrapper.chmod(0o755)
-    proc = run(world, HEARSAY_FFMPEG=str(wrapper))
+    proc = run(world, HEARSAY_FFMPEG=str(wrapper), HEARSAY_SMOKE_ONLY="ffmpeg")
     assert proc.returncode == 12
     assert f"lacks encoder(s) {missing}" in proc.stderr
 
 
 def test_smoke_check_fails_12_without_an_ffmpeg(world):
-    proc = run(world, HEARSAY_FFMPEG=world["_tmp"] + "/no-ffmpeg")
+    proc = run(world, HEARSAY_FFMPEG=world["_tmp"] + "/no-ffmpeg", HEARSAY_SMOKE_ONLY="ffmpeg")
     assert proc.returncode == 12
 
 
@@ -193,7 +289,8 @@ def test_smoke_check_allows_a_dirty_revision_only_when_asked(world):
 
 
 def test_smoke_check_reports_every_failure_and_exits_with_the_first(world):
-    proc = run(world, STUB_CUDA="no", HEARSAY_STORE="elsewhere:x")
+    proc = run(world, STUB_CUDA="no", HEARSAY_STORE="elsewhere:x",
+               HEARSAY_SMOKE_ONLY="cuda weights ffmpeg rclone")
     assert proc.returncode == 10
     assert "FAIL cuda:" in proc.stderr and "FAIL rclone:" in proc.stderr
     assert "ok   weights:" in proc.stderr and "ok   ffmpeg:" in proc.stderr
@@ -202,7 +299,8 @@ def test_smoke_check_reports_every_failure_and_exits_with_the_first(world):
 def test_smoke_check_help_documents_the_exit_codes(world):
     proc = run(world, "--help")
     assert proc.returncode == 0
-    for code in ["10 cuda", "11 weights", "12 ffmpeg", "13 rclone", "14 hearsay", "2  "]:
+    for code in ["10 cuda", "11 weights", "12 ffmpeg", "13 rclone", "14 hearsay", "15 train",
+                 "16 checkpoint", "17 versions", "2  "]:
         assert code in proc.stdout
     assert run(world, "--bogus").returncode == 2
 

@@ -34,7 +34,8 @@ want=${MODEL_SHA256:-$listed}
 
 # 2. the build context: nothing from the network at build time
 ctx=$(mktemp -d "${TMPDIR:-/tmp}/hearsay-score-ctx.XXXXXX")
-trap 'rm -rf "$ctx"' EXIT
+constraints=$(mktemp "${TMPDIR:-/tmp}/hearsay-score-constraints.XXXXXX")
+trap 'rm -rf "$ctx" "$constraints"' EXIT
 cp "$here/Dockerfile" "$ctx/"
 mkdir "$ctx/model" "$ctx/wheels" "$ctx/app" "$ctx/src"
 cp "$model"/* "$ctx/model/"
@@ -43,13 +44,16 @@ mkdir -p "$cache"
 pins=()
 for name in numpy soundfile soxr onnxruntime tqdm imageio-ffmpeg; do
   pin=$(grep -i "^$name==" "$repo/requirements.lock") || { echo "build: $name not pinned in requirements.lock" >&2; exit 1; }
-  pins+=("$pin")
+  pins+=("${pin%% *}")   # a lock line is `name==version --hash=sha256:… # wheel`
 done
+# the lock's name==version parts: hashes in a constraints file would switch pip's hash mode on
+# for every requirement of the download
+sed -n 's/^\([A-Za-z0-9][^ =]*==[^ ;#]*\).*/\1/p' "$repo/requirements.lock" >"$constraints"
 # cp311 manylinux wheels for the image's python3.11, whatever the host runs: fetched into the
 # cache (network), then exactly the pinned set copied into the context from it (no network)
 target=(--only-binary=:all: --python-version 3.11 --implementation cp
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64
-        --platform manylinux2014_x86_64 -c "$repo/requirements.lock")
+        --platform manylinux2014_x86_64 -c "$constraints")
 "$py" -m pip download -q --dest "$cache" "${target[@]}" "${pins[@]}" >&2
 "$py" -m pip download -q --no-index --find-links "$cache" --dest "$ctx/wheels" "${target[@]}" \
   "${pins[@]}" >&2

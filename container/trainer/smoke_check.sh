@@ -1,25 +1,39 @@
 #!/usr/bin/env bash
 # Usage: container/trainer/smoke_check.sh [--help]
-# Summary: the trainer image's own smoke check, run by runner/box/entry.sh before any work and
-#   runnable by hand inside the image. It runs every check, names each failure, and exits with the
-#   code of the first one, so a box that cannot train dies at start instead of billing for nothing.
+# Summary: the trainer image's proof that this box can train, run by runner/box/entry.sh before
+#   any work and runnable by hand inside the image. It runs every check, names each failure, and
+#   exits with the code of the first one, so a box that cannot train dies at start (a few minutes
+#   at most) instead of crashing at its first step after the bundle download.
 #
 # Checks (exit code on failure):
-#   10 cuda      torch sees a CUDA device ($PYTHON -c torch.cuda.is_available()); nvidia-smi, when
-#                the NVIDIA hook mounted it, must list a GPU too
-#   11 weights   $HEARSAY_WEIGHTS_DIR/pytorch_model.bin has sha256 $HEARSAY_WEIGHTS_SHA256
-#   12 ffmpeg    `$HEARSAY_FFMPEG -encoders` lists libmp3lame libopus aac libopencore_amrnb pcm_mulaw
-#   13 rclone    the remote of $HEARSAY_STORE ("name:path", from the runner's job.env) is configured
-#                in rclone's config ($RCLONE_CONFIG; entry.sh points it at the box's rclone.conf)
-#   14 hearsay   hearsay imports, its version equals $HEARSAY_VERSION (when set) and
-#                $HEARSAY_GIT_SHA is a 40-hex git revision (a "-dirty" one only with
-#                HEARSAY_SMOKE_ALLOW_DIRTY=1)
-#    2           usage error
+#   10 cuda        torch sees a CUDA device ($PYTHON -c torch.cuda.is_available()); nvidia-smi, when
+#                  the NVIDIA hook mounted it, must list a GPU too
+#   11 weights     $HEARSAY_WEIGHTS_DIR/pytorch_model.bin has sha256 $HEARSAY_WEIGHTS_SHA256
+#   12 ffmpeg      `$HEARSAY_FFMPEG -encoders` lists libmp3lame libopus aac libopencore_amrnb pcm_mulaw,
+#                  and a test signal goes through all five codec copies and back (smoke_train.py codecs)
+#   13 rclone      the remote of $HEARSAY_STORE ("name:path", from the runner's job.env) is configured
+#                  in rclone's config ($RCLONE_CONFIG; entry.sh points it at the box's rclone.conf)
+#   14 hearsay     hearsay imports, its version equals $HEARSAY_VERSION (when set) and
+#                  $HEARSAY_GIT_SHA is a 40-hex git revision (a "-dirty" one only with
+#                  HEARSAY_SMOKE_ALLOW_DIRTY=1)
+#   17 versions    every installed package is exactly requirements.lock's (scripts/check_versions.py)
+#   15 train       one real optimiser step of hearsay's model code in bf16 on $HEARSAY_SMOKE_DEVICE:
+#                  the tiny config, and on CUDA the XLS-R 300M shape from the sha-checked weights
+#                  (forward, backward, AdamW; smoke_train.py train)
+#   16 checkpoint  that step's checkpoint written to the store ($HEARSAY_RUN_PATH/smoke, else
+#                  $HEARSAY_STORE/smoke), read back, sha256-verified and reloaded
+#    2             usage error
 #
-# Environment (the image sets all but HEARSAY_STORE and RCLONE_CONFIG, which entry.sh exports):
+# Environment (the image sets all but HEARSAY_STORE, HEARSAY_RUN_PATH and RCLONE_CONFIG, which
+# entry.sh exports from job.env):
 #   HEARSAY_WEIGHTS_DIR     default /opt/hearsay/weights/xls-r-300m
 #   HEARSAY_WEIGHTS_SHA256  default the pin in DESIGN.md
 #   HEARSAY_FFMPEG          default `ffmpeg` on PATH
+#   HEARSAY_LOCK            default requirements.lock two folders up (/opt/hearsay in the image)
+#   HEARSAY_SMOKE_DEVICE    default cuda; `cpu` runs the train step on the CPU (make test does)
+#   HEARSAY_SMOKE_TIMEOUT_S each python step's limit, default 300
+#   HEARSAY_SMOKE_ONLY      run only these checks (names as above, space-separated); the summary
+#                           then says which ran. Unset on a box.
 #   PYTHON                  default python3
 #   RUNNER_DEBUG            set -x
 set -euo pipefail
@@ -34,8 +48,20 @@ esac
 
 PINNED_WEIGHTS_SHA256=d5e490574712ad0a6736923b9ed11d4cd51c78609c36205f704fc4e87b11d2e0
 ENCODERS=(libmp3lame libopus aac libopencore_amrnb pcm_mulaw)
+CHECKS=(cuda weights ffmpeg rclone hearsay versions train)  # train also does `checkpoint`
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
 py="${PYTHON:-python3}"
+limit="${HEARSAY_SMOKE_TIMEOUT_S:-300}"
 first_fail=0
+only=()
+if [ -n "${HEARSAY_SMOKE_ONLY:-}" ]; then
+  read -ra only <<<"$HEARSAY_SMOKE_ONLY"
+  for c in "${only[@]}"; do
+    [[ " ${CHECKS[*]} " == *" $c "* ]] \
+      || { echo "smoke_check: HEARSAY_SMOKE_ONLY names '$c' (checks: ${CHECKS[*]})" >&2; exit 2; }
+  done
+fi
 
 ok() { echo "smoke_check: ok   $1: $2" >&2; }
 fail() { # fail CODE CHECK MESSAGE
@@ -43,6 +69,23 @@ fail() { # fail CODE CHECK MESSAGE
   [ "$first_fail" -ne 0 ] || first_fail="$1"
 }
 have() { command -v "$1" >/dev/null 2>&1; }
+wanted() { [ ${#only[@]} -eq 0 ] || [[ " ${only[*]} " == *" $1 "* ]]; }
+
+# py_check CHECK CODE ARGS...: run smoke_train.py ARGS under the time limit, pass on its
+# `ok`/`FAIL` lines; its exit code is the failed check's (12, 15, 16). A crash or a timeout is
+# CHECK's failure, with CODE.
+py_check() {
+  local check=$1 code=$2 out rc=0
+  shift 2
+  out=$(timeout "$limit" "$py" "$here/smoke_train.py" "$@" 2>&1) || rc=$?
+  grep -E '^(ok  |FAIL) ' <<<"$out" | sed 's/^/smoke_check: /' >&2 || true
+  case "$rc" in
+    0) ;;
+    12 | 15 | 16) [ "$first_fail" -ne 0 ] || first_fail="$rc" ;;
+    124) fail "$code" "$check" "timed out after ${limit}s (HEARSAY_SMOKE_TIMEOUT_S)" ;;
+    *) fail "$code" "$check" "smoke_train.py exited $rc: ${out##*$'\n'}" ;;
+  esac
+}
 
 check_cuda() {
   local out
@@ -96,6 +139,7 @@ check_ffmpeg() {
   done
   if [ ${#missing[@]} -eq 0 ]; then
     ok ffmpeg "$ff has ${ENCODERS[*]}"
+    HEARSAY_FFMPEG="$ff" py_check ffmpeg 12 codecs
   else
     fail 12 ffmpeg "$ff lacks encoder(s) ${missing[*]} (the image's ffmpeg is nix/ffmpeg.nix)"
   fi
@@ -139,13 +183,45 @@ check_hearsay() {
   fi
 }
 
-check_cuda
-check_weights
-check_ffmpeg
-check_rclone
-check_hearsay
+check_versions() {
+  local lock="${HEARSAY_LOCK:-$root/requirements.lock}" out rc=0
+  out=$("$py" "$root/scripts/check_versions.py" --lock "$lock" 2>&1) || rc=$?
+  if [ "$rc" -eq 0 ]; then
+    out="${out##*$'\n'}"
+    ok versions "${out#check_versions: }"
+  else
+    fail 17 versions "$(grep -v '^check_versions: [0-9]* difference' <<<"$out" | sed 's/^check_versions: //' | tr '\n' ';' | sed 's/;$//') (exit $rc: this image was not built from $lock)"
+  fi
+}
+
+check_train() {
+  local target=""
+  if [ -n "${HEARSAY_RUN_PATH:-}" ]; then
+    target="${HEARSAY_RUN_PATH%/}/smoke"
+  elif [ -n "${HEARSAY_STORE:-}" ]; then
+    target="${HEARSAY_STORE%/}/smoke"
+  fi
+  if [ -z "$target" ]; then  # the step still runs: a broken model is worth knowing about too
+    py_check train 15 train --device "${HEARSAY_SMOKE_DEVICE:-cuda}"
+    fail 16 checkpoint "no store: HEARSAY_STORE is not set (runner/box/entry.sh exports it from job.env)"
+    return
+  fi
+  py_check train 15 train --device "${HEARSAY_SMOKE_DEVICE:-cuda}" --store "$target"
+}
+
+ran=()
+for c in "${CHECKS[@]}"; do
+  if wanted "$c"; then
+    "check_$c"
+    ran+=("$c")
+  fi
+done
 if [ "$first_fail" -ne 0 ]; then
   echo "smoke_check: FAILED (exit $first_fail)" >&2
   exit "$first_fail"
 fi
-echo "smoke_check: all checks passed"
+if [ ${#only[@]} -eq 0 ]; then
+  echo "smoke_check: all checks passed"
+else
+  echo "smoke_check: passed ${ran[*]} (HEARSAY_SMOKE_ONLY; the other checks did not run)"
+fi

@@ -32,5 +32,6 @@ in
   apps = dump out.apps.${sys};
   devShell = dump out.devShells.${sys}.default;
   checks = dump out.checks.${sys};
-  torch = dump out.packages.${sys}.python.pkgs.torch;
+  # `nix build .#python`: requirements.lock's wheels (one derivation) + hearsay.
+  python = dump out.packages.${sys}.python;
 }

@@ -3,32 +3,31 @@
 # It implements only the attributes and functions flake.nix and nix/*.nix call, and each returns a
 # record of what it was given (plus an outPath, so "${drv}/bin/x" interpolates as with real nixpkgs).
 # Like real nixpkgs, an unknown attribute is an "attribute missing" error and an unknown argument is
-# "called with unexpected argument": no `...` anywhere, so a typo in the flake fails the evaluation.
-# Where real nixpkgs refuses something (unfree without allowUnfree, a fetch without a hash, an unknown
-# OCI config key, AMR-NB without --enable-version3) the stand-in refuses too, with a message.
+# "called with unexpected argument": no `...` (fetchPypi's, as in nixpkgs, only passes its
+# attributes on to a strict function), so a typo in the flake fails the evaluation.
+# Where real nixpkgs refuses something (a fetch without a hash, an unknown OCI config key, AMR-NB
+# without --enable-version3, a fetchPypi argument its wheel URL has no place for) the stand-in
+# refuses too, with a message. It is stricter than nixpkgs in three places, on purpose: a global
+# `cudaSupport` is refused (it would build every CUDA-aware package, e.g. onnxruntime, against CUDA;
+# the image's CUDA comes from the locked torch wheels); stdenv.mkDerivation accepts only the
+# attributes listed below (nixpkgs would pass a misspelt one on as an unused environment variable);
+# python311.withPackages refuses a derivation that is not a python module (nixpkgs would silently
+# leave it out of the environment).
 #
-# The python package names are ones seen under pkgs/development/python-modules/ in NixOS/nixpkgs;
-# that they exist at the pinned rev is only checked online (`nix flake check`).
+# fetchPypi computes its URL the way nixpkgs' pkgs/build-support/fetchpypi does, except that the
+# registry's host is left out (REGISTRY): the real one is nixpkgs' business, not this repository's.
+# That each attribute exists at the pinned rev is only checked online (`nix flake check`).
 { system, config ? { } }:
 let
   storePath = name: "/nix/store/00000000000000000000000000000000-${name}";
   # A derivation-like record: `kind` names the stand-in function that made it.
   drv = kind: name: fields: fields // { _standin = kind; inherit name; outPath = storePath name; };
 
-  allowUnfree = config.allowUnfree or false;
-  cudaSupport = config.cudaSupport or false;
-  knownConfig = [ "allowUnfree" "cudaSupport" ];
+  knownConfig = [ "allowUnfree" ];
   badConfig = builtins.filter (k: !(builtins.elem k knownConfig)) (builtins.attrNames config);
 
-  unfree = name: r:
-    if allowUnfree then r
-    else throw "stand-in nixpkgs: Package '${name}' has an unfree license, refusing to evaluate (set config.allowUnfree)";
-
-  upper = [ "A" "B" "C" "D" "E" "F" "G" "H" "I" "J" "K" "L" "M" "N" "O" "P" "Q" "R" "S" "T" "U" "V" "W" "X" "Y" "Z" ];
-  lower = [ "a" "b" "c" "d" "e" "f" "g" "h" "i" "j" "k" "l" "m" "n" "o" "p" "q" "r" "s" "t" "u" "v" "w" "x" "y" "z" ];
-
   lib = {
-    toLower = builtins.replaceStrings upper lower;
+    concatMapStrings = f: list: builtins.concatStringsSep "" (map f list);
     fileset = {
       # Records each path and whether it exists (the real toSource fails on a missing one; the test
       # asserts existence separately so it can name the file and its owner).
@@ -40,34 +39,70 @@ let
     };
   };
 
-  pyPkg = attr: pname: drv "python-package" "python3-${pname}" { inherit attr pname; version = "standin"; };
-  pythonModules = [
-    "numpy" "soundfile" "soxr" "tqdm" "torch" "torchaudio" "transformers" "safetensors" "pandas"
-    "scikit-learn" "scipy" "matplotlib" "imageio-ffmpeg" "onnx" "onnxscript" "onnxruntime"
-    "setuptools" "pytest"
-  ];
-  basePythonSet = builtins.listToAttrs (map (n: { name = n; value = pyPkg n n; }) pythonModules) // {
-    torch-bin = unfree "torch-bin" (pyPkg "torch-bin" "torch" // { inherit cudaSupport; });
-    torchaudio-bin = unfree "torchaudio-bin" (pyPkg "torchaudio-bin" "torchaudio" // { inherit cudaSupport; });
-    buildPythonPackage =
-      { pname, version, src, pyproject ? null, build-system ? [ ], dependencies ? [ ]
-      , pythonRelaxDeps ? [ ], pythonImportsCheck ? [ ], doCheck ? true, meta ? { } }:
-      drv "buildPythonPackage" "python3-${pname}-${version}" {
-        attr = pname;
-        inherit pname version src pyproject build-system dependencies pythonRelaxDeps
-          pythonImportsCheck doCheck meta;
-      };
-  };
-
-  mkPython = overrides:
+  python311 =
     let
-      ps = if overrides == null then basePythonSet else basePythonSet // overrides ps basePythonSet;
+      pythonDrv = drv "python3" "python3-3.11" { };
+      sitePackages = "lib/python3.11/site-packages";
+      ps = {
+        setuptools = drv "python-package" "python3.11-setuptools" { pname = "setuptools"; };
+        pip = drv "python-package" "python3.11-pip" { pname = "pip"; };
+        # nixpkgs: marks a derivation as a python module of this interpreter (withPackages and
+        # buildPythonPackage's dependencies then treat it as one).
+        toPythonModule = d: d // { pythonModule = "python3.11"; };
+        buildPythonPackage =
+          { pname, version, src, pyproject ? null, build-system ? [ ], dependencies ? [ ]
+          , pythonRelaxDeps ? [ ], pythonImportsCheck ? [ ], doCheck ? true, meta ? { } }:
+          drv "buildPythonPackage" "python3.11-${pname}-${version}" {
+            inherit pname version src pyproject build-system dependencies pythonRelaxDeps
+              pythonImportsCheck doCheck meta;
+            pythonModule = "python3.11";
+          };
+      };
+      notModule = p: builtins.filter (d: !(d ? pythonModule)) p;
     in
-    drv "python3" "python3-standin" {
+    pythonDrv // {
       pkgs = ps;
-      withPackages = f: drv "python3.withPackages" "python3-env" { packages = f ps; };
-      override = { self ? null, packageOverrides ? null }: mkPython packageOverrides;
+      inherit sitePackages;
+      interpreter = "${pythonDrv.outPath}/bin/python3.11";
+      withPackages = f:
+        let packages = f ps; in
+        if notModule packages != [ ] then
+          throw "stand-in nixpkgs: python3.11.withPackages: not python modules (use toPythonModule): ${toString (map (d: d.name) (notModule packages))}"
+        else drv "python3.withPackages" "python3.11-env" { inherit packages; };
     };
+
+  # nixpkgs' fetchPypi: strict wheel arguments (an unknown one is "called with unexpected
+  # argument"), then fetchurl with the sha256.
+  fetchPypi = { format ? "setuptools", sha256 ? "", hash ? "", ... }@attrs:
+    let
+      wheelUrl = { pname, version, dist ? "py2.py3", python ? "py2.py3", abi ? "none", platform ? "any" }:
+        "https://REGISTRY/packages/${dist}/${builtins.substring 0 1 pname}/${pname}/${pname}-${version}-${python}-${abi}-${platform}.whl";
+      url =
+        if format == "wheel" then wheelUrl (removeAttrs attrs [ "format" "sha256" "hash" ])
+        else throw "stand-in nixpkgs: fetchPypi format ${format}: only wheels are modelled";
+      fetched = fetchurl {
+        inherit url;
+        sha256 = if sha256 == "" then null else sha256;
+        hash = if hash == "" then null else hash;
+      };
+    in
+    fetched // { _standin = "fetchPypi"; fetchPypiArgs = removeAttrs attrs [ "sha256" "hash" ]; };
+
+  fetchurl = { url, sha256 ? null, hash ? null, name ? null }:
+    let h = if sha256 != null then sha256 else hash; in
+    if !(validHash h) then throw "stand-in nixpkgs: fetchurl ${url}: no valid sha256/hash given (fixed-output derivations need one)"
+    else drv "fetchurl" (if name != null then name else baseNameOf url) { inherit url sha256 hash; };
+
+  # stdenv.mkDerivation with the attributes nix/*.nix use and a few close relatives; anything
+  # else is refused (a misspelt phase flag would otherwise be silently ignored).
+  mkDerivation =
+    { name ? null, pname ? null, version ? null, src ? null, dontUnpack ? false
+    , dontConfigure ? false, dontBuild ? false, dontStrip ? false, dontFixup ? false
+    , nativeBuildInputs ? [ ], buildInputs ? [ ], propagatedBuildInputs ? [ ]
+    , autoPatchelfIgnoreMissingDeps ? [ ], installPhase ? "", doInstallCheck ? false
+    , installCheckPhase ? "", passthru ? { }, meta ? { } }@given:
+    let n = if name != null then name else "${pname}-${version}"; in
+    drv "stdenv.mkDerivation" n { inherit given; };
 
   # ffmpeg-headless.override: the flags' defaults are those of nixpkgs' ffmpeg/generic.nix for the
   # headless variant; `encoders` models which of the five codec-copy encoders the build then has.
@@ -93,18 +128,20 @@ let
 
   tool = name: drv "package" name { };
 in
-if badConfig != [ ] then throw "stand-in nixpkgs: unknown config option(s): ${toString badConfig}"
+if config ? cudaSupport then throw "stand-in nixpkgs: config.cudaSupport builds every CUDA-aware package against CUDA (onnxruntime from source, for hours); the image's CUDA is the locked torch wheels'"
+else if badConfig != [ ] then throw "stand-in nixpkgs: unknown config option(s): ${toString badConfig}"
 else if system != "x86_64-linux" then throw "stand-in nixpkgs: only x86_64-linux is modelled, got ${system}"
 else {
   inherit lib config system;
 
-  python3 = mkPython null;
+  inherit python311 fetchPypi fetchurl;
+  stdenv = {
+    inherit mkDerivation;
+    cc.cc.lib = drv "package" "gcc-lib" { };
+  };
+  autoPatchelfHook = drv "package" "auto-patchelf-hook" { };
+  zlib = drv "package" "zlib" { };
   ffmpeg-headless = (drv "package" "ffmpeg-headless" { }) // { override = ffmpegHeadless; };
-
-  fetchurl = { url, sha256 ? null, hash ? null, name ? null }:
-    let h = if sha256 != null then sha256 else hash; in
-    if !(validHash h) then throw "stand-in nixpkgs: fetchurl ${url}: no valid sha256/hash given (fixed-output derivations need one)"
-    else drv "fetchurl" (if name != null then name else baseNameOf url) { inherit url sha256 hash; };
 
   runCommand = name: env: script: drv "runCommand" name { inherit env script; };
 
@@ -128,7 +165,6 @@ else {
       };
   };
 
-  rclone = tool "rclone";
   curl = tool "curl";
   bashInteractive = tool "bash-interactive";
   coreutils = tool "coreutils";
@@ -136,8 +172,4 @@ else {
   gnused = tool "gnused";
   cacert = tool "nss-cacert";
   skopeo = tool "skopeo";
-  vastai = tool "vastai";
-  shellcheck = tool "shellcheck";
-  bats = tool "bats";
-  ruff = tool "ruff";
 }
