@@ -136,16 +136,29 @@ def trim_silence(x: np.ndarray, top_db: float = TRIM_TOP_DB,
         return 0, 0
     if n < frame:  # one short frame: voiced iff not digital silence
         return (0, n) if np.any(x != 0) else (0, 0)
-    n_frames = 1 + (n - frame) // hop
+    return voiced_span(frame_rms(x, frame, hop), n, top_db, frame, hop)
+
+
+def frame_rms(x: np.ndarray, frame: int = TRIM_FRAME, hop: int = TRIM_HOP) -> np.ndarray:
+    """RMS (F,) float64 of the frames x[k*hop : k*hop+frame] that fit in `x` (F may be 0).
+
+    Frame k depends on its own samples only, so a long wave can be measured block by block
+    (hearsay.windows streams it) and give the same values as one call on the whole wave."""
+    n_frames = 0 if len(x) < frame else 1 + (len(x) - frame) // hop
     idx = np.arange(frame)[None, :] + hop * np.arange(n_frames)[:, None]  # (F, frame)
-    rms = np.sqrt(np.mean(np.square(x[idx], dtype=np.float64), axis=1))  # (F,)
+    return np.sqrt(np.mean(np.square(x[idx], dtype=np.float64), axis=1))
+
+
+def voiced_span(rms: np.ndarray, n: int, top_db: float = TRIM_TOP_DB,
+                frame: int = TRIM_FRAME, hop: int = TRIM_HOP) -> tuple[int, int]:
+    """trim_silence's span from the frame RMS of a wave of `n` >= `frame` samples."""
     peak = rms.max()
     if peak <= 0:
         return 0, 0
     voiced = np.flatnonzero(20 * np.log10(np.maximum(rms, 1e-12) / peak) > -top_db)
     start = int(voiced[0] * hop)
     end = int(min(n, voiced[-1] * hop + frame))
-    if voiced[-1] == n_frames - 1:  # the tail past the last full frame belongs to it
+    if voiced[-1] == len(rms) - 1:  # the tail past the last full frame belongs to it
         end = n
     return start, end
 
