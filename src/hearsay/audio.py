@@ -22,10 +22,10 @@ Usage::
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -71,18 +71,25 @@ def ffmpeg_exe() -> str:
     raise AudioError(None, "no ffmpeg found (pip install imageio-ffmpeg, or set HEARSAY_FFMPEG)")
 
 
+def ffmpeg_command(path: Path) -> list[str]:
+    """ffmpeg decoding the first audio stream of `path` to float32 WAV on stdout (a pipe).
+
+    The file's own rate and channels are kept (load_audio mixes down and resamples, the same for
+    every decoder); nothing is written to disk, so decoding works in a read-only container."""
+    return [ffmpeg_exe(), "-nostdin", "-v", "error", "-i", str(path),
+            "-map", "0:a:0", "-c:a", "pcm_f32le", "-f", "wav", "-bitexact", "pipe:1"]
+
+
 def _decode_ffmpeg(path: Path) -> tuple[np.ndarray, int]:
     """Decode anything ffmpeg reads to (frames, channels) float32 at the file's own rate."""
-    with tempfile.TemporaryDirectory(prefix="hearsay-dec-") as tmp:
-        out = Path(tmp) / "decoded.wav"
-        cmd = [ffmpeg_exe(), "-nostdin", "-v", "error", "-i", str(path),
-               "-map", "0:a:0", "-c:a", "pcm_f32le", "-f", "wav", str(out)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        if proc.returncode != 0 or not out.exists():
-            lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-            why = lines[-1] if lines else f"ffmpeg exit {proc.returncode}"
-            raise AudioError(path, f"undecodable ({why})")
-        data, rate = sf.read(out, dtype="float32", always_2d=True)
+    proc = subprocess.run(ffmpeg_command(path), capture_output=True, timeout=300)
+    if proc.returncode != 0 or not proc.stdout:
+        lines = [ln for ln in proc.stderr.decode(errors="replace").strip().splitlines()
+                 if ln.strip()]
+        why = lines[-1] if lines else f"ffmpeg exit {proc.returncode}"
+        raise AudioError(path, f"undecodable ({why})")
+    # a WAV on a pipe carries 0xFFFFFFFF as its sizes; libsndfile reads it up to the end
+    data, rate = sf.read(io.BytesIO(proc.stdout), dtype="float32", always_2d=True)
     return data, rate
 
 
