@@ -83,7 +83,8 @@ def test_scores_every_clip_in_sorted_order_and_lists_broken_ones(world, tmp_path
     model, _, clips, expected = world
     out = tmp_path / "scores.csv"
     assert main([str(clips), "-o", str(out), "--model", str(model)]) == 0
-    assert out.read_text().splitlines()[0] == "path,duration_s,score,logit,model_sha256,error"
+    assert out.read_text().splitlines()[0] == ("path,duration_s,score,logit,model_sha256,error,"
+                                              "windows,covered_s,mean_logit,peak_start_s,peak_end_s")
     rows = read_csv(out)
     assert [r["path"] for r in rows] == sorted(expected)
     model_sha = hashlib.sha256((model / "model.onnx").read_bytes()).hexdigest()

@@ -35,16 +35,21 @@ import json
 import math
 import os
 import sys
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from hearsay.audio import SAMPLE_RATE, AudioError, load_audio, prepare
+from hearsay import windows
+from hearsay.audio import SAMPLE_RATE, AudioError, load_audio, prepare, trim_silence
 from hearsay.hashing import SumsError, parse_sums, sha256_file
 
 DEFAULT_MODEL_DIR = "/opt/hearsay/model"
-COLUMNS = ["path", "duration_s", "score", "logit", "model_sha256", "error"]
+COLUMNS = ["path", "duration_s", "score", "logit", "model_sha256", "error",
+           "windows", "covered_s", "mean_logit", "peak_start_s", "peak_end_s"]
+WINDOW_COLUMNS = ["path", "start_s", "end_s", "logit", "score"]  # --windows-csv, one row a window
 # Extensions scored (lower case). Other files (README, .DS_Store, …) are skipped and counted.
 AUDIO_EXTS = frozenset({
     ".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".aac", ".mp4", ".amr", ".webm",
@@ -64,6 +69,9 @@ class ScoreConfig:
     chunk: int = 256  # files decoded ahead of scoring; bounds memory on large folders
     variant: str = "fp32"  # "fp32" -> model.onnx, "int8" -> model.int8.onnx
     threads: int = 0  # onnxruntime intra-op threads; 0 = the CPUs this process may use
+    first_window: bool = False  # True: only the first max_s of each trimmed file (campaign)
+    hop_s: float = windows.HOP_S  # window hop (s); windows are max_s long (front_end.json)
+    window_chunk: int = 32  # windows decoded ahead of scoring (32 x 8 s = 16 MB): bounds memory
 
 
 # --------------------------------------------------------------------------- model folder
@@ -195,19 +203,25 @@ def find_audio(root: Path) -> tuple[list[Path], int]:
     return found, skipped
 
 
-def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> list[dict]:
-    """One row dict per audio file under `root` (COLUMNS); raises ModelError before scoring."""
+def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig(),
+                 on_windows: Callable[[list[dict]], None] | None = None) -> list[dict]:
+    """One row dict per audio file under `root` (COLUMNS); raises ModelError before scoring.
+
+    Windowed unless cfg.first_window (see windowed_rows; `on_windows` gets each file's window
+    rows); with cfg.first_window each file is its first max_s trimmed seconds, as before."""
     model_path, model_sha, front = verify_model_dir(model_dir, cfg.variant)
     # at least min_s, and never under one CNN frame (400 samples = 25 ms) or the model has no input
     min_samples = max(int(round(front.pop("min_s") * SAMPLE_RATE)), MIN_SAMPLES)
     session = make_session(model_path, cfg.threads)
     files, _ = find_audio(root)
+    if not cfg.first_window:
+        return list(windowed_rows(root, files, session, model_sha, front, min_samples, cfg,
+                                  on_windows))
     rows: list[dict] = []
     for c in range(0, len(files), cfg.chunk):
         chunk_rows, waves, slots = [], [], []
         for path in files[c : c + cfg.chunk]:
-            row = {"path": path.relative_to(root).as_posix(), "duration_s": "", "score": "",
-                   "logit": "", "model_sha256": model_sha, "error": ""}
+            row = empty_row(root, path, model_sha)
             try:
                 wave = load_audio(path)  # (N,) float32 @ 16 kHz
                 row["duration_s"] = f"{len(wave) / SAMPLE_RATE:.3f}"
@@ -215,6 +229,7 @@ def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) 
                 if len(x) < min_samples:
                     raise AudioError(path, f"too short after trimming ({len(x) / SAMPLE_RATE:.3f} s"
                                      f" < {min_samples / SAMPLE_RATE:g} s)")
+                first_window_span(row, wave, x, front["top_db"])
                 waves.append(x)
                 slots.append(len(chunk_rows))
             except AudioError as err:
@@ -227,8 +242,117 @@ def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) 
             for slot, logit in zip(slots, logits, strict=True):
                 chunk_rows[slot]["logit"] = f"{float(logit):.6f}"
                 chunk_rows[slot]["score"] = f"{1.0 / (1.0 + math.exp(-float(logit))):.6f}"
+                chunk_rows[slot]["mean_logit"] = chunk_rows[slot]["logit"]  # one window
         rows.extend(chunk_rows)
     return rows
+
+
+def empty_row(root: Path, path: Path, model_sha: str) -> dict:
+    """A COLUMNS row for `path` with nothing measured yet (what a failed file keeps)."""
+    return {**dict.fromkeys(COLUMNS, ""), "path": path.relative_to(root).as_posix(),
+            "model_sha256": model_sha}
+
+
+def first_window_span(row: dict, wave: np.ndarray, x: np.ndarray, top_db: float) -> None:
+    """--first-window: the one window's place in file time (trim offset + its length)."""
+    start = trim_silence(wave, top_db)[0] / SAMPLE_RATE
+    row.update(windows="1", covered_s=f"{len(x) / SAMPLE_RATE:.3f}",
+               peak_start_s=f"{start:.3f}", peak_end_s=f"{start + len(x) / SAMPLE_RATE:.3f}")
+
+
+# --------------------------------------------------------------------------- windowed scoring
+
+
+def sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+
+
+@dataclass
+class _FileWindows:
+    """One file's windows while they wait for their logits."""
+
+    row: dict
+    spans: list = field(default_factory=list)  # (start, end) samples in file time, per window
+    logits: list = field(default_factory=list)  # float per window; None until scored
+    cut: bool = False  # every window of the file has been cut (or the file failed)
+
+
+def windowed_rows(root: Path, files: list[Path], session, model_sha: str, front: dict,
+                  min_samples: int, cfg: ScoreConfig,
+                  on_windows: Callable[[list[dict]], None] | None = None) -> Iterator[dict]:
+    """Yield one COLUMNS row per file, in `files` order, from all of its windows.
+
+    Each file is streamed through hearsay.windows.file_windows (decoded in blocks, trimmed once,
+    windows of front_end.json's max_s every cfg.hop_s, each band-limited and normalised alone).
+    Windows of consecutive files share onnxruntime calls: at most cfg.window_chunk windows are
+    held before they are scored (run_logits sorts them by length), so memory does not grow with
+    the file. A row is yielded once its file's last window is scored; `on_windows` gets the
+    file's WINDOW_COLUMNS rows just before. score/logit = the max window logit."""
+    if front.get("max_s") is None:
+        raise ModelError("front_end.json has no max_s: windows need the deploy length")
+    waiting: deque[_FileWindows] = deque()
+    pending: list[tuple[_FileWindows, int, np.ndarray]] = []  # (file, window index, wave)
+
+    def score_pending() -> None:
+        if pending:
+            logits = run_logits(session, [w for _, _, w in pending], cfg.batch_size)
+            for (fw, k, _), logit in zip(pending, logits, strict=True):
+                fw.logits[k] = float(logit)
+            pending.clear()
+
+    def finished() -> Iterator[dict]:
+        while waiting and waiting[0].cut and None not in waiting[0].logits:
+            yield finish_file(waiting.popleft(), on_windows)
+
+    for path in files:
+        fw = _FileWindows(empty_row(root, path, model_sha))
+        waiting.append(fw)
+        try:
+            n, span, wins = windows.file_windows(path, front["max_s"], cfg.hop_s,
+                                                 top_db=front["top_db"],
+                                                 cutoff_hz=front["cutoff_hz"])
+            fw.row["duration_s"] = f"{n / SAMPLE_RATE:.3f}"
+            kept_s = (span[1] - span[0]) / SAMPLE_RATE
+            if span[1] - span[0] < min_samples:
+                raise AudioError(path, f"too short after trimming ({kept_s:.3f} s < "
+                                 f"{min_samples / SAMPLE_RATE:g} s)")
+            for w in wins:
+                fw.spans.append((w.start, w.end))
+                fw.logits.append(None)
+                pending.append((fw, len(fw.logits) - 1, w.wave))
+                if len(pending) >= cfg.window_chunk:
+                    score_pending()
+        except Exception as err:  # noqa: BLE001 - any per-file failure is that file's error
+            fw.row["error"] = err.reason if isinstance(err, AudioError) else \
+                f"{type(err).__name__}: {err}"
+            fw.spans.clear()
+            fw.logits.clear()
+            pending[:] = [p for p in pending if p[0] is not fw]
+        fw.cut = True
+        yield from finished()
+    score_pending()
+    yield from finished()
+
+
+def finish_file(fw: _FileWindows, on_windows: Callable[[list[dict]], None] | None) -> dict:
+    """Fill a file's row from its window logits: max (score, logit), mean, count, timestamps."""
+    row = fw.row
+    if row["error"] or not fw.logits:
+        return row
+    logits = np.asarray(fw.logits, dtype=np.float64)
+    peak = int(np.argmax(logits))  # the first of equal maxima
+    lo, hi = fw.spans[0][0], fw.spans[-1][1]
+    row.update(logit=f"{logits[peak]:.6f}", score=f"{sigmoid(logits[peak]):.6f}",
+               mean_logit=f"{logits.mean():.6f}", windows=str(len(logits)),
+               covered_s=f"{(hi - lo) / SAMPLE_RATE:.3f}",
+               peak_start_s=f"{fw.spans[peak][0] / SAMPLE_RATE:.3f}",
+               peak_end_s=f"{fw.spans[peak][1] / SAMPLE_RATE:.3f}")
+    if on_windows is not None:
+        on_windows([{"path": row["path"], "start_s": f"{a / SAMPLE_RATE:.3f}",
+                     "end_s": f"{b / SAMPLE_RATE:.3f}", "logit": f"{z:.6f}",
+                     "score": f"{sigmoid(z):.6f}"} for (a, b), z in zip(fw.spans, logits,
+                                                                          strict=True)])
+    return row
 
 
 def rows_to_csv(rows: list[dict]) -> str:
@@ -253,6 +377,63 @@ def write_atomic(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def add_window_args(ap: argparse.ArgumentParser) -> None:
+    """--windows (default) / --first-window, --hop-s, --windows-csv."""
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--windows", dest="first_window", action="store_false",
+                      help="score every window of each file (the default; see WINDOWS above)")
+    mode.add_argument("--first-window", action="store_true",
+                      help="score only the first max_s trimmed seconds of each file, as the "
+                      "campaign's exported scores were made")
+    ap.add_argument("--hop-s", type=float, default=ScoreConfig.hop_s,
+                    help=f"seconds between window starts (default {ScoreConfig.hop_s:g}; "
+                    "at most the window length)")
+    ap.add_argument("--windows-csv", type=Path, metavar="FILE",
+                    help="also write one row per window (" + ",".join(WINDOW_COLUMNS) + ")")
+
+
+def window_usage_error(args) -> str:
+    """The message for a bad combination of window options, or ''."""
+    if args.first_window and args.windows_csv:
+        return "--windows-csv needs windowed scoring (drop --first-window)"
+    if args.hop_s <= 0:
+        return "--hop-s must be > 0 (and at most the model's max_s)"
+    return ""
+
+
+class WindowsCsv:
+    """--windows-csv FILE: rows streamed into a temporary file beside FILE, renamed into place
+    when scoring ends (never a half CSV); `write` is a no-op without FILE."""
+
+    def __init__(self, path: Path | None):
+        self.path, self.f, self.writer = path, None, None
+
+    def __enter__(self) -> WindowsCsv:
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+            self.f = open(self.tmp, "w", newline="")  # noqa: SIM115 - closed in __exit__
+            self.writer = csv.DictWriter(self.f, fieldnames=WINDOW_COLUMNS, lineterminator="\n")
+            self.writer.writeheader()
+        return self
+
+    def write(self, rows: list[dict]) -> None:
+        if self.writer is not None:
+            self.writer.writerows(rows)
+
+    def __exit__(self, exc_type, *_) -> None:
+        if self.f is None:
+            return
+        try:
+            self.f.flush()
+            os.fsync(self.f.fileno())
+            self.f.close()
+            if exc_type is None:
+                os.replace(self.tmp, self.path)
+        finally:
+            self.tmp.unlink(missing_ok=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hearsay-score", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -269,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="clips per onnxruntime call")
     ap.add_argument("--threads", type=int, default=0,
                     help="onnxruntime intra-op threads (0 = CPUs allowed by affinity/cgroup)")
+    add_window_args(ap)
     args = ap.parse_args(argv)  # argparse exits 2 on usage errors
     if not args.clips.is_dir():
         print(f"hearsay-score: {args.clips} is not a folder (pass a folder of clips)",
@@ -277,9 +459,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.batch_size < 1 or args.threads < 0:
         print("hearsay-score: --batch-size must be >= 1 and --threads >= 0", file=sys.stderr)
         return EXIT_USAGE
-    cfg = ScoreConfig(batch_size=args.batch_size, variant=args.variant, threads=args.threads)
+    usage = window_usage_error(args)
+    if usage:
+        print(f"hearsay-score: {usage}", file=sys.stderr)
+        return EXIT_USAGE
+    cfg = ScoreConfig(batch_size=args.batch_size, variant=args.variant, threads=args.threads,
+                      first_window=args.first_window, hop_s=args.hop_s)
     try:
-        rows = score_folder(args.clips, args.model, cfg)
+        with WindowsCsv(args.windows_csv) as win_csv:
+            rows = score_folder(args.clips, args.model, cfg, win_csv.write)
     except ModelError as err:
         print(f"hearsay-score: {err}", file=sys.stderr)
         return EXIT_MODEL

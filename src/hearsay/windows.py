@@ -39,8 +39,8 @@ import math
 import os
 import subprocess
 import threading
-from contextlib import closing
 from collections.abc import Iterable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,7 +161,7 @@ def _ffmpeg_frames(path: Path, block_s: float, sf_error: str) -> Iterator[tuple[
     ffmpeg writes Sun AU (a 24-byte big-endian header: magic, data offset, size, encoding 6 =
     float32, rate, channels) to stdout; stderr is drained by a thread so it can never block."""
     cmd = [audio.ffmpeg_exe(), "-nostdin", "-v", "error", "-i", str(path),
-           "-map", "0:a:0", "-c:a", "pcm_f32be", "-f", "au", "-"]
+           "-map", "0:a:0", "-c:a", "pcm_f32be", "-f", "au", "-bitexact", "pipe:1"]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     errors: list[bytes] = []
