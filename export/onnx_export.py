@@ -55,6 +55,8 @@ class ExportConfig:
     parity_min_s: float = 0.6  # shortest parity clip (seconds)
     parity_max_s: float = 3.0  # longest parity clip (seconds); keep small for CI
     parity_tol: float = 1e-4  # parity A gate: max |delta logit|
+    parity_window_s: float = 10.0  # s; a recording cut as hearsay-score cuts it, in parity A
+    #                                too (8 s windows every 4 s: one full, one short); 0 = off
     int8: bool = True  # try the int8 variant
     gate: QuantGate = QuantGate()  # int8 gate (clips, Spearman, agreement, threshold)
     seed: int = 0  # RNG seed of the synthetic parity clips
@@ -110,6 +112,8 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig()) -> dict:
     rng = np.random.default_rng(cfg.seed)
     waves = parity.synthetic_clips(rng, cfg.parity_clips, cfg.parity_min_s, cfg.parity_max_s,
                                    front)
+    windows = (parity.window_clips(rng, cfg.parity_window_s, front)
+               if cfg.parity_window_s > 0 else None)
 
     # 1-2. export, then parity A; keep the first exporter that passes.
     order = EXPORTERS if cfg.exporter == "auto" else (cfg.exporter,)
@@ -117,7 +121,8 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig()) -> dict:
     for exporter in order:
         try:
             export_onnx(model, out / "model.onnx", exporter, cfg.opset)
-            report_a = parity.parity_a(model, out / "model.onnx", waves, cfg.parity_tol)
+            report_a = parity.parity_a(model, out / "model.onnx", waves, cfg.parity_tol,
+                                       windows)
         except Exception as err:  # noqa: BLE001 - an exporter that crashes is a failed attempt
             attempts.append({"exporter": exporter, "passed": False,
                              "error": f"{type(err).__name__}: {str(err)[:500]}"})

@@ -58,18 +58,34 @@ def synthetic_clips(rng: np.random.Generator, n: int, min_s: float, max_s: float
     lengths = np.linspace(min_s, max_s, n) if n > 1 else np.array([max_s])
     clips = []
     for seconds in rng.permutation(lengths):
-        t = np.arange(int(seconds * sr)) / sr
-        f0 = rng.uniform(90, 300) * (1 + 0.05 * np.sin(2 * np.pi * rng.uniform(3, 7) * t))
-        phase = 2 * np.pi * np.cumsum(f0) / sr
-        tone = sum(rng.uniform(0.1, 1) / k * np.sin(k * phase) for k in range(1, 8))
-        env = 0.6 + 0.4 * np.sin(2 * np.pi * rng.uniform(2, 6) * t + rng.uniform(0, 6.28))
-        noise = np.cumsum(rng.standard_normal(len(t))) * rng.uniform(0.001, 0.02)
-        wave = (tone * env + noise - noise.mean()).astype(np.float32)
         try:
-            clips.append(prepare(wave, **kwargs))
+            clips.append(prepare(voice_like(rng, seconds, sr), **kwargs))
         except AudioError:  # cannot happen for these signals; keep the count honest if it does
             continue
     return clips
+
+
+def voice_like(rng: np.random.Generator, seconds: float, sr: int = 16_000) -> np.ndarray:
+    """(N,) float32: a random harmonic tone with vibrato, amplitude modulation, coloured noise."""
+    t = np.arange(int(seconds * sr)) / sr
+    f0 = rng.uniform(90, 300) * (1 + 0.05 * np.sin(2 * np.pi * rng.uniform(3, 7) * t))
+    phase = 2 * np.pi * np.cumsum(f0) / sr
+    tone = sum(rng.uniform(0.1, 1) / k * np.sin(k * phase) for k in range(1, 8))
+    env = 0.6 + 0.4 * np.sin(2 * np.pi * rng.uniform(2, 6) * t + rng.uniform(0, 6.28))
+    noise = np.cumsum(rng.standard_normal(len(t))) * rng.uniform(0.001, 0.02)
+    return (tone * env + noise - noise.mean()).astype(np.float32)
+
+
+def window_clips(rng: np.random.Generator, seconds: float, front: dict,
+                 hop_s: float = 4.0) -> list[np.ndarray]:
+    """The windows hearsay-score cuts from one synthetic recording of `seconds` s
+    (hearsay.windows.wave_windows: max_s long every hop_s, each band-limited and normalised
+    alone; the last one shorter and padded in a batch) -- parity A of windowed scoring."""
+    from hearsay.windows import wave_windows
+
+    wave = voice_like(rng, seconds, int(front.get("sample_rate", 16_000)))
+    return [w.wave for w in wave_windows(wave, front["max_s"], hop_s, top_db=front["top_db"],
+                                         cutoff_hz=front["cutoff_hz"])]
 
 
 def torch_logits(model, waves: list[np.ndarray], *, batched: bool, device: str = "cpu",
@@ -102,8 +118,19 @@ def ort_logits(model_path: Path, waves: list[np.ndarray], *, batched: bool) -> n
     return np.concatenate([np.asarray(o, dtype=np.float32).reshape(-1) for o in out])
 
 
-def parity_a(model, onnx_path: Path, waves: list[np.ndarray], tol: float = 1e-4) -> dict:
-    """PyTorch fp32 CPU vs ORT fp32, singles and one padded batch -> report with `passed`."""
+def parity_a(model, onnx_path: Path, waves: list[np.ndarray], tol: float = 1e-4,
+             windows: list[np.ndarray] | None = None) -> dict:
+    """PyTorch fp32 CPU vs ORT fp32, singles and one padded batch -> report with `passed`.
+
+    `windows` (window_clips) are compared the same way, reported under "windows"; `passed`
+    and max_abs_dlogit then cover both."""
+    if windows:
+        report = parity_a(model, onnx_path, waves, tol)
+        report["windows"] = parity_a(model, onnx_path, windows, tol)
+        report["max_abs_dlogit"] = max(report["max_abs_dlogit"],
+                                       report["windows"]["max_abs_dlogit"])
+        report["passed"] = report["passed"] and report["windows"]["passed"]
+        return report
     t_single = torch_logits(model, waves, batched=False)
     t_batch = torch_logits(model, waves, batched=True)
     o_single = ort_logits(onnx_path, waves, batched=False)

@@ -380,7 +380,7 @@ def write_atomic(path: Path, text: str) -> None:
 def add_window_args(ap: argparse.ArgumentParser) -> None:
     """--windows (default) / --first-window, --hop-s, --windows-csv."""
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--windows", dest="first_window", action="store_false",
+    mode.add_argument("--windows", dest="first_window", action="store_false", default=False,
                       help="score every window of each file (the default; see WINDOWS above)")
     mode.add_argument("--first-window", action="store_true",
                       help="score only the first max_s trimmed seconds of each file, as the "
