@@ -133,6 +133,8 @@ def test_streamed_decode_trim_and_windows_equal_the_loaded_wave(tmp_path):
         full = audio.load_audio(path)
         streamed = np.concatenate(list(windows.stream_audio(path, block_s=0.77)))
         np.testing.assert_array_equal(streamed, full)  # soundfile blocks / ffmpeg pipe, soxr
+        n, rms, _ = windows.stream_rms(windows.stream_audio(path, block_s=1.3))
+        np.testing.assert_array_equal(rms, audio.frame_rms(full))
         n, span = windows.stream_span(path, block_s=1.3)
         assert (n, span) == (len(full), audio.trim_silence(full))
         n, span, lazy = windows.file_windows(path, block_s=2.1)

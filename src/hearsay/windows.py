@@ -221,20 +221,27 @@ def _mono_16k(path: Path, frames: Iterator[tuple[np.ndarray, int]]) -> Iterator[
             yield tail
 
 
-def stream_span(path: str | os.PathLike, top_db: float = audio.TRIM_TOP_DB,
-                block_s: float = BLOCK_S) -> tuple[int, tuple[int, int]]:
-    """Pass 1: (decoded samples, trim span) of a file, holding only its frame RMS."""
+def stream_rms(blocks: Iterable[np.ndarray]) -> tuple[int, np.ndarray, np.ndarray]:
+    """(samples, frame RMS (F,) float64, samples after the last frame start) of a block stream:
+    the same RMS as audio.frame_rms on the joined wave, holding one block at a time."""
     frame, hop = audio.TRIM_FRAME, audio.TRIM_HOP
     rms, carry, n = [], np.zeros(0, dtype=np.float32), 0
-    for block in stream_audio(path, block_s):
+    for block in blocks:
         n += len(block)
         buf = np.concatenate([carry, block])
         r = audio.frame_rms(buf, frame, hop)  # the frames that start in buf and fit in it
         rms.append(r)
         carry = buf[len(r) * hop :]  # the next frame starts here
-    if n < frame:  # all of it is in carry: the one-short-frame rule
+    return n, np.concatenate(rms) if rms else np.zeros(0), carry
+
+
+def stream_span(path: str | os.PathLike, top_db: float = audio.TRIM_TOP_DB,
+                block_s: float = BLOCK_S) -> tuple[int, tuple[int, int]]:
+    """Pass 1: (decoded samples, trim span) of a file, holding only its frame RMS."""
+    n, rms, carry = stream_rms(stream_audio(path, block_s))
+    if n < audio.TRIM_FRAME:  # all of it is in carry: the one-short-frame rule
         return n, audio.trim_silence(carry, top_db)
-    return n, audio.voiced_span(np.concatenate(rms), n, top_db, frame, hop)
+    return n, audio.voiced_span(rms, n, top_db, audio.TRIM_FRAME, audio.TRIM_HOP)
 
 
 def file_windows(path: str | os.PathLike, win_s: float = 8.0, hop_s: float = HOP_S, *,
