@@ -1,7 +1,10 @@
 """`hearsay-score CLIPS_DIR [-o scores.csv] [--model DIR] [--strict]`: the torch-free CPU scorer.
 
     hearsay-score clips/ -o scores.csv --model demo_out/export
-    podman run --rm -v "$PWD/clips:/clips:ro" hearsay-score /clips      # CSV on stdout
+    docker run --rm -v "$PWD:/data" hearsay-score clips/ > scores.csv     # the deploy image
+
+(The image's working directory is /data, so CLIPS_DIR and -o are paths under the folder you
+mount there; it runs offline and read-only: --read-only --network none --cap-drop ALL work.)
 
 Walks CLIPS_DIR recursively in sorted order, scores every audio file (by extension; compressed
 formats go through ffmpeg via hearsay.audio) with the exported ONNX model, and writes one CSV row
@@ -14,43 +17,51 @@ seconds (before trim/cap); `score` = sigmoid(logit), high = synthetic; a file th
 gets empty score/logit and its reason in `error`, and the batch goes on. Input is built by
 hearsay.audio.prepare with the model folder's front_end.json, exactly as in training.
 
+Rows stream in input order: every 4 batches (4 x --batch-size files) they are written and
+flushed. With -o FILE they go to FILE.partial, renamed to FILE when the run completes (FILE is
+never half written); an interrupted run (Ctrl-C, SIGTERM / docker stop) keeps FILE.partial with
+every finished row and exits 130. On stdout the finished rows are already out. A rerun starts
+from the beginning. Progress goes to stderr (a bar on a terminal, else a line every --progress
+seconds), then one summary line: scored, failed, skipped (not audio), seconds.
+
 The model folder (docs/INTERFACES.md) is checked before anything is scored: every file listed in
-SHA256SUMS must match, the chosen model file must be listed, and when $HEARSAY_MODEL_SHA256 is set
-(the deploy image sets it at build) model.onnx's sha256 must equal it. Default folder:
+SHA256SUMS must match, the chosen model file must be listed, and when $HEARSAY_MODEL_SHA256 is
+set (the deploy image sets it at build) model.onnx's sha256 must equal it. Default folder:
 $HEARSAY_MODEL_DIR, else /opt/hearsay/model.
 
 Imports numpy, soundfile, onnxruntime and hearsay.audio only -- never torch (the deploy image has
 none; tests/test_deploy.py proves it in a venv without torch).
 
 Exit codes: 0 every file scored (or some failed without --strict), 1 some files failed (--strict),
-2 usage (bad arguments, CLIPS_DIR missing), 3 model folder missing, incomplete or sha mismatch.
+2 usage (bad arguments, CLIPS_DIR missing), 3 model folder missing, incomplete or sha mismatch,
+4 no audio file under CLIPS_DIR (often a mistyped mount), 130 interrupted (finished rows kept).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import math
 import os
+import signal
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from hearsay.audio import SAMPLE_RATE, AudioError, load_audio, prepare
+from hearsay.deploy_io import COLUMNS, Progress, RowSink  # noqa: F401 - COLUMNS: the row format
 from hearsay.hashing import SumsError, parse_sums, sha256_file
 
 DEFAULT_MODEL_DIR = "/opt/hearsay/model"
-COLUMNS = ["path", "duration_s", "score", "logit", "model_sha256", "error"]
 # Extensions scored (lower case). Other files (README, .DS_Store, …) are skipped and counted.
 AUDIO_EXTS = frozenset({
     ".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".aac", ".mp4", ".amr", ".webm",
     ".wma", ".aif", ".aiff", ".au", ".caf", ".3gp", ".mka", ".spx", ".ulaw", ".mulaw",
 })
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL, EXIT_NO_AUDIO, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 MIN_SAMPLES = 400  # one frame of the CNN front end (25 ms @ 16 kHz)
 
 
@@ -61,7 +72,7 @@ class ModelError(Exception):
 @dataclass(frozen=True)
 class ScoreConfig:
     batch_size: int = 8  # clips per onnxruntime call (sorted by length, so padding stays small)
-    chunk: int = 256  # files decoded ahead of scoring; bounds memory on large folders
+    chunk: int = 32  # files decoded, scored and written together (rows stream per chunk)
     variant: str = "fp32"  # "fp32" -> model.onnx, "int8" -> model.int8.onnx
     threads: int = 0  # onnxruntime intra-op threads; 0 = the CPUs this process may use
 
@@ -195,48 +206,76 @@ def find_audio(root: Path) -> tuple[list[Path], int]:
     return found, skipped
 
 
-def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> list[dict]:
-    """One row dict per audio file under `root` (COLUMNS); raises ModelError before scoring."""
+@dataclass(frozen=True)
+class Scorer:
+    """A checked model folder, ready to score: the ORT session and the front end it expects."""
+
+    session: object  # onnxruntime.InferenceSession
+    model_sha: str  # sha256 of the model file, written in every row
+    front: dict  # prepare()'s kwargs: max_s, cutoff_hz, top_db
+    min_samples: int  # shorter model inputs are refused (16 kHz samples)
+
+
+def load_scorer(model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> Scorer:
+    """verify_model_dir + an onnxruntime session; raises ModelError before anything is scored."""
     model_path, model_sha, front = verify_model_dir(model_dir, cfg.variant)
     # at least min_s, and never under one CNN frame (400 samples = 25 ms) or the model has no input
     min_samples = max(int(round(front.pop("min_s") * SAMPLE_RATE)), MIN_SAMPLES)
-    session = make_session(model_path, cfg.threads)
-    files, _ = find_audio(root)
-    rows: list[dict] = []
-    for c in range(0, len(files), cfg.chunk):
-        chunk_rows, waves, slots = [], [], []
-        for path in files[c : c + cfg.chunk]:
-            row = {"path": path.relative_to(root).as_posix(), "duration_s": "", "score": "",
-                   "logit": "", "model_sha256": model_sha, "error": ""}
-            try:
-                wave = load_audio(path)  # (N,) float32 @ 16 kHz
-                row["duration_s"] = f"{len(wave) / SAMPLE_RATE:.3f}"
-                x = prepare(wave, **front)
-                if len(x) < min_samples:
-                    raise AudioError(path, f"too short after trimming ({len(x) / SAMPLE_RATE:.3f} s"
-                                     f" < {min_samples / SAMPLE_RATE:g} s)")
-                waves.append(x)
-                slots.append(len(chunk_rows))
-            except AudioError as err:
-                row["error"] = err.reason
-            except Exception as err:  # noqa: BLE001 - any per-file failure is that file's error
-                row["error"] = f"{type(err).__name__}: {err}"
-            chunk_rows.append(row)
-        if waves:
-            logits = run_logits(session, waves, cfg.batch_size)
-            for slot, logit in zip(slots, logits, strict=True):
-                chunk_rows[slot]["logit"] = f"{float(logit):.6f}"
-                chunk_rows[slot]["score"] = f"{1.0 / (1.0 + math.exp(-float(logit))):.6f}"
-        rows.extend(chunk_rows)
+    return Scorer(make_session(model_path, cfg.threads), model_sha, front, min_samples)
+
+
+def new_row(root: Path, path: Path, model_sha: str) -> dict:
+    return {"path": path.relative_to(root).as_posix(), "duration_s": "", "score": "",
+            "logit": "", "model_sha256": model_sha, "error": ""}
+
+
+def model_input(path: Path, row: dict, scorer: Scorer) -> np.ndarray | None:
+    """(N,) float32 model input of one file, or None with the reason in row["error"]."""
+    try:
+        wave = load_audio(path)  # (N,) float32 @ 16 kHz
+        row["duration_s"] = f"{len(wave) / SAMPLE_RATE:.3f}"
+        x = prepare(wave, **scorer.front)
+        if len(x) < scorer.min_samples:
+            raise AudioError(path, f"too short after trimming ({len(x) / SAMPLE_RATE:.3f} s"
+                             f" < {scorer.min_samples / SAMPLE_RATE:g} s)")
+        return x
+    except AudioError as err:
+        row["error"] = err.reason
+    except Exception as err:  # noqa: BLE001 - any per-file failure is that file's error
+        row["error"] = f"{type(err).__name__}: {err}"
+    return None
+
+
+def score_chunk(root: Path, paths: list[Path], scorer: Scorer, cfg: ScoreConfig) -> list[dict]:
+    """Rows of `paths`, in their order: decode all, then one ORT pass batched by length."""
+    rows, waves, slots = [], [], []
+    for path in paths:
+        row = new_row(root, path, scorer.model_sha)
+        x = model_input(path, row, scorer)
+        if x is not None:
+            waves.append(x)
+            slots.append(len(rows))
+        rows.append(row)
+    if waves:
+        logits = run_logits(scorer.session, waves, cfg.batch_size)
+        for slot, logit in zip(slots, logits, strict=True):
+            rows[slot]["logit"] = f"{float(logit):.6f}"
+            rows[slot]["score"] = f"{1.0 / (1.0 + math.exp(-float(logit))):.6f}"
     return rows
 
 
-def rows_to_csv(rows: list[dict]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
+def iter_chunks(root: Path, files: list[Path], scorer: Scorer,
+                cfg: ScoreConfig = ScoreConfig()) -> Iterator[list[dict]]:
+    """Rows of `files` in input order, one list per chunk of cfg.chunk files, as each finishes."""
+    for c in range(0, len(files), cfg.chunk):
+        yield score_chunk(root, files[c : c + cfg.chunk], scorer, cfg)
+
+
+def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> list[dict]:
+    """One row dict per audio file under `root` (COLUMNS); raises ModelError before scoring."""
+    scorer = load_scorer(model_dir, cfg)
+    files, _ = find_audio(root)
+    return [row for chunk in iter_chunks(root, files, scorer, cfg) for row in chunk]
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -253,11 +292,44 @@ def write_atomic(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM (docker stop) ends the run like Ctrl-C
+
+
+def run(args, cfg: ScoreConfig) -> int:
+    """Score args.clips into args.output (or stdout), streaming rows; the exit code."""
+    scorer = load_scorer(args.model, cfg)  # ModelError before any output is created
+    files, skipped = find_audio(args.clips)
+    if not files:
+        print(f"hearsay-score: no audio files under {args.clips} ({skipped} other files "
+              "skipped). In a container, mount the folder that holds the clips: "
+              'docker run --rm -v "$PWD:/data" hearsay-score clips/', file=sys.stderr)
+        return EXIT_NO_AUDIO
+    sink, progress = RowSink(args.output), Progress(len(files), args.progress)
+    try:
+        for rows in iter_chunks(args.clips, files, scorer, cfg):
+            sink.write(rows)
+            progress.update(rows)
+    except KeyboardInterrupt:
+        sink.abandon()
+        progress.close()
+        kept = f"; finished rows kept in {sink.partial}" if sink.partial else ""
+        print(f"hearsay-score: interrupted after {progress.done}/{len(files)} files{kept}",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    sink.commit()
+    progress.close()
+    print(progress.summary(skipped), file=sys.stderr)
+    return EXIT_FAILED if (progress.failed and args.strict) else EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hearsay-score", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("clips", type=Path, help="folder of audio files (walked recursively)")
-    ap.add_argument("-o", "--output", type=Path, help="CSV to write atomically (default: stdout)")
+    ap.add_argument("-o", "--output", type=Path,
+                    help="CSV to write (default: stdout); rows go to OUTPUT.partial as they "
+                    "finish, renamed to OUTPUT at the end (an interrupted run leaves .partial)")
     ap.add_argument("--model", type=Path,
                     default=Path(os.environ.get("HEARSAY_MODEL_DIR") or DEFAULT_MODEL_DIR),
                     help="exported model folder (default: $HEARSAY_MODEL_DIR or "
@@ -266,33 +338,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variant", choices=["fp32", "int8"], default="fp32",
                     help="model.onnx (fp32) or model.int8.onnx (only present if it passed parity)")
     ap.add_argument("--batch-size", type=int, default=ScoreConfig.batch_size,
-                    help="clips per onnxruntime call")
+                    help="clips per onnxruntime call (rows are written every 4 batches)")
     ap.add_argument("--threads", type=int, default=0,
                     help="onnxruntime intra-op threads (0 = CPUs allowed by affinity/cgroup)")
+    ap.add_argument("--progress", type=float, default=30.0, metavar="SECONDS",
+                    help="stderr not a terminal: a progress line every SECONDS (default 30); "
+                    "a terminal gets a bar; 0 = no progress")
     args = ap.parse_args(argv)  # argparse exits 2 on usage errors
     if not args.clips.is_dir():
-        print(f"hearsay-score: {args.clips} is not a folder (pass a folder of clips)",
-              file=sys.stderr)
+        print(f"hearsay-score: {args.clips} is not a folder (pass a folder of clips; in a "
+              'container: docker run --rm -v "$PWD:/data" hearsay-score clips/)', file=sys.stderr)
         return EXIT_USAGE
     if args.batch_size < 1 or args.threads < 0:
         print("hearsay-score: --batch-size must be >= 1 and --threads >= 0", file=sys.stderr)
         return EXIT_USAGE
-    cfg = ScoreConfig(batch_size=args.batch_size, variant=args.variant, threads=args.threads)
+    cfg = ScoreConfig(batch_size=args.batch_size, chunk=4 * args.batch_size,
+                      variant=args.variant, threads=args.threads)
+    old = signal.signal(signal.SIGTERM, _interrupted)
     try:
-        rows = score_folder(args.clips, args.model, cfg)
+        return run(args, cfg)
     except ModelError as err:
         print(f"hearsay-score: {err}", file=sys.stderr)
         return EXIT_MODEL
-    text = rows_to_csv(rows)
-    if args.output:
-        write_atomic(args.output, text)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    failed = sum(1 for r in rows if r["error"])
-    print(f"hearsay-score: {len(rows) - failed}/{len(rows)} scored, {failed} failed",
-          file=sys.stderr)
-    return EXIT_FAILED if (failed and args.strict) else EXIT_OK
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 if __name__ == "__main__":
