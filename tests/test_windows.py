@@ -108,11 +108,14 @@ def test_windows_are_the_deploy_front_end_on_each_slice_of_the_trimmed_span():
         assert abs(w.wave.mean()) < 1e-4 and abs(w.wave.std() - 1) < 1e-3  # over its own samples
 
 
-def test_a_clip_no_longer_than_a_window_is_one_window_equal_to_prepare():
+def test_the_first_window_is_prepare_and_a_short_clip_is_one_window():
+    rng = np.random.default_rng(1)
     x = np.concatenate([np.zeros(3000, np.float32), tone(5.0, 230)])
     (w,) = windows.wave_windows(x, 8.0, 4.0)
     np.testing.assert_array_equal(w.wave, audio.prepare(x, 8.0))
     assert w.start == audio.trim_silence(x)[0]
+    long = np.concatenate([x, rng.standard_normal(15 * SR).astype(np.float32)])
+    np.testing.assert_array_equal(windows.wave_windows(long)[0].wave, audio.prepare(long, 8.0))
 
 
 def write_formats(root: Path) -> list[Path]:
@@ -247,6 +250,31 @@ def test_a_file_failing_between_long_files_keeps_input_order(probe_model, tmp_pa
     assert rows[1]["error"].startswith("undecodable") and rows[1]["windows"] == ""
     assert [r["windows"] for r in (rows[0], rows[2])] == ["9", "2"]
     assert [w["path"] for w in wrows] == ["a.wav"] * 9 + ["c.wav"] * 2
+
+
+def test_an_interrupted_windowed_run_keeps_the_finished_files_and_their_windows(
+        probe_model, tmp_path, monkeypatch):
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    for name, seconds in (("a.wav", 16.0), ("b.wav", 9.0), ("c.wav", 30.0)):
+        sf.write(clips / name, tone(seconds, 200), SR)
+    real, calls = deploy.run_logits, []
+
+    def run_logits(*args, **kwargs):  # Ctrl-C during the second onnxruntime pass
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(deploy, "run_logits", run_logits)
+    out, wins = tmp_path / "s.csv", tmp_path / "w.csv"
+    # --batch-size 1: 4 windows per pass; pass 1 = a's 3 windows + b's first
+    assert deploy.main([str(clips), "-o", str(out), "--model", str(probe_model), "--windows-csv",
+                        str(wins), "--batch-size", "1"]) == 130
+    assert not out.exists() and not wins.exists()
+    assert [r["path"] for r in read_csv(tmp_path / "s.csv.partial")] == ["a.wav"]
+    assert [w["start_s"] for w in read_csv(tmp_path / "w.csv.partial")] == \
+        ["0.000", "4.000", "8.000"]
 
 
 def test_exported_models_window_scores_equal_torch_on_the_same_windows(tmp_path):

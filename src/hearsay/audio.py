@@ -6,13 +6,16 @@ formats) only: this module must never import torch, because the deploy image has
 
 The documented order, shared by training, scoring and the deploy image::
 
-    load_audio  ->  trim_silence  ->  band_limit  ->  cap  ->  normalize
-    (16 kHz mono)   (energy, dB)      (7.25 kHz)      (max_s)  (zero mean, unit var, valid only)
+    load_audio  ->  trim_silence  ->  cap  ->  band_limit  ->  normalize
+    (16 kHz mono)   (energy, dB)      (max_s)  (7.25 kHz)      (zero mean, unit var, valid only)
 
-`prepare(x, max_s)` runs trim -> band-limit -> cap -> normalise on an already-loaded wave;
-`prepare_file(path, max_s)` adds the load. The bundle stores clips after load -> trim -> cap 15 s
--> `peak_guard` as 16-bit FLAC; the trainer band-limits and normalises its crops after
-augmentation (see hearsay.crops / hearsay.augment).
+`prepare(x, max_s)` is that order, the one function `hearsay score`, hearsay-score and the
+parity checks call: trim -> cap -> band-limit -> normalise on an already-loaded wave;
+`prepare_file(path, max_s)` adds the load. Capping before the band-limit is what training does
+(a crop is cut, then `crops.finish` filters it with zero edges), so a clip longer than the cap
+gets, sample for sample, the input of a training crop at offset 0. The bundle stores clips
+after load -> trim -> cap 15 s -> `peak_guard` as 16-bit FLAC; the trainer band-limits and
+normalises its crops after augmentation (see hearsay.crops / hearsay.augment).
 
 Usage::
 
@@ -227,7 +230,7 @@ def normalize(x: np.ndarray, n_valid: int | None = None) -> np.ndarray:
 def prepare(x: np.ndarray, max_s: float | None = 8.0, *, trim: bool = True,
             top_db: float = TRIM_TOP_DB,
             cutoff_hz: float | None = BAND_LIMIT_HZ) -> np.ndarray:
-    """Model input from a 16 kHz wave: trim -> band-limit -> cap -> normalise.
+    """Model input from a 16 kHz wave: trim -> cap -> band-limit -> normalise (the one order).
 
     Returns (N,) float32, N <= max_s * 16000. Raises AudioError when nothing is left after trim.
     """
@@ -236,7 +239,7 @@ def prepare(x: np.ndarray, max_s: float | None = 8.0, *, trim: bool = True,
         x = x[start:end]
     if len(x) == 0:
         raise AudioError(None, "silent (nothing left after trimming)")
-    x = cap(band_limit(x, cutoff_hz), max_s)
+    x = band_limit(cap(x, max_s), cutoff_hz)  # cap first: the FIR sees what a crop sees
     return normalize(x)
 
 

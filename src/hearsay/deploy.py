@@ -1,61 +1,86 @@
 """`hearsay-score CLIPS_DIR [-o scores.csv] [--model DIR] [--strict]`: the torch-free CPU scorer.
 
     hearsay-score clips/ -o scores.csv --model demo_out/export
-    podman run --rm -v "$PWD/clips:/clips:ro" hearsay-score /clips      # CSV on stdout
+    docker run --rm -v "$PWD:/data" hearsay-score clips/ > scores.csv     # the deploy image
+
+(The image's working directory is /data, so CLIPS_DIR and -o are paths under the folder you
+mount there; it runs offline and read-only: --read-only --network none --cap-drop ALL work.)
 
 Walks CLIPS_DIR recursively in sorted order, scores every audio file (by extension; compressed
 formats go through ffmpeg via hearsay.audio) with the exported ONNX model, and writes one CSV row
 per file:
 
-    path,duration_s,score,logit,model_sha256,error
+    path,duration_s,score,logit,model_sha256,error,
+    windows,covered_s,mean_logit,peak_start_s,peak_end_s      (one line in the file)
 
 `path` is relative to CLIPS_DIR ('/'-separated); `duration_s` is the decoded clip's length in
 seconds (before trim/cap); `score` = sigmoid(logit), high = synthetic; a file that cannot be read
-gets empty score/logit and its reason in `error`, and the batch goes on. Input is built by
-hearsay.audio.prepare with the model folder's front_end.json, exactly as in training.
+gets empty score/logit and its reason in `error`, and the batch goes on. Every model input is
+built by hearsay.audio's front end with the model folder's front_end.json, exactly as in training.
+
+WINDOWS (the default, for every file): each file is decoded in blocks (never whole in memory),
+trimmed once, and cut into windows of front_end.json's max_s (8 s) every --hop-s (4 s) inside
+the trimmed span; the last window may be shorter (zero-padded with an attention mask, never
+tiled). Each window is band-limited and normalised over its own samples, as a training crop.
+`score`/`logit` = the HIGHEST window logit: the synthetic part of a call or voice message may be
+a few seconds anywhere, and a mean would dilute it (`mean_logit` is there too; a max over many
+windows also rises a little with length, so judge long files on thresholds set on long files).
+`windows` = how many, `covered_s` = the trimmed seconds they cover, `peak_start_s`/`peak_end_s`
+= the highest window in the ORIGINAL file's seconds (trim offset added back). A file no longer
+than max_s after trimming is one window, the same input (and score) as --first-window; the
+first window of any file is the --first-window input. Why windows by default: scoring only the
+opening seconds of a long file gives a confident score for audio nobody looked at.
+--windows-csv FILE writes one row per window: path,start_s,end_s,logit,score. Rows are written
+file by file, as each file's last window is scored.
+--first-window scores the first max_s trimmed seconds only (windows = 1), as the campaign's
+exported scores were made: use it to reproduce or compare with them.
+
+Rows stream in input order: every 4 batches (4 x --batch-size files) they are written and
+flushed. With -o FILE they go to FILE.partial, renamed to FILE when the run completes (FILE is
+never half written); an interrupted run (Ctrl-C, SIGTERM / docker stop) keeps FILE.partial with
+every finished row and exits 130. On stdout the finished rows are already out. A rerun starts
+from the beginning. Progress goes to stderr (a bar on a terminal, else a line every --progress
+seconds), then one summary line: scored, failed, skipped (not audio), seconds.
 
 The model folder (docs/INTERFACES.md) is checked before anything is scored: every file listed in
-SHA256SUMS must match, the chosen model file must be listed, and when $HEARSAY_MODEL_SHA256 is set
-(the deploy image sets it at build) model.onnx's sha256 must equal it. Default folder:
+SHA256SUMS must match, the chosen model file must be listed, and when $HEARSAY_MODEL_SHA256 is
+set (the deploy image sets it at build) model.onnx's sha256 must equal it. Default folder:
 $HEARSAY_MODEL_DIR, else /opt/hearsay/model.
 
 Imports numpy, soundfile, onnxruntime and hearsay.audio only -- never torch (the deploy image has
 none; tests/test_deploy.py proves it in a venv without torch).
 
 Exit codes: 0 every file scored (or some failed without --strict), 1 some files failed (--strict),
-2 usage (bad arguments, CLIPS_DIR missing), 3 model folder missing, incomplete or sha mismatch.
+2 usage (bad arguments, CLIPS_DIR missing), 3 model folder missing, incomplete or sha mismatch,
+4 no audio file under CLIPS_DIR (often a mistyped mount), 130 interrupted (finished rows kept).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import math
 import os
+import signal
 import sys
-from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from hearsay import windows
-from hearsay.audio import SAMPLE_RATE, AudioError, load_audio, prepare, trim_silence
+from hearsay import deploy_windows, windows
+from hearsay.audio import SAMPLE_RATE, AudioError, load_audio, prepare
+from hearsay.deploy_io import COLUMNS, Progress, RowSink  # noqa: F401 - COLUMNS: the row format
 from hearsay.hashing import SumsError, parse_sums, sha256_file
 
 DEFAULT_MODEL_DIR = "/opt/hearsay/model"
-COLUMNS = ["path", "duration_s", "score", "logit", "model_sha256", "error",
-           "windows", "covered_s", "mean_logit", "peak_start_s", "peak_end_s"]
-WINDOW_COLUMNS = ["path", "start_s", "end_s", "logit", "score"]  # --windows-csv, one row a window
 # Extensions scored (lower case). Other files (README, .DS_Store, …) are skipped and counted.
 AUDIO_EXTS = frozenset({
     ".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".aac", ".mp4", ".amr", ".webm",
     ".wma", ".aif", ".aiff", ".au", ".caf", ".3gp", ".mka", ".spx", ".ulaw", ".mulaw",
 })
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL, EXIT_NO_AUDIO, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 MIN_SAMPLES = 400  # one frame of the CNN front end (25 ms @ 16 kHz)
 
 
@@ -66,12 +91,13 @@ class ModelError(Exception):
 @dataclass(frozen=True)
 class ScoreConfig:
     batch_size: int = 8  # clips per onnxruntime call (sorted by length, so padding stays small)
-    chunk: int = 256  # files decoded ahead of scoring; bounds memory on large folders
+    chunk: int = 32  # files decoded, scored and written together (rows stream per chunk)
     variant: str = "fp32"  # "fp32" -> model.onnx, "int8" -> model.int8.onnx
     threads: int = 0  # onnxruntime intra-op threads; 0 = the CPUs this process may use
     first_window: bool = False  # True: only the first max_s of each trimmed file (campaign)
     hop_s: float = windows.HOP_S  # window hop (s); windows are max_s long (front_end.json)
-    window_chunk: int = 32  # windows decoded ahead of scoring (32 x 8 s = 16 MB): bounds memory
+    window_chunk: int = 32  # windows cut ahead of scoring (32 x 8 s = 16 MB): bounds memory;
+    #                         hearsay-score sets 4 x --batch-size, as chunk
 
 
 # --------------------------------------------------------------------------- model folder
@@ -203,164 +229,80 @@ def find_audio(root: Path) -> tuple[list[Path], int]:
     return found, skipped
 
 
-def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig(),
-                 on_windows: Callable[[list[dict]], None] | None = None) -> list[dict]:
-    """One row dict per audio file under `root` (COLUMNS); raises ModelError before scoring.
+@dataclass(frozen=True)
+class Scorer:
+    """A checked model folder, ready to score: the ORT session and the front end it expects."""
 
-    Windowed unless cfg.first_window (see windowed_rows; `on_windows` gets each file's window
-    rows); with cfg.first_window each file is its first max_s trimmed seconds, as before."""
+    session: object  # onnxruntime.InferenceSession
+    model_sha: str  # sha256 of the model file, written in every row
+    front: dict  # prepare()'s kwargs: max_s, cutoff_hz, top_db
+    min_samples: int  # shorter model inputs are refused (16 kHz samples)
+
+
+def load_scorer(model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> Scorer:
+    """verify_model_dir + an onnxruntime session; raises ModelError before anything is scored."""
     model_path, model_sha, front = verify_model_dir(model_dir, cfg.variant)
     # at least min_s, and never under one CNN frame (400 samples = 25 ms) or the model has no input
     min_samples = max(int(round(front.pop("min_s") * SAMPLE_RATE)), MIN_SAMPLES)
-    session = make_session(model_path, cfg.threads)
-    files, _ = find_audio(root)
-    if not cfg.first_window:
-        return list(windowed_rows(root, files, session, model_sha, front, min_samples, cfg,
-                                  on_windows))
-    rows: list[dict] = []
-    for c in range(0, len(files), cfg.chunk):
-        chunk_rows, waves, slots = [], [], []
-        for path in files[c : c + cfg.chunk]:
-            row = empty_row(root, path, model_sha)
-            try:
-                wave = load_audio(path)  # (N,) float32 @ 16 kHz
-                row["duration_s"] = f"{len(wave) / SAMPLE_RATE:.3f}"
-                x = prepare(wave, **front)
-                if len(x) < min_samples:
-                    raise AudioError(path, f"too short after trimming ({len(x) / SAMPLE_RATE:.3f} s"
-                                     f" < {min_samples / SAMPLE_RATE:g} s)")
-                first_window_span(row, wave, x, front["top_db"])
-                waves.append(x)
-                slots.append(len(chunk_rows))
-            except AudioError as err:
-                row["error"] = err.reason
-            except Exception as err:  # noqa: BLE001 - any per-file failure is that file's error
-                row["error"] = f"{type(err).__name__}: {err}"
-            chunk_rows.append(row)
-        if waves:
-            logits = run_logits(session, waves, cfg.batch_size)
-            for slot, logit in zip(slots, logits, strict=True):
-                chunk_rows[slot]["logit"] = f"{float(logit):.6f}"
-                chunk_rows[slot]["score"] = f"{1.0 / (1.0 + math.exp(-float(logit))):.6f}"
-                chunk_rows[slot]["mean_logit"] = chunk_rows[slot]["logit"]  # one window
-        rows.extend(chunk_rows)
+    return Scorer(make_session(model_path, cfg.threads), model_sha, front, min_samples)
+
+
+def new_row(root: Path, path: Path, model_sha: str) -> dict:
+    return {"path": path.relative_to(root).as_posix(), "duration_s": "", "score": "",
+            "logit": "", "model_sha256": model_sha, "error": ""}
+
+
+def model_input(path: Path, row: dict, scorer: Scorer) -> np.ndarray | None:
+    """(N,) float32 model input of one file, or None with the reason in row["error"]."""
+    try:
+        wave = load_audio(path)  # (N,) float32 @ 16 kHz
+        row["duration_s"] = f"{len(wave) / SAMPLE_RATE:.3f}"
+        x = prepare(wave, **scorer.front)
+        if len(x) < scorer.min_samples:
+            raise AudioError(path, f"too short after trimming ({len(x) / SAMPLE_RATE:.3f} s"
+                             f" < {scorer.min_samples / SAMPLE_RATE:g} s)")
+        deploy_windows.first_window_span(row, wave, x, scorer.front["top_db"])
+        return x
+    except AudioError as err:
+        row["error"] = err.reason
+    except Exception as err:  # noqa: BLE001 - any per-file failure is that file's error
+        row["error"] = f"{type(err).__name__}: {err}"
+    return None
+
+
+def score_chunk(root: Path, paths: list[Path], scorer: Scorer, cfg: ScoreConfig) -> list[dict]:
+    """Rows of `paths`, in their order: decode all, then one ORT pass batched by length."""
+    rows, waves, slots = [], [], []
+    for path in paths:
+        row = new_row(root, path, scorer.model_sha)
+        x = model_input(path, row, scorer)
+        if x is not None:
+            waves.append(x)
+            slots.append(len(rows))
+        rows.append(row)
+    if waves:
+        logits = run_logits(scorer.session, waves, cfg.batch_size)
+        for slot, logit in zip(slots, logits, strict=True):
+            rows[slot]["logit"] = f"{float(logit):.6f}"
+            rows[slot]["score"] = f"{1.0 / (1.0 + math.exp(-float(logit))):.6f}"
+            rows[slot]["mean_logit"] = rows[slot]["logit"]  # one window
     return rows
 
 
-def empty_row(root: Path, path: Path, model_sha: str) -> dict:
-    """A COLUMNS row for `path` with nothing measured yet (what a failed file keeps)."""
-    return {**dict.fromkeys(COLUMNS, ""), "path": path.relative_to(root).as_posix(),
-            "model_sha256": model_sha}
+def iter_chunks(root: Path, files: list[Path], scorer: Scorer,
+                cfg: ScoreConfig = ScoreConfig()) -> Iterator[list[dict]]:
+    """Rows of `files` in input order, one list per chunk of cfg.chunk files, as each finishes."""
+    for c in range(0, len(files), cfg.chunk):
+        yield score_chunk(root, files[c : c + cfg.chunk], scorer, cfg)
 
 
-def first_window_span(row: dict, wave: np.ndarray, x: np.ndarray, top_db: float) -> None:
-    """--first-window: the one window's place in file time (trim offset + its length)."""
-    start = trim_silence(wave, top_db)[0] / SAMPLE_RATE
-    row.update(windows="1", covered_s=f"{len(x) / SAMPLE_RATE:.3f}",
-               peak_start_s=f"{start:.3f}", peak_end_s=f"{start + len(x) / SAMPLE_RATE:.3f}")
-
-
-# --------------------------------------------------------------------------- windowed scoring
-
-
-def sigmoid(z: float) -> float:
-    return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
-
-
-@dataclass
-class _FileWindows:
-    """One file's windows while they wait for their logits."""
-
-    row: dict
-    spans: list = field(default_factory=list)  # (start, end) samples in file time, per window
-    logits: list = field(default_factory=list)  # float per window; None until scored
-    cut: bool = False  # every window of the file has been cut (or the file failed)
-
-
-def windowed_rows(root: Path, files: list[Path], session, model_sha: str, front: dict,
-                  min_samples: int, cfg: ScoreConfig,
-                  on_windows: Callable[[list[dict]], None] | None = None) -> Iterator[dict]:
-    """Yield one COLUMNS row per file, in `files` order, from all of its windows.
-
-    Each file is streamed through hearsay.windows.file_windows (decoded in blocks, trimmed once,
-    windows of front_end.json's max_s every cfg.hop_s, each band-limited and normalised alone).
-    Windows of consecutive files share onnxruntime calls: at most cfg.window_chunk windows are
-    held before they are scored (run_logits sorts them by length), so memory does not grow with
-    the file. A row is yielded once its file's last window is scored; `on_windows` gets the
-    file's WINDOW_COLUMNS rows just before. score/logit = the max window logit."""
-    if front.get("max_s") is None:
-        raise ModelError("front_end.json has no max_s: windows need the deploy length")
-    waiting: deque[_FileWindows] = deque()
-    pending: list[tuple[_FileWindows, int, np.ndarray]] = []  # (file, window index, wave)
-
-    def score_pending() -> None:
-        if pending:
-            logits = run_logits(session, [w for _, _, w in pending], cfg.batch_size)
-            for (fw, k, _), logit in zip(pending, logits, strict=True):
-                fw.logits[k] = float(logit)
-            pending.clear()
-
-    def finished() -> Iterator[dict]:
-        while waiting and waiting[0].cut and None not in waiting[0].logits:
-            yield finish_file(waiting.popleft(), on_windows)
-
-    for path in files:
-        fw = _FileWindows(empty_row(root, path, model_sha))
-        waiting.append(fw)
-        try:
-            n, span, wins = windows.file_windows(path, front["max_s"], cfg.hop_s,
-                                                 top_db=front["top_db"],
-                                                 cutoff_hz=front["cutoff_hz"])
-            fw.row["duration_s"] = f"{n / SAMPLE_RATE:.3f}"
-            kept_s = (span[1] - span[0]) / SAMPLE_RATE
-            if span[1] - span[0] < min_samples:
-                raise AudioError(path, f"too short after trimming ({kept_s:.3f} s < "
-                                 f"{min_samples / SAMPLE_RATE:g} s)")
-            for w in wins:
-                fw.spans.append((w.start, w.end))
-                fw.logits.append(None)
-                pending.append((fw, len(fw.logits) - 1, w.wave))
-                if len(pending) >= cfg.window_chunk:
-                    score_pending()
-        except Exception as err:  # noqa: BLE001 - any per-file failure is that file's error
-            fw.row["error"] = err.reason if isinstance(err, AudioError) else \
-                f"{type(err).__name__}: {err}"
-            fw.spans.clear()
-            fw.logits.clear()
-            pending[:] = [p for p in pending if p[0] is not fw]
-        fw.cut = True
-        yield from finished()
-    score_pending()
-    yield from finished()
-
-
-def finish_file(fw: _FileWindows, on_windows: Callable[[list[dict]], None] | None) -> dict:
-    """Fill a file's row from its window logits: max (score, logit), mean, count, timestamps."""
-    row = fw.row
-    if row["error"] or not fw.logits:
-        return row
-    logits = np.asarray(fw.logits, dtype=np.float64)
-    peak = int(np.argmax(logits))  # the first of equal maxima
-    lo, hi = fw.spans[0][0], fw.spans[-1][1]
-    row.update(logit=f"{logits[peak]:.6f}", score=f"{sigmoid(logits[peak]):.6f}",
-               mean_logit=f"{logits.mean():.6f}", windows=str(len(logits)),
-               covered_s=f"{(hi - lo) / SAMPLE_RATE:.3f}",
-               peak_start_s=f"{fw.spans[peak][0] / SAMPLE_RATE:.3f}",
-               peak_end_s=f"{fw.spans[peak][1] / SAMPLE_RATE:.3f}")
-    if on_windows is not None:
-        on_windows([{"path": row["path"], "start_s": f"{a / SAMPLE_RATE:.3f}",
-                     "end_s": f"{b / SAMPLE_RATE:.3f}", "logit": f"{z:.6f}",
-                     "score": f"{sigmoid(z):.6f}"} for (a, b), z in zip(fw.spans, logits,
-                                                                          strict=True)])
-    return row
-
-
-def rows_to_csv(rows: list[dict]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
+def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> list[dict]:
+    """One row dict per audio file under `root` (COLUMNS); raises ModelError before scoring."""
+    scorer = load_scorer(model_dir, cfg)
+    files, _ = find_audio(root)
+    chunks = (iter_chunks(root, files, scorer, cfg) if cfg.first_window else
+              deploy_windows.iter_window_chunks(root, files, scorer, cfg))
+    return [row for chunk in chunks for row in chunk]
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -377,68 +319,53 @@ def write_atomic(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def add_window_args(ap: argparse.ArgumentParser) -> None:
-    """--windows (default) / --first-window, --hop-s, --windows-csv."""
-    mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--windows", dest="first_window", action="store_false", default=False,
-                      help="score every window of each file (the default; see WINDOWS above)")
-    mode.add_argument("--first-window", action="store_true",
-                      help="score only the first max_s trimmed seconds of each file, as the "
-                      "campaign's exported scores were made")
-    ap.add_argument("--hop-s", type=float, default=ScoreConfig.hop_s,
-                    help=f"seconds between window starts (default {ScoreConfig.hop_s:g}; "
-                    "at most the window length)")
-    ap.add_argument("--windows-csv", type=Path, metavar="FILE",
-                    help="also write one row per window (" + ",".join(WINDOW_COLUMNS) + ")")
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM (docker stop) ends the run like Ctrl-C
 
 
-def window_usage_error(args) -> str:
-    """The message for a bad combination of window options, or ''."""
-    if args.first_window and args.windows_csv:
-        return "--windows-csv needs windowed scoring (drop --first-window)"
-    if args.hop_s <= 0:
-        return "--hop-s must be > 0 (and at most the model's max_s)"
-    return ""
-
-
-class WindowsCsv:
-    """--windows-csv FILE: rows streamed into a temporary file beside FILE, renamed into place
-    when scoring ends (never a half CSV); `write` is a no-op without FILE."""
-
-    def __init__(self, path: Path | None):
-        self.path, self.f, self.writer = path, None, None
-
-    def __enter__(self) -> WindowsCsv:
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
-            self.f = open(self.tmp, "w", newline="")  # noqa: SIM115 - closed in __exit__
-            self.writer = csv.DictWriter(self.f, fieldnames=WINDOW_COLUMNS, lineterminator="\n")
-            self.writer.writeheader()
-        return self
-
-    def write(self, rows: list[dict]) -> None:
-        if self.writer is not None:
-            self.writer.writerows(rows)
-
-    def __exit__(self, exc_type, *_) -> None:
-        if self.f is None:
-            return
-        try:
-            self.f.flush()
-            os.fsync(self.f.fileno())
-            self.f.close()
-            if exc_type is None:
-                os.replace(self.tmp, self.path)
-        finally:
-            self.tmp.unlink(missing_ok=True)
+def run(args, cfg: ScoreConfig) -> int:
+    """Score args.clips into args.output (or stdout), streaming rows; the exit code."""
+    scorer = load_scorer(args.model, cfg)  # ModelError before any output is created
+    files, skipped = find_audio(args.clips)
+    if not files:
+        print(f"hearsay-score: no audio files under {args.clips} ({skipped} other files "
+              "skipped). In a container, mount the folder that holds the clips: "
+              'docker run --rm -v "$PWD:/data" hearsay-score clips/', file=sys.stderr)
+        return EXIT_NO_AUDIO
+    if not cfg.first_window and not 0 < cfg.hop_s <= scorer.front["max_s"]:
+        print(f"hearsay-score: --hop-s {cfg.hop_s:g} must be in (0, {scorer.front['max_s']:g}] "
+              "(the window length, front_end.json max_s)", file=sys.stderr)
+        return EXIT_USAGE
+    sink, progress = RowSink(args.output), Progress(len(files), args.progress)
+    win_sink = deploy_windows.WindowSink(args.windows_csv)
+    chunks = (iter_chunks(args.clips, files, scorer, cfg) if cfg.first_window else
+              deploy_windows.iter_window_chunks(args.clips, files, scorer, cfg, win_sink.write))
+    try:
+        for rows in chunks:
+            sink.write(rows)
+            progress.update(rows)
+    except KeyboardInterrupt:
+        sink.abandon()
+        win_sink.abandon()
+        progress.close()
+        kept = f"; finished rows kept in {sink.partial}" if sink.partial else ""
+        print(f"hearsay-score: interrupted after {progress.done}/{len(files)} files{kept}",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    sink.commit()
+    win_sink.commit()
+    progress.close()
+    print(progress.summary(skipped), file=sys.stderr)
+    return EXIT_FAILED if (progress.failed and args.strict) else EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hearsay-score", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("clips", type=Path, help="folder of audio files (walked recursively)")
-    ap.add_argument("-o", "--output", type=Path, help="CSV to write atomically (default: stdout)")
+    ap.add_argument("-o", "--output", type=Path,
+                    help="CSV to write (default: stdout); rows go to OUTPUT.partial as they "
+                    "finish, renamed to OUTPUT at the end (an interrupted run leaves .partial)")
     ap.add_argument("--model", type=Path,
                     default=Path(os.environ.get("HEARSAY_MODEL_DIR") or DEFAULT_MODEL_DIR),
                     help="exported model folder (default: $HEARSAY_MODEL_DIR or "
@@ -447,40 +374,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variant", choices=["fp32", "int8"], default="fp32",
                     help="model.onnx (fp32) or model.int8.onnx (only present if it passed parity)")
     ap.add_argument("--batch-size", type=int, default=ScoreConfig.batch_size,
-                    help="clips per onnxruntime call")
+                    help="clips per onnxruntime call (rows are written every 4 batches)")
     ap.add_argument("--threads", type=int, default=0,
                     help="onnxruntime intra-op threads (0 = CPUs allowed by affinity/cgroup)")
-    add_window_args(ap)
+    ap.add_argument("--progress", type=float, default=30.0, metavar="SECONDS",
+                    help="stderr not a terminal: a progress line every SECONDS (default 30); "
+                    "a terminal gets a bar; 0 = no progress")
+    deploy_windows.add_window_args(ap, ScoreConfig.hop_s)
     args = ap.parse_args(argv)  # argparse exits 2 on usage errors
     if not args.clips.is_dir():
-        print(f"hearsay-score: {args.clips} is not a folder (pass a folder of clips)",
-              file=sys.stderr)
+        print(f"hearsay-score: {args.clips} is not a folder (pass a folder of clips; in a "
+              'container: docker run --rm -v "$PWD:/data" hearsay-score clips/)', file=sys.stderr)
         return EXIT_USAGE
     if args.batch_size < 1 or args.threads < 0:
         print("hearsay-score: --batch-size must be >= 1 and --threads >= 0", file=sys.stderr)
         return EXIT_USAGE
-    usage = window_usage_error(args)
+    usage = deploy_windows.window_usage_error(args)
     if usage:
         print(f"hearsay-score: {usage}", file=sys.stderr)
         return EXIT_USAGE
-    cfg = ScoreConfig(batch_size=args.batch_size, variant=args.variant, threads=args.threads,
-                      first_window=args.first_window, hop_s=args.hop_s)
+    cfg = ScoreConfig(batch_size=args.batch_size, chunk=4 * args.batch_size,
+                      variant=args.variant, threads=args.threads,
+                      first_window=args.first_window, hop_s=args.hop_s,
+                      window_chunk=4 * args.batch_size)
+    old = signal.signal(signal.SIGTERM, _interrupted)
     try:
-        with WindowsCsv(args.windows_csv) as win_csv:
-            rows = score_folder(args.clips, args.model, cfg, win_csv.write)
+        return run(args, cfg)
     except ModelError as err:
         print(f"hearsay-score: {err}", file=sys.stderr)
         return EXIT_MODEL
-    text = rows_to_csv(rows)
-    if args.output:
-        write_atomic(args.output, text)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    failed = sum(1 for r in rows if r["error"])
-    print(f"hearsay-score: {len(rows) - failed}/{len(rows)} scored, {failed} failed",
-          file=sys.stderr)
-    return EXIT_FAILED if (failed and args.strict) else EXIT_OK
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 if __name__ == "__main__":

@@ -7,10 +7,12 @@
 
 Per clip (the bundle's FLAC is already loaded, trimmed, capped at 15 s and peak-guarded):
 
-    cap to max_s  ->  [augmented slice: one fixed augmentation]  ->  crops.test_input
-                                                                     (band-limit, normalise)
+    cap to max_s  ->  [augmented slice: one fixed augmentation]  ->  audio.prepare(trim=False)
+                                                                     (cap, band-limit, normalise)
 
-so the model sees exactly what training's `crops.finish` produces for a crop of the same length.
+audio.prepare is the one front-end order hearsay-score also calls, so a clip scored here and by
+the deploy image gets the same input sample for sample (also past the cap), and the model sees
+exactly what training's `crops.finish` produces for a crop of the same length.
 Clips are sorted by length and batched (zero padding + attention mask), so a batch never mixes a
 2 s clip with a 14 s one; the output keeps manifest order.
 
@@ -160,8 +162,6 @@ def clip_file(root: Path, row, aug: str) -> Path:
 
 def model_input(root: Path, row, aug: str, cfg: ScoreConfig) -> np.ndarray:
     """(N,) float32 normalised model input of one bundle row, N <= max_s * 16 kHz."""
-    from hearsay import crops
-
     x = audio.cap(audio.load_audio(clip_file(root, row, aug)), cfg.max_s)
     if aug not in ("none", "") and not aug.startswith("codec:"):
         from hearsay import augment
@@ -169,7 +169,7 @@ def model_input(root: Path, row, aug: str, cfg: ScoreConfig) -> np.ndarray:
         rng = aug_rng(cfg.aug_seed, row["id"])
         augment.choose(rng, aug_config(), row.get("codec_ids"))  # same draws as aug_plan
         x = augment.apply(aug, x, rng, aug_config())
-    return crops.test_input(x, cfg.max_s)
+    return audio.prepare(x, cfg.max_s, trim=False)  # bundle clips are trimmed already
 
 
 # --------------------------------------------------------------------------- batching

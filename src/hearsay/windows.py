@@ -18,8 +18,9 @@ The order, per file (the deploy front end, hearsay.audio, applied per window)::
    win - hop and, when shorter than win, is left short: the scorer zero-pads it with an attention
    mask (never tiled).
 3. Each window is `audio.prepare(slice, max_s=None, trim=False)`: band-limit, then zero-mean /
-   unit-variance over its own samples -- exactly what training's crops get. A clip no longer than
-   one window therefore gives one window equal to `audio.prepare(wave, max_s)`, sample for sample.
+   unit-variance over its own samples -- exactly what training's crops get. The first window
+   is therefore `audio.prepare(wave, max_s)` (trim -> cap -> band-limit -> normalise) sample for
+   sample, and a clip no longer than one window is that one window.
 4. Timestamps are in the original file's time: the trim offset is part of every start.
 
 Streaming (file_windows): the file is decoded in blocks of BLOCK_S seconds -- soundfile for what
