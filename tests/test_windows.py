@@ -301,3 +301,27 @@ def test_exported_models_window_scores_equal_torch_on_the_same_windows(tmp_path)
     want = parity.torch_logits(det, [v.wave for v in ws], batched=False)
     np.testing.assert_allclose([float(w["logit"]) for w in wrows], want, atol=1e-4)
     assert row["windows"] == "2" and row["logit"] == f"{max(float(w['logit']) for w in wrows):.6f}"
+
+
+def test_hearsay_score_hop_reads_out_the_max_window_of_each_bundle_clip(tmp_path):
+    """`hearsay score --hop-s`: 1.5 s windows every 0.5 s over 0.6-2.5 s bundle clips. The first
+    window is the --max-s 1.5 input, so the windowed logit is never lower, equal for a clip of one
+    window, and the count is the one hearsay.windows gives."""
+    from hearsay import score as bundle_score
+    from test_score import make_bundle, make_run
+
+    bundle = make_bundle(tmp_path / "b", n_holdout=6)
+    run = make_run(tmp_path / "run", job="full", fold=None)
+    plain, _ = bundle_score.score_split(bundle, run, "holdout", cfg=bundle_score.ScoreConfig(
+        max_s=1.5))
+    win, side = bundle_score.score_split(bundle, run, "holdout", cfg=bundle_score.ScoreConfig(
+        max_s=1.5, hop_s=0.5))
+    assert side["config"]["hop_s"] == 0.5 and list(win.columns)[-2:] == ["windows", "mean_logit"]
+    lengths = [sf.info(bundle.root / f).frames for f in
+               bundle.manifest.set_index("path").loc[win["path"], "flac"]]
+    want = [len(windows.window_starts(n, 3 * SR // 2, SR // 2)) for n in lengths]
+    assert win["windows"].tolist() == want and max(want) > 1 and min(want) == 1
+    for one, z_win, z_plain in zip(want, win["logit"], plain["logit"], strict=True):
+        assert z_win >= z_plain - 1e-6
+        if one == 1:
+            assert z_win == pytest.approx(z_plain, abs=1e-6)
