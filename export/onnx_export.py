@@ -16,7 +16,8 @@ model is rebuilt from the checkpoint's saved config). Steps:
      (conv front end, projection, pooling and head stay fp32: export/quantize.py says why).
      Shipped as model.int8.onnx only when it passes its gate against fp32: Spearman >= 0.995
      and the decision at the threshold agrees on >= 99% of clips.
-  4. front_end.json (what hearsay.audio.prepare is called with), parity.json, SHA256SUMS.
+  4. front_end.json (what hearsay.audio.prepare is called with), parity.json (with the
+     checkpoint's weights sha256, "checkpoint_sha256"), SHA256SUMS.
 
 Exit codes: 0 exported and parity A passed, 1 parity A failed for every exporter tried (nothing
 is listed in SHA256SUMS, so hearsay-score refuses the folder), 2 usage, 3 checkpoint missing or
@@ -94,9 +95,12 @@ def write_sums(model_dir: Path, names: list[str]) -> None:
     (model_dir / "SHA256SUMS").write_text(format_sums(sums))
 
 
-def export_model(model, out: Path, cfg: ExportConfig = ExportConfig()) -> dict:
+def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
+                 checkpoint_sha256: str | None = None) -> dict:
     """Export + parity A + int8 gate into `out`; returns the parity report (also parity.json).
 
+    `checkpoint_sha256` (the weights file's, see parity.checkpoint_weights) is recorded so that
+    `hearsay parity --checkpoint` can refuse any other checkpoint; None for a model built in code.
     SHA256SUMS is written only when parity A passed: a folder without it is refused by
     hearsay-score (fail closed).
     """
@@ -132,7 +136,8 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig()) -> dict:
         if report_a["passed"]:
             chosen = exporter
             break
-    report: dict = {"exporter": chosen, "attempts": attempts, "parity_a": report_a,
+    report: dict = {"checkpoint_sha256": checkpoint_sha256,
+                    "exporter": chosen, "attempts": attempts, "parity_a": report_a,
                     "int8": None, "parity_b": None, "config": asdict(cfg),
                     "versions": parity.versions(torch)}
     shipped = ["model.onnx", "front_end.json", "parity.json"]
@@ -189,11 +194,12 @@ def main(argv: list[str] | None = None) -> int:
         from hearsay.model import load_detector
 
         model, _ = load_detector(args.checkpoint)
+        weights_sha = sha256_file(parity.checkpoint_weights(args.checkpoint))
     except Exception as err:  # noqa: BLE001 - any load failure is "checkpoint unusable"
         print(f"hearsay export: cannot load {args.checkpoint}: {err} (pass a run dir with "
               "final/model.safetensors + config.json)", file=sys.stderr)
         return EXIT_CHECKPOINT
-    report = export_model(model, args.out, cfg)
+    report = export_model(model, args.out, cfg, checkpoint_sha256=weights_sha)
     a = report["parity_a"] or {}
     print(f"hearsay export: exporter={report['exporter']} parity A max|dlogit|="
           f"{a.get('max_abs_dlogit')} passed={a.get('passed')}")

@@ -18,9 +18,13 @@ compared: parity of the numerics before any training.
 mode uses it to prove the command end to end without a GPU). CPU bf16 is not the training
 numerics: that report goes into parity.json as "parity_b_cpu_check", never as "parity_b".
 
+--checkpoint must be the checkpoint the folder was exported from: the sha256 of its
+model.safetensors must equal parity.json's "checkpoint_sha256" (written by `hearsay export
+onnx`), else the command refuses (exit 3) before loading anything.
+
 Exit codes: 0 parity B passed (with --device cpu: the CPU check passed), 1 a gate failed,
-2 usage, 3 model folder or checkpoint unusable, 4 no CUDA device: parity B cannot be measured
-here (never reported as a pass).
+2 usage, 3 model folder or checkpoint unusable or not the export's, 4 no CUDA device: parity B
+cannot be measured here (never reported as a pass).
 """
 
 from __future__ import annotations
@@ -86,6 +90,36 @@ def window_clips(rng: np.random.Generator, seconds: float, front: dict,
     wave = voice_like(rng, seconds, int(front.get("sample_rate", 16_000)))
     return [w.wave for w in wave_windows(wave, front["max_s"], hop_s, top_db=front["top_db"],
                                          cutoff_hz=front["cutoff_hz"])]
+
+
+def checkpoint_weights(directory: Path) -> Path:
+    """The weights file hearsay.model.load_detector reads: DIR/model.safetensors, else
+    DIR/final/model.safetensors (a run dir). Its sha256 is what parity.json records."""
+    directory = Path(directory)
+    if not (directory / "model.safetensors").is_file() and (directory / "final").is_dir():
+        directory = directory / "final"
+    weights = directory / "model.safetensors"
+    if not weights.is_file():
+        raise FileNotFoundError(f"{weights} not found (pass a run dir with final/ or a "
+                                "checkpoint dir)")
+    return weights
+
+
+def check_checkpoint(model_dir: Path, checkpoint: Path) -> str:
+    """sha256 of `checkpoint`'s weights; ValueError unless parity.json names that very sha."""
+    from hearsay.hashing import sha256_file
+
+    got = sha256_file(checkpoint_weights(checkpoint))
+    want = json.loads((Path(model_dir) / "parity.json").read_text()).get("checkpoint_sha256")
+    if want is None:
+        raise ValueError(f"{model_dir}/parity.json records no checkpoint_sha256 (exported from a "
+                         "model built in code): re-export it with `hearsay export onnx "
+                         f"{checkpoint} --out {model_dir}`")
+    if got != want:
+        raise ValueError(f"{checkpoint}: weights sha256 {got} are not the checkpoint "
+                         f"{model_dir} was exported from ({want}); pass that checkpoint, or "
+                         "re-export this one")
+    return got
 
 
 def torch_logits(model, waves: list[np.ndarray], *, batched: bool, device: str = "cpu",
@@ -216,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from hearsay.model import load_detector
 
+            verify_model_dir(args.model_dir)
+            check_checkpoint(args.model_dir, args.checkpoint)  # before the (slow) load
             model, _ = load_detector(args.checkpoint)
         onnx_path, _, front = verify_model_dir(args.model_dir)
     except (ModelError, OSError, ValueError) as err:

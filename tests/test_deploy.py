@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import math
 import os
 import re
@@ -23,6 +24,7 @@ import soundfile as sf
 from hearsay import deploy
 from hearsay.audio import ffmpeg_exe, prepare_file
 from hearsay.deploy import allowed_cpus, main
+from hearsay.hashing import format_sums
 
 REPO = Path(__file__).resolve().parents[1]
 LOCK = REPO / "requirements.lock"
@@ -158,7 +160,8 @@ def test_usage_errors_exit_2(world, tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["no_folder", "no_sums", "flipped_byte", "unlisted",
-                                    "pin_mismatch", "int8_absent"])
+                                    "pin_mismatch", "front_end_changed",
+                                    "int8_absent"])
 def test_model_problems_exit_3_and_leave_the_old_output(world, tmp_path, monkeypatch, damage,
                                                         capsys):
     model, _, clips, _ = world
@@ -178,7 +181,14 @@ def test_model_problems_exit_3_and_leave_the_old_output(world, tmp_path, monkeyp
         lines = (bad / "SHA256SUMS").read_text().splitlines()
         (bad / "SHA256SUMS").write_text("".join(f"{x}\n" for x in lines if "model.onnx" not in x))
     elif damage == "pin_mismatch":
-        monkeypatch.setenv("HEARSAY_MODEL_SHA256", "f" * 64)
+        monkeypatch.setenv("HEARSAY_MODEL_SUMS_SHA256", "f" * 64)
+    elif damage == "front_end_changed":  # a consistent folder, but not the pinned one
+        monkeypatch.setenv("HEARSAY_MODEL_SUMS_SHA256", deploy.sha256_file(bad / "SHA256SUMS"))
+        front = json.loads((bad / "front_end.json").read_text())
+        (bad / "front_end.json").write_text(json.dumps({**front, "max_s": 4.0}))
+        sums = deploy.read_sums(bad)
+        sums["front_end.json"] = deploy.sha256_file(bad / "front_end.json")
+        (bad / "SHA256SUMS").write_text(format_sums(sums))
     elif damage == "int8_absent":
         args += ["--variant", "int8"]
     assert main(args) == 3
@@ -188,7 +198,7 @@ def test_model_problems_exit_3_and_leave_the_old_output(world, tmp_path, monkeyp
 
 def test_pinned_model_sha_is_accepted_when_it_matches(world, tmp_path, monkeypatch):
     model, _, clips, _ = world
-    monkeypatch.setenv("HEARSAY_MODEL_SHA256", deploy.read_sums(model)["model.onnx"])
+    monkeypatch.setenv("HEARSAY_MODEL_SUMS_SHA256", deploy.sha256_file(model / "SHA256SUMS"))
     assert main([str(clips), "-o", str(tmp_path / "o.csv"), "--model", str(model)]) == 0
 
 

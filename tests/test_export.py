@@ -249,3 +249,31 @@ def test_parity_a_catches_a_fused_graph_that_ignores_the_padding_mask(tmp_path):
     report = parity.parity_a(det, path, waves, 1e-4)
     assert report["max_abs_dlogit_single"] <= 1e-4  # one clip per call: nothing is padded
     assert report["max_abs_dlogit_batch"] > 1e-4 and not report["passed"], report
+
+
+def test_parity_json_binds_the_checkpoint_and_parity_refuses_another(tmp_path, capsys):
+    run, other = tmp_path / "run", tmp_path / "other"
+    save_detector(tiny_detector(0), run / "final")
+    save_detector(tiny_detector(1), other / "final")
+    out = tmp_path / "model"
+    assert onnx_export.main(["onnx", str(run), "--out", str(out), "--no-int8",
+                             "--parity-clips", "3"]) == 0
+    recorded = json.loads((out / "parity.json").read_text())["checkpoint_sha256"]
+    assert recorded == sha256_file(run / "final" / "model.safetensors")
+    before = (out / "parity.json").read_text()
+    assert parity.main([str(out), "--checkpoint", str(other), "--device", "cpu"]) == 3
+    err = capsys.readouterr().err
+    assert "are not the checkpoint" in err and recorded in err
+    assert (out / "parity.json").read_text() == before  # nothing measured, nothing written
+    assert parity.main([str(out), "--checkpoint", str(run), "--device", "cpu", "--clips", "3"]) \
+        in (0, 1)  # the export's own checkpoint is accepted: the CPU check runs
+    data = json.loads((out / "parity.json").read_text())
+    assert data["parity_b_cpu_check"]["clips"] == 3 and data["checkpoint_sha256"] == recorded
+    verify_model_dir(out)  # SHA256SUMS refreshed for the new parity.json
+
+
+def test_parity_refuses_a_checkpoint_against_a_folder_built_in_code(exported, tmp_path, capsys):
+    _, out, _ = exported
+    save_detector(tiny_detector(0), tmp_path / "run" / "final")  # same weights, but unrecorded
+    assert parity.main([str(out), "--checkpoint", str(tmp_path / "run"), "--device", "cpu"]) == 3
+    assert "records no checkpoint_sha256" in capsys.readouterr().err

@@ -43,9 +43,9 @@ from the beginning. Progress goes to stderr (a bar on a terminal, else a line ev
 seconds), then one summary line: scored, failed, skipped (not audio), seconds.
 
 The model folder (docs/INTERFACES.md) is checked before anything is scored: every file listed in
-SHA256SUMS must match, the chosen model file must be listed, and when $HEARSAY_MODEL_SHA256 is
-set (the deploy image sets it at build) model.onnx's sha256 must equal it. Default folder:
-$HEARSAY_MODEL_DIR, else /opt/hearsay/model.
+SHA256SUMS must match, the chosen model file must be listed, and when $HEARSAY_MODEL_SUMS_SHA256
+is set (the deploy image bakes it at build) the sha256 of SHA256SUMS itself must equal it, which
+pins every file of the folder. Default folder: $HEARSAY_MODEL_DIR, else /opt/hearsay/model.
 
 Imports numpy, soundfile, onnxruntime and hearsay.audio only -- never torch (the deploy image has
 none; tests/test_deploy.py proves it in a venv without torch).
@@ -136,10 +136,13 @@ def verify_model_dir(model_dir: Path, variant: str = "fp32") -> tuple[Path, str,
         if got != want:
             raise ModelError(f"{path}: sha256 {got} does not match SHA256SUMS {want} "
                              "(re-export or re-download the model folder)")
-    pinned = os.environ.get("HEARSAY_MODEL_SHA256")  # the deploy image bakes the expected sha
-    if pinned and sums["model.onnx"] != pinned:  # pins the fp32 model (int8 derives from it)
-        raise ModelError(f"{model_dir}/model.onnx: sha256 {sums['model.onnx']} is not the pinned "
-                         f"HEARSAY_MODEL_SHA256 {pinned} (wrong model folder mounted or baked)")
+    pinned = os.environ.get("HEARSAY_MODEL_SUMS_SHA256")  # the deploy image bakes it
+    if pinned:  # SHA256SUMS lists every file (all checked above): its sha pins the whole folder
+        got = sha256_file(model_dir / "SHA256SUMS")
+        if got != pinned:
+            raise ModelError(f"{model_dir}/SHA256SUMS: sha256 {got} is not the pinned "
+                             f"HEARSAY_MODEL_SUMS_SHA256 {pinned} (wrong model folder mounted "
+                             "or baked)")
     front = json.loads((model_dir / "front_end.json").read_text())
     if int(front.get("sample_rate", SAMPLE_RATE)) != SAMPLE_RATE:
         raise ModelError(f"front_end.json sample_rate {front['sample_rate']} != {SAMPLE_RATE}")
