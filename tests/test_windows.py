@@ -252,6 +252,18 @@ def test_a_file_failing_between_long_files_keeps_input_order(probe_model, tmp_pa
     assert [w["path"] for w in wrows] == ["a.wav"] * 9 + ["c.wav"] * 2
 
 
+def test_progress_counts_audio_seconds_inside_a_long_file(probe_model, tmp_path, capsys):
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    sf.write(clips / "a.wav", tone(40.0, 200), SR)  # 9 windows; --batch-size 1: 4 per pass
+    assert deploy.main([str(clips), "-o", str(tmp_path / "s.csv"), "--model", str(probe_model),
+                        "--batch-size", "1", "--progress", "1e-9"]) == 0
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "audio s" in ln]
+    assert [ln.split(", ")[0].split(": ")[1] + " " + ln.split(", ")[1] for ln in lines] == [
+        "0/1 files (0 failed) 20 audio s", "0/1 files (0 failed) 36 audio s",
+        "0/1 files (0 failed) 40 audio s", "1/1 files (0 failed) 40 audio s"]
+
+
 def test_an_interrupted_windowed_run_keeps_the_finished_files_and_their_windows(
         probe_model, tmp_path, monkeypatch):
     clips = tmp_path / "clips"
@@ -307,8 +319,9 @@ def test_hearsay_score_hop_reads_out_the_max_window_of_each_bundle_clip(tmp_path
     """`hearsay score --hop-s`: 1.5 s windows every 0.5 s over 0.6-2.5 s bundle clips. The first
     window is the --max-s 1.5 input, so the windowed logit is never lower, equal for a clip of one
     window, and the count is the one hearsay.windows gives."""
-    from hearsay import score as bundle_score
     from test_score import make_bundle, make_run
+
+    from hearsay import score as bundle_score
 
     bundle = make_bundle(tmp_path / "b", n_holdout=6)
     run = make_run(tmp_path / "run", job="full", fold=None)

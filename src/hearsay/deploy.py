@@ -342,7 +342,8 @@ def run(args, cfg: ScoreConfig) -> int:
     sink, progress = RowSink(args.output), Progress(len(files), args.progress)
     win_sink = deploy_windows.WindowSink(args.windows_csv)
     chunks = (iter_chunks(args.clips, files, scorer, cfg) if cfg.first_window else
-              deploy_windows.iter_window_chunks(args.clips, files, scorer, cfg, win_sink.write))
+              deploy_windows.iter_window_chunks(args.clips, files, scorer, cfg, win_sink.write,
+                                                progress.audio))
     try:
         for rows in chunks:
             sink.write(rows)

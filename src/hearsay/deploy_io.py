@@ -57,6 +57,7 @@ class Progress:
 
     def __init__(self, total: int, every_s: float = 30.0, stream=None):
         self.total, self.every_s, self.done, self.failed = total, every_s, 0, 0
+        self.audio_s = 0.0  # trimmed audio seconds scored so far (windowed runs report it)
         self.stream = sys.stderr if stream is None else stream
         self.start = self.last = time.monotonic()
         self.bar = None
@@ -70,9 +71,22 @@ class Progress:
         self.failed += sum(1 for r in rows if r["error"])
         if self.bar is not None:
             self.bar.update(len(rows))
-        elif self.every_s > 0 and time.monotonic() - self.last >= self.every_s:
+        else:
+            self._line()
+
+    def audio(self, seconds: float) -> None:
+        """More audio scored (inside a long file, before its row is done)."""
+        self.audio_s += seconds
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{self.audio_s:.0f} audio s", refresh=True)
+        else:
+            self._line()
+
+    def _line(self) -> None:
+        if self.every_s > 0 and time.monotonic() - self.last >= self.every_s:
             self.last = time.monotonic()
-            print(f"hearsay-score: {self.done}/{self.total} files ({self.failed} failed), "
+            audio = f", {self.audio_s:.0f} audio s" if self.audio_s else ""
+            print(f"hearsay-score: {self.done}/{self.total} files ({self.failed} failed){audio}, "
                   f"{self.last - self.start:.0f} s", file=self.stream, flush=True)
 
     def close(self) -> None:

@@ -53,11 +53,13 @@ class _FileWindows:
 
 
 def windowed_rows(root: Path, files: list[Path], scorer, cfg,
-                  on_windows: Callable[[list[dict]], None] | None = None) -> Iterator[dict]:
+                  on_windows: Callable[[list[dict]], None] | None = None,
+                  on_audio: Callable[[float], None] | None = None) -> Iterator[dict]:
     """Yield one row per file, in `files` order, from all of its windows (module docstring).
 
     `scorer` is a hearsay.deploy.Scorer, `cfg` its ScoreConfig; a row is yielded once its
-    file's last window is scored, and `on_windows` gets the file's window rows just before."""
+    file's last window is scored, and `on_windows` gets the file's window rows just before.
+    `on_audio(s)` hears of every onnxruntime pass: the trimmed seconds it newly covered."""
     from hearsay.deploy import new_row, run_logits
 
     if scorer.front.get("max_s") is None:
@@ -68,9 +70,13 @@ def windowed_rows(root: Path, files: list[Path], scorer, cfg,
     def score_pending() -> None:
         if pending:
             logits = run_logits(scorer.session, [w for _, _, w in pending], cfg.batch_size)
+            new = 0  # samples first covered by these windows (overlaps counted once)
             for (fw, k, _), logit in zip(pending, logits, strict=True):
                 fw.logits[k] = float(logit)
+                new += fw.spans[k][1] - (fw.spans[k - 1][1] if k else fw.spans[k][0])
             pending.clear()
+            if on_audio is not None:
+                on_audio(new / SAMPLE_RATE)
 
     def finished() -> Iterator[dict]:
         while waiting and waiting[0].cut and None not in waiting[0].logits:
@@ -132,11 +138,11 @@ def finish_file(fw: _FileWindows, on_windows: Callable[[list[dict]], None] | Non
 
 
 def iter_window_chunks(root: Path, files: list[Path], scorer, cfg,
-                       on_windows: Callable[[list[dict]], None] | None = None
-                       ) -> Iterator[list[dict]]:
+                       on_windows: Callable[[list[dict]], None] | None = None,
+                       on_audio: Callable[[float], None] | None = None) -> Iterator[list[dict]]:
     """windowed_rows as hearsay-score's chunks: each finished file's row as soon as it is done
     (a long file is one row, so rows are flushed file by file)."""
-    for row in windowed_rows(root, files, scorer, cfg, on_windows):
+    for row in windowed_rows(root, files, scorer, cfg, on_windows, on_audio):
         yield [row]
 
 
