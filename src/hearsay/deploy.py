@@ -47,8 +47,9 @@ SHA256SUMS must match, the chosen model file must be listed, and when $HEARSAY_M
 is set (the deploy image bakes it at build) the sha256 of SHA256SUMS itself must equal it, which
 pins every file of the folder. Default folder: $HEARSAY_MODEL_DIR, else /opt/hearsay/model.
 
-Imports numpy, soundfile, onnxruntime and hearsay.audio only -- never torch (the deploy image has
-none; tests/test_deploy.py proves it in a venv without torch).
+Imports numpy, soundfile, onnxruntime and hearsay's torch-free audio, windows and deploy_io
+modules only -- never torch (the deploy image has none; tests/test_deploy.py proves it in a
+venv without torch).
 
 Exit codes: 0 every file scored (or some failed without --strict), 1 some files failed (--strict),
 2 usage (bad arguments, CLIPS_DIR missing), 3 model folder missing, incomplete or sha mismatch,
