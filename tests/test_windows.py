@@ -264,6 +264,17 @@ def test_progress_counts_audio_seconds_inside_a_long_file(probe_model, tmp_path,
         "0/1 files (0 failed) 40 audio s", "1/1 files (0 failed) 40 audio s"]
 
 
+def test_window_options_that_cannot_work_are_usage_errors(probe_model, tmp_path, capsys):
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    sf.write(clips / "a.wav", tone(3.0, 200), SR)
+    base = [str(clips), "--model", str(probe_model)]
+    assert deploy.main([*base, "--hop-s", "8.5"]) == deploy.EXIT_USAGE  # > the 8 s window
+    assert "--hop-s 8.5 must be in (0, 8]" in capsys.readouterr().err
+    assert deploy.main([*base, "--first-window", "--windows-csv", str(tmp_path / "w.csv")]) == 2
+    assert "--windows-csv needs windowed scoring" in capsys.readouterr().err
+
+
 def test_an_interrupted_windowed_run_keeps_the_finished_files_and_their_windows(
         probe_model, tmp_path, monkeypatch):
     clips = tmp_path / "clips"
