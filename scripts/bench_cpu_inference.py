@@ -27,11 +27,18 @@ import torch
 
 from export import parity
 from export.onnx_export import export_onnx
-from export.quantize import QuantGate, gate_report, layer_matmuls, quantize_file, quantize_int8
+from export.quantize import (
+    QuantGate,
+    gate_clips,
+    gate_report,
+    layer_matmuls,
+    quantize_file,
+    quantize_int8,
+)
 from hearsay.deploy import allowed_cpus, make_session, pad_batch, run_logits
 from hearsay.model import Detector, ModelConfig
 
-FRONT = {"sample_rate": 16_000, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0}
+FRONT = {"sample_rate": 16_000, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0, "min_s": 0.5}
 
 
 def flops_per_clip(cfg: ModelConfig, samples: int) -> float:
@@ -201,8 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             runs[name] = ort_run
         engines = interleaved(runs, batches, args.rounds)
         gate = QuantGate()
-        gate_waves = parity.synthetic_clips(np.random.default_rng(1), gate.clips, gate.min_s,
-                                            gate.max_s, FRONT)  # the clips quantize_int8 used
+        gate_waves = gate_clips(gate, FRONT, np.random.default_rng(1))  # quantize_int8's clips
         g32 = run_logits(make_session(paths["ort_fp32"], threads), gate_waves)
         for name in [n for n in paths if n.startswith("ort_int8") and n not in gates]:
             gates[name] = gate_report(
