@@ -430,3 +430,11 @@ def test_deploy_and_hearsay_score_give_the_same_input_past_the_cap(tmp_path, sec
                              score.ScoreConfig(max_s=8.0))
     assert row["error"] == "" and len(got) == len(want) == 8 * SR
     np.testing.assert_array_equal(got, want)
+
+
+def test_help_and_readme_show_the_docker_command_people_type(capsys):
+    command = 'docker run --rm -v "$PWD:/data" hearsay-score clips/'
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert command in capsys.readouterr().out
+    assert command in (REPO / "README.md").read_text()

@@ -145,12 +145,12 @@ def test_int8_refuses_a_graph_it_cannot_place_and_an_empty_node_list(tmp_path):
 
 
 def test_int8_gate_counts_decision_flips_at_the_threshold():
-    fp32 = np.linspace(-2, 2, 100)
+    fp32 = np.linspace(-0.02, 0.02, 100)  # the spread of a random-init model's logits
     int8 = fp32.copy()
-    int8[49] = 0.5  # just below the median -> above: one flip, ranking barely moves
+    int8[49] = 0.005  # just below the median -> above: one flip, ranking barely moves
     r = gate_report(fp32, int8, QuantGate())
     assert r["agreement"] == pytest.approx(0.99) and r["spearman"] > 0.995 and r["passed"]
-    int8[48] = 0.6  # a second flip: 98% < 99%
+    int8[48] = 0.006  # a second flip: 98% < 99%
     r = gate_report(fp32, int8, QuantGate())
     assert r["agreement"] == pytest.approx(0.98) and not r["passed"]
     r = gate_report(fp32, -fp32, QuantGate(threshold=5.0))  # all agree, ranking reversed
@@ -277,3 +277,25 @@ def test_parity_refuses_a_checkpoint_against_a_folder_built_in_code(exported, tm
     save_detector(tiny_detector(0), tmp_path / "run" / "final")  # same weights, but unrecorded
     assert parity.main([str(out), "--checkpoint", str(tmp_path / "run"), "--device", "cpu"]) == 3
     assert "records no checkpoint_sha256" in capsys.readouterr().err
+
+
+def test_int8_gate_bounds_the_largest_logit_move_even_when_ranks_hold():
+    fp32 = np.linspace(-1.0, 1.0, 100)
+    int8 = fp32.copy()
+    int8[-1] += 0.2  # the top clip moves far up: no rank changes, no decision flips
+    r = gate_report(fp32, int8, QuantGate())
+    assert r["spearman"] == pytest.approx(1.0) and r["agreement"] == 1.0
+    assert r["max_abs_dlogit"] == pytest.approx(0.2) and r["max_abs_dlogit_bound"] == 0.05
+    assert not r["passed"]
+    int8[-1] = fp32[-1] + 0.04
+    assert gate_report(fp32, int8, QuantGate())["passed"]
+
+
+def test_int8_gate_runs_on_the_deploy_range_of_lengths(exported):
+    _, out, report = exported
+    q, front = report["int8"], json.loads((out / "front_end.json").read_text())
+    assert q["lengths_s"] == [pytest.approx(front["min_s"], abs=0.01),
+                              pytest.approx(front["max_s"], abs=0.01)]
+    recorded = json.loads((out / "parity.json").read_text())["int8"]
+    for key in ("spearman", "agreement", "max_abs_dlogit", "max_abs_dlogit_bound", "lengths_s"):
+        assert recorded[key] == q[key]

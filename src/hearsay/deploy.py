@@ -184,6 +184,9 @@ def make_session(model_path: Path, threads: int = 0):
     """onnxruntime CPU session: all graph optimisations, intra-op threads = allowed CPUs."""
     import onnxruntime as ort
 
+    # onnxruntime's telemetry off: a scorer of people's audio reports to no one (in a read-only
+    # container it would also warn that it cannot persist its device id)
+    ort.disable_telemetry_events()
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.intra_op_num_threads = threads or allowed_cpus()
