@@ -18,29 +18,32 @@ seconds (before trim/cap); `score` = sigmoid(logit), high = synthetic; a file th
 gets empty score/logit and its reason in `error`, and the batch goes on. Every model input is
 built by hearsay.audio's front end with the model folder's front_end.json, exactly as in training.
 
-WINDOWS (the default, for every file): each file is decoded in blocks (never whole in memory),
-trimmed once, and cut into windows of front_end.json's max_s (8 s) every --hop-s (4 s) inside
-the trimmed span; the last window may be shorter (zero-padded with an attention mask, never
-tiled). Each window is band-limited and normalised over its own samples, as a training crop.
-`score`/`logit` = the HIGHEST window logit: the synthetic part of a call or voice message may be
-a few seconds anywhere, and a mean would dilute it (`mean_logit` is there too; a max over many
-windows also rises a little with length, so judge long files on thresholds set on long files).
-`windows` = how many, `covered_s` = the trimmed seconds they cover, `peak_start_s`/`peak_end_s`
-= the highest window in the ORIGINAL file's seconds (trim offset added back). A file no longer
-than max_s after trimming is one window, the same input (and score) as --first-window; the
-first window of any file is the --first-window input. Why windows by default: scoring only the
-opening seconds of a long file gives a confident score for audio nobody looked at.
+WINDOWS (the default, for every file): each file is decoded in blocks, never whole in memory,
+and twice (pass 1 keeps only frame energies to find the trim span, pass 2 cuts the windows), so
+it is trimmed once, over the whole file, and cut into windows of front_end.json's max_s (8 s)
+every --hop-s (4 s) inside the trimmed span; the last window may be shorter (zero-padded with an
+attention mask, never tiled). Each window is band-limited and normalised over its own samples,
+as a training crop. `score`/`logit` = the HIGHEST window logit: the synthetic part of a call or
+voice message may be a few seconds anywhere, and a mean would dilute it (`mean_logit` is there
+too; a max over many windows also rises a little with length, so judge long files on thresholds
+set on long files). `windows` = how many, `covered_s` = the trimmed seconds they cover,
+`peak_start_s`/`peak_end_s` = the highest window in the ORIGINAL file's seconds (trim offset
+added back). A file no longer than max_s after trimming is one window, the same input (and
+score) as --first-window; the first window of any file is the --first-window input. Why windows
+by default: scoring only the opening seconds of a long file gives a confident score for audio
+nobody looked at.
 --windows-csv FILE writes one row per window: path,start_s,end_s,logit,score. Rows are written
 file by file, as each file's last window is scored.
 --first-window scores the first max_s trimmed seconds only (windows = 1), as the campaign's
 exported scores were made: use it to reproduce or compare with them.
 
-Rows stream in input order: every 4 batches (4 x --batch-size files) they are written and
-flushed. With -o FILE they go to FILE.partial, renamed to FILE when the run completes (FILE is
-never half written); an interrupted run (Ctrl-C, SIGTERM / docker stop) keeps FILE.partial with
-every finished row and exits 130. On stdout the finished rows are already out. A rerun starts
-from the beginning. Progress goes to stderr (a bar on a terminal, else a line every --progress
-seconds), then one summary line: scored, failed, skipped (not audio), seconds.
+Rows stream in input order: windowed, file by file; with --first-window every 4 batches (4 x
+--batch-size files) they are written and flushed. With -o FILE they go to FILE.partial, renamed
+to FILE when the run completes (FILE is never half written); an interrupted run (Ctrl-C, SIGTERM
+/ docker stop) keeps FILE.partial with every finished row and exits 130. On stdout the finished
+rows are already out. A rerun starts from the beginning. Progress goes to stderr (a bar on a
+terminal, else a line every --progress seconds; windowed runs add the audio seconds scored,
+inside a long file too), then one summary line: scored, failed, skipped (not audio), seconds.
 
 The model folder (docs/INTERFACES.md) is checked before anything is scored: every file listed in
 SHA256SUMS must match, the chosen model file must be listed, and when $HEARSAY_MODEL_SUMS_SHA256
