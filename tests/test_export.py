@@ -26,7 +26,7 @@ def tiny_detector(seed: int = 0) -> Detector:
 def exported(tmp_path_factory) -> tuple[Detector, Path, dict]:
     out = tmp_path_factory.mktemp("export") / "model"
     det = tiny_detector()
-    return det, out, export_model(det, out, ExportConfig(gate=QuantGate(clips=40)))
+    return det, out, export_model(det, out, ExportConfig(gate=QuantGate(clips=24)))
 
 
 def test_export_writes_the_interface_folder_with_a_true_manifest(exported):
@@ -97,13 +97,15 @@ def test_int8_is_shipped_exactly_when_its_gate_passes(exported, tmp_path):
     q = report["int8"]
     assert (out / "model.int8.onnx").exists() == q["passed"] == ("model.int8.onnx" in
                                                                  read_sums(out))
-    lenient = ExportConfig(gate=QuantGate(clips=20, min_spearman=0.5, min_agreement=0.5))
+    short = {"clips": 12, "max_s": 3.0}  # shipping logic only: the lengths do not matter
+    lenient = ExportConfig(gate=QuantGate(**short, min_spearman=0.5, min_agreement=0.5,
+                                          max_abs_dlogit=10.0))
     r = export_model(tiny_detector(), tmp_path / "ok", lenient)
     assert r["int8"]["passed"] and "model.int8.onnx" in read_sums(tmp_path / "ok")
     ops = {n.op_type for n in onnx.load(str(tmp_path / "ok" / "model.int8.onnx")).graph.node}
     assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops  # MatMuls quantised …
     assert "ConvInteger" not in ops and "Conv" in ops  # … the conv front end is not
-    strict = ExportConfig(gate=QuantGate(clips=20, min_spearman=1.01))  # unattainable
+    strict = ExportConfig(gate=QuantGate(**short, min_spearman=1.01))  # unattainable
     r = export_model(tiny_detector(), tmp_path / "no", strict)
     assert not r["int8"]["passed"]
     assert not (tmp_path / "no" / "model.int8.onnx").exists()
