@@ -14,9 +14,11 @@ model is rebuilt from the checkpoint's saved config). Steps:
      one padded batch: max |delta logit| <= 1e-4 (export/parity.py).
   3. int8: onnxruntime dynamic quantisation of the transformer layers' MatMuls only, per channel
      (conv front end, projection, pooling and head stay fp32: export/quantize.py says why).
-     Shipped as model.int8.onnx only when it passes its gate against fp32: Spearman >= 0.995
-     and the decision at the threshold agrees on >= 99% of clips.
-  4. front_end.json (what hearsay.audio.prepare is called with), parity.json, SHA256SUMS.
+     Shipped as model.int8.onnx only when it passes its gate against fp32 on clips spread over
+     the deploy range (min_s .. max_s, 0.5-8 s): Spearman >= 0.995, the decision at the
+     threshold agrees on >= 99% of clips, and max |delta logit| <= 0.05.
+  4. front_end.json (what hearsay.audio.prepare is called with), parity.json (with the
+     checkpoint's weights sha256, "checkpoint_sha256"), SHA256SUMS.
 
 Exit codes: 0 exported and parity A passed, 1 parity A failed for every exporter tried (nothing
 is listed in SHA256SUMS, so hearsay-score refuses the folder), 2 usage, 3 checkpoint missing or
@@ -55,8 +57,10 @@ class ExportConfig:
     parity_min_s: float = 0.6  # shortest parity clip (seconds)
     parity_max_s: float = 3.0  # longest parity clip (seconds); keep small for CI
     parity_tol: float = 1e-4  # parity A gate: max |delta logit|
+    parity_window_s: float = 10.0  # s; a recording cut as hearsay-score cuts it, in parity A
+    #                                too (8 s windows every 4 s: one full, one short); 0 = off
     int8: bool = True  # try the int8 variant
-    gate: QuantGate = QuantGate()  # int8 gate (clips, Spearman, agreement, threshold)
+    gate: QuantGate = QuantGate()  # int8 gate (clips, lengths, Spearman, agreement, max |dlogit|)
     seed: int = 0  # RNG seed of the synthetic parity clips
 
 
@@ -92,9 +96,12 @@ def write_sums(model_dir: Path, names: list[str]) -> None:
     (model_dir / "SHA256SUMS").write_text(format_sums(sums))
 
 
-def export_model(model, out: Path, cfg: ExportConfig = ExportConfig()) -> dict:
+def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
+                 checkpoint_sha256: str | None = None) -> dict:
     """Export + parity A + int8 gate into `out`; returns the parity report (also parity.json).
 
+    `checkpoint_sha256` (the weights file's, see parity.checkpoint_weights) is recorded so that
+    `hearsay parity --checkpoint` can refuse any other checkpoint; None for a model built in code.
     SHA256SUMS is written only when parity A passed: a folder without it is refused by
     hearsay-score (fail closed).
     """
@@ -110,6 +117,8 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig()) -> dict:
     rng = np.random.default_rng(cfg.seed)
     waves = parity.synthetic_clips(rng, cfg.parity_clips, cfg.parity_min_s, cfg.parity_max_s,
                                    front)
+    windows = (parity.window_clips(rng, cfg.parity_window_s, front)
+               if cfg.parity_window_s > 0 else None)
 
     # 1-2. export, then parity A; keep the first exporter that passes.
     order = EXPORTERS if cfg.exporter == "auto" else (cfg.exporter,)
@@ -117,7 +126,8 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig()) -> dict:
     for exporter in order:
         try:
             export_onnx(model, out / "model.onnx", exporter, cfg.opset)
-            report_a = parity.parity_a(model, out / "model.onnx", waves, cfg.parity_tol)
+            report_a = parity.parity_a(model, out / "model.onnx", waves, cfg.parity_tol,
+                                       windows)
         except Exception as err:  # noqa: BLE001 - an exporter that crashes is a failed attempt
             attempts.append({"exporter": exporter, "passed": False,
                              "error": f"{type(err).__name__}: {str(err)[:500]}"})
@@ -127,7 +137,8 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig()) -> dict:
         if report_a["passed"]:
             chosen = exporter
             break
-    report: dict = {"exporter": chosen, "attempts": attempts, "parity_a": report_a,
+    report: dict = {"checkpoint_sha256": checkpoint_sha256,
+                    "exporter": chosen, "attempts": attempts, "parity_a": report_a,
                     "int8": None, "parity_b": None, "config": asdict(cfg),
                     "versions": parity.versions(torch)}
     shipped = ["model.onnx", "front_end.json", "parity.json"]
@@ -184,11 +195,12 @@ def main(argv: list[str] | None = None) -> int:
         from hearsay.model import load_detector
 
         model, _ = load_detector(args.checkpoint)
+        weights_sha = sha256_file(parity.checkpoint_weights(args.checkpoint))
     except Exception as err:  # noqa: BLE001 - any load failure is "checkpoint unusable"
         print(f"hearsay export: cannot load {args.checkpoint}: {err} (pass a run dir with "
               "final/model.safetensors + config.json)", file=sys.stderr)
         return EXIT_CHECKPOINT
-    report = export_model(model, args.out, cfg)
+    report = export_model(model, args.out, cfg, checkpoint_sha256=weights_sha)
     a = report["parity_a"] or {}
     print(f"hearsay export: exporter={report['exporter']} parity A max|dlogit|="
           f"{a.get('max_abs_dlogit')} passed={a.get('passed')}")

@@ -18,9 +18,13 @@ compared: parity of the numerics before any training.
 mode uses it to prove the command end to end without a GPU). CPU bf16 is not the training
 numerics: that report goes into parity.json as "parity_b_cpu_check", never as "parity_b".
 
+--checkpoint must be the checkpoint the folder was exported from: the sha256 of its
+model.safetensors must equal parity.json's "checkpoint_sha256" (written by `hearsay export
+onnx`), else the command refuses (exit 3) before loading anything.
+
 Exit codes: 0 parity B passed (with --device cpu: the CPU check passed), 1 a gate failed,
-2 usage, 3 model folder or checkpoint unusable, 4 no CUDA device: parity B cannot be measured
-here (never reported as a pass).
+2 usage, 3 model folder or checkpoint unusable or not the export's, 4 no CUDA device: parity B
+cannot be measured here (never reported as a pass).
 """
 
 from __future__ import annotations
@@ -58,18 +62,64 @@ def synthetic_clips(rng: np.random.Generator, n: int, min_s: float, max_s: float
     lengths = np.linspace(min_s, max_s, n) if n > 1 else np.array([max_s])
     clips = []
     for seconds in rng.permutation(lengths):
-        t = np.arange(int(seconds * sr)) / sr
-        f0 = rng.uniform(90, 300) * (1 + 0.05 * np.sin(2 * np.pi * rng.uniform(3, 7) * t))
-        phase = 2 * np.pi * np.cumsum(f0) / sr
-        tone = sum(rng.uniform(0.1, 1) / k * np.sin(k * phase) for k in range(1, 8))
-        env = 0.6 + 0.4 * np.sin(2 * np.pi * rng.uniform(2, 6) * t + rng.uniform(0, 6.28))
-        noise = np.cumsum(rng.standard_normal(len(t))) * rng.uniform(0.001, 0.02)
-        wave = (tone * env + noise - noise.mean()).astype(np.float32)
         try:
-            clips.append(prepare(wave, **kwargs))
+            clips.append(prepare(voice_like(rng, seconds, sr), **kwargs))
         except AudioError:  # cannot happen for these signals; keep the count honest if it does
             continue
     return clips
+
+
+def voice_like(rng: np.random.Generator, seconds: float, sr: int = 16_000) -> np.ndarray:
+    """(N,) float32: a random harmonic tone with vibrato, amplitude modulation, coloured noise."""
+    t = np.arange(int(seconds * sr)) / sr
+    f0 = rng.uniform(90, 300) * (1 + 0.05 * np.sin(2 * np.pi * rng.uniform(3, 7) * t))
+    phase = 2 * np.pi * np.cumsum(f0) / sr
+    tone = sum(rng.uniform(0.1, 1) / k * np.sin(k * phase) for k in range(1, 8))
+    env = 0.6 + 0.4 * np.sin(2 * np.pi * rng.uniform(2, 6) * t + rng.uniform(0, 6.28))
+    noise = np.cumsum(rng.standard_normal(len(t))) * rng.uniform(0.001, 0.02)
+    return (tone * env + noise - noise.mean()).astype(np.float32)
+
+
+def window_clips(rng: np.random.Generator, seconds: float, front: dict,
+                 hop_s: float = 4.0) -> list[np.ndarray]:
+    """The windows hearsay-score cuts from one synthetic recording of `seconds` s
+    (hearsay.windows.wave_windows: max_s long every hop_s, each band-limited and normalised
+    alone; the last one shorter and padded in a batch) -- parity A of windowed scoring."""
+    from hearsay.windows import wave_windows
+
+    wave = voice_like(rng, seconds, int(front.get("sample_rate", 16_000)))
+    return [w.wave for w in wave_windows(wave, front["max_s"], hop_s, top_db=front["top_db"],
+                                         cutoff_hz=front["cutoff_hz"])]
+
+
+def checkpoint_weights(directory: Path) -> Path:
+    """The weights file hearsay.model.load_detector reads: DIR/model.safetensors, else
+    DIR/final/model.safetensors (a run dir). Its sha256 is what parity.json records."""
+    directory = Path(directory)
+    if not (directory / "model.safetensors").is_file() and (directory / "final").is_dir():
+        directory = directory / "final"
+    weights = directory / "model.safetensors"
+    if not weights.is_file():
+        raise FileNotFoundError(f"{weights} not found (pass a run dir with final/ or a "
+                                "checkpoint dir)")
+    return weights
+
+
+def check_checkpoint(model_dir: Path, checkpoint: Path) -> str:
+    """sha256 of `checkpoint`'s weights; ValueError unless parity.json names that very sha."""
+    from hearsay.hashing import sha256_file
+
+    got = sha256_file(checkpoint_weights(checkpoint))
+    want = json.loads((Path(model_dir) / "parity.json").read_text()).get("checkpoint_sha256")
+    if want is None:
+        raise ValueError(f"{model_dir}/parity.json records no checkpoint_sha256 (exported from a "
+                         "model built in code): re-export it with `hearsay export onnx "
+                         f"{checkpoint} --out {model_dir}`")
+    if got != want:
+        raise ValueError(f"{checkpoint}: weights sha256 {got} are not the checkpoint "
+                         f"{model_dir} was exported from ({want}); pass that checkpoint, or "
+                         "re-export this one")
+    return got
 
 
 def torch_logits(model, waves: list[np.ndarray], *, batched: bool, device: str = "cpu",
@@ -102,8 +152,19 @@ def ort_logits(model_path: Path, waves: list[np.ndarray], *, batched: bool) -> n
     return np.concatenate([np.asarray(o, dtype=np.float32).reshape(-1) for o in out])
 
 
-def parity_a(model, onnx_path: Path, waves: list[np.ndarray], tol: float = 1e-4) -> dict:
-    """PyTorch fp32 CPU vs ORT fp32, singles and one padded batch -> report with `passed`."""
+def parity_a(model, onnx_path: Path, waves: list[np.ndarray], tol: float = 1e-4,
+             windows: list[np.ndarray] | None = None) -> dict:
+    """PyTorch fp32 CPU vs ORT fp32, singles and one padded batch -> report with `passed`.
+
+    `windows` (window_clips) are compared the same way, reported under "windows"; `passed`
+    and max_abs_dlogit then cover both."""
+    if windows:
+        report = parity_a(model, onnx_path, waves, tol)
+        report["windows"] = parity_a(model, onnx_path, windows, tol)
+        report["max_abs_dlogit"] = max(report["max_abs_dlogit"],
+                                       report["windows"]["max_abs_dlogit"])
+        report["passed"] = report["passed"] and report["windows"]["passed"]
+        return report
     t_single = torch_logits(model, waves, batched=False)
     t_batch = torch_logits(model, waves, batched=True)
     o_single = ort_logits(onnx_path, waves, batched=False)
@@ -189,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from hearsay.model import load_detector
 
+            verify_model_dir(args.model_dir)
+            check_checkpoint(args.model_dir, args.checkpoint)  # before the (slow) load
             model, _ = load_detector(args.checkpoint)
         onnx_path, _, front = verify_model_dir(args.model_dir)
     except (ModelError, OSError, ValueError) as err:

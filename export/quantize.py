@@ -34,12 +34,18 @@ only was worse (0.0018 vs 0.0012); ActivationSymmetric is ignored by dynamic qua
 Quantising fewer of the layers' MatMuls does not help reliably: each kind alone (v, out, FFN in,
 FFN out) moves the logits by rms 0.0011-0.0019 and the errors partly cancel.
 
-The gate compares onnxruntime int8 against onnxruntime fp32 on the same clips:
+The gate compares onnxruntime int8 against onnxruntime fp32 on the same clips, synthetic, with
+lengths spread evenly over the deploy range (front_end.json's min_s .. max_s: 0.5-8 s), batched
+as hearsay-score batches them:
 
   * Spearman rank correlation of the logits >= 0.995 (the ranking, i.e. every threshold's ROC);
   * the decision at the threshold agrees on >= 99% of clips. The threshold is the fold's
     calibrated one when given (`--threshold`), else the median fp32 logit of the gate clips --
-    the place where the most decisions can flip, so the strictest choice without a calibration.
+    the place where the most decisions can flip, so the strictest choice without a calibration;
+  * max |delta logit| <= 0.05 over every clip: the bound parity B holds bf16 to, so int8 moves
+    no single score further than the training numerics may.
+
+Every figure (and the lengths used) lands in parity.json under "int8".
 """
 
 from __future__ import annotations
@@ -57,11 +63,12 @@ PER_LAYER = 6
 
 @dataclass(frozen=True)
 class QuantGate:
-    clips: int = 100  # gate clips (synthetic, mixed lengths)
-    min_s: float = 0.6  # shortest gate clip (seconds)
-    max_s: float = 3.0  # longest gate clip (seconds)
+    clips: int = 100  # gate clips (synthetic), lengths spread evenly over [min_s, max_s]
+    min_s: float | None = None  # shortest gate clip (s); None = front_end.json's min_s (0.5)
+    max_s: float | None = None  # longest gate clip (s); None = front_end.json's max_s (8)
     min_spearman: float = 0.995  # Spearman(int8, fp32) must reach this
     min_agreement: float = 0.99  # share of clips whose decision at the threshold agrees
+    max_abs_dlogit: float = 0.05  # no clip's logit may move further (parity B's bf16 bound)
     threshold: float | None = None  # decision threshold (logit); None = median fp32 logit
 
 
@@ -106,17 +113,26 @@ def gate_report(fp32: np.ndarray, int8: np.ndarray, gate: QuantGate) -> dict:
     threshold = float(np.median(fp32)) if gate.threshold is None else float(gate.threshold)
     rho = float(spearmanr(fp32, int8).statistic) if len(fp32) > 1 else float("nan")
     agreement = float(np.mean((fp32 >= threshold) == (int8 >= threshold)))
-    passed = bool(np.isfinite(rho) and rho >= gate.min_spearman
-                  and agreement >= gate.min_agreement)
     delta = int8 - fp32
+    worst = float(np.max(np.abs(delta)))
+    passed = bool(np.isfinite(rho) and rho >= gate.min_spearman
+                  and agreement >= gate.min_agreement and worst <= gate.max_abs_dlogit)
     return {"clips": int(len(fp32)), "spearman": rho, "agreement": agreement,
             "threshold": threshold,
             "threshold_source": "median fp32 logit" if gate.threshold is None else "given",
-            "max_abs_dlogit": float(np.max(np.abs(delta))),
+            "max_abs_dlogit": worst, "max_abs_dlogit_bound": gate.max_abs_dlogit,
             "rms_dlogit": float(np.sqrt(np.mean(delta**2))),
             "fp32_logit_std": float(np.std(fp32)),  # spread the int8 error is judged against
             "min_spearman": gate.min_spearman, "min_agreement": gate.min_agreement,
             "passed": passed}
+
+
+def gate_clips(gate: QuantGate, front: dict, rng: np.random.Generator) -> list[np.ndarray]:
+    """The gate's prepared clips, lengths spread evenly over [min_s, max_s] (default: the
+    front end's deploy range, front_end.json's min_s .. max_s)."""
+    lo = float(front["min_s"] if gate.min_s is None else gate.min_s)
+    hi = float(front["max_s"] if gate.max_s is None else gate.max_s)
+    return parity.synthetic_clips(rng, gate.clips, lo, hi, front)
 
 
 def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
@@ -125,7 +141,9 @@ def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
     from hearsay.deploy import make_session, run_logits
 
     nodes = quantize_file(src, dst)
-    waves = parity.synthetic_clips(rng, gate.clips, gate.min_s, gate.max_s, front)
+    waves = gate_clips(gate, front, rng)
     fp32 = run_logits(make_session(src), waves)
     int8 = run_logits(make_session(dst), waves)
-    return {**gate_report(fp32, int8, gate), "quantised_matmuls": len(nodes)}
+    lengths = [len(w) / 16_000 for w in waves]
+    return {**gate_report(fp32, int8, gate), "quantised_matmuls": len(nodes),
+            "lengths_s": [round(min(lengths), 3), round(max(lengths), 3)]}

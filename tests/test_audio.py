@@ -100,3 +100,45 @@ def test_audio_module_never_imports_torch():
 def test_band_limit_keeps_length_of_waves_shorter_than_its_filter(n):
     x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
     assert len(audio.band_limit(x)) == n
+
+
+@pytest.mark.parametrize("ext,codec", [("m4a", ["-c:a", "aac"]),
+                                       ("amr", ["-ar", "8000", "-c:a", "libopencore_amrnb",
+                                                "-b:a", "12.2k"])])
+def test_ffmpeg_decoding_needs_no_writable_temp_dir(tmp_path, monkeypatch, ext, codec):
+    """A read-only container has no usable /tmp: compressed clips still decode (via a pipe)."""
+    import tempfile
+
+    wav, clip = tmp_path / "c.wav", tmp_path / f"c.{ext}"
+    sf.write(wav, tone(1.0, 300.0), SR)
+    subprocess.run([audio.ffmpeg_exe(), "-v", "error", "-i", str(wav), *codec, str(clip)],
+                   check=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-dir"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "no-such-dir"))
+    y = audio.load_audio(clip)
+    assert abs(len(y) - SR) < SR * 0.1 and np.std(y) > 0.05
+
+
+def test_ffmpeg_pipe_keeps_every_channel_and_the_files_rate(tmp_path):
+    """Stereo 44.1 kHz AAC: the piped WAV is what ffmpeg writes to a file, bit for bit."""
+    left, right = tone(1.0, 300.0, 44_100), tone(1.0, 500.0, 44_100, amp=0.2)
+    wav, m4a, ref = tmp_path / "s.wav", tmp_path / "s.m4a", tmp_path / "ref.wav"
+    sf.write(wav, np.stack([left, right], axis=1), 44_100)
+    subprocess.run([audio.ffmpeg_exe(), "-v", "error", "-i", str(wav), "-c:a", "aac", str(m4a)],
+                   check=True)
+    subprocess.run([audio.ffmpeg_exe(), "-v", "error", "-i", str(m4a), "-c:a", "pcm_f32le",
+                    str(ref)], check=True)
+    data, rate = audio._decode_ffmpeg(m4a)
+    want, want_rate = sf.read(ref, dtype="float32", always_2d=True)
+    assert rate == want_rate == 44_100 and data.shape[1] == 2
+    np.testing.assert_array_equal(data, want)
+
+
+def test_prepare_of_a_long_clip_is_the_training_crop_at_offset_zero():
+    """trim -> cap -> band-limit -> normalise: past the cap, what training's crop path gives."""
+    from hearsay import crops
+
+    x = (tone(12.0, 220.0) + 0.05 * np.random.default_rng(0).standard_normal(12 * SR)) \
+        .astype(np.float32)
+    crop, n = crops.take(x, 0, 8 * SR)
+    np.testing.assert_array_equal(audio.prepare(x, 8.0, trim=False), crops.finish(crop, n))

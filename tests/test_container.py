@@ -2,8 +2,10 @@
 
 Builds the offline base once (scripts/build_base_image.sh: debootstrap minbase bookworm + python3,
 reused while `podman image exists`), then container/score/build.sh with a tiny exported model
-baked in. Skips only when podman is absent. CONTAINERS_CONF points at
-container/score/containers.conf (runtime runc, default_ulimits) for every podman call.
+baked in, and runs it the way an operator locks a container down: read-only root (and no tmpfs:
+docker's --read-only gives none), no network, no capabilities, an arbitrary non-root uid.
+Skips only when podman is absent. CONTAINERS_CONF points at container/score/containers.conf
+(runtime runc, default_ulimits) for every podman call.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import io
 import os
 import shutil
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -24,24 +27,28 @@ REPO = Path(__file__).resolve().parents[1]
 IMAGE = "localhost/hearsay-score:test"
 RUN_LABEL = f"hearsay.test-run={uuid.uuid4().hex}"  # marks every image this test run builds
 BASE = "localhost/hearsay-base:bookworm-py311"
+CONF = {"CONTAINERS_CONF": str(REPO / "container/score/containers.conf")}
+# docker run --read-only mounts no tmpfs (podman's default does): turn podman's off to match
+LOCKED = ("--read-only", "--read-only-tmpfs=false", "--network", "none", "--cap-drop", "ALL",
+          "--security-opt", "no-new-privileges", "--user", "12345:12345")
+GOOD = ["a.wav", "e.mp3", "f.opus", "g.amr", "sub/b.flac", "sub/c.wav", "sub/d.m4a"]
+BROKEN = ["corrupt.wav", "empty.flac", "sub/truncated.flac"]
 
 NO_PODMAN = "podman not installed (scripts/system-deps.sh installs it)"
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("podman") is None,
-                                                   reason=NO_PODMAN)]
+pytestmark = pytest.mark.slow
+needs_podman = pytest.mark.skipif(shutil.which("podman") is None, reason=NO_PODMAN)
 
 
 def podman(*args: str, check: bool = False, timeout: int = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "CONTAINERS_CONF": str(REPO / "container/score/containers.conf")}
-    proc = subprocess.run(["podman", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+    proc = subprocess.run(["podman", *args], capture_output=True, text=True,
+                          env={**os.environ, **CONF}, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"podman {' '.join(args)} -> {proc.returncode}\n{proc.stderr[-2000:]}")
     return proc
 
 
 def build(model: Path, **env: str) -> subprocess.CompletedProcess:
-    full = {**os.environ, "CONTAINERS_CONF": str(REPO / "container/score/containers.conf"),
-            "BASE": BASE, "BUILD_LABEL": RUN_LABEL, **env}
+    full = {**os.environ, **CONF, "BASE": BASE, "BUILD_LABEL": RUN_LABEL, **env}
     return subprocess.run([str(REPO / "container/score/build.sh"), str(model), IMAGE],
                           capture_output=True, text=True, env=full, timeout=600)
 
@@ -57,65 +64,122 @@ def export_tiny(out: Path, seed: int) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
-def image(tmp_path_factory):
-    base = subprocess.run([str(REPO / "scripts/build_base_image.sh"), BASE], capture_output=True,
-                          text=True, timeout=900,
-                          env={**os.environ,
-                               "CONTAINERS_CONF": str(REPO / "container/score/containers.conf")})
-    assert base.returncode == 0, base.stderr[-2000:]
-    root = tmp_path_factory.mktemp("container")
-    model = export_tiny(root / "model", seed=0)
-    proc = build(model)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    clips = root / "clips"
+def make_clips(clips: Path) -> None:
+    """Every format people send (WAV, FLAC, M4A, MP3, Opus, AMR) and three broken files."""
+    from hearsay.audio import ffmpeg_exe
+
     (clips / "sub").mkdir(parents=True)
     rng = np.random.default_rng(3)
     t = np.arange(int(1.5 * 16_000)) / 16_000
     for name, f0 in (("a.wav", 150), ("sub/b.flac", 210), ("sub/c.wav", 95)):
         x = 0.3 * np.sin(2 * np.pi * f0 * t) + 0.01 * rng.standard_normal(len(t))
         sf.write(clips / name, x.astype(np.float32), 16_000)
-    from hearsay.audio import ffmpeg_exe
-
-    subprocess.run([ffmpeg_exe(), "-v", "error", "-i", str(clips / "a.wav"), "-c:a", "aac",
-                    str(clips / "sub/d.m4a")], check=True)  # compressed: decoded by ffmpeg
+    for name, codec in (("sub/d.m4a", ["-c:a", "aac"]), ("e.mp3", ["-c:a", "libmp3lame"]),
+                        ("f.opus", ["-c:a", "libopus"]),
+                        ("g.amr", ["-ar", "8000", "-c:a", "libopencore_amrnb", "-b:a", "12.2k"])):
+        subprocess.run([ffmpeg_exe(), "-v", "error", "-i", str(clips / "a.wav"), *codec,
+                        str(clips / name)], check=True)
     (clips / "corrupt.wav").write_bytes(b"RIFF\x00\x00garbage" * 40)
     (clips / "empty.flac").write_bytes(b"")
     flac = (clips / "sub/b.flac").read_bytes()
     (clips / "sub/truncated.flac").write_bytes(flac[:60])  # header only
-    yield model, clips, root
+    (clips / "notes.txt").write_text("not audio: skipped and counted")
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory):
+    if shutil.which("podman") is None:
+        pytest.skip(NO_PODMAN)
+    base = subprocess.run([str(REPO / "scripts/build_base_image.sh"), BASE], capture_output=True,
+                          text=True, timeout=900, env={**os.environ, **CONF})
+    assert base.returncode == 0, base.stderr[-2000:]
+    root = tmp_path_factory.mktemp("container")
+    model = export_tiny(root / "model", seed=0)
+    proc = build(model)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = root / "data"  # what a user has in $PWD: a clips/ folder
+    make_clips(data / "clips")
+    yield model, data, root
     # Each build leaves a 0.5-1 GB image; remove this run's (by its label), and only this run's:
     # other sessions' images and the tagged base (the slow part to rebuild) stay.
     podman("rmi", "-f", IMAGE)
     podman("image", "prune", "-f", "--filter", f"label={RUN_LABEL}")
 
 
-def run_image(clips: Path, *extra: str) -> subprocess.CompletedProcess:
-    return podman("run", "--rm", "-v", f"{clips}:/clips:ro", *extra, IMAGE, "/clips")
+def run_locked(data: Path, *args: str, mount: str = ":ro", extra: tuple = ()):
+    """The README's command, locked down: docker run --rm -v "$PWD:/data" IMAGE ARGS."""
+    return podman("run", "--rm", *LOCKED, *extra, "-v", f"{data}:/data{mount}", IMAGE, *args)
 
 
-def test_image_scores_a_folder_like_the_host_scorer(image):
+@needs_podman
+def test_locked_down_image_scores_every_format_like_the_host_scorer(image):
     from hearsay.deploy import read_sums, score_folder
 
-    model, clips, _ = image
-    proc = run_image(clips)
+    model, data, _ = image
+    proc = run_locked(data, "clips/")
     assert proc.returncode == 0, proc.stderr
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
-    assert [r["path"] for r in rows] == ["a.wav", "corrupt.wav", "empty.flac", "sub/b.flac",
-                                         "sub/c.wav", "sub/d.m4a", "sub/truncated.flac"]
-    want = {r["path"]: r for r in score_folder(clips, model)}
+    assert [r["path"] for r in rows] == sorted(GOOD + BROKEN)
+    want = {r["path"]: r for r in score_folder(data / "clips", model)}
     sha = read_sums(model)["model.onnx"]
     for r in rows:
         assert r["model_sha256"] == sha
-        assert bool(r["error"]) == bool(want[r["path"]]["error"]), r
+        assert bool(r["error"]) == (r["path"] in BROKEN), r
         if not r["error"]:
             assert float(r["logit"]) == pytest.approx(float(want[r["path"]]["logit"]), abs=1e-4)
-    assert "4/7 scored, 3 failed" in proc.stderr
-    assert run_image(clips, "--entrypoint", "/opt/hearsay/venv/bin/hearsay-score").returncode == 0
-    strict = podman("run", "--rm", "-v", f"{clips}:/clips:ro", IMAGE, "/clips", "--strict")
+    assert "7/10 scored, 3 failed, 1 skipped (not audio)" in proc.stderr
+    strict = run_locked(data, "clips/", "--strict")
     assert strict.returncode == 1
 
 
+@needs_podman
+def test_output_file_lands_in_the_mounted_folder_from_a_read_only_container(image, tmp_path):
+    _, data, _ = image
+    rw = tmp_path / "rw"
+    shutil.copytree(data / "clips", rw / "clips")
+    os.chmod(rw, 0o777)  # the container's uid 12345 writes here
+    proc = run_locked(rw, "clips/", "-o", "scores.csv", mount="")
+    assert proc.returncode == 0, proc.stderr
+    assert len((rw / "scores.csv").read_text().splitlines()) == 1 + 10
+    assert not (rw / "scores.csv.partial").exists()
+
+
+@needs_podman
+def test_nothing_mounted_exits_4_and_shows_the_mount_to_type(image):
+    proc = podman("run", "--rm", *LOCKED, IMAGE)
+    assert proc.returncode == 4, proc.stderr
+    assert 'docker run --rm -v "$PWD:/data" hearsay-score clips/' in proc.stderr
+    assert proc.stdout == ""
+
+
+@needs_podman
+def test_docker_stop_ends_the_scorer_at_once_with_finished_rows_out(image, tmp_path):
+    """SIGTERM to PID 1 is ignored unless handled: podman stop would wait, then SIGKILL (137)."""
+    _, data, _ = image
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(200):
+        shutil.copy(data / "clips" / "a.wav", many / f"{i:03d}.wav")
+    name = f"hearsay-stop-{uuid.uuid4().hex[:8]}"
+    podman("run", "-d", "--name", name, *LOCKED, "-v", f"{many}:/data:ro", IMAGE, ".",
+           "--batch-size", "1", check=True)
+    try:
+        for _ in range(300):  # up to 30 s for the first rows
+            if len(podman("logs", name).stdout.splitlines()) >= 5:
+                break
+            time.sleep(0.1)
+        started = time.monotonic()
+        podman("stop", "-t", "30", name, check=True)
+        waited = time.monotonic() - started
+        code = podman("inspect", "--format", "{{.State.ExitCode}}", name).stdout.strip()
+        out = podman("logs", name).stdout.splitlines()
+    finally:
+        podman("rm", "-f", name)
+    assert code == "130" and waited < 20, (code, waited)
+    assert out[0].startswith("path,") and 4 <= len(out) - 1 < 200
+
+
+@needs_podman
 def test_image_runs_as_non_root_without_torch(image):
     who = podman("run", "--rm", "--entrypoint", "id", IMAGE, "-u", check=True)
     assert who.stdout.strip() == "10001"
@@ -124,16 +188,50 @@ def test_image_runs_as_non_root_without_torch(image):
     assert probe.returncode != 0 and "No module named 'torch'" in probe.stderr
 
 
-def test_image_refuses_a_different_model_at_start(image):
-    _, clips, root = image
-    other = export_tiny(root / "other", seed=1)  # valid manifest, but not the baked sha
-    proc = run_image(clips, "-v", f"{other}:/opt/hearsay/model:ro")
+@needs_podman
+def test_image_refuses_a_different_model_folder_at_start(image):
+    _, data, root = image
+    other = export_tiny(root / "other", seed=1)  # valid manifest, but not the baked folder
+    proc = run_locked(data, "clips/", extra=("-v", f"{other}:/opt/hearsay/model:ro"))
     assert proc.returncode == 3, proc.stderr
-    assert "HEARSAY_MODEL_SHA256" in proc.stderr and proc.stdout == ""
+    assert "HEARSAY_MODEL_SUMS_SHA256" in proc.stderr and proc.stdout == ""
 
 
-def test_build_refuses_a_model_that_is_not_the_requested_sha(image):
+@needs_podman
+def test_build_refuses_a_model_folder_that_is_not_the_requested_sha(image):
     model, _, _ = image
-    proc = build(model, MODEL_SHA256="0" * 64)
+    proc = build(model, MODEL_SUMS_SHA256="0" * 64)
     assert proc.returncode == 1
-    assert f"model.onnx is not MODEL_SHA256={'0' * 64}" in proc.stderr
+    assert f"SHA256SUMS is not MODEL_SUMS_SHA256={'0' * 64}" in proc.stderr
+
+
+@needs_podman
+def test_a_plain_build_of_the_folder_is_refused_naming_build_sh(image):
+    proc = podman("build", "--build-arg", f"BASE={BASE}", "--label", RUN_LABEL,
+                  str(REPO / "container/score"), timeout=300)
+    assert proc.returncode != 0
+    assert "container/score/build.sh MODEL_DIR" in proc.stdout + proc.stderr
+
+
+def test_build_script_builds_for_linux_amd64_with_the_folder_pin(tmp_path):
+    """No engine needed: a stand-in `podman` records what build.sh asks it to do."""
+    engine = tmp_path / "engine"
+    engine.write_text('#!/bin/sh\n[ "$1" = image ] && exit 1\necho "$@" >> "$ENGINE_LOG"\n')
+    engine.chmod(0o755)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.onnx").write_bytes(b"onnx")
+    (model / "front_end.json").write_text("{}")
+    subprocess.run("sha256sum model.onnx front_end.json > SHA256SUMS", shell=True, cwd=model,
+                   check=True)
+    sums_sha = subprocess.run(["sha256sum", str(model / "SHA256SUMS")], capture_output=True,
+                              text=True, check=True).stdout.split()[0]
+    env = {**os.environ, "ENGINE": str(engine), "ENGINE_LOG": str(tmp_path / "log"),
+           "TMPDIR": str(tmp_path)}
+    env.pop("BASE", None)
+    proc = subprocess.run([str(REPO / "container/score/build.sh"), str(model), "img"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    args = (tmp_path / "log").read_text().split()
+    assert args[:3] == ["build", "--platform", "linux/amd64"], args
+    assert f"MODEL_SUMS_SHA256={sums_sha}" in args and "HEARSAY_CONTEXT=build.sh" in args

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
+import json
 import math
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +24,7 @@ import soundfile as sf
 from hearsay import deploy
 from hearsay.audio import ffmpeg_exe, prepare_file
 from hearsay.deploy import allowed_cpus, main
+from hearsay.hashing import format_sums
 
 REPO = Path(__file__).resolve().parents[1]
 LOCK = REPO / "requirements.lock"
@@ -83,7 +89,8 @@ def test_scores_every_clip_in_sorted_order_and_lists_broken_ones(world, tmp_path
     model, _, clips, expected = world
     out = tmp_path / "scores.csv"
     assert main([str(clips), "-o", str(out), "--model", str(model)]) == 0
-    assert out.read_text().splitlines()[0] == "path,duration_s,score,logit,model_sha256,error"
+    assert out.read_text().splitlines()[0] == ("path,duration_s,score,logit,model_sha256,error,"
+                                              "windows,covered_s,mean_logit,peak_start_s,peak_end_s")
     rows = read_csv(out)
     assert [r["path"] for r in rows] == sorted(expected)
     model_sha = hashlib.sha256((model / "model.onnx").read_bytes()).hexdigest()
@@ -153,7 +160,8 @@ def test_usage_errors_exit_2(world, tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["no_folder", "no_sums", "flipped_byte", "unlisted",
-                                    "pin_mismatch", "int8_absent"])
+                                    "pin_mismatch", "front_end_changed",
+                                    "int8_absent"])
 def test_model_problems_exit_3_and_leave_the_old_output(world, tmp_path, monkeypatch, damage,
                                                         capsys):
     model, _, clips, _ = world
@@ -173,7 +181,14 @@ def test_model_problems_exit_3_and_leave_the_old_output(world, tmp_path, monkeyp
         lines = (bad / "SHA256SUMS").read_text().splitlines()
         (bad / "SHA256SUMS").write_text("".join(f"{x}\n" for x in lines if "model.onnx" not in x))
     elif damage == "pin_mismatch":
-        monkeypatch.setenv("HEARSAY_MODEL_SHA256", "f" * 64)
+        monkeypatch.setenv("HEARSAY_MODEL_SUMS_SHA256", "f" * 64)
+    elif damage == "front_end_changed":  # a consistent folder, but not the pinned one
+        monkeypatch.setenv("HEARSAY_MODEL_SUMS_SHA256", deploy.sha256_file(bad / "SHA256SUMS"))
+        front = json.loads((bad / "front_end.json").read_text())
+        (bad / "front_end.json").write_text(json.dumps({**front, "max_s": 4.0}))
+        sums = deploy.read_sums(bad)
+        sums["front_end.json"] = deploy.sha256_file(bad / "front_end.json")
+        (bad / "SHA256SUMS").write_text(format_sums(sums))
     elif damage == "int8_absent":
         args += ["--variant", "int8"]
     assert main(args) == 3
@@ -183,7 +198,7 @@ def test_model_problems_exit_3_and_leave_the_old_output(world, tmp_path, monkeyp
 
 def test_pinned_model_sha_is_accepted_when_it_matches(world, tmp_path, monkeypatch):
     model, _, clips, _ = world
-    monkeypatch.setenv("HEARSAY_MODEL_SHA256", deploy.read_sums(model)["model.onnx"])
+    monkeypatch.setenv("HEARSAY_MODEL_SUMS_SHA256", deploy.sha256_file(model / "SHA256SUMS"))
     assert main([str(clips), "-o", str(tmp_path / "o.csv"), "--model", str(model)]) == 0
 
 
@@ -290,3 +305,136 @@ def test_hearsay_score_runs_in_a_fresh_venv_without_torch(world, tmp_path):
         assert r["error"] == ref[r["path"]]["error"]
         if r["logit"]:
             assert float(r["logit"]) == pytest.approx(float(ref[r["path"]]["logit"]), abs=1e-5)
+
+
+# --------------------------------------------------------------------------- streaming, exits
+
+
+def interrupt_on_call(monkeypatch, n: int) -> None:
+    """The n-th onnxruntime pass raises KeyboardInterrupt (Ctrl-C while a chunk is scored)."""
+    real, calls = deploy.run_logits, []
+
+    def run_logits(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == n:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(deploy, "run_logits", run_logits)
+
+
+def test_interrupt_keeps_every_finished_row_in_the_partial_file(world, tmp_path, monkeypatch,
+                                                                capsys):
+    model, _, clips, expected = world
+    full = deploy.score_folder(clips, model)
+    interrupt_on_call(monkeypatch, 2)  # --batch-size 1: rows are written per 4 files
+    out = tmp_path / "scores.csv"
+    # --first-window: its chunks are 4 files each (windowed runs: tests/test_windows.py)
+    assert main([str(clips), "-o", str(out), "--model", str(model), "--batch-size", "1",
+                 "--first-window"]) == 130
+    assert not out.exists()
+    rows = read_csv(tmp_path / "scores.csv.partial")
+    assert [r["path"] for r in rows] == [r["path"] for r in full[:4]]
+    assert [r["logit"] for r in rows] == [r["logit"] for r in full[:4]]
+    assert "finished rows kept in" in capsys.readouterr().err
+
+
+def test_rows_reach_stdout_chunk_by_chunk_before_the_run_ends(world, monkeypatch, capsys):
+    model, _, clips, _ = world
+    interrupt_on_call(monkeypatch, 3)
+    assert main([str(clips), "--model", str(model), "--batch-size", "1", "--first-window"]) == 130
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == ",".join(deploy.COLUMNS) and len(lines) == 1 + 8
+
+
+def test_sigterm_ends_a_real_run_with_the_finished_rows_kept(world, tmp_path):
+    """docker stop sends SIGTERM (to PID 1, where an unhandled SIGTERM is ignored)."""
+    model, _, clips, _ = world
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(40):
+        shutil.copy(clips / "b" / "c.flac", many / f"{i:02d}.flac")
+    out = tmp_path / "s.csv"
+    proc = subprocess.Popen([sys.executable, "-m", "hearsay.deploy", str(many), "-o", str(out),
+                             "--model", str(model), "--batch-size", "1"],
+                            stderr=subprocess.PIPE, text=True)
+    partial = tmp_path / "s.csv.partial"
+    for _ in range(600):  # wait (up to 60 s) for the first chunk's rows
+        if partial.exists() and len(partial.read_text().splitlines()) >= 5:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    rows = read_csv(partial)
+    assert 4 <= len(rows) < 40 and len(rows) % 4 == 0, err
+    assert [r["path"] for r in rows] == [f"{i:02d}.flac" for i in range(len(rows))]
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("content", [[], ["README.txt", "notes.pdf"]])
+def test_a_folder_without_audio_exits_4_and_writes_nothing(world, tmp_path, capsys, content):
+    model, _, _, _ = world
+    empty = tmp_path / "clips"
+    empty.mkdir()
+    for name in content:
+        (empty / name).write_text("x")
+    out = tmp_path / "o.csv"
+    assert main([str(empty), "-o", str(out), "--model", str(model)]) == 4
+    err = capsys.readouterr().err
+    assert f"no audio files under {empty} ({len(content)} other files skipped)" in err
+    assert 'docker run --rm -v "$PWD:/data" hearsay-score clips/' in err
+    assert not out.exists() and not (tmp_path / "o.csv.partial").exists()
+
+
+def test_progress_lines_and_the_summary_go_to_stderr(world, tmp_path, capsys):
+    model, _, clips, _ = world
+    assert main([str(clips), "-o", str(tmp_path / "o.csv"), "--model", str(model),
+                 "--batch-size", "1", "--progress", "1e-9", "--first-window"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert [ln.split(" (")[0] for ln in err[:3]] == [
+        "hearsay-score: 4/10 files", "hearsay-score: 8/10 files", "hearsay-score: 10/10 files"]
+    assert re.fullmatch(r"hearsay-score: 6/10 scored, 4 failed, 2 skipped \(not audio\), "
+                        r"[0-9.]+ s", err[-1]), err[-1]
+
+
+def test_progress_is_a_bar_on_a_terminal():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    stream = Tty()
+    bar = deploy.Progress(10, stream=stream)
+    bar.update([{"error": ""}] * 4)
+    bar.close()
+    assert "4/10" in stream.getvalue() and "%|" in stream.getvalue()
+    plain = io.StringIO()
+    deploy.Progress(10, every_s=3600, stream=plain).update([{"error": ""}])
+    assert plain.getvalue() == ""  # not a terminal, interval not reached: quiet
+
+
+@pytest.mark.parametrize("seconds", [8.5, 12.0, 15.0])
+def test_deploy_and_hearsay_score_give_the_same_input_past_the_cap(tmp_path, seconds):
+    """A bundle clip (trimmed, 16-bit FLAC) longer than the 8 s cap: both front ends agree."""
+    from hearsay import score
+
+    rng = np.random.default_rng(int(seconds))
+    x = tone(seconds, 170, rng) + 0.05 * rng.standard_normal(int(seconds * SR)).astype(np.float32)
+    (tmp_path / "audio").mkdir()
+    sf.write(tmp_path / "audio" / "c.flac", x, SR, subtype="PCM_16")
+    front = {"max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0}
+    scorer = deploy.Scorer(session=None, model_sha="", front=front, min_samples=400)
+    row = {"error": ""}
+    got = deploy.model_input(tmp_path / "audio" / "c.flac", row, scorer)
+    want = score.model_input(tmp_path, {"id": "c", "flac": "audio/c.flac"}, "none",
+                             score.ScoreConfig(max_s=8.0))
+    assert row["error"] == "" and len(got) == len(want) == 8 * SR
+    np.testing.assert_array_equal(got, want)
+
+
+def test_help_and_readme_show_the_docker_command_people_type(capsys):
+    command = 'docker run --rm -v "$PWD:/data" hearsay-score clips/'
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert command in capsys.readouterr().out
+    assert command in (REPO / "README.md").read_text()

@@ -26,7 +26,7 @@ def tiny_detector(seed: int = 0) -> Detector:
 def exported(tmp_path_factory) -> tuple[Detector, Path, dict]:
     out = tmp_path_factory.mktemp("export") / "model"
     det = tiny_detector()
-    return det, out, export_model(det, out, ExportConfig(gate=QuantGate(clips=40)))
+    return det, out, export_model(det, out, ExportConfig(gate=QuantGate(clips=24)))
 
 
 def test_export_writes_the_interface_folder_with_a_true_manifest(exported):
@@ -97,13 +97,15 @@ def test_int8_is_shipped_exactly_when_its_gate_passes(exported, tmp_path):
     q = report["int8"]
     assert (out / "model.int8.onnx").exists() == q["passed"] == ("model.int8.onnx" in
                                                                  read_sums(out))
-    lenient = ExportConfig(gate=QuantGate(clips=20, min_spearman=0.5, min_agreement=0.5))
+    short = {"clips": 12, "max_s": 3.0}  # shipping logic only: the lengths do not matter
+    lenient = ExportConfig(gate=QuantGate(**short, min_spearman=0.5, min_agreement=0.5,
+                                          max_abs_dlogit=10.0))
     r = export_model(tiny_detector(), tmp_path / "ok", lenient)
     assert r["int8"]["passed"] and "model.int8.onnx" in read_sums(tmp_path / "ok")
     ops = {n.op_type for n in onnx.load(str(tmp_path / "ok" / "model.int8.onnx")).graph.node}
     assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops  # MatMuls quantised …
     assert "ConvInteger" not in ops and "Conv" in ops  # … the conv front end is not
-    strict = ExportConfig(gate=QuantGate(clips=20, min_spearman=1.01))  # unattainable
+    strict = ExportConfig(gate=QuantGate(**short, min_spearman=1.01))  # unattainable
     r = export_model(tiny_detector(), tmp_path / "no", strict)
     assert not r["int8"]["passed"]
     assert not (tmp_path / "no" / "model.int8.onnx").exists()
@@ -145,12 +147,12 @@ def test_int8_refuses_a_graph_it_cannot_place_and_an_empty_node_list(tmp_path):
 
 
 def test_int8_gate_counts_decision_flips_at_the_threshold():
-    fp32 = np.linspace(-2, 2, 100)
+    fp32 = np.linspace(-0.02, 0.02, 100)  # the spread of a random-init model's logits
     int8 = fp32.copy()
-    int8[49] = 0.5  # just below the median -> above: one flip, ranking barely moves
+    int8[49] = 0.005  # just below the median -> above: one flip, ranking barely moves
     r = gate_report(fp32, int8, QuantGate())
     assert r["agreement"] == pytest.approx(0.99) and r["spearman"] > 0.995 and r["passed"]
-    int8[48] = 0.6  # a second flip: 98% < 99%
+    int8[48] = 0.006  # a second flip: 98% < 99%
     r = gate_report(fp32, int8, QuantGate())
     assert r["agreement"] == pytest.approx(0.98) and not r["passed"]
     r = gate_report(fp32, -fp32, QuantGate(threshold=5.0))  # all agree, ranking reversed
@@ -249,3 +251,53 @@ def test_parity_a_catches_a_fused_graph_that_ignores_the_padding_mask(tmp_path):
     report = parity.parity_a(det, path, waves, 1e-4)
     assert report["max_abs_dlogit_single"] <= 1e-4  # one clip per call: nothing is padded
     assert report["max_abs_dlogit_batch"] > 1e-4 and not report["passed"], report
+
+
+def test_parity_json_binds_the_checkpoint_and_parity_refuses_another(tmp_path, capsys):
+    run, other = tmp_path / "run", tmp_path / "other"
+    save_detector(tiny_detector(0), run / "final")
+    save_detector(tiny_detector(1), other / "final")
+    out = tmp_path / "model"
+    assert onnx_export.main(["onnx", str(run), "--out", str(out), "--no-int8",
+                             "--parity-clips", "3"]) == 0
+    recorded = json.loads((out / "parity.json").read_text())["checkpoint_sha256"]
+    assert recorded == sha256_file(run / "final" / "model.safetensors")
+    before = (out / "parity.json").read_text()
+    assert parity.main([str(out), "--checkpoint", str(other), "--device", "cpu"]) == 3
+    err = capsys.readouterr().err
+    assert "are not the checkpoint" in err and recorded in err
+    assert (out / "parity.json").read_text() == before  # nothing measured, nothing written
+    assert parity.main([str(out), "--checkpoint", str(run), "--device", "cpu", "--clips", "3"]) \
+        in (0, 1)  # the export's own checkpoint is accepted: the CPU check runs
+    data = json.loads((out / "parity.json").read_text())
+    assert data["parity_b_cpu_check"]["clips"] == 3 and data["checkpoint_sha256"] == recorded
+    verify_model_dir(out)  # SHA256SUMS refreshed for the new parity.json
+
+
+def test_parity_refuses_a_checkpoint_against_a_folder_built_in_code(exported, tmp_path, capsys):
+    _, out, _ = exported
+    save_detector(tiny_detector(0), tmp_path / "run" / "final")  # same weights, but unrecorded
+    assert parity.main([str(out), "--checkpoint", str(tmp_path / "run"), "--device", "cpu"]) == 3
+    assert "records no checkpoint_sha256" in capsys.readouterr().err
+
+
+def test_int8_gate_bounds_the_largest_logit_move_even_when_ranks_hold():
+    fp32 = np.linspace(-1.0, 1.0, 100)
+    int8 = fp32.copy()
+    int8[-1] += 0.2  # the top clip moves far up: no rank changes, no decision flips
+    r = gate_report(fp32, int8, QuantGate())
+    assert r["spearman"] == pytest.approx(1.0) and r["agreement"] == 1.0
+    assert r["max_abs_dlogit"] == pytest.approx(0.2) and r["max_abs_dlogit_bound"] == 0.05
+    assert not r["passed"]
+    int8[-1] = fp32[-1] + 0.04
+    assert gate_report(fp32, int8, QuantGate())["passed"]
+
+
+def test_int8_gate_runs_on_the_deploy_range_of_lengths(exported):
+    _, out, report = exported
+    q, front = report["int8"], json.loads((out / "front_end.json").read_text())
+    assert q["lengths_s"] == [pytest.approx(front["min_s"], abs=0.01),
+                              pytest.approx(front["max_s"], abs=0.01)]
+    recorded = json.loads((out / "parity.json").read_text())["int8"]
+    for key in ("spearman", "agreement", "max_abs_dlogit", "max_abs_dlogit_bound", "lengths_s"):
+        assert recorded[key] == q[key]

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Usage: container/score/build.sh MODEL_DIR [IMAGE]      (default IMAGE: hearsay-score)
 # Summary: build the CPU deploy image with the exported model in MODEL_DIR baked in.
-#   1. checks MODEL_DIR against its SHA256SUMS (and against $MODEL_SHA256 when given)
+#   1. checks MODEL_DIR against its SHA256SUMS (and that file against $MODEL_SUMS_SHA256 when
+#      given: SHA256SUMS lists every file, so its sha pins the whole folder)
 #   2. makes a build context: Dockerfile, model/, wheels/ (the scorer's wheels pinned from
 #      requirements.lock, fetched by the host's pip into $HEARSAY_WHEEL_CACHE), app/ (hearsay's)
-#   3. $ENGINE build (podman by default; docker works too) with BASE and MODEL_SHA256 build args
-# Environment: BASE (default: localhost/hearsay-base:bookworm-py311 when that image exists, else the
-#   Dockerfile's digest-pinned python:3.11.10-slim-bookworm, pulled from docker.io), ENGINE, MODEL_SHA256 (expected sha256 of
-#   model.onnx; default: the one in SHA256SUMS), HEARSAY_WHEEL_CACHE (~/.cache/hearsay-wheels),
-#   BUILD_LABEL (KEY=VALUE put on the image, so whoever built it can find and remove it later).
+#   3. $ENGINE build --platform linux/amd64 (podman by default; docker works too) with BASE and
+#      MODEL_SUMS_SHA256 build args; run it as: docker run --rm -v "$PWD:/data" IMAGE clips/
+# Environment: BASE (default: localhost/hearsay-base:bookworm-py311 when that image exists, else
+#   the Dockerfile's digest-pinned python:3.11.10-slim-bookworm, pulled from docker.io), ENGINE,
+#   MODEL_SUMS_SHA256 (expected sha256 of MODEL_DIR/SHA256SUMS; default: its sha now),
+#   HEARSAY_WHEEL_CACHE (~/.cache/hearsay-wheels), BUILD_LABEL (KEY=VALUE put on the image, so
+#   whoever built it can find and remove it later).
 # Exit codes: 0 built, 1 build failed, 2 usage, 3 model folder fails its checks, 4 no engine.
 set -euo pipefail
 [ -n "${RUNNER_DEBUG:-}" ] && set -x
@@ -28,9 +31,8 @@ command -v "$engine" >/dev/null || { echo "build: $engine not found (scripts/sys
 # 1. the model folder must match its own manifest before anything is built from it
 [ -f "$model/SHA256SUMS" ] || { echo "build: $model/SHA256SUMS missing (export with \`hearsay export onnx\`)" >&2; exit 3; }
 (cd "$model" && sha256sum --check --strict --quiet SHA256SUMS) || { echo "build: $model does not match its SHA256SUMS" >&2; exit 3; }
-listed=$(awk '$2 == "model.onnx" {print $1}' "$model/SHA256SUMS")
-[ -n "$listed" ] || { echo "build: model.onnx not listed in $model/SHA256SUMS" >&2; exit 3; }
-want=${MODEL_SHA256:-$listed}
+grep -q '  model\.onnx$' "$model/SHA256SUMS" || { echo "build: model.onnx not listed in $model/SHA256SUMS" >&2; exit 3; }
+want=${MODEL_SUMS_SHA256:-$(sha256sum "$model/SHA256SUMS" | cut -d' ' -f1)}
 
 # 2. the build context: nothing from the network at build time
 ctx=$(mktemp -d "${TMPDIR:-/tmp}/hearsay-score-ctx.XXXXXX")
@@ -71,7 +73,8 @@ elif "$engine" image exists localhost/hearsay-base:bookworm-py311 2>/dev/null; t
   base_args=(--build-arg "BASE=localhost/hearsay-base:bookworm-py311")
 fi
 [ -n "${BUILD_LABEL:-}" ] && base_args+=(--label "$BUILD_LABEL")
-echo "build: $image from ${BASE:-${base_args[1]:-the Dockerfile default}} with model.onnx $want" >&2
-"$engine" build "${base_args[@]}" --build-arg "MODEL_SHA256=$want" -t "$image" "$ctx" >&2 \
+echo "build: $image from ${BASE:-${base_args[1]:-the Dockerfile default}} with SHA256SUMS $want" >&2
+"$engine" build --platform linux/amd64 "${base_args[@]}" --build-arg HEARSAY_CONTEXT=build.sh \
+  --build-arg "MODEL_SUMS_SHA256=$want" -t "$image" "$ctx" >&2 \
   || { echo "build: $engine build failed" >&2; exit 1; }
 echo "build: $image built" >&2

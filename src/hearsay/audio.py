@@ -6,13 +6,16 @@ formats) only: this module must never import torch, because the deploy image has
 
 The documented order, shared by training, scoring and the deploy image::
 
-    load_audio  ->  trim_silence  ->  band_limit  ->  cap  ->  normalize
-    (16 kHz mono)   (energy, dB)      (7.25 kHz)      (max_s)  (zero mean, unit var, valid only)
+    load_audio  ->  trim_silence  ->  cap  ->  band_limit  ->  normalize
+    (16 kHz mono)   (energy, dB)      (max_s)  (7.25 kHz)      (zero mean, unit var, valid only)
 
-`prepare(x, max_s)` runs trim -> band-limit -> cap -> normalise on an already-loaded wave;
-`prepare_file(path, max_s)` adds the load. The bundle stores clips after load -> trim -> cap 15 s
--> `peak_guard` as 16-bit FLAC; the trainer band-limits and normalises its crops after
-augmentation (see hearsay.crops / hearsay.augment).
+`prepare(x, max_s)` is that order, the one function `hearsay score`, hearsay-score and the
+parity checks call: trim -> cap -> band-limit -> normalise on an already-loaded wave;
+`prepare_file(path, max_s)` adds the load. Capping before the band-limit is what training does
+(a crop is cut, then `crops.finish` filters it with zero edges), so a clip longer than the cap
+gets, sample for sample, the input of a training crop at offset 0. The bundle stores clips
+after load -> trim -> cap 15 s -> `peak_guard` as 16-bit FLAC; the trainer band-limits and
+normalises its crops after augmentation (see hearsay.crops / hearsay.augment).
 
 Usage::
 
@@ -22,10 +25,10 @@ Usage::
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +42,7 @@ TRIM_TOP_DB = 40.0  # frames quieter than (loudest frame - TRIM_TOP_DB) dB count
 TRIM_FRAME = 400  # samples (25 ms @ 16 kHz)
 TRIM_HOP = 160  # samples (10 ms @ 16 kHz)
 FIR_TAPS = 129  # band-limit FIR length (odd: symmetric, zero phase, delay removed)
+RMS_BLOCK = 4096  # frames measured per step by frame_rms (bounds its memory on long waves)
 RESAMPLER = "soxr VHQ"  # the one documented resampler (libsoxr, very high quality)
 
 
@@ -71,18 +75,25 @@ def ffmpeg_exe() -> str:
     raise AudioError(None, "no ffmpeg found (pip install imageio-ffmpeg, or set HEARSAY_FFMPEG)")
 
 
+def ffmpeg_command(path: Path) -> list[str]:
+    """ffmpeg decoding the first audio stream of `path` to float32 WAV on stdout (a pipe).
+
+    The file's own rate and channels are kept (load_audio mixes down and resamples, the same for
+    every decoder); nothing is written to disk, so decoding works in a read-only container."""
+    return [ffmpeg_exe(), "-nostdin", "-v", "error", "-i", str(path),
+            "-map", "0:a:0", "-c:a", "pcm_f32le", "-f", "wav", "-bitexact", "pipe:1"]
+
+
 def _decode_ffmpeg(path: Path) -> tuple[np.ndarray, int]:
     """Decode anything ffmpeg reads to (frames, channels) float32 at the file's own rate."""
-    with tempfile.TemporaryDirectory(prefix="hearsay-dec-") as tmp:
-        out = Path(tmp) / "decoded.wav"
-        cmd = [ffmpeg_exe(), "-nostdin", "-v", "error", "-i", str(path),
-               "-map", "0:a:0", "-c:a", "pcm_f32le", "-f", "wav", str(out)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        if proc.returncode != 0 or not out.exists():
-            lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-            why = lines[-1] if lines else f"ffmpeg exit {proc.returncode}"
-            raise AudioError(path, f"undecodable ({why})")
-        data, rate = sf.read(out, dtype="float32", always_2d=True)
+    proc = subprocess.run(ffmpeg_command(path), capture_output=True, timeout=300)
+    if proc.returncode != 0 or not proc.stdout:
+        lines = [ln for ln in proc.stderr.decode(errors="replace").strip().splitlines()
+                 if ln.strip()]
+        why = lines[-1] if lines else f"ffmpeg exit {proc.returncode}"
+        raise AudioError(path, f"undecodable ({why})")
+    # a WAV on a pipe carries 0xFFFFFFFF as its sizes; libsndfile reads it up to the end
+    data, rate = sf.read(io.BytesIO(proc.stdout), dtype="float32", always_2d=True)
     return data, rate
 
 
@@ -136,16 +147,33 @@ def trim_silence(x: np.ndarray, top_db: float = TRIM_TOP_DB,
         return 0, 0
     if n < frame:  # one short frame: voiced iff not digital silence
         return (0, n) if np.any(x != 0) else (0, 0)
-    n_frames = 1 + (n - frame) // hop
-    idx = np.arange(frame)[None, :] + hop * np.arange(n_frames)[:, None]  # (F, frame)
-    rms = np.sqrt(np.mean(np.square(x[idx], dtype=np.float64), axis=1))  # (F,)
+    return voiced_span(frame_rms(x, frame, hop), n, top_db, frame, hop)
+
+
+def frame_rms(x: np.ndarray, frame: int = TRIM_FRAME, hop: int = TRIM_HOP) -> np.ndarray:
+    """RMS (F,) float64 of the frames x[k*hop : k*hop+frame] that fit in `x` (F may be 0).
+
+    Frame k depends on its own samples only, so a long wave can be measured block by block
+    (hearsay.windows streams it) and give the same values as one call on the whole wave."""
+    n_frames = 0 if len(x) < frame else 1 + (len(x) - frame) // hop
+    rms = np.empty(n_frames, dtype=np.float64)
+    for s in range(0, n_frames, RMS_BLOCK):  # (block, frame) at a time: 13 MB, not 0.8 KB/10 ms
+        k = np.arange(s, min(n_frames, s + RMS_BLOCK))
+        idx = np.arange(frame)[None, :] + hop * k[:, None]  # (block, frame)
+        rms[s : s + len(k)] = np.sqrt(np.mean(np.square(x[idx], dtype=np.float64), axis=1))
+    return rms
+
+
+def voiced_span(rms: np.ndarray, n: int, top_db: float = TRIM_TOP_DB,
+                frame: int = TRIM_FRAME, hop: int = TRIM_HOP) -> tuple[int, int]:
+    """trim_silence's span from the frame RMS of a wave of `n` >= `frame` samples."""
     peak = rms.max()
     if peak <= 0:
         return 0, 0
     voiced = np.flatnonzero(20 * np.log10(np.maximum(rms, 1e-12) / peak) > -top_db)
     start = int(voiced[0] * hop)
     end = int(min(n, voiced[-1] * hop + frame))
-    if voiced[-1] == n_frames - 1:  # the tail past the last full frame belongs to it
+    if voiced[-1] == len(rms) - 1:  # the tail past the last full frame belongs to it
         end = n
     return start, end
 
@@ -207,7 +235,7 @@ def normalize(x: np.ndarray, n_valid: int | None = None) -> np.ndarray:
 def prepare(x: np.ndarray, max_s: float | None = 8.0, *, trim: bool = True,
             top_db: float = TRIM_TOP_DB,
             cutoff_hz: float | None = BAND_LIMIT_HZ) -> np.ndarray:
-    """Model input from a 16 kHz wave: trim -> band-limit -> cap -> normalise.
+    """Model input from a 16 kHz wave: trim -> cap -> band-limit -> normalise (the one order).
 
     Returns (N,) float32, N <= max_s * 16000. Raises AudioError when nothing is left after trim.
     """
@@ -216,7 +244,7 @@ def prepare(x: np.ndarray, max_s: float | None = 8.0, *, trim: bool = True,
         x = x[start:end]
     if len(x) == 0:
         raise AudioError(None, "silent (nothing left after trimming)")
-    x = cap(band_limit(x, cutoff_hz), max_s)
+    x = band_limit(cap(x, max_s), cutoff_hz)  # cap first: the FIR sees what a crop sees
     return normalize(x)
 
 

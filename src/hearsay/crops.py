@@ -172,7 +172,7 @@ def pad_batch(waves: Sequence[np.ndarray],
 def test_input(x: np.ndarray, max_s: float | None = 8.0, *, trim: bool = False) -> np.ndarray:
     """Test-time model input: the whole clip up to `max_s` s, normalised as training does.
 
-    Delegates to `hearsay.audio.prepare` (band-limit -> cap -> normalise), the same call the
+    Delegates to `hearsay.audio.prepare` (cap -> band-limit -> normalise), the same call the
     deploy scorer makes. Bundle clips are already trimmed, so `trim` defaults to False; pass
     `trim=True` for a raw wave. For a clip no longer than `max_s` this equals
     `finish(x, len(x))`, the training path, sample for sample.

@@ -1,56 +1,90 @@
 """`hearsay-score CLIPS_DIR [-o scores.csv] [--model DIR] [--strict]`: the torch-free CPU scorer.
 
     hearsay-score clips/ -o scores.csv --model demo_out/export
-    podman run --rm -v "$PWD/clips:/clips:ro" hearsay-score /clips      # CSV on stdout
+    docker run --rm -v "$PWD:/data" hearsay-score clips/ > scores.csv     # the deploy image
+
+(The image's working directory is /data, so CLIPS_DIR and -o are paths under the folder you
+mount there; it runs offline and read-only: --read-only --network none --cap-drop ALL work.)
 
 Walks CLIPS_DIR recursively in sorted order, scores every audio file (by extension; compressed
 formats go through ffmpeg via hearsay.audio) with the exported ONNX model, and writes one CSV row
 per file:
 
-    path,duration_s,score,logit,model_sha256,error
+    path,duration_s,score,logit,model_sha256,error,
+    windows,covered_s,mean_logit,peak_start_s,peak_end_s      (one line in the file)
 
 `path` is relative to CLIPS_DIR ('/'-separated); `duration_s` is the decoded clip's length in
 seconds (before trim/cap); `score` = sigmoid(logit), high = synthetic; a file that cannot be read
-gets empty score/logit and its reason in `error`, and the batch goes on. Input is built by
-hearsay.audio.prepare with the model folder's front_end.json, exactly as in training.
+gets empty score/logit and its reason in `error`, and the batch goes on. Every model input is
+built by hearsay.audio's front end with the model folder's front_end.json, exactly as in training.
+
+WINDOWS (the default, for every file): each file is decoded in blocks, never whole in memory,
+and twice (pass 1 keeps only frame energies to find the trim span, pass 2 cuts the windows), so
+it is trimmed once, over the whole file, and cut into windows of front_end.json's max_s (8 s)
+every --hop-s (4 s) inside the trimmed span; the last window may be shorter (zero-padded with an
+attention mask, never tiled). Each window is band-limited and normalised over its own samples,
+as a training crop. `score`/`logit` = the HIGHEST window logit: the synthetic part of a call or
+voice message may be a few seconds anywhere, and a mean would dilute it (`mean_logit` is there
+too; a max over many windows also rises a little with length, so judge long files on thresholds
+set on long files). `windows` = how many, `covered_s` = the trimmed seconds they cover,
+`peak_start_s`/`peak_end_s` = the highest window in the ORIGINAL file's seconds (trim offset
+added back). A file no longer than max_s after trimming is one window, the same input (and
+score) as --first-window; the first window of any file is the --first-window input. Why windows
+by default: scoring only the opening seconds of a long file gives a confident score for audio
+nobody looked at.
+--windows-csv FILE writes one row per window: path,start_s,end_s,logit,score. Rows are written
+file by file, as each file's last window is scored.
+--first-window scores the first max_s trimmed seconds only (windows = 1), as the campaign's
+exported scores were made: use it to reproduce or compare with them.
+
+Rows stream in input order: windowed, file by file; with --first-window every 4 batches (4 x
+--batch-size files) they are written and flushed. With -o FILE they go to FILE.partial, renamed
+to FILE when the run completes (FILE is never half written); an interrupted run (Ctrl-C, SIGTERM
+/ docker stop) keeps FILE.partial with every finished row and exits 130. On stdout the finished
+rows are already out. A rerun starts from the beginning. Progress goes to stderr (a bar on a
+terminal, else a line every --progress seconds; windowed runs add the audio seconds scored,
+inside a long file too), then one summary line: scored, failed, skipped (not audio), seconds.
 
 The model folder (docs/INTERFACES.md) is checked before anything is scored: every file listed in
-SHA256SUMS must match, the chosen model file must be listed, and when $HEARSAY_MODEL_SHA256 is set
-(the deploy image sets it at build) model.onnx's sha256 must equal it. Default folder:
-$HEARSAY_MODEL_DIR, else /opt/hearsay/model.
+SHA256SUMS must match, the chosen model file must be listed, and when $HEARSAY_MODEL_SUMS_SHA256
+is set (the deploy image bakes it at build) the sha256 of SHA256SUMS itself must equal it, which
+pins every file of the folder. Default folder: $HEARSAY_MODEL_DIR, else /opt/hearsay/model.
 
-Imports numpy, soundfile, onnxruntime and hearsay.audio only -- never torch (the deploy image has
-none; tests/test_deploy.py proves it in a venv without torch).
+Imports numpy, soundfile, onnxruntime and hearsay's torch-free audio, windows and deploy_io
+modules only -- never torch (the deploy image has none; tests/test_deploy.py proves it in a
+venv without torch).
 
 Exit codes: 0 every file scored (or some failed without --strict), 1 some files failed (--strict),
-2 usage (bad arguments, CLIPS_DIR missing), 3 model folder missing, incomplete or sha mismatch.
+2 usage (bad arguments, CLIPS_DIR missing), 3 model folder missing, incomplete or sha mismatch,
+4 no audio file under CLIPS_DIR (often a mistyped mount), 130 interrupted (finished rows kept).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import math
 import os
+import signal
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from hearsay import deploy_windows, windows
 from hearsay.audio import SAMPLE_RATE, AudioError, load_audio, prepare
+from hearsay.deploy_io import COLUMNS, Progress, RowSink  # noqa: F401 - COLUMNS: the row format
 from hearsay.hashing import SumsError, parse_sums, sha256_file
 
 DEFAULT_MODEL_DIR = "/opt/hearsay/model"
-COLUMNS = ["path", "duration_s", "score", "logit", "model_sha256", "error"]
 # Extensions scored (lower case). Other files (README, .DS_Store, …) are skipped and counted.
 AUDIO_EXTS = frozenset({
     ".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".aac", ".mp4", ".amr", ".webm",
     ".wma", ".aif", ".aiff", ".au", ".caf", ".3gp", ".mka", ".spx", ".ulaw", ".mulaw",
 })
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL, EXIT_NO_AUDIO, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 MIN_SAMPLES = 400  # one frame of the CNN front end (25 ms @ 16 kHz)
 
 
@@ -61,9 +95,13 @@ class ModelError(Exception):
 @dataclass(frozen=True)
 class ScoreConfig:
     batch_size: int = 8  # clips per onnxruntime call (sorted by length, so padding stays small)
-    chunk: int = 256  # files decoded ahead of scoring; bounds memory on large folders
+    chunk: int = 32  # files decoded, scored and written together (rows stream per chunk)
     variant: str = "fp32"  # "fp32" -> model.onnx, "int8" -> model.int8.onnx
     threads: int = 0  # onnxruntime intra-op threads; 0 = the CPUs this process may use
+    first_window: bool = False  # True: only the first max_s of each trimmed file (campaign)
+    hop_s: float = windows.HOP_S  # window hop (s); windows are max_s long (front_end.json)
+    window_chunk: int = 32  # windows cut ahead of scoring (32 x 8 s = 16 MB): bounds memory;
+    #                         hearsay-score sets 4 x --batch-size, as chunk
 
 
 # --------------------------------------------------------------------------- model folder
@@ -102,10 +140,13 @@ def verify_model_dir(model_dir: Path, variant: str = "fp32") -> tuple[Path, str,
         if got != want:
             raise ModelError(f"{path}: sha256 {got} does not match SHA256SUMS {want} "
                              "(re-export or re-download the model folder)")
-    pinned = os.environ.get("HEARSAY_MODEL_SHA256")  # the deploy image bakes the expected sha
-    if pinned and sums["model.onnx"] != pinned:  # pins the fp32 model (int8 derives from it)
-        raise ModelError(f"{model_dir}/model.onnx: sha256 {sums['model.onnx']} is not the pinned "
-                         f"HEARSAY_MODEL_SHA256 {pinned} (wrong model folder mounted or baked)")
+    pinned = os.environ.get("HEARSAY_MODEL_SUMS_SHA256")  # the deploy image bakes it
+    if pinned:  # SHA256SUMS lists every file (all checked above): its sha pins the whole folder
+        got = sha256_file(model_dir / "SHA256SUMS")
+        if got != pinned:
+            raise ModelError(f"{model_dir}/SHA256SUMS: sha256 {got} is not the pinned "
+                             f"HEARSAY_MODEL_SUMS_SHA256 {pinned} (wrong model folder mounted "
+                             "or baked)")
     front = json.loads((model_dir / "front_end.json").read_text())
     if int(front.get("sample_rate", SAMPLE_RATE)) != SAMPLE_RATE:
         raise ModelError(f"front_end.json sample_rate {front['sample_rate']} != {SAMPLE_RATE}")
@@ -146,6 +187,9 @@ def make_session(model_path: Path, threads: int = 0):
     """onnxruntime CPU session: all graph optimisations, intra-op threads = allowed CPUs."""
     import onnxruntime as ort
 
+    # onnxruntime's telemetry off: a scorer of people's audio reports to no one (in a read-only
+    # container it would also warn that it cannot persist its device id)
+    ort.disable_telemetry_events()
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.intra_op_num_threads = threads or allowed_cpus()
@@ -195,48 +239,80 @@ def find_audio(root: Path) -> tuple[list[Path], int]:
     return found, skipped
 
 
-def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> list[dict]:
-    """One row dict per audio file under `root` (COLUMNS); raises ModelError before scoring."""
+@dataclass(frozen=True)
+class Scorer:
+    """A checked model folder, ready to score: the ORT session and the front end it expects."""
+
+    session: object  # onnxruntime.InferenceSession
+    model_sha: str  # sha256 of the model file, written in every row
+    front: dict  # prepare()'s kwargs: max_s, cutoff_hz, top_db
+    min_samples: int  # shorter model inputs are refused (16 kHz samples)
+
+
+def load_scorer(model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> Scorer:
+    """verify_model_dir + an onnxruntime session; raises ModelError before anything is scored."""
     model_path, model_sha, front = verify_model_dir(model_dir, cfg.variant)
     # at least min_s, and never under one CNN frame (400 samples = 25 ms) or the model has no input
     min_samples = max(int(round(front.pop("min_s") * SAMPLE_RATE)), MIN_SAMPLES)
-    session = make_session(model_path, cfg.threads)
-    files, _ = find_audio(root)
-    rows: list[dict] = []
-    for c in range(0, len(files), cfg.chunk):
-        chunk_rows, waves, slots = [], [], []
-        for path in files[c : c + cfg.chunk]:
-            row = {"path": path.relative_to(root).as_posix(), "duration_s": "", "score": "",
-                   "logit": "", "model_sha256": model_sha, "error": ""}
-            try:
-                wave = load_audio(path)  # (N,) float32 @ 16 kHz
-                row["duration_s"] = f"{len(wave) / SAMPLE_RATE:.3f}"
-                x = prepare(wave, **front)
-                if len(x) < min_samples:
-                    raise AudioError(path, f"too short after trimming ({len(x) / SAMPLE_RATE:.3f} s"
-                                     f" < {min_samples / SAMPLE_RATE:g} s)")
-                waves.append(x)
-                slots.append(len(chunk_rows))
-            except AudioError as err:
-                row["error"] = err.reason
-            except Exception as err:  # noqa: BLE001 - any per-file failure is that file's error
-                row["error"] = f"{type(err).__name__}: {err}"
-            chunk_rows.append(row)
-        if waves:
-            logits = run_logits(session, waves, cfg.batch_size)
-            for slot, logit in zip(slots, logits, strict=True):
-                chunk_rows[slot]["logit"] = f"{float(logit):.6f}"
-                chunk_rows[slot]["score"] = f"{1.0 / (1.0 + math.exp(-float(logit))):.6f}"
-        rows.extend(chunk_rows)
+    return Scorer(make_session(model_path, cfg.threads), model_sha, front, min_samples)
+
+
+def new_row(root: Path, path: Path, model_sha: str) -> dict:
+    return {"path": path.relative_to(root).as_posix(), "duration_s": "", "score": "",
+            "logit": "", "model_sha256": model_sha, "error": ""}
+
+
+def model_input(path: Path, row: dict, scorer: Scorer) -> np.ndarray | None:
+    """(N,) float32 model input of one file, or None with the reason in row["error"]."""
+    try:
+        wave = load_audio(path)  # (N,) float32 @ 16 kHz
+        row["duration_s"] = f"{len(wave) / SAMPLE_RATE:.3f}"
+        x = prepare(wave, **scorer.front)
+        if len(x) < scorer.min_samples:
+            raise AudioError(path, f"too short after trimming ({len(x) / SAMPLE_RATE:.3f} s"
+                             f" < {scorer.min_samples / SAMPLE_RATE:g} s)")
+        deploy_windows.first_window_span(row, wave, x, scorer.front["top_db"])
+        return x
+    except AudioError as err:
+        row["error"] = err.reason
+    except Exception as err:  # noqa: BLE001 - any per-file failure is that file's error
+        row["error"] = f"{type(err).__name__}: {err}"
+    return None
+
+
+def score_chunk(root: Path, paths: list[Path], scorer: Scorer, cfg: ScoreConfig) -> list[dict]:
+    """Rows of `paths`, in their order: decode all, then one ORT pass batched by length."""
+    rows, waves, slots = [], [], []
+    for path in paths:
+        row = new_row(root, path, scorer.model_sha)
+        x = model_input(path, row, scorer)
+        if x is not None:
+            waves.append(x)
+            slots.append(len(rows))
+        rows.append(row)
+    if waves:
+        logits = run_logits(scorer.session, waves, cfg.batch_size)
+        for slot, logit in zip(slots, logits, strict=True):
+            rows[slot]["logit"] = f"{float(logit):.6f}"
+            rows[slot]["score"] = f"{1.0 / (1.0 + math.exp(-float(logit))):.6f}"
+            rows[slot]["mean_logit"] = rows[slot]["logit"]  # one window
     return rows
 
 
-def rows_to_csv(rows: list[dict]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
+def iter_chunks(root: Path, files: list[Path], scorer: Scorer,
+                cfg: ScoreConfig = ScoreConfig()) -> Iterator[list[dict]]:
+    """Rows of `files` in input order, one list per chunk of cfg.chunk files, as each finishes."""
+    for c in range(0, len(files), cfg.chunk):
+        yield score_chunk(root, files[c : c + cfg.chunk], scorer, cfg)
+
+
+def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> list[dict]:
+    """One row dict per audio file under `root` (COLUMNS); raises ModelError before scoring."""
+    scorer = load_scorer(model_dir, cfg)
+    files, _ = find_audio(root)
+    chunks = (iter_chunks(root, files, scorer, cfg) if cfg.first_window else
+              deploy_windows.iter_window_chunks(root, files, scorer, cfg))
+    return [row for chunk in chunks for row in chunk]
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -253,11 +329,54 @@ def write_atomic(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM (docker stop) ends the run like Ctrl-C
+
+
+def run(args, cfg: ScoreConfig) -> int:
+    """Score args.clips into args.output (or stdout), streaming rows; the exit code."""
+    scorer = load_scorer(args.model, cfg)  # ModelError before any output is created
+    files, skipped = find_audio(args.clips)
+    if not files:
+        print(f"hearsay-score: no audio files under {args.clips} ({skipped} other files "
+              "skipped). In a container, mount the folder that holds the clips: "
+              'docker run --rm -v "$PWD:/data" hearsay-score clips/', file=sys.stderr)
+        return EXIT_NO_AUDIO
+    if not cfg.first_window and not 0 < cfg.hop_s <= scorer.front["max_s"]:
+        print(f"hearsay-score: --hop-s {cfg.hop_s:g} must be in (0, {scorer.front['max_s']:g}] "
+              "(the window length, front_end.json max_s)", file=sys.stderr)
+        return EXIT_USAGE
+    sink, progress = RowSink(args.output), Progress(len(files), args.progress)
+    win_sink = deploy_windows.WindowSink(args.windows_csv)
+    chunks = (iter_chunks(args.clips, files, scorer, cfg) if cfg.first_window else
+              deploy_windows.iter_window_chunks(args.clips, files, scorer, cfg, win_sink.write,
+                                                progress.audio))
+    try:
+        for rows in chunks:
+            sink.write(rows)
+            progress.update(rows)
+    except KeyboardInterrupt:
+        sink.abandon()
+        win_sink.abandon()
+        progress.close()
+        kept = f"; finished rows kept in {sink.partial}" if sink.partial else ""
+        print(f"hearsay-score: interrupted after {progress.done}/{len(files)} files{kept}",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    sink.commit()
+    win_sink.commit()
+    progress.close()
+    print(progress.summary(skipped), file=sys.stderr)
+    return EXIT_FAILED if (progress.failed and args.strict) else EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hearsay-score", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("clips", type=Path, help="folder of audio files (walked recursively)")
-    ap.add_argument("-o", "--output", type=Path, help="CSV to write atomically (default: stdout)")
+    ap.add_argument("-o", "--output", type=Path,
+                    help="CSV to write (default: stdout); rows go to OUTPUT.partial as they "
+                    "finish, renamed to OUTPUT at the end (an interrupted run leaves .partial)")
     ap.add_argument("--model", type=Path,
                     default=Path(os.environ.get("HEARSAY_MODEL_DIR") or DEFAULT_MODEL_DIR),
                     help="exported model folder (default: $HEARSAY_MODEL_DIR or "
@@ -266,33 +385,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variant", choices=["fp32", "int8"], default="fp32",
                     help="model.onnx (fp32) or model.int8.onnx (only present if it passed parity)")
     ap.add_argument("--batch-size", type=int, default=ScoreConfig.batch_size,
-                    help="clips per onnxruntime call")
+                    help="clips per onnxruntime call (rows are written every 4 batches)")
     ap.add_argument("--threads", type=int, default=0,
                     help="onnxruntime intra-op threads (0 = CPUs allowed by affinity/cgroup)")
+    ap.add_argument("--progress", type=float, default=30.0, metavar="SECONDS",
+                    help="stderr not a terminal: a progress line every SECONDS (default 30); "
+                    "a terminal gets a bar; 0 = no progress")
+    deploy_windows.add_window_args(ap, ScoreConfig.hop_s)
     args = ap.parse_args(argv)  # argparse exits 2 on usage errors
     if not args.clips.is_dir():
-        print(f"hearsay-score: {args.clips} is not a folder (pass a folder of clips)",
-              file=sys.stderr)
+        print(f"hearsay-score: {args.clips} is not a folder (pass a folder of clips; in a "
+              'container: docker run --rm -v "$PWD:/data" hearsay-score clips/)', file=sys.stderr)
         return EXIT_USAGE
     if args.batch_size < 1 or args.threads < 0:
         print("hearsay-score: --batch-size must be >= 1 and --threads >= 0", file=sys.stderr)
         return EXIT_USAGE
-    cfg = ScoreConfig(batch_size=args.batch_size, variant=args.variant, threads=args.threads)
+    usage = deploy_windows.window_usage_error(args)
+    if usage:
+        print(f"hearsay-score: {usage}", file=sys.stderr)
+        return EXIT_USAGE
+    cfg = ScoreConfig(batch_size=args.batch_size, chunk=4 * args.batch_size,
+                      variant=args.variant, threads=args.threads,
+                      first_window=args.first_window, hop_s=args.hop_s,
+                      window_chunk=4 * args.batch_size)
+    old = signal.signal(signal.SIGTERM, _interrupted)
     try:
-        rows = score_folder(args.clips, args.model, cfg)
+        return run(args, cfg)
     except ModelError as err:
         print(f"hearsay-score: {err}", file=sys.stderr)
         return EXIT_MODEL
-    text = rows_to_csv(rows)
-    if args.output:
-        write_atomic(args.output, text)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    failed = sum(1 for r in rows if r["error"])
-    print(f"hearsay-score: {len(rows) - failed}/{len(rows)} scored, {failed} failed",
-          file=sys.stderr)
-    return EXIT_FAILED if (failed and args.strict) else EXIT_OK
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 if __name__ == "__main__":

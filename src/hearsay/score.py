@@ -4,13 +4,16 @@
     hearsay score --bundle BUNDLE --run RUN_DIR --split holdout -o holdout.csv
     hearsay score --bundle BUNDLE --run RUN_DIR --split holdout --augmented -o holdout_aug.csv
     hearsay score --bundle BUNDLE --run RUN_DIR --split test --max-s 14 -o test_14s.csv  # diag.
+    hearsay score --bundle BUNDLE --run RUN_DIR --split test --hop-s 4 -o test_win.csv  # windows
 
 Per clip (the bundle's FLAC is already loaded, trimmed, capped at 15 s and peak-guarded):
 
-    cap to max_s  ->  [augmented slice: one fixed augmentation]  ->  crops.test_input
-                                                                     (band-limit, normalise)
+    cap to max_s  ->  [augmented slice: one fixed augmentation]  ->  audio.prepare(trim=False)
+                                                                     (cap, band-limit, normalise)
 
-so the model sees exactly what training's `crops.finish` produces for a crop of the same length.
+audio.prepare is the one front-end order hearsay-score also calls, so a clip scored here and by
+the deploy image gets the same input sample for sample (also past the cap), and the model sees
+exactly what training's `crops.finish` produces for a crop of the same length.
 Clips are sorted by length and batched (zero padding + attention mask), so a batch never mixes a
 2 s clip with a 14 s one; the output keeps manifest order.
 
@@ -22,6 +25,11 @@ The augmented slice: every selected clip gets exactly one augmentation, drawn fr
 seeded by (aug_seed, crc32(clip id)) only, so the slice is identical for every model, every
 batch size and every subset: a bundle codec copy (codec:<c>) or one of the wave-domain types of
 `hearsay.augment` (noise, bandlimit, reverb, gain_clip, rawboost; trim_jitter is training-only).
+
+Windowed readout (--hop-s S): each clip (up to the bundle's 15 s) is cut by hearsay.windows
+into windows of max_s every S seconds, exactly as hearsay-score cuts long files; logit = the
+highest window logit (two more columns: windows, mean_logit). The augmented slice is drawn on
+the whole clip before it is cut.
 
 Output CSV: path, fold, split, score, logit (+ augmentation, codec with --augmented), manifest
 order; score = sigmoid(logit), logit high = synthetic. Beside it, `<csv>.meta.json` records the
@@ -70,10 +78,13 @@ class ScoreConfig:
     max_batch: int = 16  # clips per batch at most
     aug_seed: int = 20261130  # seed of the augmented slice: fixed, the same for every model
     device: str = "cpu"  # torch device for the model
+    hop_s: float | None = None  # None: one input of max_s per clip; S: windows every S s (max)
 
     def __post_init__(self):
         if not 0 < self.max_s <= 15.0:
             raise ValueError(f"max_s={self.max_s}: must be in (0, 15] (the bundle caps at 15 s)")
+        if self.hop_s is not None and not 0 < self.hop_s <= self.max_s:
+            raise ValueError(f"hop_s={self.hop_s}: must be in (0, max_s={self.max_s}]")
         if self.max_batch < 1 or self.batch_seconds <= 0:
             raise ValueError("max_batch and batch_seconds must be positive")
 
@@ -160,16 +171,28 @@ def clip_file(root: Path, row, aug: str) -> Path:
 
 def model_input(root: Path, row, aug: str, cfg: ScoreConfig) -> np.ndarray:
     """(N,) float32 normalised model input of one bundle row, N <= max_s * 16 kHz."""
-    from hearsay import crops
+    x = clip_wave(root, row, aug, cfg, cfg.max_s)
+    return audio.prepare(x, cfg.max_s, trim=False)  # bundle clips are trimmed already
 
-    x = audio.cap(audio.load_audio(clip_file(root, row, aug)), cfg.max_s)
+
+def window_inputs(root: Path, row, aug: str, cfg: ScoreConfig) -> list[np.ndarray]:
+    """The row's whole clip as hearsay-score's windows (max_s every hop_s), each normalised."""
+    from hearsay.windows import wave_windows
+
+    x = clip_wave(root, row, aug, cfg, None)
+    return [w.wave for w in wave_windows(x, cfg.max_s, cfg.hop_s, trim=False)]
+
+
+def clip_wave(root: Path, row, aug: str, cfg: ScoreConfig, cap_s: float | None) -> np.ndarray:
+    """The bundle clip (capped at cap_s), with the row's augmentation when one is asked."""
+    x = audio.cap(audio.load_audio(clip_file(root, row, aug)), cap_s)
     if aug not in ("none", "") and not aug.startswith("codec:"):
         from hearsay import augment
 
         rng = aug_rng(cfg.aug_seed, row["id"])
         augment.choose(rng, aug_config(), row.get("codec_ids"))  # same draws as aug_plan
         x = augment.apply(aug, x, rng, aug_config())
-    return crops.test_input(x, cfg.max_s)
+    return x
 
 
 # --------------------------------------------------------------------------- batching
@@ -213,6 +236,8 @@ def score_rows(det, root: Path, rows, augs: list[str], cfg: ScoreConfig) -> np.n
             lengths.append(min(sf.info(str(clip_file(root, rec, aug))).frames, cap_n))
         except Exception as err:  # noqa: BLE001 - any unreadable file is named below
             raise ScoreError(f"{clip_file(root, rec, aug)}: unreadable ({err})") from None
+    if cfg.hop_s is not None:
+        return score_windows(det, root, recs, augs, cfg)
     logits = np.full(len(recs), np.nan)
     for batch in length_batches(lengths, cfg):
         try:
@@ -221,6 +246,21 @@ def score_rows(det, root: Path, rows, augs: list[str], cfg: ScoreConfig) -> np.n
             raise ScoreError(f"bundle clip unreadable: {err} (rebuild the bundle)") from None
         logits[batch] = run_model(det, waves, cfg.device)
     return logits
+
+
+def score_windows(det, root: Path, recs: list, augs: list[str], cfg: ScoreConfig):
+    """(max logit, window count, mean logit) per row, each (N,); windows batched by max_batch
+    (windows of one clip are at most max_s long, so a batch stays under its budget)."""
+    best, count, mean = (np.full(len(recs), np.nan) for _ in range(3))
+    for i, (rec, aug) in enumerate(zip(recs, augs, strict=True)):
+        try:
+            waves = window_inputs(root, rec, aug, cfg)
+        except audio.AudioError as err:
+            raise ScoreError(f"bundle clip unreadable: {err} (rebuild the bundle)") from None
+        z = np.concatenate([run_model(det, waves[s : s + cfg.max_batch], cfg.device)
+                            for s in range(0, len(waves), cfg.max_batch)])
+        best[i], count[i], mean[i] = z.max(), len(z), z.mean()
+    return best, count, mean
 
 
 # --------------------------------------------------------------------------- one split
@@ -244,9 +284,13 @@ def score_split(bundle, run: Path, split: str, fold: int | None = None,
     wfile = weights_file(run)
     det, _ = load_detector(wfile.parent, device=cfg.device)
     logits = score_rows(det, Path(bundle.root), rows, augs, cfg) if len(rows) else np.zeros(0)
+    extra = {}
+    if cfg.hop_s is not None:  # windowed readout: (max, count, mean) per row
+        logits, n_win, mean = logits if len(rows) else (np.zeros(0),) * 3
+        extra = {"windows": n_win.astype(int), "mean_logit": mean}
     out = pd.DataFrame({"path": rows["path"].astype(str).to_numpy(),
                         "fold": rows["fold"].astype(str).to_numpy(), "split": split,
-                        "score": expit(logits), "logit": logits})
+                        "score": expit(logits), "logit": logits, **extra})
     if augmented:
         out["augmentation"] = [a.split(":", 1)[0] for a in augs]
         out["codec"] = [a.split(":", 1)[1] if a.startswith("codec:") else "" for a in augs]
@@ -306,11 +350,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="score the fixed-seed augmented slice instead of the clean clips")
     ap.add_argument("--aug-seed", type=int, default=ScoreConfig.aug_seed,
                     help="seed of the augmented slice (keep the default to compare models)")
+    ap.add_argument("--hop-s", type=float, default=None, metavar="S",
+                    help="windowed readout: windows of --max-s every S s over each whole clip "
+                    "(as hearsay-score), logit = the highest window logit")
     ap.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     ap.add_argument("-o", "--out", type=Path, required=True, help="output CSV")
     args = ap.parse_args(argv)
     try:
-        cfg = ScoreConfig(max_s=args.max_s, aug_seed=args.aug_seed, device=args.device)
+        cfg = ScoreConfig(max_s=args.max_s, aug_seed=args.aug_seed, device=args.device,
+                          hop_s=args.hop_s)
         bundle = load_bundle(args.bundle)
         df, side = score_split(bundle, args.run, args.split, args.fold, cfg, args.augmented)
         write_scores(df, side, args.out)

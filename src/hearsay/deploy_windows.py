@@ -1,0 +1,202 @@
+"""hearsay-score's windowed scoring: every window of every file, one row per file, in order.
+
+    hearsay-score calls/ -o calls.csv --windows-csv calls.windows.csv     # the default mode
+    hearsay-score clips/ -o clips.csv --first-window                     # campaign behaviour
+
+Each file is streamed through hearsay.windows.file_windows (decoded in blocks, trimmed once,
+windows of front_end.json's max_s every --hop-s, each band-limited and normalised over its own
+samples, timestamps in the file's time). Windows of consecutive files share onnxruntime calls;
+at most ScoreConfig.window_chunk windows wait to be scored, so memory does not grow with a
+file's length. The file's row gets:
+
+    score, logit   the highest window logit (and its sigmoid): the synthetic part may be
+                   anywhere, and a mean over a long call dilutes a few seconds of it away
+    mean_logit     the mean window logit
+    windows        the number of windows;  covered_s  the trimmed seconds they cover
+    peak_start_s, peak_end_s   the highest window, in the original file's seconds
+
+and --windows-csv FILE gets one WINDOW_COLUMNS row per window, in the same order.
+
+numpy, onnxruntime (through hearsay.deploy) and hearsay.windows only: never torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from hearsay import windows
+from hearsay.audio import SAMPLE_RATE, AudioError, trim_silence
+from hearsay.deploy_io import RowSink
+
+WINDOW_COLUMNS = ["path", "start_s", "end_s", "logit", "score"]  # --windows-csv, one row a window
+
+
+def sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+
+
+@dataclass
+class _FileWindows:
+    """One file's windows while they wait for their logits."""
+
+    row: dict
+    spans: list = field(default_factory=list)  # (start, end) samples in file time, per window
+    logits: list = field(default_factory=list)  # float per window; None until scored
+    cut: bool = False  # every window of the file has been cut (or the file failed)
+
+
+def windowed_rows(root: Path, files: list[Path], scorer, cfg,
+                  on_windows: Callable[[list[dict]], None] | None = None,
+                  on_audio: Callable[[float], None] | None = None) -> Iterator[dict]:
+    """Yield one row per file, in `files` order, from all of its windows (module docstring).
+
+    `scorer` is a hearsay.deploy.Scorer, `cfg` its ScoreConfig; a row is yielded once its
+    file's last window is scored, and `on_windows` gets the file's window rows just before.
+    `on_audio(s)` hears of every onnxruntime pass: the trimmed seconds it newly covered."""
+    from hearsay.deploy import new_row, run_logits
+
+    if scorer.front.get("max_s") is None:
+        raise ValueError("front_end.json has no max_s: windows need the deploy length")
+    waiting: deque[_FileWindows] = deque()
+    pending: list[tuple[_FileWindows, int, np.ndarray]] = []  # (file, window index, wave)
+
+    def score_pending() -> None:
+        if pending:
+            logits = run_logits(scorer.session, [w for _, _, w in pending], cfg.batch_size)
+            new = 0  # samples first covered by these windows (overlaps counted once)
+            for (fw, k, _), logit in zip(pending, logits, strict=True):
+                fw.logits[k] = float(logit)
+                new += fw.spans[k][1] - (fw.spans[k - 1][1] if k else fw.spans[k][0])
+            pending.clear()
+            if on_audio is not None:
+                on_audio(new / SAMPLE_RATE)
+
+    def finished() -> Iterator[dict]:
+        while waiting and waiting[0].cut and None not in waiting[0].logits:
+            yield finish_file(waiting.popleft(), on_windows)
+
+    for path in files:
+        fw = _FileWindows(new_row(root, path, scorer.model_sha))
+        waiting.append(fw)
+        try:
+            for w in file_windows(path, fw.row, scorer, cfg.hop_s):
+                fw.spans.append((w.start, w.end))
+                fw.logits.append(None)
+                pending.append((fw, len(fw.logits) - 1, w.wave))
+                if len(pending) >= cfg.window_chunk:
+                    score_pending()
+        except Exception as err:  # noqa: BLE001 - any per-file failure is that file's error
+            fw.row["error"] = err.reason if isinstance(err, AudioError) else \
+                f"{type(err).__name__}: {err}"
+            fw.spans.clear()
+            fw.logits.clear()
+            pending[:] = [p for p in pending if p[0] is not fw]
+        fw.cut = True
+        yield from finished()
+    score_pending()
+    yield from finished()
+
+
+def file_windows(path: Path, row: dict, scorer, hop_s: float) -> Iterator[windows.Window]:
+    """The windows of one file (lazy); duration_s goes into `row`, a too-short file raises."""
+    front = scorer.front
+    n, (lo, hi), lazy = windows.file_windows(path, front["max_s"], hop_s, top_db=front["top_db"],
+                                             cutoff_hz=front["cutoff_hz"])
+    row["duration_s"] = f"{n / SAMPLE_RATE:.3f}"
+    if hi - lo < scorer.min_samples:
+        raise AudioError(path, f"too short after trimming ({(hi - lo) / SAMPLE_RATE:.3f} s < "
+                         f"{scorer.min_samples / SAMPLE_RATE:g} s)")
+    return lazy
+
+
+def finish_file(fw: _FileWindows, on_windows: Callable[[list[dict]], None] | None) -> dict:
+    """Fill a file's row from its window logits: max (score, logit), mean, count, timestamps."""
+    row = fw.row
+    if row["error"] or not fw.logits:
+        return row
+    logits = np.asarray(fw.logits, dtype=np.float64)
+    peak = int(np.argmax(logits))  # the first of equal maxima
+    lo, hi = fw.spans[0][0], fw.spans[-1][1]
+    row.update(logit=f"{logits[peak]:.6f}", score=f"{sigmoid(logits[peak]):.6f}",
+               mean_logit=f"{logits.mean():.6f}", windows=str(len(logits)),
+               covered_s=f"{(hi - lo) / SAMPLE_RATE:.3f}",
+               peak_start_s=f"{fw.spans[peak][0] / SAMPLE_RATE:.3f}",
+               peak_end_s=f"{fw.spans[peak][1] / SAMPLE_RATE:.3f}")
+    if on_windows is not None:
+        on_windows([{"path": row["path"], "start_s": f"{a / SAMPLE_RATE:.3f}",
+                     "end_s": f"{b / SAMPLE_RATE:.3f}", "logit": f"{z:.6f}",
+                     "score": f"{sigmoid(z):.6f}"}
+                    for (a, b), z in zip(fw.spans, logits, strict=True)])
+    return row
+
+
+def iter_window_chunks(root: Path, files: list[Path], scorer, cfg,
+                       on_windows: Callable[[list[dict]], None] | None = None,
+                       on_audio: Callable[[float], None] | None = None) -> Iterator[list[dict]]:
+    """windowed_rows as hearsay-score's chunks: each finished file's row as soon as it is done
+    (a long file is one row, so rows are flushed file by file)."""
+    for row in windowed_rows(root, files, scorer, cfg, on_windows, on_audio):
+        yield [row]
+
+
+def first_window_span(row: dict, wave: np.ndarray, x: np.ndarray, top_db: float) -> None:
+    """--first-window: the columns of its one window (trim offset + its length, file time)."""
+    start = trim_silence(wave, top_db)[0] / SAMPLE_RATE
+    row.update(windows="1", covered_s=f"{len(x) / SAMPLE_RATE:.3f}",
+               peak_start_s=f"{start:.3f}", peak_end_s=f"{start + len(x) / SAMPLE_RATE:.3f}")
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def add_window_args(ap: argparse.ArgumentParser, hop_s: float) -> None:
+    """--windows (default) / --first-window, --hop-s, --windows-csv."""
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--windows", dest="first_window", action="store_false", default=False,
+                      help="score every window of each file (the default; see WINDOWS above)")
+    mode.add_argument("--first-window", action="store_true",
+                      help="score only the first max_s trimmed seconds of each file, as the "
+                      "campaign's exported scores were made")
+    ap.add_argument("--hop-s", type=float, default=hop_s,
+                    help=f"seconds between window starts (default {hop_s:g}; at most the "
+                    "window length, max_s)")
+    ap.add_argument("--windows-csv", type=Path, metavar="FILE",
+                    help="also write one row per window (" + ",".join(WINDOW_COLUMNS) + "), "
+                    "through FILE.partial like -o")
+
+
+def window_usage_error(args) -> str:
+    """The message for a bad combination of window options, or ''."""
+    if args.first_window and args.windows_csv:
+        return "--windows-csv needs windowed scoring (drop --first-window)"
+    if not 0 < args.hop_s <= 3600:
+        return "--hop-s must be > 0 (and at most the model's max_s)"
+    return ""
+
+
+class WindowSink(RowSink):
+    """--windows-csv FILE: RowSink with WINDOW_COLUMNS; without FILE every call is a no-op."""
+
+    def __init__(self, output: Path | None):
+        self.enabled = output is not None
+        if self.enabled:
+            super().__init__(output, WINDOW_COLUMNS)
+
+    def write(self, rows: list[dict]) -> None:
+        if self.enabled:
+            super().write(rows)
+
+    def commit(self) -> None:
+        if self.enabled:
+            super().commit()
+
+    def abandon(self) -> None:
+        if self.enabled:
+            super().abandon()

@@ -1,0 +1,264 @@
+"""Long recordings as windows of the deploy length: the cutting, and a streaming decode.
+
+    from hearsay.windows import file_windows
+    n, span, wins = file_windows("call.m4a", win_s=8.0, hop_s=4.0)
+    for w in wins:                      # decoded in blocks: memory is a few windows, any length
+        w.start_s, w.end_s, w.wave      # original-file seconds; (n,) float32, normalised
+
+The order, per file (the deploy front end, hearsay.audio, applied per window)::
+
+    decode + trim span (once)  ->  windows of win_s every hop_s  ->  per window: band-limit,
+    (16 kHz mono, whole file)      (inside the trimmed span)         normalise over its samples
+
+1. The trim span is found once, over the whole file, with hearsay.audio's own frame RMS and
+   voiced-span rule (the same (start, end) as audio.trim_silence on the loaded wave).
+2. Window starts are 0, hop, 2 hop, ... inside the span, up to the first window that reaches the
+   span's end (window_starts): every trimmed sample is in a window, no window starts past the end.
+   A span no longer than one window is one window; otherwise the last window is longer than
+   win - hop and, when shorter than win, is left short: the scorer zero-pads it with an attention
+   mask (never tiled).
+3. Each window is `audio.prepare(slice, max_s=None, trim=False)`: band-limit, then zero-mean /
+   unit-variance over its own samples -- exactly what training's crops get. The first window
+   is therefore `audio.prepare(wave, max_s)` (trim -> cap -> band-limit -> normalise) sample for
+   sample, and a clip no longer than one window is that one window.
+4. Timestamps are in the original file's time: the trim offset is part of every start.
+
+Streaming (file_windows): the file is decoded in blocks of BLOCK_S seconds -- soundfile for what
+libsndfile reads, otherwise an ffmpeg pipe (Sun AU, float32; no temporary file) -- channels
+averaged in float64, any rate resampled by a soxr VHQ stream (the same samples as
+audio.load_audio's one-shot soxr). It is decoded twice: pass 1 keeps only the frame RMS
+(8 bytes per 10 ms: 1.4 MB for 30 min) to find the trim span, pass 2 cuts the windows. Neither
+pass holds the wave. `wave_windows` is the same cutting for a wave already in memory (used by
+`hearsay score --windows` on bundle clips).
+
+numpy, soundfile, soxr and hearsay.audio only: never torch (the deploy image has none).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+import soxr
+
+from hearsay import audio
+
+SR = audio.SAMPLE_RATE
+HOP_S = 4.0  # default hop (s): with 8 s windows every moment is seen by two windows
+BLOCK_S = 30.0  # decode block (s of the file's own rate): bounds decode memory
+
+
+@dataclass(frozen=True)
+class Window:
+    """One model input cut from a file: samples [start, end) of the decoded 16 kHz wave."""
+
+    start: int  # sample index in the decoded file (trim offset included)
+    end: int  # exclusive; end - start == len(wave)
+    wave: np.ndarray  # (end - start,) float32, band-limited and normalised
+
+    @property
+    def start_s(self) -> float:
+        return self.start / SR
+
+    @property
+    def end_s(self) -> float:
+        return self.end / SR
+
+
+def window_starts(n: int, win: int, hop: int) -> np.ndarray:
+    """Start offsets (int64) of the windows over `n` samples: 0, hop, ... until one reaches n."""
+    if n <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if win <= 0 or hop <= 0 or hop > win:
+        raise ValueError(f"window {win} and hop {hop} samples: need 0 < hop <= window")
+    k = 0 if n <= win else math.ceil((n - win) / hop)
+    return hop * np.arange(k + 1, dtype=np.int64)
+
+
+def cut_windows(blocks: Iterable[np.ndarray], span: tuple[int, int], win: int, hop: int,
+                cutoff_hz: float | None = audio.BAND_LIMIT_HZ) -> Iterator[Window]:
+    """Windows of `span` from consecutive blocks of a 16 kHz wave (block 0 starts at sample 0).
+
+    Holds at most one window plus one block: the samples before the next window's start are
+    dropped as soon as it is known."""
+    lo, hi = span
+    starts = iter(lo + window_starts(hi - lo, win, hop))
+    nxt = next(starts, None)
+    buf, buf_at, pos = np.zeros(0, dtype=np.float32), lo, 0  # buf[0] is sample buf_at
+    for block in blocks:
+        a, b = max(pos, lo), min(pos + len(block), hi)  # the part of this block inside the span
+        if b > a:
+            buf = np.concatenate([buf, block[a - pos : b - pos]])
+        pos += len(block)
+        while nxt is not None and buf_at + len(buf) >= min(nxt + win, hi):
+            end = min(nxt + win, hi)
+            raw = buf[nxt - buf_at : end - buf_at]
+            yield Window(int(nxt), int(end), audio.prepare(raw, None, trim=False,
+                                                          cutoff_hz=cutoff_hz))
+            nxt = next(starts, None)
+            if nxt is not None:  # drop what no later window needs
+                buf, buf_at = buf[nxt - buf_at :], nxt
+        if nxt is None or pos >= hi:
+            break
+    if nxt is not None:
+        raise audio.AudioError(None, f"stream ended at sample {pos}, before the span's end {hi} "
+                               "(file changed while it was read?)")
+
+
+def wave_windows(x: np.ndarray, win_s: float = 8.0, hop_s: float = HOP_S, *, trim: bool = True,
+                 top_db: float = audio.TRIM_TOP_DB,
+                 cutoff_hz: float | None = audio.BAND_LIMIT_HZ) -> list[Window]:
+    """The windows of a 16 kHz wave in memory (trimmed first unless `trim=False`)."""
+    span = audio.trim_silence(x, top_db=top_db) if trim else (0, len(x))
+    if span[1] <= span[0]:
+        raise audio.AudioError(None, "silent (nothing left after trimming)")
+    return list(cut_windows([x], span, seconds(win_s), seconds(hop_s), cutoff_hz))
+
+
+def seconds(s: float) -> int:
+    """Seconds -> samples at 16 kHz."""
+    return int(round(s * SR))
+
+
+# --------------------------------------------------------------------------- streaming decode
+
+
+def stream_audio(path: str | os.PathLike, block_s: float = BLOCK_S) -> Iterator[np.ndarray]:
+    """Blocks (n,) float32 of the file at 16 kHz mono, in order; the same samples as load_audio.
+
+    Raises AudioError naming the file (missing, empty, undecodable, no samples, NaN/inf)."""
+    path = Path(path)
+    if not path.is_file():
+        raise audio.AudioError(path, "file not found")
+    if path.stat().st_size == 0:
+        raise audio.AudioError(path, "empty file (0 bytes)")
+    try:
+        snd = sf.SoundFile(path)
+    except Exception as sf_err:  # noqa: BLE001 - libsndfile raises several types
+        frames = _ffmpeg_frames(path, block_s, str(sf_err))
+    else:
+        frames = _soundfile_frames(snd, block_s)
+    yield from _mono_16k(path, frames)
+
+
+def _soundfile_frames(snd: sf.SoundFile, block_s: float) -> Iterator[tuple[np.ndarray, int]]:
+    with snd:
+        for data in snd.blocks(blocksize=max(1, int(block_s * snd.samplerate)), dtype="float32",
+                               always_2d=True):
+            yield data, snd.samplerate
+
+
+def _ffmpeg_frames(path: Path, block_s: float, sf_error: str) -> Iterator[tuple[np.ndarray, int]]:
+    """(frames, channels) float32 blocks at the file's own rate from an ffmpeg pipe.
+
+    ffmpeg writes Sun AU (a 24-byte big-endian header: magic, data offset, size, encoding 6 =
+    float32, rate, channels) to stdout; stderr is drained by a thread so it can never block."""
+    cmd = [audio.ffmpeg_exe(), "-nostdin", "-v", "error", "-i", str(path),
+           "-map", "0:a:0", "-c:a", "pcm_f32be", "-f", "au", "-bitexact", "pipe:1"]
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    errors: list[bytes] = []
+    drain = threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)
+    drain.start()
+
+    def fail(default: str) -> audio.AudioError:
+        proc.wait()
+        drain.join()
+        lines = [ln for ln in b"".join(errors).decode(errors="replace").splitlines() if ln.strip()]
+        why = lines[-1] if lines else default
+        return audio.AudioError(path, f"undecodable ({why}); soundfile: {sf_error}")
+
+    try:
+        head = proc.stdout.read(24)
+        words = np.frombuffer(head, dtype=">u4") if len(head) == 24 else None
+        if words is None or words[0] != 0x2E736E64 or words[3] != 6:
+            raise fail(f"ffmpeg exit {proc.poll()}")
+        offset, rate, channels = int(words[1]), int(words[4]), int(words[5])
+        proc.stdout.read(offset - 24)
+        step = max(1, int(block_s * rate)) * channels * 4  # bytes per block
+        while chunk := proc.stdout.read(step):
+            usable = len(chunk) - len(chunk) % (channels * 4)
+            yield np.frombuffer(chunk[:usable], dtype=">f4").reshape(-1, channels), rate
+        if proc.wait() != 0:
+            raise fail(f"ffmpeg exit {proc.returncode}")
+    finally:
+        if proc.poll() is None:  # the consumer stopped early: do not leave ffmpeg running
+            proc.kill()
+            proc.wait()
+        drain.join()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def _mono_16k(path: Path, frames: Iterator[tuple[np.ndarray, int]]) -> Iterator[np.ndarray]:
+    """Mix down (float64 mean, as load_audio) and resample a stream of (frames, ch) blocks."""
+    stream, total = None, 0
+    for data, rate in frames:
+        if not np.isfinite(data).all():
+            raise audio.AudioError(path, "contains NaN or inf samples")
+        wave = data.mean(axis=1, dtype=np.float64).astype(np.float32)
+        total += len(wave)
+        if rate == SR:
+            yield wave
+            continue
+        if stream is None:
+            stream = soxr.ResampleStream(rate, SR, 1, dtype="float32", quality="VHQ")
+        out = stream.resample_chunk(wave, last=False)
+        if len(out):
+            yield out
+    if total == 0:
+        raise audio.AudioError(path, "no audio samples (header only or truncated)")
+    if stream is not None:
+        tail = stream.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
+        if len(tail):
+            yield tail
+
+
+def stream_rms(blocks: Iterable[np.ndarray]) -> tuple[int, np.ndarray, np.ndarray]:
+    """(samples, frame RMS (F,) float64, samples after the last frame start) of a block stream:
+    the same RMS as audio.frame_rms on the joined wave, holding one block at a time."""
+    frame, hop = audio.TRIM_FRAME, audio.TRIM_HOP
+    rms, carry, n = [], np.zeros(0, dtype=np.float32), 0
+    for block in blocks:
+        n += len(block)
+        buf = np.concatenate([carry, block])
+        r = audio.frame_rms(buf, frame, hop)  # the frames that start in buf and fit in it
+        rms.append(r)
+        carry = buf[len(r) * hop :]  # the next frame starts here
+    return n, np.concatenate(rms) if rms else np.zeros(0), carry
+
+
+def stream_span(path: str | os.PathLike, top_db: float = audio.TRIM_TOP_DB,
+                block_s: float = BLOCK_S) -> tuple[int, tuple[int, int]]:
+    """Pass 1: (decoded samples, trim span) of a file, holding only its frame RMS."""
+    n, rms, carry = stream_rms(stream_audio(path, block_s))
+    if n < audio.TRIM_FRAME:  # all of it is in carry: the one-short-frame rule
+        return n, audio.trim_silence(carry, top_db)
+    return n, audio.voiced_span(rms, n, top_db, audio.TRIM_FRAME, audio.TRIM_HOP)
+
+
+def file_windows(path: str | os.PathLike, win_s: float = 8.0, hop_s: float = HOP_S, *,
+                 top_db: float = audio.TRIM_TOP_DB,
+                 cutoff_hz: float | None = audio.BAND_LIMIT_HZ, block_s: float = BLOCK_S
+                 ) -> tuple[int, tuple[int, int], Iterator[Window]]:
+    """(decoded samples, trim span, lazy windows) of a file; pass 2 runs as windows are taken."""
+    n, span = stream_span(path, top_db, block_s)
+    if span[1] <= span[0]:
+        raise audio.AudioError(path, "silent (nothing left after trimming)")
+
+    def windows() -> Iterator[Window]:
+        try:
+            with closing(stream_audio(path, block_s)) as blocks:  # ends ffmpeg on early exit
+                yield from cut_windows(blocks, span, seconds(win_s), seconds(hop_s), cutoff_hz)
+        except audio.AudioError as err:
+            raise audio.AudioError(path, err.reason) from None
+
+    return n, span, windows()
