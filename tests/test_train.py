@@ -491,3 +491,38 @@ def test_a_training_step_makes_no_blocking_device_host_conversion(bundle_dir, tm
     assert meta["steps"] == 8
     blocking = audit.counts["d2h"] + audit.counts["h2d"]
     assert blocking <= 2, f"{blocking} blocking conversions in 4 steps: {dict(audit.where)}"
+
+
+def test_two_ranks_train_read_out_checkpoint_and_resume_exactly(bundle_dir, tmp_path):
+    """Two real processes (torchrun, gloo): training, a validation readout each epoch (the
+    shares of both ranks all-reduced), a checkpoint holding both ranks' RNG, and a resume that
+    ends where the uninterrupted run ends, on both ranks. Every collective is checked by
+    device_audit: a tensor that a GPU run would hold on the host fails the run."""
+    import os
+    import sys
+    from pathlib import Path
+
+    torchrun = Path(sys.executable).with_name("torchrun")
+    worker = Path(__file__).with_name("ddp_worker.py")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
+    res = subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", "2", str(worker),
+                          str(bundle_dir), str(tmp_path)], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-4000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    for rank, got in enumerate(ranks):
+        assert got["whole"]["world_size"] == 2 and got["whole"]["steps"] == 4
+        assert got["part"]["steps"] == 2 and got["resumed"]["steps"] == 4
+        # each rank's own epoch-2 losses (the history before the resume is rank 0's)
+        assert got["resumed"]["loss"][2:] == got["whole"]["loss"][2:], rank
+        assert [v["step"] for v in got["whole"]["val"]] == [2, 4]
+        assert got["resumed"]["val"] == got["whole"]["val"]
+    assert ranks[0]["resumed"]["loss"] == ranks[0]["whole"]["loss"]
+    assert ranks[0]["whole"]["loss"] != ranks[1]["whole"]["loss"]  # two ranks, two shards
+    assert ranks[0]["whole"]["val"] == ranks[1]["whole"]["val"]  # the same AUC on both ranks
+    a, b = _sd(tmp_path / "whole"), _sd(tmp_path / "part")
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    ck = stores.read_checkpoint(tmp_path / "part" / "checkpoints" / "epoch_0001")
+    assert {k.split(".")[0] for k in ck.rng} == {"rank0", "rank1"}
+    assert ck.state["world_size"] == 2

@@ -133,6 +133,8 @@ def _train(r: TrainRun, stop_after_epoch: int | None) -> dict:
                 return r.meta
         if r.rank == 0:
             _finish(r)
+        else:
+            _write_meta(r, complete=True)  # every rank's own progress (rank 0 writes the file)
     except (TrainError, stores.StoreError, augment.AugmentRateError) as err:
         _write_meta(r, aborted={"error": type(err).__name__, "reason": str(err)})
         raise
@@ -275,9 +277,9 @@ def _end_epoch(r: TrainRun, epoch: int) -> None:
     rng = all_rank_rng(r.device, r.det.generator, r.ddp, r.world)  # every rank takes part
     if r.rank == 0:
         _checkpoint(r, epoch, rng)
-        r.meta["throughput"] = {"clips_per_s": r.clips / max(r.t_loop, 1e-9),
-                                "audio_s_per_s": r.audio_s / max(r.t_loop, 1e-9)}
-        _write_meta(r)
+    r.meta["throughput"] = {"clips_per_s": r.clips / max(r.t_loop, 1e-9),
+                            "audio_s_per_s": r.audio_s / max(r.t_loop, 1e-9)}
+    _write_meta(r)  # rank 0 writes it; the others keep their own progress in r.meta
 
 
 def _checkpoint(r: TrainRun, epoch: int, rng: dict) -> None:
