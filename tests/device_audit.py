@@ -33,6 +33,7 @@ D2H = {"item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__
        "nonzero", "masked_select", "unique", "argwhere", "nonzero_static"}
 COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce",
                "reduce_scatter_tensor", "gather", "scatter", "all_to_all_single")
+INPLACE = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__"}
 HOST = "_audit_host"
 
 
@@ -139,14 +140,14 @@ class DeviceAudit(TorchFunctionMode):
         out = func(*args, **kwargs)
         if name == "to" and first_host and out is args[0] and _has_device(args[1:], kwargs):
             out = out.clone()  # on a GPU this is a new tensor: the host original stays host
+        if name.endswith("_") or name in INPLACE:
+            return out  # in place: the tensor stays where it is (a GPU would refuse a mix)
         if name in FACTORIES and not name.endswith("_like"):
             host = kwargs.get("device") is None
         elif name in ("cpu", "numpy", "pin_memory"):
             host = True
         elif name == "to" and _has_device(args[1:], kwargs):
             host = False
-        elif name == "copy_":
-            host = first_host
         else:
             host = bool(ins) and not any_dev
         _tag(out, host)
