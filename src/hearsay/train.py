@@ -17,17 +17,23 @@ per batch (hearsay.crops), one augmentation per clip chosen before loading (hear
 bf16 autocast on CUDA, BCE with label smoothing, gradient accumulation whose trailing group is
 flushed at the epoch end, AdamW with layer-wise LR decay, warm-up + cosine counted in optimiser
 steps (the LR reaches its floor on the last one). A validation readout every `val_every`
-optimiser steps and at each epoch end; a checkpoint each epoch (hearsay.store), pushed to the
-store. Config: `--config FILE.json` = {"train": {…}, "model": {…}, "crop": {…}, "augment": {…}};
+optimiser steps and at each epoch end (once when both fall on one step), each rank scoring a share
+on the loader's workers; a checkpoint each epoch (hearsay.store, every rank's RNG state in it),
+pushed to the store. The loaders are built once (persistent workers); the loop never waits for
+the device (the non-finite check reads a pinned copy one step late). Under torchrun each rank
+binds its GPU (LOCAL_RANK) and every collective runs on it (NCCL).
+
+Config: `--config FILE.json` = {"train": {…}, "model": {…}, "crop": {…}, "augment": {…}};
 unknown keys are errors; the resolved config is RUN_DIR/config.json and its sha256 (canonical
 JSON) is the config hash that --resume must match.
 
 Exit codes: 0 run complete; 1 unexpected error; 2 usage or config error; 3 device refused (no
 CUDA and no --cpu-smoke); 4 non-finite loss or gradient norm; 5 AUC-direction tripwire
 (validation AUC <= tripwire_auc); 6 store push/pull failed after retries; 7 resume refused
-(different bundle tree-sha or config hash, no checkpoint, or a non-empty RUN_DIR without
---resume); 8 pretrained weights refused (missing or sha256 not the pin); 9 augmentation rates
-diverge between the classes.
+(different bundle tree-sha, config hash or world size, no checkpoint, or a non-empty RUN_DIR
+without --resume); 8 pretrained weights refused (missing or sha256 not the pin); 9 augmentation
+rates diverge between the classes; 10 fold leak (a holdout, test or validation row among the
+training rows: re-make the fold file and bundle).
 """
 
 from __future__ import annotations
