@@ -156,6 +156,10 @@ def test_sampler_quotas_balance_labels_and_keep_the_source_mix():
     # half-batch 5 over 30:10 bona fide -> 3.75:1.25 -> largest remainder gives 4:1
     assert tdata.quotas(df, 10, "proportional")[("bonafide", "a")] == 4
     assert sum(tdata.quotas(df, 10, "proportional").values()) == 10
+    assert s.without_quota == []
+    many = pd.DataFrame({"label": ["bonafide"] * 6 + ["spoof"] * 6,
+                         "source": [f"s{i}" for i in range(6)] * 2})
+    assert len(tdata.Sampler(many, batch_size=4, mix="proportional", seed=0).without_quota) == 8
     eq = tdata.Sampler(df, batch_size=8, mix="equal", seed=0)
     assert eq.quotas[("bonafide", "a")] == eq.quotas[("bonafide", "b")] == 2
 

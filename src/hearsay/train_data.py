@@ -93,6 +93,11 @@ class Sampler:
     def __init__(self, train, batch_size: int, mix: str, seed: int):
         self.quotas = quotas(train, batch_size, mix)
         self.seed = seed
+        # (label, source) pools with no slot (more sources than half a batch): never drawn;
+        # listed in run_meta ("sources_without_quota") rather than dropped silently
+        pairs = train[["label", "source"]].drop_duplicates().itertuples(index=False)
+        self.without_quota = sorted(f"{lab}|{src}" for lab, src in pairs
+                                    if (lab, src) not in self.quotas)
         labels, sources = train["label"].to_numpy(), train["source"].to_numpy()
         self.pools = {k: np.flatnonzero((labels == k[0]) & (sources == k[1]))
                       for k in self.quotas}

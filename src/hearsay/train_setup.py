@@ -225,6 +225,7 @@ def _run_meta(r: TrainRun, data: dict, resume: bool) -> dict:
             "resumed_from_epoch": r.start_epoch - 1 if resume else None,
             "train_rows": len(data["train"]), "val_rows": 0 if val is None else len(val),
             "quotas": r.sampler.state(0)["quotas"], "crop_cap_s": data["cap_s"],
+            "sources_without_quota": r.sampler.without_quota,
             "family_exclusion": data["family_exclusion"],
             "tripwire": ("off (config)" if tc.tripwire_auc is None else
                          "not applicable: the full model has no validation split"
