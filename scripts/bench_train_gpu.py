@@ -4,19 +4,25 @@
     .venv/bin/python scripts/bench_train_gpu.py                   # on a CUDA box (one GPU)
     .venv/bin/python scripts/bench_train_gpu.py --compile         # + torch.compile variants
     .venv/bin/python scripts/bench_train_gpu.py --json out.json   # also write the figures
+    .venv/bin/python scripts/bench_train_gpu.py --freeze-cpu      # CPU: step time, CNN frozen
+                                                                  # as transformers intends vs
+                                                                  # its input-grad left on
     .venv/bin/python scripts/bench_train_gpu.py --dry-run         # CPU, tiny config: checks the
                                                                   # script's logic, no figures
                                                                   # (tests/test_bench_train_gpu.py)
 
 (a) raw step: a Detector of the XLS-R 300M shape (12 kept layers, random init: no weights are
-    read), synthetic batches made on the GPU (B clips x 4 s), bf16 autocast, BCE, backward,
-    AdamW step; fine-tune (train_top 12) and frozen (train_top 0); no data loading. The dry run
-    keeps bf16 autocast (on the CPU), so that path runs in the tests.
+    read), synthetic batches made on the GPU (B clips x the recipe's crop lengths), bf16
+    autocast, BCE, backward, AdamW step (the CNN frozen as the trainer freezes it); fine-tune
+    (train_top 12) and frozen (train_top 0); no data loading. The dry run keeps bf16 autocast
+    (on the CPU), so that path runs in the tests.
 (b) the real trainer: hearsay.train.run (job full, no validation) on a synthetic bundle written
     to a temp folder (clips 4-10 s, two sources, both labels, the five codec copies as FLAC),
-    augmentation on (AugmentConfig defaults, p_aug 0.65; gpu_augment as configured), 4 s crops,
+    augmentation on (AugmentConfig defaults, p_aug 0.65; gpu_augment as configured), the
+    recipe's crop lengths (test-duration draws + uniform, bucketed; --crop-s fixes one),
     the same model shapes, bf16, data-loader workers; the steady rate is taken from the trainer's
-    per-step timestamps after --warmup optimiser steps.
+    per-step timestamps after --warmup optimiser steps (its audio-s/s: valid audio over the
+    whole loop, from run_meta's throughput).
 The goal (issue 3): (b) >= 0.9 x (a) at the same shapes, and >= 1,000 clips/s fine-tune.
 The synthetic bundle sits in the page cache: a real bundle on a slow disk can be slower.
 --json writes {"figures": [{"variant", "raw": {...}, "trainer": {...}, "trainer_over_raw"}, ...]}
@@ -41,7 +47,7 @@ import soundfile as sf
 import torch
 import torch.nn.functional as F
 
-from hearsay import audio, train, train_config, train_step
+from hearsay import audio, crops, train, train_config, train_step
 from hearsay.deploy import write_atomic
 from hearsay.model import Detector, ModelConfig
 
@@ -70,7 +76,8 @@ def synthetic_bundle(root: Path, n: int, seed: int = 0) -> Path:
         rows.append({"id": rid, "path": f"{rid}.wav", "label": label,
                      "generator": "bonafide" if label == "bonafide" else "voc-a",
                      "source": ("s1", "s2")[(i // 2) % 2], "group": f"g{i % 50}",
-                     "fold": str(i % 5), "train_scope": "core", "duration": round(dur, 4),
+                     "fold": "test" if i % 10 == 9 else str(i % 5), "train_scope": "core",
+                     "duration": round(dur, 4),
                      "codec_ids": ";".join(CODECS), "flac": f"audio/{rid}.flac"})
     pd.DataFrame(rows).to_csv(root / "manifest.csv", index=False)
     meta = {"status": "ok", "tree_sha": tree_sha(root), "codecs": list(CODECS), "counts": {},
@@ -91,16 +98,28 @@ def autocast_in_force(device_type: str) -> str:
     return str(torch.get_autocast_dtype(device_type)).removeprefix("torch.")
 
 
-def raw_step(mc: ModelConfig, batch: int, crop_s: float, steps: int, warmup: int,
+def recipe_lengths(bundle: Path | None, crop_s: float | None, k: int) -> list[float]:
+    """k crop lengths, s: `crop_s` fixed, else the trainer's recipe (hearsay.crops with the
+    CropConfig defaults: test-duration draws + uniform, bucketed, capped at the class cap) on
+    the synthetic bundle's durations, seeded: raw and trainer see the same distribution."""
+    if crop_s is not None:
+        return [crop_s] * k
+    df = pd.read_csv(bundle / "manifest.csv")
+    train_rows, test = df[df["fold"] != "test"], df.loc[df["fold"] == "test", "duration"]
+    cap = crops.class_cap_s(train_rows.loc[train_rows["label"] == "bonafide", "duration"],
+                            train_rows.loc[train_rows["label"] == "spoof", "duration"])
+    rng = np.random.default_rng(0)
+    return [crops.crop_length_s(rng, test.to_numpy(), cap) for _ in range(k)]
+
+
+def raw_step(mc: ModelConfig, batch: int, lengths: list[float], steps: int, warmup: int,
              device: torch.device, compile_: bool) -> dict:
-    """(a): fwd + bwd + AdamW on synthetic on-device tensors; steady rate after `warmup`."""
+    """(a): fwd + bwd + AdamW on synthetic on-device tensors, step i cropped to lengths[i];
+    steady rate after `warmup`. The Detector freezes its CNN as the trainer's does."""
     torch.manual_seed(0)
     det = Detector(mc).to(device).train()
     opt = torch.optim.AdamW(train_step.optimizer_groups(det, train_config.TrainConfig()))
     fwd = torch.compile(det) if compile_ else det
-    n = int(round(crop_s * SR))
-    x = torch.randn(batch, n, device=device)
-    m = torch.ones(batch, n, dtype=torch.long, device=device)
     y = (torch.arange(batch, device=device) % 2).float()
     # bf16 on either device: on the CPU (--dry-run) this runs the autocast path, not for speed
     amp = torch.autocast(device.type, dtype=torch.bfloat16)
@@ -109,6 +128,9 @@ def raw_step(mc: ModelConfig, batch: int, crop_s: float, steps: int, warmup: int
         if i == warmup:
             sync(device)
             t0 = time.perf_counter()
+        n = int(round(lengths[i] * SR))
+        x = torch.randn(batch, n, device=device)
+        m = torch.ones(batch, n, dtype=torch.long, device=device)
         with amp:
             logits = fwd(x, m)
             autocast = autocast_in_force(device.type)
@@ -117,8 +139,42 @@ def raw_step(mc: ModelConfig, batch: int, crop_s: float, steps: int, warmup: int
         opt.zero_grad(set_to_none=True)
     sync(device)
     dt = time.perf_counter() - t0
-    return {"clips_per_s": batch * steps / dt, "audio_s_per_s": batch * steps * crop_s / dt,
+    audio_s = batch * sum(lengths[warmup: warmup + steps])
+    return {"clips_per_s": batch * steps / dt, "audio_s_per_s": audio_s / dt,
             "steps": steps, "seconds": dt, "autocast": autocast}
+
+
+def freeze_step_s(mc: ModelConfig, seconds: float, library_input_grad: bool) -> float:
+    """One fwd + bwd (fp32, batch 1 x `seconds`) in s. `library_input_grad` re-enables what
+    transformers does when the CNN is frozen by hand (parameters only): it marks the CNN's
+    input as requiring grad in training mode, so backward runs through every conv layer."""
+    torch.manual_seed(0)
+    det = Detector(mc).train()
+    det.backbone.feature_extractor._requires_grad = library_input_grad
+    n = int(round(seconds * SR))
+    x, m = torch.randn(1, n), torch.ones(1, n, dtype=torch.long)
+    t0 = time.perf_counter()
+    det(x, m).sum().backward()
+    return time.perf_counter() - t0
+
+
+def freeze_cpu(args) -> int:
+    """--freeze-cpu: XLS-R shape (random init), interleaved reps of each case, in s."""
+    rows = []
+    for rep in range(args.reps):
+        for top in (args.layers, 0):
+            mc = ModelConfig(init="random", keep_layers=args.layers, train_top=top)
+            for grad in (True, False):
+                dt = freeze_step_s(mc, args.freeze_s, grad)
+                rows.append({"rep": rep, "train_top": top, "cnn_input_grad": grad, "s": dt})
+                print(f"rep {rep} train_top {top:2d} "
+                      f"{'CNN in autograd (library default)' if grad else 'frozen as intended':<34}"
+                      f" {dt:6.2f} s", flush=True)
+    if args.json:
+        write_json(args.json, {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                               "threads": torch.get_num_threads(), "layers": args.layers,
+                               "clip_s": args.freeze_s, "rows": rows})
+    return 0
 
 
 def trainer(bundle: Path, model: dict, args, compile_: bool, cpu: bool, tmp: Path) -> dict:
@@ -133,8 +189,10 @@ def trainer(bundle: Path, model: dict, args, compile_: bool, cpu: bool, tmp: Pat
                   # only: keep them inside the untimed warm-up
                   "stream_records_max": args.batch * max(1, args.warmup - 1),
                   "cpu_threads": 0},
-        "crop": {"p_test_dist": 0.0, "uniform_min_s": args.crop_s, "uniform_max_s": args.crop_s},
     }
+    if args.crop_s is not None:  # a fixed length instead of the recipe's distribution
+        overrides["crop"] = {"p_test_dist": 0.0, "uniform_min_s": args.crop_s,
+                             "uniform_max_s": args.crop_s, "buckets_s": []}
     cfg = train_config.resolve_config("full", None, overrides=overrides, cpu_smoke=cpu)
     out = tmp / f"run-{len(list(tmp.iterdir()))}"
     meta = train.run(cfg, bundle, out, verify_bundle=False)
@@ -143,7 +201,7 @@ def trainer(bundle: Path, model: dict, args, compile_: bool, cpu: bool, tmp: Pat
     dt = t[-1] - t[args.warmup - 1]
     shutil.rmtree(out, ignore_errors=True)
     return {"clips_per_s": args.batch * steps / dt,
-            "audio_s_per_s": args.batch * steps * args.crop_s / dt,  # crops may hold padding
+            "audio_s_per_s": meta["throughput"]["audio_s_per_s"],  # valid audio, whole run
             "steps": steps, "seconds": dt, "workers": args.workers,
             "gpu_augment": not args.numpy_augment,
             # hearsay.train's rule: bf16 autocast on CUDA when configured, none on the CPU
@@ -154,7 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=64, help="clips per step")
-    ap.add_argument("--crop-s", type=float, default=4.0, help="crop length, s")
+    ap.add_argument("--crop-s", type=float, default=None,
+                    help="a fixed crop length, s (default: the recipe's distribution, "
+                         "hearsay.crops, on the synthetic bundle)")
     ap.add_argument("--layers", type=int, default=12, help="kept transformer layers")
     ap.add_argument("--steps", type=int, default=40, help="timed steps per figure")
     ap.add_argument("--warmup", type=int, default=8, help="untimed steps first")
@@ -168,9 +228,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="trainer renders augmentation in the workers (numpy) instead of batched")
     ap.add_argument("--skip-trainer", action="store_true", help="only (a)")
     ap.add_argument("--json", type=Path, help="write the figures here too")
+    ap.add_argument("--freeze-cpu", action="store_true",
+                    help="CPU only: fwd+bwd time (batch 1) with the CNN frozen as transformers "
+                         "intends vs its input-grad on, train_top = --layers and 0")
+    ap.add_argument("--freeze-s", type=float, default=2.0, help="--freeze-cpu clip length, s")
+    ap.add_argument("--reps", type=int, default=2, help="--freeze-cpu interleaved repetitions")
     ap.add_argument("--dry-run", action="store_true",
                     help="CPU, tiny config, a few steps: checks the script, measures nothing")
     args = ap.parse_args(argv)
+    if args.freeze_cpu:
+        return freeze_cpu(args)
     if not args.dry_run and not torch.cuda.is_available():
         print("bench_train_gpu: no CUDA device (torch.cuda.is_available() is False): run it on "
               "a GPU box; --dry-run checks the script on the CPU with the tiny config",
@@ -230,16 +297,16 @@ def _bench(args) -> int:
         variants = args.variants
     with tempfile.TemporaryDirectory(prefix="hearsay-bench-train-") as tmp:
         tmp = Path(tmp)
-        bundle = None
-        if not args.skip_trainer:
-            bundle = synthetic_bundle(tmp / "bundle", args.clips)
-            (tmp / "runs").mkdir()
+        bundle = synthetic_bundle(tmp / "bundle", args.clips)
+        (tmp / "runs").mkdir()
         for name, comp in variants:
             mc = ModelConfig.from_dict(shapes[name])
             label = name + (" + compile" if comp else "")
-            raw = raw_step(mc, args.batch, args.crop_s, args.steps, args.warmup, device, comp)
+            lengths = recipe_lengths(bundle or synthetic_bundle(tmp / "bundle", args.clips),
+                                     args.crop_s, args.warmup + args.steps)
+            raw = raw_step(mc, args.batch, lengths, args.steps, args.warmup, device, comp)
             row = {"variant": label, "raw": raw}
-            if bundle is not None:
+            if not args.skip_trainer:
                 row["trainer"] = trainer(bundle, shapes[name], args, comp, args.dry_run,
                                          tmp / "runs")
                 row["trainer_over_raw"] = row["trainer"]["clips_per_s"] / raw["clips_per_s"]

@@ -76,7 +76,7 @@ def test_take_pads_a_copy_shorter_than_the_offset_window():
 
 def test_crop_length_mixes_test_distribution_and_uniform():
     """Test durations all 1.5 s (outside 3–14 s): the two components are separable."""
-    cfg = crops.CropConfig()
+    cfg = crops.CropConfig(buckets_s=())
     rng = np.random.default_rng(5)
     lengths = np.array([crops.crop_length_s(rng, [1.5], 20.0, cfg) for _ in range(4000)])
     from_test = np.isclose(lengths, 1.5)
@@ -89,19 +89,36 @@ def test_crop_length_mixes_test_distribution_and_uniform():
 
 def test_crop_length_draws_from_the_test_durations_given():
     rng = np.random.default_rng(6)
-    cfg = crops.CropConfig(p_test_dist=1.0)
+    cfg = crops.CropConfig(p_test_dist=1.0, buckets_s=())
     lengths = {crops.crop_length_s(rng, [2.0, 4.0, 6.0], 20.0, cfg) for _ in range(200)}
     assert lengths == {2.0, 4.0, 6.0}
 
 
 @pytest.mark.parametrize("cap_s", [0.5, 2.01, 4.3, 13.9])
 def test_crop_length_respects_cap_and_grid(cap_s):
-    rng = np.random.default_rng(7)
-    cfg = crops.CropConfig()
-    lengths = [crops.crop_length_s(rng, [1.0, 6.0, 15.0], cap_s, cfg) for _ in range(500)]
-    assert max(lengths) <= cap_s
-    n = np.array([crops.n_samples(s) for s in lengths])
-    assert np.all(n % cfg.grid_samples == 0) and n.min() >= cfg.min_samples
+    for cfg in (crops.CropConfig(), crops.CropConfig(buckets_s=())):
+        rng = np.random.default_rng(7)
+        lengths = [crops.crop_length_s(rng, [1.0, 6.0, 15.0], cap_s, cfg) for _ in range(500)]
+        assert max(lengths) <= cap_s
+        n = np.array([crops.n_samples(s) for s in lengths])
+        assert np.all(n % cfg.grid_samples == 0) and n.min() >= cfg.min_samples
+
+
+def test_crop_lengths_fall_in_the_buckets_and_keep_the_mean():
+    """The recipe's buckets: a handful of shapes for torch.compile, the mean length of the
+    continuous draw kept (stochastic rounding between neighbours)."""
+    rng = np.random.default_rng(8)
+    test = np.random.default_rng(9).uniform(1.0, 12.0, 300)
+    cfg, plain = crops.CropConfig(), crops.CropConfig(buckets_s=())
+    got = np.array([crops.crop_length_s(rng, test, 20.0, cfg) for _ in range(6000)])
+    ref = np.array([crops.crop_length_s(rng, test, 20.0, plain) for _ in range(6000)])
+    assert set(np.round(got, 6)) <= set(cfg.buckets_s) and len(set(got)) >= 8
+    assert abs(got.mean() - ref.mean()) < 0.1  # s; the means of 6000 draws each
+    capped = {crops.crop_length_s(rng, test, 5.0, cfg) for _ in range(500)}
+    assert capped <= {1.0, 2.0, 3.0, 4.0}  # buckets above the class cap are not used
+    assert {crops.crop_length_s(rng, test, 0.5, cfg) for _ in range(50)} == {0.5}
+    with pytest.raises(ValueError, match="strictly rising"):
+        crops.CropConfig(buckets_s=(4.0, 2.0))
 
 
 def test_crop_length_without_test_durations_names_the_fix():

@@ -79,6 +79,32 @@ def test_cnn_stays_frozen_in_full_fine_tune():
     assert det.backbone.masked_spec_embed.requires_grad  # the stem trains with every layer
 
 
+def test_no_gradient_reaches_the_feature_encoder_in_training():
+    """Frozen as transformers intends: in training mode the CNN's output is not in autograd,
+    so backward stops at the projection (no conv activations kept, no conv backward)."""
+    det = Detector(ModelConfig.tiny()).train()
+    outs = []
+    det.backbone.feature_extractor.register_forward_hook(lambda m, i, o: outs.append(o))
+    x, m = _batch([16000, 12000])
+    det(x, m).sum().backward()
+    assert not outs[0].requires_grad
+    assert all(p.grad is None for p in det.backbone.feature_extractor.parameters())
+    assert det.backbone.feature_projection.projection.weight.grad is not None
+
+
+def test_train_top_zero_keeps_the_whole_backbone_out_of_autograd():
+    det = Detector(ModelConfig.tiny(train_top=0)).train()
+    states, _ = det.hidden_states(*_batch([16000, 12000]))
+    assert not any(h.requires_grad for h in states)  # only the head enters backward
+    assert det(*_batch([16000])).requires_grad
+
+
+def test_train_top_one_starts_autograd_at_the_top_layer():
+    det = Detector(ModelConfig.tiny(train_top=1)).train()
+    states, _ = det.hidden_states(*_batch([16000]))
+    assert [h.requires_grad for h in states] == [False, False, True]
+
+
 def test_spec_augment_only_in_training_and_seeded():
     det = Detector(ModelConfig.tiny(mask_time_prob=0.5, mask_time_length=2))
     x, m = _batch([16000, 16000])

@@ -156,29 +156,64 @@ def test_sampler_quotas_balance_labels_and_keep_the_source_mix():
     # half-batch 5 over 30:10 bona fide -> 3.75:1.25 -> largest remainder gives 4:1
     assert tdata.quotas(df, 10, "proportional")[("bonafide", "a")] == 4
     assert sum(tdata.quotas(df, 10, "proportional").values()) == 10
+    assert s.without_quota == []
+    many = pd.DataFrame({"label": ["bonafide"] * 6 + ["spoof"] * 6,
+                         "source": [f"s{i}" for i in range(6)] * 2})
+    assert len(tdata.Sampler(many, batch_size=4, mix="proportional", seed=0).without_quota) == 8
     eq = tdata.Sampler(df, batch_size=8, mix="equal", seed=0)
     assert eq.quotas[("bonafide", "a")] == eq.quotas[("bonafide", "b")] == 2
+
+
+def _family(gen: str) -> str:
+    return gen.split("-")[0]
 
 
 def test_fold_protocol(bundle):
     df = bundle.manifest
     for k in range(5):
-        train, val = tdata.plan_job(bundle, "fold", k)
+        train, val, excl = tdata.plan_job(bundle, "fold", k)
         assert not train["fold"].isin([str(k), "holdout", "test"]).any()
         assert set(val["fold"]) == {str(k)} and set(val["train_scope"]) == {"core"}
         assert set(val["label"]) == {"bonafide", "spoof"}
         assert set(train["id"]).isdisjoint(val["id"])
-        # the extra smear-x row sits in an inner fold's group; smear is excluded for fold 0
-        smear = df.loc[df["generator"] == "smear-x"].iloc[0]
-        assert (smear["id"] in set(train["id"])) == (k != 0 and smear["fold"] != str(k))
+        # derived from the fold file: every family fold k validates on (spoof rows) is kept
+        # out of its extra rows, on top of the hand list (smear for fold 0)
+        val_fams = set(val.loc[val["label"] == "spoof", "generator"].map(_family))
+        assert set(excl["listed"]) == ({"smear"} if k == 0 else set())
+        assert set(excl["listed"]) | set(excl["derived"]) == val_fams | set(excl["listed"])
+        extra = train.loc[train["train_scope"] == "extra"]
+        assert not extra["generator"].map(_family).isin(val_fams).any()
         # and nothing else is left out: every other inner / extra row trains
         rest = df.loc[~df["id"].isin(train["id"])]
-        excluded = (rest["generator"] == "smear-x") & (k == 0)
+        excluded = (rest["train_scope"] == "extra") & rest["generator"].map(_family).isin(
+            val_fams | set(excl["listed"]))
         assert rest.loc[~excluded, "fold"].isin([str(k), "holdout", "test"]).all()
-    train, val = tdata.plan_job(bundle, "pilot", None)
-    assert set(train["fold"]) == {"0", "1", "2", "3", "extra"} and set(val["fold"]) == {"4"}
-    train, val = tdata.plan_job(bundle, "full", None)
+    train, val, _ = tdata.plan_job(bundle, "pilot", None)
+    assert set(train["fold"]) <= {"0", "1", "2", "3", "extra"} and set(val["fold"]) == {"4"}
+    train, val, excl = tdata.plan_job(bundle, "full", None)
     assert set(train["fold"]) == {"0", "1", "2", "3", "4", "extra"} and val is None
+    assert excl["derived"] == []  # no validation split: the hand list only
+
+
+def test_a_forgotten_exclusion_is_derived_and_a_leak_is_a_train_error(bundle, monkeypatch):
+    """Family exclusion follows the fold file even with an empty hand list, and the fold-leak
+    guard is a TrainError with its own exit code (not an assert, which python -O drops)."""
+    import dataclasses
+
+    from hearsay import folds
+
+    forgot = dataclasses.replace(bundle, meta={**bundle.meta, "folds": {"config": {}}})
+    train, val, excl = tdata.plan_job(forgot, "fold", 0)
+    val_fams = set(val.loc[val["label"] == "spoof", "generator"].map(_family))
+    assert set(excl["derived"]) == val_fams and excl["extra_rows_dropped"] > 0
+    extra = train.loc[train["train_scope"] == "extra", "generator"].map(_family)
+    assert not extra.isin(val_fams).any()
+    real = folds.train_ids
+    monkeypatch.setattr(folds, "train_ids", lambda df, cfg, model: [
+        *real(df, cfg, model), *df.loc[df["fold"] == "holdout", "id"][:1]])
+    with pytest.raises(tcfg.FoldLeak, match="holdout/test/validation rows") as err:
+        tdata.plan_job(bundle, "fold", 0)
+    assert err.value.code == tcfg.EXIT["fold_leak"] == 10
 
 
 # --------------------------------------------------------------------------- schedule
@@ -196,8 +231,8 @@ def test_accumulation_flushes_the_trailing_group_and_lr_ends_at_floor(bundle_dir
     # 5 micro-batches per epoch, accumulation 2 -> groups 2+2+1: 3 optimiser steps per epoch
     cfg = smoke(batches_per_epoch=5, grad_accum=2, epochs=2, lr_floor=0.05, val_every=2)
     meta = tr.run(cfg, bundle_dir, tmp_path / "run")
-    # readouts every 2 optimiser steps and at each epoch end (steps 3 and 6)
-    assert [v["step"] for v in meta["history"]["val"]] == [2, 3, 4, 6, 6]
+    # readouts every 2 optimiser steps and at each epoch end (steps 3 and 6), once per step
+    assert [v["step"] for v in meta["history"]["val"]] == [2, 3, 4, 6]
     assert meta["steps"] == meta["total_steps"] == 6 and meta["complete"]
     assert meta["history"]["lr"][-1] == pytest.approx(0.05)
     assert meta["history"]["lr"][0] == pytest.approx(1.0)  # ceil(0.08 * 6) = 1 warm-up step
@@ -349,19 +384,21 @@ def test_batched_device_augmentation_matches_the_numpy_path(bundle):
     the same input as augment.training_example clip by clip (here on the CPU)."""
     from hearsay import augment, augment_gpu, crops
 
-    train, _ = tdata.plan_job(bundle, "fold", 1)
+    train, _, _ = tdata.plan_job(bundle, "fold", 1)
     rows = train[["id", "flac", "label", "source", "codec_ids"]].to_dict("records")
-    plan = tdata.Sampler(train, 8, "proportional", 0).epoch_plan(1, 3)
+    sampler = tdata.Sampler(train, 8, "proportional", 0)
     test_durs = bundle.manifest.loc[bundle.manifest["fold"] == "test", "duration"].to_numpy()
     ctx = {"seed": 0, "world": 1, "rank": 0, "test_durations": test_durs, "cap_s": 2.0,
            "crop": crops.CropConfig(), "augment": augment.AugmentConfig(p_aug=1.0),
            "max_crop_s": 0.0}
     for b in range(3):
-        ref = tdata.EpochBatches(bundle.root, rows, plan, 1, {**ctx, "gpu_augment": False})[b]
-        dev = tdata.EpochBatches(bundle.root, rows, plan, 1, {**ctx, "gpu_augment": True})[b]
+        ref = tdata.EpochBatches(bundle.root, rows, sampler, 3,
+                                 {**ctx, "gpu_augment": False})[(1, b)]
+        dev = tdata.EpochBatches(bundle.root, rows, sampler, 3,
+                                 {**ctx, "gpu_augment": True})[(1, b)]
         assert ref["names"] == dev["names"]
-        got = augment_gpu.train_batch(dev["input_values"], dev["attention_mask"], dev["names"],
-                                      dev["params"])
+        mask = tdata.sample_mask(dev["lengths"], dev["input_values"].shape[1])
+        got = augment_gpu.train_batch(dev["input_values"], mask, dev["names"], dev["params"])
         torch.testing.assert_close(got, ref["input_values"], atol=2e-3, rtol=1e-3)
 
 
@@ -413,3 +450,83 @@ def test_augmentation_rates_that_diverge_between_classes_abort(tmp_path):
     meta = json.loads((tmp_path / "run" / "run_meta.json").read_text())
     assert meta["aborted"]["error"] == "AugmentRateError"
     assert meta["rates"]["all"]["bonafide"]["types"]["codec"] == 0.0
+
+
+# --------------------------------------------------------------------------- device hygiene
+
+
+def test_a_training_step_makes_no_blocking_device_host_conversion(bundle_dir, tmp_path):
+    """Counted as a GPU profiler would (tests/device_audit.py patches the conversions): in the
+    steps of epoch 2 (one-time uploads such as FIR taps are done by then), with every clip
+    augmented on the device, at most 2 blocking device<->host conversions in 4 steps (0 now)."""
+    import functools
+
+    from device_audit import DeviceAudit
+
+    audit, epoch_now = DeviceAudit(), [0]
+
+    def counted(fn):
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            audit.counting = epoch_now[0] >= 2
+            try:
+                return fn(*a, **k)
+            finally:
+                audit.counting = False
+        return wrapper
+
+    def epoch(fn):
+        def wrapper(r, e):
+            epoch_now[0] = e
+            return fn(r, e)
+        return wrapper
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(tr, "_micro_batch", counted(tr._micro_batch))
+    mp.setattr(tr, "_optimiser_step", counted(tr._optimiser_step))
+    mp.setattr(tr, "_train_epoch", epoch(tr._train_epoch))
+    cfg = tcfg.resolve_config("fold", 0, cpu_smoke=True, overrides={
+        "train": {"epochs": 2, "batches_per_epoch": 4}, "augment": {"p_aug": 1.0}})
+    try:
+        with audit:
+            meta = tr.run(cfg, bundle_dir, tmp_path / "run")
+    finally:
+        mp.undo()
+    assert meta["steps"] == 8
+    blocking = audit.counts["d2h"] + audit.counts["h2d"]
+    assert blocking <= 2, f"{blocking} blocking conversions in 4 steps: {dict(audit.where)}"
+
+
+def test_two_ranks_train_read_out_checkpoint_and_resume_exactly(bundle_dir, tmp_path):
+    """Two real processes (torchrun, gloo): training, a validation readout each epoch (the
+    shares of both ranks all-reduced), a checkpoint holding both ranks' RNG, and a resume that
+    ends where the uninterrupted run ends, on both ranks. Every collective is checked by
+    device_audit: a tensor that a GPU run would hold on the host fails the run."""
+    import os
+    import sys
+    from pathlib import Path
+
+    torchrun = Path(sys.executable).with_name("torchrun")
+    worker = Path(__file__).with_name("ddp_worker.py")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
+    res = subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", "2", str(worker),
+                          str(bundle_dir), str(tmp_path)], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-4000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    for rank, got in enumerate(ranks):
+        assert got["whole"]["world_size"] == 2 and got["whole"]["steps"] == 4
+        assert got["part"]["steps"] == 2 and got["resumed"]["steps"] == 4
+        # each rank's own epoch-2 losses (the history before the resume is rank 0's)
+        assert got["resumed"]["loss"][2:] == got["whole"]["loss"][2:], rank
+        assert [v["step"] for v in got["whole"]["val"]] == [2, 4]
+        assert got["resumed"]["val"] == got["whole"]["val"]
+    assert ranks[0]["resumed"]["loss"] == ranks[0]["whole"]["loss"]
+    assert ranks[0]["whole"]["loss"] != ranks[1]["whole"]["loss"]  # two ranks, two shards
+    assert ranks[0]["whole"]["val"] == ranks[1]["whole"]["val"]  # the same AUC on both ranks
+    a, b = _sd(tmp_path / "whole"), _sd(tmp_path / "part")
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    ck = stores.read_checkpoint(tmp_path / "part" / "checkpoints" / "epoch_0001")
+    assert {k.split(".")[0] for k in ck.rng} == {"rank0", "rank1"}
+    assert ck.state["world_size"] == 2

@@ -27,6 +27,7 @@ from functools import lru_cache
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from scipy import fft as sp_fft
 
 from hearsay import audio, augment
@@ -45,13 +46,23 @@ def fir_taps(cutoff_hz: float) -> np.ndarray:
     return audio.band_limit(impulse, cutoff_hz).astype(np.float32)  # symmetric taps
 
 
+_TAPS: dict = {}  # (cutoff_hz, device) -> FIR taps on that device: uploaded once per run
+
+
+def _device_taps(cutoff_hz: float, device) -> torch.Tensor:
+    key = (float(cutoff_hz), str(device))
+    if key not in _TAPS:
+        _TAPS[key] = torch.from_numpy(fir_taps(float(cutoff_hz))).to(device)
+    return _TAPS[key]
+
+
 def _lowpass(values: torch.Tensor, cutoff_hz: float) -> torch.Tensor:
     """(B, T) -> (B, T): the zero-phase FIR of audio.band_limit ("same" alignment).
 
     Done as an FFT convolution, not conv1d: cuDNN convolutions may run in TF32 on the GPU
     (torch.backends.cudnn.allow_tf32 defaults to True), cuFFT stays float32.
     """
-    taps = torch.as_tensor(fir_taps(float(cutoff_hz)), device=values.device)
+    taps = _device_taps(cutoff_hz, values.device)
     half = (len(taps) - 1) // 2  # the FIR's delay, removed as np.convolve(mode="same") does
     n_fft = _fft_len(values.shape[1] + len(taps) - 1)
     full = torch.fft.irfft(torch.fft.rfft(values, n_fft) * torch.fft.rfft(taps, n_fft), n_fft)
@@ -70,12 +81,99 @@ def _keep_rms(y: torch.Tensor, p_in: torch.Tensor, mask: torch.Tensor,
     return y * gain[:, None]
 
 
-def _stack(arrays: Sequence[np.ndarray], width: int, device) -> torch.Tensor:
-    """Zero-padded (len(arrays), width) float32 tensor."""
+def _stack(arrays: Sequence[np.ndarray], width: int) -> np.ndarray:
+    """Zero-padded (len(arrays), width) float32 host array."""
     out = np.zeros((len(arrays), width), dtype=np.float32)
     for i, a in enumerate(arrays):
         out[i, : len(a)] = a
-    return torch.from_numpy(out).to(device)
+    return out
+
+
+class _Upload:
+    """Host arrays gathered per batch, sent to the device as ONE float32 transfer (pinned and
+    non-blocking on CUDA): a dozen small pageable copies would each make the host wait."""
+
+    def __init__(self):
+        self.arrays: list[np.ndarray] = []
+
+    def add(self, a) -> int:
+        self.arrays.append(np.asarray(a, dtype=np.float32))
+        return len(self.arrays) - 1
+
+    def send(self, device) -> list[torch.Tensor]:
+        if not self.arrays:
+            return []
+        flat = torch.from_numpy(np.concatenate([a.ravel() for a in self.arrays]))
+        if torch.device(device).type == "cuda":
+            flat = flat.pin_memory()
+        flat = flat.to(device, non_blocking=True)
+        out, at = [], 0
+        for a in self.arrays:
+            out.append(flat[at: at + a.size].view(a.shape))
+            at += a.size
+        return out
+
+
+def _plan(name: str, params: list[dict], up: _Upload) -> dict:
+    """Host side of type `name`: its parameter arrays queued on `up` (slot numbers kept)."""
+    if name == "noise":
+        return {"noise": up.add(_stack([p["noise"] for p in params], max(len(p["noise"])
+                                                                          for p in params))),
+                "snr": up.add([p["snr_db"] for p in params])}
+    if name == "bandlimit":
+        cut = [p["cutoff_hz"] for p in params]
+        return {"cutoffs": {c: up.add([float(x == c) for x in cut]) for c in sorted(set(cut))}}
+    if name == "gain_clip":
+        return {"drive": up.add([p["drive_db"] for p in params]),
+                "ceiling": up.add([p["ceiling"] for p in params])}
+    if name == "reverb":
+        return {"h": up.add(_stack([p["h"] for p in params], max(len(p["h"]) for p in params)))}
+    if name == "rawboost":
+        width = max(len(b) for p in params for b in p["filters"])
+        return {"filters": [up.add(_stack([p["filters"][i] for p in params], width))
+                            for i in range(len(params[0]["filters"]))]}
+    raise ValueError(f"augment_gpu: no batched renderer for {name!r} "
+                     f"(wave types: {augment.WAVE_TYPES})")
+
+
+def _render(name: str, x: torch.Tensor, mask: torch.Tensor, n: torch.Tensor, plan: dict,
+            dev: list[torch.Tensor]) -> torch.Tensor:
+    """Rows `x` (b, T), all of type `name`, with their uploaded params -> rendered rows."""
+    if name == "noise":
+        noise = dev[plan["noise"]][:, : x.shape[1]]
+        if noise.shape[1] < x.shape[1]:
+            noise = F.pad(noise, (0, x.shape[1] - noise.shape[1]))
+        scale = torch.sqrt(_masked_power(x, mask, n) / 10 ** (dev[plan["snr"]] / 10))
+        return x + noise * scale[:, None]
+    if name == "bandlimit":
+        out = x
+        for cutoff, slot in plan["cutoffs"].items():  # rows of this cutoff: a 0/1 column
+            sel = dev[slot][:, None]
+            out = out * (1 - sel) + _lowpass(x, cutoff) * mask * sel
+        return out
+    if name == "gain_clip":
+        drive, ceiling = dev[plan["drive"]], dev[plan["ceiling"]]
+        peak = x.abs().amax(1)
+        gain = torch.where(peak > 0, ceiling / peak.clamp(min=1e-30) * 10 ** (drive / 20),
+                           torch.ones_like(peak))
+        y = x * gain[:, None]
+        return torch.maximum(torch.minimum(y, ceiling[:, None]), -ceiling[:, None])
+    if name == "reverb":
+        y = _fft_conv(x, dev[plan["h"]]) * mask
+        return _keep_rms(y, _masked_power(x, mask, n), mask, n)
+    # rawboost
+    peak = x.abs().amax(1)
+    xn = x / torch.where(peak > 0, peak, torch.ones_like(peak))[:, None]
+    filters = [dev[slot] for slot in plan["filters"]]
+    n_fft = _fft_len(x.shape[1] + filters[0].shape[1] - 1)
+    acc, power = None, torch.ones_like(xn)
+    for b in filters:
+        power = power * xn
+        term = torch.fft.rfft(power, n_fft) * torch.fft.rfft(b, n_fft)
+        acc = term if acc is None else acc + term
+    y = torch.fft.irfft(acc, n_fft)[:, : x.shape[1]] * mask
+    y = (y - (y.sum(1) / n.clamp(min=1))[:, None]) * mask
+    return _keep_rms(y, _masked_power(x, mask, n), mask, n)
 
 
 def _fft_conv(x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
@@ -85,57 +183,13 @@ def _fft_conv(x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     return y[:, : x.shape[1]]
 
 
-def _render(name: str, x: torch.Tensor, mask: torch.Tensor, n: torch.Tensor,
-            params: list[dict]) -> torch.Tensor:
-    """Rows `x` (b, T), all of type `name`, with their drawn params -> rendered rows."""
-    dev = x.device
-    if name == "noise":
-        noise = _stack([p["noise"] for p in params], x.shape[1], dev)
-        snr = torch.tensor([p["snr_db"] for p in params], device=dev, dtype=torch.float32)
-        scale = torch.sqrt(_masked_power(x, mask, n) / 10 ** (snr / 10))
-        return x + noise * scale[:, None]
-    if name == "bandlimit":
-        out = x.clone()
-        for cutoff in sorted({p["cutoff_hz"] for p in params}):
-            rows = torch.tensor([p["cutoff_hz"] == cutoff for p in params], device=dev)
-            out[rows] = _lowpass(x[rows], cutoff) * mask[rows]
-        return out
-    if name == "gain_clip":
-        drive = torch.tensor([p["drive_db"] for p in params], device=dev, dtype=torch.float32)
-        ceiling = torch.tensor([p["ceiling"] for p in params], device=dev, dtype=torch.float32)
-        peak = x.abs().amax(1)
-        gain = torch.where(peak > 0, ceiling / peak.clamp(min=1e-30) * 10 ** (drive / 20),
-                           torch.ones_like(peak))
-        y = x * gain[:, None]
-        return torch.maximum(torch.minimum(y, ceiling[:, None]), -ceiling[:, None])
-    if name == "reverb":
-        h = _stack([p["h"] for p in params], max(len(p["h"]) for p in params), dev)
-        y = _fft_conv(x, h) * mask
-        return _keep_rms(y, _masked_power(x, mask, n), mask, n)
-    if name == "rawboost":
-        peak = x.abs().amax(1)
-        xn = x / torch.where(peak > 0, peak, torch.ones_like(peak))[:, None]
-        order = len(params[0]["filters"])
-        width = max(len(b) for p in params for b in p["filters"])
-        n_fft = _fft_len(x.shape[1] + width - 1)
-        acc, power = None, torch.ones_like(xn)
-        for i in range(order):
-            power = power * xn
-            b = _stack([p["filters"][i] for p in params], width, dev)
-            term = torch.fft.rfft(power, n_fft) * torch.fft.rfft(b, n_fft)
-            acc = term if acc is None else acc + term
-        y = torch.fft.irfft(acc, n_fft)[:, : x.shape[1]] * mask
-        y = (y - (y.sum(1) / n.clamp(min=1))[:, None]) * mask
-        return _keep_rms(y, _masked_power(x, mask, n), mask, n)
-    raise ValueError(f"augment_gpu: no batched renderer for {name!r} "
-                     f"(wave types: {augment.WAVE_TYPES})")
-
-
 def render_batch(values: torch.Tensor, attention_mask: torch.Tensor, names: Sequence[str],
                  params: Sequence[dict | None]) -> torch.Tensor:
     """Apply each row's wave-domain type (from plan_example) to a (B, T) batch; others pass.
 
     Rows named "none", "codec:<c>" or "trim_jitter" (already applied on the CPU) are unchanged.
+    Every parameter (and each type's row numbers) reaches the device in one transfer; rows
+    are gathered and scattered with index tensors, never boolean masks (no host sync).
     """
     if not len(names) == len(params) == values.shape[0]:
         raise ValueError(f"render_batch: {values.shape[0]} rows, {len(names)} names, "
@@ -143,14 +197,20 @@ def render_batch(values: torch.Tensor, attention_mask: torch.Tensor, names: Sequ
     out = values.to(torch.float32).clone()
     mask = attention_mask.to(out.dtype)
     n = mask.sum(1)
+    up, plans = _Upload(), []
     for name in augment.WAVE_TYPES:
         idx = [i for i, nm in enumerate(names) if nm == name]
         if not idx:
             continue
         if any(params[i] is None for i in idx):
             raise ValueError(f"render_batch: a {name!r} row has no params (use plan_example)")
-        rows = torch.tensor(idx, device=out.device)
-        out[rows] = _render(name, out[rows], mask[rows], n[rows], [params[i] for i in idx])
+        plans.append((name, up.add(idx), _plan(name, [params[i] for i in idx], up)))
+    dev = up.send(out.device)
+    for name, rows_slot, plan in plans:
+        rows = dev[rows_slot].long()  # (b,) row numbers: exact in float32 below 2**24
+        rendered = _render(name, out.index_select(0, rows), mask.index_select(0, rows),
+                           n.index_select(0, rows), plan, dev)
+        out = out.index_copy(0, rows, rendered)
     return out
 
 

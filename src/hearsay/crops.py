@@ -3,8 +3,9 @@
 The recipe (../shared/DESIGN.md, "Model and training"; every number is a `CropConfig` field):
 
 1. One crop length per batch: with p 0.7 a duration drawn from the test set's duration
-   distribution, else uniform 3–14 s; capped at the longest length *both* classes reach
-   (`class_cap_s`), so a crop length never exists for one class only.
+   distribution, else uniform 3–14 s; rounded to one of a few buckets (1, 2, 3, 4, 6, 8, 10,
+   12, 14 s; stochastic rounding keeps the mean); capped at the longest length *both* classes
+   reach (`class_cap_s`), so a crop length never exists for one class only.
 2. A fresh random offset per clip per draw (the caller passes a generator that moves on each
    epoch), so the model does not see the same window every epoch.
 3. Clips shorter than the crop are zero-padded with an attention mask; never tiled or repeated
@@ -49,6 +50,10 @@ class CropConfig:
     uniform_max_s: float = 14.0
     grid_samples: int = 320  # crop lengths are rounded down to this grid (20 ms = the CNN stride)
     min_samples: int = 320  # a crop is never shorter than this (one CNN frame)
+    # crop lengths, s, the continuous draw is rounded to (stochastically, between the two
+    # neighbours: the mean length is kept); () = no buckets. A handful of shapes means a
+    # handful of torch.compile graphs instead of one recompile per new length.
+    buckets_s: tuple[float, ...] = (1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0)
 
     def __post_init__(self):
         if not 0.0 <= self.p_test_dist <= 1.0:
@@ -58,6 +63,9 @@ class CropConfig:
                              f"{self.uniform_max_s}] s is empty (need 0 < min <= max)")
         if self.grid_samples < 1 or self.min_samples < 1:
             raise ValueError("CropConfig.grid_samples and min_samples must be >= 1")
+        b = tuple(self.buckets_s)
+        if b and (list(b) != sorted(set(b)) or b[0] <= 0):
+            raise ValueError(f"CropConfig.buckets_s={b}: must be positive and strictly rising")
 
     @classmethod
     def from_dict(cls, d: Mapping) -> CropConfig:
@@ -83,8 +91,12 @@ def crop_length_s(rng: np.random.Generator, test_durations_s: Sequence[float], c
                   cfg: CropConfig = CropConfig()) -> float:
     """One crop length (s) for one batch: test-distribution draw or uniform, capped at `cap_s`.
 
-    The result is on the `cfg.grid_samples` grid, at least `cfg.min_samples`, at most `cap_s`
-    (rounded down to the grid).
+    With `cfg.buckets_s`, the draw is then rounded to a bucket: between buckets a < L < b it
+    becomes b with probability (L - a) / (b - a), else a, so the mean length is kept (the
+    distribution is the draw's, smeared over the two neighbours); below the first bucket it
+    becomes the first, above the last the last; buckets above `cap_s` are not used (none
+    left: `cap_s` itself). The result is on the `cfg.grid_samples` grid, at least
+    `cfg.min_samples`, at most `cap_s` (rounded down to the grid).
     """
     test = np.asarray(test_durations_s, dtype=np.float64)
     if cfg.p_test_dist > 0 and test.size == 0:
@@ -96,9 +108,22 @@ def crop_length_s(rng: np.random.Generator, test_durations_s: Sequence[float], c
         length = float(test[rng.integers(test.size)])
     else:
         length = float(rng.uniform(cfg.uniform_min_s, cfg.uniform_max_s))
+    if cfg.buckets_s:
+        length = _bucket(length, [b for b in cfg.buckets_s if b <= cap_s] or [cap_s], rng)
     n = min(int(round(length * SAMPLE_RATE)), int(cap_s * SAMPLE_RATE))
     n = max(cfg.min_samples, n // cfg.grid_samples * cfg.grid_samples)
     return n / SAMPLE_RATE
+
+
+def _bucket(length: float, buckets: list[float], rng: np.random.Generator) -> float:
+    """Stochastic rounding of `length` to its neighbouring buckets (mean kept inside)."""
+    if length <= buckets[0]:
+        return buckets[0]
+    if length >= buckets[-1]:
+        return buckets[-1]
+    hi = int(np.searchsorted(buckets, length))
+    a, b = buckets[hi - 1], buckets[hi]
+    return b if rng.random() < (length - a) / (b - a) else a
 
 
 def n_samples(length_s: float) -> int:

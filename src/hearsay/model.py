@@ -177,9 +177,15 @@ class Detector(nn.Module):
 
     def apply_freeze(self) -> None:
         """CNN always frozen; of the kept layers only the top `train_top` train. The stem
-        (projection, positional conv, masked_spec_embed) trains only when every layer does."""
+        (projection, positional conv, masked_spec_embed) trains only when every layer does.
+
+        The CNN is frozen the way transformers intends (`freeze_feature_encoder`, which also
+        clears its `_requires_grad`): otherwise, in training mode, the library marks the CNN's
+        input as requiring grad and backward runs through all 7 conv layers (and, with
+        train_top 0, through the whole frozen backbone), and torch.compile breaks the graph."""
         for p in self.backbone.parameters():
             p.requires_grad_(False)
+        self.backbone.freeze_feature_encoder()
         top = self.cfg.train_top
         for depth, params in self.backbone_param_groups():
             is_stem = depth == self.cfg.keep_layers

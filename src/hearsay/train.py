@@ -17,17 +17,23 @@ per batch (hearsay.crops), one augmentation per clip chosen before loading (hear
 bf16 autocast on CUDA, BCE with label smoothing, gradient accumulation whose trailing group is
 flushed at the epoch end, AdamW with layer-wise LR decay, warm-up + cosine counted in optimiser
 steps (the LR reaches its floor on the last one). A validation readout every `val_every`
-optimiser steps and at each epoch end; a checkpoint each epoch (hearsay.store), pushed to the
-store. Config: `--config FILE.json` = {"train": {…}, "model": {…}, "crop": {…}, "augment": {…}};
+optimiser steps and at each epoch end (once when both fall on one step), each rank scoring a share
+on the loader's workers; a checkpoint each epoch (hearsay.store, every rank's RNG state in it),
+pushed to the store. The loaders are built once (persistent workers); the loop never waits for
+the device (the non-finite check reads a pinned copy one step late). Under torchrun each rank
+binds its GPU (LOCAL_RANK) and every collective runs on it (NCCL).
+
+Config: `--config FILE.json` = {"train": {…}, "model": {…}, "crop": {…}, "augment": {…}};
 unknown keys are errors; the resolved config is RUN_DIR/config.json and its sha256 (canonical
 JSON) is the config hash that --resume must match.
 
 Exit codes: 0 run complete; 1 unexpected error; 2 usage or config error; 3 device refused (no
 CUDA and no --cpu-smoke); 4 non-finite loss or gradient norm; 5 AUC-direction tripwire
 (validation AUC <= tripwire_auc); 6 store push/pull failed after retries; 7 resume refused
-(different bundle tree-sha or config hash, no checkpoint, or a non-empty RUN_DIR without
---resume); 8 pretrained weights refused (missing or sha256 not the pin); 9 augmentation rates
-diverge between the classes.
+(different bundle tree-sha, config hash or world size, no checkpoint, or a non-empty RUN_DIR
+without --resume); 8 pretrained weights refused (missing or sha256 not the pin); 9 augmentation
+rates diverge between the classes; 10 fold leak (a holdout, test or validation row among the
+training rows: re-make the fold file and bundle).
 """
 
 from __future__ import annotations
@@ -54,9 +60,15 @@ from hearsay.train_config import (
     resolve_config,
     sections,
 )
-from hearsay.train_data import EpochBatches, validate
+from hearsay.train_data import sample_mask, validate
 from hearsay.train_setup import TrainRun, build_run, write_json
-from hearsay.train_step import check_pending, lr_multiplier, nonfinite_flag, rng_state
+from hearsay.train_step import (
+    all_rank_rng,
+    check_pending,
+    lr_multiplier,
+    nonfinite_flag,
+    queue_step,
+)
 
 # --------------------------------------------------------------------------- the run
 #
@@ -77,7 +89,7 @@ def run(resolved: dict, bundle_dir: str | os.PathLike, out: str | os.PathLike, *
         raise DeviceRefused("CUDA is required and none is visible (torch.cuda.is_available() "
                             "is False): run on a GPU box, or pass --cpu-smoke for the tiny "
                             "CPU test run")
-    world, rank, local_rank, ddp = _dist(cpu)
+    world, rank, local_rank, ddp, owned = _dist(cpu)
     device = torch.device("cpu") if cpu else torch.device("cuda", local_rank)
     t_start = time.time()
     threads = torch.get_num_threads()
@@ -91,21 +103,28 @@ def run(resolved: dict, bundle_dir: str | os.PathLike, out: str | os.PathLike, *
         return _train(r, stop_after_epoch)
     finally:
         torch.set_num_threads(threads)
-        if ddp:
+        if owned:
             import torch.distributed as dist
 
             dist.destroy_process_group()
 
 
 def _dist(cpu: bool):
-    """(world, rank, local_rank, ddp) from torchrun's environment; starts the process group."""
+    """(world, rank, local_rank, ddp, owned) from torchrun's environment. On CUDA each rank
+    first binds its own GPU (`set_device`: pinned memory, NCCL and default-device work of every
+    rank would otherwise land on GPU 0), then starts the process group (`owned`: this run
+    started it and ends it; a caller's group is left alone)."""
     if "WORLD_SIZE" not in os.environ or "RANK" not in os.environ:
-        return 1, 0, 0, False
+        return 1, 0, 0, False, False
     import torch.distributed as dist
 
-    if not dist.is_initialized():
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if not cpu:
+        torch.cuda.set_device(local_rank)
+    owned = not dist.is_initialized()
+    if owned:
         dist.init_process_group("gloo" if cpu else "nccl")
-    return dist.get_world_size(), dist.get_rank(), int(os.environ.get("LOCAL_RANK", 0)), True
+    return dist.get_world_size(), dist.get_rank(), local_rank, True, owned
 
 
 def _train(r: TrainRun, stop_after_epoch: int | None) -> dict:
@@ -120,6 +139,8 @@ def _train(r: TrainRun, stop_after_epoch: int | None) -> dict:
                 return r.meta
         if r.rank == 0:
             _finish(r)
+        else:
+            _write_meta(r, complete=True)  # every rank's own progress (rank 0 writes the file)
     except (TrainError, stores.StoreError, augment.AugmentRateError) as err:
         _write_meta(r, aborted={"error": type(err).__name__, "reason": str(err)})
         raise
@@ -129,22 +150,14 @@ def _train(r: TrainRun, stop_after_epoch: int | None) -> dict:
 # --------------------------------------------------------------------------- one epoch
 
 
-def _identity(x):
-    return x
-
-
 def _train_epoch(r: TrainRun, epoch: int) -> None:
     """This epoch's micro-batches; an optimiser step closes each group of tc.grad_accum (the
     trailing, shorter group too); a readout every tc.val_every steps. Timed into r.t_loop."""
     tc = r.tc
-    plan = r.sampler.epoch_plan(epoch, r.n_batches)
-    loader = torch.utils.data.DataLoader(
-        EpochBatches(r.bundle.root, r.rows, plan, epoch, r.ctx), batch_size=None,
-        shuffle=False, num_workers=tc.workers, collate_fn=_identity,
-        pin_memory=r.device.type == "cuda", persistent_workers=False)
+    r.keys.set_epoch(epoch)  # the loader and its workers persist; only the keys change
     t0 = time.time()
     group_loss = torch.zeros((), device=r.device)  # summed micro-batch losses of this group
-    for i, batch in enumerate(loader):
+    for i, batch in enumerate(r.loader):
         group_n = min(tc.grad_accum, r.per_rank - (i - i % tc.grad_accum))
         last = i % tc.grad_accum == group_n - 1
         group_loss = group_loss + _micro_batch(r, batch, group_n, last)
@@ -154,27 +167,29 @@ def _train_epoch(r: TrainRun, epoch: int) -> None:
         group_loss = torch.zeros((), device=r.device)
         if tc.val_every and r.step % tc.val_every == 0:
             r.t_loop += time.time() - t0
-            check_pending(r.pending)
+            check_pending(r.pending, r.hist["loss"])
             _readout(r)
             t0 = time.time()
-    check_pending(r.pending)
-    r.hist["loss"].extend(round(v, 6) for v in
-                          torch.stack(r.step_loss).float().cpu().tolist())
-    r.step_loss.clear()
+    check_pending(r.pending, r.hist["loss"])
+    _drain_records(r)
     r.t_loop += time.time() - t0
 
 
 def _micro_batch(r: TrainRun, batch: dict, group_n: int, last: bool) -> torch.Tensor:
     """Forward + backward of one micro-batch (gradients summed into the group); returns its
-    detached loss. Under DDP the gradient all-reduce runs only on the group's `last` one."""
+    detached loss. Under DDP the gradient all-reduce runs only on the group's `last` one.
+    Host->device: three non-blocking copies from pinned memory (+ one for the augmentation
+    parameters); nothing here waits for the device."""
     tc = r.tc
     iv = batch["input_values"].to(r.device, non_blocking=True)  # (B, T) float32 @ 16 kHz
-    am = batch["attention_mask"].to(r.device, non_blocking=True)  # (B, T) 1 = valid sample
+    lengths = batch["lengths"].to(r.device, non_blocking=True)  # (B,) int32 valid samples
+    am = sample_mask(lengths, iv.shape[1])  # (B, T) int64 1 = valid, built on the device
     y = batch["labels"].to(r.device, non_blocking=True)  # (B,) 1.0 = spoof
+    _drain_records(r)  # the previous batch's realised-stream copy has landed by now
     if tc.gpu_augment:  # augment_gpu: the numpy path's render + finish, batched
         iv = augment_gpu.train_batch(iv, am, batch["names"], batch["params"])
-        if len(r.records) < tc.stream_records_max:
-            batch["records"] = _stream_records(iv, am, batch)
+        if len(r.records) + r.records_queued < tc.stream_records_max:
+            _queue_records(r, iv, batch)
     sync = r.model.no_sync() if r.ddp and not last else contextlib.nullcontext()
     with sync:
         with r.amp():
@@ -186,23 +201,42 @@ def _micro_batch(r: TrainRun, batch: dict, group_n: int, last: bool) -> torch.Te
     return loss.detach()
 
 
-def _stream_records(iv: torch.Tensor, am: torch.Tensor, batch: dict) -> list[dict]:
-    """Trivial features of the realised (rendered, finished) batch, computed on the CPU."""
-    values, n_valid = iv.float().cpu().numpy(), am.sum(1).cpu().numpy()
-    return [augment.stream_record(s, lab, values[i], int(n_valid[i]))
-            for i, (s, lab) in enumerate(zip(batch["sources"], batch["label_names"],
-                                             strict=True))]
+def _queue_records(r: TrainRun, iv: torch.Tensor, batch: dict) -> None:
+    """Start copying the realised (rendered, finished) batch to the host without waiting; its
+    trivial features are computed at the next micro-batch (`_drain_records`)."""
+    host = torch.empty(iv.shape, dtype=torch.float32, pin_memory=r.device.type == "cuda")
+    host.copy_(iv, non_blocking=True)
+    event = None
+    if r.device.type == "cuda":
+        event = torch.cuda.Event()
+        event.record()
+    r.records_pending.append((host, event, batch["lengths"].numpy(), batch["sources"],
+                              batch["label_names"]))
+    r.records_queued += len(batch["sources"])
+
+
+def _drain_records(r: TrainRun) -> None:
+    """Trivial features of the queued realised batches, on the CPU, into r.records."""
+    while r.records_pending:
+        host, event, n_valid, sources, labels = r.records_pending.pop(0)
+        if event is not None:
+            event.synchronize()
+        values = host.numpy()
+        for i, (s, lab) in enumerate(zip(sources, labels, strict=True)):
+            if len(r.records) < r.tc.stream_records_max:
+                r.records.append(augment.stream_record(s, lab, values[i], int(n_valid[i])))
+        r.records_queued -= len(sources)
 
 
 def _tally(r: TrainRun, batch: dict) -> None:
-    """Realised augmentation per clip, the first stream records, clips and audio seconds."""
+    """Realised augmentation per clip, the CPU path's stream records, clips and audio s."""
     for src, lab, name in zip(batch["sources"], batch["label_names"], batch["names"],
                               strict=True):
         r.rate_log.record(src, lab, name)
     if len(r.records) < r.tc.stream_records_max:
         r.records.extend(batch["records"][: r.tc.stream_records_max - len(r.records)])
     r.clips += len(batch["labels"])
-    r.audio_s += float(batch["attention_mask"].sum()) / audio.SAMPLE_RATE  # CPU copy
+    r.audio_s += int(batch["lengths"].numpy().sum()) / audio.SAMPLE_RATE  # host copy
 
 
 def _optimiser_step(r: TrainRun, epoch: int, group_loss: torch.Tensor, group_n: int) -> None:
@@ -210,14 +244,13 @@ def _optimiser_step(r: TrainRun, epoch: int, group_loss: torch.Tensor, group_n: 
     tc = r.tc
     norm = torch.nn.utils.clip_grad_norm_(r.trainable, tc.grad_clip)
     flag = nonfinite_flag(group_loss, norm, r.ddp)
-    check_pending(r.pending)  # the previous step's flag: done on the GPU by now
-    r.pending.append((flag, r.step, epoch, group_loss / group_n, norm))
+    check_pending(r.pending, r.hist["loss"])  # the previous step's: its copy has landed
+    r.pending.append(queue_step(flag, group_loss / group_n, norm, r.step, epoch))
     mult = lr_multiplier(r.step, r.total_steps, tc.warmup_frac, tc.lr_floor)
     for g in r.opt.param_groups:
         g["lr"] = g["base_lr"] * mult
     r.opt.step()
     r.opt.zero_grad(set_to_none=True)
-    r.step_loss.append(group_loss / group_n)  # read at the epoch end (no sync)
     r.hist["lr"].append(mult)
     r.step_t.append(round(time.time() - r.t_start, 4))
     r.step += 1
@@ -227,20 +260,16 @@ def _optimiser_step(r: TrainRun, epoch: int, group_loss: torch.Tensor, group_n: 
 
 
 def _readout(r: TrainRun) -> None:
-    """Validation AUC on rank 0 into the history; Tripwire (exit 5) at or below tripwire_auc."""
-    if r.val_rows is None:
+    """Validation AUC into the history, once per optimiser step at most (a val_every step that
+    ends an epoch reads out once); Tripwire (exit 5) at or below tripwire_auc. Every rank
+    scores its share and gets the same AUC, so all ranks stop together, with no broadcast."""
+    if r.val_rows is None or (r.hist["val"] and r.hist["val"][-1]["step"] == r.step):
         return
     tc = r.tc
-    res = validate(r.det, r.val_rows, r.bundle.root, tc, r.device, r.amp) if r.rank == 0 else {}
+    res = validate(r.det, r.val_loader, r.val_rows, r.device, r.amp, r.ddp)
     r.hist["val"].append({"step": r.step, **res})
-    tripped = torch.tensor([int(r.rank == 0 and tc.tripwire_auc is not None
-                                and res["auc"] <= tc.tripwire_auc)])
-    if r.ddp:
-        import torch.distributed as dist
-
-        dist.broadcast(tripped, src=0)
-    if tripped.item():
-        raise Tripwire(f"validation AUC {res.get('auc', float('nan')):.4f} <= "
+    if tc.tripwire_auc is not None and res["auc"] <= tc.tripwire_auc:
+        raise Tripwire(f"validation AUC {res['auc']:.4f} <= "
                        f"{tc.tripwire_auc} at optimiser step {r.step}: the model ranks spoof "
                        "at or below bona fide (flipped labels or a broken pipeline?)")
 
@@ -251,17 +280,19 @@ def _end_epoch(r: TrainRun, epoch: int) -> None:
     _readout(r)
     r.meta["rate_balance"] = r.rate_log.check_balanced(r.tc.rate_tol)
     r.meta["epochs"] = epoch
+    rng = all_rank_rng(r.device, r.det.generator, r.ddp, r.world)  # every rank takes part
     if r.rank == 0:
-        _checkpoint(r, epoch)
-        r.meta["throughput"] = {"clips_per_s": r.clips / max(r.t_loop, 1e-9),
-                                "audio_s_per_s": r.audio_s / max(r.t_loop, 1e-9)}
-        _write_meta(r)
+        _checkpoint(r, epoch, rng)
+    r.meta["throughput"] = {"clips_per_s": r.clips / max(r.t_loop, 1e-9),
+                            "audio_s_per_s": r.audio_s / max(r.t_loop, 1e-9)}
+    _write_meta(r)  # rank 0 writes it; the others keep their own progress in r.meta
 
 
-def _checkpoint(r: TrainRun, epoch: int) -> None:
-    """checkpoints/epoch_NNNN (model, optimiser, RNG, state.json), pushed to the store."""
+def _checkpoint(r: TrainRun, epoch: int, rng: dict) -> None:
+    """checkpoints/epoch_NNNN (model, optimiser, every rank's RNG, state.json), pushed."""
     tc = r.tc
     state = {**r.identity, "epoch": epoch, "step": r.step, "config": r.resolved,
+             "world_size": r.world,
              "sampler": r.sampler.state(epoch), "rate_log": r.rate_log.state(),
              "scheduler": {"kind": "warm-up + cosine (lr_multiplier)",
                            "next_step": r.step, "total_steps": r.total_steps,
@@ -269,8 +300,7 @@ def _checkpoint(r: TrainRun, epoch: int) -> None:
              "history": r.hist, "stream_records": r.records}
     name = stores.ckpt_name(epoch)
     local = stores.write_checkpoint(r.out / stores.CKPT_DIR / name, r.det.state_dict(),
-                                    r.opt.state_dict(), rng_state(r.device, r.det.generator),
-                                    state)
+                                    r.opt.state_dict(), rng, state)
     r.store.push_dir(local, f"{stores.CKPT_DIR}/{name}")
 
 

@@ -27,7 +27,7 @@ from hearsay import augment, config, crops
 from hearsay.model import ModelConfig
 
 EXIT = {"ok": 0, "error": 1, "usage": 2, "device": 3, "nonfinite": 4, "tripwire": 5,
-        "store": 6, "resume": 7, "weights": 8, "rates": 9}
+        "store": 6, "resume": 7, "weights": 8, "rates": 9, "fold_leak": 10}
 
 
 class TrainError(RuntimeError):
@@ -54,6 +54,13 @@ class ResumeRefused(TrainError):
 
 class ConfigError(TrainError):
     code = EXIT["usage"]
+
+
+class FoldLeak(TrainError):
+    """A holdout, test or validation row reached the training rows: the fold file or the
+    fold protocol is broken. Raised whatever python's -O says (never an assert)."""
+
+    code = EXIT["fold_leak"]
 
 
 @dataclass(frozen=True)

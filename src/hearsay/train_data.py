@@ -2,38 +2,61 @@
 plan, the per-batch loading + augmentation, and the validation readout.
 
     from hearsay.train_data import plan_job, Sampler, EpochBatches
-    train, val = plan_job(bundle, "fold", 3)                  # holdout/test rows never train
-    plan = Sampler(train, 64, "proportional", seed=0).epoch_plan(epoch=1, n_batches=500)
-    batch = EpochBatches(bundle.root, rows, plan, 1, ctx)[0]   # one micro-batch, on the CPU
+    train, val, excl = plan_job(bundle, "fold", 3)            # holdout/test rows never train
+    sampler = Sampler(train, 64, "proportional", seed=0)
+    batch = EpochBatches(bundle.root, rows, sampler, 500, ctx)[(1, 0)]  # epoch 1, batch 0
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 
 from hearsay import audio, augment, crops
-from hearsay.train_config import ConfigError, TrainConfig
+from hearsay.train_config import ConfigError, FoldLeak, TrainConfig
 
 
 def plan_job(bundle, job: str, fold: int | None):
-    """(train rows, validation rows or None) of the bundle manifest for this job."""
+    """(train rows, validation rows or None, family exclusion) of the bundle for this job.
+
+    Family exclusion: the hand list `family_exclusion[k]` of the fold file's config, plus,
+    derived from the fold file, every generator family of fold k's validation spoof rows:
+    an extra row of a family that fold k validates on never trains fold k's model (a
+    forgotten hand entry can no longer train a model on its own validation family). The full
+    model has no validation split: the hand list `family_exclusion["full"]` only.
+    Raises FoldLeak (exit 10) if a holdout, test or validation row would train."""
     from hearsay.folds import SplitsConfig, train_ids
 
     df = bundle.manifest
     scfg = SplitsConfig.from_dict((bundle.meta.get("folds") or {}).get("config") or {})
     key = {"fold": str(fold), "pilot": "4", "full": "full"}[job]
-    ids = set(train_ids(df, scfg, key))
-    train = df.loc[df["id"].isin(ids)].reset_index(drop=True)
-    # defence in depth: these rows must never reach a training batch
-    leaked = train.loc[train["fold"].isin(["holdout", "test"]) | (train["fold"] == key)]
-    assert leaked.empty, f"fold protocol broken: {leaked['id'].tolist()[:5]}"
     val = None
+    listed = sorted(scfg.family_exclusion.get(key, []))
+    derived: list[str] = []
     if job != "full":
         val = df.loc[(df["fold"] == key) & (df["train_scope"] == "core")].reset_index(drop=True)
-    return train, val
+        spoof = val.loc[val["label"] == "spoof", "generator"]
+        derived = sorted(set(spoof.map(scfg.family)) - set(listed))
+    if derived:
+        scfg = dataclasses.replace(scfg, family_exclusion={
+            **scfg.family_exclusion, key: listed + derived})
+    ids = set(train_ids(df, scfg, key))
+    train = df.loc[df["id"].isin(ids)].reset_index(drop=True)
+    # defence in depth, not an assert (python -O would drop it): these rows never train
+    leaked = train.loc[train["fold"].isin(["holdout", "test"]) | (train["fold"] == key)]
+    if val is not None:
+        leaked = pd.concat([leaked, train.loc[train["id"].isin(val["id"])]])
+    if not leaked.empty:
+        raise FoldLeak(f"fold protocol broken: {len(leaked)} holdout/test/validation rows would "
+                       f"train the {job} model ({leaked['id'].tolist()[:5]}): re-make the fold "
+                       "file (hearsay splits make) and the bundle")
+    dropped = int(((df["train_scope"] == "extra") & df["generator"].map(scfg.family).isin(
+        listed + derived) & ~df["fold"].isin(["holdout", "test", key])).sum())
+    return train, val, {"listed": listed, "derived": derived, "extra_rows_dropped": dropped}
 
 
 def quotas(train, batch_size: int, mix: str) -> dict[tuple[str, str], int]:
@@ -70,6 +93,11 @@ class Sampler:
     def __init__(self, train, batch_size: int, mix: str, seed: int):
         self.quotas = quotas(train, batch_size, mix)
         self.seed = seed
+        # (label, source) pools with no slot (more sources than half a batch): never drawn;
+        # listed in run_meta ("sources_without_quota") rather than dropped silently
+        pairs = train[["label", "source"]].drop_duplicates().itertuples(index=False)
+        self.without_quota = sorted(f"{lab}|{src}" for lab, src in pairs
+                                    if (lab, src) not in self.quotas)
         labels, sources = train["label"].to_numpy(), train["source"].to_numpy()
         self.pools = {k: np.flatnonzero((labels == k[0]) & (sources == k[1]))
                       for k in self.quotas}
@@ -91,31 +119,58 @@ class Sampler:
                 "quotas": {f"{lab}|{src}": q for (lab, src), q in sorted(self.quotas.items())}}
 
 
+class EpochKeys(torch.utils.data.Sampler):
+    """The keys (epoch, i) of this rank's micro-batches of one epoch; `set_epoch` before each
+    epoch. The loader (and its persistent workers) lives for the whole run."""
+
+    def __init__(self, per_rank: int):
+        self.per_rank, self.epoch = per_rank, 1
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.per_rank
+
+    def __iter__(self):
+        return iter([(self.epoch, i) for i in range(self.per_rank)])
+
+
 class EpochBatches(torch.utils.data.Dataset):
-    """Item i = this rank's i-th micro-batch of the epoch, made on the CPU (loader workers).
+    """Item (epoch, i) = this rank's i-th micro-batch of that epoch, made on the CPU (loader
+    workers, which persist across epochs: the plan of an epoch is re-derived in the worker).
 
     Per clip: choose the augmentation (before loading: codec copies are separate files) ->
     load the FLAC (or its codec copy) -> augment.training_example (trim jitter, crop, wave
     augmentation, band-limit, normalise). The generator of batch b is (seed, epoch, b): batches
-    do not depend on worker count or order, which is what makes resume exact.
+    do not depend on worker count or order, which is what makes resume exact. The batch
+    carries `lengths` (B,) int32, not a (B, T) int64 mask: the trainer builds the mask on the
+    device (an eighth of the bytes through shared memory, pinned memory and PCIe).
     """
 
-    def __init__(self, root: Path, rows: list[dict], plan: np.ndarray, epoch: int, ctx: dict):
-        self.root, self.rows, self.plan, self.epoch, self.ctx = root, rows, plan, epoch, ctx
+    def __init__(self, root: Path, rows: list[dict], sampler: Sampler, n_batches: int,
+                 ctx: dict):
+        self.root, self.rows, self.sampler, self.n_batches, self.ctx = \
+            root, rows, sampler, n_batches, ctx
+        self._plan: tuple[int, np.ndarray] | None = None  # (epoch, plan) cached per worker
 
-    def __len__(self) -> int:
-        return len(self.plan) // self.ctx["world"]
+    def plan(self, epoch: int) -> np.ndarray:
+        if self._plan is None or self._plan[0] != epoch:
+            self._plan = (epoch, self.sampler.epoch_plan(epoch, self.n_batches))
+        return self._plan[1]
 
-    def __getitem__(self, i: int) -> dict:
+    def __getitem__(self, key: tuple[int, int]) -> dict:
+        epoch, i = key
         c = self.ctx
+        plan = self.plan(epoch)
         b = i * c["world"] + c["rank"]  # global batch index
-        rng = np.random.default_rng([c["seed"], self.epoch, b, 0xC0])
+        rng = np.random.default_rng([c["seed"], epoch, b, 0xC0])
         length = crops.crop_length_s(rng, c["test_durations"], c["cap_s"], c["crop"])
         if c["max_crop_s"] > 0:
             length = min(length, c["max_crop_s"])
         n = crops.n_samples(length)
         waves, n_valid, names, params, records = [], [], [], [], []
-        for pos in self.plan[b]:
+        for pos in plan[b]:
             row = self.rows[pos]
             name = augment.choose(rng, c["augment"], row["codec_ids"])
             rel = (f"codecs/{name.split(':', 1)[1]}/{row['id']}.flac"
@@ -130,26 +185,59 @@ class EpochBatches(torch.utils.data.Dataset):
             waves.append(wave)
             n_valid.append(nv)
             names.append(name)
-        values, mask = crops.pad_batch(waves, n_valid)
-        labels = [1.0 if self.rows[p]["label"] == "spoof" else 0.0 for p in self.plan[b]]
-        return {"input_values": torch.from_numpy(values), "attention_mask": torch.from_numpy(mask),
+        values, _ = crops.pad_batch(waves, n_valid)
+        labels = [1.0 if self.rows[p]["label"] == "spoof" else 0.0 for p in plan[b]]
+        return {"input_values": torch.from_numpy(values),
+                "lengths": torch.from_numpy(np.asarray(n_valid, dtype=np.int32)),
                 "labels": torch.tensor(labels), "names": names, "params": params,
-                "records": records, "sources": [self.rows[p]["source"] for p in self.plan[b]],
-                "label_names": [self.rows[p]["label"] for p in self.plan[b]]}
+                "records": records, "sources": [self.rows[p]["source"] for p in plan[b]],
+                "label_names": [self.rows[p]["label"] for p in plan[b]]}
 
 
-def validate(det, val_rows: list[dict], root: Path, tc: TrainConfig, device, amp) -> dict:
-    """AUC (spoof positive) of the validation rows, each the whole clip up to val_max_s."""
-    xs = [crops.test_input(audio.load_audio(root / r["flac"]), tc.val_max_s) for r in val_rows]
-    order = np.argsort([len(x) for x in xs], kind="stable")
-    logits = np.zeros(len(xs))
+def sample_mask(lengths: torch.Tensor, n: int) -> torch.Tensor:
+    """(B,) valid samples (any int dtype, on the device) -> (B, n) int64 mask, built there."""
+    return (torch.arange(n, device=lengths.device)[None, :] < lengths[:, None]).long()
+
+
+class ValBatches(torch.utils.data.Dataset):
+    """Item j = this rank's j-th validation batch: (row positions (b,) int64, values (b, T)
+    float32, lengths (b,) int32), each clip whole up to val_max_s, batches length-sorted by the
+    manifest duration. Batch k of the run goes to rank k % world: every rank scores a share."""
+
+    def __init__(self, root: Path, val_rows: list[dict], tc: TrainConfig, world: int,
+                 rank: int):
+        order = np.argsort([min(r["duration"], tc.val_max_s) for r in val_rows], kind="stable")
+        chunks = [order[s: s + tc.val_batch] for s in range(0, len(order), tc.val_batch)]
+        self.root, self.rows, self.max_s = root, val_rows, tc.val_max_s
+        self.chunks = chunks[rank::world]
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    def __getitem__(self, j: int):
+        idx = self.chunks[j]
+        xs = [crops.test_input(audio.load_audio(self.root / self.rows[i]["flac"]), self.max_s)
+              for i in idx]
+        values, _ = crops.pad_batch(xs, [len(x) for x in xs])
+        return (torch.from_numpy(np.asarray(idx, dtype=np.int64)), torch.from_numpy(values),
+                torch.from_numpy(np.asarray([len(x) for x in xs], dtype=np.int32)))
+
+
+def validate(det, loader, val_rows: list[dict], device, amp, ddp: bool) -> dict:
+    """AUC (spoof positive) of the validation rows; each rank scores its share of the batches
+    (`ValBatches` on the loader's workers), the logits meet in one all-reduce on the device."""
+    logits = torch.zeros(len(val_rows), device=device)
     det.eval()
     with torch.no_grad(), amp():
-        for start in range(0, len(xs), tc.val_batch):
-            idx = order[start: start + tc.val_batch]
-            values, mask = crops.pad_batch([xs[i] for i in idx], [len(xs[i]) for i in idx])
-            out = det(torch.from_numpy(values).to(device), torch.from_numpy(mask).to(device))
-            logits[idx] = out.float().cpu().numpy()
+        for idx, values, lengths in loader:
+            lengths = lengths.to(device, non_blocking=True)
+            out = det(values.to(device, non_blocking=True), sample_mask(lengths, values.shape[1]))
+            logits.index_copy_(0, idx.to(device, non_blocking=True), out.float())
     det.train()
+    if ddp:
+        import torch.distributed as dist
+
+        dist.all_reduce(logits)  # each row was scored on exactly one rank, zeros elsewhere
+    scores = logits.cpu().numpy()  # one device->host read per readout
     is_spoof = np.array([r["label"] == "spoof" for r in val_rows])
-    return {"auc": augment.auc(logits[is_spoof], logits[~is_spoof]), "n": len(xs)}
+    return {"auc": augment.auc(scores[is_spoof], scores[~is_spoof]), "n": len(val_rows)}

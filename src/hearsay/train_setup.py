@@ -8,9 +8,10 @@
 In this order (the order fixes the RNG streams, so resume equals an uninterrupted run):
 
     1. identity and data: bundle, job rows, sampler, crop cap, batches per epoch, worker context
-    2. model and optimiser: seeded Detector (+ pretrained weights), AdamW groups, DDP, compile
-    3. store and resume: refuse a mismatched checkpoint, else restore model, optimiser, RNG and
-       the checkpointed progress; write RUN_DIR/config.json
+    2. model and optimiser: seeded Detector (+ pretrained weights), AdamW groups, DDP, compile;
+       the training and validation loaders (built once: their workers persist)
+    3. store and resume: refuse a mismatched checkpoint (or another world size), else restore
+       model, optimiser, this rank's RNG and the checkpointed progress; write config.json
     4. run_meta: what the run is (written out by hearsay.train at each epoch end and the finish)
 
 The loop that consumes a TrainRun is hearsay.train.
@@ -37,10 +38,10 @@ from hearsay.train_config import (
     sections,
     versions,
 )
-from hearsay.train_data import Sampler, plan_job
-from hearsay.train_step import optimizer_groups, set_rng_state
+from hearsay.train_data import EpochBatches, EpochKeys, Sampler, ValBatches, plan_job
+from hearsay.train_step import optimizer_groups, rank_rng, set_rng_state
 
-ROW_COLUMNS = ["id", "flac", "label", "source", "codec_ids"]  # what the workers read per row
+ROW_COLUMNS = ["id", "flac", "label", "source", "codec_ids", "duration"]  # what workers read
 
 
 @dataclass
@@ -61,6 +62,9 @@ class TrainRun:
     rows: list[dict]  # training rows (ROW_COLUMNS), indexed by the sampler's plan
     val_rows: list[dict] | None  # None: no validation (the full model)
     ctx: dict  # what hearsay.train_data.EpochBatches needs besides the rows
+    loader: object  # the run's training DataLoader (persistent workers), keyed by `keys`
+    keys: EpochKeys  # set_epoch(e) before iterating `loader`
+    val_loader: object  # the validation DataLoader (this rank's share), None without val rows
     n_batches: int  # micro-batches per epoch over all ranks
     per_rank: int  # micro-batches per epoch on this rank
     total_steps: int  # optimiser steps in the whole run (the LR schedule's length)
@@ -86,8 +90,9 @@ class TrainRun:
     audio_s: float = 0.0  # valid audio seconds seen by this rank
     t_loop: float = 0.0  # s spent in the batch loops (readouts and checkpoints excluded)
     step_t: list[float] = field(default_factory=list)  # wall s since start at each step
-    pending: list = field(default_factory=list)  # non-finite flags not yet read on the host
-    step_loss: list = field(default_factory=list)  # this epoch's per-step losses, on device
+    pending: list = field(default_factory=list)  # steps queued, not yet read (train_step)
+    records_pending: list = field(default_factory=list)  # realised batches being copied
+    records_queued: int = 0  # clips in records_pending
 
     def amp(self):
         """The forward pass's autocast context: bf16 on CUDA when configured, off on CPU."""
@@ -97,7 +102,7 @@ class TrainRun:
 
 def _data(resolved: dict, tc: TrainConfig, cc, ac, bundle, world: int, rank: int) -> dict:
     """1. The job's rows, sampler and per-epoch sizes; ConfigError when the bundle can't serve."""
-    train, val = plan_job(bundle, resolved["job"], resolved["fold"])
+    train, val, exclusion = plan_job(bundle, resolved["job"], resolved["fold"])
     test_durations = bundle.manifest.loc[bundle.manifest["fold"] == "test", "duration"].to_numpy()
     if cc.p_test_dist > 0 and len(test_durations) == 0:
         raise ConfigError("the bundle has no test rows to draw crop lengths from: set "
@@ -116,6 +121,7 @@ def _data(resolved: dict, tc: TrainConfig, cc, ac, bundle, world: int, rank: int
     per_rank = n_batches // world
     steps_per_epoch = -(-per_rank // tc.grad_accum)
     return {"train": train, "val": val, "sampler": sampler, "cap_s": cap_s,
+            "family_exclusion": exclusion,
             "rows": train[ROW_COLUMNS].to_dict("records"),
             "val_rows": None if val is None or val.empty else val[ROW_COLUMNS].to_dict("records"),
             "n_batches": n_batches, "per_rank": per_rank,
@@ -124,6 +130,29 @@ def _data(resolved: dict, tc: TrainConfig, cc, ac, bundle, world: int, rank: int
                     "test_durations": test_durations, "cap_s": cap_s, "crop": cc,
                     "augment": ac, "max_crop_s": tc.max_crop_s,
                     "gpu_augment": tc.gpu_augment}}
+
+
+def _loaders(root, tc: TrainConfig, data: dict, device: torch.device, world: int,
+             rank: int):
+    """The run's two loaders, built once: workers persist across epochs and readouts.
+    Validation gets a quarter of the training workers (at least 1 when workers > 0)."""
+    pin = device.type == "cuda"
+    keys = EpochKeys(data["per_rank"])
+    train = torch.utils.data.DataLoader(
+        EpochBatches(root, data["rows"], data["sampler"], data["n_batches"], data["ctx"]),
+        batch_size=None, sampler=keys, num_workers=tc.workers, collate_fn=_identity,
+        pin_memory=pin, persistent_workers=tc.workers > 0)
+    val = None
+    if data["val_rows"] is not None:
+        n = max(1, tc.workers // 4) if tc.workers else 0
+        val = torch.utils.data.DataLoader(
+            ValBatches(root, data["val_rows"], tc, world, rank), batch_size=None,
+            num_workers=n, pin_memory=pin, persistent_workers=n > 0)
+    return train, keys, val
+
+
+def _identity(x):
+    return x
 
 
 def _model(tc: TrainConfig, mc, device: torch.device, rank: int, local_rank: int, ddp: bool,
@@ -137,7 +166,8 @@ def _model(tc: TrainConfig, mc, device: torch.device, rank: int, local_rank: int
         model_hook(det)
     det.to(device).train()
     det.generator = torch.Generator(device=device).manual_seed(tc.seed * 1000 + rank + 1)
-    opt = torch.optim.AdamW(optimizer_groups(det, tc), betas=(0.9, 0.98), eps=1e-6)
+    opt = torch.optim.AdamW(optimizer_groups(det, tc), betas=(0.9, 0.98), eps=1e-6,
+                            fused=not cpu)  # one kernel per group on CUDA
     trainable = [p for g in opt.param_groups for p in g["params"]]
     model = det
     if ddp:
@@ -170,13 +200,13 @@ def _resume(r: TrainRun, latest: int | None) -> None:
                                 "or start a fresh --out")
     if ck.state["epoch"] != latest:
         raise ResumeRefused(f"{name}/state.json says epoch {ck.state['epoch']}")
+    if ck.state.get("world_size", 1) != r.world:
+        raise ResumeRefused(f"--resume: {name} was written by {ck.state.get('world_size', 1)} "
+                            f"processes, this run has {r.world}: every rank's RNG state is in "
+                            "the checkpoint, so resume with the same number of GPUs")
     r.det.load_state_dict(ck.model)
     r.opt.load_state_dict(ck.optimizer)
-    set_rng_state(ck.rng, r.device, r.det.generator)
-    seed = r.tc.seed
-    if r.rank > 0:  # only rank 0's RNG is checkpointed: other ranks get fresh, distinct seeds
-        torch.manual_seed(seed * 1000 + 100 * latest + r.rank)
-        r.det.generator.manual_seed(seed * 1000 + 100 * latest + r.rank + 1)
+    set_rng_state(rank_rng(ck.rng, r.rank), r.device, r.det.generator)
     r.step, r.start_epoch = ck.state["step"], latest + 1
     r.hist, r.records = ck.state["history"], ck.state["stream_records"]
     r.rate_log = augment.RateLog(ck.state["rate_log"])
@@ -195,6 +225,8 @@ def _run_meta(r: TrainRun, data: dict, resume: bool) -> dict:
             "resumed_from_epoch": r.start_epoch - 1 if resume else None,
             "train_rows": len(data["train"]), "val_rows": 0 if val is None else len(val),
             "quotas": r.sampler.state(0)["quotas"], "crop_cap_s": data["cap_s"],
+            "sources_without_quota": r.sampler.without_quota,
+            "family_exclusion": data["family_exclusion"],
             "tripwire": ("off (config)" if tc.tripwire_auc is None else
                          "not applicable: the full model has no validation split"
                          if r.val_rows is None else f"abort when AUC <= {tc.tripwire_auc}"),
@@ -213,11 +245,13 @@ def build_run(resolved: dict, bundle_dir, out: Path, *, store_uri: str | None, r
     chash = config_hash(resolved)
     data = _data(resolved, tc, cc, ac, bundle, world, rank)
     m = _model(tc, mc, device, rank, local_rank, ddp, model_hook)
+    loader, keys, val_loader = _loaders(bundle.root, tc, data, device, world, rank)
     store = stores.open_store(store_uri, out, backoff_s=backoff_s)
     latest = store.latest_checkpoint()
     r = TrainRun(resolved=resolved, tc=tc, out=out, device=device, world=world, rank=rank,
                  ddp=ddp, t_start=t_start, bundle=bundle, sampler=data["sampler"],
                  rows=data["rows"], val_rows=data["val_rows"], ctx=data["ctx"],
+                 loader=loader, keys=keys, val_loader=val_loader,
                  n_batches=data["n_batches"], per_rank=data["per_rank"],
                  total_steps=data["total_steps"], det=m["det"], model=m["model"], fwd=m["fwd"],
                  opt=m["opt"], trainable=m["trainable"], use_amp=m["use_amp"], store=store,

@@ -64,17 +64,39 @@ def nonfinite(loss_sum: torch.Tensor, grad_norm: torch.Tensor, ddp: bool) -> boo
     return bool(nonfinite_flag(loss_sum, grad_norm, ddp).item())
 
 
-def check_pending(pending: list) -> None:
-    """Read the queued non-finite flags (one host sync); raise NonFinite on the first bad one.
+def queue_step(flag: torch.Tensor, loss: torch.Tensor, norm: torch.Tensor, step: int,
+               epoch: int) -> tuple:
+    """Start the copy of (flag, loss, grad norm) to a pinned host buffer without waiting;
+    returns what `check_pending` reads a step later (the event says when the copy landed)."""
+    vals = torch.stack([flag.reshape(()).float(), loss.detach().float().reshape(()),
+                        norm.detach().float().reshape(())])  # (3,) on the device
+    cuda = vals.device.type == "cuda"
+    host = torch.empty(3, dtype=torch.float32, pin_memory=cuda)
+    host.copy_(vals, non_blocking=True)
+    event = None
+    if cuda:
+        event = torch.cuda.Event()
+        event.record()
+    return host, event, step, epoch
+
+
+def check_pending(pending: list, losses: list | None = None) -> None:
+    """Read the queued steps (host buffers: no device sync once their copies landed); append
+    each loss to `losses`; raise NonFinite on the first bad step.
 
     The flag of step k is read while step k+1 runs, so the GPU never waits for the host; a bad
     step's update is then already applied, but the run aborts before any checkpoint is written,
     so nothing non-finite is ever saved."""
     while pending:
-        flag, step, epoch, loss, norm = pending.pop(0)
-        if flag.item():
-            raise NonFinite(f"optimiser step {step} (epoch {epoch}): loss {loss.item()} grad "
-                            f"norm {norm.item()}: aborting (lower the LR, check the inputs)")
+        host, event, step, epoch = pending.pop(0)
+        if event is not None:
+            event.synchronize()  # queued a step ago: long done, unless the GPU is behind
+        flag, loss, norm = host.tolist()  # a host tensor: no device read
+        if flag:
+            raise NonFinite(f"optimiser step {step} (epoch {epoch}): loss {loss} grad "
+                            f"norm {norm}: aborting (lower the LR, check the inputs)")
+        if losses is not None:
+            losses.append(round(loss, 6))
 
 
 def rng_state(device: torch.device, gen: torch.Generator) -> dict[str, torch.Tensor]:
@@ -82,6 +104,26 @@ def rng_state(device: torch.device, gen: torch.Generator) -> dict[str, torch.Ten
     if device.type == "cuda":
         state["torch_cuda"] = torch.cuda.get_rng_state(device)
     return state
+
+
+def all_rank_rng(device: torch.device, gen: torch.Generator, ddp: bool,
+                 world: int) -> dict[str, torch.Tensor]:
+    """Every rank's RNG state as {"rank<r>.<name>": uint8 tensor} (a collective under DDP:
+    every rank calls it; rank 0 writes the result into the checkpoint)."""
+    mine = rng_state(device, gen)
+    states = [mine]
+    if ddp:
+        import torch.distributed as dist
+
+        states = [None] * world
+        dist.all_gather_object(states, {k: v.cpu() for k, v in mine.items()})
+    return {f"rank{r}.{k}": v for r, st in enumerate(states) for k, v in st.items()}
+
+
+def rank_rng(rng: dict[str, torch.Tensor], rank: int) -> dict[str, torch.Tensor]:
+    """This rank's part of an `all_rank_rng` dict."""
+    prefix = f"rank{rank}."
+    return {k[len(prefix):]: v for k, v in rng.items() if k.startswith(prefix)}
 
 
 def set_rng_state(rng: dict, device: torch.device, gen: torch.Generator) -> None:
