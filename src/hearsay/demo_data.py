@@ -46,8 +46,6 @@ SOURCES = ("studio", "phone", "field")
 INNER_GENERATORS = ("voc-a", "voc-b", "smear-a", "smear-b")
 HOLDOUT_GENERATORS = ("phq-a",)
 EXTRA_GENERATORS = ("voc-x", "smear-x")
-VOC_B_RIPPLE = 0.3  # depth of voc-b's 100 Hz frame ripple (amplitude modulation, 0..1)
-SMEAR_WIDTH = {"smear-a": 9, "smear-b": 5}  # STFT bins (31.25 Hz each) the magnitude is smeared
 
 
 @dataclass(frozen=True)
@@ -114,7 +112,7 @@ def _stft_mangle(x: np.ndarray, how: str, rng: np.random.Generator) -> np.ndarra
     _, _, z = signal.stft(x, SR, nperseg=512, noverlap=384)
     mag, ph = np.abs(z), np.angle(z)
     if how.startswith("smear"):
-        width = SMEAR_WIDTH.get(how, SMEAR_WIDTH["smear-b"])
+        width = 9 if how == "smear-a" else 5
         mag = signal.convolve2d(mag, np.ones((width, 1)) / width, mode="same")
         ph = rng.uniform(-np.pi, np.pi, ph.shape) if how == "smear-a" else \
             ph + rng.uniform(-1.5, 1.5, ph.shape)
@@ -136,7 +134,7 @@ def _utterance(seconds: float, generator: str, base_f0: float,
         f0 = _f0_track(n, base_f0, natural, rng)
         src = _impulses(f0) if generator in ("voc-a", "voc-x") else _harmonic(f0, rng)
         if generator == "voc-b":
-            src = src * (1 + VOC_B_RIPPLE * np.sign(np.sin(2 * np.pi * 100 * np.arange(n) / SR)))
+            src = src * (1 + 0.3 * np.sign(np.sin(2 * np.pi * 100 * np.arange(n) / SR)))
         src = src + 0.02 * rng.standard_normal(n)  # breath / aspiration
         syl = _resonate(src, VOWELS[rng.integers(len(VOWELS))], rng) * np.hanning(n) ** 0.5
         gap = np.zeros(int(rng.uniform(0.03, 0.12) * SR))

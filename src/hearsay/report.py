@@ -169,7 +169,9 @@ def plot_det(curves: dict, path: Path) -> Path:
     ax.set_yticks(pos, labels)
     ax.set_xlim(pos[0], pos[-1])
     ax.set_ylim(pos[0], pos[-1])
-    ax.plot([pos[0], pos[-1]], [pos[0], pos[-1]], ls=":", c="grey", lw=0.8)
+    ax.plot([pos[0], pos[-1]], [pos[0], pos[-1]], ls=":", c="grey", lw=0.8)  # miss = fa (EER)
+    edge = pos[-1]  # chance: miss = 1 - fa, in probit axes the line y = -x
+    ax.plot([-edge, edge], [edge, -edge], ls="--", c="grey", lw=0.8, label="chance")
     ax.set_xlabel("false alarm rate (bona fide called synthetic)")
     ax.set_ylabel("miss rate (synthetic called bona fide)")
     ax.set_title("DET (score high = synthetic)")
@@ -268,8 +270,10 @@ def what_was_run(done: dict, bundle, results: dict, about: dict) -> list[str]:
                  "scores; EER and AUC beside it (AUC 0.5 = chance, 1 = every synthetic clip "
                  "above every bona fide one).")
     lines.append("- What to look at: the out-of-fold row of Metrics (each clip scored by the model "
-                 "that never trained on it), the DET plot (a curve far below the dotted diagonal "
-                 "separates the classes; on it = chance) and the holdout rows.")
+                 "that never trained on it), the DET plot (chance is the dashed line from top left "
+                 "to bottom right; the nearer a curve runs to the bottom-left corner, the better "
+                 "it separates the classes; it meets the dotted diagonal at its EER) and the "
+                 "holdout rows.")
     fams = ", ".join(((getattr(bundle, "meta", None) or {}).get("folds") or {})
                      .get("config", {}).get("holdout_families", [])) or "the holdout family"
     if hold.get("undefined") or oof.get("undefined"):

@@ -112,7 +112,7 @@ def smoke_overrides() -> dict:
 def demo_overrides() -> dict:
     """The `hearsay demo` preset, layered on --cpu-smoke: the same tiny random model trained long
     enough to separate the synthetic demo classes (docs/BENCHMARKS.md, "Demo")."""
-    return {"train": {"epochs": 4, "batches_per_epoch": 48, "batch_size": 16, "max_crop_s": 2.0}}
+    return {"train": {"epochs": 4, "batches_per_epoch": 32, "max_crop_s": 2.0}}  # 128 steps of 8
 
 
 def _section(cls, d: dict):
