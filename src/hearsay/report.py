@@ -33,6 +33,7 @@ from hearsay import metrics
 
 KEY_COLUMNS = ["path", "label", "generator", "source", "duration"]
 GATE_PI = 0.3
+HOLDOUT_CARRIES = 0.8  # holdout AUC from which the opening says the model carries over to it
 
 
 # --------------------------------------------------------------------------- inputs
@@ -168,7 +169,9 @@ def plot_det(curves: dict, path: Path) -> Path:
     ax.set_yticks(pos, labels)
     ax.set_xlim(pos[0], pos[-1])
     ax.set_ylim(pos[0], pos[-1])
-    ax.plot([pos[0], pos[-1]], [pos[0], pos[-1]], ls=":", c="grey", lw=0.8)
+    ax.plot([pos[0], pos[-1]], [pos[0], pos[-1]], ls=":", c="grey", lw=0.8)  # miss = fa (EER)
+    edge = pos[-1]  # chance: miss = 1 - fa, in probit axes the line y = -x
+    ax.plot([-edge, edge], [edge, -edge], ls="--", c="grey", lw=0.8, label="chance")
     ax.set_xlabel("false alarm rate (bona fide called synthetic)")
     ax.set_ylabel("miss rate (synthetic called bona fide)")
     ax.set_title("DET (score high = synthetic)")
@@ -224,11 +227,76 @@ HEAD = ("| set | n bona fide | n synthetic | EER | minDCF 0.3 | minDCF 0.5 | act
         "Cllr | minCllr |\n|---|---|---|---|---|---|---|---|---|---|")
 
 
+def _param_count(weights: Path) -> int | None:
+    """Number of values in a safetensors file, read from its JSON header (no torch)."""
+    try:
+        with open(weights, "rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")  # header length, bytes
+            header = json.loads(fh.read(n))
+    except (OSError, ValueError):
+        return None
+    return sum(int(np.prod(t["shape"])) for k, t in header.items() if k != "__metadata__")
+
+
+def what_was_run(done: dict, bundle, results: dict, about: dict) -> list[str]:
+    """The opening lines: corpus, model size, steps, metric of record, what to look at, and one
+    sentence on whether the model carries over to the holdout family (never seen in training)."""
+    pin, metas = done["pin"], done["metas"]
+    run_dir = Path(pin["runs"].get("full", {}).get("dir", "") or ".")
+    try:
+        cfg = json.loads((run_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        cfg = {}
+    mc, tc = cfg.get("model") or {}, cfg.get("train") or {}
+    n_par = _param_count(run_dir / "final" / "model.safetensors")
+    oof, hold = results["out-of-fold"], results["holdout clean"]
+    lines = ["## What was run", ""]
+    lines.append(f"- Corpus: {about.get('corpus') or 'the bundle named under Identity'}; "
+                 f"{oof['n_bonafide']} bona fide + {oof['n_spoof']} synthetic clips scored "
+                 f"out-of-fold, {hold['n_bonafide']} + {hold['n_spoof']} in the holdout.")
+    if mc:
+        size = f"{n_par:,} parameters" if n_par is not None else "parameter count unknown"
+        lines.append(f"- Model: {'random-init' if mc.get('init') == 'random' else mc.get('init')}"
+                     f" wav2vec2 shape, {mc.get('keep_layers')} transformer layers of width "
+                     f"{mc.get('hidden_size')}, frozen CNN of {len(mc.get('conv_dim', []))} "
+                     f"layers x {max(mc.get('conv_dim') or [0])} channels ({size}).")
+    steps = sorted({m.get("steps") for m in metas.values()}, key=str)
+    lines.append(f"- Training: {len(metas)} runs ({', '.join(metas)}), "
+                 f"{'/'.join(str(s) for s in steps)} optimiser steps each"
+                 + (f" of {tc.get('batch_size')} clips x {tc.get('grad_accum')}, crops <= "
+                    f"{tc.get('max_crop_s') or 'the class cap'} s" if tc else "") + ".")
+    lines.append(f"- Metric of record: minDCF at pi = {GATE_PI} (lower is better, 1 = no better "
+                 "than always answering one class) of the pooled out-of-fold + clean holdout "
+                 "scores; EER and AUC beside it (AUC 0.5 = chance, 1 = every synthetic clip "
+                 "above every bona fide one).")
+    lines.append("- What to look at: the out-of-fold row of Metrics (each clip scored by the model "
+                 "that never trained on it), the DET plot (chance is the dashed line from top left "
+                 "to bottom right; the nearer a curve runs to the bottom-left corner, the better "
+                 "it separates the classes; it meets the dotted diagonal at its EER) and the "
+                 "holdout rows.")
+    fams = ", ".join(((getattr(bundle, "meta", None) or {}).get("folds") or {})
+                     .get("config", {}).get("holdout_families", [])) or "the holdout family"
+    if hold.get("undefined") or oof.get("undefined"):
+        lines.append(f"- Holdout ({fams}): undefined ({hold.get('undefined')}).")
+    else:
+        verdict = ("the model carries over to it" if hold["auc"] >= HOLDOUT_CARRIES else
+                   "the model does not generalise to this unseen family: out-of-fold numbers say "
+                   "nothing about generators it never trained on")
+        lines.append(f"- Holdout ({fams}, a generator family never in training): AUC "
+                     f"{hold['auc']:.3f} against {oof['auc']:.3f} out-of-fold; {verdict}.")
+    return lines + [""]
+
+
 def markdown(meta: dict, plots: dict) -> str:
     g = meta["gate"]
-    lines = [f"# Campaign report: {meta['name']}", "",
+    bar = meta.get("bar_note") or (f"the score file {g['bar_file']}" if g.get("bar_file")
+                                   else "none given")
+    lines = [f"# Campaign report: {meta['name']}", "", *meta.get("opening", []),
              f"Conventions: {metrics.CONVENTION}.", "",
-             f"## Gate: **{g['outcome']}**", "", f"{g.get('why', '')}", ""]
+             f"## Gate: **{g['outcome']}** (minDCF at pi {GATE_PI}, ours below the bar's)", "",
+             f"The bar: {bar}. It is the bar because a campaign is worth shipping only if it "
+             "beats the detector it would replace, on exactly the same clips.", "",
+             f"{g.get('why', '')}", ""]
     if g.get("flips"):
         lines += [f"Read under the opposite convention this decision flips: {g['flips']}.", ""]
     if "probe" in g:
@@ -264,8 +332,11 @@ def markdown(meta: dict, plots: dict) -> str:
 
 def write_all(done: dict, bundle, bar: Path | None = None, probe: Path | None = None,
               probe_max_fa: float | None = None, ledger: Path | None = None,
-              reports: Path = Path("docs/reports")) -> dict:
-    """meta.json + the markdown report + plots for an assembled campaign; returns meta."""
+              reports: Path = Path("docs/reports"), about: dict | None = None) -> dict:
+    """meta.json + the markdown report + plots for an assembled campaign; returns meta.
+
+    `about` (optional): {"corpus": what the clips are, "bar": what the bar detector is and, for a
+    bar that any model passes, that it is one} - words for the report's opening and gate line."""
     import pandas as pd
 
     pin, files = done["pin"], done["files"]
@@ -305,7 +376,8 @@ def write_all(done: dict, bundle, bar: Path | None = None, probe: Path | None = 
             "convention": metrics.CONVENTION, "metrics": results, "gate": g,
             "identity": identity, "parity": done.get("parity"), "spend": spend(ledger),
             "checks": ["F1", "F2", "F3", "F4", "F5"] + (["F6"] if pin["parity"] else []),
-            "report": str(report_md),
+            "report": str(report_md), "bar_note": (about or {}).get("bar"),
+            "opening": what_was_run(done, bundle, results, about or {}),
             "plots": {k: str(v) for k, v in plots.items()}}
     rel = {k: str(Path(v).relative_to(reports)) for k, v in plots.items()}
     report_md.write_text(markdown(meta, rel))

@@ -116,6 +116,12 @@ def smoke_overrides() -> dict:
                       "cpu_threads": 1}}  # a tiny model gains nothing from threads
 
 
+def demo_overrides() -> dict:
+    """The `hearsay demo` preset, layered on --cpu-smoke: the same tiny random model trained long
+    enough to separate the synthetic demo classes (docs/BENCHMARKS.md, "Demo")."""
+    return {"train": {"epochs": 4, "batches_per_epoch": 32, "max_crop_s": 2.0}}  # 128 steps of 8
+
+
 def _section(cls, d: dict):
     return cls.from_dict(d) if hasattr(cls, "from_dict") else config.from_dict(cls, d)
 
