@@ -21,7 +21,9 @@
 #   5 cannot confirm the previous instance is gone (listing failed); 6 no go-ahead or no DONE pilot;
 #   7 ORPHAN: a box could not be confirmed destroyed; 8 no offer matches; 10 missing dependency or
 #   store credentials (RUNNER_RCLONE_CONF);
-#   11 no API key; 12 remote path refused.
+#   11 no API key; 12 remote path refused; 13 the store holds no verified copy of the bundle
+#   (RUNNER_STORE/bundles/<tree_sha>/VERIFIED: runner/bundle_put.sh BUNDLE_DIR), checked before any
+#   offer is searched.
 set -euo pipefail
 export RUNNER_SCRIPT=launch
 # shellcheck source=runner/lib/common.sh

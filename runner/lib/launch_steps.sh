@@ -2,6 +2,8 @@
 # runner/lib/launch_steps.sh — the steps of runner/launch.sh, in the order it runs them. They share
 # the launcher's globals: job kind fold gen offer dph credit estimate instance host port launch_lock.
 # shellcheck disable=SC2154  # kind, fold, job and launch_lock are set by runner/launch.sh
+# shellcheck source=runner/lib/bundles.sh
+. "$RUNNER_ROOT/lib/bundles.sh"
 
 sha256_of() { { sha256sum "$1" 2>/dev/null || shasum -a 256 "$1"; } | awk '{ print $1 }'; }
 
@@ -21,6 +23,7 @@ identity() {
   bundle_sha=$(jq -r '.tree_sha // empty' "$RUNNER_BUNDLE_META" 2>/dev/null || true)
   [ -n "$bundle_sha" ] || die 2 "$RUNNER_BUNDLE_META has no tree_sha" "rebuild the bundle with hearsay bundle"
   config_hash=$(sha256_of "$RUNNER_TRAIN_CONFIG")
+  step_bundle_in_store "$bundle_sha"   # exit 13: no verified copy in the store, nothing rented
 }
 
 # step_previous JOB: the job's previous instance must be absent from a successful listing; only then is
@@ -223,6 +226,7 @@ step_provision() {
     printf 'HEARSAY_JOB=%q\nHEARSAY_KIND=%q\nHEARSAY_FOLD=%q\nHEARSAY_GEN=%q\n' "$1" "$kind" "$fold" "$gen"
     printf 'HEARSAY_STORE=%q\nHEARSAY_RUN_PATH=%q\n' "$RUNNER_STORE" "$(store_job_path "$1")"
     printf 'HEARSAY_BUNDLE_SHA=%q\nHEARSAY_CONFIG_HASH=%q\nHEARSAY_TRAIN=%q\n' "$bundle_sha" "$config_hash" "${RUNNER_BOX_TRAIN:-hearsay train}"
+    printf 'HEARSAY_BUDGET_USD=%q\n' "$estimate"   # the trainer records it in run_meta.json
   } >"$envf"
   box_start "$host" "$port" "$envf" || { rm -f "$envf"; die 1 "ssh to $host:$port failed starting the chain" "check RUNNER_SSH and the box"; }
   rm -f "$envf"

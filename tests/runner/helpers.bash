@@ -27,10 +27,24 @@ world() {
   export RUNNER_REAPER_POLL_S=0.3 RUNNER_REAPER_MAX_BACKOFF_S=1
   export RUNNER_BOX_TRAIN="$REPO/tests/runner/bin/fake_train.sh" HEARSAY_SMOKE_CHECK="$REPO/tests/runner/bin/smoke_ok.sh"
   export HEARSAY_PUSH_WAIT_S=0.1 HEARSAY_BOX_WAIT_S=30 FAKE_TRAIN_S=0.3
-  export RUNNER_BUNDLE_META=$W/bundle_meta.json RUNNER_TRAIN_CONFIG=$W/train.json
-  echo '{"tree_sha": "tree-aaaa"}' >"$RUNNER_BUNDLE_META"
+  export RUNNER_BUNDLE_META=$W/bundle/bundle_meta.json RUNNER_TRAIN_CONFIG=$W/train.json
+  small_bundle "$W/bundle"
+  mkdir -p "$W/bucket/hearsay/bundles"                      # in the store, as runner/bundle_put.sh leaves it
+  cp -R "$W/bundle" "$W/bucket/hearsay/bundles/$BUNDLE_SHA"
+  echo "$BUNDLE_SHA" >"$W/bucket/hearsay/bundles/$BUNDLE_SHA/VERIFIED"
   echo '{"train": {"epochs": 3}}' >"$RUNNER_TRAIN_CONFIG"
   unset RUNNER_DEBUG RUNNER_CONFIG
+}
+
+# small_bundle DIR: a stand-in bundle (manifest.csv + one audio file) whose bundle_meta.json
+# carries its real tree-sha, exported as BUNDLE_SHA (the box checks what it pulls).
+small_bundle() {
+  mkdir -p "$1/audio"
+  echo "id,path,label" >"$1/manifest.csv"
+  echo "not really flac" >"$1/audio/a.flac"
+  BUNDLE_SHA=$(bash -c '. "$1/runner/lib/bundles.sh" && local_tree_sha "$2"' _ "$REPO" "$1")
+  export BUNDLE_SHA
+  printf '{"tree_sha": "%s"}\n' "$BUNDLE_SHA" >"$1/bundle_meta.json"
 }
 
 world_end() {

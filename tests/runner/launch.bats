@@ -76,7 +76,7 @@ teardown() { world_end; }
   [[ "$output" == *"runner: no go-ahead (answer y, or pass --yes for scripted use)" ]]
   run launch --yes fold 3
   [ "$status" -eq 6 ]
-  [ "$output" = "runner: no DONE pilot for bundle tree-aaaa and config $(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1) (run runner/launch.sh pilot first, or pass --no-pilot-gate)" ]
+  [ "$output" = "runner: no DONE pilot for bundle $BUNDLE_SHA and config $(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1) (run runner/launch.sh pilot first, or pass --no-pilot-gate)" ]
   RUNNER_MARGIN_USD=1000 run launch --yes --no-pilot-gate fold 3
   [ "$status" -eq 3 ]
   grep -q "pilot gate OVERRIDDEN for fold3" "$RUNNER_STATE/runner.log"
