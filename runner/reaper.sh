@@ -68,7 +68,7 @@ while :; do
     [ "$once" = 0 ] || exit 0
   else
     [ "$once" = 0 ] || exit 5
-    wait_s=$(calc "$wait_s * 2")   # seconds may be decimal (tests poll at 0.3 s)
+    wait_s=$(calc 'w * 2' w="$wait_s")   # seconds may be decimal (tests poll at 0.3 s)
     ! gt "$wait_s" "$RUNNER_REAPER_MAX_BACKOFF_S" || wait_s=$RUNNER_REAPER_MAX_BACKOFF_S
     say "listing failed; next try in ${wait_s}s"
   fi

@@ -46,5 +46,5 @@ for job in $(jobs_list); do
   h=-
   hold_fresh "$job" && h=held
   printf '%-7s %-34s %-11s %-9s %7dm %9s %s\n' "$job" "$(rec_get "$job" gen)" "$(rec_state "$job")" \
-    "$(rec_get "$job" instance)" $((age / 60)) "\$$(calc "$dph * $age / 3600")" "$h"
+    "$(rec_get "$job" instance)" $((age / 60)) "\$$(calc 'dph * age / 3600' dph="$dph" age="$age")" "$h"
 done

@@ -101,8 +101,22 @@ is_number() {
   return 0
 }
 
-# calc "awk expression": floating point via awk (bash has integers only).
-calc() { awk "BEGIN { printf \"%.4f\", $1 }"; }
+# calc 'EXPRESSION' [NAME=VALUE...]: floating point via awk (bash has integers only). EXPRESSION is
+# program text written in the caller's source, never built from data: every value travels as an awk
+# variable (-v NAME=VALUE; NAME lower-case letters and _, VALUE a plain decimal), so nothing a
+# listing, record or setting holds can change the program. The result is assigned before printf, so
+# a '>' in EXPRESSION is a comparison, never an output redirection. Prints 4 decimals; 1 on a bad pair.
+calc() {
+  local expr=$1 a args=""
+  shift
+  for a in "$@"; do
+    case ${a%%=*} in '' | *[!a-z_]*) echo "runner: calc: bad variable name in $a" >&2; return 1 ;; esac
+    is_number "${a#*=}" || { echo "runner: calc: ${a%%=*} is not a number (${a#*=})" >&2; return 1; }
+    args="$args -v $a"
+  done
+  # shellcheck disable=SC2086  # args is "-v name=decimal" words, each checked above (no spaces)
+  awk $args "BEGIN { x = ($expr); printf \"%.4f\", x }"
+}
 
 # gt A B: A > B for decimals.
 gt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'; }

@@ -70,22 +70,56 @@ step_pilot_gate() {
   die 6 "no DONE pilot for bundle $bundle_sha and config $config_hash" "run runner/launch.sh pilot first, or pass --no-pilot-gate"
 }
 
+# commitments_of LISTFILE: print the dollars already committed, from every job record of ours and a
+# successful listing. A record counts at its $/h times the hours left to its deadline; one past its
+# deadline (or with none) at RUNNER_UNKNOWN_COMMIT_H, never 0; a record with neither id nor create
+# asked rented nothing. A listed instance with no record of ours counts at RUNNER_UNKNOWN_COMMIT_H.
+# 1 (a reason on stderr) when a needed $/h is missing. All arithmetic in one awk program of fixed
+# text; the listing and records come in as files (tab-separated, empty fields kept).
+commitments_of() {
+  local recs j out
+  recs=$(_vast_tmp) || return 1
+  for j in $(jobs_list); do
+    printf '%s\t%s\t%s\t%s\t%s\n' "$j" "$(rec_get "$j" instance)" "$(rec_get "$j" dph)" \
+      "$(rec_get "$j" deadline)" "$(rec_get "$j" asked)"
+  done >"$recs" || { rm -f "$recs"; return 1; }
+  out=$(awk -F '\t' -v recs="$recs" -v now="$(now)" -v unk="$RUNNER_UNKNOWN_COMMIT_H" '
+    function num(x) { return x ~ /^[0-9]+(\.[0-9]+)?$/ || x ~ /^\.[0-9]+$/ }
+    BEGIN {
+      while ((getline line < recs) > 0) {
+        n++; split(line, f, "\t"); job[n] = f[1]; id[n] = f[2]; dph[n] = f[3]; dl[n] = f[4]; asked[n] = f[5]
+        if (f[2] != "") mine[f[2]] = 1
+      }
+    }
+    { ldph[$1] = $4
+      if (!($1 in mine)) { if (!num($4)) { print "instance " $1 " has no dph_total"; bad = 1; exit } c += $4 * unk } }
+    END {
+      if (bad) exit 1
+      for (r = 1; r <= n; r++) {
+        if (id[r] == "" && asked[r] == "") continue
+        d = dph[r]
+        if (!num(d) && (id[r] in ldph)) d = ldph[id[r]]
+        if (!num(d)) { print "job " job[r] " has no $/h"; exit 1 }
+        h = num(dl[r]) ? (dl[r] - now) / 3600 : 0
+        if (h <= 0) h = unk
+        c += d * h
+      }
+      if (c == 0) print 0; else printf "%.4f\n", c
+    }' "$1") || { rm -f "$recs"; echo "$out" >&2; return 1; }
+  rm -f "$recs"
+  printf '%s\n' "$out"
+}
+
 # step_budget KIND: credit must cover estimate + commitments + margin; all three must be measurable.
 step_budget() {
-  local hours commit=0 id idph dl rest rc=0 line
+  local hours line rc=0 why
   credit=$(vast_credit) || die 3 "cannot measure credit (show user --raw gave no credit number)" "retry later; check the key"
-  while IFS="$(printf '\t')" read -r id _ _ idph _; do
-    [ -n "$id" ] || continue
-    is_number "$idph" || die 3 "cannot measure commitments: instance $id has no dph_total" "retry later"
-    rest=$RUNNER_UNKNOWN_COMMIT_H
-    for j in $(jobs_list); do
-      if [ "$(rec_get "$j" instance)" = "$id" ]; then
-        dl=$(rec_get "$j" deadline)
-        is_number "$dl" && rest=$(calc "($dl - $(now)) / 3600 > 0 ? ($dl - $(now)) / 3600 : 0")
-      fi
-    done
-    commit=$(calc "$commit + $idph * $rest")
-  done <"$prev_list"
+  commitments=$(commitments_of "$prev_list" 2>"$prev_list.why") || {
+    why=$(cat "$prev_list.why" 2>/dev/null)
+    rm -f "$prev_list.why"
+    die 3 "cannot measure commitments: ${why:-unreadable records}" "retry later"
+  }
+  rm -f "$prev_list.why"
   line=$(vast_offer) || rc=$?
   case $rc in
     0) ;; 2) die 8 "no offer matches RUNNER_OFFER_QUERY" "loosen RUNNER_OFFER_QUERY in runner/config.sh" ;;
@@ -94,10 +128,10 @@ step_budget() {
   offer=${line%% *}
   dph=${line#* }
   hours=$(hours_for "$1")
-  estimate=$(calc "$dph * $hours")
-  commitments=$commit
-  if ! awk -v c="$credit" -v need="$(calc "$estimate + $commit + $RUNNER_MARGIN_USD")" 'BEGIN { exit !(c >= need) }'; then
-    die 3 "credit \$$credit < estimate \$$estimate + commitments \$$commit + margin \$$RUNNER_MARGIN_USD" "add credit, or lower RUNNER_HOURS_* if the estimate is too high"
+  estimate=$(calc 'dph * hours' dph="$dph" hours="$hours") || die 3 "cannot compute the estimate" "check RUNNER_HOURS_*"
+  { is_number "$credit" && is_number "$RUNNER_MARGIN_USD"; } || die 3 "credit $credit or RUNNER_MARGIN_USD is not a number" "check runner/config.sh"
+  if ! awk -v c="$credit" -v e="$estimate" -v k="$commitments" -v m="$RUNNER_MARGIN_USD" 'BEGIN { exit !(c >= e + k + m) }' </dev/null >/dev/null 2>&1; then
+    die 3 "credit \$$credit < estimate \$$estimate + commitments \$$commitments + margin \$$RUNNER_MARGIN_USD" "add credit, or lower RUNNER_HOURS_* if the estimate is too high"
   fi
 }
 
@@ -159,7 +193,7 @@ step_create() {
   rec_set "$1" bundle_sha "$bundle_sha"
   rec_set "$1" config_hash "$config_hash"
   rec_set "$1" created_at "$(now)"
-  rec_set "$1" deadline "$(($(now) + $(calc "$hours * $RUNNER_DEADLINE_FACTOR * 3600" | cut -d. -f1)))"
+  rec_set "$1" deadline "$(($(now) + $(calc 'hours * factor * 3600' hours="$hours" factor="$RUNNER_DEADLINE_FACTOR" | cut -d. -f1)))"
   rec_set "$1" state CREATING
   rec_set "$1" asked 1
   if ! instance=$(vast_create "$offer" "$RUNNER_LABEL_PREFIX:$1:$gen" "-e HEARSAY_JOB=$1 -e HEARSAY_GEN=$gen"); then

@@ -203,3 +203,24 @@ teardown() { world_end; }
   run "$REPO/runner/teardown_check.sh"
   [ "$status" -eq 0 ]
 }
+
+@test "a second job launches while the first is listed (no shell text in awk); its commitment is its remaining hours" {
+  export FAKE_TRAIN_S=30                            # both boxes keep training while we look
+  run launch --yes pilot
+  [ "$status" -eq 0 ]
+  cd "$BATS_TEST_TMPDIR"
+  run launch --yes --no-pilot-gate fold 3
+  echo "$output"; [ "$status" -eq 0 ]
+  [ ! -e "$BATS_TEST_TMPDIR/0" ]                    # awk's printf never took '>' for a redirection
+  [ "$(live_count)" -eq 2 ]
+  # the pilot's 3 h estimate x 1.5 is still ahead: committed at about dph x 4.5 h, never $0
+  [[ "$output" == *"commitments \$"* ]] && [[ "$output" != *"commitments \$0;"* ]]
+}
+
+@test "an overdue job of ours counts at RUNNER_UNKNOWN_COMMIT_H, never \$0" {
+  rent pilot PROVISIONED g-1 >/dev/null
+  echo $(($(date -u +%s) - 60)) >"$RUNNER_STATE/jobs/pilot/deadline"
+  RUNNER_UNKNOWN_COMMIT_H=2 RUNNER_MARGIN_USD=1000 run launch --yes --no-pilot-gate fold 3
+  echo "$output"; [ "$status" -eq 3 ]
+  [[ "$output" == *"commitments \$1.0000 + margin"* ]]   # 0.5 $/h x 2 h
+}
