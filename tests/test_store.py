@@ -198,3 +198,15 @@ def test_a_checkpoint_without_its_marker_is_skipped_by_resume(tmp_path, rclone_r
 def test_a_marker_without_its_folder_is_not_a_checkpoint():
     names = ["epoch_0001/", "epoch_0001.complete", "epoch_0003.complete", "epoch_0002/"]
     assert st.complete_epochs(names) == ([1], [2])
+
+
+def test_rclone_store_keeps_an_absolute_path_on_a_local_remote(tmp_path, monkeypatch):
+    conf = tmp_path / "rclone.conf"
+    conf.write_text("[store]\ntype = local\n")
+    monkeypatch.setenv("RCLONE_CONFIG", str(conf))
+    monkeypatch.chdir(tmp_path)  # a relative path would land here instead
+    target = tmp_path / "bucket" / "runs" / "fold2"
+    s = st.open_store(f"store:{target}", tmp_path / "run", backoff_s=0)
+    s.push_dir(_ckpt_dir(tmp_path), "checkpoints/epoch_0001")
+    assert (target / "checkpoints" / "epoch_0001" / "model.safetensors").is_file()
+    assert s.list_dirs("checkpoints") == ["epoch_0001"]

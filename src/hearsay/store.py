@@ -236,7 +236,9 @@ class RcloneStore(Store):
     def __init__(self, remote: str, prefix: str, **kw):
         super().__init__(**kw)
         self.remote = remote
-        self.prefix = prefix.strip("/")
+        # "/abs/path" keeps its leading slash: on a `local` remote (the runner's tests, a mounted
+        # disk) a relative path would land under the trainer's working directory instead
+        self.prefix = prefix if prefix == "/" else prefix.rstrip("/")
         if any(part == ".." for part in self.prefix.split("/")):
             raise PathGuardError(f"store prefix {prefix!r} contains '..'")
         self.uri = f"{remote}:{self.prefix}"
