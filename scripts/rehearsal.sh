@@ -208,7 +208,7 @@ do_kill_resume() {
   read -r what id n <"$W/killed.$job"
   [ "$what" = killed ] || { fail "fold2 finished before its box could be killed (raise batches_per_epoch)"; return 1; }
   wait_until 300 "the reaper records fold2's instance gone" gone "$job"
-  launch fold 2
+  launch ${GATE_OPT:+"$GATE_OPT"} fold 2
   say_detail "instance $id killed with $n complete checkpoint(s) in the store; fold2 relaunched"
 }
 do_all_done() {
@@ -217,7 +217,7 @@ do_all_done() {
   local from
   from=$(jq -r .resumed_from_epoch "$(run_dir fold2)/run_meta.json")
   case $from in [1-9]*) ;; *) fail "fold2 did not resume (resumed_from_epoch $from)"; return 1 ;; esac
-  say_detail "6 DONE; fold2 resumed from epoch $from, $(jq -r .steps "$(run_dir fold2)/run_meta.json") steps like the others ($(jq -r .steps "$(run_dir fold1)/run_meta.json"))"
+  say_detail "$(echo "$JOBS" | wc -w) DONE, each box destroyed by the reaper; fold2 resumed from epoch $from and completed $(jq -r .steps "$(run_dir fold2)/run_meta.json") of $(jq -r .total_steps "$(run_dir fold2)/run_meta.json") steps"
 }
 do_collect() {
   "$REPO/runner/collect.sh" --name rehearsal "$W/models/rehearsal"
@@ -259,7 +259,7 @@ export VAST_URL
 stage bundle_put do_bundle_put
 stage reaper do_reaper
 if [ "$short" = 1 ]; then
-  JOBS=fold2
+  JOBS=fold2 GATE_OPT=--no-pilot-gate
   do_fan_out() {
     start_killer fold2
     launch --no-pilot-gate fold 2 2>"$LOGS/launch.fold2.err" || { fail "launch fold 2 failed"; return 1; }
