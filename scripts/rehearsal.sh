@@ -77,6 +77,7 @@ cleanup() {
   return 0
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
 
 # stage NAME FUNCTION: run it in a subshell under set -e (a function called in an `||` list would
 # run with -e off), print one summary line; the first failure ends the rehearsal. A stage says
