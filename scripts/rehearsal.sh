@@ -156,6 +156,8 @@ do_reaper() {
   kill -0 "$(cat "$W/reaper.pid")" || { fail "the reaper exited at once (see $LOGS/reaper.log)"; return 1; }
   say_detail "pid $(cat "$W/reaper.pid")"
 }
+# why JOB: its last STATUS and REASON, as runner/status.sh --why shows them, on one line.
+why() { "$REPO/runner/status.sh" --why "$1" 2>&1 | head -n 4 | tr '\n' ' '; }
 # done_by_reaper JOB: its record archived by the reaper with result DONE.
 done_by_reaper() { [ ! -d "$RUNNER_STATE/jobs/$1" ] && [ "$(archived_result "$1")" = DONE ]; }
 gone() { [ ! -d "$RUNNER_STATE/jobs/$1" ] && [ -n "$(archived_result "$1")" ]; }
@@ -164,8 +166,8 @@ do_pilot() {
   launch fold 0 || rc=$?
   [ "$rc" -eq 6 ] || { fail "fold 0 before the pilot: exit $rc, expected 6 (no DONE pilot)"; return 1; }
   launch pilot
-  wait_until 300 "pilot DONE and destroyed" gone pilot
-  [ "$(archived_result pilot)" = DONE ] || { fail "pilot ended $(archived_result pilot), see $(run_dir pilot)/../../REASON"; return 1; }
+  wait_until 900 "pilot ended and destroyed" gone pilot
+  done_by_reaper pilot || { fail "pilot ended $(archived_result pilot): $(why pilot)"; return 1; }
   say_detail "fold 0 refused before it (exit 6); pilot $(jq -r '.steps' "$(run_dir pilot)/run_meta.json") steps, DONE"
 }
 do_pilot_gate() {
@@ -192,7 +194,10 @@ do_fan_out() {
 killer() {
   local job=$1 ck id port box
   ck="$(run_dir "$job")/checkpoints"
-  while [ ! -e "$ck/epoch_0001.complete" ]; do sleep 0.1; done
+  while [ ! -e "$ck/epoch_0001.complete" ]; do
+    if gone "$job"; then echo ended >"$W/killed.$job"; return 0; fi
+    sleep 0.1
+  done
   id=$(cat "$RUNNER_STATE/jobs/$job/instance")
   port=$(cut -d: -f2 "$RUNNER_STATE/jobs/$job/ssh")
   box=$W/boxes/box-$port/run
@@ -207,14 +212,21 @@ do_kill_resume() {
   local job=fold2 what
   wait_until 600 "fold2's box killed after its first checkpoint" test -s "$W/killed.$job"
   read -r what id n <"$W/killed.$job"
-  [ "$what" = killed ] || { fail "fold2 finished before its box could be killed (raise batches_per_epoch)"; return 1; }
+  case $what in
+    killed) ;;
+    ended) fail "fold2 ended $(archived_result fold2) before its first checkpoint: $(why fold2)"; return 1 ;;
+    *) fail "fold2 finished before its box could be killed (raise batches_per_epoch)"; return 1 ;;
+  esac
   wait_until 300 "the reaper records fold2's instance gone" gone "$job"
   launch ${GATE_OPT:+"$GATE_OPT"} fold 2
   say_detail "instance $id killed with $n complete checkpoint(s) in the store; fold2 relaunched"
 }
 do_all_done() {
   local j
-  for j in $JOBS; do wait_until 600 "$j DONE and destroyed" done_by_reaper "$j"; done
+  for j in $JOBS; do
+    wait_until 900 "$j ended and destroyed" gone "$j"
+    done_by_reaper "$j" || { fail "$j ended $(archived_result "$j"): $(why "$j")"; return 1; }
+  done
   local from
   from=$(jq -r .resumed_from_epoch "$(run_dir fold2)/run_meta.json")
   case $from in [1-9]*) ;; *) fail "fold2 did not resume (resumed_from_epoch $from)"; return 1 ;; esac
