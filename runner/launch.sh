@@ -2,10 +2,14 @@
 # Usage: runner/launch.sh [--yes] [--no-pilot-gate] pilot | full | fold N | probe
 # Summary: rent one GPU box for one training job, start its chain, and never leave it billing
 #
-# In order: refuse while the job's previous instance is still listed; budget guard (credit from
-# `show user --raw` must cover estimate + current commitments + RUNNER_MARGIN_USD); choose an offer;
+# In order, under one launch lock shared by every job (concurrent launches wait their turn, up to
+# RUNNER_LAUNCH_WAIT_S): refuse while the job's previous instance is still listed; budget guard
+# (credit from `show user --raw` must cover estimate + commitments + RUNNER_MARGIN_USD, where every
+# job of ours counts at its $/h x hours left to its deadline, an overdue one at
+# RUNNER_UNKNOWN_COMMIT_H, and an unknown listed instance likewise); choose an offer;
 # ask for the go-ahead (offer, $/h, estimate, credit) unless --yes; create the instance labelled
-# PREFIX:JOB:GEN; persist its id and the ledger row at once; wait for it to run; send the store's
+# PREFIX:JOB:GEN; persist its id and the ledger row at once (the launch lock is released here); wait
+# for it to run; send the store's
 # credentials over ssh stdin into a mode-600 rclone config on the box, then RUNNER_TRAIN_CONFIG's exact
 # bytes (the ones hashed for the pilot gate) as the box's train.json; start the chain; write
 # PROVISIONED only once the box reports the chain running. Any failure destroys the box and confirms
@@ -71,10 +75,14 @@ guard_path "$(store_job_path "$job")" >/dev/null || exit 12
 [ -r "$RUNNER_RCLONE_CONF" ] || die 10 "no store credentials at $RUNNER_RCLONE_CONF" "set RUNNER_RCLONE_CONF to the store's rclone config (mode 600)"
 case $RUNNER_IMAGE in PLACEHOLDER*) die 2 "RUNNER_IMAGE is the placeholder $RUNNER_IMAGE" "set it to the trainer image's digest (docs/RUNBOOK.md)" ;; esac
 
-# One launcher per job name at a time.
+# One launcher per job name at a time; and one launch at a time between the listing the budget reads
+# and the persisted id of its create (budget_lock), so a second launch counts the first one's box.
 launch_lock="$RUNNER_STATE/launch.$job.lock"
+budget_lock="$RUNNER_STATE/launch.lock"
 lock_take "$launch_lock" 1 || die 4 "another launch of $job is running" "wait for it, or check runner/status.sh"
-trap 'lock_drop "$launch_lock"' EXIT
+trap 'lock_drop "$budget_lock"; lock_drop "$launch_lock"' EXIT
+lock_take "$budget_lock" $((RUNNER_LAUNCH_WAIT_S * 10)) \
+  || die 4 "another launch held the budget lock for over RUNNER_LAUNCH_WAIT_S=$RUNNER_LAUNCH_WAIT_S s" "wait for it (runner/status.sh), then launch again"
 
 step_previous "$job"                      # exit 4/5 unless the old record is cleared
 step_pilot_gate "$job" "$kind" "$gate"    # exit 6 for fold/full without a DONE pilot

@@ -57,7 +57,7 @@ need jq awk mktemp
 key_guard || exit 11
 umask 077
 mkdir -p "$RUNNER_STATE"
-lock_take "$RUNNER_STATE/reaper.lock" 1 || die 4 "another reaper is running (pid $(cat "$RUNNER_STATE/reaper.lock/pid" 2>/dev/null))" "one reaper watches every job"
+lock_take "$RUNNER_STATE/reaper.lock" 1 || die 4 "another reaper is running (pid $(lock_owner "$RUNNER_STATE/reaper.lock"))" "one reaper watches every job"
 trap 'lock_drop "$RUNNER_STATE/reaper.lock"' EXIT
 trap 'exit 130' INT TERM HUP
 

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # runner/lib/launch_steps.sh — the steps of runner/launch.sh, in the order it runs them. They share
-# the launcher's globals: job kind fold gen offer dph credit estimate instance host port launch_lock.
-# shellcheck disable=SC2154  # kind, fold, job and launch_lock are set by runner/launch.sh
+# the launcher's globals: job kind fold gen offer dph credit estimate instance host port launch_lock
+# budget_lock.
+# shellcheck disable=SC2154  # kind, fold, job, launch_lock and budget_lock are set by runner/launch.sh
 
 sha256_of() { { sha256sum "$1" 2>/dev/null || shasum -a 256 "$1"; } | awk '{ print $1 }'; }
 
@@ -168,6 +169,7 @@ on_launch_exit() {
     done
     rec_unlock "$job"
   fi
+  lock_drop "$budget_lock"
   lock_drop "$launch_lock"
   exit "$rc"
 }
@@ -199,6 +201,7 @@ step_create() {
   rec_set "$1" instance "$instance"
   rec_set "$1" state CREATED
   ledger_append "$instance" "$1" "$gen" "$offer" "$dph" "$(rec_get "$1" created_at)"
+  lock_drop "$budget_lock"                # the record now counts this box: the next launch may go on
   say "created instance $instance (offer $offer, \$$dph/h, label $RUNNER_LABEL_PREFIX:$1:$gen)"
   step_sweep "$1"
 }
