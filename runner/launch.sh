@@ -25,7 +25,8 @@
 #   5 cannot confirm the previous instance is gone (listing failed); 6 no go-ahead or no DONE pilot;
 #   7 ORPHAN: a box could not be confirmed destroyed; 8 no offer matches; 10 missing dependency or
 #   store credentials (RUNNER_RCLONE_CONF);
-#   11 no API key; 12 remote path refused.
+#   11 no API key (or a key file readable by others); 12 remote path refused; 13 no reaper running
+#   and none could be started (RUNNER_REAPER_MODE).
 set -euo pipefail
 export RUNNER_SCRIPT=launch
 # shellcheck source=runner/lib/common.sh
@@ -48,13 +49,16 @@ export RUNNER_SCRIPT=launch
 . "$RUNNER_ROOT/lib/launch_steps.sh"
 
 yes=0 gate=1 kind="" fold=""
+# mixed WORD: a second job word (fold 3 pilot, fold 3 fold 4) is a usage error, never a merged job.
+mixed() { die 2 "one job per launch: got $kind${fold:+ $fold} and then $1" "runner/launch.sh pilot | full | fold N | probe"; }
 while [ $# -gt 0 ]; do
   case $1 in
     -h | --help) usage_from "$0"; exit 0 ;;
     --yes) yes=1 ;;
     --no-pilot-gate) gate=0 ;;
-    pilot | full | probe) kind=$1 ;;
+    pilot | full | probe) [ -z "$kind" ] || mixed "$1"; kind=$1 ;;
     fold)
+      [ -z "$kind" ] || mixed "$1"
       kind="fold"
       fold=${2:-}
       case $fold in [0-4]) ;; *) die 2 "fold needs a number 0-4" "runner/launch.sh fold 3" ;; esac
@@ -65,6 +69,12 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$kind" ] || die 2 "no job given" "runner/launch.sh pilot | full | fold N | probe"
 job=$kind$fold
+# stdout is for the instance id only. Closed, it is reopened on /dev/null (said), so no later command
+# that writes to it can fail and be mistaken for a refusal; the id is in the record either way.
+if ! (exec 9>&1) 2>/dev/null; then   # duplicating fd 1 fails only when it is closed
+  exec >/dev/null
+  say "stdout is closed: the instance id will only be in runner/status.sh"
+fi
 
 need jq awk mktemp
 [ -n "${RUNNER_VASTAI%% *}" ] && need "${RUNNER_VASTAI%% *}"
@@ -88,10 +98,11 @@ step_previous "$job"                      # exit 4/5 unless the old record is cl
 step_pilot_gate "$job" "$kind" "$gate"    # exit 6 for fold/full without a DONE pilot
 step_budget "$kind"                       # sets offer dph credit estimate; exit 3/8
 step_go_ahead "$yes"                      # exit 6 without a yes
+step_reaper                               # a live reaper, or one started; exit 13
 step_create "$job" "$kind" "$fold"        # record + create + id + ledger row; sets instance
 step_wait_running "$job"                  # sets host port
 step_provision "$job"                     # secrets, chain start, CHAIN confirmed
 rec_set "$job" state PROVISIONED
 log_event "job $job PROVISIONED on instance $instance (gen $(rec_get "$job" gen))"
 say "job $job PROVISIONED on instance $instance; runner/reaper.sh ends it at DONE, FAIL or its deadline"
-printf '%s\n' "$instance"
+printf '%s\n' "$instance" 2>/dev/null || say "cannot print instance $instance on stdout; it is PROVISIONED all the same (runner/status.sh)"
