@@ -44,7 +44,7 @@ local_tree_sha() {
 }
 
 # step_bundle_in_store TREE_SHA: the launcher's check, before any offer is searched or money spent:
-# the store must hold bundles/TREE_SHA/VERIFIED saying TREE_SHA (exit 13 otherwise).
+# the store must hold bundles/TREE_SHA/VERIFIED saying TREE_SHA (exit 14 otherwise).
 step_bundle_in_store() {
   local sha=$1 path got
   [ "$sha" = none ] && return 0   # probe: no bundle
@@ -53,6 +53,6 @@ step_bundle_in_store() {
   got=$(RCLONE_CONFIG="$RUNNER_RCLONE_CONF" with_timeout "$RUNNER_CLI_TIMEOUT_S" \
     $RUNNER_RCLONE cat "$path/VERIFIED" --retries 1 --low-level-retries 1 2>/dev/null </dev/null | head -n 1) || true
   [ "$got" = "$sha" ] && return 0
-  die 13 "the store holds no verified bundle $sha ($path/VERIFIED is missing or unreadable): nothing rented" \
+  die 14 "the store holds no verified bundle $sha ($path/VERIFIED is missing or unreadable): nothing rented" \
     "put it there first: runner/bundle_put.sh $(dirname "$RUNNER_BUNDLE_META")"
 }

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # runner/lib/launch_steps.sh — the steps of runner/launch.sh, in the order it runs them. They share
-# the launcher's globals: job kind fold gen offer dph credit estimate instance host port launch_lock.
-# shellcheck disable=SC2154  # kind, fold, job and launch_lock are set by runner/launch.sh
+# the launcher's globals: job kind fold gen offer dph credit estimate instance host port launch_lock
+# budget_lock.
+# shellcheck disable=SC2154  # kind, fold, job, launch_lock and budget_lock are set by runner/launch.sh
 # shellcheck source=runner/lib/bundles.sh
 . "$RUNNER_ROOT/lib/bundles.sh"
 
@@ -23,7 +24,7 @@ identity() {
   bundle_sha=$(jq -r '.tree_sha // empty' "$RUNNER_BUNDLE_META" 2>/dev/null || true)
   [ -n "$bundle_sha" ] || die 2 "$RUNNER_BUNDLE_META has no tree_sha" "rebuild the bundle with hearsay bundle"
   config_hash=$(sha256_of "$RUNNER_TRAIN_CONFIG")
-  step_bundle_in_store "$bundle_sha"   # exit 13: no verified copy in the store, nothing rented
+  step_bundle_in_store "$bundle_sha"   # exit 14: no verified copy in the store, nothing rented
 }
 
 # step_previous JOB: the job's previous instance must be absent from a successful listing; only then is
@@ -49,7 +50,7 @@ step_previous() {
   fi
   rec_lock "$job" || die 4 "record of job $job is locked" "wait for runner/reaper.sh"
   if [ -n "$id" ]; then
-    ledger_complete "$id" "$(rec_get "$job" created_at)" "$(now)" "$(rec_get "$job" dph)"
+    ledger_close "$job" "$id" || die 1 "cannot complete the ledger row of job $job's old instance $id" "free space under $LEDGER, then launch again"
   fi
   rec_set "$job" result CLEARED
   rec_archive "$job"
@@ -151,18 +152,35 @@ step_go_ahead() {
   esac
 }
 
+# step_reaper: no box is rented without a watcher. RUNNER_REAPER_MODE=start (default) starts
+# `runner/reaper.sh --background` when no live reaper holds RUNNER_STATE/reaper.lock; refuse exits 13
+# naming that command; off leaves it to the caller (test harnesses that run reaper.sh --once
+# themselves). The box's own deadline (HEARSAY_DEADLINE) ends it in every mode.
+step_reaper() {
+  local lock=$RUNNER_STATE/reaper.lock
+  [ "$RUNNER_REAPER_MODE" != off ] || return 0
+  if [ -d "$lock" ] && ! lock_stale "$lock"; then return 0; fi
+  case $RUNNER_REAPER_MODE in
+    start)
+      "$RUNNER_ROOT/reaper.sh" --background </dev/null >&2 \
+        || die 13 "no reaper is running and starting one failed" "run: runner/reaper.sh --background" ;;
+    *) die 13 "no reaper is running (RUNNER_REAPER_MODE=$RUNNER_REAPER_MODE)" "start it first: runner/reaper.sh --background" ;;
+  esac
+}
+
 # on_launch_exit: every exit path. Releases the HOLD; a box that is not PROVISIONED is destroyed and its
 # absence confirmed; one that cannot be confirmed stays recorded (ORPHAN) and the exit status is 7.
 on_launch_exit() {
   local rc=$? until
-  trap - EXIT INT TERM HUP
+  trap - EXIT
+  trap '' INT TERM HUP    # a second signal must not cut the destroy short: ignored until gone or ORPHAN
   set +e
   hold_release "$job" 2>/dev/null
   if rec_exists "$job" && [ "$(rec_state "$job")" != PROVISIONED ]; then
     [ "$rc" -ne 0 ] || rc=1
     rec_lock "$job" 3000
     until=$(($(now) + RUNNER_LABEL_LAG_S + 10))
-    while ! finish_job "$job" LAUNCH_FAILED; do
+    while ! finish_job "$job" LAUNCH_FAILED "${instance:-}"; do
       if [ -n "$(rec_get "$job" instance)" ] || [ "$(now)" -gt "$until" ]; then
         rc=7
         break
@@ -171,6 +189,7 @@ on_launch_exit() {
     done
     rec_unlock "$job"
   fi
+  lock_drop "$budget_lock"
   lock_drop "$launch_lock"
   exit "$rc"
 }
@@ -181,9 +200,12 @@ step_create() {
   gen=$(new_gen)
   rec_new "$1" || die 4 "a record for job $1 appeared meanwhile" "check runner/status.sh"
   trap on_launch_exit EXIT
-  trap 'exit 130' INT TERM HUP
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  trap 'exit 129' HUP
   hours=$(hours_for "$2")
   rec_set "$1" launcher "$$"
+  rec_set "$1" launcher_start "$(proc_start "$$")"
   rec_set "$1" gen "$gen"
   rec_set "$1" kind "$2"
   rec_set "$1" fold "$3"
@@ -199,9 +221,11 @@ step_create() {
   if ! instance=$(vast_create "$offer" "$RUNNER_LABEL_PREFIX:$1:$gen" "-e HEARSAY_JOB=$1 -e HEARSAY_GEN=$gen"); then
     die 1 "create of offer $offer gave no clear success" "the launcher looks for instances carrying its label and destroys them; retry later"
   fi
-  rec_set "$1" instance "$instance"
+  rec_set "$1" instance "$instance" || die 1 "cannot persist instance $instance of job $1" "free space under RUNNER_STATE; the box is destroyed now"
   rec_set "$1" state CREATED
-  ledger_append "$instance" "$1" "$gen" "$offer" "$dph" "$(rec_get "$1" created_at)"
+  ledger_append "$instance" "$1" "$gen" "$offer" "$dph" "$(rec_get "$1" created_at)" \
+    || die 1 "no ledger row for instance $instance" "free space under $LEDGER; the box is destroyed now"
+  lock_drop "$budget_lock"                # the record now counts this box: the next launch may go on
   say "created instance $instance (offer $offer, \$$dph/h, label $RUNNER_LABEL_PREFIX:$1:$gen)"
   step_sweep "$1"
 }
@@ -261,6 +285,7 @@ step_provision() {
     printf 'HEARSAY_STORE=%q\nHEARSAY_RUN_PATH=%q\n' "$RUNNER_STORE" "$(store_job_path "$1")"
     printf 'HEARSAY_BUNDLE_SHA=%q\nHEARSAY_CONFIG_HASH=%q\nHEARSAY_TRAIN=%q\n' "$bundle_sha" "$config_hash" "${RUNNER_BOX_TRAIN:-hearsay train}"
     printf 'HEARSAY_BUDGET_USD=%q\n' "$estimate"   # the trainer records it in run_meta.json
+    printf 'HEARSAY_DEADLINE=%q\n' "$(rec_get "$1" deadline)"   # the box stops itself at the reaper's deadline
   } >"$envf"
   box_start "$host" "$port" "$envf" || { rm -f "$envf"; die 1 "ssh to $host:$port failed starting the chain" "check RUNNER_SSH and the box"; }
   rm -f "$envf"

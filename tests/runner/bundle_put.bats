@@ -51,7 +51,7 @@ teardown() { world_end; }
 @test "launch refuses to rent when the store lacks the verified bundle: no offer searched, no box, no row" {
   rm "$W/bucket/hearsay/bundles/$(jq -r .tree_sha "$RUNNER_BUNDLE_META")/VERIFIED"
   run launch --yes pilot
-  [ "$status" -eq 13 ]
+  [ "$status" -eq 14 ]
   [[ "$output" == *"runner: the store holds no verified bundle $(jq -r .tree_sha "$RUNNER_BUNDLE_META") ("*"VERIFIED is missing or unreadable): nothing rented (put it there first: runner/bundle_put.sh $W/bundle)"* ]]
   [ "$(created_count)" -eq 0 ]
   [ ! -s "$LEDGER" ]

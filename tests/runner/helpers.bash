@@ -25,6 +25,7 @@ world() {
   export RUNNER_POLL_S=0.2 RUNNER_CONFIRM_WAIT_S=0.1 RUNNER_CONFIRM_CHECKS=3 RUNNER_DESTROY_TRIES=2
   export RUNNER_BOOT_DEADLINE_S=20 RUNNER_CHAIN_DEADLINE_S=15 RUNNER_LABEL_LAG_S=2 RUNNER_SSH_TIMEOUT_S=20
   export RUNNER_REAPER_POLL_S=0.3 RUNNER_REAPER_MAX_BACKOFF_S=1
+  export RUNNER_REAPER_MODE=off              # tests run runner/reaper.sh --once themselves
   export RUNNER_BOX_TRAIN="$REPO/tests/runner/bin/fake_train.sh" HEARSAY_SMOKE_CHECK="$REPO/tests/runner/bin/smoke_ok.sh"
   export HEARSAY_PUSH_WAIT_S=0.1 HEARSAY_BOX_WAIT_S=30 FAKE_TRAIN_S=0.3
   export RUNNER_BUNDLE_META=$W/bundle/bundle_meta.json RUNNER_TRAIN_CONFIG=$W/train.json
@@ -62,8 +63,13 @@ fault() { ctl POST faults "{\"rules\": $1}" >/dev/null; }
 live_ids() { curl -fsS "$VAST_URL/_control/state" | jq -r '.live[]'; }
 live_count() { curl -fsS "$VAST_URL/_control/state" | jq '.live | length'; }
 created_count() { curl -fsS "$VAST_URL/_control/state" | jq '.created_total'; }
-ledger_rows() { awk 'END { print NR - 1 }' "$LEDGER"; }
-open_rows() { awk -F, 'NR > 1 && $7 == "" { n++ } END { print n + 0 }' "$LEDGER"; }
+# The ledger is append-only (a creation row, later a closing row per rental): rentals = distinct ids,
+# open = ids with no closing row.
+ledger_rows() { awk -F, 'NR > 1 && !($1 in s) { s[$1] = 1; n++ } END { print n + 0 }' "$LEDGER"; }
+open_rows() {
+  awk -F, 'NR > 1 { if (!($1 in s)) { s[$1] = 1; o[++n] = $1 } if ($7 != "") c[$1] = 1 }
+    END { for (i = 1; i <= n; i++) if (!(o[i] in c)) k++; print k + 0 }' "$LEDGER"
+}
 
 # wait_for SECONDS CMD...: poll until CMD succeeds.
 wait_for() {

@@ -224,3 +224,16 @@ teardown() { world_end; }
   echo "$output"; [ "$status" -eq 3 ]
   [[ "$output" == *"commitments \$1.0000 + margin"* ]]   # 0.5 $/h x 2 h
 }
+
+@test "two launches at once cannot both pass the budget: the launch lock serialises budget and create" {
+  export RUNNER_HOURS_PILOT=100 RUNNER_HOURS_FOLD=100 FAKE_TRAIN_S=30   # ~$24 each of $50 credit
+  "$REPO/runner/launch.sh" --yes pilot >"$W/a.out" 2>"$W/a.err" 3>&- & a=$!
+  "$REPO/runner/launch.sh" --yes --no-pilot-gate fold 3 >"$W/b.out" 2>"$W/b.err" 3>&- & b=$!
+  ra=0 rb=0
+  wait "$a" || ra=$?
+  wait "$b" || rb=$?
+  cat "$W/a.err" "$W/b.err"
+  [ "$(created_count)" -eq 1 ]
+  [ "$(printf '%s\n' "$ra" "$rb" | sort | tr '\n' ' ')" = "0 3 " ]
+  grep -q "commitments \$[1-9]" "$W/a.err" "$W/b.err"   # the loser saw the winner's hours left
+}
