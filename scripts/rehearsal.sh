@@ -157,7 +157,7 @@ do_reaper() {
   say_detail "pid $(cat "$W/reaper.pid")"
 }
 # why JOB: its last STATUS and REASON, as runner/status.sh --why shows them, on one line.
-why() { "$REPO/runner/status.sh" --why "$1" 2>&1 | head -n 4 | tr '\n' ' '; }
+why() { "$REPO/runner/status.sh" --why "$1" 2>&1 | head -n 8 | tr '\n' ' '; }
 # done_by_reaper JOB: its record archived by the reaper with result DONE.
 done_by_reaper() { [ ! -d "$RUNNER_STATE/jobs/$1" ] && [ "$(archived_result "$1")" = DONE ]; }
 gone() { [ ! -d "$RUNNER_STATE/jobs/$1" ] && [ -n "$(archived_result "$1")" ]; }
