@@ -70,6 +70,7 @@ mkdir -p "$HOME" "$RUNNER_STATE" "$FAKE_BOX_ROOT" "$W/bucket"
 
 cleanup() {
   local p
+  set +e   # every process this script started is stopped, even when some are already gone
   [ -f "$W/reaper.pid" ] && kill "$(cat "$W/reaper.pid")" 2>/dev/null
   for p in "$W"/boxes/*/run/train.pid "$W"/boxes/*/run/entry.pid "$W/fake.pid"; do
     [ -f "$p" ] && kill "$(cat "$p")" 2>/dev/null
