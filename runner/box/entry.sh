@@ -5,7 +5,7 @@
 # BOX_DIR (default $HEARSAY_BOX_DIR, else /run/hearsay) receives from runner/launch.sh over ssh stdin:
 # rclone.conf (mode 600, the store's credentials), train.json (the training config's exact bytes; not
 # for probe) and last job.env (HEARSAY_JOB, _KIND, _FOLD, _GEN, _STORE, _RUN_PATH, _BUNDLE_SHA,
-# _CONFIG_HASH = train.json's sha256, _TRAIN). Without job.env it waits up to HEARSAY_BOX_WAIT_S
+# _CONFIG_HASH = train.json's sha256, _TRAIN, _DEADLINE = the job's hard deadline, epoch s). Without job.env it waits up to HEARSAY_BOX_WAIT_S
 # (1800 s), then gives up, and the box destroys itself.
 #
 # Phases, each written to RUN_PATH/STATUS as "GEN PHASE EPOCH" (the reaper ignores other generations):
@@ -81,6 +81,19 @@ if [ "$HEARSAY_KIND" != probe ]; then
     --store "$(guard_path "$RUN_PATH/run")" --resume --config "$config" &
   train=$!
   echo "$HEARSAY_GEN running" >"$BOX_DIR/CHAIN"
+  # The box's own hard deadline (HEARSAY_DEADLINE, epoch s, the record's): past it the trainer is
+  # stopped (TERM, KILL after 10 s), what it has is pushed, and the run ends FAIL, so the EXIT trap
+  # destroys the box even with the laptop and its reaper gone.
+  while kill -0 "$train" 2>/dev/null; do
+    if [ -n "${HEARSAY_DEADLINE:-}" ] && [ "$(date -u +%s)" -ge "$HEARSAY_DEADLINE" ]; then
+      echo "entry: deadline $HEARSAY_DEADLINE passed: stopping the trainer, pushing what it has" >&2
+      kill -TERM "$train" 2>/dev/null; sleep "${HEARSAY_STOP_WAIT_S:-10}"; kill -KILL "$train" 2>/dev/null
+      box_status PUSHING
+      box_push "$BOX_DIR/run" "$(guard_path "$RUN_PATH/run")" || true
+      exit 1
+    fi
+    sleep 1
+  done
   wait "$train"
   box_status PUSHING
   box_push "$BOX_DIR/run" "$(guard_path "$RUN_PATH/run")" || { echo "entry: checkpoint push failed 3 times" >&2; exit 1; }
