@@ -120,7 +120,7 @@ full_state() {
   run launch --yes probe
   echo "$output"; [ "$status" -eq 1 ]
   [ "$(cat "$RUNNER_STATE"/archive/probe-*/result)" = LAUNCH_FAILED ]
-  wait_for 40 test "$(created_count)" -eq 1
+  wait_for 40 created_is 1
   RUNNER_ORPHAN_GRACE_S=0 run reaper_once
   echo "$output"; [ "$status" -eq 0 ]
   [ "$(live_count)" -eq 0 ]
@@ -164,7 +164,7 @@ full_state() {
   lock_pid=$(cut -d' ' -f1 "$RUNNER_STATE/reaper.lock/owner")
   echo "$lock_pid" >"$W/reaper.pid"
   kill -0 "$lock_pid"
-  wait_for 120 test "$(live_count)" -eq 0            # the started reaper (or the box) ends the job at its DONE
+  wait_for 120 none_live            # the started reaper (or the box) ends the job at its DONE
   [ "$(open_rows)" -eq 0 ]
 }
 
@@ -180,7 +180,7 @@ full_state() {
 }
 
 @test "truthful exit codes: TMPDIR missing -> 2; stdout on /dev/full or closed -> 0 when PROVISIONED" {
-  TMPDIR=/nonexistent run "$REPO/runner/teardown_check.sh"
+  TMPDIR=$W/no-such-dir run "$REPO/runner/teardown_check.sh"
   [ "$status" -eq 2 ]
   "$REPO/runner/launch.sh" --yes probe >/dev/full 2>"$W/full.err" 3>&- || { cat "$W/full.err"; false; }
   [ "$(cat "$RUNNER_STATE/jobs/probe/state")" = PROVISIONED ]

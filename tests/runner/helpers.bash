@@ -57,7 +57,8 @@ open_rows() {
     END { for (i = 1; i <= n; i++) if (!(o[i] in c)) k++; print k + 0 }' "$LEDGER"
 }
 
-# wait_for SECONDS CMD...: poll until CMD succeeds.
+# wait_for SECONDS CMD...: poll until CMD succeeds (CMD's arguments are expanded once, at the call:
+# poll a count through a function such as none_live, never with test "$(live_count)").
 wait_for() {
   local t=$1 i=0
   shift
@@ -67,6 +68,9 @@ wait_for() {
     sleep 0.1
   done
 }
+
+none_live() { [ "$(live_count)" -eq 0 ]; }
+created_is() { [ "$(created_count)" -eq "$1" ]; }
 
 # A box writes STATUS at RUNNER_STORE/runs/JOB/STATUS.
 status_of() { cat "$W/bucket/hearsay/runs/$1/STATUS" 2>/dev/null || true; }
