@@ -64,6 +64,22 @@ full_state() {
   kill -0 "$sleeper"                                # the unrelated process was left alone
 }
 
+@test "a deadline passing while a live launcher's create is in flight (no id yet) never archives its record" {
+  sleep 300 3>&- & sleeper=$!
+  mkdir -p "$RUNNER_STATE/jobs/pilot"
+  d=$RUNNER_STATE/jobs/pilot
+  echo CREATING >"$d/state"; echo g-9 >"$d/gen"; echo hearsay:pilot:g-9 >"$d/label"; echo pilot >"$d/kind"
+  echo 1 >"$d/asked"; echo 0.5 >"$d/dph"; echo "$sleeper" >"$d/launcher"
+  ps -o lstart= -p "$sleeper" | sed 's/^ *//; s/ *$//' >"$d/launcher_start"
+  echo $(($(date -u +%s) - 60)) >"$d/created_at"; echo $(($(date -u +%s) - 5)) >"$d/deadline"
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ -d "$d" ]                                       # the launcher persists the id (or adopts) itself
+  kill "$sleeper"; sleeper=""                       # once the launcher is gone the reaper gives up on it
+  run reaper_once
+  [ ! -d "$d" ]
+}
+
 @test "state disk full during label adoption: an id that did not persist is never 'confirmed gone'" {
   id=$(rent fold4 CREATING g-9)
   rm "$RUNNER_STATE/jobs/fold4/instance"
