@@ -77,8 +77,9 @@ status_of() { cat "$W/bucket/hearsay/runs/$1/STATUS" 2>/dev/null || true; }
 put_status() { mkdir -p "$W/bucket/hearsay/runs/$1"; echo "$2" >"$W/bucket/hearsay/runs/$1/STATUS"; }
 
 # no_secrets FILE...: neither secret appears in any of them.
-# (the fake API itself is given the account key on its command line by this harness: not the runner)
-no_secrets() { ! grep -h -e "$API_KEY" -e "$STORE_SECRET" "$@" 2>/dev/null | grep -v fake_vast.py; }
+# (the fake API itself is given the account key on its command line by this harness, through
+# start_fake_vast.sh, here or in another checkout's tests on the same machine: not the runner)
+no_secrets() { ! grep -h -e "$API_KEY" -e "$STORE_SECRET" "$@" 2>/dev/null | grep -v -e fake_vast.py -e start_fake_vast.sh; }
 
 launch() { "$REPO/runner/launch.sh" "$@"; }
 reaper_once() { "$REPO/runner/reaper.sh" --once; }
