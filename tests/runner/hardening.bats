@@ -181,6 +181,7 @@ full_state() {
   echo "$lock_pid" >"$W/reaper.pid"
   kill -0 "$lock_pid"
   wait_for 120 none_live            # the started reaper (or the box) ends the job at its DONE
+  wait_for 120 test ! -d "$RUNNER_STATE/jobs/probe"   # and the reaper closes its record and row
   [ "$(open_rows)" -eq 0 ]
 }
 
