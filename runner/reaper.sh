@@ -74,7 +74,8 @@ if [ "$bg" = 1 ]; then
   # ignored-on-entry signal stays ignored in bash), so closing the terminal or ^C does not end it
   starter=""
   command -v setsid >/dev/null 2>&1 && starter=setsid
-  ( trap '' INT HUP; exec $starter nohup "$0" </dev/null >>"$RUNNER_STATE/reaper.out" 2>&1 ) &
+  # (and none of the caller's other descriptors: a test harness waits on fd 3 until it closes)
+  ( trap '' INT HUP; exec $starter nohup "$0" </dev/null >>"$RUNNER_STATE/reaper.out" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- ) &
   p=$!
   i=0
   while [ "$i" -lt 100 ]; do

@@ -5,7 +5,7 @@
 # BOX_DIR (default $HEARSAY_BOX_DIR, else /run/hearsay) receives from runner/launch.sh over ssh stdin:
 # rclone.conf (mode 600, the store's credentials), train.json (the training config's exact bytes; not
 # for probe) and last job.env (HEARSAY_JOB, _KIND, _FOLD, _GEN, _STORE, _RUN_PATH, _BUNDLE_SHA,
-# _CONFIG_HASH = train.json's sha256, _TRAIN). Without job.env it waits up to HEARSAY_BOX_WAIT_S
+# _CONFIG_HASH = train.json's sha256, _TRAIN, _DEADLINE = the job's hard deadline, epoch s). Without job.env it waits up to HEARSAY_BOX_WAIT_S
 # (1800 s), then gives up, and the box destroys itself.
 #
 # The container's environment (PATH, LD_LIBRARY_PATH, HEARSAY_GIT_SHA, HEARSAY_FFMPEG, CONTAINER_ID,

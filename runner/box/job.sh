@@ -78,6 +78,19 @@ box_train() {
   local train=$!
   echo "$train" >"$BOX_DIR/train.pid"
   echo "$HEARSAY_GEN running" >"$BOX_DIR/CHAIN"
+  # The box's own hard deadline (HEARSAY_DEADLINE, epoch s, the record's): past it the trainer is
+  # stopped (TERM, KILL after 10 s), what it has is pushed, and the run ends FAIL, so the EXIT trap
+  # destroys the box even with the laptop and its reaper gone.
+  while kill -0 "$train" 2>/dev/null; do
+    if [ -n "${HEARSAY_DEADLINE:-}" ] && [ "$(date -u +%s)" -ge "$HEARSAY_DEADLINE" ]; then
+      echo "entry: deadline $HEARSAY_DEADLINE passed: stopping the trainer, pushing what it has" >&2
+      kill -TERM "$train" 2>/dev/null; sleep "${HEARSAY_STOP_WAIT_S:-10}"; kill -KILL "$train" 2>/dev/null
+      box_status PUSHING
+      box_push "$BOX_DIR/run" "$store" || true
+      box_fail "deadline $HEARSAY_DEADLINE passed: trainer stopped, what it had pushed to $store" "$BOX_DIR/train.log"
+    fi
+    sleep 1
+  done
   wait "$train" || rc=$?
   [ "$rc" -eq 0 ] || box_fail "trainer exit $rc ($HEARSAY_TRAIN; see hearsay train --help for the codes)" "$BOX_DIR/train.log"
 }

@@ -221,7 +221,7 @@ step_create() {
   if ! instance=$(vast_create "$offer" "$RUNNER_LABEL_PREFIX:$1:$gen" "-e HEARSAY_JOB=$1 -e HEARSAY_GEN=$gen"); then
     die 1 "create of offer $offer gave no clear success" "the launcher looks for instances carrying its label and destroys them; retry later"
   fi
-  rec_set "$1" instance "$instance" || die 1 "cannot persist instance $instance of job $1" "free space under RUNNER_STATE; the box is destroyed now"
+  rec_set "$1" instance "$instance" || die 1 "cannot persist instance $instance of job $1 (see above)" "the box is destroyed now; a full disk under RUNNER_STATE must be freed"
   rec_set "$1" state CREATED
   ledger_append "$instance" "$1" "$gen" "$offer" "$dph" "$(rec_get "$1" created_at)" \
     || die 1 "no ledger row for instance $instance" "free space under $LEDGER; the box is destroyed now"

@@ -37,6 +37,9 @@ adopt_by_label() {
     return 0
   fi
   rm -f "$list"
+  # a create still in flight in another live launcher may land any moment: only that launcher (or,
+  # once it is gone, the reaper) may give up on its label
+  if launcher_alive "$job" && [ "$(rec_get "$job" launcher)" != "$$" ]; then return 1; fi
   created=$(rec_get "$job" created_at)
   if is_number "$created" && [ $(($(now) - created)) -ge "$RUNNER_LABEL_LAG_S" ]; then
     return 2

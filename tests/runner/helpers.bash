@@ -71,7 +71,8 @@ open_rows() {
     END { for (i = 1; i <= n; i++) if (!(o[i] in c)) k++; print k + 0 }' "$LEDGER"
 }
 
-# wait_for SECONDS CMD...: poll until CMD succeeds.
+# wait_for SECONDS CMD...: poll until CMD succeeds (CMD's arguments are expanded once, at the call:
+# poll a count through a function such as none_live, never with test "$(live_count)").
 wait_for() {
   local t=$1 i=0
   shift
@@ -82,13 +83,17 @@ wait_for() {
   done
 }
 
+none_live() { [ "$(live_count)" -eq 0 ]; }
+created_is() { [ "$(created_count)" -eq "$1" ]; }
+
 # A box writes STATUS at RUNNER_STORE/runs/JOB/STATUS.
 status_of() { cat "$W/bucket/hearsay/runs/$1/STATUS" 2>/dev/null || true; }
 put_status() { mkdir -p "$W/bucket/hearsay/runs/$1"; echo "$2" >"$W/bucket/hearsay/runs/$1/STATUS"; }
 
 # no_secrets FILE...: neither secret appears in any of them.
-# (the fake API itself is given the account key on its command line by this harness: not the runner)
-no_secrets() { ! grep -h -e "$API_KEY" -e "$STORE_SECRET" "$@" 2>/dev/null | grep -v fake_vast.py; }
+# (the fake API itself is given the account key on its command line by this harness, through
+# start_fake_vast.sh, here or in another checkout's tests on the same machine: not the runner)
+no_secrets() { ! grep -h -e "$API_KEY" -e "$STORE_SECRET" "$@" 2>/dev/null | grep -v -e fake_vast.py -e start_fake_vast.sh; }
 
 launch() { "$REPO/runner/launch.sh" "$@"; }
 reaper_once() { "$REPO/runner/reaper.sh" --once; }
