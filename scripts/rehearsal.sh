@@ -257,11 +257,11 @@ do_teardown() {
 }
 do_ledger() {
   local rows created
-  rows=$(awk 'END { print NR - 1 }' "$LEDGER")
+  rows=$(awk -F, 'NR > 1 { print $1 }' "$LEDGER" | sort -u | wc -l | tr -d ' ')   # one rental per id (the ledger appends a closing row)
   created=$(curl -fsS "$VAST_URL/_control/state" | jq .created_total)
   "$REPO/runner/ledger.sh" "$LEDGER"
   [ "$rows" = "$created" ] || { fail "ledger rows $rows != instances created $created"; return 1; }
-  say_detail "$rows rows = $created creations, all closed"
+  say_detail "$rows rentals in the ledger = $created creations, all closed"
 }
 
 stage corpus do_corpus

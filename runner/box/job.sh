@@ -19,7 +19,8 @@ BOX_ENV_NAMES="PATH LD_LIBRARY_PATH HEARSAY_GIT_SHA HEARSAY_FFMPEG CONTAINER_ID 
 # of every name are written to BOX_DIR/box.env (mode 600: it holds the instance's API key) and
 # exported. An unreadable file is said on stderr and the session's values are kept.
 box_env_import() {
-  local src=${HEARSAY_INIT_ENVIRON:-/proc/1/environ} kv name
+  local src=${HEARSAY_INIT_ENVIRON:-/proc/1/environ} kv name xtrace=0
+  case $- in *x*) xtrace=1; set +x ;; esac   # RUNNER_DEBUG's xtrace must never print the instance key
   if [ -r "$src" ]; then
     while IFS= read -r -d '' kv; do
       name=${kv%%=*}
@@ -34,6 +35,7 @@ box_env_import() {
     [ -n "${!name+set}" ] && printf '%s=%q\n' "$name" "${!name}" >>"$BOX_DIR/box.env"
   done
   echo "entry: container environment in $BOX_DIR/box.env: $(cut -d= -f1 "$BOX_DIR/box.env" | tr '\n' ' ')" >&2
+  [ "$xtrace" = 0 ] || set -x
 }
 
 # box_fail MSG [LOG]: say MSG, write "GEN PHASE" + MSG (+ LOG's last 20 lines) to RUN_PATH/REASON

@@ -14,8 +14,9 @@ setup() {
   mkdir -p "$box"
   cp "$RUNNER_RCLONE_CONF" "$box/rclone.conf"
   cp "$RUNNER_TRAIN_CONFIG" "$box/train.json"
-  printf 'HEARSAY_JOB=pilot\nHEARSAY_KIND=pilot\nHEARSAY_FOLD=\nHEARSAY_GEN=g-7\nHEARSAY_STORE=%s\nHEARSAY_RUN_PATH=%s\nHEARSAY_BUNDLE_SHA=tree-aaaa\nHEARSAY_CONFIG_HASH=%s\nHEARSAY_TRAIN=%s\n' \
-    "$RUNNER_STORE" "$RUNNER_STORE/runs/pilot" "$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)" "$RUNNER_BOX_TRAIN" >"$box/job.env"
+  printf 'HEARSAY_JOB=pilot\nHEARSAY_KIND=pilot\nHEARSAY_FOLD=\nHEARSAY_GEN=g-7\nHEARSAY_STORE=%s\nHEARSAY_RUN_PATH=%s\nHEARSAY_BUNDLE_SHA=%s\nHEARSAY_CONFIG_HASH=%s\nHEARSAY_TRAIN=%s\n' \
+    "$RUNNER_STORE" "$RUNNER_STORE/runs/pilot" "$BUNDLE_SHA" "$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)" "$RUNNER_BOX_TRAIN" >"$box/job.env"
+  export HEARSAY_INIT_ENVIRON=/dev/null   # the tests' own environment stands for the container's
 }
 teardown() { world_end; }
 
