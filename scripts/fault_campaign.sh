@@ -103,8 +103,14 @@ scenario() {
     export RUNNER_LABEL_LAG_S=3 RUNNER_SSH_TIMEOUT_S=15 RUNNER_HOLD_TTL_S=20
     export RUNNER_LOCK_STALE_S=5 RUNNER_ORPHAN_GRACE_S=2 RUNNER_REAPER_MODE=off RUNNER_LEDGER_TRIES=3
     export RUNNER_BOX_TRAIN="$repo/tests/runner/bin/fake_train.sh" HEARSAY_PUSH_WAIT_S=0.1 HEARSAY_BOX_WAIT_S=20
-    export RUNNER_BUNDLE_META=$W/bundle_meta.json RUNNER_TRAIN_CONFIG=$W/train.json
-    echo '{"tree_sha": "tree-campaign"}' >"$RUNNER_BUNDLE_META"
+    export RUNNER_BUNDLE_META=$W/bundle/bundle_meta.json RUNNER_TRAIN_CONFIG=$W/train.json
+    # a stand-in bundle with its real tree-sha, in the store and VERIFIED (as runner/bundle_put.sh
+    # leaves it): the launcher refuses without it and the box checks what it pulls
+    mkdir -p "$W/bundle/audio" && echo "id,path,label" >"$W/bundle/manifest.csv" && echo x >"$W/bundle/audio/a.flac"
+    tsha=$(bash -c '. "$1/runner/lib/bundles.sh" && local_tree_sha "$2"' _ "$repo" "$W/bundle")
+    printf '{"tree_sha": "%s"}\n' "$tsha" >"$RUNNER_BUNDLE_META"
+    mkdir -p "$W/bucket/hearsay/bundles" && cp -R "$W/bundle" "$W/bucket/hearsay/bundles/$tsha"
+    echo "$tsha" >"$W/bucket/hearsay/bundles/$tsha/VERIFIED"
     echo '{"train": {"epochs": 1}}' >"$RUNNER_TRAIN_CONFIG"
     pick FAKE_TRAIN_S 0.2 1 3
     pick FAKE_TRAIN_RC 0 0 0 1
