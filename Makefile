@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install lint clean
+.PHONY: demo test install lint clean rehearsal
 
 install: $(STAMP)
 
@@ -30,5 +30,12 @@ test: install lint
 	@if [ -d tests/runner ] && ls tests/runner/*.bats >/dev/null 2>&1; then \
 		PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/bats tests/runner; fi
 
+# The whole campaign on this machine: the real runner, boxes running the real entry.sh and trainer,
+# only vast.ai (tests/fakes/fake_vast.py) and ssh stood in for. Work dir: $(REHEARSAL_DIR).
+REHEARSAL_DIR ?= rehearsal_out
+rehearsal: install
+	rm -rf $(REHEARSAL_DIR)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" scripts/rehearsal.sh $(REHEARSAL_DIR)
+
 clean:
-	rm -rf demo_out .pytest_cache .ruff_cache
+	rm -rf demo_out rehearsal_out .pytest_cache .ruff_cache

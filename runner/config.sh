@@ -34,6 +34,10 @@
 : "${RUNNER_CONFIRM_CHECKS:=6}"              # listings per destroy call (the listing lags)
 : "${RUNNER_CONFIRM_WAIT_S:=5}"              # seconds between those listings
 : "${RUNNER_LABEL_LAG_S:=120}"               # how long a create that answered badly is searched for
+: "${RUNNER_LAUNCH_WAIT_S:=900}"            # a launch waits this long for another launch's budget+create
+: "${RUNNER_LOCK_STALE_S:=30}"              # a lock with no readable owner older than this is broken
+: "${RUNNER_REAPER_MODE:=start}"            # no live reaper at launch: start (one) | refuse (exit 13) | off
+: "${RUNNER_ORPHAN_GRACE_S:=600}"           # a hearsay:-labelled instance with no record is destroyed after this
 : "${RUNNER_HOLD_TTL_S:=900}"                # a HOLD older than this is stale (15 min)
 : "${RUNNER_REAPER_POLL_S:=60}"              # reaper's quiet poll interval
 : "${RUNNER_REAPER_MAX_BACKOFF_S:=900}"      # reaper's longest wait after 429s / failed listings

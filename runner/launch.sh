@@ -2,10 +2,14 @@
 # Usage: runner/launch.sh [--yes] [--no-pilot-gate] pilot | full | fold N | probe
 # Summary: rent one GPU box for one training job, start its chain, and never leave it billing
 #
-# In order: refuse while the job's previous instance is still listed; budget guard (credit from
-# `show user --raw` must cover estimate + current commitments + RUNNER_MARGIN_USD); choose an offer;
+# In order, under one launch lock shared by every job (concurrent launches wait their turn, up to
+# RUNNER_LAUNCH_WAIT_S): refuse while the job's previous instance is still listed; budget guard
+# (credit from `show user --raw` must cover estimate + commitments + RUNNER_MARGIN_USD, where every
+# job of ours counts at its $/h x hours left to its deadline, an overdue one at
+# RUNNER_UNKNOWN_COMMIT_H, and an unknown listed instance likewise); choose an offer;
 # ask for the go-ahead (offer, $/h, estimate, credit) unless --yes; create the instance labelled
-# PREFIX:JOB:GEN; persist its id and the ledger row at once; wait for it to run; send the store's
+# PREFIX:JOB:GEN; persist its id and the ledger row at once (the launch lock is released here); wait
+# for it to run; send the store's
 # credentials over ssh stdin into a mode-600 rclone config on the box, then RUNNER_TRAIN_CONFIG's exact
 # bytes (the ones hashed for the pilot gate) as the box's train.json; start the chain; write
 # PROVISIONED only once the box reports the chain running. Any failure destroys the box and confirms
@@ -21,7 +25,10 @@
 #   5 cannot confirm the previous instance is gone (listing failed); 6 no go-ahead or no DONE pilot;
 #   7 ORPHAN: a box could not be confirmed destroyed; 8 no offer matches; 10 missing dependency or
 #   store credentials (RUNNER_RCLONE_CONF);
-#   11 no API key; 12 remote path refused.
+#   11 no API key (or a key file readable by others); 12 remote path refused; 13 no reaper running
+#   and none could be started (RUNNER_REAPER_MODE); 14 the store holds no verified copy of the
+#   bundle (RUNNER_STORE/bundles/<tree_sha>/VERIFIED: runner/bundle_put.sh BUNDLE_DIR), checked
+#   before any offer is searched.
 set -euo pipefail
 export RUNNER_SCRIPT=launch
 # shellcheck source=runner/lib/common.sh
@@ -44,13 +51,16 @@ export RUNNER_SCRIPT=launch
 . "$RUNNER_ROOT/lib/launch_steps.sh"
 
 yes=0 gate=1 kind="" fold=""
+# mixed WORD: a second job word (fold 3 pilot, fold 3 fold 4) is a usage error, never a merged job.
+mixed() { die 2 "one job per launch: got $kind${fold:+ $fold} and then $1" "runner/launch.sh pilot | full | fold N | probe"; }
 while [ $# -gt 0 ]; do
   case $1 in
     -h | --help) usage_from "$0"; exit 0 ;;
     --yes) yes=1 ;;
     --no-pilot-gate) gate=0 ;;
-    pilot | full | probe) kind=$1 ;;
+    pilot | full | probe) [ -z "$kind" ] || mixed "$1"; kind=$1 ;;
     fold)
+      [ -z "$kind" ] || mixed "$1"
       kind="fold"
       fold=${2:-}
       case $fold in [0-4]) ;; *) die 2 "fold needs a number 0-4" "runner/launch.sh fold 3" ;; esac
@@ -61,6 +71,12 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$kind" ] || die 2 "no job given" "runner/launch.sh pilot | full | fold N | probe"
 job=$kind$fold
+# stdout is for the instance id only. Closed, it is reopened on /dev/null (said), so no later command
+# that writes to it can fail and be mistaken for a refusal; the id is in the record either way.
+if ! (exec 9>&1) 2>/dev/null; then   # duplicating fd 1 fails only when it is closed
+  exec >/dev/null
+  say "stdout is closed: the instance id will only be in runner/status.sh"
+fi
 
 need jq awk mktemp
 [ -n "${RUNNER_VASTAI%% *}" ] && need "${RUNNER_VASTAI%% *}"
@@ -71,19 +87,24 @@ guard_path "$(store_job_path "$job")" >/dev/null || exit 12
 [ -r "$RUNNER_RCLONE_CONF" ] || die 10 "no store credentials at $RUNNER_RCLONE_CONF" "set RUNNER_RCLONE_CONF to the store's rclone config (mode 600)"
 case $RUNNER_IMAGE in PLACEHOLDER*) die 2 "RUNNER_IMAGE is the placeholder $RUNNER_IMAGE" "set it to the trainer image's digest (docs/RUNBOOK.md)" ;; esac
 
-# One launcher per job name at a time.
+# One launcher per job name at a time; and one launch at a time between the listing the budget reads
+# and the persisted id of its create (budget_lock), so a second launch counts the first one's box.
 launch_lock="$RUNNER_STATE/launch.$job.lock"
+budget_lock="$RUNNER_STATE/launch.lock"
 lock_take "$launch_lock" 1 || die 4 "another launch of $job is running" "wait for it, or check runner/status.sh"
-trap 'lock_drop "$launch_lock"' EXIT
+trap 'lock_drop "$budget_lock"; lock_drop "$launch_lock"' EXIT
+lock_take "$budget_lock" $((RUNNER_LAUNCH_WAIT_S * 10)) \
+  || die 4 "another launch held the budget lock for over RUNNER_LAUNCH_WAIT_S=$RUNNER_LAUNCH_WAIT_S s" "wait for it (runner/status.sh), then launch again"
 
 step_previous "$job"                      # exit 4/5 unless the old record is cleared
 step_pilot_gate "$job" "$kind" "$gate"    # exit 6 for fold/full without a DONE pilot
 step_budget "$kind"                       # sets offer dph credit estimate; exit 3/8
 step_go_ahead "$yes"                      # exit 6 without a yes
+step_reaper                               # a live reaper, or one started; exit 13
 step_create "$job" "$kind" "$fold"        # record + create + id + ledger row; sets instance
 step_wait_running "$job"                  # sets host port
 step_provision "$job"                     # secrets, chain start, CHAIN confirmed
 rec_set "$job" state PROVISIONED
 log_event "job $job PROVISIONED on instance $instance (gen $(rec_get "$job" gen))"
 say "job $job PROVISIONED on instance $instance; runner/reaper.sh ends it at DONE, FAIL or its deadline"
-printf '%s\n' "$instance"
+printf '%s\n' "$instance" 2>/dev/null || say "cannot print instance $instance on stdout; it is PROVISIONED all the same (runner/status.sh)"

@@ -2,9 +2,12 @@
 # Usage: runner/ledger.sh [LEDGER_CSV]
 # Summary: sum the rental ledger: rentals, hours, spend per job and in total, rows still open
 #
-# Reads $LEDGER (default docs/ledger.csv) unless a file is given. An open row (no destroyed_confirmed)
-# is a rental still billing or never confirmed gone; its cost is not in the total.
-# Exit codes: 0 summary printed (all rows closed); 1 some rows are open; 2 usage or unreadable ledger.
+# Reads $LEDGER (default docs/ledger.csv) unless a file is given. The ledger is append-only: a
+# rental's creation row, then its closing row (destroyed_confirmed, hours, cost) once its
+# destruction is confirmed. A rental (an id) with no closing row is open: still billing or never
+# confirmed gone; its cost is not in the total. A row without 9 fields (a write cut short) is named.
+# Exit codes: 0 summary printed (all rentals closed); 1 some are open or a row is malformed;
+#   2 usage or unreadable ledger.
 set -euo pipefail
 export RUNNER_SCRIPT=ledger
 # shellcheck source=runner/lib/common.sh
@@ -20,10 +23,18 @@ head -n 1 "$LEDGER" | grep -qx 'id,job,generation,offer,dph,created,destroyed_co
   || die 2 "$LEDGER has no ledger header" "is it the runner's ledger?"
 awk -F, '
   NR == 1 { next }
-  { n++; if ($7 == "") { open++; openids = openids " " $1; next }
-    h += $8; c += $9; jh[$2] += $8; jc[$2] += $9; jn[$2]++ }
+  NF != 9 || $1 == "" { bad++; badlines = badlines " " NR; next }
+  !($1 in seen) { seen[$1] = 1; order[++n] = $1; job[$1] = $2 }
+  $7 != "" && !($1 in closed) { closed[$1] = 1; hh[$1] = $8; cc[$1] = $9 }
   END {
+    for (i = 1; i <= n; i++) {
+      id = order[i]
+      if (!(id in closed)) { open++; openids = openids " " id; continue }
+      j = job[id]; h += hh[id]; c += cc[id]; jh[j] += hh[id]; jc[j] += cc[id]; jn[j]++
+    }
     for (j in jn) printf "%-8s rentals %3d  hours %9.4f  spend $%9.4f\n", j, jn[j], jh[j], jc[j]
     printf "total    rentals %3d  hours %9.4f  spend $%9.4f\n", n - open, h, c
-    if (open) { printf "open     %d row(s) not confirmed destroyed:%s\n", open, openids; exit 1 }
+    if (bad) printf "malformed %d row(s) (a write cut short?) at line(s):%s\n", bad, badlines
+    if (open) printf "open     %d row(s) not confirmed destroyed:%s\n", open, openids
+    if (open || bad) exit 1
   }' "$LEDGER"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: runner/reaper.sh [--once]
+# Usage: runner/reaper.sh [--once | --background]
 # Summary: watch every job's rental and end it: ORPHAN, deadline, HOLD, STATUS, abandoned launch
 #
 # One reaper watches all jobs (a second one exits 4). Each cycle takes one listing of the account's
@@ -19,11 +19,19 @@
 #   5. launch abandoned            a record not PROVISIONED whose launcher is gone: destroy
 #   6. instance missing            a PROVISIONED instance absent from a successful listing: record it
 #                                  gone (the box destroyed itself) and complete the ledger row
+#   7. unrecorded                  a listed instance labelled RUNNER_LABEL_PREFIX:… that no record
+#                                  owns, older than RUNNER_ORPHAN_GRACE_S (a create that answered after
+#                                  its launcher gave up): ledger row, destroy, row completed
 # A destroy counts only when a later successful listing lacks the instance; a failed listing (error,
 # 429, empty, `{}`, null, malformed) changes nothing and the reaper backs off (doubling, up to
 # RUNNER_REAPER_MAX_BACKOFF_S) on its own.
 #
-#   --once   one cycle, then exit (exit 0 = listing succeeded, 5 = listing failed)
+#   --once         one cycle, then exit (exit 0 = listing succeeded, 5 = listing failed)
+#   --background   start the looping reaper detached (own session, INT/HUP ignored), its output
+#                  appended to $RUNNER_STATE/reaper.out (the folder is made); exit 0 once it runs
+# One job's failure (full disk, lock, destroy not confirmed) is logged and retried next cycle; the
+# reaper goes on with the other jobs. Stale locks (owner gone, pid reused, or empty and older than
+# RUNNER_LOCK_STALE_S) are broken.
 #
 # Exit codes: 0 ok; 2 usage; 4 another reaper is running; 5 (--once) the listing failed;
 #   10 missing dependency; 11 no API key.
@@ -46,18 +54,42 @@ export RUNNER_SCRIPT=reaper
 # shellcheck source=runner/lib/reap.sh
 . "$RUNNER_ROOT/lib/reap.sh"
 
-once=0
+once=0 bg=0
 case ${1:-} in
   -h | --help) usage_from "$0"; exit 0 ;;
   --once) once=1 ;;
+  --background) bg=1 ;;
   '') ;;
   *) die 2 "unknown argument: $1" "see runner/reaper.sh --help" ;;
 esac
 need jq awk mktemp
 key_guard || exit 11
 umask 077
-mkdir -p "$RUNNER_STATE"
-lock_take "$RUNNER_STATE/reaper.lock" 1 || die 4 "another reaper is running (pid $(cat "$RUNNER_STATE/reaper.lock/pid" 2>/dev/null))" "one reaper watches every job"
+mkdir -p "$RUNNER_STATE" || die 10 "cannot create RUNNER_STATE=$RUNNER_STATE" "check the path and free space"
+if [ "$bg" = 1 ]; then
+  if [ -d "$RUNNER_STATE/reaper.lock" ] && ! lock_stale "$RUNNER_STATE/reaper.lock"; then
+    die 4 "another reaper is running (pid $(lock_owner "$RUNNER_STATE/reaper.lock"))" "one reaper watches every job"
+  fi
+  # detached: its own session where setsid exists (Linux), and INT/HUP ignored from the start (an
+  # ignored-on-entry signal stays ignored in bash), so closing the terminal or ^C does not end it
+  starter=""
+  command -v setsid >/dev/null 2>&1 && starter=setsid
+  # (and none of the caller's other descriptors: a test harness waits on fd 3 until it closes)
+  ( trap '' INT HUP; exec $starter nohup "$0" </dev/null >>"$RUNNER_STATE/reaper.out" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- ) &
+  p=$!
+  i=0
+  while [ "$i" -lt 100 ]; do
+    if [ -d "$RUNNER_STATE/reaper.lock" ] && ! lock_stale "$RUNNER_STATE/reaper.lock"; then
+      say "reaper running (pid $(lock_owner "$RUNNER_STATE/reaper.lock")), output in $RUNNER_STATE/reaper.out"
+      exit 0
+    fi
+    kill -0 "$p" 2>/dev/null || [ -d "$RUNNER_STATE/reaper.lock" ] || break
+    sleep 0.1
+    i=$((i + 1))
+  done
+  die 4 "the reaper did not start (see $RUNNER_STATE/reaper.out)" "run runner/reaper.sh in a terminal to see why"
+fi
+lock_take "$RUNNER_STATE/reaper.lock" 1 || die 4 "another reaper is running (pid $(lock_owner "$RUNNER_STATE/reaper.lock"))" "one reaper watches every job"
 trap 'lock_drop "$RUNNER_STATE/reaper.lock"' EXIT
 trap 'exit 130' INT TERM HUP
 
@@ -68,7 +100,7 @@ while :; do
     [ "$once" = 0 ] || exit 0
   else
     [ "$once" = 0 ] || exit 5
-    wait_s=$(calc "$wait_s * 2")   # seconds may be decimal (tests poll at 0.3 s)
+    wait_s=$(calc 'w * 2' w="$wait_s")   # seconds may be decimal (tests poll at 0.3 s)
     ! gt "$wait_s" "$RUNNER_REAPER_MAX_BACKOFF_S" || wait_s=$RUNNER_REAPER_MAX_BACKOFF_S
     say "listing failed; next try in ${wait_s}s"
   fi

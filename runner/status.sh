@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Usage: runner/status.sh
+# Usage: runner/status.sh [--why JOB]
 # Summary: every job at a glance: generation, state, instance, age, spend so far (local records only)
 #
 # Spend = $/h x hours since creation (the ledger has the confirmed figure once destroyed). Reads
-# $RUNNER_STATE only; it calls no API. Exit codes: 0 printed; 2 usage.
+# $RUNNER_STATE only; it calls no API.
+#
+#   --why JOB   read the store instead: the job's last STATUS line and, after a FAIL, the REASON its
+#               box left (the failing step, the trainer's exit code and last lines), so why a job
+#               failed is known after the box is gone
+#
+# Exit codes: 0 printed; 2 usage; 3 (--why) the store has no STATUS for JOB or cannot be read.
 set -euo pipefail
 export RUNNER_SCRIPT=status
 # shellcheck source=runner/lib/common.sh
@@ -12,6 +18,20 @@ export RUNNER_SCRIPT=status
 . "$RUNNER_ROOT/lib/state.sh"
 case ${1:-} in
   -h | --help) usage_from "$0"; exit 0 ;;
+  --why)
+    # shellcheck source=runner/lib/guard.sh
+    . "$RUNNER_ROOT/lib/guard.sh"
+    # shellcheck source=runner/lib/store.sh
+    . "$RUNNER_ROOT/lib/store.sh"
+    [ -n "${2:-}" ] || die 2 "--why needs a job name" "runner/status.sh --why fold3"
+    p=$(store_job_path "$2") || exit 2
+    # shellcheck disable=SC2086  # RUNNER_RCLONE is a command line by design
+    line=$(RCLONE_CONFIG="$RUNNER_RCLONE_CONF" $RUNNER_RCLONE cat "$p/STATUS" </dev/null 2>/dev/null | head -n 1) || true
+    [ -n "$line" ] || die 3 "no STATUS for job $2 at $p/STATUS (or the store cannot be read)" "check RUNNER_STORE and RUNNER_RCLONE_CONF"
+    echo "STATUS $line"
+    # shellcheck disable=SC2086
+    RCLONE_CONFIG="$RUNNER_RCLONE_CONF" $RUNNER_RCLONE cat "$p/REASON" </dev/null 2>/dev/null | sed 's/^/  /' || true
+    exit 0 ;;
   '') ;;
   *) die 2 "unknown argument: $1" "see runner/status.sh --help" ;;
 esac
@@ -26,5 +46,5 @@ for job in $(jobs_list); do
   h=-
   hold_fresh "$job" && h=held
   printf '%-7s %-34s %-11s %-9s %7dm %9s %s\n' "$job" "$(rec_get "$job" gen)" "$(rec_state "$job")" \
-    "$(rec_get "$job" instance)" $((age / 60)) "\$$(calc "$dph * $age / 3600")" "$h"
+    "$(rec_get "$job" instance)" $((age / 60)) "\$$(calc 'dph * age / 3600' dph="$dph" age="$age")" "$h"
 done

@@ -22,7 +22,7 @@ esac
 need jq awk mktemp
 key_guard || exit 11
 umask 077
-list=$(_vast_tmp)
+list=$(_vast_tmp) || exit 2   # cannot even look: that is "cannot confirm", never "instances remain"
 trap 'rm -f "$list"' EXIT
 if ! vast_list "$list"; then
   echo "runner: cannot confirm teardown: the instance listing failed (retry; check VAST_URL and the key)" >&2

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/fault_campaign.sh [--scenarios N] [--seed S] [--jobs J] [--keep DIR] [--only I]
+# Usage: scripts/fault_campaign.sh [--scenarios N] [--seed S] [--jobs J] [--keep DIR] [--only I] [--campaign-every K]
 # Summary: seeded random fault scenarios against the runner; prints instances left, ledger rows vs creations, secrets seen
 #
 # Each scenario gets its own fake vast.ai API (tests/fakes/fake_vast.py, real vastai CLI), its own
@@ -14,11 +14,24 @@
 # fake created, ledger rows left open, secrets (API key, store secret) seen in any output, log or
 # process list (sampled every 0.2 s). Goal: 0 left, rows = creations, 0 open, 0 secrets.
 #
+# Every K-th scenario (--campaign-every, default 5; 0 = none) is a whole campaign instead of one
+# launch: a pilot, then six jobs (fold 0-4 and full) launched at the same time, a looping reaper
+# started by the first launch (RUNNER_REAPER_MODE=start). Any scenario may also draw: the state
+# folder or the ledger's folder on a small tmpfs that fills up mid-run and is freed later (root
+# only; otherwise not drawn), empty locks left behind (ledger, launch, reaper), two TERMs to a
+# launcher, a create that lands after the label window (answered with an error, rented 8 s later),
+# the looping reaper SIGKILLed and restarted, a launcher's pid reused by another process, and a
+# vanished laptop (every launcher and the reaper SIGKILLed; the boxes end at their own deadline).
+# Rows count rentals (distinct ids; the ledger is append-only), open = ids with no closing row;
+# secrets are searched in every file of the scenario's folder but the store's own rclone.conf copies.
+#
+# The last line also says how many scenarios rented a box at all: on an overloaded machine the CLI
+# calls time out before any create, and such a scenario proves nothing.
 # Exit codes: 0 goal met; 1 goal missed (the failing scenarios are named); 2 usage.
 set -euo pipefail
 [ -n "${RUNNER_DEBUG:-}" ] && set -x
 repo=$(cd "$(dirname "$0")/.." && pwd)
-n=200 seed=1 jobs=2 keep="" only=""
+n=200 seed=1 jobs=2 keep="" only="" every=5
 while [ $# -gt 0 ]; do
   case $1 in
     -h | --help) sed -n '2,/^[^#]/{/^#/!d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
@@ -27,6 +40,7 @@ while [ $# -gt 0 ]; do
     --jobs) jobs=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
+    --campaign-every) every=$2; shift 2 ;;
     *) echo "fault_campaign: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -66,6 +80,10 @@ scenario() {
   # creates whose connection drops after renting: the CLI resends them (1-2: the last attempt answers,
   # 3: every attempt fails and 3 boxes carry the label); drawn last so the draws above replay unchanged
   local drops; r=$((RANDOM % 100)); [ $r -lt 12 ] && { drops=$((1 + RANDOM % 3)); add "{\"op\":\"create\",\"kind\":\"drop\",\"apply\":true,\"times\":$drops}" "drop$drops"; }
+  # the faults the single-launch draws above never reached (drawn after them: old stories replay)
+  local campaign=0
+  [ "$every" -gt 0 ] && [ $((i % every)) -eq 0 ] && { campaign=1; story=" CAMPAIGN$story"; }
+  r=$((RANDOM % 100)); [ $r -lt 10 ] && { add '{"op":"create","kind":"late","delay_s":8}' slowcreate; }
   # --- the world ----------------------------------------------------------------------------------
   (
     # shellcheck disable=SC2030  # local to this subshell on purpose
@@ -80,12 +98,19 @@ scenario() {
     export RUNNER_SSH="$repo/tests/runner/bin/fake_ssh.sh" RUNNER_RCLONE_CONF=$W/rclone.conf
     export RUNNER_STORE="store:$W/bucket/hearsay" RUNNER_IMAGE="registry.invalid/hearsay-trainer@sha256:campaign"
     (umask 077; printf '[store]\ntype = local\nsecret_access_key = %s\n' "$secret" >"$RUNNER_RCLONE_CONF")
-    export RUNNER_OFFER_QUERY="num_gpus=1" RUNNER_CLI_TIMEOUT_S=20 RUNNER_POLL_S=0.3 RUNNER_CONFIRM_WAIT_S=0.1
+    export RUNNER_OFFER_QUERY="num_gpus=1" RUNNER_CLI_TIMEOUT_S=60 RUNNER_POLL_S=0.3 RUNNER_CONFIRM_WAIT_S=0.1
     export RUNNER_CONFIRM_CHECKS=2 RUNNER_DESTROY_TRIES=2 RUNNER_BOOT_DEADLINE_S=12 RUNNER_CHAIN_DEADLINE_S=10
     export RUNNER_LABEL_LAG_S=3 RUNNER_SSH_TIMEOUT_S=15 RUNNER_HOLD_TTL_S=20
+    export RUNNER_LOCK_STALE_S=5 RUNNER_ORPHAN_GRACE_S=2 RUNNER_REAPER_MODE=off RUNNER_LEDGER_TRIES=3
     export RUNNER_BOX_TRAIN="$repo/tests/runner/bin/fake_train.sh" HEARSAY_PUSH_WAIT_S=0.1 HEARSAY_BOX_WAIT_S=20
-    export RUNNER_BUNDLE_META=$W/bundle_meta.json RUNNER_TRAIN_CONFIG=$W/train.json
-    echo '{"tree_sha": "tree-campaign"}' >"$RUNNER_BUNDLE_META"
+    export RUNNER_BUNDLE_META=$W/bundle/bundle_meta.json RUNNER_TRAIN_CONFIG=$W/train.json
+    # a stand-in bundle with its real tree-sha, in the store and VERIFIED (as runner/bundle_put.sh
+    # leaves it): the launcher refuses without it and the box checks what it pulls
+    mkdir -p "$W/bundle/audio" && echo "id,path,label" >"$W/bundle/manifest.csv" && echo x >"$W/bundle/audio/a.flac"
+    tsha=$(bash -c '. "$1/runner/lib/bundles.sh" && local_tree_sha "$2"' _ "$repo" "$W/bundle")
+    printf '{"tree_sha": "%s"}\n' "$tsha" >"$RUNNER_BUNDLE_META"
+    mkdir -p "$W/bucket/hearsay/bundles" && cp -R "$W/bundle" "$W/bucket/hearsay/bundles/$tsha"
+    echo "$tsha" >"$W/bucket/hearsay/bundles/$tsha/VERIFIED"
     echo '{"train": {"epochs": 1}}' >"$RUNNER_TRAIN_CONFIG"
     pick FAKE_TRAIN_S 0.2 1 3
     pick FAKE_TRAIN_RC 0 0 0 1
@@ -94,40 +119,122 @@ scenario() {
     export FAKE_TRAIN_S FAKE_TRAIN_RC HEARSAY_SMOKE_CHECK
     r=$((RANDOM % 100)); [ $r -lt 20 ] && { echo $((1 + RANDOM % 2)) >"$W/boxes/ssh_fail"; story="$story ssh"; }
     r=$((RANDOM % 100)); if [ $r -lt 20 ]; then export RUNNER_HOURS_PROBE=0.0005 RUNNER_HOURS_FOLD=0.0005 RUNNER_HOURS_PILOT=0.0005; story="$story deadline"; fi
-    pick kind probe pilot fold
-    job=$kind
-    [ "$kind" = fold ] && job="fold $((RANDOM % 5))"
-    story="$story $kind"
+    # --- extra faults, drawn inside the world ------------------------------------------------------
+    local full="" locks=0 sig2=0 pidreuse=0 rkill=0 vanish=0 mnt=""
+    r=$((RANDOM % 100)); [ $r -lt 12 ] && [ "$(id -u)" = 0 ] && pick full state ledger
+    r=$((RANDOM % 100)); [ $r -lt 15 ] && locks=1
+    r=$((RANDOM % 100)); [ $r -lt 15 ] && sig2=1
+    r=$((RANDOM % 100)); [ $r -lt 10 ] && pidreuse=1
+    r=$((RANDOM % 100)); [ $r -lt 15 ] && rkill=1
+    r=$((RANDOM % 100)); [ $r -lt 8 ] && vanish=1
+    if [ -n "$full" ]; then
+      mnt=$W/mnt
+      mkdir -p "$mnt"
+      if mount -t tmpfs -o size=512k tmpfs "$mnt" 2>/dev/null; then
+        story="$story full-$full"
+        if [ "$full" = state ]; then export RUNNER_STATE=$mnt/state; else export LEDGER=$mnt/ledger.csv; fi
+        mkdir -p "$RUNNER_STATE"
+      else
+        mnt=""
+      fi
+    fi
+    if [ "$locks" = 1 ]; then
+      story="$story emptylocks"
+      mkdir -p "$RUNNER_STATE" "$(dirname "$LEDGER")"
+      mkdir -p "$LEDGER.lock" "$RUNNER_STATE/launch.lock" "$RUNNER_STATE/reaper.lock"
+      touch -d "@$(($(date +%s) - 60))" "$LEDGER.lock" "$RUNNER_STATE/launch.lock" "$RUNNER_STATE/reaper.lock"
+    fi
+    if [ "$vanish" = 1 ]; then   # short deadlines and long training: only the box's own deadline ends it
+      story="$story vanish"
+      export RUNNER_HOURS_PROBE=0.002 RUNNER_HOURS_FOLD=0.002 RUNNER_HOURS_PILOT=0.002 RUNNER_HOURS_FULL=0.002
+      export FAKE_TRAIN_S=40 HEARSAY_STOP_WAIT_S=1
+    fi
+    [ "$sig2" = 0 ] || story="$story sig2"
+    [ "$pidreuse" = 0 ] || story="$story pidreuse"
+    [ "$rkill" = 0 ] || story="$story reaperkill"
     # process-list sampler: a secret on any command line is counted, except the fake's own (the harness
     # gives the fake its account key by --api-key; that process is not the runner)
     # shellcheck disable=SC2009  # pgrep cannot print whole command lines portably
     ( exec 3>&- ; while :; do ps -eo args 2>/dev/null | grep -e "$key" -e "$secret" | grep -v -e grep -e fake_vast.py >>"$W/ps_hits" || true; sleep 0.2; done ) &
     sampler=$!
-    # shellcheck disable=SC2086  # job is "fold 3"
-    "$repo/runner/launch.sh" --yes --no-pilot-gate $job >"$W/launch1.out" 2>"$W/launch1.err" 3>&- &
-    lp=$!
+    if [ -n "$mnt" ]; then       # the disk fills up mid-run, and is freed a little later
+      ( exec 3>&-; sleep "$((1 + RANDOM % 6))"; head -c 2000000 /dev/zero >"$mnt/fill" 2>/dev/null
+        sleep "$((3 + RANDOM % 8))"; rm -f "$mnt/fill" ) &
+    fi
+    local lps=""
+    if [ "$campaign" = 1 ]; then
+      export RUNNER_REAPER_MODE=start
+      "$repo/runner/launch.sh" --yes pilot >"$W/launch-pilot.out" 2>"$W/launch-pilot.err" 3>&- || true
+      for job in "fold 0" "fold 1" "fold 2" "fold 3" "fold 4" full; do
+        # shellcheck disable=SC2086  # job is "fold 3"
+        "$repo/runner/launch.sh" --yes --no-pilot-gate $job >"$W/launch-${job// /}.out" 2>"$W/launch-${job// /}.err" 3>&- &
+        lps="$lps $!"
+      done
+    else
+      [ "$rkill" = 0 ] || export RUNNER_REAPER_MODE=start
+      pick kind probe pilot fold
+      job=$kind
+      [ "$kind" = fold ] && job="fold $((RANDOM % 5))"
+      story="$story $kind"
+      # shellcheck disable=SC2086  # job is "fold 3"
+      "$repo/runner/launch.sh" --yes --no-pilot-gate $job >"$W/launch1.out" 2>"$W/launch1.err" 3>&- &
+      lps=$!
+    fi
     kill_at=""
     r=$((RANDOM % 100)); [ $r -lt 30 ] && { pick kill_at 1 2 4 6 9 12; story="$story kill@$kill_at"; }
+    local t_sig1 t_sig2 t_rk lp rk=""
+    t_sig1=$((1 + RANDOM % 8)) t_sig2=$((1 + RANDOM % 4)) t_rk=$((2 + RANDOM % 8))
+    if [ "$sig2" = 1 ]; then     # TERM, then TERM again while the first one's cleanup runs
+      ( exec 3>&-; sleep "$t_sig1"; for lp in $lps; do kill -TERM "$lp" 2>/dev/null; done
+        sleep "$t_sig2"; for lp in $lps; do kill -TERM "$lp" 2>/dev/null; done ) &
+    fi
+    if [ "$rkill" = 1 ]; then    # the looping reaper SIGKILLed mid-run, and started again later
+      ( exec 3>&-; sleep "$t_rk"; rp=$(cut -d' ' -f1 "$RUNNER_STATE/reaper.lock/owner" 2>/dev/null)
+        [ -z "$rp" ] || kill -9 "$rp" 2>/dev/null; sleep 3
+        "$repo/runner/reaper.sh" --background >>"$W/reaper-restart.out" 2>&1 ) &
+      rk=$!
+    fi
     if [ -n "$kill_at" ]; then
       sleep "$kill_at"
-      kill -9 "$lp" 2>/dev/null || true
+      for lp in $lps; do kill -9 "$lp" 2>/dev/null || true; done
     fi
-    wait "$lp" 2>/dev/null || true
+    if [ "$vanish" = 1 ]; then   # the laptop is gone: every launcher and the reaper, at once
+      sleep 6
+      for lp in $lps; do kill -9 "$lp" 2>/dev/null || true; done
+      rp=$(cut -d' ' -f1 "$RUNNER_STATE/reaper.lock/owner" 2>/dev/null || true)
+      [ -z "$rp" ] || kill -9 "$rp" 2>/dev/null || true
+    fi
+    for lp in $lps; do wait "$lp" 2>/dev/null || true; done
+    if [ "$pidreuse" = 1 ]; then  # a launcher died and its pid now names an unrelated process
+      sleep 120 3>&- &
+      local reuse=$!
+      for d in "$RUNNER_STATE"/jobs/[!.]*; do [ -d "$d" ] && echo "$reuse" >"$d/launcher" 2>/dev/null; done
+    fi
+    if [ "$vanish" = 1 ]; then sleep 20; fi   # past every deadline: the boxes stop themselves
     relaunch=0
-    r=$((RANDOM % 100)); [ $r -lt 30 ] && { relaunch=1; story="$story relaunch"; }
+    r=$((RANDOM % 100)); [ $r -lt 30 ] && [ "$campaign" = 0 ] && { relaunch=1; story="$story relaunch"; }
     if [ "$relaunch" = 1 ]; then
       # shellcheck disable=SC2086
       "$repo/runner/launch.sh" --yes --no-pilot-gate $job >"$W/launch2.out" 2>"$W/launch2.err" 3>&- || true
     fi
+    wait_fill=0
+    while [ -n "$mnt" ] && [ -e "$mnt/fill" ] && [ "$wait_fill" -lt 30 ]; do sleep 1; wait_fill=$((wait_fill + 1)); done
+    rm -f "${mnt:-/nonexistent}/fill"
+    [ "$rkill" = 0 ] || wait "$rk" 2>/dev/null || true
+    # a looping reaper still running is stopped (TERM): the --once cycles below count alone
+    rp=$(cut -d' ' -f1 "$RUNNER_STATE/reaper.lock/owner" 2>/dev/null || true)
+    if [ -n "$rp" ]; then kill -TERM "$rp" 2>/dev/null || true; sleep 1; fi
     # the service recovers; the reaper ends everything
     curl -fsS -X DELETE "$VAST_URL/_control/faults" >/dev/null
     rm -f "$W/boxes/ssh_fail"
     local c=0
-    while live_records "$W/state/jobs" && [ "$c" -lt 25 ]; do
+    while { live_records "$RUNNER_STATE/jobs" || [ "$(curl -fsS "$VAST_URL/_control/state" | jq '.live | length')" != 0 ]; } \
+      && [ "$c" -lt 30 ]; do
       c=$((c + 1))
       "$repo/runner/reaper.sh" --once >>"$W/reaper.out" 2>&1 3>&- || true
       sleep 0.5
     done
+    [ "$pidreuse" = 0 ] || kill "$reuse" 2>/dev/null || true
     kill "$sampler" 2>/dev/null || true
     for p in "$W"/boxes/*/run/entry.pid; do
       if [ -f "$p" ]; then kill "$(cat "$p")" 2>/dev/null || true; fi
@@ -139,12 +246,16 @@ scenario() {
     left=$(jq '.live | length' <<<"$st")
     created=$(jq '.created_total' <<<"$st")
     rows=0 open=0
-    if [ -f "$LEDGER" ]; then
-      rows=$(awk 'END { print NR - 1 }' "$LEDGER")
-      open=$(awk -F, 'NR > 1 && $7 == "" { n++ } END { print n + 0 }' "$LEDGER")
+    if [ -f "$LEDGER" ]; then   # append-only: rentals = distinct ids, open = ids with no closing row
+      rows=$(awk -F, 'NR > 1 && !($1 in s) { s[$1] = 1; n++ } END { print n + 0 }' "$LEDGER")
+      open=$(awk -F, 'NR > 1 { if (!($1 in s)) { s[$1] = 1; o[++n] = $1 } if ($7 != "") c[$1] = 1 }
+        END { for (i = 1; i <= n; i++) if (!(o[i] in c)) k++; print k + 0 }' "$LEDGER")
+      [ -z "$mnt" ] || cp "$LEDGER" "$W/ledger.final.csv" 2>/dev/null || true
     fi
-    secrets=$(cat "$W"/*.out "$W"/*.err "$W/state/runner.log" "$W/boxes/ssh.log" "$W"/boxes/*/run/entry.log \
-      "$W/ps_hits" 2>/dev/null | grep -c -e "$key" -e "$secret" || true)
+    [ -z "$mnt" ] || { cp -a "$RUNNER_STATE" "$W/state.final" 2>/dev/null; umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null; } || true
+    # every file of the scenario but the store's own credentials (rclone.conf and its box copies)
+    secrets=$( { grep -r -l -e "$key" -e "$secret" "$W" --exclude=rclone.conf --exclude='rclone.conf.*' --exclude=fake_state.json 2>/dev/null || true; } | wc -l)
+    [ "$secrets" -eq 0 ] || grep -r -l -e "$key" -e "$secret" "$W" --exclude=rclone.conf --exclude='rclone.conf.*' --exclude=fake_state.json >"$W/secret_files" 2>/dev/null
     echo "$i seed=$s$story | left=$left created=$created rows=$rows open=$open secrets=$secrets"
   )
 }
@@ -183,10 +294,11 @@ awk -v want="$n" -v t=$(( $(date +%s) - start )) '
   { n++; for (f = 1; f <= NF; f++) { split($f, kv, "="); v[kv[1]] += kv[2] }
     if ($0 !~ /left=0 / || $0 !~ /open=0 / || $0 !~ /secrets=0$/) bad = bad " " $1
     split($0, a, "created="); split(a[2], b, " "); split($0, c, "rows="); split(c[2], d, " ")
-    if (b[1] != d[1]) bad = bad " " $1 }
+    if (b[1] != d[1]) bad = bad " " $1
+    if (b[1] + 0 > 0) rented++ }
   END {
     if (n != want) bad = bad " (only " n " of " want " scenarios reported)"
-    printf "scenarios %d | instances left %d | ledger rows %d vs creations %d | rows open %d | secrets seen %d | %ds\n",
-      n, v["left"], v["rows"], v["created"], v["open"], v["secrets"], t
+    printf "scenarios %d | instances left %d | ledger rows %d vs creations %d | rows open %d | secrets seen %d | %ds | %d rented a box\n",
+      n, v["left"], v["rows"], v["created"], v["open"], v["secrets"], t, rented
     if (bad != "") { print "failing scenarios:" bad; exit 1 }
   }' "$top/results.txt"

@@ -500,3 +500,16 @@ def test_start_script_leaves_the_callers_descriptors_alone(tmp_path):
     finally:
         os.kill(int((d / "pid").read_text()), signal.SIGTERM)
         os.close(r)
+
+
+def test_late_create_answers_an_error_and_lands_later(fake):
+    # the create the client gave up on (an error, a timeout) still rents a box, after delay_s
+    fake.faults({"op": "create", "kind": "late", "delay_s": 0.5})
+    offer = str(fake.offer_id())
+    p = fake.cli("create", "instance", offer, "--image", "i", "--label", "l:a", "--raw")
+    assert p.returncode == 0 and p.stdout == "" and '"status_code": 500' in p.stderr
+    for _ in range(100):
+        if fake.state()["live"]:
+            break
+        time.sleep(0.1)
+    assert len(fake.state()["live"]) == 1 and fake.state()["instances"][0]["label"] == "l:a"

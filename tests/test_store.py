@@ -86,8 +86,8 @@ def test_rclone_store_round_trip_and_latest_by_name(tmp_path, rclone_remote):
     assert isinstance(s, st.RcloneStore)
     assert s.latest_checkpoint() is None  # nothing pushed yet is "none", not an error
     for epoch in (2, 10, 3):
-        s.push_dir(_ckpt_dir(tmp_path, f"e{epoch}", payload=f"w{epoch}".encode()),
-                   f"checkpoints/{st.ckpt_name(epoch)}")
+        s.publish_checkpoint(_ckpt_dir(tmp_path, f"e{epoch}", payload=f"w{epoch}".encode()),
+                             epoch)
     # make the lower epoch the newest file: selection must ignore mtimes
     future = time.time() + 3600
     for f in (rclone_remote / "campaign/fold3/checkpoints/epoch_0002").iterdir():
@@ -165,3 +165,48 @@ def test_damaged_checkpoint_is_refused(tmp_path):
     (d / "model.safetensors").write_bytes(bytes(data))
     with pytest.raises(st.StoreError, match="damaged"):
         st.read_checkpoint(d)
+
+
+# --------------------------------------------------------------------------- atomic publishing
+
+
+def _published(s, tmp_path, epoch, payload=b"w"):
+    d = _ckpt_dir(tmp_path, f"local/checkpoints/{st.ckpt_name(epoch)}", payload=payload)
+    s.publish_checkpoint(d, epoch)
+    return d
+
+
+@pytest.mark.parametrize("kind", ["local", "rclone"])
+def test_a_checkpoint_without_its_marker_is_skipped_by_resume(tmp_path, rclone_remote, kind,
+                                                              capsys):
+    s = (st.LocalStore(tmp_path / "store", backoff_s=0) if kind == "local" else
+         st.open_store("box:campaign/fold3", tmp_path / "run", backoff_s=0))
+    _published(s, tmp_path, 1)
+    root = (tmp_path / "store" if kind == "local" else rclone_remote / "campaign/fold3")
+    mark = root / "checkpoints" / "epoch_0001.complete"
+    assert mark.read_text().strip() == st.sha256_file(root / "checkpoints/epoch_0001/state.json")
+    # a box died while rclone was copying epoch 2 file by file: the folder is there, no marker
+    half = root / "checkpoints" / "epoch_0002"
+    half.mkdir()
+    (half / "model.safetensors").write_bytes(b"half")
+    assert s.latest_checkpoint() == 1
+    assert "skipping epoch_0002 (no .complete marker" in capsys.readouterr().err
+    _published(s, tmp_path, 2)  # the relaunch republishes epoch 2 whole
+    assert s.latest_checkpoint() == 2
+
+
+def test_a_marker_without_its_folder_is_not_a_checkpoint():
+    names = ["epoch_0001/", "epoch_0001.complete", "epoch_0003.complete", "epoch_0002/"]
+    assert st.complete_epochs(names) == ([1], [2])
+
+
+def test_rclone_store_keeps_an_absolute_path_on_a_local_remote(tmp_path, monkeypatch):
+    conf = tmp_path / "rclone.conf"
+    conf.write_text("[store]\ntype = local\n")
+    monkeypatch.setenv("RCLONE_CONFIG", str(conf))
+    monkeypatch.chdir(tmp_path)  # a relative path would land here instead
+    target = tmp_path / "bucket" / "runs" / "fold2"
+    s = st.open_store(f"store:{target}", tmp_path / "run", backoff_s=0)
+    s.push_dir(_ckpt_dir(tmp_path), "checkpoints/epoch_0001")
+    assert (target / "checkpoints" / "epoch_0001" / "model.safetensors").is_file()
+    assert s.list_dirs("checkpoints") == ["epoch_0001"]

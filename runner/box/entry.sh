@@ -5,19 +5,29 @@
 # BOX_DIR (default $HEARSAY_BOX_DIR, else /run/hearsay) receives from runner/launch.sh over ssh stdin:
 # rclone.conf (mode 600, the store's credentials), train.json (the training config's exact bytes; not
 # for probe) and last job.env (HEARSAY_JOB, _KIND, _FOLD, _GEN, _STORE, _RUN_PATH, _BUNDLE_SHA,
-# _CONFIG_HASH = train.json's sha256, _TRAIN). Without job.env it waits up to HEARSAY_BOX_WAIT_S
+# _CONFIG_HASH = train.json's sha256, _TRAIN, _DEADLINE = the job's hard deadline, epoch s). Without job.env it waits up to HEARSAY_BOX_WAIT_S
 # (1800 s), then gives up, and the box destroys itself.
+#
+# The container's environment (PATH, LD_LIBRARY_PATH, HEARSAY_GIT_SHA, HEARSAY_FFMPEG, CONTAINER_ID,
+# CONTAINER_API_KEY) is read from $HEARSAY_INIT_ENVIRON (default /proc/1/environ: a chain started
+# over ssh does not inherit it) and written to BOX_DIR/box.env (mode 600) before anything runs.
 #
 # Phases, each written to RUN_PATH/STATUS as "GEN PHASE EPOCH" (the reaper ignores other generations):
 #   STARTED (train.json missing or its sha256 != HEARSAY_CONFIG_HASH: FAIL) → SMOKE
-#   (container/trainer/smoke_check.sh, $HEARSAY_SMOKE_CHECK, when present) → TRAINING (`$HEARSAY_TRAIN
-#   --bundle … --fold K|--full|--pilot --out … --store RUN_PATH/run --resume --config BOX_DIR/train.json`)
-#   → PUSHING (the run directory to RUN_PATH/run; three failed pushes end the run FAIL) → DONE | FAIL.
+#   (container/trainer/smoke_check.sh, $HEARSAY_SMOKE_CHECK, when present) → TRAINING (pull
+#   STORE/bundles/BUNDLE_SHA and check its tree-sha; a failed pull or another tree-sha is a FAIL
+#   that says so; then `$HEARSAY_TRAIN --bundle … --fold K|--full|--pilot --out … --store RUN
+#   --resume auto --config BOX_DIR/train.json`, RUN = STORE/runs/JOB/BUNDLE_SHA/CONFIG_HASH, so a
+#   job's first launch starts fresh and a relaunch of the same bundle + config resumes from its
+#   latest complete checkpoint) → PUSHING (the run directory to RUN; three failed pushes end the run
+#   FAIL) → DONE | FAIL. Every FAIL this script names (the trainer's exit code and its last 20 lines
+#   included) is also written to RUN_PATH/REASON (runner/status.sh --why JOB).
 # BOX_DIR/CHAIN says "GEN running" once training has started (what the launcher waits for) or
 # "GEN failed". On EXIT and ERR the box writes FAIL unless DONE was written, and destroys itself
 # with CONTAINER_ID / CONTAINER_API_KEY (vast.ai sets both inside an instance).
-# Exit codes: 0 DONE; 1 FAIL (the run failed, a push failed three times, or train.json is missing or
-#   not the hashed config); 3 no job.env in time.
+# Exit codes: 0 DONE; 1 FAIL (the run failed, a push failed three times, the bundle could not be
+#   pulled or is not the launched tree-sha, or train.json is missing or not the hashed config);
+#   3 no job.env in time.
 set -euo pipefail
 [ -n "${RUNNER_DEBUG:-}" ] && set -x
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -25,6 +35,10 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../lib/guard.sh"
 # shellcheck source=runner/box/status.sh
 . "$here/status.sh"
+# shellcheck source=runner/lib/bundles.sh
+. "$here/../lib/bundles.sh"
+# shellcheck source=runner/box/job.sh
+. "$here/job.sh"
 
 case ${1:-} in -h | --help) sed -n '2,/^[^#]/{/^#/!d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;; esac
 BOX_DIR=${1:-${HEARSAY_BOX_DIR:-/run/hearsay}}
@@ -36,6 +50,7 @@ echo "$$" >"$BOX_DIR/entry.pid"
 phase=WAITING
 trap box_exit EXIT
 trap 'exit 1' ERR INT TERM HUP
+box_env_import   # first: even a box that never gets its job.env can destroy itself
 
 waited=0
 while [ ! -s "$BOX_DIR/job.env" ]; do
@@ -55,14 +70,15 @@ RUN_PATH=$(guard_path "$HEARSAY_RUN_PATH")
 box_status STARTED
 config=$BOX_DIR/train.json
 if [ "$HEARSAY_KIND" != probe ]; then   # train on exactly the config the pilot gate hashed, or not at all
-  [ -f "$config" ] || { echo "entry: no $config (the launcher sends it before job.env)" >&2; exit 1; }
+  [ -f "$config" ] || box_fail "no $config (the launcher sends it before job.env)"
   got=$(sha256sum "$config" | cut -d' ' -f1)
   [ "$got" = "${HEARSAY_CONFIG_HASH:-}" ] \
-    || { echo "entry: $config has sha256 $got, job.env says HEARSAY_CONFIG_HASH=${HEARSAY_CONFIG_HASH:-} (relaunch)" >&2; exit 1; }
+    || box_fail "$config has sha256 $got, job.env says HEARSAY_CONFIG_HASH=${HEARSAY_CONFIG_HASH:-} (relaunch)"
 fi
 if [ -n "${HEARSAY_SMOKE_CHECK:-}" ] || [ -x /opt/hearsay/container/trainer/smoke_check.sh ]; then
   box_status SMOKE
-  "${HEARSAY_SMOKE_CHECK:-/opt/hearsay/container/trainer/smoke_check.sh}" >&2
+  "${HEARSAY_SMOKE_CHECK:-/opt/hearsay/container/trainer/smoke_check.sh}" >&2 \
+    || box_fail "the image's smoke check failed (exit $?; its lines are in entry.log)"
 fi
 
 case $HEARSAY_KIND in
@@ -70,20 +86,16 @@ case $HEARSAY_KIND in
   full) sel=(--full) ;;
   pilot) sel=(--pilot) ;;
   probe) sel=() ;;
-  *) echo "entry: unknown job kind $HEARSAY_KIND" >&2; exit 1 ;;
+  *) box_fail "unknown job kind $HEARSAY_KIND" ;;
 esac
 
 box_status TRAINING
 if [ "$HEARSAY_KIND" != probe ]; then
-  box_rclone copy "$(guard_path "${HEARSAY_STORE%/}/bundles/$HEARSAY_BUNDLE_SHA")" "$BOX_DIR/bundle" </dev/null || true
-  # shellcheck disable=SC2086  # HEARSAY_TRAIN is a command line by design
-  $HEARSAY_TRAIN --bundle "$BOX_DIR/bundle" ${sel[@]+"${sel[@]}"} --out "$BOX_DIR/run" \
-    --store "$(guard_path "$RUN_PATH/run")" --resume --config "$config" &
-  train=$!
-  echo "$HEARSAY_GEN running" >"$BOX_DIR/CHAIN"
-  wait "$train"
+  run_store=$(store_run_path "$HEARSAY_JOB" "$HEARSAY_BUNDLE_SHA" "$HEARSAY_CONFIG_HASH")
+  box_pull_bundle
+  box_train "$run_store" ${sel[@]+"${sel[@]}"}
   box_status PUSHING
-  box_push "$BOX_DIR/run" "$(guard_path "$RUN_PATH/run")" || { echo "entry: checkpoint push failed 3 times" >&2; exit 1; }
+  box_push "$BOX_DIR/run" "$run_store" || box_fail "checkpoint push to $run_store failed 3 times"
 else
   echo "$HEARSAY_GEN running" >"$BOX_DIR/CHAIN"
 fi

@@ -33,19 +33,40 @@ box_push() {
   return 1
 }
 
-# box_destroy_self: vast.ai's CONTAINER_ID / CONTAINER_API_KEY; the key goes by environment only.
+# box_destroy_self: vast.ai's CONTAINER_ID / CONTAINER_API_KEY; the key goes by environment only, and
+# xtrace is off here (RUNNER_DEBUG's set -x would print the key's assignment). The CLI exits 0 on API
+# errors, so no answer is trusted: each destroy is followed by `show instance` until it answers
+# {"instances": null} (absent). HEARSAY_DESTROY_TRIES destroys (5), 3 checks after each.
+# 0 = confirmed gone; 1 = not confirmed (the reaper or the box's deadline on the laptop side acts).
 box_destroy_self() {
-  local i=0
+  local i=0 k out xt=""
+  case $- in *x*) xt=1 ;; esac
+  { set +x; } 2>/dev/null
   if [ -z "${CONTAINER_ID:-}" ] || [ -z "${CONTAINER_API_KEY:+set}" ]; then
     echo "entry: no CONTAINER_ID/CONTAINER_API_KEY: cannot destroy this box (the reaper will)" >&2
-    return 0
+    [ -z "$xt" ] || set -x
+    return 1
   fi
-  while [ "$i" -lt 3 ]; do
+  while [ "$i" -lt "${HEARSAY_DESTROY_TRIES:-5}" ]; do
     i=$((i + 1))
     VAST_API_KEY=$CONTAINER_API_KEY VASTAI_NO_UPDATE_CHECK=1 ${HEARSAY_VASTAI:-vastai} destroy instance "$CONTAINER_ID" -y --raw \
-      </dev/null >/dev/null 2>&1 && return 0
-    sleep "${HEARSAY_PUSH_WAIT_S:-2}"
+      </dev/null >/dev/null 2>&1
+    k=0
+    while [ "$k" -lt 3 ]; do
+      k=$((k + 1))
+      sleep "${HEARSAY_PUSH_WAIT_S:-2}"
+      out=$(VAST_API_KEY=$CONTAINER_API_KEY VASTAI_NO_UPDATE_CHECK=1 ${HEARSAY_VASTAI:-vastai} show instance "$CONTAINER_ID" --raw \
+        </dev/null 2>/dev/null) || out=""
+      if printf '%s' "$out" | tr -d ' \n' | grep -qx '{"instances":null}'; then
+        echo "entry: instance $CONTAINER_ID confirmed destroyed (try $i)" >&2
+        [ -z "$xt" ] || set -x
+        return 0
+      fi
+    done
+    echo "entry: destroy of instance $CONTAINER_ID not confirmed (try $i of ${HEARSAY_DESTROY_TRIES:-5})" >&2
   done
+  [ -z "$xt" ] || set -x
+  return 1
 }
 
 # box_exit: the EXIT trap. FAIL unless DONE was reached; then the box destroys itself.
@@ -58,7 +79,7 @@ box_exit() {
     [ -z "${RUN_PATH:-}" ] || box_status FAIL
     [ "$rc" -ne 0 ] || rc=1
   fi
-  box_destroy_self
+  box_destroy_self || echo "entry: this box could NOT be confirmed destroyed (the reaper's deadline ends it)" >&2
   rm -rf "$BOX_DIR/entry.lock"
   exit "$rc"
 }

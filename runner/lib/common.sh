@@ -75,23 +75,94 @@ with_timeout() {
   return "$rc"
 }
 
-# lock_take DIR [TRIES]: mkdir lock (atomic everywhere); a lock whose owner pid is gone is broken.
+# proc_start PID: the process's start time as ps prints it (`ps -o lstart=`, the same format on Linux
+# and macOS), or nothing when no such process exists. With the pid it names one process for good:
+# a pid the system reused for another program has another start time.
+proc_start() {
+  case $1 in '' | *[!0-9]*) return 0 ;; esac
+  ps -o lstart= -p "$1" 2>/dev/null | sed 's/^ *//; s/ *$//'
+}
+
+# proc_is PID START: PID runs and is the process that started at START (an empty START: pid only,
+# for records written before start times were kept).
+proc_is() {
+  local st
+  st=$(proc_start "$1")
+  [ -n "$st" ] || return 1
+  [ -z "$2" ] || [ "$st" = "$2" ]
+}
+
+# mtime_of PATH: modification time, epoch seconds (GNU stat, else BSD stat); nothing when unreadable.
+mtime_of() { stat -c %Y "$1" 2>/dev/null || stat -f %m "$1" 2>/dev/null || true; }
+
+# Locks are directories (mkdir is atomic everywhere). The owner file DIR/owner holds "PID START"
+# (proc_start), written to a temp file inside DIR and renamed into place, so it is either whole or
+# absent. A lock is stale when its owner is not running (or its pid now names a younger process),
+# or when it has no readable owner and is older than RUNNER_LOCK_STALE_S (a taker killed between
+# mkdir and rename, or a disk that was full). Stale locks are broken under DIR.break (one breaker
+# at a time, so two breakers never remove a lock a third process has just taken).
+: "${RUNNER_LOCK_STALE_S:=30}"
+
+# lock_stale DIR: 0 when DIR may be broken.
+lock_stale() {
+  local v pid st t
+  v=$(cat "$1/owner" 2>/dev/null || true)
+  if [ -n "$v" ]; then
+    pid=${v%% *}
+    st=${v#"$pid"}
+    st=${st# }
+    ! proc_is "$pid" "$st"
+    return
+  fi
+  t=$(mtime_of "$1")
+  is_number "$t" || return 1          # vanished meanwhile: not ours to judge, try mkdir again
+  [ $(($(now) - t)) -ge "$RUNNER_LOCK_STALE_S" ]
+}
+
+# lock_break DIR: remove DIR if it is (still) stale; 0 when it is gone.
+lock_break() {
+  local b=$1.break t
+  if ! mkdir "$b" 2>/dev/null; then
+    t=$(mtime_of "$b")
+    if is_number "$t" && [ $(($(now) - t)) -ge "$RUNNER_LOCK_STALE_S" ]; then rm -rf "$b"; fi
+    return 1
+  fi
+  if [ -d "$1" ] && lock_stale "$1"; then
+    log_event "breaking stale lock $1 (owner: $(cat "$1/owner" 2>/dev/null || echo none))"
+    rm -rf "$1"
+  fi
+  rmdir "$b" 2>/dev/null
+  [ ! -d "$1" ]
+}
+
+# lock_take DIR [TRIES]: take the lock, waiting 0.1 s between TRIES (default 50); a stale lock is
+# broken. 1 when it stays held, or when the owner file cannot be written (then no lock is left).
 lock_take() {
-  local dir=$1 tries=${2:-50} i=0 owner
+  local dir=$1 tries=${2:-50} i=0
   while ! mkdir "$dir" 2>/dev/null; do
-    owner=$(cat "$dir/pid" 2>/dev/null || true)
-    if [ -n "$owner" ] && ! kill -0 "$owner" 2>/dev/null; then
-      rm -rf "$dir"
-      continue
-    fi
+    if lock_stale "$dir" && lock_break "$dir"; then continue; fi
+    [ -d "$(dirname "$dir")" ] || return 1
     i=$((i + 1))
     [ "$i" -lt "$tries" ] || return 1
     sleep 0.1
   done
-  echo "$$" >"$dir/pid"
+  if ! { printf '%s %s\n' "$$" "$(proc_start "$$")" >"$dir/.owner.$$"; } 2>/dev/null \
+    || ! mv -f "$dir/.owner.$$" "$dir/owner" 2>/dev/null; then
+    rm -rf "$dir"
+    echo "runner: cannot write the owner of lock $dir (disk full?)" >&2
+    return 1
+  fi
 }
 
-lock_drop() { rm -rf "$1"; }
+# lock_owner DIR: the pid holding DIR, or nothing.
+lock_owner() { local v; v=$(cat "$1/owner" 2>/dev/null || true); printf '%s\n' "${v%% *}"; }
+
+# lock_drop DIR: release a lock this process holds (another's is left alone).
+lock_drop() {
+  [ -d "$1" ] || return 0
+  [ "$(lock_owner "$1")" = "$$" ] || return 0
+  rm -rf "$1"
+}
 
 # is_number X: a plain decimal (what jq printed), never empty.
 is_number() {
@@ -101,8 +172,22 @@ is_number() {
   return 0
 }
 
-# calc "awk expression": floating point via awk (bash has integers only).
-calc() { awk "BEGIN { printf \"%.4f\", $1 }"; }
+# calc 'EXPRESSION' [NAME=VALUE...]: floating point via awk (bash has integers only). EXPRESSION is
+# program text written in the caller's source, never built from data: every value travels as an awk
+# variable (-v NAME=VALUE; NAME lower-case letters and _, VALUE a plain decimal), so nothing a
+# listing, record or setting holds can change the program. The result is assigned before printf, so
+# a '>' in EXPRESSION is a comparison, never an output redirection. Prints 4 decimals; 1 on a bad pair.
+calc() {
+  local expr=$1 a args=""
+  shift
+  for a in "$@"; do
+    case ${a%%=*} in '' | *[!a-z_]*) echo "runner: calc: bad variable name in $a" >&2; return 1 ;; esac
+    is_number "${a#*=}" || { echo "runner: calc: ${a%%=*} is not a number (${a#*=})" >&2; return 1; }
+    args="$args -v $a"
+  done
+  # shellcheck disable=SC2086  # args is "-v name=decimal" words, each checked above (no spaces)
+  awk $args "BEGIN { x = ($expr); printf \"%.4f\", x }"
+}
 
 # gt A B: A > B for decimals.
 gt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'; }

@@ -2,13 +2,22 @@
 # runner/lib/guard.sh — the guards: where the API key comes from, which remote paths may be touched.
 # Also sourced on the box by runner/box/entry.sh, so it needs nothing but bash.
 
-# key_guard: the vast.ai key comes from VAST_API_KEY or the CLI's own key file, never from argv.
+# key_guard: the vast.ai key comes from VAST_API_KEY or the CLI's own key file, never from argv. The
+# key file must be readable by its owner only (mode 600): a looser one is refused, naming the chmod.
 # Never expands the key itself (RUNNER_DEBUG's set -x would print it).
 key_guard() {
-  local file="${XDG_CONFIG_HOME:-$HOME/.config}/vastai/vast_api_key"
+  local file="${XDG_CONFIG_HOME:-$HOME/.config}/vastai/vast_api_key" perms
   [ -n "${VAST_API_KEY:+set}" ] && return 0
-  [ -s "$file" ] && return 0
-  echo "runner: no vast.ai API key (export VAST_API_KEY, or run: vastai set api-key, which writes $file)" >&2
+  if [ -s "$file" ]; then
+    # shellcheck disable=SC2012  # one known path; ls -ln prints its mode the same on Linux and macOS
+    perms=$(ls -ln "$file" 2>/dev/null | cut -c5-10)   # group and other bits of e.g. -rw-------
+    if [ "$perms" != "------" ]; then
+      echo "runner: the API key file $file is readable by others (run: chmod 600 $file)" >&2
+      return 11
+    fi
+    return 0
+  fi
+  echo "runner: no vast.ai API key (export VAST_API_KEY, or keep it in $file, mode 600, without putting it on a command line: (umask 077; mkdir -p \"\$(dirname $file)\"; cat >$file), paste the key, then Ctrl-D)" >&2
   return 11
 }
 

@@ -1,7 +1,10 @@
 # shellcheck shell=bash
 # runner/lib/launch_steps.sh — the steps of runner/launch.sh, in the order it runs them. They share
-# the launcher's globals: job kind fold gen offer dph credit estimate instance host port launch_lock.
-# shellcheck disable=SC2154  # kind, fold, job and launch_lock are set by runner/launch.sh
+# the launcher's globals: job kind fold gen offer dph credit estimate instance host port launch_lock
+# budget_lock.
+# shellcheck disable=SC2154  # kind, fold, job, launch_lock and budget_lock are set by runner/launch.sh
+# shellcheck source=runner/lib/bundles.sh
+. "$RUNNER_ROOT/lib/bundles.sh"
 
 sha256_of() { { sha256sum "$1" 2>/dev/null || shasum -a 256 "$1"; } | awk '{ print $1 }'; }
 
@@ -21,6 +24,7 @@ identity() {
   bundle_sha=$(jq -r '.tree_sha // empty' "$RUNNER_BUNDLE_META" 2>/dev/null || true)
   [ -n "$bundle_sha" ] || die 2 "$RUNNER_BUNDLE_META has no tree_sha" "rebuild the bundle with hearsay bundle"
   config_hash=$(sha256_of "$RUNNER_TRAIN_CONFIG")
+  step_bundle_in_store "$bundle_sha"   # exit 14: no verified copy in the store, nothing rented
 }
 
 # step_previous JOB: the job's previous instance must be absent from a successful listing; only then is
@@ -46,7 +50,7 @@ step_previous() {
   fi
   rec_lock "$job" || die 4 "record of job $job is locked" "wait for runner/reaper.sh"
   if [ -n "$id" ]; then
-    ledger_complete "$id" "$(rec_get "$job" created_at)" "$(now)" "$(rec_get "$job" dph)"
+    ledger_close "$job" "$id" || die 1 "cannot complete the ledger row of job $job's old instance $id" "free space under $LEDGER, then launch again"
   fi
   rec_set "$job" result CLEARED
   rec_archive "$job"
@@ -67,22 +71,56 @@ step_pilot_gate() {
   die 6 "no DONE pilot for bundle $bundle_sha and config $config_hash" "run runner/launch.sh pilot first, or pass --no-pilot-gate"
 }
 
+# commitments_of LISTFILE: print the dollars already committed, from every job record of ours and a
+# successful listing. A record counts at its $/h times the hours left to its deadline; one past its
+# deadline (or with none) at RUNNER_UNKNOWN_COMMIT_H, never 0; a record with neither id nor create
+# asked rented nothing. A listed instance with no record of ours counts at RUNNER_UNKNOWN_COMMIT_H.
+# 1 (a reason on stderr) when a needed $/h is missing. All arithmetic in one awk program of fixed
+# text; the listing and records come in as files (tab-separated, empty fields kept).
+commitments_of() {
+  local recs j out
+  recs=$(_vast_tmp) || return 1
+  for j in $(jobs_list); do
+    printf '%s\t%s\t%s\t%s\t%s\n' "$j" "$(rec_get "$j" instance)" "$(rec_get "$j" dph)" \
+      "$(rec_get "$j" deadline)" "$(rec_get "$j" asked)"
+  done >"$recs" || { rm -f "$recs"; return 1; }
+  out=$(awk -F '\t' -v recs="$recs" -v now="$(now)" -v unk="$RUNNER_UNKNOWN_COMMIT_H" '
+    function num(x) { return x ~ /^[0-9]+(\.[0-9]+)?$/ || x ~ /^\.[0-9]+$/ }
+    BEGIN {
+      while ((getline line < recs) > 0) {
+        n++; split(line, f, "\t"); job[n] = f[1]; id[n] = f[2]; dph[n] = f[3]; dl[n] = f[4]; asked[n] = f[5]
+        if (f[2] != "") mine[f[2]] = 1
+      }
+    }
+    { ldph[$1] = $4
+      if (!($1 in mine)) { if (!num($4)) { print "instance " $1 " has no dph_total"; bad = 1; exit } c += $4 * unk } }
+    END {
+      if (bad) exit 1
+      for (r = 1; r <= n; r++) {
+        if (id[r] == "" && asked[r] == "") continue
+        d = dph[r]
+        if (!num(d) && (id[r] in ldph)) d = ldph[id[r]]
+        if (!num(d)) { print "job " job[r] " has no $/h"; exit 1 }
+        h = num(dl[r]) ? (dl[r] - now) / 3600 : 0
+        if (h <= 0) h = unk
+        c += d * h
+      }
+      if (c == 0) print 0; else printf "%.4f\n", c
+    }' "$1") || { rm -f "$recs"; echo "$out" >&2; return 1; }
+  rm -f "$recs"
+  printf '%s\n' "$out"
+}
+
 # step_budget KIND: credit must cover estimate + commitments + margin; all three must be measurable.
 step_budget() {
-  local hours commit=0 id idph dl rest rc=0 line
+  local hours line rc=0 why
   credit=$(vast_credit) || die 3 "cannot measure credit (show user --raw gave no credit number)" "retry later; check the key"
-  while IFS="$(printf '\t')" read -r id _ _ idph _; do
-    [ -n "$id" ] || continue
-    is_number "$idph" || die 3 "cannot measure commitments: instance $id has no dph_total" "retry later"
-    rest=$RUNNER_UNKNOWN_COMMIT_H
-    for j in $(jobs_list); do
-      if [ "$(rec_get "$j" instance)" = "$id" ]; then
-        dl=$(rec_get "$j" deadline)
-        is_number "$dl" && rest=$(calc "($dl - $(now)) / 3600 > 0 ? ($dl - $(now)) / 3600 : 0")
-      fi
-    done
-    commit=$(calc "$commit + $idph * $rest")
-  done <"$prev_list"
+  commitments=$(commitments_of "$prev_list" 2>"$prev_list.why") || {
+    why=$(cat "$prev_list.why" 2>/dev/null)
+    rm -f "$prev_list.why"
+    die 3 "cannot measure commitments: ${why:-unreadable records}" "retry later"
+  }
+  rm -f "$prev_list.why"
   line=$(vast_offer) || rc=$?
   case $rc in
     0) ;; 2) die 8 "no offer matches RUNNER_OFFER_QUERY" "loosen RUNNER_OFFER_QUERY in runner/config.sh" ;;
@@ -91,10 +129,10 @@ step_budget() {
   offer=${line%% *}
   dph=${line#* }
   hours=$(hours_for "$1")
-  estimate=$(calc "$dph * $hours")
-  commitments=$commit
-  if ! awk -v c="$credit" -v need="$(calc "$estimate + $commit + $RUNNER_MARGIN_USD")" 'BEGIN { exit !(c >= need) }'; then
-    die 3 "credit \$$credit < estimate \$$estimate + commitments \$$commit + margin \$$RUNNER_MARGIN_USD" "add credit, or lower RUNNER_HOURS_* if the estimate is too high"
+  estimate=$(calc 'dph * hours' dph="$dph" hours="$hours") || die 3 "cannot compute the estimate" "check RUNNER_HOURS_*"
+  { is_number "$credit" && is_number "$RUNNER_MARGIN_USD"; } || die 3 "credit $credit or RUNNER_MARGIN_USD is not a number" "check runner/config.sh"
+  if ! awk -v c="$credit" -v e="$estimate" -v k="$commitments" -v m="$RUNNER_MARGIN_USD" 'BEGIN { exit !(c >= e + k + m) }' </dev/null >/dev/null 2>&1; then
+    die 3 "credit \$$credit < estimate \$$estimate + commitments \$$commitments + margin \$$RUNNER_MARGIN_USD" "add credit, or lower RUNNER_HOURS_* if the estimate is too high"
   fi
 }
 
@@ -114,18 +152,35 @@ step_go_ahead() {
   esac
 }
 
+# step_reaper: no box is rented without a watcher. RUNNER_REAPER_MODE=start (default) starts
+# `runner/reaper.sh --background` when no live reaper holds RUNNER_STATE/reaper.lock; refuse exits 13
+# naming that command; off leaves it to the caller (test harnesses that run reaper.sh --once
+# themselves). The box's own deadline (HEARSAY_DEADLINE) ends it in every mode.
+step_reaper() {
+  local lock=$RUNNER_STATE/reaper.lock
+  [ "$RUNNER_REAPER_MODE" != off ] || return 0
+  if [ -d "$lock" ] && ! lock_stale "$lock"; then return 0; fi
+  case $RUNNER_REAPER_MODE in
+    start)
+      "$RUNNER_ROOT/reaper.sh" --background </dev/null >&2 \
+        || die 13 "no reaper is running and starting one failed" "run: runner/reaper.sh --background" ;;
+    *) die 13 "no reaper is running (RUNNER_REAPER_MODE=$RUNNER_REAPER_MODE)" "start it first: runner/reaper.sh --background" ;;
+  esac
+}
+
 # on_launch_exit: every exit path. Releases the HOLD; a box that is not PROVISIONED is destroyed and its
 # absence confirmed; one that cannot be confirmed stays recorded (ORPHAN) and the exit status is 7.
 on_launch_exit() {
   local rc=$? until
-  trap - EXIT INT TERM HUP
+  trap - EXIT
+  trap '' INT TERM HUP    # a second signal must not cut the destroy short: ignored until gone or ORPHAN
   set +e
   hold_release "$job" 2>/dev/null
   if rec_exists "$job" && [ "$(rec_state "$job")" != PROVISIONED ]; then
     [ "$rc" -ne 0 ] || rc=1
     rec_lock "$job" 3000
     until=$(($(now) + RUNNER_LABEL_LAG_S + 10))
-    while ! finish_job "$job" LAUNCH_FAILED; do
+    while ! finish_job "$job" LAUNCH_FAILED "${instance:-}"; do
       if [ -n "$(rec_get "$job" instance)" ] || [ "$(now)" -gt "$until" ]; then
         rc=7
         break
@@ -134,6 +189,7 @@ on_launch_exit() {
     done
     rec_unlock "$job"
   fi
+  lock_drop "$budget_lock"
   lock_drop "$launch_lock"
   exit "$rc"
 }
@@ -144,9 +200,12 @@ step_create() {
   gen=$(new_gen)
   rec_new "$1" || die 4 "a record for job $1 appeared meanwhile" "check runner/status.sh"
   trap on_launch_exit EXIT
-  trap 'exit 130' INT TERM HUP
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  trap 'exit 129' HUP
   hours=$(hours_for "$2")
   rec_set "$1" launcher "$$"
+  rec_set "$1" launcher_start "$(proc_start "$$")"
   rec_set "$1" gen "$gen"
   rec_set "$1" kind "$2"
   rec_set "$1" fold "$3"
@@ -156,15 +215,17 @@ step_create() {
   rec_set "$1" bundle_sha "$bundle_sha"
   rec_set "$1" config_hash "$config_hash"
   rec_set "$1" created_at "$(now)"
-  rec_set "$1" deadline "$(($(now) + $(calc "$hours * $RUNNER_DEADLINE_FACTOR * 3600" | cut -d. -f1)))"
+  rec_set "$1" deadline "$(($(now) + $(calc 'hours * factor * 3600' hours="$hours" factor="$RUNNER_DEADLINE_FACTOR" | cut -d. -f1)))"
   rec_set "$1" state CREATING
   rec_set "$1" asked 1
   if ! instance=$(vast_create "$offer" "$RUNNER_LABEL_PREFIX:$1:$gen" "-e HEARSAY_JOB=$1 -e HEARSAY_GEN=$gen"); then
     die 1 "create of offer $offer gave no clear success" "the launcher looks for instances carrying its label and destroys them; retry later"
   fi
-  rec_set "$1" instance "$instance"
+  rec_set "$1" instance "$instance" || die 1 "cannot persist instance $instance of job $1 (see above)" "the box is destroyed now; a full disk under RUNNER_STATE must be freed"
   rec_set "$1" state CREATED
-  ledger_append "$instance" "$1" "$gen" "$offer" "$dph" "$(rec_get "$1" created_at)"
+  ledger_append "$instance" "$1" "$gen" "$offer" "$dph" "$(rec_get "$1" created_at)" \
+    || die 1 "no ledger row for instance $instance" "free space under $LEDGER; the box is destroyed now"
+  lock_drop "$budget_lock"                # the record now counts this box: the next launch may go on
   say "created instance $instance (offer $offer, \$$dph/h, label $RUNNER_LABEL_PREFIX:$1:$gen)"
   step_sweep "$1"
 }
@@ -223,6 +284,8 @@ step_provision() {
     printf 'HEARSAY_JOB=%q\nHEARSAY_KIND=%q\nHEARSAY_FOLD=%q\nHEARSAY_GEN=%q\n' "$1" "$kind" "$fold" "$gen"
     printf 'HEARSAY_STORE=%q\nHEARSAY_RUN_PATH=%q\n' "$RUNNER_STORE" "$(store_job_path "$1")"
     printf 'HEARSAY_BUNDLE_SHA=%q\nHEARSAY_CONFIG_HASH=%q\nHEARSAY_TRAIN=%q\n' "$bundle_sha" "$config_hash" "${RUNNER_BOX_TRAIN:-hearsay train}"
+    printf 'HEARSAY_BUDGET_USD=%q\n' "$estimate"   # the trainer records it in run_meta.json
+    printf 'HEARSAY_DEADLINE=%q\n' "$(rec_get "$1" deadline)"   # the box stops itself at the reaper's deadline
   } >"$envf"
   box_start "$host" "$port" "$envf" || { rm -f "$envf"; die 1 "ssh to $host:$port failed starting the chain" "check RUNNER_SSH and the box"; }
   rm -f "$envf"

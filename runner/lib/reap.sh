@@ -4,7 +4,7 @@
 # reap_cycle: 0 when the cycle ran on a successful listing, 1 when the listing failed (nothing done).
 reap_cycle() {
   local list job
-  list=$(_vast_tmp)
+  list=$(_vast_tmp) || { log_event "reaper: cannot make a temp file (TMPDIR full?)"; return 1; }
   if ! vast_list "$list"; then
     rm -f "$list"
     log_event "reaper: listing failed, nothing changed"
@@ -12,9 +12,11 @@ reap_cycle() {
   fi
   for job in $(jobs_list); do
     rec_lock "$job" 20 || continue   # a launcher is finishing it right now
-    reap_job "$job" "$list" || true
+    # one job's failure (a full disk, a destroy not confirmed) is logged; the other jobs go on
+    reap_job "$job" "$list" || log_event "reaper: job $job not finished this cycle (retried next cycle)"
     rec_unlock "$job"
   done
+  sweep_unrecorded "$list" || log_event "reaper: an unrecorded instance is not finished (retried next cycle)"
   rm -f "$list"
   return 0
 }
@@ -64,8 +66,8 @@ reap_job() {
     vast_list "$list" || return 0
     list_has "$list" "$id" && return 0
     say "job $job: instance $id is gone (destroyed on the box)"
-    ledger_complete "$id" "$(rec_get "$job" created_at)" "$(now)" "$(rec_get "$job" dph)"
-    rec_set "$job" result "GONE${phase:+ $phase}"
+    ledger_close "$job" "$id" || return 1
+    rec_set "$job" result "GONE${phase:+ $phase}" || true
     rec_archive "$job"
   fi
 }

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # runner/lib/state.sh — job records under $RUNNER_STATE/jobs/JOB/, one small file per field.
 #
-# Fields: gen kind fold state instance label offer dph created_at deadline launcher bundle_sha config_hash
+# Fields: gen kind fold state instance label offer dph created_at deadline launcher launcher_start
+#   bundle_sha config_hash asked result HOLD dup_sweep
 # States: CREATING (create asked, id not yet known) → CREATED (id persisted) → RUNNING (box up) →
 #         PROVISIONED (chain confirmed running) ; DESTROYING ; ORPHAN (destroy not confirmed).
 # A record leaves jobs/ (moved to archive/) only after its instance is confirmed gone.
@@ -14,12 +15,19 @@ rec_exists() { [ -d "$(rec_dir "$1")" ]; }
 rec_get() { cat "$(rec_dir "$1")/$2" 2>/dev/null || true; }
 
 # rec_set JOB FIELD VALUE: atomic (write + rename), so a killed writer never leaves half a value.
+# Both the write and the rename are checked: 1 (said on stderr) when the value did not persist, e.g.
+# on a full disk; the old value, if any, stays whole.
 rec_set() {
   local d
   d=$(rec_dir "$1")
   [ -d "$d" ] || { echo "runner: record of job $1 is gone (another runner archived it)" >&2; return 1; }
-  printf '%s\n' "$3" >"$d/.$2.$$"
-  mv -f "$d/.$2.$$" "$d/$2"
+  if { printf '%s\n' "$3" >"$d/.$2.$$"; } 2>/dev/null && mv -f "$d/.$2.$$" "$d/$2" 2>/dev/null; then
+    return 0
+  fi
+  rm -f "$d/.$2.$$" 2>/dev/null
+  echo "runner: cannot write $2 of job $1 under $d (disk full? free space under RUNNER_STATE)" >&2
+  log_event "cannot write $2 of job $1"
+  return 1
 }
 
 # rec_new JOB: create the record directory (fails if one exists: never overwrite a live record).
@@ -32,13 +40,14 @@ rec_unlock() { lock_drop "$RUNNER_STATE/jobs/.$1.lock"; }
 rec_state() { rec_get "$1" state; }
 
 # rec_archive JOB: move the record out of jobs/ (only once its instance is confirmed gone).
+# 1 when the move failed (the record stays in jobs/ and is seen again).
 rec_archive() {
   local d a
   d=$(rec_dir "$1")
   a="$RUNNER_STATE/archive/$1-$(rec_get "$1" gen)-$(now)-$$"
-  mkdir -p "$RUNNER_STATE/archive"
-  rec_set "$1" state DESTROYED
-  mv "$d" "$a"
+  mkdir -p "$RUNNER_STATE/archive" 2>/dev/null || return 1
+  rec_set "$1" state DESTROYED || return 1
+  mv "$d" "$a" || return 1
   log_event "job $1 archived to $a"
 }
 
@@ -51,28 +60,32 @@ jobs_list() {
   return 0
 }
 
-# HOLD: "EPOCH PID" in jobs/JOB/HOLD. Fresh = younger than RUNNER_HOLD_TTL_S and its setter alive.
-hold_set() { rec_set "$1" HOLD "$(now) $$"; }
+# HOLD: "EPOCH PID START" in jobs/JOB/HOLD (START: proc_start of PID). Fresh = younger than
+# RUNNER_HOLD_TTL_S and its setter still the same running process.
+hold_set() { rec_set "$1" HOLD "$(now) $$ $(proc_start "$$")"; }
 
 hold_release() { rm -f "$(rec_dir "$1")/HOLD"; }
 
 hold_fresh() {
-  local v t p
+  local v t p rest
   v=$(rec_get "$1" HOLD)
   [ -n "$v" ] || return 1
   t=${v%% *}
-  p=${v#* }
+  rest=${v#"$t"}
+  rest=${rest# }
+  p=${rest%% *}
+  rest=${rest#"$p"}
   is_number "$t" || return 1
   [ $(($(now) - t)) -lt "$RUNNER_HOLD_TTL_S" ] || return 1
-  if [ -n "$p" ] && [ "$p" != "$v" ]; then kill -0 "$p" 2>/dev/null || return 1; fi
-  return 0
+  [ -z "$p" ] || proc_is "$p" "${rest# }"
 }
 
-# launcher_alive JOB: the launch.sh that owns the record is still running.
+# launcher_alive JOB: the launch.sh that owns the record is still running: its pid runs and started
+# when the record says (launcher_start), so a pid reused by another program is not the launcher.
 launcher_alive() {
   local p
   p=$(rec_get "$1" launcher)
-  [ -n "$p" ] && kill -0 "$p" 2>/dev/null
+  [ -n "$p" ] && proc_is "$p" "$(rec_get "$1" launcher_start)"
 }
 
 # new_gen: a generation id, unique per launch.

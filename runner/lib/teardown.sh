@@ -11,28 +11,42 @@
 # finish_job retries and which keeps the record (and so runner/reaper.sh's sweep) alive.
 adopt_by_label() {
   local job=$1 list id label created
-  list=$(_vast_tmp)
-  vast_list "$list" || { rm -f "$list"; return 1; }
   label=$(rec_get "$job" label)
-  id=$(list_by_label "$list" "$label" | head -n 1)
+  if [ -z "$(rec_get "$job" asked)" ]; then
+    return 2                   # the create was never asked: nothing can carry this record's label
+  fi
+  list=$(_vast_tmp) || return 1
+  vast_list "$list" || { rm -f "$list"; return 1; }
+  id=""
+  # an empty label matches nothing (an unlabelled instance is someone else's); after the lag such a
+  # record is given up and runner/reaper.sh's sweep of unrecorded labels takes whatever it rented
+  [ -z "$label" ] || id=$(list_by_label "$list" "$label" | head -n 1)
   if [ -n "$id" ]; then
     created=$(list_field "$list" "$id" 7)
     created=${created%%.*}
     is_number "$created" || created=$(rec_get "$job" created_at)
-    rec_set "$job" instance "$id"
-    rec_set "$job" created_at "$created"
-    rec_set "$job" state CREATED
-    ledger_append "$id" "$job" "$(rec_get "$job" gen)" "$(rec_get "$job" offer)" "$(rec_get "$job" dph)" "$created"
+    # the id must persist before anything acts on it (unpersisted, the step stops: unknown)
+    rec_set "$job" instance "$id" || { rm -f "$list"; return 1; }
+    rec_set "$job" created_at "$created" || true
+    rec_set "$job" state CREATED || true
+    ledger_append "$id" "$job" "$(rec_get "$job" gen)" "$(rec_get "$job" offer)" "$(rec_get "$job" dph)" "$created" || true
     log_event "job $job adopted instance $id by label $label"
-    rec_set "$job" dup_sweep pending
+    rec_set "$job" dup_sweep pending || true
     if sweep_duplicates "$job" "$list"; then rm -f "$(rec_dir "$job")/dup_sweep"; fi
     rm -f "$list"
     return 0
   fi
   rm -f "$list"
+  # a create still in flight in another live launcher may land any moment: only that launcher (or,
+  # once it is gone, the reaper) may give up on its label
+  if launcher_alive "$job" && [ "$(rec_get "$job" launcher)" != "$$" ]; then return 1; fi
   created=$(rec_get "$job" created_at)
   if is_number "$created" && [ $(($(now) - created)) -ge "$RUNNER_LABEL_LAG_S" ]; then
     return 2
+  fi
+  if ! is_number "$created"; then   # no creation time persisted: the record directory's own age
+    created=$(mtime_of "$(rec_dir "$job")")
+    if is_number "$created" && [ $(($(now) - created)) -ge "$RUNNER_LABEL_LAG_S" ]; then return 2; fi
   fi
   return 1
 }
@@ -51,7 +65,8 @@ sweep_pending() {
   return "$rc"
 }
 
-# finish_job JOB REASON: end the job's rental. 0 = confirmed gone (record archived), 1 = not confirmed
+# finish_job JOB REASON [ID]: end the job's rental (ID: an instance id the caller holds that the
+# record may lack, when writing it failed). 0 = confirmed gone (record archived), 1 = not confirmed
 # (record kept, state ORPHAN, or CREATING while its label may still appear). The record is archived
 # only once its own instance AND every duplicate of its label are confirmed destroyed: a pending
 # dup_sweep marker keeps it ORPHAN, so runner/reaper.sh sweeps again (its step 0) and finishes it.
@@ -59,33 +74,44 @@ finish_job() {
   local job=$1 reason=$2 id rc=0 created
   rec_exists "$job" || return 0
   id=$(rec_get "$job" instance)
+  if [ -z "$id" ] && [ -n "${3:-}" ]; then   # the launcher knows an id it could not persist
+    id=$3
+    rec_set "$job" instance "$id" || say "job $job: instance $id could not be written to its record; destroying it anyway"
+  fi
   if [ -z "$id" ]; then
     adopt_by_label "$job" || rc=$?
     case $rc in
       0) id=$(rec_get "$job" instance) ;;
-      2) rec_set "$job" result "$reason"; rec_archive "$job"; return 0 ;;
+      2) rec_set "$job" result "$reason" || true; rec_archive "$job" || return 1; return 0 ;;
       *) return 1 ;;
     esac
+    [ -n "$id" ] || return 1
   fi
-  rec_set "$job" state DESTROYING
+  rec_set "$job" state DESTROYING || true
   if destroy_confirmed "$id"; then
     created=$(rec_get "$job" created_at)
-    ledger_complete "$id" "${created:-$(now)}" "$(now)" "$(rec_get "$job" dph)"
+    if ! ledger_close "$job" "$id" "$created"; then
+      rec_set "$job" state ORPHAN || true
+      say "instance $id of job $job is destroyed, but its ledger row could not be completed: record kept (the reaper retries)"
+      return 1
+    fi
     if [ "$reason" = DONE ] && [ "$(rec_get "$job" kind)" = pilot ]; then
-      mkdir -p "$RUNNER_STATE/pilots"
-      rec_get "$job" gen >"$RUNNER_STATE/pilots/$(rec_get "$job" bundle_sha)-$(rec_get "$job" config_hash)"
+      if ! { mkdir -p "$RUNNER_STATE/pilots" \
+        && printf '%s\n' "$(rec_get "$job" gen)" >"$RUNNER_STATE/pilots/$(rec_get "$job" bundle_sha)-$(rec_get "$job" config_hash)"; } 2>/dev/null; then
+        say "job $job: could not record the DONE pilot (free space under RUNNER_STATE)"
+      fi
     fi
     say "instance $id of job $job destroyed (confirmed: absent from a successful listing)"
     if sweep_pending "$job"; then
-      rec_set "$job" result "$reason"
-      rec_archive "$job"
+      rec_set "$job" result "$reason" || true
+      rec_archive "$job" || return 1
       return 0
     fi
-    rec_set "$job" state ORPHAN
+    rec_set "$job" state ORPHAN || true
     say "job $job: a duplicate of label $(rec_get "$job" label) could NOT be confirmed destroyed: record kept ORPHAN (the reaper keeps sweeping; check: runner/teardown_check.sh)"
     return 1
   fi
-  rec_set "$job" state ORPHAN
+  rec_set "$job" state ORPHAN || true
   say "instance $id of job $job could NOT be confirmed destroyed: recorded ORPHAN (the reaper keeps trying; check: runner/teardown_check.sh)"
   return 1
 }
@@ -107,14 +133,55 @@ sweep_duplicates() {
     created=$(list_field "$list" "$id" 7)
     created=${created%%.*}
     is_number "$created" || created=$(rec_get "$job" created_at)
-    ledger_append "$id" "$job" "$(rec_get "$job" gen)" "$(rec_get "$job" offer)" "$(rec_get "$job" dph)" "$created"
+    ledger_append "$id" "$job" "$(rec_get "$job" gen)" "$(rec_get "$job" offer)" "$(rec_get "$job" dph)" "$created" || rc=1
     say "job $job: instance $id duplicates instance $own (same label $label, a retried create), destroying it"
     if destroy_confirmed "$id"; then
-      ledger_complete "$id" "$created" "$(now)" "$(rec_get "$job" dph)"
+      ledger_close "$job" "$id" "$created" || rc=1
     else
       say "duplicate instance $id of job $job could NOT be confirmed destroyed (the reaper keeps trying; check: runner/teardown_check.sh)"
       rc=1
     fi
   done
+  return "$rc"
+}
+
+# sweep_unrecorded LISTFILE: every listed instance labelled RUNNER_LABEL_PREFIX:JOB:GEN that no job
+# record owns (by id or by label) and that is older than RUNNER_ORPHAN_GRACE_S (its start_date) is
+# ours and billing unwatched: a create that answered after its launcher gave up on the label, or a
+# record lost. It gets a ledger row (job and generation from its label), is destroyed, and its row
+# is completed once confirmed. 0 = none left, 1 = one could not be confirmed destroyed or recorded.
+sweep_unrecorded() {
+  local list=$1 owned j id label start job gen rc=0 created
+  owned=$(_vast_tmp) || return 1
+  for j in $(jobs_list); do
+    printf '%s\n%s\n' "id:$(rec_get "$j" instance)" "label:$(rec_get "$j" label)"
+  done >"$owned" || { rm -f "$owned"; return 1; }
+  while IFS= read -r id; do
+    [ -n "$id" ] || continue
+    label=$(list_field "$list" "$id" 3)
+    start=$(list_field "$list" "$id" 7)
+    start=${start%%.*}
+    is_number "$start" || start=0
+    [ $(($(now) - start)) -ge "$RUNNER_ORPHAN_GRACE_S" ] || continue
+    job=${label#"$RUNNER_LABEL_PREFIX":}
+    gen=${job#*:}
+    job=${job%%:*}
+    [ "$gen" != "$job" ] || gen=""
+    say "instance $id (label $label) has no job record of ours: adopting and destroying it"
+    log_event "unrecorded instance $id label $label adopted"
+    ledger_append "$id" "${job:-unknown}" "$gen" "" "$(list_field "$list" "$id" 4)" "$start" || rc=1
+    created=$start
+    if destroy_confirmed "$id"; then
+      ledger_complete "$id" "${job:-unknown}" "$gen" "" "$(list_field "$list" "$id" 4)" "$created" "$(now)" || rc=1
+    else
+      say "unrecorded instance $id could NOT be confirmed destroyed (the reaper keeps trying)"
+      rc=1
+    fi
+  done <<EOF_IDS
+$(awk -F '\t' -v p="$RUNNER_LABEL_PREFIX:" -v owned="$owned" '
+    BEGIN { while ((getline l < owned) > 0) own[l] = 1 }
+    index($3, p) == 1 && !(("id:" $1) in own) && !(("label:" $3) in own) { print $1 }' "$list")
+EOF_IDS
+  rm -f "$owned"
   return "$rc"
 }

@@ -17,7 +17,12 @@ vast_cli() {
   return "$rc"
 }
 
-_vast_tmp() { mktemp "${TMPDIR:-/tmp}/runner.XXXXXX"; }
+# _vast_tmp: a new temp file's path; 1 (said on stderr) when none can be made (TMPDIR missing or full).
+_vast_tmp() {
+  mktemp "${TMPDIR:-/tmp}/runner.XXXXXX" 2>/dev/null && return 0
+  echo "runner: cannot make a temp file under ${TMPDIR:-/tmp} (set TMPDIR to a writable folder)" >&2
+  return 1
+}
 
 # _vast_judge ERRFILE: after an unknown answer, 3 when the API said 429, else 1.
 _vast_judge() {
@@ -33,9 +38,9 @@ _vast_judge() {
 # an error object or a page without an "instances" array is UNKNOWN, never "no instances").
 vast_list() {
   local dest=$1 token="" page=0 out err rows total=""
-  out=$(_vast_tmp)
-  err=$(_vast_tmp)
-  rows=$(_vast_tmp)
+  out=$(_vast_tmp) || return 1
+  err=$(_vast_tmp) || return 1
+  rows=$(_vast_tmp) || return 1
   while :; do
     page=$((page + 1))
     if [ "$page" -gt 400 ]; then rm -f "$out" "$err" "$rows"; return 1; fi
@@ -55,7 +60,7 @@ vast_list() {
     fi
     # Every row of the page must come out (a failed extraction must not look like "fewer instances").
     local page_rows want got
-    page_rows=$(_vast_tmp)
+    page_rows=$(_vast_tmp) || return 1
     want=$(jq '.instances | length' "$out" 2>/dev/null || echo x)
     if ! jq -r '.instances[] | [(.id | tostring), (.actual_status // "unknown" | tostring),
              (.label // "" | tostring), (.dph_total // "" | tostring), (.ssh_host // "" | tostring),
@@ -96,8 +101,8 @@ list_by_label() { awk -F '\t' -v l="$2" '$3 == l { print $1 }' "$1"; }
 # vast_credit: print the account's credit (dollars) from `show user --raw`.
 vast_credit() {
   local out err v rc=0
-  out=$(_vast_tmp)
-  err=$(_vast_tmp)
+  out=$(_vast_tmp) || return 1
+  err=$(_vast_tmp) || return 1
   vast_cli "$out" "$err" show user --raw || true
   v=$(jq -r 'if type == "object" and (.credit | type == "number") then .credit else empty end' \
     "$out" 2>/dev/null || true)
@@ -110,8 +115,8 @@ vast_credit() {
 # vast_offer: the first offer matching RUNNER_OFFER_QUERY, as "id dph_total".
 vast_offer() {
   local out err v rc=0
-  out=$(_vast_tmp)
-  err=$(_vast_tmp)
+  out=$(_vast_tmp) || return 1
+  err=$(_vast_tmp) || return 1
   vast_cli "$out" "$err" search offers "$RUNNER_OFFER_QUERY" --order "$RUNNER_OFFER_ORDER" \
     --storage "$RUNNER_DISK_GB" --limit 20 --raw || true
   v=$(jq -r 'if type == "array" then
@@ -129,8 +134,8 @@ vast_offer() {
 # (the caller must then look for the label: a failed create can still have created an instance).
 vast_create() {
   local out err v
-  out=$(_vast_tmp)
-  err=$(_vast_tmp)
+  out=$(_vast_tmp) || return 1
+  err=$(_vast_tmp) || return 1
   vast_cli "$out" "$err" create instance "$1" --image "$RUNNER_IMAGE" --disk "$RUNNER_DISK_GB" \
     --label "$2" --ssh --direct --env "$3" --raw || true
   v=$(jq -r 'if type == "object" and .success == true and (.new_contract | type == "number")
@@ -144,8 +149,8 @@ vast_create() {
 # is ignored on purpose: only a later listing without the instance confirms anything.
 vast_destroy() {
   local out err
-  out=$(_vast_tmp)
-  err=$(_vast_tmp)
+  out=$(_vast_tmp) || return 1
+  err=$(_vast_tmp) || return 1
   vast_cli "$out" "$err" destroy instance "$1" -y --raw || true
   rm -f "$out" "$err"
 }
@@ -154,7 +159,8 @@ vast_destroy() {
 # destroy calls, RUNNER_CONFIRM_CHECKS listings after each. 0 = confirmed gone, 1 = not confirmed.
 destroy_confirmed() {
   local id=$1 try=0 check list
-  list=$(_vast_tmp)
+  case $id in '' | *[!0-9]*) log_event "destroy_confirmed: no instance id ('$id'): nothing confirmed"; return 1 ;; esac
+  list=$(_vast_tmp) || return 1
   while [ "$try" -lt "$RUNNER_DESTROY_TRIES" ]; do
     try=$((try + 1))
     vast_destroy "$id"

@@ -13,8 +13,13 @@ A checkpoint is a folder ``checkpoints/epoch_NNNN/`` holding
                            sha256 of both safetensors files (checked on read)
 
 No pickle anywhere: a checkpoint that crossed a network is read with safetensors and json only.
-The latest checkpoint is the highest epoch number in its folder name (cross-checked against its
-state.json), never a modification time.
+
+Publishing is atomic on every store: `publish_checkpoint` pushes the folder, then the marker
+``checkpoints/epoch_NNNN.complete`` (the sha256 of its state.json). rclone copies file by file, so
+a box that dies mid-push leaves a folder without its marker; such a folder is invisible. The
+latest checkpoint is the highest epoch number whose marker exists (cross-checked against its
+state.json), never a modification time; an incomplete one above it is skipped (and named on
+stderr), so a resume continues from the last checkpoint that arrived whole.
 
 Every remote path goes through `guard`: relative, no `..`, no backslash, inside the configured
 prefix. A push is tried once and retried `retries` (3) times; then StoreError, and the trainer
@@ -41,6 +46,7 @@ from hearsay.hashing import sha256_file
 
 CKPT_DIR = "checkpoints"
 CKPT_RE = re.compile(r"^epoch_(\d{4,})$")
+MARK_SUFFIX = ".complete"  # checkpoints/epoch_NNNN.complete: the folder beside it arrived whole
 REMOTE_RE = re.compile(r"^(?:rclone:)?([A-Za-z0-9_][A-Za-z0-9_.\-]*):(.*)$")
 
 
@@ -74,6 +80,16 @@ def latest_epoch(names: list[str]) -> int | None:
     """Highest epoch among `epoch_NNNN` names (others ignored); None when there is none."""
     epochs = [int(m.group(1)) for n in names if (m := CKPT_RE.match(n.rstrip("/")))]
     return max(epochs) if epochs else None
+
+
+def complete_epochs(names: list[str]) -> tuple[list[int], list[int]]:
+    """(complete, incomplete) epochs, ascending, from a `checkpoints/` listing in which folders
+    end in "/" (rclone lsf's form): complete = folder and its `.complete` marker both listed."""
+    dirs = {int(m.group(1)) for n in names if n.endswith("/")
+            and (m := CKPT_RE.match(n.rstrip("/")))}
+    marks = {int(m.group(1)) for n in names if n.endswith(MARK_SUFFIX)
+             and (m := CKPT_RE.match(n[: -len(MARK_SUFFIX)]))}
+    return sorted(dirs & marks), sorted(dirs - marks)
 
 
 # --------------------------------------------------------------------------- stores
@@ -116,7 +132,25 @@ class Store:
         self._with_retries(f"pull {rel} -> {local}", lambda: self._pull(rel, Path(local)))
 
     def latest_checkpoint(self) -> int | None:
-        return latest_epoch(self.list_dirs(CKPT_DIR))
+        """Highest epoch published whole (folder + marker); incomplete ones above it are
+        skipped and named on stderr. None when there is none."""
+        done, partial = complete_epochs(self.list_entries(CKPT_DIR))
+        latest = done[-1] if done else None
+        skipped = [e for e in partial if latest is None or e > latest]
+        if skipped:
+            print(f"hearsay store: {self.uri}/{CKPT_DIR}: skipping "
+                  f"{', '.join(ckpt_name(e) for e in skipped)} (no {MARK_SUFFIX} marker: a push "
+                  "that did not finish)", file=sys.stderr)
+        return latest
+
+    def publish_checkpoint(self, local: Path, epoch: int) -> None:
+        """Push checkpoints/epoch_NNNN, then its marker (state.json's sha256): only the marker
+        makes it visible to `latest_checkpoint`, so a half-pushed folder is never resumed."""
+        name = ckpt_name(epoch)
+        self.push_dir(Path(local), f"{CKPT_DIR}/{name}")
+        mark = Path(local).with_name(name + MARK_SUFFIX)
+        mark.write_text(sha256_file(Path(local) / "state.json") + "\n")
+        self.push_file(mark, f"{CKPT_DIR}/{name}{MARK_SUFFIX}")
 
     def _push(self, local: Path, rel: str) -> None:
         raise NotImplementedError
@@ -128,6 +162,10 @@ class Store:
         raise NotImplementedError
 
     def list_dirs(self, rel: str) -> list[str]:
+        return sorted(n.rstrip("/") for n in self.list_entries(rel) if n.endswith("/"))
+
+    def list_entries(self, rel: str) -> list[str]:
+        """Names directly under rel, folders with a trailing "/"; [] when rel does not exist."""
         raise NotImplementedError
 
 
@@ -171,9 +209,11 @@ class LocalStore(Store):
             return
         shutil.copytree(src, local, dirs_exist_ok=True)
 
-    def list_dirs(self, rel: str) -> list[str]:
+    def list_entries(self, rel: str) -> list[str]:
         p = self._path(rel)
-        return sorted(d.name for d in p.iterdir() if d.is_dir()) if p.is_dir() else []
+        if not p.is_dir():
+            return []
+        return sorted(d.name + "/" if d.is_dir() else d.name for d in p.iterdir())
 
 
 def rclone_exe() -> str:
@@ -196,7 +236,9 @@ class RcloneStore(Store):
     def __init__(self, remote: str, prefix: str, **kw):
         super().__init__(**kw)
         self.remote = remote
-        self.prefix = prefix.strip("/")
+        # "/abs/path" keeps its leading slash: on a `local` remote (the runner's tests, a mounted
+        # disk) a relative path would land under the trainer's working directory instead
+        self.prefix = prefix if prefix == "/" else prefix.rstrip("/")
         if any(part == ".." for part in self.prefix.split("/")):
             raise PathGuardError(f"store prefix {prefix!r} contains '..'")
         self.uri = f"{remote}:{self.prefix}"
@@ -226,14 +268,14 @@ class RcloneStore(Store):
         if proc.returncode != 0:
             raise StoreError(f"rclone copy exit {proc.returncode}: {_last_line(proc.stderr)}")
 
-    def list_dirs(self, rel: str) -> list[str]:
-        proc = self._rclone("lsf", "--dirs-only", self._target(rel))
+    def list_entries(self, rel: str) -> list[str]:
+        proc = self._rclone("lsf", self._target(rel))
         if proc.returncode == 3 or "directory not found" in proc.stderr:
             return []  # nothing pushed yet (object stores list a missing key as empty too)
         if proc.returncode != 0:
             raise StoreError(f"rclone lsf {self._target(rel)} exit {proc.returncode}: "
                              f"{_last_line(proc.stderr)}")
-        return sorted(line.rstrip("/") for line in proc.stdout.splitlines() if line.strip())
+        return sorted(line for line in proc.stdout.splitlines() if line.strip())
 
 
 def _last_line(text: str) -> str:

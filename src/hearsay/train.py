@@ -2,6 +2,7 @@
 
     hearsay train --bundle bundle/ --fold 3 --out runs/fold3 --store r2:runs/c7/fold3
     hearsay train --bundle bundle/ --fold 3 --out runs/fold3 --store r2:runs/c7/fold3 --resume
+    hearsay train --bundle bundle/ --fold 3 --out runs/fold3 --store r2:runs/c7/fold3 --resume auto
     hearsay train --bundle bundle/ --full --out runs/full
     hearsay train --bundle bundle/ --pilot --out runs/pilot --config pilot.json
     torchrun --nproc-per-node 4 -m hearsay.cli train --bundle bundle/ --fold 0 --out runs/fold0
@@ -25,7 +26,9 @@ binds its GPU (LOCAL_RANK) and every collective runs on it (NCCL).
 
 Config: `--config FILE.json` = {"train": {…}, "model": {…}, "crop": {…}, "augment": {…}};
 unknown keys are errors; the resolved config is RUN_DIR/config.json and its sha256 (canonical
-JSON) is the config hash that --resume must match.
+JSON) is the config hash that --resume must match. `--resume` continues from the store's latest
+complete checkpoint and refuses when there is none; `--resume auto` (what a rented box runs)
+starts fresh when the store holds no complete checkpoint and continues otherwise.
 
 Exit codes: 0 run complete; 1 unexpected error; 2 usage or config error; 3 device refused (no
 CUDA and no --cpu-smoke); 4 non-finite loss or gradient norm; 5 AUC-direction tripwire
@@ -301,7 +304,7 @@ def _checkpoint(r: TrainRun, epoch: int, rng: dict) -> None:
     name = stores.ckpt_name(epoch)
     local = stores.write_checkpoint(r.out / stores.CKPT_DIR / name, r.det.state_dict(),
                                     r.opt.state_dict(), rng, state)
-    r.store.push_dir(local, f"{stores.CKPT_DIR}/{name}")
+    r.store.publish_checkpoint(local, epoch)  # folder, then its marker: visible only when whole
 
 
 def _write_meta(r: TrainRun, **extra) -> dict:
@@ -338,8 +341,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="run dir (docs/INTERFACES.md)")
     ap.add_argument("--store", help="checkpoint store: remote:path (rclone) or a folder; "
                                     "default the run dir")
-    ap.add_argument("--resume", action="store_true",
-                    help="continue from the store's latest checkpoint (same bundle and config)")
+    ap.add_argument("--resume", nargs="?", const="yes", choices=("yes", "auto"),
+                    help="continue from the store's latest complete checkpoint (same bundle and "
+                         "config); `--resume auto`: start fresh when the store holds none")
     ap.add_argument("--cpu-smoke", action="store_true",
                     help="tiny random-init model on the CPU (tests, demo): no CUDA needed")
     ap.add_argument("--config", type=Path, help="JSON overrides {train, model, crop, augment}")
@@ -352,7 +356,9 @@ def main(argv: list[str] | None = None) -> int:
         overrides = json.loads(args.config.read_text()) if args.config else None
         resolved = resolve_config(name, args.fold, overrides=overrides,
                                   cpu_smoke=args.cpu_smoke)
-        meta = run(resolved, args.bundle, args.out, store_uri=args.store, resume=args.resume,
+        resume = args.resume == "yes" or (args.resume == "auto" and stores.open_store(
+            args.store, args.out).latest_checkpoint() is not None)
+        meta = run(resolved, args.bundle, args.out, store_uri=args.store, resume=resume,
                    verify_bundle=not args.no_verify_bundle)
     except TrainError as err:
         print(f"hearsay train: {err}", file=sys.stderr)

@@ -40,6 +40,7 @@ FAULT_KINDS = {
     "drop",
     "delay",
     "noop",
+    "late",  # create only: answer an error now, create the instance delay_s seconds later
 }
 RULE_KEYS = ("op", "kind", "times", "skip", "prob", "status", "body", "delay_s", "apply", "create")
 OPS = {"list", "show", "create", "destroy", "label", "state", "user", "offers", "any"}
@@ -541,9 +542,19 @@ class Handler(BaseHTTPRequestHandler):
                     return None
                 if rule["kind"] == "noop":
                     return self.send(200, {"success": True})
+                if rule["kind"] == "late":  # the create lands after the client gave up on it
+                    if op == "create":
+                        late = (ident, body, key)
+                        threading.Timer(rule["delay_s"], self.late_create, late).start()
+                    return self.send(500, {"success": False, "error": "fake_fault",
+                                           "msg": "injected timeout (the create lands later)"})
                 status, ctype, payload = fault_response(rule)
                 return self.send(status, raw=payload, ctype=ctype)
             return self.serve(op, ident, query, body, key)
+
+    def late_create(self, ident, body: dict, key: str | None) -> None:
+        with self.fake.lock:
+            self.fake.create(ident, body, key)
 
     def auth(self, key: str | None, op: str, ident) -> dict | None:
         f = self.fake

@@ -16,8 +16,11 @@ setup() {
   run_path="$RUNNER_STORE/runs/pilot"
   cp "$RUNNER_TRAIN_CONFIG" "$box/train.json"                  # what the launcher sends before job.env
   cfg_sha=$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)
-  printf 'HEARSAY_JOB=pilot\nHEARSAY_KIND=pilot\nHEARSAY_FOLD=\nHEARSAY_GEN=g-7\nHEARSAY_STORE=%s\nHEARSAY_RUN_PATH=%s\nHEARSAY_BUNDLE_SHA=tree-aaaa\nHEARSAY_CONFIG_HASH=%s\nHEARSAY_TRAIN=%s\n' \
-    "$RUNNER_STORE" "$run_path" "$cfg_sha" "$RUNNER_BOX_TRAIN" >"$box/job.env"
+  run_store="$run_path/$BUNDLE_SHA/$cfg_sha"                    # one folder per (job, bundle, config)
+  runs=$W/bucket/hearsay/runs/pilot/$BUNDLE_SHA/$cfg_sha
+  printf 'HEARSAY_JOB=pilot\nHEARSAY_KIND=pilot\nHEARSAY_FOLD=\nHEARSAY_GEN=g-7\nHEARSAY_STORE=%s\nHEARSAY_RUN_PATH=%s\nHEARSAY_BUNDLE_SHA=%s\nHEARSAY_CONFIG_HASH=%s\nHEARSAY_TRAIN=%s\n' \
+    "$RUNNER_STORE" "$run_path" "$BUNDLE_SHA" "$cfg_sha" "$RUNNER_BOX_TRAIN" >"$box/job.env"
+  export HEARSAY_INIT_ENVIRON=/dev/null   # the tests' own environment stands for the container's
 }
 teardown() { world_end; }
 
@@ -28,8 +31,8 @@ phases() { sed -n 's/^entry: g-7 \([A-Z]*\)$/\1/p' "$1" | tr '\n' ' '; }
   [ "$status" -eq 0 ]
   [ "$(phases <(printf '%s\n' "$output"))" = "STARTED SMOKE TRAINING PUSHING DONE " ]
   [ "$(cut -d' ' -f1-2 <<<"$(status_of pilot)")" = "g-7 DONE" ]
-  [ -f "$W/bucket/hearsay/runs/pilot/run/checkpoints/epoch_0001/model.safetensors" ]
-  grep -q -- "--pilot --out $box/run --store $run_path/run --resume --config $box/train.json" "$box/train.args"
+  [ -f "$runs/checkpoints/epoch_0001/model.safetensors" ]
+  grep -q -- "--pilot --out $box/run --store $run_store --resume auto --config $box/train.json" "$box/train.args"
   [ "$(cat "$box/train.config_sha")" = "$cfg_sha" ]          # the trainer read the hashed bytes
   wait_for 10 test "$(live_count)" -eq 0
 }
@@ -51,8 +54,8 @@ phases() { sed -n 's/^entry: g-7 \([A-Z]*\)$/\1/p' "$1" | tr '\n' ' '; }
 }
 
 @test "a checkpoint push failing three times ends FAIL, never DONE, and still destroys the box" {
-  mkdir -p "$W/bucket/hearsay/runs/pilot"
-  echo "not a directory" >"$W/bucket/hearsay/runs/pilot/run"    # every copy into run/ fails
+  mkdir -p "$(dirname "$runs")"
+  echo "not a directory" >"$runs"                              # every copy into the run folder fails
   run "$REPO/runner/box/entry.sh" "$box"
   [ "$status" -eq 1 ]
   [ "$(printf '%s\n' "$output" | grep -c 'push of .* failed (try [123] of 3)')" -eq 3 ]
@@ -76,4 +79,54 @@ phases() { sed -n 's/^entry: g-7 \([A-Z]*\)$/\1/p' "$1" | tr '\n' ' '; }
   [ "$status" -ne 0 ]
   [[ "$output" == *"runner: remote path refused: $RUNNER_STORE/runs/../../elsewhere (no '.' or '..' segments)"* ]]
   [ ! -e "$W/bucket/elsewhere" ]
+}
+
+@test "a bundle the store lacks is a FAIL that says so, in REASON too, and nothing trains" {
+  rm -rf "$W/bucket/hearsay/bundles"
+  run "$REPO/runner/box/entry.sh" "$box"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"entry: bundle pull from $RUNNER_STORE/bundles/$BUNDLE_SHA failed (rclone: "*"is it in the store? on the laptop: runner/bundle_put.sh BUNDLE_DIR"* ]]
+  [ ! -e "$box/train.args" ]
+  [ "$(phases <(printf '%s\n' "$output"))" = "STARTED SMOKE TRAINING FAIL " ]
+  [ "$(sed -n 1p "$W/bucket/hearsay/runs/pilot/REASON" | cut -d' ' -f1-2)" = "g-7 TRAINING" ]
+  grep -q "^bundle pull from .* failed" "$W/bucket/hearsay/runs/pilot/REASON"
+}
+
+@test "a pulled bundle whose tree-sha is not the launched one is a FAIL naming both" {
+  echo "changed" >>"$W/bucket/hearsay/bundles/$BUNDLE_SHA/audio/a.flac"
+  run "$REPO/runner/box/entry.sh" "$box"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"entry: pulled bundle hashes to tree-sha "*", job.env says HEARSAY_BUNDLE_SHA=$BUNDLE_SHA (the store's copy is incomplete or another bundle"* ]]
+  [ ! -e "$box/train.args" ]
+  [ "$(cut -d' ' -f1-2 <<<"$(status_of pilot)")" = "g-7 FAIL" ]
+}
+
+@test "the trainer's exit code and last lines reach the store's REASON, and status.sh --why shows them" {
+  FAKE_TRAIN_RC=7 run "$REPO/runner/box/entry.sh" "$box"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"entry: trainer exit 7 ("* ]]
+  [ "$(cut -d' ' -f1-2 <<<"$(status_of pilot)")" = "g-7 FAIL" ]
+  run "$REPO/runner/status.sh" --why pilot
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"STATUS g-7 FAIL"* ]]
+  [[ "$output" == *"trainer exit 7 ("* ]]
+}
+
+@test "started with an empty environment, the chain takes the container's from its first process" {
+  printf 'CONTAINER_ID=%s\0CONTAINER_API_KEY=%s\0PATH=%s\0HEARSAY_GIT_SHA=%s\0LD_LIBRARY_PATH=/usr/lib64-nvidia\0OTHER=x\0' \
+    "$CONTAINER_ID" "$CONTAINER_API_KEY" "$PATH" 0123456789abcdef0123456789abcdef01234567 >"$W/init.environ"
+  printf '#!/usr/bin/env bash\nenv >"%s/train.env"\nexec %s "$@"\n' "$box" "$RUNNER_BOX_TRAIN" >"$W/train_env.sh"
+  chmod +x "$W/train_env.sh"
+  sed -i "s|^HEARSAY_TRAIN=.*|HEARSAY_TRAIN=$W/train_env.sh|" "$box/job.env"
+  run env -i HOME="$HOME" VAST_URL="$VAST_URL" HEARSAY_INIT_ENVIRON="$W/init.environ" \
+    HEARSAY_SMOKE_CHECK="$HEARSAY_SMOKE_CHECK" HEARSAY_PUSH_WAIT_S=0.1 /bin/bash "$REPO/runner/box/entry.sh" "$box"
+  [ "$status" -eq 0 ]
+  grep -qx "HEARSAY_GIT_SHA=0123456789abcdef0123456789abcdef01234567" "$box/train.env"
+  grep -qx "LD_LIBRARY_PATH=/usr/lib64-nvidia" "$box/train.env"
+  ! grep -q "^OTHER=" "$box/train.env"
+  [ "$(stat -c %a "$box/box.env")" = 600 ]
+  [ "$(cut -d= -f1 "$box/box.env" | tr '\n' ' ')" = "PATH LD_LIBRARY_PATH HEARSAY_GIT_SHA CONTAINER_ID CONTAINER_API_KEY " ]
+  no_secrets <(printf '%s\n' "$output")
+  [[ "$output" != *"$CONTAINER_API_KEY"* ]]
+  wait_for 10 test "$(live_count)" -eq 0                       # it destroyed itself with the imported key
 }

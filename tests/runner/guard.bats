@@ -27,8 +27,9 @@ setup() {
   unset VAST_API_KEY
   run key_guard
   [ "$status" -eq 11 ]
-  [ "$output" = "runner: no vast.ai API key (export VAST_API_KEY, or run: vastai set api-key, which writes $XDG_CONFIG_HOME/vastai/vast_api_key)" ]
-  mkdir -p "$XDG_CONFIG_HOME/vastai" && echo "filekey-SECRET" >"$XDG_CONFIG_HOME/vastai/vast_api_key"
+  f=$XDG_CONFIG_HOME/vastai/vast_api_key
+  [ "$output" = "runner: no vast.ai API key (export VAST_API_KEY, or keep it in $f, mode 600, without putting it on a command line: (umask 077; mkdir -p \"\$(dirname $f)\"; cat >$f), paste the key, then Ctrl-D)" ]
+  mkdir -p "$XDG_CONFIG_HOME/vastai" && (umask 077; echo "filekey-SECRET" >"$f")
   run key_guard
   [ "$status" -eq 0 ] && [ -z "$output" ]
   rm "$XDG_CONFIG_HOME/vastai/vast_api_key"

@@ -25,12 +25,27 @@ world() {
   export RUNNER_POLL_S=0.2 RUNNER_CONFIRM_WAIT_S=0.1 RUNNER_CONFIRM_CHECKS=3 RUNNER_DESTROY_TRIES=2
   export RUNNER_BOOT_DEADLINE_S=20 RUNNER_CHAIN_DEADLINE_S=15 RUNNER_LABEL_LAG_S=2 RUNNER_SSH_TIMEOUT_S=20
   export RUNNER_REAPER_POLL_S=0.3 RUNNER_REAPER_MAX_BACKOFF_S=1
+  export RUNNER_REAPER_MODE=off              # tests run runner/reaper.sh --once themselves
   export RUNNER_BOX_TRAIN="$REPO/tests/runner/bin/fake_train.sh" HEARSAY_SMOKE_CHECK="$REPO/tests/runner/bin/smoke_ok.sh"
   export HEARSAY_PUSH_WAIT_S=0.1 HEARSAY_BOX_WAIT_S=30 FAKE_TRAIN_S=0.3
-  export RUNNER_BUNDLE_META=$W/bundle_meta.json RUNNER_TRAIN_CONFIG=$W/train.json
-  echo '{"tree_sha": "tree-aaaa"}' >"$RUNNER_BUNDLE_META"
+  export RUNNER_BUNDLE_META=$W/bundle/bundle_meta.json RUNNER_TRAIN_CONFIG=$W/train.json
+  small_bundle "$W/bundle"
+  mkdir -p "$W/bucket/hearsay/bundles"                      # in the store, as runner/bundle_put.sh leaves it
+  cp -R "$W/bundle" "$W/bucket/hearsay/bundles/$BUNDLE_SHA"
+  echo "$BUNDLE_SHA" >"$W/bucket/hearsay/bundles/$BUNDLE_SHA/VERIFIED"
   echo '{"train": {"epochs": 3}}' >"$RUNNER_TRAIN_CONFIG"
   unset RUNNER_DEBUG RUNNER_CONFIG
+}
+
+# small_bundle DIR: a stand-in bundle (manifest.csv + one audio file) whose bundle_meta.json
+# carries its real tree-sha, exported as BUNDLE_SHA (the box checks what it pulls).
+small_bundle() {
+  mkdir -p "$1/audio"
+  echo "id,path,label" >"$1/manifest.csv"
+  echo "not really flac" >"$1/audio/a.flac"
+  BUNDLE_SHA=$(bash -c '. "$1/runner/lib/bundles.sh" && local_tree_sha "$2"' _ "$REPO" "$1")
+  export BUNDLE_SHA
+  printf '{"tree_sha": "%s"}\n' "$BUNDLE_SHA" >"$1/bundle_meta.json"
 }
 
 world_end() {
@@ -48,10 +63,16 @@ fault() { ctl POST faults "{\"rules\": $1}" >/dev/null; }
 live_ids() { curl -fsS "$VAST_URL/_control/state" | jq -r '.live[]'; }
 live_count() { curl -fsS "$VAST_URL/_control/state" | jq '.live | length'; }
 created_count() { curl -fsS "$VAST_URL/_control/state" | jq '.created_total'; }
-ledger_rows() { awk 'END { print NR - 1 }' "$LEDGER"; }
-open_rows() { awk -F, 'NR > 1 && $7 == "" { n++ } END { print n + 0 }' "$LEDGER"; }
+# The ledger is append-only (a creation row, later a closing row per rental): rentals = distinct ids,
+# open = ids with no closing row.
+ledger_rows() { awk -F, 'NR > 1 && !($1 in s) { s[$1] = 1; n++ } END { print n + 0 }' "$LEDGER"; }
+open_rows() {
+  awk -F, 'NR > 1 { if (!($1 in s)) { s[$1] = 1; o[++n] = $1 } if ($7 != "") c[$1] = 1 }
+    END { for (i = 1; i <= n; i++) if (!(o[i] in c)) k++; print k + 0 }' "$LEDGER"
+}
 
-# wait_for SECONDS CMD...: poll until CMD succeeds.
+# wait_for SECONDS CMD...: poll until CMD succeeds (CMD's arguments are expanded once, at the call:
+# poll a count through a function such as none_live, never with test "$(live_count)").
 wait_for() {
   local t=$1 i=0
   shift
@@ -62,13 +83,17 @@ wait_for() {
   done
 }
 
+none_live() { [ "$(live_count)" -eq 0 ]; }
+created_is() { [ "$(created_count)" -eq "$1" ]; }
+
 # A box writes STATUS at RUNNER_STORE/runs/JOB/STATUS.
 status_of() { cat "$W/bucket/hearsay/runs/$1/STATUS" 2>/dev/null || true; }
 put_status() { mkdir -p "$W/bucket/hearsay/runs/$1"; echo "$2" >"$W/bucket/hearsay/runs/$1/STATUS"; }
 
 # no_secrets FILE...: neither secret appears in any of them.
-# (the fake API itself is given the account key on its command line by this harness: not the runner)
-no_secrets() { ! grep -h -e "$API_KEY" -e "$STORE_SECRET" "$@" 2>/dev/null | grep -v fake_vast.py; }
+# (the fake API itself is given the account key on its command line by this harness, through
+# start_fake_vast.sh, here or in another checkout's tests on the same machine: not the runner)
+no_secrets() { ! grep -h -e "$API_KEY" -e "$STORE_SECRET" "$@" 2>/dev/null | grep -v -e fake_vast.py -e start_fake_vast.sh; }
 
 launch() { "$REPO/runner/launch.sh" "$@"; }
 reaper_once() { "$REPO/runner/reaper.sh" --once; }

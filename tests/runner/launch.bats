@@ -76,7 +76,7 @@ teardown() { world_end; }
   [[ "$output" == *"runner: no go-ahead (answer y, or pass --yes for scripted use)" ]]
   run launch --yes fold 3
   [ "$status" -eq 6 ]
-  [ "$output" = "runner: no DONE pilot for bundle tree-aaaa and config $(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1) (run runner/launch.sh pilot first, or pass --no-pilot-gate)" ]
+  [ "$output" = "runner: no DONE pilot for bundle $BUNDLE_SHA and config $(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1) (run runner/launch.sh pilot first, or pass --no-pilot-gate)" ]
   RUNNER_MARGIN_USD=1000 run launch --yes --no-pilot-gate fold 3
   [ "$status" -eq 3 ]
   grep -q "pilot gate OVERRIDDEN for fold3" "$RUNNER_STATE/runner.log"
@@ -202,4 +202,38 @@ teardown() { world_end; }
   [ ! -d "$RUNNER_STATE/jobs/probe" ]
   run "$REPO/runner/teardown_check.sh"
   [ "$status" -eq 0 ]
+}
+
+@test "a second job launches while the first is listed (no shell text in awk); its commitment is its remaining hours" {
+  export FAKE_TRAIN_S=30                            # both boxes keep training while we look
+  run launch --yes pilot
+  [ "$status" -eq 0 ]
+  cd "$BATS_TEST_TMPDIR"
+  run launch --yes --no-pilot-gate fold 3
+  echo "$output"; [ "$status" -eq 0 ]
+  [ ! -e "$BATS_TEST_TMPDIR/0" ]                    # awk's printf never took '>' for a redirection
+  [ "$(live_count)" -eq 2 ]
+  # the pilot's 3 h estimate x 1.5 is still ahead: committed at about dph x 4.5 h, never $0
+  [[ "$output" == *"commitments \$"* ]] && [[ "$output" != *"commitments \$0;"* ]]
+}
+
+@test "an overdue job of ours counts at RUNNER_UNKNOWN_COMMIT_H, never \$0" {
+  rent pilot PROVISIONED g-1 >/dev/null
+  echo $(($(date -u +%s) - 60)) >"$RUNNER_STATE/jobs/pilot/deadline"
+  RUNNER_UNKNOWN_COMMIT_H=2 RUNNER_MARGIN_USD=1000 run launch --yes --no-pilot-gate fold 3
+  echo "$output"; [ "$status" -eq 3 ]
+  [[ "$output" == *"commitments \$1.0000 + margin"* ]]   # 0.5 $/h x 2 h
+}
+
+@test "two launches at once cannot both pass the budget: the launch lock serialises budget and create" {
+  export RUNNER_HOURS_PILOT=100 RUNNER_HOURS_FOLD=100 FAKE_TRAIN_S=30   # ~$24 each of $50 credit
+  "$REPO/runner/launch.sh" --yes pilot >"$W/a.out" 2>"$W/a.err" 3>&- & a=$!
+  "$REPO/runner/launch.sh" --yes --no-pilot-gate fold 3 >"$W/b.out" 2>"$W/b.err" 3>&- & b=$!
+  ra=0 rb=0
+  wait "$a" || ra=$?
+  wait "$b" || rb=$?
+  cat "$W/a.err" "$W/b.err"
+  [ "$(created_count)" -eq 1 ]
+  [ "$(printf '%s\n' "$ra" "$rb" | sort | tr '\n' ' ')" = "0 3 " ]
+  grep -q "commitments \$[1-9]" "$W/a.err" "$W/b.err"   # the loser saw the winner's hours left
 }

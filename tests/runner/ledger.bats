@@ -1,6 +1,8 @@
 #!/usr/bin/env bats
 # runner/ledger.sh: sums spend per job and in total; open rows are named and make it exit 1.
 
+teardown() { umount "$BATS_TEST_TMPDIR/mnt" 2>/dev/null || true; }
+
 setup() {
   REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
   export LEDGER=$BATS_TEST_TMPDIR/ledger.csv
@@ -34,13 +36,50 @@ CSV
   [ "$output" = "runner: $BATS_TEST_TMPDIR/x.csv has no ledger header (is it the runner's ledger?)" ]
 }
 
-@test "the library completes a row with hours and cost from the confirmed destruction" {
+@test "the library appends a closing row (never rewrites): hours and cost from the confirmed destruction" {
   run bash -c ". '$REPO/runner/lib/common.sh'; . '$REPO/runner/lib/ledger.sh'
     export RUNNER_STATE='$BATS_TEST_TMPDIR/st'
     ledger_append 5 probe g5 9 2.0 1796000000
     ledger_append 5 probe g5 9 2.0 1796000000
-    ledger_complete 5 1796000000 1796005400 2.0"
+    ledger_complete 5 probe g5 9 2.0 1796000000 1796005400
+    ledger_complete 5 probe g5 9 2.0 1796000000 1796005400"
   [ "$status" -eq 0 ]
-  [ "$(grep -c '^5,' "$LEDGER")" -eq 1 ]
+  [ "$(grep -c '^5,' "$LEDGER")" -eq 2 ]
+  grep -qx '5,probe,g5,9,2.0,2026-11-30T[0-9:]*Z,,,' "$LEDGER"
   grep -qx '5,probe,g5,9,2.0,2026-11-30T[0-9:]*Z,2026-11-30T[0-9:]*Z,1.5000,3.0000' "$LEDGER"
+  run "$REPO/runner/ledger.sh"
+  [ "$status" -eq 0 ]
+  [ "${lines[-1]}" = "total    rentals   4  hours    5.5000  spend \$   8.5000" ]
+}
+
+@test "a full disk never truncates the ledger: the failed append is loud, retried, returns 1, the rows stay" {
+  mnt=$BATS_TEST_TMPDIR/mnt
+  mkdir -p "$mnt"
+  mount -t tmpfs -o size=16k tmpfs "$mnt" 2>/dev/null || skip "cannot mount a tmpfs here (needs root)"
+  export LEDGER=$mnt/ledger.csv
+  cp "$BATS_TEST_TMPDIR/ledger.csv" "$LEDGER"
+  for i in $(seq 10 90); do echo "$i,fold1,g$i,9,1.0,2026-11-30T00:00:00Z,,," >>"$LEDGER"; done
+  rows=$(wc -l <"$LEDGER")
+  cp "$LEDGER" "$BATS_TEST_TMPDIR/before.csv"
+  head -c 100000 /dev/zero >"$mnt/fill" 2>/dev/null || true     # the disk is full now, but for
+  truncate -s -4096 "$mnt/fill"                                   # one page (room for a lock's owner)
+  run bash -c ". '$REPO/runner/lib/common.sh'; . '$REPO/runner/lib/ledger.sh'
+    export RUNNER_STATE='$BATS_TEST_TMPDIR/st' RUNNER_LEDGER_TRIES=2
+    for i in \$(seq 10 90); do ledger_complete \$i fold1 g\$i 9 1.0 1796000000 1796005400 || exit 1; done"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"runner: LEDGER WRITE FAILED after 2 tries: "* ]]
+  [ "$(sed -n "1,${rows}p" "$LEDGER" | cksum)" = "$(cksum <"$BATS_TEST_TMPDIR/before.csv")" ]
+  [ "$(wc -l <"$LEDGER")" -ge "$rows" ]                           # nothing lost, at most a row gained
+  grep -q '^90,fold1,g90,' "$LEDGER"
+  rm -f "$mnt/fill"
+  run bash -c ". '$REPO/runner/lib/common.sh'; . '$REPO/runner/lib/ledger.sh'
+    export RUNNER_STATE='$BATS_TEST_TMPDIR/st'
+    for i in \$(seq 10 90); do ledger_complete \$i fold1 g\$i 9 1.0 1796000000 1796005400 || exit 1; done"
+  [ "$status" -eq 0 ]
+  run "$REPO/runner/ledger.sh"
+  echo "$output"
+  [[ "$output" != *"open "* ]]                                   # every rental closed
+  # at most the one row the disk cut short is named malformed; the full row follows it
+  [ "$status" -eq 0 ] || [[ "${lines[-1]}" =~ ^malformed\ 1\ row ]]
 }

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Usage: runner/collect.sh [--name NAME] [--min-steps N] OUT_DIR
+# Summary: bring the six finished runs (fold0-4, full) back from the store and pin them for hearsay assemble
+#
+# The runs are those of this bundle and training config (RUNNER_BUNDLE_META, RUNNER_TRAIN_CONFIG, as
+# runner/launch.sh uses them): RUNNER_STORE/runs/JOB/<tree_sha>/<sha256 of train.json>/. For each job
+# its final/, run_meta.json and config.json are copied to OUT_DIR/runs/JOB/ (checkpoints stay in
+# the store) and checked: run_meta.json says complete, names the job (and fold), and carries the
+# bundle's tree-sha. Then OUT_DIR/final_runs.json is written for `hearsay assemble --pinned`:
+# each run by its path, with the TRAINER's config hash (run_meta.json's config_hash: the sha256 of
+# the resolved config, what assemble checks; the runner's sha256 of train.json only names the
+# store folder) and the sha256 of final/model.safetensors; min_steps = --min-steps, else the
+# smallest planned step count (run_meta.json total_steps) of the six; parity null.
+#
+#   --name NAME      the pin's name (default: OUT_DIR's base name) -> outputs/detector_scores/NAME.csv
+#   --min-steps N    the training budget assemble holds every run to
+#
+# Exit codes: 0 pinned; 2 usage; 3 a run is missing from the store or not complete (each named);
+#   4 a run's identity is wrong (job, fold or bundle); 6 the store could not be read; 10 missing
+#   dependency or store credentials; 12 remote path refused.
+set -euo pipefail
+export RUNNER_SCRIPT=collect
+# shellcheck source=runner/lib/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+# shellcheck source=runner/lib/guard.sh
+. "$RUNNER_ROOT/lib/guard.sh"
+# shellcheck source=runner/lib/bundles.sh
+. "$RUNNER_ROOT/lib/bundles.sh"
+
+name="" min_steps="" out=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    -h | --help) usage_from "$0"; exit 0 ;;
+    --name) name=${2:?--name needs a value}; shift ;;
+    --min-steps) min_steps=${2:-}; is_number "$min_steps" || die 2 "--min-steps needs a number" "--min-steps 2000"; shift ;;
+    -*) die 2 "unknown option $1" "see runner/collect.sh --help" ;;
+    *) [ -z "$out" ] || die 2 "one OUT_DIR only" "runner/collect.sh models/STAMP"; out=${1%/} ;;
+  esac
+  shift
+done
+[ -n "$out" ] || die 2 "no OUT_DIR given" "runner/collect.sh models/STAMP"
+need jq awk "${RUNNER_RCLONE%% *}"
+[ -r "$RUNNER_RCLONE_CONF" ] || die 10 "no store credentials at $RUNNER_RCLONE_CONF" "set RUNNER_RCLONE_CONF"
+[ -r "$RUNNER_BUNDLE_META" ] || die 2 "no bundle meta at $RUNNER_BUNDLE_META" "set RUNNER_BUNDLE_META to the bundle's bundle_meta.json"
+[ -r "$RUNNER_TRAIN_CONFIG" ] || die 2 "no training config at $RUNNER_TRAIN_CONFIG" "set RUNNER_TRAIN_CONFIG"
+export RCLONE_CONFIG=$RUNNER_RCLONE_CONF
+bundle=$(jq -r '.tree_sha // empty' "$RUNNER_BUNDLE_META")
+[ -n "$bundle" ] || die 2 "$RUNNER_BUNDLE_META has no tree_sha" "rebuild the bundle with hearsay bundle"
+cfg=$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)
+name=${name:-$(basename "$out")}
+mkdir -p "$out/runs"
+
+# 1. each run pulled and checked; every missing or incomplete one is named before exiting
+missing=""
+for job in fold0 fold1 fold2 fold3 fold4 full; do
+  src=$(store_run_path "$job" "$bundle" "$cfg") || exit 12
+  dest=$out/runs/$job
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  for f in run_meta.json config.json; do
+    # shellcheck disable=SC2086  # RUNNER_RCLONE is a command line by design
+    $RUNNER_RCLONE copyto "$src/$f" "$dest/$f" </dev/null 2>/dev/null || true
+  done
+  # shellcheck disable=SC2086
+  $RUNNER_RCLONE copy "$src/final" "$dest/final" </dev/null 2>/dev/null || true
+  if [ "$(jq -r '.complete // false' "$dest/run_meta.json" 2>/dev/null)" != true ] || [ ! -s "$dest/final/model.safetensors" ]; then
+    missing="$missing $job"
+    continue
+  fi
+  want_job=${job%%[0-9]*} want_fold=${job#fold}
+  [ "$job" = full ] && want_fold=null
+  got=$(jq -r '"\(.job) \(.fold) \(.bundle_tree_sha)"' "$dest/run_meta.json")
+  [ "$got" = "$want_job $want_fold $bundle" ] \
+    || die 4 "$src/run_meta.json says job/fold/bundle '$got', expected '$want_job $want_fold $bundle'" "that folder holds another run: inspect it"
+done
+if [ -n "$missing" ]; then
+  # shellcheck disable=SC2086
+  $RUNNER_RCLONE lsf "${RUNNER_STORE%/}/runs" </dev/null >/dev/null 2>&1 \
+    || die 6 "cannot read $RUNNER_STORE/runs" "check RUNNER_STORE and RUNNER_RCLONE_CONF"
+  die 3 "not complete in the store for bundle $bundle and config $cfg:$missing" "let those jobs reach DONE (runner/status.sh --why JOB), or relaunch them"
+fi
+
+# 2. the pin file, written whole or not at all
+[ -n "$min_steps" ] || min_steps=$(for job in fold0 fold1 fold2 fold3 fold4 full; do
+  jq -r '.total_steps // .steps' "$out/runs/$job/run_meta.json"; done | sort -n | head -n 1)
+runs_json=$(for job in fold0 fold1 fold2 fold3 fold4 full; do
+  jq -n --arg k "$job" --arg dir "runs/$job" --arg w "$(sha256sum "$out/runs/$job/final/model.safetensors" | cut -d' ' -f1)" \
+    --arg c "$(jq -r .config_hash "$out/runs/$job/run_meta.json")" '{($k): {dir: $dir, config_hash: $c, weights_sha256: $w}}'
+done | jq -s 'add')
+jq -n --arg name "$name" --arg b "$bundle" --argjson m "$min_steps" --argjson runs "$runs_json" \
+  '{name: $name, bundle_tree_sha: $b, min_steps: $m, parity: null, runs: $runs}' >"$out/final_runs.json.tmp"
+mv -f "$out/final_runs.json.tmp" "$out/final_runs.json"
+log_event "collected six runs of bundle $bundle config $cfg into $out"
+say "six runs of bundle $bundle (train.json sha256 $cfg) pinned in $out/final_runs.json"
+printf '%s\n' "$out/final_runs.json"

@@ -1,0 +1,58 @@
+# shellcheck shell=bash
+# runner/lib/bundles.sh — bundles in the store, and where each run of a recipe lives there.
+# Sourced by runner/launch.sh (via launch_steps.sh), runner/bundle_put.sh, runner/collect.sh and, on
+# the box, runner/box/entry.sh; the path and hash helpers need bash, coreutils and awk only.
+#
+# Layout under RUNNER_STORE (every path passes guard_path):
+#   bundles/<tree_sha>/            the bundle as built (manifest.csv, audio/, codecs/, bundle_meta.json)
+#   bundles/<tree_sha>/VERIFIED    "<tree_sha>": written by runner/bundle_put.sh once the store's
+#                                  copy hashed to it; runner/launch.sh rents only when it is there
+#   runs/<job>/STATUS, REASON      the box's phase line ("GEN PHASE EPOCH") and, after a FAIL, why
+#   runs/<job>/<tree_sha>/<cfg>/   one run: the trainer's --store (checkpoints/, final/,
+#                                  run_meta.json, config.json); <cfg> = sha256 of train.json's bytes,
+#                                  so a new bundle or recipe never meets an old run's checkpoints and
+#                                  a relaunch of the same one resumes
+
+# store_bundle_path TREE_SHA: RUNNER_STORE/bundles/TREE_SHA, guarded.
+store_bundle_path() { guard_path "${RUNNER_STORE%/}/bundles/$1"; }
+
+# store_run_path JOB TREE_SHA CONFIG_SHA: the run folder of one (job, bundle, training config), guarded.
+store_run_path() { guard_path "${RUNNER_STORE%/}/runs/$1/$2/$3"; }
+
+_sha256_stdin() {
+  if command -v sha256sum >/dev/null 2>&1; then sha256sum | cut -d' ' -f1; else shasum -a 256 | cut -d' ' -f1; fi
+}
+
+# tree_sha_of_listing: stdin = "HASH  PATH" lines (sha256sum's, or `rclone hashsum sha256`'s) for
+# a bundle's files; prints the bundle tree-sha exactly as hearsay.bundle.tree_sha makes it: only
+# manifest.csv, audio/** and codecs/**, sorted bytewise by path, re-listed, hashed.
+tree_sha_of_listing() {
+  awk '{ h = $1; p = $0; sub(/^[^ ]+ [ *]/, "", p)
+         if (p == "manifest.csv" || p ~ /^(audio|codecs)\//) printf "%s\t%s\n", p, h }' \
+    | LC_ALL=C sort | awk -F '\t' '{ printf "%s  %s\n", $2, $1 }' | _sha256_stdin
+}
+
+# local_tree_sha DIR: the tree-sha of a bundle folder on this machine.
+local_tree_sha() {
+  (
+    cd "$1" || exit 1
+    set -- manifest.csv audio codecs
+    for p in "$@"; do [ -e "$p" ] && printf '%s\0' "$p"; done \
+      | xargs -0 -I{} find {} -type f -print0 \
+      | xargs -0 -r sha256sum 2>/dev/null || true
+  ) | tree_sha_of_listing
+}
+
+# step_bundle_in_store TREE_SHA: the launcher's check, before any offer is searched or money spent:
+# the store must hold bundles/TREE_SHA/VERIFIED saying TREE_SHA (exit 14 otherwise).
+step_bundle_in_store() {
+  local sha=$1 path got
+  [ "$sha" = none ] && return 0   # probe: no bundle
+  path=$(store_bundle_path "$sha") || exit 12
+  # shellcheck disable=SC2086  # RUNNER_RCLONE is a command line by design
+  got=$(RCLONE_CONFIG="$RUNNER_RCLONE_CONF" with_timeout "$RUNNER_CLI_TIMEOUT_S" \
+    $RUNNER_RCLONE cat "$path/VERIFIED" --retries 1 --low-level-retries 1 2>/dev/null </dev/null | head -n 1) || true
+  [ "$got" = "$sha" ] && return 0
+  die 14 "the store holds no verified bundle $sha ($path/VERIFIED is missing or unreadable): nothing rented" \
+    "put it there first: runner/bundle_put.sh $(dirname "$RUNNER_BUNDLE_META")"
+}

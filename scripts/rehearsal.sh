@@ -1,0 +1,298 @@
+#!/usr/bin/env bash
+# Usage: scripts/rehearsal.sh [--short] [WORK_DIR]
+# Summary: the whole campaign rehearsed on this machine: the real runner driving boxes that run the real trainer
+#
+# Only the vast.ai service and ssh are stood in for: tests/fakes/fake_vast.py on loopback, driven
+# by the real vastai CLI, and tests/runner/bin/fake_ssh.sh, which runs each "box" as a local
+# sandbox (its own folder, the instance's CONTAINER_ID/CONTAINER_API_KEY in a file standing for
+# the container's first process). Everything else is real: runner/launch.sh, runner/reaper.sh,
+# runner/box/entry.sh, `hearsay train --cpu-smoke` (the tiny model: no GPU here, so the image's
+# GPU smoke check is tests/runner/bin/smoke_ok.sh), rclone on a local remote as the store.
+#
+# Stages (one summary line each; the first that fails is named and ends the run):
+#   corpus, bundle     hearsay demo-data, splits make, bundle
+#   bundle_put         runner/bundle_put.sh: into the store, verified by tree-sha
+#   reaper             runner/reaper.sh started (one for the whole campaign)
+#   pilot, pilot_gate  a fold launch is refused before the pilot; the pilot reaches DONE and the
+#                      reaper's destroy opens the gate for this bundle + training config
+#   fan_out            fold0-4 and full launched at once
+#   kill_resume        fold2's box killed after its first checkpoint (the host vanished: processes
+#                      killed, instance destroyed), the job relaunched: it resumes from the store
+#   all_done           every job DONE, its box destroyed by the reaper
+#   collect            runner/collect.sh: the six runs back, final_runs.json written
+#   assemble           hearsay assemble --pinned (F1-F6)
+#   export             hearsay export onnx (parity A)
+#   deploy             hearsay-score on the corpus audio with the exported model
+#   teardown           reaper stopped; runner/teardown_check.sh exits 0
+#   ledger             ledger rows = instances the API created, every row closed
+# --short (what make test runs): a small corpus, then bundle_put, reaper, one job (fold0, pilot
+# gate overridden) killed and resumed, all_done, teardown, ledger.
+#
+# WORK_DIR (default: a new folder under $TMPDIR) keeps everything, logs included (WORK_DIR/logs).
+# Exit codes: 0 every stage passed; 1 a stage failed (named on stderr); 2 usage.
+set -euo pipefail
+[ -n "${RUNNER_DEBUG:-}" ] && set -x
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+short=0 W=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    -h | --help) sed -n '2,/^[^#]/{/^#/!d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
+    --short) short=1 ;;
+    -*) echo "rehearsal: unknown option $1 (see scripts/rehearsal.sh --help)" >&2; exit 2 ;;
+    *) W=$1 ;;
+  esac
+  shift
+done
+[ -n "$W" ] || W=$(mktemp -d "${TMPDIR:-/tmp}/rehearsal.XXXXXX")
+mkdir -p "$W/logs"
+W=$(cd "$W" && pwd)
+export PATH="$REPO/.venv/bin:$PATH"
+t_all=$(date +%s)
+LOGS=$W/logs
+
+# --- the stand-ins and the runner's settings (as tests/runner/helpers.bash sets them) ---------------
+API_KEY="vastkey-rehearsal-$$"
+export HOME=$W/home XDG_CONFIG_HOME=$W/home/.config XDG_STATE_HOME=$W/home/.state XDG_CACHE_HOME=$W/home/.cache
+export VAST_API_KEY=$API_KEY VASTAI_NO_UPDATE_CHECK=1
+export RUNNER_STATE=$W/state LEDGER=$W/ledger.csv FAKE_BOX_ROOT=$W/boxes
+export RUNNER_SSH="$REPO/tests/runner/bin/fake_ssh.sh" RUNNER_RCLONE=rclone
+export RUNNER_RCLONE_CONF=$W/rclone.conf RUNNER_STORE="store:$W/bucket/hearsay"
+export RUNNER_IMAGE="registry.invalid/hearsay-trainer@sha256:rehearsal-only"
+export RUNNER_OFFER_QUERY="num_gpus=1" RUNNER_CLI_TIMEOUT_S=60
+export RUNNER_POLL_S=0.3 RUNNER_CONFIRM_WAIT_S=0.2 RUNNER_CONFIRM_CHECKS=5 RUNNER_DESTROY_TRIES=3
+export RUNNER_BOOT_DEADLINE_S=120 RUNNER_CHAIN_DEADLINE_S=120 RUNNER_LABEL_LAG_S=5 RUNNER_SSH_TIMEOUT_S=60
+export RUNNER_REAPER_POLL_S=0.5 RUNNER_REAPER_MAX_BACKOFF_S=2 RUNNER_REAPER_MODE=refuse   # the reaper stage starts it
+export RUNNER_BOX_TRAIN="hearsay train --cpu-smoke" HEARSAY_SMOKE_CHECK="$REPO/tests/runner/bin/smoke_ok.sh"
+export HEARSAY_PUSH_WAIT_S=0.2 HEARSAY_BOX_WAIT_S=120
+export RUNNER_BUNDLE_META=$W/bundle/bundle_meta.json RUNNER_TRAIN_CONFIG=$W/train.json
+unset RUNNER_DEBUG RUNNER_CONFIG
+mkdir -p "$HOME" "$RUNNER_STATE" "$FAKE_BOX_ROOT" "$W/bucket"
+
+cleanup() {
+  local p
+  set +e   # every process this script started is stopped, even when some are already gone
+  [ -f "$W/reaper.pid" ] && kill "$(cat "$W/reaper.pid")" 2>/dev/null
+  for p in "$W"/boxes/*/run/train.pid "$W"/boxes/*/run/entry.pid "$W/fake.pid"; do
+    [ -f "$p" ] && kill "$(cat "$p")" 2>/dev/null
+  done
+  return 0
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+# stage NAME FUNCTION: run it in a subshell under set -e (a function called in an `||` list would
+# run with -e off), print one summary line; the first failure ends the rehearsal. A stage says
+# what it did (or why it failed) in $W/.detail.
+stage() {
+  local name=$1 t0 rc=0
+  t0=$(date +%s)
+  : >"$W/.detail"
+  set +e
+  (set -e; "$2") >>"$LOGS/$name.log" 2>&1
+  rc=$?
+  set -e
+  if [ "$rc" -ne 0 ]; then
+    echo "rehearsal: FAILED at stage $name (exit $rc): $(cat "$W/.detail")" >&2
+    tail -n 15 "$LOGS/$name.log" | sed 's/^/  | /' >&2
+    exit 1
+  fi
+  printf 'rehearsal: %-12s ok  %4ds  %s\n' "$name" $(($(date +%s) - t0)) "$(cat "$W/.detail")"
+}
+say_detail() { printf '%s' "$1" >"$W/.detail"; }
+fail() { say_detail "$1"; echo "rehearsal: $1" >&2; return 1; }
+
+# wait_until SECONDS WHAT CMD...: poll CMD every 0.2 s.
+wait_until() {
+  local t=$1 what=$2 until
+  shift 2
+  until=$(($(date +%s) + t))
+  while ! "$@"; do
+    [ "$(date +%s)" -lt "$until" ] || { fail "$what: not after ${t}s"; return 1; }
+    sleep 0.2
+  done
+}
+cfg_sha() { sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1; }
+run_dir() { printf '%s/bucket/hearsay/runs/%s/%s/%s' "$W" "$1" "$BUNDLE" "$(cfg_sha)"; }
+archived_result() {   # JOB: the result of its newest archived record
+  local d
+  d=$(find "$RUNNER_STATE/archive" -maxdepth 1 -name "$1-*" 2>/dev/null | LC_ALL=C sort | tail -n 1)
+  [ -n "$d" ] && cat "$d/result" 2>/dev/null
+}
+launch() { "$REPO/runner/launch.sh" --yes "$@" </dev/null 3>&-; }
+
+# --- the stages ----------------------------------------------------------------------------------
+do_corpus() {
+  local opt=()
+  [ "$short" = 0 ] || opt=(--inner-groups 5 --per-group 2 --holdout-groups 1 --test-groups 1 --extra-rows 4 --min-s 1 --max-s 3 --bad-files 0)
+  hearsay demo-data "$W/corpus" ${opt[@]+"${opt[@]}"}
+  echo '{"holdout_families": ["phq"], "family_exclusion": {"0": ["smear"]}}' >"$W/splits.json"
+  hearsay splits make "$W/corpus/manifest.csv" --out "$W/splits" --name demo --config "$W/splits.json"
+  say_detail "$(($(wc -l <"$W/corpus/manifest.csv") - 1)) clips"
+}
+do_bundle() {
+  hearsay bundle "$W/corpus/manifest.csv" "$W/bundle" --folds "$W/splits/demo.folds.json" \
+    --max-fail-frac 0.02 --workers 2 --no-progress
+  say_detail "tree-sha $(jq -r .tree_sha "$RUNNER_BUNDLE_META")"
+}
+do_world() {
+  (umask 077; printf '[store]\ntype = local\n' >"$RUNNER_RCLONE_CONF")
+  # Training config of the whole campaign (its sha256 is what the pilot gate and the store path name):
+  # three epochs, so that a box killed after its first checkpoint has training left to resume.
+  echo '{"train": {"epochs": 3, "batches_per_epoch": 6}}' >"$RUNNER_TRAIN_CONFIG"
+  "$REPO/tests/fakes/start_fake_vast.sh" "$W/url" "$W/fake.pid" --api-key "$API_KEY" --seed 7 \
+    --set created_s=0.3 --set loading_s=0.5 --set initial_credit=1000 --log "$LOGS/fake_vast.requests"
+  say_detail "fake vast.ai at $(cat "$W/url"), store $RUNNER_STORE"
+}
+do_bundle_put() {
+  local got
+  got=$("$REPO/runner/bundle_put.sh" "$W/bundle")
+  [ "$got" = "$BUNDLE" ] || { fail "bundle_put printed $got, expected $BUNDLE"; return 1; }
+  [ "$(cat "$W/bucket/hearsay/bundles/$BUNDLE/VERIFIED")" = "$BUNDLE" ] || { fail "no VERIFIED marker"; return 1; }
+  say_detail "bundles/$BUNDLE/VERIFIED"
+}
+do_reaper() {
+  "$REPO/runner/reaper.sh" </dev/null >>"$LOGS/reaper.log" 2>&1 3>&- &
+  echo $! >"$W/reaper.pid"
+  sleep 1
+  kill -0 "$(cat "$W/reaper.pid")" || { fail "the reaper exited at once (see $LOGS/reaper.log)"; return 1; }
+  say_detail "pid $(cat "$W/reaper.pid")"
+}
+# why JOB: its last STATUS and REASON, as runner/status.sh --why shows them, on one line.
+why() { "$REPO/runner/status.sh" --why "$1" 2>&1 | head -n 8 | tr '\n' ' '; }
+# done_by_reaper JOB: its record archived by the reaper with result DONE.
+done_by_reaper() { [ ! -d "$RUNNER_STATE/jobs/$1" ] && [ "$(archived_result "$1")" = DONE ]; }
+gone() { [ ! -d "$RUNNER_STATE/jobs/$1" ] && [ -n "$(archived_result "$1")" ]; }
+do_pilot() {
+  local rc=0
+  launch fold 0 || rc=$?
+  [ "$rc" -eq 6 ] || { fail "fold 0 before the pilot: exit $rc, expected 6 (no DONE pilot)"; return 1; }
+  launch pilot
+  wait_until 900 "pilot ended and destroyed" gone pilot
+  done_by_reaper pilot || { fail "pilot ended $(archived_result pilot): $(why pilot)"; return 1; }
+  say_detail "fold 0 refused before it (exit 6); pilot $(jq -r '.steps' "$(run_dir pilot)/run_meta.json") steps, DONE"
+}
+do_pilot_gate() {
+  [ -f "$RUNNER_STATE/pilots/$BUNDLE-$(cfg_sha)" ] || { fail "no pilot marker for bundle $BUNDLE config $(cfg_sha)"; return 1; }
+  say_detail "pilots/$BUNDLE-$(cfg_sha | cut -c1-12)…"
+}
+JOBS="fold0 fold1 fold2 fold3 fold4 full"
+do_fan_out() {
+  local j pids="" rc=0 p
+  start_killer fold2
+  for j in $JOBS; do
+    case $j in fold*) launch fold "${j#fold}" >"$LOGS/launch.$j.out" 2>"$LOGS/launch.$j.err" & ;;
+      *) launch full >"$LOGS/launch.$j.out" 2>"$LOGS/launch.$j.err" & ;; esac
+    pids="$pids $!"
+  done
+  for p in $pids; do wait "$p" || rc=$?; done
+  for j in $JOBS; do cat "$LOGS/launch.$j.err"; done
+  [ "$rc" -eq 0 ] || { fail "a launch of the fan-out failed (exit $rc; see $LOGS/launch.*.err)"; return 1; }
+  say_detail "6 launched at once, $(find "$W/boxes" -maxdepth 1 -name 'box-*' | wc -l) boxes so far"
+}
+# killer JOB: started before JOB is launched, in the background. Once JOB's first checkpoint is
+# whole in the store, its box is killed as a vanished host would be: trainer and entry SIGKILLed
+# (no trap, no STATUS), the instance destroyed. Writes $W/killed.JOB: "killed ID EPOCHS" or "late".
+killer() {
+  local job=$1 ck id port box
+  ck="$(run_dir "$job")/checkpoints"
+  while [ ! -e "$ck/epoch_0001.complete" ]; do
+    if gone "$job"; then echo ended >"$W/killed.$job"; return 0; fi
+    sleep 0.1
+  done
+  id=$(cat "$RUNNER_STATE/jobs/$job/instance")
+  port=$(cut -d: -f2 "$RUNNER_STATE/jobs/$job/ssh")
+  box=$W/boxes/box-$port/run
+  if [ -e "$(run_dir "$job")/final" ]; then echo late >"$W/killed.$job"; return 0; fi
+  kill -KILL "$(cat "$box/train.pid")" "$(cat "$box/entry.pid")"
+  vastai destroy instance "$id" -y --raw >/dev/null
+  echo "killed $id $(find "$ck" -maxdepth 1 -name '*.complete' | wc -l)" >"$W/killed.$job"
+  echo "$(date -u +%T) killed $job's box (instance $id) with $(find "$ck" -mindepth 1 -maxdepth 1 | sed 's|.*/||' | LC_ALL=C sort | tr '\n' ' ')in the store"
+}
+start_killer() { killer "$1" >>"$LOGS/killer.log" 2>&1 </dev/null 3>&- & }
+do_kill_resume() {
+  local job=fold2 what
+  wait_until 600 "fold2's box killed after its first checkpoint" test -s "$W/killed.$job"
+  read -r what id n <"$W/killed.$job"
+  case $what in
+    killed) ;;
+    ended) fail "fold2 ended $(archived_result fold2) before its first checkpoint: $(why fold2)"; return 1 ;;
+    *) fail "fold2 finished before its box could be killed (raise batches_per_epoch)"; return 1 ;;
+  esac
+  wait_until 300 "the reaper records fold2's instance gone" gone "$job"
+  launch ${GATE_OPT:+"$GATE_OPT"} fold 2
+  say_detail "instance $id killed with $n complete checkpoint(s) in the store; fold2 relaunched"
+}
+do_all_done() {
+  local j
+  for j in $JOBS; do
+    wait_until 900 "$j ended and destroyed" gone "$j"
+    done_by_reaper "$j" || { fail "$j ended $(archived_result "$j"): $(why "$j")"; return 1; }
+  done
+  local from
+  from=$(jq -r .resumed_from_epoch "$(run_dir fold2)/run_meta.json")
+  case $from in [1-9]*) ;; *) fail "fold2 did not resume (resumed_from_epoch $from)"; return 1 ;; esac
+  say_detail "$(echo "$JOBS" | wc -w) DONE, each box destroyed by the reaper; fold2 resumed from epoch $from and completed $(jq -r .steps "$(run_dir fold2)/run_meta.json") of $(jq -r .total_steps "$(run_dir fold2)/run_meta.json") steps"
+}
+do_collect() {
+  "$REPO/runner/collect.sh" --name rehearsal "$W/models/rehearsal"
+  say_detail "$(jq -r '.runs | keys | join(" ")' "$W/models/rehearsal/final_runs.json") pinned"
+}
+do_assemble() {
+  hearsay assemble --pinned "$W/models/rehearsal/final_runs.json" --bundle "$W/bundle" \
+    --ledger "$LEDGER" --outputs "$W/outputs" --reports "$W/reports"
+  say_detail "$(($(wc -l <"$W/outputs/detector_scores/rehearsal.csv") - 1)) rows, F1-F5 passed (F6: the pin asks no parity record)"
+}
+do_export() {
+  hearsay export onnx "$W/models/rehearsal/runs/full" --out "$W/export" --no-int8
+  say_detail "parity A max |dlogit| $(jq -r '.parity_a.max_abs_dlogit' "$W/export/parity.json")"
+}
+do_deploy() {
+  hearsay-score "$W/corpus/audio" -o "$W/deploy_scores.csv" --model "$W/export"
+  say_detail "$(($(wc -l <"$W/deploy_scores.csv") - 1)) clips scored"
+}
+do_teardown() {
+  kill "$(cat "$W/reaper.pid")" && rm -f "$W/reaper.pid"
+  "$REPO/runner/teardown_check.sh"
+  say_detail "0 instances listed"
+}
+do_ledger() {
+  local rows created
+  rows=$(awk -F, 'NR > 1 { print $1 }' "$LEDGER" | sort -u | wc -l | tr -d ' ')   # one rental per id (the ledger appends a closing row)
+  created=$(curl -fsS "$VAST_URL/_control/state" | jq .created_total)
+  "$REPO/runner/ledger.sh" "$LEDGER"
+  [ "$rows" = "$created" ] || { fail "ledger rows $rows != instances created $created"; return 1; }
+  say_detail "$rows rentals in the ledger = $created creations, all closed"
+}
+
+stage corpus do_corpus
+stage bundle do_bundle
+BUNDLE=$(jq -r .tree_sha "$RUNNER_BUNDLE_META")
+stage world do_world
+VAST_URL=$(cat "$W/url")
+export VAST_URL
+stage bundle_put do_bundle_put
+stage reaper do_reaper
+if [ "$short" = 1 ]; then
+  JOBS=fold2 GATE_OPT=--no-pilot-gate
+  do_fan_out() {
+    start_killer fold2
+    launch --no-pilot-gate fold 2 2>"$LOGS/launch.fold2.err" || { fail "launch fold 2 failed"; return 1; }
+    say_detail "fold2 launched (pilot gate overridden)"
+  }
+  stage launch do_fan_out
+  stage kill_resume do_kill_resume
+  stage all_done do_all_done
+else
+  stage pilot do_pilot
+  stage pilot_gate do_pilot_gate
+  stage fan_out do_fan_out
+  stage kill_resume do_kill_resume
+  stage all_done do_all_done
+  stage collect do_collect
+  stage assemble do_assemble
+  stage export do_export
+  stage deploy do_deploy
+fi
+stage teardown do_teardown
+stage ledger do_ledger
+echo "rehearsal: every stage passed in $(($(date +%s) - t_all)) s (work dir $W)"

@@ -1,0 +1,48 @@
+#!/usr/bin/env bats
+# The box protects itself: its self-destroy retries and confirms absence, its own hard deadline stops
+# the trainer and destroys it with the laptop gone, and xtrace never prints its key.
+
+load helpers
+
+setup() {
+  world
+  id=$(rent pilot PROVISIONED g-7)
+  export CONTAINER_ID=$id
+  CONTAINER_API_KEY=$(curl -fsS "$VAST_URL/_control/state" | jq -r ".instances[] | select(.id == $id) | .instance_api_key")
+  export CONTAINER_API_KEY
+  box=$W/box
+  mkdir -p "$box"
+  cp "$RUNNER_RCLONE_CONF" "$box/rclone.conf"
+  cp "$RUNNER_TRAIN_CONFIG" "$box/train.json"
+  printf 'HEARSAY_JOB=pilot\nHEARSAY_KIND=pilot\nHEARSAY_FOLD=\nHEARSAY_GEN=g-7\nHEARSAY_STORE=%s\nHEARSAY_RUN_PATH=%s\nHEARSAY_BUNDLE_SHA=%s\nHEARSAY_CONFIG_HASH=%s\nHEARSAY_TRAIN=%s\n' \
+    "$RUNNER_STORE" "$RUNNER_STORE/runs/pilot" "$BUNDLE_SHA" "$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)" "$RUNNER_BOX_TRAIN" >"$box/job.env"
+  export HEARSAY_INIT_ENVIRON=/dev/null   # the tests' own environment stands for the container's
+}
+teardown() { world_end; }
+
+@test "self-destroy retries: one HTTP 500 (the CLI exits 0 on it) is not taken for success; absence confirmed; xtrace never prints the key" {
+  fault '[{"op": "destroy", "kind": "error", "status": 500, "times": 1}]'
+  RUNNER_DEBUG=1 run "$REPO/runner/box/entry.sh" "$box"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"entry: instance $id confirmed destroyed (try 2)"* ]]
+  [ "$(live_count)" -eq 0 ]
+  [[ "$output" == *"+ "* ]]                          # xtrace was on (RUNNER_DEBUG in the box's environment)
+  [[ "$output" != *"$CONTAINER_API_KEY"* ]]
+}
+
+@test "a destroy never confirmed is said, and the exit status stays the run's" {
+  fault '[{"op": "destroy", "kind": "error", "status": 500, "times": 100}]'
+  HEARSAY_DESTROY_TRIES=1 run "$REPO/runner/box/entry.sh" "$box"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"entry: this box could NOT be confirmed destroyed"* ]]
+  [ "$(live_count)" -eq 1 ]
+}
+
+@test "the box's own hard deadline: the trainer is stopped, what it has pushed, FAIL written, the box destroyed" {
+  echo "HEARSAY_DEADLINE=$(($(date -u +%s) + 3))" >>"$box/job.env"
+  FAKE_TRAIN_S=120 HEARSAY_STOP_WAIT_S=1 run "$REPO/runner/box/entry.sh" "$box"
+  echo "$output"; [ "$status" -eq 1 ]
+  [[ "$output" == *"entry: deadline "*" passed: stopping the trainer, pushing what it has"* ]]
+  [ "$(cut -d' ' -f1-2 <<<"$(status_of pilot)")" = "g-7 FAIL" ]
+  [ "$(live_count)" -eq 0 ]
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bats
+# runner/collect.sh against a local store holding six finished runs (files made here, shaped as
+# hearsay train leaves them); the pin it writes is read back by hearsay.assemble.load_pin.
+
+load helpers
+
+setup() {
+  world
+  cfg=$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)
+  for job in fold0 fold1 fold2 fold3 fold4 full; do put_run "$job"; done
+}
+teardown() { world_end; }
+
+# put_run JOB [BUNDLE]: a complete run of JOB in its store folder, trainer config hash "trainer-JOB".
+put_run() {
+  local d=$W/bucket/hearsay/runs/$1/$BUNDLE_SHA/$cfg fold=null kind=full
+  case $1 in fold*) fold=${1#fold} kind=fold ;; esac
+  mkdir -p "$d/final" "$d/checkpoints/epoch_0001"
+  echo "weights of $1" >"$d/final/model.safetensors"
+  echo '{}' >"$d/final/config.json" && echo '{}' >"$d/config.json"
+  printf '{"job": "%s", "fold": %s, "complete": true, "bundle_tree_sha": "%s", "config_hash": "trainer-%s", "steps": 18, "total_steps": 18}\n' \
+    "$kind" "$fold" "${2:-$BUNDLE_SHA}" "$1" >"$d/run_meta.json"
+}
+
+@test "six finished runs come back and are pinned with the trainer's config hash and their weights' sha256" {
+  run "$REPO/runner/collect.sh" --name camp "$W/models/camp"
+  [ "$status" -eq 0 ]
+  pin=$W/models/camp/final_runs.json
+  [ "${lines[${#lines[@]}-1]}" = "$pin" ]
+  [ "$(jq -r '.name, .bundle_tree_sha, .min_steps, .parity' "$pin" | tr '\n' ' ')" = "camp $BUNDLE_SHA 18 null " ]
+  [ "$(jq -r '.runs.fold3.config_hash' "$pin")" = trainer-fold3 ]        # not the runner's train.json sha256
+  [ "$(jq -r '.runs.full.weights_sha256' "$pin")" = "$(sha256sum "$W/models/camp/runs/full/final/model.safetensors" | cut -d' ' -f1)" ]
+  [ ! -e "$W/models/camp/runs/fold0/checkpoints" ]                    # checkpoints stay in the store
+  python -c 'import sys; from pathlib import Path; from hearsay.assemble import load_pin; p = load_pin(Path(sys.argv[1])); assert p["runs"]["fold2"]["dir"].is_dir()' "$pin"
+}
+
+@test "a run missing or not complete is named, and no pin is written" {
+  rm -rf "$W/bucket/hearsay/runs/fold4"
+  jq '.complete = false' "$W/bucket/hearsay/runs/full/$BUNDLE_SHA/$cfg/run_meta.json" >"$W/m" && mv "$W/m" "$W/bucket/hearsay/runs/full/$BUNDLE_SHA/$cfg/run_meta.json"
+  run "$REPO/runner/collect.sh" "$W/models/camp"
+  [ "$status" -eq 3 ]
+  [ "$output" = "runner: not complete in the store for bundle $BUNDLE_SHA and config $cfg: fold4 full (let those jobs reach DONE (runner/status.sh --why JOB), or relaunch them)" ]
+  [ ! -e "$W/models/camp/final_runs.json" ]
+}
+
+@test "a run folder holding another bundle's run is refused" {
+  put_run fold1 "0000000000000000000000000000000000000000000000000000000000000000"
+  run "$REPO/runner/collect.sh" "$W/models/camp"
+  [ "$status" -eq 4 ]
+  [[ "$output" == *"run_meta.json says job/fold/bundle 'fold 1 0000000000000000000000000000000000000000000000000000000000000000', expected 'fold 1 $BUNDLE_SHA'"* ]]
+  [ ! -e "$W/models/camp/final_runs.json" ]
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bats
+# The short rehearsal (scripts/rehearsal.sh --short): the real launcher, reaper and box entry with
+# the real `hearsay train --cpu-smoke` on a small demo bundle in a local rclone store. One job's
+# first launch must start fresh (a box that asks the trainer for a refusing resume fails here),
+# its box is killed after the first checkpoint and the relaunch must resume from the store.
+
+@test "short rehearsal: bundle in the store, one job killed mid-training and resumed, teardown and ledger hold" {
+  REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+  run "$REPO/scripts/rehearsal.sh" --short "$BATS_TEST_TMPDIR/r" 3>&-
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"rehearsal: kill_resume  ok"*"killed with "*" complete checkpoint(s) in the store; fold2 relaunched"* ]]
+  [[ "$output" == *"fold2 resumed from epoch "* ]]
+  [[ "$output" == *"rehearsal: every stage passed"* ]]
+}
