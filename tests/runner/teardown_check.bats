@@ -49,5 +49,5 @@ teardown() { world_end; }
   unset VAST_API_KEY
   run "$REPO/runner/teardown_check.sh"
   [ "$status" -eq 11 ]
-  [[ "$output" == "runner: no vast.ai API key (export VAST_API_KEY, or run: vastai set api-key"* ]]
+  [[ "$output" == "runner: no vast.ai API key (export VAST_API_KEY, or keep it in "*"mode 600, without putting it on a command line"* ]]
 }
