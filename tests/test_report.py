@@ -36,6 +36,23 @@ def test_spend_sums_closed_rentals_and_flags_open_ones(tmp_path):
     assert s["status"] == "incomplete" and s["open_rows"] == 1 and "lower bound" in s["note"]
 
 
+def test_spend_counts_a_rental_once_across_its_creation_and_closing_rows(tmp_path):
+    # the runner's append-only ledger: creation row, later the closing row of the same id
+    p = tmp_path / "ledger.csv"
+    p.write_text(LEDGER_HEAD +
+                 "21,fold,1,o1,1.5,2026-11-30T01:00:00Z,,,\n"
+                 "22,full,1,o2,2.0,2026-11-30T01:00:00Z,,,\n"
+                 "21,fold,1,o1,1.5,2026-11-30T01:00:00Z,2026-11-30T03:00:00Z,2.0000,3.0000\n")
+    s = report.spend(p)
+    assert s["status"] == "incomplete" and s["open_rows"] == 1 and s["rows"] == 2
+    assert s["total_usd"] == pytest.approx(3.0) and s["by_job"] == {"fold": 3.0}
+    with p.open("a") as f:
+        f.write("22,full,1,o2,2.0,2026-11-30T01:00:00Z,2026-11-30T01:30:00Z,0.5000,1.0000\n")
+    s = report.spend(p)
+    assert s["status"] == "complete" and s["open_rows"] == 0
+    assert s["total_usd"] == pytest.approx(4.0) and s["by_job"] == {"fold": 3.0, "full": 1.0}
+
+
 def synthetic(n=200, seed=0, sep=1.5):
     """(scores frame, key frame): logits separate the classes by `sep`."""
     rng = np.random.default_rng(seed)

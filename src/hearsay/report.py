@@ -16,9 +16,10 @@ bar score file on exactly the same clips (the bar must score every one of them, 
 clips, its false-alarm rate at our out-of-fold minDCF threshold is recorded, and gated when a
 maximum is given. A failed gate is a valid outcome: it is recorded, never raised.
 
-Spend: the sum of `cost` over docs/ledger.csv rows (runner format: id,job,generation,offer,dph,
-created,destroyed_confirmed,hours,cost). No ledger -> "unknown" (never 0); rows still open (no
-confirmed destruction) -> "incomplete", the sum is then a lower bound.
+Spend: the sum of `cost` over the rentals of docs/ledger.csv (runner format: id,job,generation,
+offer,dph,created,destroyed_confirmed,hours,cost; append-only: a creation row per rental, then a
+closing row with its cost). No ledger -> "unknown" (never 0); rentals still open (no closing row)
+-> "incomplete", the sum is then a lower bound.
 """
 
 from __future__ import annotations
@@ -68,11 +69,15 @@ def spend(ledger: Path | None) -> dict:
     if not need <= set(df.columns):
         return {"status": "unknown", "total_usd": None, "source": str(ledger),
                 "note": f"ledger lacks columns {sorted(need - set(df.columns))}"}
+    # Append-only ledger: a rental's creation row, then its closing row (cost set) once its
+    # destruction is confirmed. A rental is its id; it is open while no row of it has a cost.
     cost = pd.to_numeric(df["cost"].replace("", np.nan), errors="coerce")
-    open_rows = int(cost.isna().sum())
-    by_job = {j: float(c) for j, c in cost.groupby(df["job"]).sum().items()}
+    closing = df.assign(cost=cost).dropna(subset=["cost"]).drop_duplicates("id")
+    ids = df["id"].drop_duplicates()
+    open_rows = int((~ids.isin(closing["id"])).sum())
+    by_job = {j: float(c) for j, c in closing.groupby("job")["cost"].sum().items()}
     return {"status": "incomplete" if open_rows else "complete",
-            "total_usd": float(cost.sum()) if len(df) else 0.0, "rows": len(df),
+            "total_usd": float(closing["cost"].sum()), "rows": len(ids),
             "open_rows": open_rows, "by_job": by_job, "source": str(ledger),
             "note": (f"{open_rows} rental(s) without confirmed destruction: the total is a "
                      "lower bound") if open_rows else "every rental closed"}
