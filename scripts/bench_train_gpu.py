@@ -23,7 +23,7 @@
     the same model shapes, bf16, data-loader workers; the steady rate is taken from the trainer's
     per-step timestamps after --warmup optimiser steps (its audio-s/s: valid audio over the
     whole loop, from run_meta's throughput).
-The goal (issue 3): (b) >= 0.9 x (a) at the same shapes, and >= 1,000 clips/s fine-tune.
+The goal: (b) >= 0.9 x (a) at the same shapes, and >= 1,000 clips/s fine-tune.
 The synthetic bundle sits in the page cache: a real bundle on a slow disk can be slower.
 --json writes {"figures": [{"variant", "raw": {...}, "trainer": {...}, "trainer_over_raw"}, ...]}
 with clips_per_s, audio_s_per_s, steps, seconds and autocast in each of raw and trainer.

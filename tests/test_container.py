@@ -101,7 +101,7 @@ def image(tmp_path_factory):
     make_clips(data / "clips")
     yield model, data, root
     # Each build leaves a 0.5-1 GB image; remove this run's (by its label), and only this run's:
-    # other sessions' images and the tagged base (the slow part to rebuild) stay.
+    # other checkouts' images and the tagged base (the slow part to rebuild) stay.
     podman("rmi", "-f", IMAGE)
     podman("image", "prune", "-f", "--filter", f"label={RUN_LABEL}")
 

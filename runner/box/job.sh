@@ -27,7 +27,7 @@ box_env_import() {
       case " $BOX_ENV_NAMES " in *" $name "*) export "$name=${kv#*=}" ;; esac
     done <"$src"
   else
-    echo "entry: cannot read the container's environment at $src: keeping this session's" >&2
+    echo "entry: cannot read the container's environment at $src: keeping the ssh shell's own" >&2
   fi
   : >"$BOX_DIR/box.env"
   chmod 600 "$BOX_DIR/box.env"
