@@ -50,7 +50,7 @@ EXTRA_GENERATORS = ("voc-x", "smear-x")
 # every inner generator: weaker values (voc-b 0.3 at 100 Hz in the source, smear-b 5 with phase
 # jitter only) left voc-b and smear-b near chance.
 VOC_B_RIPPLE, VOC_B_RATE = 0.9, 50.0  # voc-b's square amplitude ripple: depth (0..1), Hz
-SMEAR_WIDTH = {"smear-a": 9, "smear-b": 15, "smear-x": 5}  # magnitude blur, STFT bins (31 Hz)
+SMEAR_WIDTH = {"smear-a": 31, "smear-b": 21, "smear-x": 5}  # magnitude blur, STFT bins (31 Hz)
 RANDOM_PHASE = ("smear-a", "smear-b")  # phase replaced outright; smear-x only jitters it
 
 
@@ -138,7 +138,7 @@ def _utterance(seconds: float, generator: str, base_f0: float,
         n = int(rng.uniform(0.12, 0.3) * SR)
         natural = not generator.startswith("voc")
         f0 = _f0_track(n, base_f0, natural, rng)
-        src = _impulses(f0) if generator in ("voc-a", "voc-x") else _harmonic(f0, rng)
+        src = _impulses(f0) if generator in ("voc-a", "voc-b", "voc-x") else _harmonic(f0, rng)
         src = src + 0.02 * rng.standard_normal(n)  # breath / aspiration
         syl = _resonate(src, VOWELS[rng.integers(len(VOWELS))], rng) * np.hanning(n) ** 0.5
         gap = np.zeros(int(rng.uniform(0.03, 0.12) * SR))
