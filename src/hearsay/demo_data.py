@@ -119,7 +119,7 @@ def _stft_mangle(x: np.ndarray, how: str, rng: np.random.Generator) -> np.ndarra
     mag, ph = np.abs(z), np.angle(z)
     if how.startswith("smear"):
         width = SMEAR_WIDTH[how]
-        mag = signal.convolve2d(mag, np.ones((width, 1)) / width, mode="same")
+        mag = signal.convolve2d(mag, np.ones((width, 5)) / (width * 5), mode="same")
         ph = rng.uniform(-np.pi, np.pi, ph.shape) if how in RANDOM_PHASE else \
             ph + rng.uniform(-1.5, 1.5, ph.shape)
     elif how.startswith("phq"):
