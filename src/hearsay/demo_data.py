@@ -8,8 +8,8 @@ Nothing here is real speech and nothing here is a real deepfake. It exists so th
 * bona fide: a harmonic source with a drifting, jittered f0 (natural micro-variation), shaped by
   vowel-like formant resonators, syllable envelopes, a little breath noise;
 * spoof, three generator families that leave different artefacts on the same kind of signal:
-  `voc`   (vocoder-like buzz: flat f0, no jitter; voc-a impulse train, voc-b 50 Hz frame ripple),
-  `smear` (spectral smearing: magnitude blurred across frequency, phase randomised; a/b widths),
+  `voc`   (vocoder-like buzz: flat f0, no jitter, impulse train; voc-b adds a 50 Hz frame ripple),
+  `smear` (spectral smearing: magnitude blurred across frequency and 40 ms, phase randomised),
   `phq`   (phase quantised to a few levels) - the HOLDOUT family, only in holdout groups.
 Both classes pass through the same channels (sources studio / phone / field), get the same random
 lengths, levels and silence padding, so duration, peak and leading silence are not shortcuts.
@@ -47,8 +47,8 @@ INNER_GENERATORS = ("voc-a", "voc-b", "smear-a", "smear-b")
 HOLDOUT_GENERATORS = ("phq-a",)
 EXTRA_GENERATORS = ("voc-x", "smear-x")
 # Artefact strengths, set so that the demo's tiny model (a frozen random CNN front end) can see
-# every inner generator: weaker values (voc-b 0.3 at 100 Hz in the source, smear-b 5 with phase
-# jitter only) left voc-b and smear-b near chance.
+# every inner generator: weaker ones (voc-b a harmonic source with a 0.3-deep 100 Hz ripple,
+# smear widths 9 / 5 over one frame, smear-b phase only jittered) left voc-b / smear-b near chance.
 VOC_B_RIPPLE, VOC_B_RATE = 0.9, 50.0  # voc-b's square amplitude ripple: depth (0..1), Hz
 SMEAR_WIDTH = {"smear-a": 31, "smear-b": 21, "smear-x": 5}  # magnitude blur, STFT bins (31 Hz)
 RANDOM_PHASE = ("smear-a", "smear-b")  # phase replaced outright; smear-x only jitters it
