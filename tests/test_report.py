@@ -157,3 +157,40 @@ def test_report_markdown_links_readable_plots(written):
     for rel in links:
         img = imread(root / "reports" / rel)
         assert img.shape[0] > 300 and img.shape[1] > 300 and img.std() > 0.05  # not blank
+
+
+def test_the_opening_says_what_was_run_and_the_gate_names_a_bar_any_model_passes(tmp_path):
+    from safetensors.numpy import save_file
+
+    run = tmp_path / "full"
+    (run / "final").mkdir(parents=True)
+    save_file({"a": np.zeros((4, 8), np.float32), "b": np.zeros(3, np.float32)},
+              str(run / "final" / "model.safetensors"))  # 35 values
+    (run / "config.json").write_text(json.dumps(
+        {"model": {"init": "random", "keep_layers": 2, "hidden_size": 32, "conv_dim": [16] * 7},
+         "train": {"batch_size": 8, "grad_accum": 1, "max_crop_s": 2.0}}))
+    done = {"pin": {"runs": {"full": {"dir": str(run)}}},
+            "metas": {"fold0": {"steps": 128}, "full": {"steps": 128}}}
+    m = {"n_bonafide": 45, "n_spoof": 45, "auc": 0.93}
+    about = {"corpus": "the SYNTHETIC demo corpus", "bar": "a length scorer: any model passes it"}
+    for hold_auc, verdict in ((0.42, "does not generalise"), (0.95, "carries over")):
+        results = {"out-of-fold": m, "holdout clean": {**m, "n_bonafide": 9, "auc": hold_auc}}
+        text = "\n".join(report.what_was_run(done, types.SimpleNamespace(meta=None), results,
+                                             about))
+        assert text.startswith("## What was run")
+        for words in ("the SYNTHETIC demo corpus", "45 bona fide + 45 synthetic", "(35 parameters)",
+                      "2 transformer layers of width 32", "7 layers x 16 channels",
+                      "2 runs (fold0, full), 128 optimiser steps each of 8 clips",
+                      "crops <= 2.0 s", "Metric of record: minDCF at pi = 0.3",
+                      f"AUC {hold_auc:.3f} against 0.930 out-of-fold", verdict):
+            assert words in text, (words, text)
+    g = {"outcome": "pass", "why": "minDCF(0.3) ours 0.5 vs bar 1.0"}
+    md = report.markdown({"name": "demo", "gate": g, "bar_note": about["bar"],
+                          "opening": report.what_was_run(done, None, results, about),
+                          "metrics": {}, "identity": {"bundle_tree_sha": "t",
+                                                      "base_weights_sha": [], "run_git_sha": [],
+                                                      "assemble_git_sha": "g", "runs": {}},
+                          "spend": {"total_usd": None, "status": "unknown", "note": "n",
+                                    "source": "s"}}, {})
+    assert md.index("## What was run") < md.index("## Gate: **pass**") < md.index("## Metrics")
+    assert "The bar: a length scorer: any model passes it. It is the bar because" in md

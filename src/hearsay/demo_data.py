@@ -8,8 +8,8 @@ Nothing here is real speech and nothing here is a real deepfake. It exists so th
 * bona fide: a harmonic source with a drifting, jittered f0 (natural micro-variation), shaped by
   vowel-like formant resonators, syllable envelopes, a little breath noise;
 * spoof, three generator families that leave different artefacts on the same kind of signal:
-  `voc`   (vocoder-like buzz: flat f0, no jitter; voc-a impulse train, voc-b 100 Hz frame ripple),
-  `smear` (spectral smearing: magnitude blurred across frequency, phase randomised; a/b widths),
+  `voc`   (vocoder-like buzz: flat f0, no jitter, impulse train; voc-b adds a 50 Hz frame ripple),
+  `smear` (spectral smearing: magnitude blurred across frequency and 40 ms, phase randomised),
   `phq`   (phase quantised to a few levels) - the HOLDOUT family, only in holdout groups.
 Both classes pass through the same channels (sources studio / phone / field), get the same random
 lengths, levels and silence padding, so duration, peak and leading silence are not shortcuts.
@@ -46,6 +46,12 @@ SOURCES = ("studio", "phone", "field")
 INNER_GENERATORS = ("voc-a", "voc-b", "smear-a", "smear-b")
 HOLDOUT_GENERATORS = ("phq-a",)
 EXTRA_GENERATORS = ("voc-x", "smear-x")
+# Artefact strengths, set so that the demo's tiny model (a frozen random CNN front end) can see
+# every inner generator: weaker ones (voc-b a harmonic source with a 0.3-deep 100 Hz ripple,
+# smear widths 9 / 5 over one frame, smear-b phase only jittered) left voc-b / smear-b near chance.
+VOC_B_RIPPLE, VOC_B_RATE = 0.9, 50.0  # voc-b's square amplitude ripple: depth (0..1), Hz
+SMEAR_WIDTH = {"smear-a": 31, "smear-b": 21, "smear-x": 5}  # magnitude blur, STFT bins (31 Hz)
+RANDOM_PHASE = ("smear-a", "smear-b")  # phase replaced outright; smear-x only jitters it
 
 
 @dataclass(frozen=True)
@@ -112,9 +118,9 @@ def _stft_mangle(x: np.ndarray, how: str, rng: np.random.Generator) -> np.ndarra
     _, _, z = signal.stft(x, SR, nperseg=512, noverlap=384)
     mag, ph = np.abs(z), np.angle(z)
     if how.startswith("smear"):
-        width = 9 if how == "smear-a" else 5
-        mag = signal.convolve2d(mag, np.ones((width, 1)) / width, mode="same")
-        ph = rng.uniform(-np.pi, np.pi, ph.shape) if how == "smear-a" else \
+        width = SMEAR_WIDTH[how]
+        mag = signal.convolve2d(mag, np.ones((width, 5)) / (width * 5), mode="same")
+        ph = rng.uniform(-np.pi, np.pi, ph.shape) if how in RANDOM_PHASE else \
             ph + rng.uniform(-1.5, 1.5, ph.shape)
     elif how.startswith("phq"):
         ph = np.round(ph / (np.pi / 2)) * (np.pi / 2)  # 4 phase levels
@@ -132,15 +138,15 @@ def _utterance(seconds: float, generator: str, base_f0: float,
         n = int(rng.uniform(0.12, 0.3) * SR)
         natural = not generator.startswith("voc")
         f0 = _f0_track(n, base_f0, natural, rng)
-        src = _impulses(f0) if generator in ("voc-a", "voc-x") else _harmonic(f0, rng)
-        if generator == "voc-b":
-            src = src * (1 + 0.3 * np.sign(np.sin(2 * np.pi * 100 * np.arange(n) / SR)))
+        src = _impulses(f0) if generator in ("voc-a", "voc-b", "voc-x") else _harmonic(f0, rng)
         src = src + 0.02 * rng.standard_normal(n)  # breath / aspiration
         syl = _resonate(src, VOWELS[rng.integers(len(VOWELS))], rng) * np.hanning(n) ** 0.5
         gap = np.zeros(int(rng.uniform(0.03, 0.12) * SR))
         out += [syl, gap]
         n_done += n + len(gap)
     x = np.concatenate(out)[:total]
+    if generator == "voc-b":  # the vocoder's 20 ms frames heard as a square amplitude ripple
+        x = x * (1 + VOC_B_RIPPLE * np.sign(np.sin(2 * np.pi * VOC_B_RATE * np.arange(total) / SR)))
     if generator.startswith(("smear", "phq")):
         x = _stft_mangle(x, generator, rng)
     return x
