@@ -90,7 +90,8 @@ if [ "$bg" = 1 ]; then
   die 4 "the reaper did not start (see $RUNNER_STATE/reaper.out)" "run runner/reaper.sh in a terminal to see why"
 fi
 lock_take "$RUNNER_STATE/reaper.lock" 1 || die 4 "another reaper is running (pid $(lock_owner "$RUNNER_STATE/reaper.lock"))" "one reaper watches every job"
-trap 'lock_drop "$RUNNER_STATE/reaper.lock"' EXIT
+sleeper=""
+trap '[ -z "$sleeper" ] || kill "$sleeper" 2>/dev/null; lock_drop "$RUNNER_STATE/reaper.lock"' EXIT
 trap 'exit 130' INT TERM HUP
 
 wait_s=$RUNNER_REAPER_POLL_S
@@ -104,5 +105,10 @@ while :; do
     ! gt "$wait_s" "$RUNNER_REAPER_MAX_BACKOFF_S" || wait_s=$RUNNER_REAPER_MAX_BACKOFF_S
     say "listing failed; next try in ${wait_s}s"
   fi
-  sleep "$wait_s"
+  # a background sleep and `wait`: a TERM ends the reaper at once (bash runs a trap only after a
+  # foreground command returns, so a plain 60 s sleep would hold the lock for up to a minute)
+  sleep "$wait_s" &
+  sleeper=$!
+  wait "$sleeper" || true
+  sleeper=""
 done

@@ -106,6 +106,19 @@ teardown() { world_end; }
   [ "$(live_count)" -eq 0 ]
 }
 
+@test "a TERM ends the looping reaper at once, even in its poll sleep, and its lock is dropped" {
+  RUNNER_REAPER_POLL_S=60 "$REPO/runner/reaper.sh" >"$W/reaper.out" 2>&1 3>&- &
+  rp=$!
+  echo "$rp" >"$W/reaper.pid"
+  wait_for 30 grep -q "vastai show instances" "$RUNNER_STATE/runner.log"
+  sleep 2   # its first cycle is over: it sleeps its 60 s poll
+  kill -TERM "$rp"
+  wait_for 5 test ! -d "$RUNNER_STATE/reaper.lock"
+  ! kill -0 "$rp" 2>/dev/null
+  run "$REPO/runner/reaper.sh" --once
+  [ "$status" -eq 0 ]
+}
+
 @test "a duplicate of a record's label is destroyed (row written and closed); others' instances are not" {
   id=$(rent fold3 PROVISIONED g-5)
   offer=$(cat "$RUNNER_STATE/jobs/fold3/offer")
