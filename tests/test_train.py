@@ -245,8 +245,9 @@ def test_accumulation_flushes_the_trailing_group_and_lr_ends_at_floor(bundle_dir
         assert key in on_disk, key
     assert on_disk["config_hash"] == tcfg.config_hash(cfg)
     assert json.loads((run / "config.json").read_text())["config_hash"] == tcfg.config_hash(cfg)
-    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["epoch_0001",
-                                                                        "epoch_0002"]
+    # each checkpoint folder with the marker that publishes it (written after the folder is whole)
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
+        "epoch_0001", "epoch_0001.complete", "epoch_0002", "epoch_0002.complete"]
     assert on_disk["rate_balance"]["compared"]  # both classes of each source were compared
     det, mcfg = load_detector(run)
     assert mcfg.hidden_size == 32 and not det.training
