@@ -93,16 +93,11 @@ def window_clips(rng: np.random.Generator, seconds: float, front: dict,
 
 
 def checkpoint_weights(directory: Path) -> Path:
-    """The weights file hearsay.model.load_detector reads: DIR/model.safetensors, else
-    DIR/final/model.safetensors (a run dir). Its sha256 is what parity.json records."""
-    directory = Path(directory)
-    if not (directory / "model.safetensors").is_file() and (directory / "final").is_dir():
-        directory = directory / "final"
-    weights = directory / "model.safetensors"
-    if not weights.is_file():
-        raise FileNotFoundError(f"{weights} not found (pass a run dir with final/ or a "
-                                "checkpoint dir)")
-    return weights
+    """The weights file hearsay.model.load_detector reads (run dir or checkpoint dir); its sha256
+    is what parity.json records."""
+    from hearsay.model import checkpoint_weights as weights_of
+
+    return weights_of(directory)
 
 
 def check_checkpoint(model_dir: Path, checkpoint: Path) -> str:

@@ -350,10 +350,9 @@ def _find_config(directory: Path) -> dict:
                             f"{directory}: was this written by hearsay train?")
 
 
-def load_detector(directory: str | os.PathLike, device: str = "cpu"):
-    """Run dir (uses final/) or checkpoint dir -> (Detector in eval mode, ModelConfig)."""
-    from safetensors.torch import load_file
-
+def checkpoint_weights(directory: str | os.PathLike) -> Path:
+    """The weights file of a checkpoint dir (DIR/model.safetensors) or of a run dir
+    (DIR/final/model.safetensors): what load_detector reads and parity.json hashes."""
     directory = Path(directory)
     if not (directory / "model.safetensors").is_file() and (directory / "final").is_dir():
         directory = directory / "final"
@@ -361,6 +360,15 @@ def load_detector(directory: str | os.PathLike, device: str = "cpu"):
     if not weights.is_file():
         raise FileNotFoundError(f"{weights} not found (pass a run dir with final/ or a "
                                 "checkpoint dir)")
+    return weights
+
+
+def load_detector(directory: str | os.PathLike, device: str = "cpu"):
+    """Run dir (uses final/) or checkpoint dir -> (Detector in eval mode, ModelConfig)."""
+    from safetensors.torch import load_file
+
+    weights = checkpoint_weights(directory)
+    directory = weights.parent
     cfg = ModelConfig.from_dict(_find_config(directory))
     det = Detector(cfg)
     det.load_state_dict(load_file(str(weights), device="cpu"), strict=True)
