@@ -32,5 +32,5 @@ setup() {
   run "$REPO/runner/status.sh"
   [ "$status" -eq 0 ] && [ "${#lines[@]}" -eq 1 ]
   run "$REPO/runner/status.sh" --help
-  [ "${lines[0]}" = "Usage: runner/status.sh" ]
+  [ "${lines[0]}" = "Usage: runner/status.sh [--why JOB]" ]
 }
