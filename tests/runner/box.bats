@@ -4,20 +4,7 @@
 
 load helpers
 
-setup() {
-  world
-  id=$(rent pilot PROVISIONED g-7)
-  export CONTAINER_ID=$id
-  CONTAINER_API_KEY=$(curl -fsS "$VAST_URL/_control/state" | jq -r ".instances[] | select(.id == $id) | .instance_api_key")
-  export CONTAINER_API_KEY
-  box=$W/box
-  mkdir -p "$box"
-  cp "$RUNNER_RCLONE_CONF" "$box/rclone.conf"
-  cp "$RUNNER_TRAIN_CONFIG" "$box/train.json"
-  printf 'HEARSAY_JOB=pilot\nHEARSAY_KIND=pilot\nHEARSAY_FOLD=\nHEARSAY_GEN=g-7\nHEARSAY_STORE=%s\nHEARSAY_RUN_PATH=%s\nHEARSAY_BUNDLE_SHA=%s\nHEARSAY_CONFIG_HASH=%s\nHEARSAY_TRAIN=%s\n' \
-    "$RUNNER_STORE" "$RUNNER_STORE/runs/pilot" "$BUNDLE_SHA" "$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)" "$RUNNER_BOX_TRAIN" >"$box/job.env"
-  export HEARSAY_INIT_ENVIRON=/dev/null   # the tests' own environment stands for the container's
-}
+setup() { world; box_world; }
 teardown() { world_end; }
 
 @test "self-destroy retries: one HTTP 500 (the CLI exits 0 on it) is not taken for success; absence confirmed; xtrace never prints the key" {

@@ -4,24 +4,7 @@
 
 load helpers
 
-setup() {
-  world
-  id=$(rent pilot PROVISIONED g-7)
-  export CONTAINER_ID=$id
-  CONTAINER_API_KEY=$(curl -fsS "$VAST_URL/_control/state" | jq -r ".instances[] | select(.id == $id) | .instance_api_key")
-  export CONTAINER_API_KEY
-  box=$W/box
-  mkdir -p "$box"
-  cp "$RUNNER_RCLONE_CONF" "$box/rclone.conf"
-  run_path="$RUNNER_STORE/runs/pilot"
-  cp "$RUNNER_TRAIN_CONFIG" "$box/train.json"                  # what the launcher sends before job.env
-  cfg_sha=$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)
-  run_store="$run_path/$BUNDLE_SHA/$cfg_sha"                    # one folder per (job, bundle, config)
-  runs=$W/bucket/hearsay/runs/pilot/$BUNDLE_SHA/$cfg_sha
-  printf 'HEARSAY_JOB=pilot\nHEARSAY_KIND=pilot\nHEARSAY_FOLD=\nHEARSAY_GEN=g-7\nHEARSAY_STORE=%s\nHEARSAY_RUN_PATH=%s\nHEARSAY_BUNDLE_SHA=%s\nHEARSAY_CONFIG_HASH=%s\nHEARSAY_TRAIN=%s\n' \
-    "$RUNNER_STORE" "$run_path" "$BUNDLE_SHA" "$cfg_sha" "$RUNNER_BOX_TRAIN" >"$box/job.env"
-  export HEARSAY_INIT_ENVIRON=/dev/null   # the tests' own environment stands for the container's
-}
+setup() { world; box_world; }
 teardown() { world_end; }
 
 phases() { sed -n 's/^entry: g-7 \([A-Z]*\)$/\1/p' "$1" | tr '\n' ' '; }
