@@ -6,7 +6,7 @@
 Prints one JSON object (CPU figures in process CPU time, GPU figures in wall time): ms per
 clip for each wave type on the numpy reference path (draw + render, one 4 s crop), ms for
 augment.stream_record, ms for crops.finish, clips/s of augment.training_example with the
-default mix on one CPU core, and clips/s of hearsay.augment_gpu.train_batch on --device for a
+default mix on one CPU core, and clips/s of hearsay.augment.gpu.train_batch on --device for a
 batch planned with augment.plan_example. Synthetic signals only. What it means for the trainer:
 at N clips/s the numpy path needs about N / (training_example clips/s) CPU cores.
 Exit codes: 0 measured; 2 usage error (argparse); 3 --device cuda without a CUDA device.
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import torch  # after argparse: --help stays fast
 
-    from hearsay import augment_gpu
+    from hearsay.augment import gpu as augment_gpu
 
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("bench_augment: --device cuda but torch sees no CUDA device (run on the box, "

@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/bench_bundle.py [--groups 10] [--procs 1 2] [--keep DIR]
 
-Writes a synthetic corpus (hearsay.demo_data, no bad files; --groups inner groups x 6 clips +
+Writes a synthetic corpus (hearsay.demo.corpus, no bad files; --groups inner groups x 6 clips +
 holdout/test/extra rows, 1-6 s each), then builds a fresh bundle from it once per process count,
 all five codec copies on, and prints one Markdown table row per run plus the environment and
 the load average (the 2-core machine is shared: wall time depends on it; "clip CPU s" - user +
@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hearsay.bundle import BundleConfig, build_bundle
-from hearsay.demo_data import DemoDataConfig, write_corpus
+from hearsay.demo.corpus import DemoDataConfig, write_corpus
 from hearsay.folds import SplitsConfig, write_folds
 from hearsay.manifest import read_manifest
 

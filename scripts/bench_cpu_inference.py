@@ -27,9 +27,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from export import parity
-from export.onnx_export import export_onnx
-from export.quantize import (
+from hearsay.deploy import allowed_cpus, make_session, pad_batch, run_logits
+from hearsay.export import probe
+from hearsay.export.onnx_export import export_onnx
+from hearsay.export.quantize import (
     QuantGate,
     gate_clips,
     gate_report,
@@ -37,7 +38,6 @@ from export.quantize import (
     quantize_file,
     quantize_int8,
 )
-from hearsay.deploy import allowed_cpus, make_session, pad_batch, run_logits
 from hearsay.model import Detector, ModelConfig
 
 FRONT = {"sample_rate": 16_000, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0, "min_s": 0.5}
@@ -124,7 +124,7 @@ def add_fused(model, cfg: ModelConfig, tmp: Path, paths: dict, gates: dict) -> d
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from export import fuse
+    from hearsay.export import fuse
 
     export_onnx(fuse.fusable_copy(model), tmp / "fusable.onnx", "torchscript")
     ops = {}
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                       hidden_dropout=0.0, attention_dropout=0.0)
     model = Detector(cfg).eval()
     rng = np.random.default_rng(0)
-    clips = parity.synthetic_clips(rng, args.clips, 8.0, 8.0, FRONT)
+    clips = probe.synthetic_clips(rng, args.clips, 8.0, 8.0, FRONT)
     batches = [pad_batch(clips[i : i + args.batch]) for i in range(0, len(clips), args.batch)]
     gflop = flops_per_clip(cfg, int(np.mean([len(c) for c in clips])))
     peak, peak8 = gemm_peak(threads), int8_gemm_peak(threads)
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
                  "layers": args.layers, "clips": len(clips), "batch": args.batch,
                  "clip_s": round(float(np.mean([len(c) for c in clips])) / 16_000, 3),
                  "gflop_per_clip": round(gflop / 1e9, 1), "gemm_peak_gflops": round(peak, 1),
-                 "versions": parity.versions(torch)}
+                 "versions": probe.versions(torch)}
 
     def torch_run(batch):
         with torch.inference_mode():

@@ -47,9 +47,11 @@ import soundfile as sf
 import torch
 import torch.nn.functional as F
 
-from hearsay import audio, crops, train, train_config, train_step
-from hearsay.deploy import write_atomic
+from hearsay import audio, crops, train
+from hearsay.files import write_atomic
 from hearsay.model import Detector, ModelConfig
+from hearsay.train import config as train_config
+from hearsay.train import step as train_step
 
 SR = audio.SAMPLE_RATE
 CODECS = ("mp3", "opus", "aac", "amrnb", "mulaw")
@@ -267,7 +269,7 @@ def parse_variants(text: str) -> list[tuple[str, bool]]:
 
 
 def write_json(path: Path, results: dict) -> None:
-    """Atomically (deploy.write_atomic): a run killed mid-write leaves the previous whole file."""
+    """Atomically (hearsay.files.write_atomic): a run killed mid-write leaves the previous whole file."""
     write_atomic(path, json.dumps(results, indent=1) + "\n")
 
 

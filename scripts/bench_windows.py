@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from export import parity
+from hearsay.export import probe
 from hearsay.hashing import format_sums, sha256_file
 
 SR = 16_000
@@ -46,8 +46,8 @@ def model_folder(folder: Path, shape: str) -> Path:
     """model.onnx + model.int8.onnx + front_end.json + SHA256SUMS of a random-init detector."""
     import torch
 
-    from export.onnx_export import export_onnx
-    from export.quantize import quantize_file
+    from hearsay.export.onnx_export import export_onnx
+    from hearsay.export.quantize import quantize_file
     from hearsay.model import Detector, ModelConfig
 
     cfg = (ModelConfig.tiny() if shape == "tiny" else
@@ -68,7 +68,7 @@ def recording(path: Path, seconds: float, seed: int) -> Path:
     with sf.SoundFile(path, "w", SR, 1, subtype="PCM_16") as f:
         left = seconds
         while left > 0:
-            piece = parity.voice_like(rng, min(60.0, left))
+            piece = probe.voice_like(rng, min(60.0, left))
             f.write(0.5 * piece / max(1e-6, float(np.max(np.abs(piece)))))
             left -= 60.0
     return path

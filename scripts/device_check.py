@@ -33,8 +33,8 @@ from pathlib import Path
 PACKAGES = ("numpy", "scipy", "pandas", "onnx", "onnxruntime", "onnxscript", "transformers",
             "safetensors", "soundfile", "soxr")
 # hearsay modules the three steps import: a missing wheel shows up here first
-MODULES = ("hearsay.audio", "hearsay.score", "hearsay.train", "export.parity",
-           "export.onnx_export")
+MODULES = ("hearsay.audio", "hearsay.score", "hearsay.train", "hearsay.export.parity",
+           "hearsay.export.onnx_export")
 SMI_FIELDS = ("name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem,"
               "temperature.gpu,power.draw,utilization.gpu")
 

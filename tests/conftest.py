@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hearsay.demo_data import DemoDataConfig
+from hearsay.demo.corpus import DemoDataConfig
 
 SMALL_DEMO = DemoDataConfig(inner_groups=5, per_group=2, holdout_groups=1, test_groups=1,
                             extra_rows=4, min_s=1.0, max_s=3.0, bad_files=False)
@@ -29,7 +29,7 @@ def small_demo_config() -> DemoDataConfig:
 
 @pytest.fixture(scope="session")
 def demo_corpus(tmp_path_factory):
-    from hearsay.demo_data import write_corpus
+    from hearsay.demo.corpus import write_corpus
 
     return write_corpus(tmp_path_factory.mktemp("demo") / "corpus", SMALL_DEMO)
 

@@ -19,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from device_audit import DeviceAudit  # noqa: E402
 
-from hearsay import train, train_config  # noqa: E402
+from hearsay import train  # noqa: E402
+from hearsay.train import config as train_config  # noqa: E402
 
 
 def main(bundle: str, out: str) -> None:

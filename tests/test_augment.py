@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from hearsay import audio, augment, crops
+from hearsay import audio, augment, crops, metrics
 
 SR = audio.SAMPLE_RATE
 CFG = augment.AugmentConfig()
@@ -282,7 +282,7 @@ def test_auc_matches_the_mann_whitney_definition_with_ties():
     rng = np.random.default_rng(26)
     pos, neg = rng.integers(0, 5, 40), rng.integers(1, 6, 50)
     brute = np.mean([(p > n) + 0.5 * (p == n) for p in pos for n in neg])
-    assert augment.auc(pos, neg) == pytest.approx(brute, abs=1e-12)
+    assert metrics.auc(np.r_[pos, neg], np.r_[np.ones(len(pos), bool), np.zeros(len(neg), bool)]) == pytest.approx(brute, abs=1e-12)
 
 
 def test_augment_config_rejects_unknown_keys_and_bad_codecs():
@@ -296,7 +296,7 @@ def test_augment_config_rejects_unknown_keys_and_bad_codecs():
 
 def test_torch_batch_path_agrees_with_the_numpy_reference():
     torch = pytest.importorskip("torch")
-    from hearsay import augment_gpu
+    from hearsay.augment import gpu as augment_gpu
 
     names = list(augment.WAVE_TYPES) * 2 + ["none", "codec:mp3", "trim_jitter"]
     lengths = [int(s * SR) for s in np.linspace(0.3, 2.5, len(names))]
@@ -311,9 +311,6 @@ def test_torch_batch_path_agrees_with_the_numpy_reference():
     values, mask = crops.pad_batch(crops_, n_valids)
     out = augment_gpu.train_batch(torch.from_numpy(values), torch.from_numpy(mask), names,
                                   params).numpy()
-    via_augment = augment.apply_batch_torch(torch.from_numpy(values), torch.from_numpy(mask),
-                                            names, params).numpy()
-    np.testing.assert_array_equal(via_augment, out)
     for i, name in enumerate(names):
         np.testing.assert_allclose(out[i], reference[i], atol=5e-5, err_msg=name)
         assert np.all(out[i, n_valids[i]:] == 0)
@@ -321,7 +318,7 @@ def test_torch_batch_path_agrees_with_the_numpy_reference():
 
 def test_torch_finish_batch_equals_crops_finish():
     torch = pytest.importorskip("torch")
-    from hearsay import augment_gpu
+    from hearsay.augment import gpu as augment_gpu
 
     rng = np.random.default_rng(30)
     waves = [speechlike(s, rng) for s in (0.004, 0.5, 1.0)]
@@ -333,7 +330,7 @@ def test_torch_finish_batch_equals_crops_finish():
 
 def test_torch_render_batch_leaves_the_padding_zero():
     torch = pytest.importorskip("torch")
-    from hearsay import augment_gpu
+    from hearsay.augment import gpu as augment_gpu
 
     rng = np.random.default_rng(31)
     names = list(augment.WAVE_TYPES)

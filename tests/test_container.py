@@ -56,7 +56,7 @@ def build(model: Path, **env: str) -> subprocess.CompletedProcess:
 def export_tiny(out: Path, seed: int) -> Path:
     import torch
 
-    from export.onnx_export import ExportConfig, export_model
+    from hearsay.export.onnx_export import ExportConfig, export_model
     from hearsay.model import Detector, ModelConfig
 
     torch.manual_seed(seed)
@@ -113,7 +113,7 @@ def run_locked(data: Path, *args: str, mount: str = ":ro", extra: tuple = ()):
 
 @needs_podman
 def test_locked_down_image_scores_every_format_like_the_host_scorer(image):
-    from hearsay.deploy import read_sums, score_folder
+    from hearsay.deploy import model_sums, score_folder
 
     model, data, _ = image
     proc = run_locked(data, "clips/")
@@ -121,7 +121,7 @@ def test_locked_down_image_scores_every_format_like_the_host_scorer(image):
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
     assert [r["path"] for r in rows] == sorted(GOOD + BROKEN)
     want = {r["path"]: r for r in score_folder(data / "clips", model)}
-    sha = read_sums(model)["model.onnx"]
+    sha = model_sums(model)["model.onnx"]
     for r in rows:
         assert r["model_sha256"] == sha
         assert bool(r["error"]) == (r["path"] in BROKEN), r

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from hearsay import crops, demo, train, train_config
-from hearsay import demo_data as dd
+from hearsay import crops, demo, train
+from hearsay.demo import corpus as dd
 from hearsay.model import load_detector
 from hearsay.score import run_model
+from hearsay.train import config as train_config
 
 # Measured with the preset on this fixture: see docs/BENCHMARKS.md, "Demo". A model at chance
 # (the old 8-step smoke budget) scores about 0.5 here.

@@ -1,11 +1,11 @@
-"""hearsay.demo_data: the synthetic corpus has the shape every later stage needs."""
+"""hearsay.demo.corpus: the synthetic corpus has the shape every later stage needs."""
 
 import numpy as np
 import pandas as pd
 import pytest
 import soundfile as sf
 
-from hearsay import demo_data as dd
+from hearsay.demo import corpus as dd
 from hearsay.manifest import read_manifest
 
 

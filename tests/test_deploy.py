@@ -68,7 +68,7 @@ def world(tmp_path_factory):
     """(model dir exported from a tiny detector, that detector, clips dir, expectations)."""
     import torch
 
-    from export.onnx_export import ExportConfig, export_model
+    from hearsay.export.onnx_export import ExportConfig, export_model
     from hearsay.model import Detector, ModelConfig
 
     base = tmp_path_factory.mktemp("deploy")
@@ -186,7 +186,7 @@ def test_model_problems_exit_3_and_leave_the_old_output(world, tmp_path, monkeyp
         monkeypatch.setenv("HEARSAY_MODEL_SUMS_SHA256", deploy.sha256_file(bad / "SHA256SUMS"))
         front = json.loads((bad / "front_end.json").read_text())
         (bad / "front_end.json").write_text(json.dumps({**front, "max_s": 4.0}))
-        sums = deploy.read_sums(bad)
+        sums = deploy.model_sums(bad)
         sums["front_end.json"] = deploy.sha256_file(bad / "front_end.json")
         (bad / "SHA256SUMS").write_text(format_sums(sums))
     elif damage == "int8_absent":

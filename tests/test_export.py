@@ -10,10 +10,11 @@ import onnx
 import pytest
 import torch
 
-from export import onnx_export, parity
-from export.onnx_export import ExportConfig, export_model
-from export.quantize import QuantGate, gate_report, layer_matmuls, quantize_file
-from hearsay.deploy import ModelError, pad_batch, read_sums, sha256_file, verify_model_dir
+from hearsay.deploy import ModelError, model_sums, pad_batch, verify_model_dir
+from hearsay.export import onnx_export, parity, probe
+from hearsay.export.onnx_export import ExportConfig, export_model
+from hearsay.export.quantize import QuantGate, gate_report, layer_matmuls, quantize_file
+from hearsay.hashing import sha256_file
 from hearsay.model import Detector, ModelConfig, save_detector
 
 
@@ -31,7 +32,7 @@ def exported(tmp_path_factory) -> tuple[Detector, Path, dict]:
 
 def test_export_writes_the_interface_folder_with_a_true_manifest(exported):
     _, out, report = exported
-    sums = read_sums(out)
+    sums = model_sums(out)
     assert {"model.onnx", "front_end.json", "parity.json"} <= set(sums)
     assert set(sums) <= {"model.onnx", "model.int8.onnx", "front_end.json", "parity.json"}
     for name, digest in sums.items():
@@ -68,7 +69,7 @@ def test_parity_a_holds_on_mixed_lengths_and_a_padded_batch(exported):
     x, mask = pad_batch(waves)
     with torch.no_grad():
         want = det(torch.from_numpy(x), torch.from_numpy(mask)).numpy()
-    got = parity.ort_logits(out / "model.onnx", waves, batched=True)
+    got = probe.ort_logits(out / "model.onnx", waves, batched=True)
     assert np.max(np.abs(want - got)) <= 1e-4
     assert len(np.unique(np.round(got, 4))) == 3  # the clips really give different logits
 
@@ -96,12 +97,12 @@ def test_int8_is_shipped_exactly_when_its_gate_passes(exported, tmp_path):
     _, out, report = exported  # default gate: shipped or not, the folder must agree
     q = report["int8"]
     assert (out / "model.int8.onnx").exists() == q["passed"] == ("model.int8.onnx" in
-                                                                 read_sums(out))
+                                                                 model_sums(out))
     short = {"clips": 12, "max_s": 3.0}  # shipping logic only: the lengths do not matter
     lenient = ExportConfig(gate=QuantGate(**short, min_spearman=0.5, min_agreement=0.5,
                                           max_abs_dlogit=10.0))
     r = export_model(tiny_detector(), tmp_path / "ok", lenient)
-    assert r["int8"]["passed"] and "model.int8.onnx" in read_sums(tmp_path / "ok")
+    assert r["int8"]["passed"] and "model.int8.onnx" in model_sums(tmp_path / "ok")
     ops = {n.op_type for n in onnx.load(str(tmp_path / "ok" / "model.int8.onnx")).graph.node}
     assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops  # MatMuls quantised …
     assert "ConvInteger" not in ops and "Conv" in ops  # … the conv front end is not
@@ -109,7 +110,7 @@ def test_int8_is_shipped_exactly_when_its_gate_passes(exported, tmp_path):
     r = export_model(tiny_detector(), tmp_path / "no", strict)
     assert not r["int8"]["passed"]
     assert not (tmp_path / "no" / "model.int8.onnx").exists()
-    assert "model.int8.onnx" not in read_sums(tmp_path / "no")
+    assert "model.int8.onnx" not in model_sums(tmp_path / "no")
 
 
 def test_int8_quantises_the_layers_matmuls_and_keeps_projection_pool_and_head_fp32(
@@ -193,14 +194,14 @@ def test_a_quantiser_crash_ships_fp32_and_records_why(tmp_path, monkeypatch):
     monkeypatch.setattr(onnx_export, "quantize_int8", crash)
     report = export_model(tiny_detector(), tmp_path, ExportConfig(parity_clips=3))
     assert report["int8"] == {"passed": False, "error": "RuntimeError: shape inference differs"}
-    assert set(read_sums(tmp_path)) == {"model.onnx", "front_end.json", "parity.json"}
+    assert set(model_sums(tmp_path)) == {"model.onnx", "front_end.json", "parity.json"}
     assert not (tmp_path / "model.int8.onnx").exists()
 
 
 def test_parity_b_comparison_runs_on_cpu_autocast(exported):
     """The CUDA-only command cannot run here; its comparison function can, with CPU bf16."""
     det, out, _ = exported
-    waves = parity.synthetic_clips(np.random.default_rng(5), 6, 0.6, 2.0,
+    waves = probe.synthetic_clips(np.random.default_rng(5), 6, 0.6, 2.0,
                                    json.loads((out / "front_end.json").read_text()))
     r = parity.parity_b(det, out / "model.onnx", waves, device="cpu")
     assert r["clips"] == 6 and r["device"] == "cpu"
@@ -215,7 +216,7 @@ def test_parity_b_comparison_runs_on_cpu_autocast(exported):
 
 
 def fused_tiny(tmp_path: Path, multi_head: bool = False) -> tuple[Detector, Path, dict]:
-    from export import fuse
+    from hearsay.export import fuse
 
     det = tiny_detector()
     onnx_export.export_onnx(fuse.fusable_copy(det), tmp_path / "fusable.onnx", "torchscript")
@@ -234,8 +235,8 @@ def test_fused_graph_has_one_attention_per_layer_and_holds_parity_a_padded(tmp_p
     assert sum(n.op_type == "SkipLayerNormalization" for n in graph.node) >= det.cfg.keep_layers
     assert not any(n.name.endswith("_fuse_hide") for n in graph.node)  # fusing-only nodes gone
     front = {"sample_rate": 16000, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0}
-    waves = parity.synthetic_clips(np.random.default_rng(0), 6, 0.6, 3.0, front)
-    report = parity.parity_a(det, path, waves, 1e-4)  # singles and one padded batch
+    waves = probe.synthetic_clips(np.random.default_rng(0), 6, 0.6, 3.0, front)
+    report = probe.parity_a(det, path, waves, 1e-4)  # singles and one padded batch
     assert report["passed"], report
 
 
@@ -247,8 +248,8 @@ def test_parity_a_catches_a_fused_graph_that_ignores_the_padding_mask(tmp_path):
             n.input[3] = ""  # drop mask_index: padded frames are attended to
     onnx.save(m, str(path))
     front = {"sample_rate": 16000, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0}
-    waves = parity.synthetic_clips(np.random.default_rng(0), 6, 0.6, 3.0, front)
-    report = parity.parity_a(det, path, waves, 1e-4)
+    waves = probe.synthetic_clips(np.random.default_rng(0), 6, 0.6, 3.0, front)
+    report = probe.parity_a(det, path, waves, 1e-4)
     assert report["max_abs_dlogit_single"] <= 1e-4  # one clip per call: nothing is padded
     assert report["max_abs_dlogit_batch"] > 1e-4 and not report["passed"], report
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from hearsay import folds as fo
-from hearsay.demo_data import DemoDataConfig, manifest_rows
+from hearsay.demo.corpus import DemoDataConfig, manifest_rows
 from hearsay.manifest import INNER_FOLDS
 
 REPO_SPLITS = Path(__file__).resolve().parents[1] / "splits"

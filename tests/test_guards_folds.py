@@ -3,7 +3,7 @@
 import pandas as pd
 
 from hearsay import folds as fo
-from hearsay.demo_data import DemoDataConfig, manifest_rows
+from hearsay.demo.corpus import DemoDataConfig, manifest_rows
 
 
 def test_splits_make_refuses_a_test_group_with_a_row_outside_test(tmp_path, capsys):

@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from hearsay import train as tr
-from hearsay import train_config as tcfg
 from hearsay.model import Detector, ModelConfig
-from hearsay.train_step import optimizer_groups
+from hearsay.train import config as tcfg
+from hearsay.train.step import optimizer_groups
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from hearsay.publish import main
-from hearsay.publish_hf import HubRemote
+from hearsay.publish.hf import HubRemote
 
 _spec = importlib.util.spec_from_file_location(
     "fake_hf_hub", Path(__file__).parent / "fakes" / "fake_hf_hub.py")

@@ -16,10 +16,11 @@ import torch
 from hearsay import augment
 from hearsay import store as stores
 from hearsay import train as tr
-from hearsay import train_config as tcfg
-from hearsay import train_data as tdata
-from hearsay import train_step as tstep
 from hearsay.model import load_detector
+from hearsay.train import checkpoint as ckpt
+from hearsay.train import config as tcfg
+from hearsay.train import data as tdata
+from hearsay.train import step as tstep
 
 SR = 16_000
 
@@ -336,8 +337,8 @@ def test_resume_after_epoch_one_equals_an_uninterrupted_run(bundle_dir, tmp_path
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), k
-    ck_a = stores.read_checkpoint(tmp_path / "whole" / "checkpoints" / "epoch_0002")
-    ck_b = stores.read_checkpoint(tmp_path / "new_box" / "checkpoints" / "epoch_0002")
+    ck_a = ckpt.read_checkpoint(tmp_path / "whole" / "checkpoints" / "epoch_0002")
+    ck_b = ckpt.read_checkpoint(tmp_path / "new_box" / "checkpoints" / "epoch_0002")
     for idx, st in ck_a.optimizer["state"].items():
         for key, v in st.items():
             assert torch.equal(v, ck_b.optimizer["state"][idx][key])
@@ -383,7 +384,8 @@ def test_cpu_smoke_loss_falls(easy_bundle_dir, tmp_path):
 def test_batched_device_augmentation_matches_the_numpy_path(bundle):
     """gpu_augment (draw in the worker, render + finish batched in torch) must give the model
     the same input as augment.training_example clip by clip (here on the CPU)."""
-    from hearsay import augment, augment_gpu, crops
+    from hearsay import augment, crops
+    from hearsay.augment import gpu as augment_gpu
 
     train, _, _ = tdata.plan_job(bundle, "fold", 1)
     rows = train[["id", "flac", "label", "source", "codec_ids"]].to_dict("records")
@@ -528,6 +530,6 @@ def test_two_ranks_train_read_out_checkpoint_and_resume_exactly(bundle_dir, tmp_
     a, b = _sd(tmp_path / "whole"), _sd(tmp_path / "part")
     for k in a:
         assert torch.equal(a[k], b[k]), k
-    ck = stores.read_checkpoint(tmp_path / "part" / "checkpoints" / "epoch_0001")
+    ck = ckpt.read_checkpoint(tmp_path / "part" / "checkpoints" / "epoch_0001")
     assert {k.split(".")[0] for k in ck.rng} == {"rank0", "rank1"}
     assert ck.state["world_size"] == 2

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from hearsay import train as tr
-from hearsay import train_config as tcfg
+from hearsay.train import config as tcfg
 
 
 def _args(bundle, out, store, resume):

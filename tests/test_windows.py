@@ -305,8 +305,8 @@ def test_exported_models_window_scores_equal_torch_on_the_same_windows(tmp_path)
     equal PyTorch's on windows cut from the loaded wave; parity A covers windows too."""
     import torch
 
-    from export import parity
-    from export.onnx_export import ExportConfig, export_model
+    from hearsay.export import probe
+    from hearsay.export.onnx_export import ExportConfig, export_model
     from hearsay.model import Detector, ModelConfig
 
     torch.manual_seed(2)
@@ -316,12 +316,12 @@ def test_exported_models_window_scores_equal_torch_on_the_same_windows(tmp_path)
     assert w["passed"] and w["lengths_s"] == [6.0, 8.0]  # 10 s: one full, one short (padded)
     clips = tmp_path / "clips"
     clips.mkdir()
-    sf.write(clips / "rec.flac", parity.voice_like(np.random.default_rng(4), 12.0), SR)
+    sf.write(clips / "rec.flac", probe.voice_like(np.random.default_rng(4), 12.0), SR)
     (row,), wrows = score(clips, tmp_path / "model", tmp_path)
     ws = windows.wave_windows(audio.load_audio(clips / "rec.flac"), 8.0, 4.0)
     assert [(w["start_s"], w["end_s"]) for w in wrows] == \
         [(f"{v.start_s:.3f}", f"{v.end_s:.3f}") for v in ws]
-    want = parity.torch_logits(det, [v.wave for v in ws], batched=False)
+    want = probe.torch_logits(det, [v.wave for v in ws], batched=False)
     np.testing.assert_allclose([float(w["logit"]) for w in wrows], want, atol=1e-4)
     assert row["windows"] == "2" and row["logit"] == f"{max(float(w['logit']) for w in wrows):.6f}"
 

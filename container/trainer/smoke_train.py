@@ -6,7 +6,7 @@
     python3 smoke_train.py codecs                                   # ffmpeg: $HEARSAY_FFMPEG
 
 train — the real model code, one optimiser step per shape, exactly as `hearsay train` takes one
-  (hearsay.model.Detector in train mode, AdamW over hearsay.train_step.optimizer_groups, BCE with
+  (hearsay.model.Detector in train mode, AdamW over hearsay.train.step.optimizer_groups, BCE with
   the trainer's label smoothing, gradient clipping), under bf16 autocast (`--amp bf16`, the
   trainer's setting on CUDA; also used on the CPU so CI runs the bf16 forward too):
     tiny   ModelConfig.tiny(), random init: always
@@ -80,8 +80,8 @@ def one_step(cfg, device, amp: bool, weights: Path | None = None, weights_sha: s
     import torch.nn.functional as F
 
     from hearsay.model import Detector, load_pretrained
-    from hearsay.train_config import TrainConfig
-    from hearsay.train_step import optimizer_groups
+    from hearsay.train.config import TrainConfig
+    from hearsay.train.step import optimizer_groups
 
     tc = TrainConfig()
     torch.manual_seed(0)
@@ -133,19 +133,20 @@ def checkpoint_round_trip(det, opt, cfg, store_uri: str, device) -> str:
 
     from hearsay import store as stores
     from hearsay.model import Detector
-    from hearsay.train_config import TrainConfig
-    from hearsay.train_step import optimizer_groups, rng_state
+    from hearsay.train import checkpoint
+    from hearsay.train.config import TrainConfig
+    from hearsay.train.step import optimizer_groups, rng_state
 
     with tempfile.TemporaryDirectory(prefix="hearsay-smoke-") as tmp:
         tmp = Path(tmp)
         state = {"epoch": 0, "step": 1, "smoke": True, "model": cfg.to_dict()}
-        local = stores.write_checkpoint(tmp / "written", det.state_dict(), opt.state_dict(),
+        local = checkpoint.write_checkpoint(tmp / "written", det.state_dict(), opt.state_dict(),
                                         rng_state(device, det.generator), state)
         # one retry, 1 s apart: a box that cannot reach its store should fail at once
         store = stores.open_store(store_uri, tmp / "run", retries=1, backoff_s=1.0)
         store.push_dir(local, "checkpoint")
         store.pull_dir("checkpoint", tmp / "pulled")
-        ck = stores.read_checkpoint(tmp / "pulled")  # sha256 of both tensor files vs state.json
+        ck = checkpoint.read_checkpoint(tmp / "pulled")  # sha256 of both tensor files vs state.json
         mem = {k: v.detach().cpu() for k, v in det.state_dict().items()}
         if set(ck.model) != set(mem) or any(not torch.equal(ck.model[k], mem[k]) for k in mem):
             raise SmokeFailure("the model read back differs from the one in memory")

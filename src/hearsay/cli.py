@@ -16,15 +16,15 @@ import sys
 # command -> (module, one-line summary). Keep in pipeline order: `hearsay --help` prints it.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("hearsay.demo", "run every stage on the embedded synthetic demo corpus"),
-    "demo-data": ("hearsay.demo_data", "write the synthetic two-class demo corpus + manifest"),
+    "demo-data": ("hearsay.demo.corpus", "write the synthetic two-class demo corpus + manifest"),
     "splits": ("hearsay.folds", "make / verify fold files pinned in splits/SHA256SUMS"),
     "bundle": ("hearsay.bundle", "manifest -> trimmed 16 kHz FLAC bundle with codec copies"),
     "train": ("hearsay.train", "fine-tune the detector (CUDA; --cpu-smoke for a tiny CPU run)"),
     "score": ("hearsay.score", "score a bundle split with a checkpoint -> CSV"),
     "metrics": ("hearsay.metrics", "EER, minDCF, actDCF, AUC, Cllr (+ breakdowns) of a score CSV"),
     "assemble": ("hearsay.assemble", "pinned fold + full runs -> score file, meta.json, report"),
-    "export": ("export.onnx_export", "checkpoint -> model.onnx (+ int8) with parity.json"),
-    "parity": ("export.parity", "GPU bf16 vs CPU onnxruntime fp32 logits (run on a box)"),
+    "export": ("hearsay.export.onnx_export", "checkpoint -> model.onnx (+ int8) with parity.json"),
+    "parity": ("hearsay.export.parity", "GPU bf16 vs CPU onnxruntime fp32 logits (run on a box)"),
     "publish": ("hearsay.publish", "upload / download a checkpoint, verifying every sha256"),
 }
 

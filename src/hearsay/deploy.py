@@ -76,7 +76,7 @@ import numpy as np
 from hearsay import deploy_windows, windows
 from hearsay.audio import SAMPLE_RATE, AudioError, load_audio, prepare
 from hearsay.deploy_io import COLUMNS, Progress, RowSink  # noqa: F401 - COLUMNS: the row format
-from hearsay.hashing import SumsError, parse_sums, sha256_file
+from hearsay.hashing import SumsError, read_sums, sha256_file
 
 DEFAULT_MODEL_DIR = "/opt/hearsay/model"
 # Extensions scored (lower case). Other files (README, .DS_Store, …) are skipped and counted.
@@ -107,13 +107,13 @@ class ScoreConfig:
 # --------------------------------------------------------------------------- model folder
 
 
-def read_sums(model_dir: Path) -> dict[str, str]:
+def model_sums(model_dir: Path) -> dict[str, str]:
     """The model folder's SHA256SUMS (sha256sum's format) -> {name: hex}; ModelError if bad."""
     sums_path = model_dir / "SHA256SUMS"
     if not sums_path.is_file():
         raise ModelError(f"{sums_path} not found (export the model with `hearsay export onnx`)")
     try:
-        return parse_sums(sums_path.read_text(), source=str(sums_path))
+        return read_sums(sums_path)
     except SumsError as e:
         raise ModelError(f"{e}; re-export the model (`hearsay export onnx`)") from None
 
@@ -126,7 +126,7 @@ def verify_model_dir(model_dir: Path, variant: str = "fp32") -> tuple[Path, str,
     if not model_dir.is_dir():
         raise ModelError(f"model folder {model_dir} not found (pass --model DIR or set "
                          "HEARSAY_MODEL_DIR)")
-    sums = read_sums(model_dir)
+    sums = model_sums(model_dir)
     name = {"fp32": "model.onnx", "int8": "model.int8.onnx"}[variant]
     for required in ("model.onnx", name, "front_end.json"):
         if required not in sums:
@@ -313,20 +313,6 @@ def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) 
     chunks = (iter_chunks(root, files, scorer, cfg) if cfg.first_window else
               deploy_windows.iter_window_chunks(root, files, scorer, cfg))
     return [row for chunk in chunks for row in chunk]
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write to a temporary file beside `path`, fsync, then os.replace: never a half CSV."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _interrupted(signum, frame):

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from hearsay import config
-from hearsay.hashing import SumsError, format_sums, parse_sums, sha256_file
+from hearsay.hashing import SumsError, format_sums, read_sums, sha256_file
 from hearsay.manifest import INNER_FOLDS, LABELS, ManifestError, read_manifest
 
 SUMS = "SHA256SUMS"
@@ -149,12 +149,10 @@ def train_ids(df: pd.DataFrame, cfg: SplitsConfig, model: str) -> list[str]:
 # --------------------------------------------------------------------------- files + pinning
 
 
-def read_sums(path: Path) -> dict[str, str]:
+def pinned_sums(path: Path) -> dict[str, str]:
     """{file name: sha256} from a sha256sum-format file (missing: {}); FoldError if malformed."""
-    if not path.is_file():
-        return {}
     try:
-        return parse_sums(path.read_text(), source=str(path))
+        return read_sums(path, missing_ok=True)
     except SumsError as e:
         raise FoldError(f"{e}; fix or delete that line, then re-pin with `hearsay splits make`") \
             from None
@@ -167,7 +165,7 @@ def write_folds(df: pd.DataFrame, cfg: SplitsConfig, out: Path, name: str) -> Pa
     path = out / f"{name}.folds.json"
     doc = {"config": asdict(cfg), "folds": dict(sorted(folds.items()))}
     path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    sums = read_sums(out / SUMS)
+    sums = pinned_sums(out / SUMS)
     sums[path.name] = sha256_file(path)
     (out / SUMS).write_text(format_sums(sums))
     return path
@@ -187,7 +185,7 @@ def verify_sha(path: str | os.PathLike) -> str:
     if not path.is_file():
         raise FoldError(f"{path}: fold file not found (make one: hearsay splits make MANIFEST "
                         f"--out {path.parent} --name NAME)")
-    pinned = read_sums(path.parent / SUMS).get(path.name)
+    pinned = pinned_sums(path.parent / SUMS).get(path.name)
     actual = sha256_file(path)
     if pinned is None:
         raise FoldError(f"{path}: not pinned in {path.parent / SUMS} (fold files are written and "

@@ -1,11 +1,17 @@
-"""sha256 of files and SHA256SUMS manifests: the identity helpers every stage uses (stdlib only,
-torch-free: the deploy image imports this)."""
+"""Identity helpers every stage uses: sha256 of files, SHA256SUMS manifests, the git sha
+(stdlib only, torch-free: the deploy image imports this).
+
+    from hearsay.hashing import read_sums, sha256_file
+    read_sums(Path("splits/SHA256SUMS"))["demo.folds.json"] == sha256_file("splits/demo.folds.json")
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import re
+import subprocess
+from pathlib import Path
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
@@ -50,3 +56,26 @@ def parse_sums(text: str, source: str = "SHA256SUMS") -> dict[str, str]:
 def format_sums(sums: dict[str, str]) -> str:
     """{name: hex} -> SHA256SUMS text, sorted by name (what `sha256sum --check` reads)."""
     return "".join(f"{digest}  {name}\n" for name, digest in sorted(sums.items()))
+
+
+def read_sums(path: str | os.PathLike, *, missing_ok: bool = False) -> dict[str, str]:
+    """The SHA256SUMS file at `path` -> {file name: hex sha256}. A missing file is {} with
+    `missing_ok`, else FileNotFoundError; a malformed one raises SumsError naming the line."""
+    path = Path(path)
+    if missing_ok and not path.is_file():
+        return {}
+    return parse_sums(path.read_text(), source=str(path))
+
+
+def git_sha() -> str:
+    """$HEARSAY_GIT_SHA (set in the trainer image, which has no .git), else `git rev-parse HEAD`
+    of the checkout this file is in, else "unknown"."""
+    env = os.environ.get("HEARSAY_GIT_SHA")
+    if env:
+        return env
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).parent, timeout=10)
+        return out.stdout.strip() if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"

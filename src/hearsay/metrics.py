@@ -111,12 +111,18 @@ def act_dcf(llr: np.ndarray, is_spoof: np.ndarray, pi: float) -> float:
 
 
 def auc(rank: np.ndarray, is_spoof: np.ndarray) -> float:
-    """P(synthetic ranked above bona fide) + P(tie) / 2, from mid-ranks (Mann-Whitney U)."""
-    from scipy.stats import rankdata
-
-    r = rankdata(rank)  # average ranks for ties
+    """P(synthetic ranked above bona fide) + P(tie) / 2, from mid-ranks (Mann-Whitney U).
+    The one AUC of the project: scores, the bundle's shortcut features and the realised
+    augmentation's stream features all go through it (numpy only)."""
+    rank = np.asarray(rank, np.float64)
+    is_spoof = np.asarray(is_spoof, bool)
+    order = np.argsort(rank, kind="mergesort")
+    ranks = np.empty(len(rank))
+    ranks[order] = np.arange(1, len(rank) + 1)
+    _, inv, counts = np.unique(rank, return_inverse=True, return_counts=True)
+    ranks = (np.bincount(inv, weights=ranks) / counts)[inv]  # average rank of tied values
     n_s, n_b = int(is_spoof.sum()), int((~is_spoof).sum())
-    u = r[is_spoof].sum() - n_s * (n_s + 1) / 2
+    u = ranks[is_spoof].sum() - n_s * (n_s + 1) / 2
     return float(u / (n_s * n_b))
 
 

@@ -25,12 +25,12 @@ closing row with its cost). No ledger -> "unknown" (never 0); rentals still open
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import numpy as np
 
 from hearsay import metrics
+from hearsay.hashing import git_sha
 
 KEY_COLUMNS = ["path", "label", "generator", "source", "duration"]
 GATE_PI = 0.3
@@ -81,15 +81,6 @@ def spend(ledger: Path | None) -> dict:
             "open_rows": open_rows, "by_job": by_job, "source": str(ledger),
             "note": (f"{open_rows} rental(s) without confirmed destruction: the total is a "
                      "lower bound") if open_rows else "every rental closed"}
-
-
-def git_sha() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10, check=True)
-        return out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 # --------------------------------------------------------------------------- gate

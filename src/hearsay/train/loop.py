@@ -1,71 +1,29 @@
-"""`hearsay train`: fine-tune the detector for one fold, the full model or the pilot, on CUDA.
+"""The training loop over a built `TrainRun` (hearsay.train.prepare): epochs of micro-batches,
+each epoch ended by a readout and a checkpoint. `hearsay.train.run` builds the run and calls
+`train_epochs`; see hearsay.train for the recipe and the exit codes.
 
-    hearsay train --bundle bundle/ --fold 3 --out runs/fold3 --store r2:runs/c7/fold3
-    hearsay train --bundle bundle/ --fold 3 --out runs/fold3 --store r2:runs/c7/fold3 --resume
-    hearsay train --bundle bundle/ --fold 3 --out runs/fold3 --store r2:runs/c7/fold3 --resume auto
-    hearsay train --bundle bundle/ --full --out runs/full
-    hearsay train --bundle bundle/ --pilot --out runs/pilot --config pilot.json
-    torchrun --nproc-per-node 4 -m hearsay.cli train --bundle bundle/ --fold 0 --out runs/fold0
-    hearsay train --bundle demo_out/bundle --fold 0 --out /tmp/f0 --cpu-smoke   # tiny, on CPU
-
-Jobs (hearsay.folds.train_ids, with the bundle's fold file config): `--fold K` trains on inner
-folds != K plus extra rows (minus the extra families excluded for K) and validates on fold K;
-`--full` trains on every inner fold + extra and has no validation split (the holdout is never
-used for selection); `--pilot` is folds 0-3 -> validate fold 4. Holdout and test rows never train.
-
-Per step: a label-balanced micro-batch with fixed per-source quotas (`Sampler`), one crop length
-per batch (hearsay.crops), one augmentation per clip chosen before loading (hearsay.augment),
-bf16 autocast on CUDA, BCE with label smoothing, gradient accumulation whose trailing group is
-flushed at the epoch end, AdamW with layer-wise LR decay, warm-up + cosine counted in optimiser
-steps (the LR reaches its floor on the last one). A validation readout every `val_every`
-optimiser steps and at each epoch end (once when both fall on one step), each rank scoring a share
-on the loader's workers; a checkpoint each epoch (hearsay.store, every rank's RNG state in it),
-pushed to the store. The loaders are built once (persistent workers); the loop never waits for
-the device (the non-finite check reads a pinned copy one step late). Under torchrun each rank
-binds its GPU (LOCAL_RANK) and every collective runs on it (NCCL).
-
-Config: `--config FILE.json` = {"train": {…}, "model": {…}, "crop": {…}, "augment": {…}};
-unknown keys are errors; the resolved config is RUN_DIR/config.json and its sha256 (canonical
-JSON) is the config hash that --resume must match. `--resume` continues from the store's latest
-complete checkpoint and refuses when there is none; `--resume auto` (what a rented box runs)
-starts fresh when the store holds no complete checkpoint and continues otherwise.
-
-Exit codes: 0 run complete; 1 unexpected error; 2 usage or config error; 3 device refused (no
-CUDA and no --cpu-smoke); 4 non-finite loss or gradient norm; 5 AUC-direction tripwire
-(validation AUC <= tripwire_auc); 6 store push/pull failed after retries; 7 resume refused
-(different bundle tree-sha, config hash or world size, no checkpoint, or a non-empty RUN_DIR
-without --resume); 8 pretrained weights refused (missing or sha256 not the pin); 9 augmentation
-rates diverge between the classes; 10 fold leak (a holdout, test or validation row among the
-training rows: re-make the fold file and bundle).
+    r = build_run(resolved, bundle_dir, out, ...)   # hearsay.train.prepare
+    meta = train_epochs(r, stop_after_epoch=None)    # -> run_meta
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
-import os
-import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from hearsay import audio, augment, augment_gpu
+from hearsay import audio, augment
 from hearsay import store as stores
-from hearsay.model import WeightsError, save_detector
-from hearsay.train_config import (
-    EXIT,
-    DeviceRefused,
-    TrainError,
-    Tripwire,
-    resolve_config,
-    sections,
-)
-from hearsay.train_data import sample_mask, validate
-from hearsay.train_setup import TrainRun, build_run, write_json
-from hearsay.train_step import (
+from hearsay.augment import gpu as augment_gpu
+from hearsay.files import write_json
+from hearsay.model import save_detector
+from hearsay.train import checkpoint
+from hearsay.train.data import sample_mask, validate
+from hearsay.train.errors import TrainError, Tripwire
+from hearsay.train.prepare import TrainRun
+from hearsay.train.step import (
     all_rank_rng,
     check_pending,
     lr_multiplier,
@@ -75,62 +33,14 @@ from hearsay.train_step import (
 
 # --------------------------------------------------------------------------- the run
 #
-# The parts: hearsay.train_config (config, hash, exit-code errors), hearsay.train_setup (what a
-# run builds before its first step: TrainRun), hearsay.train_data (rows, sampler, batches,
-# validation), hearsay.train_step (LR, optimiser groups, non-finite flag, RNG state).
+# The parts: hearsay.train.config (config, hash, exit-code errors), hearsay.train.prepare (what a
+# run builds before its first step: TrainRun), hearsay.train.data (rows, sampler, batches,
+# validation), hearsay.train.step (LR, optimiser groups, non-finite flag, RNG state).
 # Here: run -> _train (the epoch loop) -> _train_epoch / _end_epoch and their steps.
 
 
-def run(resolved: dict, bundle_dir: str | os.PathLike, out: str | os.PathLike, *,
-        store_uri: str | None = None, resume: bool = False, verify_bundle: bool = True,
-        model_hook=None, stop_after_epoch: int | None = None, backoff_s: float = 5.0) -> dict:
-    """Train one job; returns run_meta. `model_hook(det)` and `stop_after_epoch` (return after
-    that epoch's checkpoint, as if killed) are test seams; neither is part of the config."""
-    tc = sections(resolved)[0]
-    cpu = bool(resolved["cpu_smoke"])
-    if not cpu and not torch.cuda.is_available():
-        raise DeviceRefused("CUDA is required and none is visible (torch.cuda.is_available() "
-                            "is False): run on a GPU box, or pass --cpu-smoke for the tiny "
-                            "CPU test run")
-    world, rank, local_rank, ddp, owned = _dist(cpu)
-    device = torch.device("cpu") if cpu else torch.device("cuda", local_rank)
-    t_start = time.time()
-    threads = torch.get_num_threads()
-    if tc.cpu_threads:
-        torch.set_num_threads(tc.cpu_threads)
-    try:
-        r = build_run(resolved, bundle_dir, Path(out), store_uri=store_uri, resume=resume,
-                      verify_bundle=verify_bundle, model_hook=model_hook, backoff_s=backoff_s,
-                      world=world, rank=rank, local_rank=local_rank, ddp=ddp, device=device,
-                      t_start=t_start)
-        return _train(r, stop_after_epoch)
-    finally:
-        torch.set_num_threads(threads)
-        if owned:
-            import torch.distributed as dist
 
-            dist.destroy_process_group()
-
-
-def _dist(cpu: bool):
-    """(world, rank, local_rank, ddp, owned) from torchrun's environment. On CUDA each rank
-    first binds its own GPU (`set_device`: pinned memory, NCCL and default-device work of every
-    rank would otherwise land on GPU 0), then starts the process group (`owned`: this run
-    started it and ends it; a caller's group is left alone)."""
-    if "WORLD_SIZE" not in os.environ or "RANK" not in os.environ:
-        return 1, 0, 0, False, False
-    import torch.distributed as dist
-
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    if not cpu:
-        torch.cuda.set_device(local_rank)
-    owned = not dist.is_initialized()
-    if owned:
-        dist.init_process_group("gloo" if cpu else "nccl")
-    return dist.get_world_size(), dist.get_rank(), local_rank, True, owned
-
-
-def _train(r: TrainRun, stop_after_epoch: int | None) -> dict:
+def train_epochs(r: TrainRun, stop_after_epoch: int | None) -> dict:
     """The loop: epochs of micro-batches, each epoch ended by a readout and a checkpoint.
 
     An abort (exit 4-6, 9) still writes run_meta.json, with the reason under "aborted"."""
@@ -302,7 +212,7 @@ def _checkpoint(r: TrainRun, epoch: int, rng: dict) -> None:
                            "warmup_frac": tc.warmup_frac, "floor": tc.lr_floor},
              "history": r.hist, "stream_records": r.records}
     name = stores.ckpt_name(epoch)
-    local = stores.write_checkpoint(r.out / stores.CKPT_DIR / name, r.det.state_dict(),
+    local = checkpoint.write_checkpoint(r.out / stores.CKPT_DIR / name, r.det.state_dict(),
                                     r.opt.state_dict(), rng, state)
     r.store.publish_checkpoint(local, epoch)  # folder, then its marker: visible only when whole
 
@@ -325,62 +235,3 @@ def _finish(r: TrainRun) -> None:
     _write_meta(r, complete=True)
     r.store.push_file(r.out / "run_meta.json", "run_meta.json")
     r.store.push_file(r.out / "config.json", "config.json")
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="hearsay train", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bundle", type=Path, required=True, help="bundle dir (hearsay bundle)")
-    job = ap.add_mutually_exclusive_group(required=True)
-    job.add_argument("--fold", type=int, choices=range(5), help="train the fold-K model")
-    job.add_argument("--full", action="store_true", help="train the full model")
-    job.add_argument("--pilot", action="store_true", help="folds 0-3, validate on fold 4")
-    ap.add_argument("--out", type=Path, required=True, help="run dir (docs/INTERFACES.md)")
-    ap.add_argument("--store", help="checkpoint store: remote:path (rclone) or a folder; "
-                                    "default the run dir")
-    ap.add_argument("--resume", nargs="?", const="yes", choices=("yes", "auto"),
-                    help="continue from the store's latest complete checkpoint (same bundle and "
-                         "config); `--resume auto`: start fresh when the store holds none")
-    ap.add_argument("--cpu-smoke", action="store_true",
-                    help="tiny random-init model on the CPU (tests, demo): no CUDA needed")
-    ap.add_argument("--config", type=Path, help="JSON overrides {train, model, crop, augment}")
-    ap.add_argument("--no-verify-bundle", action="store_true",
-                    help="trust bundle_meta.json's tree-sha instead of re-hashing every file")
-    args = ap.parse_args(argv)
-    name = "full" if args.full else "pilot" if args.pilot else "fold"
-    from hearsay.bundle import BundleError
-    try:
-        overrides = json.loads(args.config.read_text()) if args.config else None
-        resolved = resolve_config(name, args.fold, overrides=overrides,
-                                  cpu_smoke=args.cpu_smoke)
-        resume = args.resume == "yes" or (args.resume == "auto" and stores.open_store(
-            args.store, args.out).latest_checkpoint() is not None)
-        meta = run(resolved, args.bundle, args.out, store_uri=args.store, resume=resume,
-                   verify_bundle=not args.no_verify_bundle)
-    except TrainError as err:
-        print(f"hearsay train: {err}", file=sys.stderr)
-        return err.code
-    except WeightsError as err:
-        print(f"hearsay train: {err}", file=sys.stderr)
-        return EXIT["weights"]
-    except stores.StoreError as err:
-        print(f"hearsay train: store: {err} (the run stopped: nothing trains on without a "
-              "safe copy)", file=sys.stderr)
-        return EXIT["store"]
-    except augment.AugmentRateError as err:
-        print(f"hearsay train: {err}", file=sys.stderr)
-        return EXIT["rates"]
-    except (json.JSONDecodeError, OSError, BundleError) as err:
-        print(f"hearsay train: {err}", file=sys.stderr)
-        return EXIT["error"]
-    print(f"hearsay train: complete: {meta['steps']} optimiser steps, {meta['epochs']} epochs "
-          f"-> {args.out}")
-    return EXIT["ok"]
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-

@@ -33,7 +33,7 @@ DEMO_MAX_FAIL_FRAC = 0.02
 def stage_data(out: Path, ctx: dict) -> None:
     """1-3: corpus (hearsay demo-data), splits (hearsay splits make), bundle (hearsay bundle)."""
     from hearsay.bundle import BundleConfig, build_bundle, load_bundle
-    from hearsay.demo_data import write_corpus
+    from hearsay.demo.corpus import write_corpus
     from hearsay.folds import write_folds
     from hearsay.manifest import read_manifest
 
@@ -54,7 +54,7 @@ def _check_pinned_splits(fresh: Path) -> None:
     """In a source checkout, the fresh demo folds must equal the pinned splits/demo.folds.json."""
     from hearsay.folds import FoldError, sha256_file, verify_sha
 
-    pinned = Path(__file__).resolve().parents[2] / "splits" / "demo.folds.json"
+    pinned = Path(__file__).resolve().parents[3] / "splits" / "demo.folds.json"
     if not pinned.is_file():
         return  # an installed package has no splits/ folder
     if verify_sha(pinned) != sha256_file(fresh):
@@ -75,7 +75,8 @@ def stage_train(out: Path, ctx: dict, preset: dict | None = None) -> None:
     `hearsay train` refuses). `preset` replaces the demo preset (tests)."""
     import shutil
 
-    from hearsay import train, train_config
+    from hearsay import train
+    from hearsay.train import config as train_config
 
     preset = train_config.demo_overrides() if preset is None else preset
     runs = {}
@@ -164,7 +165,7 @@ def stage_assemble(out: Path, ctx: dict) -> None:
 def stage_export(out: Path, ctx: dict) -> None:
     """6: export the full run to demo_out/export/ (hearsay export onnx): model.onnx, parity A,
     the int8 variant only if it passes its gate, front_end.json, SHA256SUMS, parity.json."""
-    from export.onnx_export import ExportConfig, export_model
+    from hearsay.export.onnx_export import ExportConfig, export_model
     from hearsay.model import load_detector
 
     model, _ = load_detector(out / "runs" / "full")

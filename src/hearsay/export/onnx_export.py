@@ -36,9 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-from export import parity
-from export.quantize import QuantGate, quantize_int8
 from hearsay.audio import BAND_LIMIT_HZ, SAMPLE_RATE, TRIM_TOP_DB
+from hearsay.export import probe
+from hearsay.export.quantize import QuantGate, quantize_int8
 from hearsay.hashing import format_sums, sha256_file
 
 EXIT_OK, EXIT_PARITY, EXIT_USAGE, EXIT_CHECKPOINT = 0, 1, 2, 3
@@ -100,7 +100,7 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
                  checkpoint_sha256: str | None = None) -> dict:
     """Export + parity A + int8 gate into `out`; returns the parity report (also parity.json).
 
-    `checkpoint_sha256` (the weights file's, see parity.checkpoint_weights) is recorded so that
+    `checkpoint_sha256` (the weights file's, see probe.checkpoint_weights) is recorded so that
     `hearsay parity --checkpoint` can refuse any other checkpoint; None for a model built in code.
     SHA256SUMS is written only when parity A passed: a folder without it is refused by
     hearsay-score (fail closed).
@@ -115,9 +115,9 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
              "top_db": cfg.top_db, "min_s": cfg.min_s}
     (out / "front_end.json").write_text(json.dumps(front, indent=2) + "\n")
     rng = np.random.default_rng(cfg.seed)
-    waves = parity.synthetic_clips(rng, cfg.parity_clips, cfg.parity_min_s, cfg.parity_max_s,
+    waves = probe.synthetic_clips(rng, cfg.parity_clips, cfg.parity_min_s, cfg.parity_max_s,
                                    front)
-    windows = (parity.window_clips(rng, cfg.parity_window_s, front)
+    windows = (probe.window_clips(rng, cfg.parity_window_s, front)
                if cfg.parity_window_s > 0 else None)
 
     # 1-2. export, then parity A; keep the first exporter that passes.
@@ -126,7 +126,7 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
     for exporter in order:
         try:
             export_onnx(model, out / "model.onnx", exporter, cfg.opset)
-            report_a = parity.parity_a(model, out / "model.onnx", waves, cfg.parity_tol,
+            report_a = probe.parity_a(model, out / "model.onnx", waves, cfg.parity_tol,
                                        windows)
         except Exception as err:  # noqa: BLE001 - an exporter that crashes is a failed attempt
             attempts.append({"exporter": exporter, "passed": False,
@@ -140,7 +140,7 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
     report: dict = {"checkpoint_sha256": checkpoint_sha256,
                     "exporter": chosen, "attempts": attempts, "parity_a": report_a,
                     "int8": None, "parity_b": None, "config": asdict(cfg),
-                    "versions": parity.versions(torch)}
+                    "versions": probe.versions(torch)}
     shipped = ["model.onnx", "front_end.json", "parity.json"]
     # 3. int8, gated against ORT fp32 (no torch needed: both sides are onnxruntime).
     if chosen and cfg.int8:
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         from hearsay.model import load_detector
 
         model, _ = load_detector(args.checkpoint)
-        weights_sha = sha256_file(parity.checkpoint_weights(args.checkpoint))
+        weights_sha = sha256_file(probe.checkpoint_weights(args.checkpoint))
     except Exception as err:  # noqa: BLE001 - any load failure is "checkpoint unusable"
         print(f"hearsay export: cannot load {args.checkpoint}: {err} (pass a run dir with "
               "final/model.safetensors + config.json)", file=sys.stderr)

@@ -1,7 +1,7 @@
 """The optimiser-step mechanics of `hearsay train`: LR schedule, AdamW parameter groups, the
 non-finite tripwire (read one step late, so the GPU never waits) and checkpointed RNG state.
 
-    from hearsay.train_step import lr_multiplier, optimizer_groups
+    from hearsay.train.step import lr_multiplier, optimizer_groups
     opt = torch.optim.AdamW(optimizer_groups(det, TrainConfig()), betas=(0.9, 0.98), eps=1e-6)
     for g in opt.param_groups: g["lr"] = g["base_lr"] * lr_multiplier(step, total, 0.08, 0.01)
 """
@@ -13,7 +13,8 @@ import math
 import torch
 
 from hearsay.model import Detector
-from hearsay.train_config import NonFinite, TrainConfig
+from hearsay.train.config import TrainConfig
+from hearsay.train.errors import NonFinite
 
 
 def lr_multiplier(step: int, total: int, warmup_frac: float, floor: float) -> float:

@@ -9,7 +9,8 @@ tests/test_augment.py checks that both paths agree.
 
 Usage (in the trainer)::
 
-    from hearsay import augment, augment_gpu, crops
+    from hearsay import augment, crops
+    from hearsay.augment import gpu as augment_gpu
     # worker, per clip (numpy):
     crop, n_valid, params = augment.plan_example(x, name, n_samples, rng, cfg)
     # main process, per batch:
@@ -30,7 +31,8 @@ import torch
 import torch.nn.functional as F
 from scipy import fft as sp_fft
 
-from hearsay import audio, augment
+from hearsay import audio
+from hearsay.augment.recipe import WAVE_TYPES
 
 
 def _fft_len(n: int) -> int:
@@ -133,7 +135,7 @@ def _plan(name: str, params: list[dict], up: _Upload) -> dict:
         return {"filters": [up.add(_stack([p["filters"][i] for p in params], width))
                             for i in range(len(params[0]["filters"]))]}
     raise ValueError(f"augment_gpu: no batched renderer for {name!r} "
-                     f"(wave types: {augment.WAVE_TYPES})")
+                     f"(wave types: {WAVE_TYPES})")
 
 
 def _render(name: str, x: torch.Tensor, mask: torch.Tensor, n: torch.Tensor, plan: dict,
@@ -198,7 +200,7 @@ def render_batch(values: torch.Tensor, attention_mask: torch.Tensor, names: Sequ
     mask = attention_mask.to(out.dtype)
     n = mask.sum(1)
     up, plans = _Upload(), []
-    for name in augment.WAVE_TYPES:
+    for name in WAVE_TYPES:
         idx = [i for i, nm in enumerate(names) if nm == name]
         if not idx:
             continue

@@ -55,7 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
-from export import parity
+from hearsay.export import probe
 
 # Constant-weight MatMuls per transformer layer: q, k, v, out projections, FFN in, FFN out.
 PER_LAYER = 6
@@ -132,7 +132,7 @@ def gate_clips(gate: QuantGate, front: dict, rng: np.random.Generator) -> list[n
     front end's deploy range, front_end.json's min_s .. max_s)."""
     lo = float(front["min_s"] if gate.min_s is None else gate.min_s)
     hi = float(front["max_s"] if gate.max_s is None else gate.max_s)
-    return parity.synthetic_clips(rng, gate.clips, lo, hi, front)
+    return probe.synthetic_clips(rng, gate.clips, lo, hi, front)
 
 
 def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,

@@ -5,7 +5,7 @@ AugmentRateError when the classes diverge (e.g. codec copies missing for one cla
 `stream_shortcut_aucs` measures the trivial-feature AUCs (duration, peak, leading silence) on
 the realised training stream. Both are JSON-able for the checkpoint and run_meta.json.
 
-    from hearsay.augment_rates import RateLog, stream_record, stream_shortcut_aucs
+    from hearsay.augment.rates import RateLog, stream_record, stream_shortcut_aucs
     rate_log.record(row.source, row.label, name)          # per clip, after choose
     rate_log.check_balanced()                             # per epoch; raises on divergence
     stream_shortcut_aucs([stream_record(src, lab, wave, n_valid), ...])
@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from hearsay import audio
-from hearsay.augment_recipe import LABELS, SAMPLE_RATE, TYPES, family
+from hearsay import audio, metrics
+from hearsay.augment.recipe import LABELS, SAMPLE_RATE, TYPES, family
 
 log = logging.getLogger("hearsay.augment")  # the stage's logger name, as before the split
 
@@ -135,18 +135,11 @@ def stream_record(source: str, label: str, wave: np.ndarray, n_valid: int,
 
 
 def auc(scores_pos: Sequence[float], scores_neg: Sequence[float]) -> float:
-    """P(pos > neg) + 0.5 P(tie): the Mann–Whitney AUC, ties averaged."""
+    """P(pos > neg) + 0.5 P(tie): metrics.auc over the two groups (pos = the positive class)."""
     pos = np.asarray(scores_pos, np.float64)
     neg = np.asarray(scores_neg, np.float64)
-    both = np.concatenate([pos, neg])
-    order = np.argsort(both, kind="mergesort")
-    ranks = np.empty(len(both))
-    ranks[order] = np.arange(1, len(both) + 1)
-    _, inv, counts = np.unique(both, return_inverse=True, return_counts=True)
-    sums = np.bincount(inv, weights=ranks)
-    ranks = (sums / counts)[inv]  # average rank of tied values
-    r_pos = ranks[: len(pos)].sum()
-    return float((r_pos - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+    return metrics.auc(np.concatenate([pos, neg]),
+                       np.r_[np.ones(len(pos), bool), np.zeros(len(neg), bool)])
 
 
 def stream_shortcut_aucs(records: Iterable[Mapping], gate: float = SHORTCUT_GATE,

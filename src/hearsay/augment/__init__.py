@@ -14,11 +14,11 @@ with p 0.65 a clip gets one augmentation type, drawn by weight from
 The stage is four modules; this one runs the per-clip pipeline and re-exports the others' public
 names, so `from hearsay import augment; augment.<name>` reaches all of them:
 
-    hearsay.augment_recipe      AugmentConfig, choose (label-blind), the type names
-    hearsay.augment_transforms  the pure numpy transforms: draw_<type>, render_<type>, apply
-    hearsay.augment_rates       RateLog / check_balanced (per-class realised rates, exit 9) and
+    hearsay.augment.recipe      AugmentConfig, choose (label-blind), the type names
+    hearsay.augment.transforms  the pure numpy transforms: draw_<type>, render_<type>, apply
+    hearsay.augment.rates       RateLog / check_balanced (per-class realised rates, exit 9) and
                                 stream_shortcut_aucs (duration, peak, leading-silence AUCs)
-    hearsay.augment_gpu         the batched torch rendering of the same draws (torch; imported
+    hearsay.augment.gpu         the batched torch rendering of the same draws (torch; imported
                                 only by the trainer)
 
 Per clip, in this order (`training_example` does it; the trainer only loads the right file):
@@ -27,7 +27,7 @@ Per clip, in this order (`training_example` does it; the trainer only loads the 
            -> wave-domain type on the valid samples -> crops.finish (band-limit 7.25 kHz, normalise)
 
 Each wave type is `render_<type>(x, draw_<type>(n, rate, rng, cfg))`: `plan_example` does the
-random part on the CPU, and hearsay.augment_gpu renders a whole batch on the GPU with the same
+random part on the CPU, and hearsay.augment.gpu renders a whole batch on the GPU with the same
 parameters.
 
 Usage::
@@ -44,16 +44,15 @@ from __future__ import annotations
 import numpy as np
 
 from hearsay import crops
-from hearsay.augment_rates import (
+from hearsay.augment.rates import (
     SHORTCUT_GATE,
     STREAM_FEATURES,
     AugmentRateError,
     RateLog,
-    auc,
     stream_record,
     stream_shortcut_aucs,
 )
-from hearsay.augment_recipe import (
+from hearsay.augment.recipe import (
     CODECS,
     LABELS,
     SAMPLE_RATE,
@@ -64,7 +63,7 @@ from hearsay.augment_recipe import (
     family,
     parse_codecs,
 )
-from hearsay.augment_transforms import (
+from hearsay.augment.transforms import (
     DRAW,
     RENDER,
     TRANSFORMS,
@@ -91,7 +90,7 @@ from hearsay.augment_transforms import (
 __all__ = [  # the names other modules, scripts and tests reach as augment.<name>
     "CODECS", "DRAW", "LABELS", "RENDER", "SAMPLE_RATE", "SHORTCUT_GATE", "STREAM_FEATURES",
     "TRANSFORMS", "TYPES", "WAVE_TYPES", "AugmentConfig", "AugmentRateError", "RateLog",
-    "add_noise", "apply", "apply_batch_torch", "auc", "bandlimit", "choose", "coloured_noise",
+    "add_noise", "apply", "bandlimit", "choose", "coloured_noise",
     "draw_bandlimit", "draw_gain_clip", "draw_noise", "draw_rawboost", "draw_reverb", "family",
     "gain_clip", "parse_codecs", "plan_example", "rawboost", "render_bandlimit",
     "render_gain_clip", "render_noise", "render_rawboost", "render_reverb", "reverb",
@@ -99,19 +98,12 @@ __all__ = [  # the names other modules, scripts and tests reach as augment.<name
 ]
 
 
-def apply_batch_torch(values, attention_mask, names, params):
-    """The batched torch path (hearsay.augment_gpu.train_batch), imported only when called."""
-    from hearsay import augment_gpu  # torch: kept out of this module's imports
-
-    return augment_gpu.train_batch(values, attention_mask, names, params)
-
-
 def plan_example(x: np.ndarray, name: str, n_samples: int, rng: np.random.Generator,
                  cfg: AugmentConfig = AugmentConfig()) -> tuple[np.ndarray, int, dict | None]:
     """The random part of one example: trim_jitter (whole clip) -> random crop -> draw params.
 
     Returns (crop (n_samples,) float32 zero-padded, n_valid, params for `name` or None). Render
-    with RENDER[name] on crop[:n_valid] (numpy) or hearsay.augment_gpu (a batch), then finish.
+    with RENDER[name] on crop[:n_valid] (numpy) or hearsay.augment.gpu (a batch), then finish.
     """
     if name == "trim_jitter":
         x = trim_jitter(x, SAMPLE_RATE, rng, cfg)

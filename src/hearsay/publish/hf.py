@@ -54,7 +54,7 @@ from huggingface_hub.errors import (
     XetDownloadError,
 )
 
-from hearsay.publish import RemoteError, VerifyError
+from hearsay.publish.remotes import RemoteError, VerifyError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 URI = re.compile(r"hf://([A-Za-z0-9][\w.-]*)/([A-Za-z0-9][\w.-]*)(?:@([\w.+-]+))?")

@@ -1,6 +1,7 @@
-"""The `hearsay train` config, its hash, the run's identity and its exit-code errors.
+"""The `hearsay train` config, its hash, the run's identity (versions); the errors
+are hearsay.train.errors.
 
-    from hearsay.train_config import resolve_config, config_hash
+    from hearsay.train.config import resolve_config, config_hash
     resolved = resolve_config("fold", 3, overrides=json.load(open("train.json")))
     config_hash(resolved)   # what RUN_DIR/config.json records and --resume must match
 
@@ -14,53 +15,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import platform
-import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from hearsay import augment, config, crops
 from hearsay.model import ModelConfig
-
-EXIT = {"ok": 0, "error": 1, "usage": 2, "device": 3, "nonfinite": 4, "tripwire": 5,
-        "store": 6, "resume": 7, "weights": 8, "rates": 9, "fold_leak": 10}
-
-
-class TrainError(RuntimeError):
-    """A run that must stop; `code` is its documented exit code."""
-
-    code = EXIT["error"]
-
-
-class DeviceRefused(TrainError):
-    code = EXIT["device"]
-
-
-class NonFinite(TrainError):
-    code = EXIT["nonfinite"]
-
-
-class Tripwire(TrainError):
-    code = EXIT["tripwire"]
-
-
-class ResumeRefused(TrainError):
-    code = EXIT["resume"]
-
-
-class ConfigError(TrainError):
-    code = EXIT["usage"]
-
-
-class FoldLeak(TrainError):
-    """A holdout, test or validation row reached the training rows: the fold file or the
-    fold protocol is broken. Raised whatever python's -O says (never an assert)."""
-
-    code = EXIT["fold_leak"]
+from hearsay.train.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -158,19 +121,6 @@ def sections(resolved: dict):
 
 
 # --------------------------------------------------------------------------- identity
-
-
-def git_sha() -> str:
-    """$HEARSAY_GIT_SHA (set in the image), else `git rev-parse HEAD` here, else "unknown"."""
-    env = os.environ.get("HEARSAY_GIT_SHA")
-    if env:
-        return env
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).parent, timeout=10)
-        return out.stdout.strip() if out.returncode == 0 else "unknown"
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
 
 
 def versions() -> dict:

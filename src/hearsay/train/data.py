@@ -1,7 +1,7 @@
 """What the `hearsay train` loop reads: the job's rows, the label-balanced source-quota batch
 plan, the per-batch loading + augmentation, and the validation readout.
 
-    from hearsay.train_data import plan_job, Sampler, EpochBatches
+    from hearsay.train.data import plan_job, Sampler, EpochBatches
     train, val, excl = plan_job(bundle, "fold", 3)            # holdout/test rows never train
     sampler = Sampler(train, 64, "proportional", seed=0)
     batch = EpochBatches(bundle.root, rows, sampler, 500, ctx)[(1, 0)]  # epoch 1, batch 0
@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from hearsay import audio, augment, crops
-from hearsay.train_config import ConfigError, FoldLeak, TrainConfig
+from hearsay import audio, augment, crops, metrics
+from hearsay.train.config import TrainConfig
+from hearsay.train.errors import ConfigError, FoldLeak
 
 
 def plan_job(bundle, job: str, fold: int | None):
@@ -240,4 +241,4 @@ def validate(det, loader, val_rows: list[dict], device, amp, ddp: bool) -> dict:
         dist.all_reduce(logits)  # each row was scored on exactly one rank, zeros elsewhere
     scores = logits.cpu().numpy()  # one device->host read per readout
     is_spoof = np.array([r["label"] == "spoof" for r in val_rows])
-    return {"auc": augment.auc(scores[is_spoof], scores[~is_spoof]), "n": len(val_rows)}
+    return {"auc": metrics.auc(scores, is_spoof), "n": len(val_rows)}

@@ -1,6 +1,6 @@
 """Everything one `hearsay train` process builds before its first optimiser step: a `TrainRun`.
 
-    from hearsay.train_setup import build_run
+    from hearsay.train.prepare import build_run
     r = build_run(resolved, bundle_dir, out, store_uri=None, resume=False, verify_bundle=True,
                   model_hook=None, backoff_s=5.0, world=1, rank=0, local_rank=0, ddp=False,
                   device=torch.device("cpu"), t_start=time.time())
@@ -19,7 +19,6 @@ The loop that consumes a TrainRun is hearsay.train.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,18 +27,14 @@ import torch
 
 from hearsay import augment, crops
 from hearsay import store as stores
+from hearsay.files import write_json
+from hearsay.hashing import git_sha
 from hearsay.model import Detector, load_pretrained
-from hearsay.train_config import (
-    ConfigError,
-    ResumeRefused,
-    TrainConfig,
-    config_hash,
-    git_sha,
-    sections,
-    versions,
-)
-from hearsay.train_data import EpochBatches, EpochKeys, Sampler, ValBatches, plan_job
-from hearsay.train_step import optimizer_groups, rank_rng, set_rng_state
+from hearsay.train import checkpoint
+from hearsay.train.config import TrainConfig, config_hash, sections, versions
+from hearsay.train.data import EpochBatches, EpochKeys, Sampler, ValBatches, plan_job
+from hearsay.train.errors import ConfigError, ResumeRefused
+from hearsay.train.step import optimizer_groups, rank_rng, set_rng_state
 
 ROW_COLUMNS = ["id", "flac", "label", "source", "codec_ids", "duration"]  # what workers read
 
@@ -48,7 +43,7 @@ ROW_COLUMNS = ["id", "flac", "label", "source", "codec_ids", "duration"]  # what
 class TrainRun:
     """One process's run: fixed parts (set by build_run) and progress (the loop updates it)."""
 
-    resolved: dict  # the resolved config (hearsay.train_config.resolve_config)
+    resolved: dict  # the resolved config (hearsay.train.config.resolve_config)
     tc: TrainConfig
     out: Path  # RUN_DIR
     device: torch.device
@@ -61,7 +56,7 @@ class TrainRun:
     sampler: Sampler
     rows: list[dict]  # training rows (ROW_COLUMNS), indexed by the sampler's plan
     val_rows: list[dict] | None  # None: no validation (the full model)
-    ctx: dict  # what hearsay.train_data.EpochBatches needs besides the rows
+    ctx: dict  # what hearsay.train.data.EpochBatches needs besides the rows
     loader: object  # the run's training DataLoader (persistent workers), keyed by `keys`
     keys: EpochKeys  # set_epoch(e) before iterating `loader`
     val_loader: object  # the validation DataLoader (this rank's share), None without val rows
@@ -192,7 +187,7 @@ def _resume(r: TrainRun, latest: int | None) -> None:
         import torch.distributed as dist
 
         dist.barrier()
-    ck = stores.read_checkpoint(local)
+    ck = checkpoint.read_checkpoint(local)
     for key in ("bundle_tree_sha", "config_hash"):
         if ck.state[key] != r.identity[key]:
             raise ResumeRefused(f"--resume: {name} has {key} {ck.state[key]}, this run has "
@@ -266,9 +261,3 @@ def build_run(resolved: dict, bundle_dir, out: Path, *, store_uri: str | None, r
         write_json(out / "config.json", {**resolved, "config_hash": chash})
     r.meta = _run_meta(r, data, resume)
     return r
-
-
-def write_json(path: Path, data: dict) -> None:
-    """Indented, sorted JSON (config.json, run_meta.json); paths and the like as strings."""
-    path.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
-

@@ -287,7 +287,7 @@ def write_corpus(out: Path, cfg: DemoDataConfig = DemoDataConfig()) -> Path:
         w.writeheader()
         w.writerows(manifest)
     (out / "README.txt").write_text(
-        "SYNTHETIC demo corpus written by `hearsay demo-data` (hearsay.demo_data).\n"
+        "SYNTHETIC demo corpus written by `hearsay demo-data` (hearsay.demo.corpus).\n"
         "No real speech, no real deepfakes: harmonic 'speech-like' signals (bona fide) and three\n"
         "families of artificial artefacts (spoof). Deliberately bad files:\n"
         + "".join(f"  audio/{rid}.wav: {what}\n" for rid, _, _, what in BAD)

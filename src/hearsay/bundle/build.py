@@ -38,7 +38,7 @@ import os
 import resource
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -47,10 +47,12 @@ import soundfile as sf
 from tqdm import tqdm
 
 from hearsay import audio, codecs
+from hearsay.bundle import DIAG, META, STAMPS, clip_rel, tree_sha
+from hearsay.bundle.diagnostics import diagnostics
 from hearsay.folds import FoldError, SplitsConfig, apply_folds, check_no_holdout_leak, load_folds
+from hearsay.hashing import sha256_file
 from hearsay.manifest import INNER_FOLDS, ManifestError, read_manifest, resolve_path, validate
 
-META, DIAG, STAMPS = "bundle_meta.json", "diagnostics.json", ".stamps.json"
 EXIT_REJECTED, EXIT_TOO_MANY_FAILURES = 3, 4
 STAMP_EVERY = 25  # clips between saves of the resume sidecar
 
@@ -69,10 +71,6 @@ class BundleConfig:
         """Digest of what a FLAC depends on; a change invalidates every resumed FLAC."""
         s = json.dumps([self.max_s, self.min_s, self.top_db, list(self.codecs)])
         return hashlib.sha256(s.encode()).hexdigest()[:16]
-
-
-class BundleError(RuntimeError):
-    """A bundle that cannot be built or read; the message names the fix."""
 
 
 # --------------------------------------------------------------------------- one clip
@@ -119,7 +117,7 @@ def _process(task: dict, res: dict) -> dict:
                 "reason": f"too short after trimming ({why} < {cfg['min_s']} s)"}
     peak = float(np.max(np.abs(y)))
     y = audio.peak_guard(audio.cap(y, cfg["max_s"]))
-    flac = out / "audio" / f"{rid}.flac"
+    flac = out / clip_rel(rid)
     _write_flac(flac, y)
     pcm = sf.read(flac, dtype="int16")[0]
     res.update(duration=round(len(y) / sr, 4), trimmed_s=round((end - start) / sr, 4),
@@ -137,7 +135,7 @@ def _process(task: dict, res: dict) -> dict:
         if len(z) == 0:
             res["codec_errors"][name] = "silent after round-trip"
             continue
-        _write_flac(out / "codecs" / name / f"{rid}.flac", z)
+        _write_flac(out / clip_rel(rid, name), z)
         res["codec_ids"].append(name)
     return res
 
@@ -178,19 +176,6 @@ def stamp_of(path: Path) -> str:
 
 
 # --------------------------------------------------------------------------- the build
-
-
-def tree_sha(root: Path) -> str:
-    """sha256 over the sha256sum listing of manifest.csv + audio/ + codecs/ (see docstring)."""
-    files = [root / "manifest.csv"] + [p for d in ("audio", "codecs")
-                                       for p in (root / d).rglob("*") if p.is_file()]
-    rels = sorted(p.relative_to(root).as_posix() for p in files)
-    listing = "".join(f"{_sha(root / r)}  {r}\n" for r in rels)
-    return hashlib.sha256(listing.encode()).hexdigest()
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _workers(n: int) -> int:
@@ -269,7 +254,7 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
     bdf = df.set_index("id").loc[ok].reset_index()
     bdf["duration"] = [f"{results[r]['duration']:.4f}" for r in ok]
     bdf["codec_ids"] = [";".join(results[r]["codec_ids"]) for r in ok]
-    bdf["flac"] = [f"audio/{r}.flac" for r in ok]
+    bdf["flac"] = [clip_rel(r) for r in ok]
     bdf.to_csv(out / "manifest.csv", index=False)
     _remove_stale(out, {rid: results[rid] for rid in ok})
     fail_frac = len(listed["failed"]) / max(1, len(df))
@@ -293,7 +278,7 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
         "codec_errors": {r: results[r]["codec_errors"] for r in ok if results[r]["codec_errors"]},
         "codecs": have, "encoders_missing": missing,
         "config": asdict(cfg), "folds": folds_meta,
-        "manifest": {"path": str(manifest), "sha256": _sha(manifest)},
+        "manifest": {"path": str(manifest), "sha256": sha256_file(manifest)},
         "front_end": {"sample_rate": audio.SAMPLE_RATE, "resampler": audio.RESAMPLER,
                       "peak": audio.PEAK, "top_db": cfg.top_db, "max_s": cfg.max_s},
         "warnings": diag["warnings"],
@@ -305,107 +290,19 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
 def _outputs_exist(out: Path, res: dict) -> bool:
     if res["status"] != "ok":
         return True
-    files = [out / "audio" / f"{res['id']}.flac"] + [out / "codecs" / c / f"{res['id']}.flac"
-                                                       for c in res["codec_ids"]]
+    files = [out / clip_rel(res["id"])] + [out / clip_rel(res["id"], c)
+                                           for c in res["codec_ids"]]
     return all(f.is_file() for f in files)
 
 
 def _remove_stale(out: Path, ok: dict) -> None:
     """Delete audio/codec files of rows no longer in the bundle (they would enter the tree-sha)."""
-    keep = {f"audio/{rid}.flac" for rid in ok}
-    keep |= {f"codecs/{c}/{rid}.flac" for rid, r in ok.items() for c in r["codec_ids"]}
+    keep = {clip_rel(rid) for rid in ok}
+    keep |= {clip_rel(rid, c) for rid, r in ok.items() for c in r["codec_ids"]}
     for d in ("audio", "codecs"):
         for p in (out / d).rglob("*") if (out / d).is_dir() else []:
             if p.is_file() and p.relative_to(out).as_posix() not in keep:
                 p.unlink()
-
-
-# --------------------------------------------------------------------------- diagnostics
-
-
-def diagnostics(bdf: pd.DataFrame, results: dict, auc_warn: float) -> dict:
-    """Trivial-feature AUCs per scope, PCM duplicates across scopes, core-vs-test identities."""
-    from sklearn.metrics import roc_auc_score
-
-    from hearsay.manifest import split_of
-
-    feats = pd.DataFrame({
-        "id": bdf["id"], "y": (bdf["label"] == "spoof").astype(int),
-        "train_scope": bdf["train_scope"],
-        "split": [split_of(f) or "extra" for f in bdf["fold"]],
-        "duration_s": [results[r]["trimmed_s"] for r in bdf["id"]],
-        "peak": [results[r]["peak"] for r in bdf["id"]],
-        "lead_silence_s": [results[r]["lead_s"] for r in bdf["id"]],
-        "pcm_sha": [results[r]["pcm_sha"] for r in bdf["id"]]})
-    feats.loc[feats["train_scope"] == "extra", "split"] = "extra"
-    scopes = {"all": feats, "core": feats[feats["train_scope"] == "core"]}
-    scopes |= {s: feats[feats["split"] == s] for s in ("inner_oof", "holdout", "test", "extra")}
-    aucs, warnings = {}, []
-    for name, sub in scopes.items():
-        if sub["y"].nunique() < 2:
-            aucs[name] = {"n": len(sub), "note": "one class only: AUC undefined"}
-            continue
-        aucs[name] = {"n": len(sub)}
-        for f in ("duration_s", "peak", "lead_silence_s"):
-            auc = float(roc_auc_score(sub["y"], sub[f]))
-            aucs[name][f] = round(auc, 4)
-            if max(auc, 1 - auc) >= auc_warn:
-                warnings.append(f"trivial feature {f} separates the classes in scope {name} "
-                                f"(AUC {auc:.3f}; gate: max(AUC, 1-AUC) >= {auc_warn})")
-    dups = []
-    for sha, grp in feats.groupby("pcm_sha"):
-        if len(grp) > 1 and grp["split"].nunique() > 1:
-            dups.append({"pcm_sha": sha, "ids": grp["id"].tolist(),
-                         "scopes": sorted(set(grp["split"]))})
-    test_sha = set(feats.loc[feats["split"] == "test", "pcm_sha"])
-    core = feats[(feats["train_scope"] == "core") & (feats["split"] != "test")]
-    core_test = core.loc[core["pcm_sha"].isin(test_sha), "id"].tolist()
-    if dups:
-        warnings.append(f"{len(dups)} PCM-identical clip set(s) span scopes (see duplicates)")
-    if core_test:
-        warnings.append(f"{len(core_test)} core clip(s) identical to a test clip: {core_test[:5]}")
-    return {"auc_gate": {"warn_at": auc_warn, "rule": "max(AUC, 1-AUC) >= warn_at",
-                         "features": ["duration_s (post-trim, pre-cap)", "peak (pre-guard)",
-                                      "lead_silence_s"], "positive": "spoof"},
-            "trivial_feature_auc": aucs, "duplicates_across_scopes": dups,
-            "core_identical_to_test": core_test, "warnings": warnings}
-
-
-# --------------------------------------------------------------------------- reading
-
-
-@dataclass(frozen=True)
-class Bundle:
-    root: Path
-    manifest: pd.DataFrame  # bundle manifest; str columns except duration (float)
-    meta: dict
-    tree_sha: str
-    codecs: tuple[str, ...] = field(default=())
-
-    def flac(self, rid: str, codec: str | None = None) -> Path:
-        """Path of a clip's FLAC, or of its `codec` copy."""
-        return self.root / ("audio" if codec is None else f"codecs/{codec}") / f"{rid}.flac"
-
-
-def load_bundle(root: str | os.PathLike, verify: bool = False) -> Bundle:
-    """Open a built bundle. Refuses one whose build failed; `verify` re-hashes every file."""
-    root = Path(root)
-    meta_path = root / META
-    if not meta_path.is_file():
-        raise BundleError(f"{root}: no {META} (build it: hearsay bundle MANIFEST {root})")
-    meta = json.loads(meta_path.read_text())
-    if meta.get("status") != "ok":
-        raise BundleError(f"{root}: the build failed ({meta['counts']['failed']} decode failures"
-                          f", {meta['fail_frac']:.2%} > {meta['max_fail_frac']:.2%}); fix or "
-                          f"remove the clips listed under 'failed' in {meta_path} and rebuild")
-    if verify:
-        actual = tree_sha(root)
-        if actual != meta["tree_sha"]:
-            raise BundleError(f"{root}: tree-sha {actual[:12]}… != recorded "
-                              f"{meta['tree_sha'][:12]}… (files changed; rebuild the bundle)")
-    df = pd.read_csv(root / "manifest.csv", dtype=str, keep_default_na=False)
-    df["duration"] = df["duration"].astype(float)
-    return Bundle(root, df, meta, meta["tree_sha"], tuple(meta.get("codecs", ())))
 
 
 # --------------------------------------------------------------------------- CLI

@@ -1,0 +1,79 @@
+"""A built bundle, read: its layout (the one place that spells a clip's path), its tree-sha, and
+`load_bundle`. Building one is hearsay.bundle.build (`hearsay bundle`); its shortcut diagnostics
+are hearsay.bundle.diagnostics.
+
+    from hearsay.bundle import load_bundle
+    b = load_bundle("bundle/", verify=True)     # re-hashes every file against the tree-sha
+    b.flac("c0042"), b.flac("c0042", "mp3")     # audio/c0042.flac, codecs/mp3/c0042.flac
+
+Layout (docs/INTERFACES.md): manifest.csv, audio/<id>.flac (16 kHz mono 16-bit, trimmed),
+codecs/<codec>/<id>.flac (each copy decoded back and re-trimmed), bundle_meta.json (with the
+tree-sha), diagnostics.json, .stamps.json (the build's resume sidecar).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from hearsay.hashing import sha256_file
+
+META, DIAG, STAMPS = "bundle_meta.json", "diagnostics.json", ".stamps.json"
+
+
+class BundleError(RuntimeError):
+    """A bundle that cannot be built or read; the message names the fix."""
+
+
+def clip_rel(rid: str, codec: str | None = None) -> str:
+    """A clip's FLAC relative to the bundle root: audio/<id>.flac, or codecs/<codec>/<id>.flac."""
+    return f"audio/{rid}.flac" if codec is None else f"codecs/{codec}/{rid}.flac"
+
+
+def tree_sha(root: Path) -> str:
+    """sha256 over the sha256sum listing of manifest.csv + audio/ + codecs/, paths sorted bytewise
+    (`find manifest.csv audio codecs -type f | LC_ALL=C sort | xargs sha256sum | sha256sum`)."""
+    files = [root / "manifest.csv"] + [p for d in ("audio", "codecs")
+                                       for p in (root / d).rglob("*") if p.is_file()]
+    rels = sorted(p.relative_to(root).as_posix() for p in files)
+    listing = "".join(f"{sha256_file(root / r)}  {r}\n" for r in rels)
+    return hashlib.sha256(listing.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Bundle:
+    root: Path
+    manifest: pd.DataFrame  # bundle manifest; str columns except duration (float)
+    meta: dict
+    tree_sha: str
+    codecs: tuple[str, ...] = field(default=())
+
+    def flac(self, rid: str, codec: str | None = None) -> Path:
+        """Path of a clip's FLAC, or of its `codec` copy."""
+        return self.root / clip_rel(rid, codec)
+
+
+def load_bundle(root: str | os.PathLike, verify: bool = False) -> Bundle:
+    """Open a built bundle. Refuses one whose build failed; `verify` re-hashes every file."""
+    root = Path(root)
+    meta_path = root / META
+    if not meta_path.is_file():
+        raise BundleError(f"{root}: no {META} (build it: hearsay bundle MANIFEST {root})")
+    meta = json.loads(meta_path.read_text())
+    if meta.get("status") != "ok":
+        raise BundleError(f"{root}: the build failed ({meta['counts']['failed']} decode failures"
+                          f", {meta['fail_frac']:.2%} > {meta['max_fail_frac']:.2%}); fix or "
+                          f"remove the clips listed under 'failed' in {meta_path} and rebuild")
+    if verify:
+        actual = tree_sha(root)
+        if actual != meta["tree_sha"]:
+            raise BundleError(f"{root}: tree-sha {actual[:12]}… != recorded "
+                              f"{meta['tree_sha'][:12]}… (files changed; rebuild the bundle)")
+    df = pd.read_csv(root / "manifest.csv", dtype=str, keep_default_na=False)
+    df["duration"] = df["duration"].astype(float)
+    return Bundle(root, df, meta, meta["tree_sha"], tuple(meta.get("codecs", ())))

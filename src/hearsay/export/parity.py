@@ -1,0 +1,145 @@
+"""Parity of an exported model. A (CI, CPU) runs inside `hearsay export onnx`; B is this command.
+
+    hearsay parity MODEL_DIR --checkpoint RUN_DIR            # on a CUDA box, after training
+    hearsay parity MODEL_DIR --random-init xlsr300m-12       # XLS-R-300M shape, 12 layers
+    hearsay parity MODEL_DIR --random-init tiny --device cpu # checks the command, no figure
+
+Parity A (export correctness): PyTorch fp32 on CPU vs onnxruntime fp32, clips of mixed lengths,
+one by one and as one padded batch: max |delta logit| <= 1e-4.
+
+Parity B (training numerics): the model's bf16 logits on the GPU (autocast, as in training) vs
+onnxruntime fp32 on CPU over 50 clips of 3-8 s: Spearman > 0.99 and max |delta logit| < 0.05.
+GPU fp32 (TF32 off) vs onnxruntime is measured too, to tell precision from export bugs. The
+result is written into MODEL_DIR/parity.json ("parity_b") and SHA256SUMS is refreshed for it.
+With --random-init the model is built in code, exported to MODEL_DIR first (no int8), then
+compared: parity of the numerics before any training.
+
+--device cpu runs the same comparison under CPU bf16 autocast (scripts/device_check.sh's dry
+mode uses it to prove the command end to end without a GPU). CPU bf16 is not the training
+numerics: that report goes into parity.json as "parity_b_cpu_check", never as "parity_b".
+
+--checkpoint must be the checkpoint the folder was exported from: the sha256 of its
+model.safetensors must equal parity.json's "checkpoint_sha256" (written by `hearsay export
+onnx`), else the command refuses (exit 3) before loading anything.
+
+Exit codes: 0 parity B passed (with --device cpu: the CPU check passed), 1 a gate failed,
+2 usage, 3 model folder or checkpoint unusable or not the export's, 4 no CUDA device: parity B
+cannot be measured here (never reported as a pass).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from hearsay.audio import SAMPLE_RATE
+from hearsay.export.probe import (
+    check_checkpoint,
+    ort_logits,
+    synthetic_clips,
+    torch_logits,
+    versions,
+)
+
+EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_MODEL, EXIT_NO_CUDA = 0, 1, 2, 3, 4
+SHAPES = ("tiny", "xlsr300m-12")
+
+
+def parity_b(model, onnx_path: Path, waves: list[np.ndarray], device: str = "cuda") -> dict:
+    """GPU bf16 and GPU fp32 (TF32 off) vs ORT fp32 CPU, one clip per call -> report.
+    (`device="cpu"` runs the same comparison with CPU bf16 autocast: how the tests exercise it.)"""
+    import torch
+    from scipy.stats import spearmanr
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    model = model.to(device).eval()
+    ort = ort_logits(onnx_path, waves, batched=False)
+    bf16 = torch_logits(model, waves, batched=False, device=device, bf16=True)
+    fp32 = torch_logits(model, waves, batched=False, device=device, bf16=False)
+
+    def compare(a: np.ndarray) -> dict:
+        return {"spearman": float(spearmanr(a, ort).statistic),
+                "max_abs_dlogit": float(np.max(np.abs(a - ort)))}
+
+    b, f = compare(bf16), compare(fp32)
+    passed = bool(b["spearman"] > 0.99 and b["max_abs_dlogit"] < 0.05)
+    name = torch.cuda.get_device_name(device) if device.startswith("cuda") else device
+    return {"clips": len(waves), "device": name,
+            "bf16_vs_ort": b, "fp32_vs_ort": f, "gate": "spearman > 0.99, max|dlogit| < 0.05",
+            "passed": passed}
+
+
+def _build(shape: str):
+    from hearsay.model import Detector, ModelConfig
+
+    cfg = (ModelConfig.tiny() if shape == "tiny"
+           else ModelConfig(init="random", keep_layers=12, hidden_dropout=0.0,
+                            attention_dropout=0.0))
+    import torch
+
+    torch.manual_seed(0)  # random init, reproducible across runs of this command
+    return Detector(cfg).eval()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="hearsay parity", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model_dir", type=Path, help="exported model folder (parity.json updated)")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--checkpoint", type=Path, help="run dir / checkpoint the folder came from")
+    src.add_argument("--random-init", choices=SHAPES,
+                     help="build this shape in code and export it to MODEL_DIR first")
+    ap.add_argument("--clips", type=int, default=50, help="clips, lengths spread over 3-8 s")
+    ap.add_argument("--seed", type=int, default=0, help="RNG seed of the synthetic clips")
+    ap.add_argument("--device", default="cuda",
+                    help="torch device of the bf16/fp32 side: cuda (default), cuda:N, or cpu "
+                    "(CPU bf16: checks the command only, recorded as parity_b_cpu_check)")
+    args = ap.parse_args(argv)
+    import torch
+
+    on_gpu = args.device != "cpu"
+    if on_gpu and not torch.cuda.is_available():
+        print("hearsay parity: no CUDA device here, parity B cannot be measured (run it on a "
+              "GPU box after training; parity A runs in `hearsay export onnx`)", file=sys.stderr)
+        return EXIT_NO_CUDA
+    from hearsay.deploy import ModelError, model_sums, sha256_file, verify_model_dir
+    from hearsay.hashing import format_sums
+
+    try:
+        if args.random_init:
+            from hearsay.export.onnx_export import ExportConfig, export_model
+
+            model = _build(args.random_init)
+            export_model(model, args.model_dir, ExportConfig(int8=False))
+        else:
+            from hearsay.model import load_detector
+
+            verify_model_dir(args.model_dir)
+            check_checkpoint(args.model_dir, args.checkpoint)  # before the (slow) load
+            model, _ = load_detector(args.checkpoint)
+        onnx_path, _, front = verify_model_dir(args.model_dir)
+    except (ModelError, OSError, ValueError) as err:
+        print(f"hearsay parity: {err}", file=sys.stderr)
+        return EXIT_MODEL
+    front = {**front, "sample_rate": SAMPLE_RATE}
+    waves = synthetic_clips(np.random.default_rng(args.seed), args.clips, 3.0, 8.0, front)
+    report = parity_b(model, onnx_path, waves, device=args.device)
+    report["versions"] = versions(torch)
+    pj = args.model_dir / "parity.json"
+    data = json.loads(pj.read_text())
+    data["parity_b" if on_gpu else "parity_b_cpu_check"] = report
+    pj.write_text(json.dumps(data, indent=2) + "\n")
+    sums = model_sums(args.model_dir)
+    sums["parity.json"] = sha256_file(pj)
+    (args.model_dir / "SHA256SUMS").write_text(format_sums(sums))
+    print(json.dumps(report, indent=2))
+    return EXIT_OK if report["passed"] else EXIT_GATE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

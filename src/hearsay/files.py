@@ -1,0 +1,31 @@
+"""Writing files so that a reader never sees half of one (stdlib only: the deploy image uses it).
+
+    from hearsay.files import write_atomic, write_json
+    write_atomic(Path("scores.csv"), text)        # temp file beside it, fsync, os.replace
+    write_json(run_dir / "run_meta.json", meta)   # indented, sorted keys
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write to a temporary file beside `path`, fsync, then os.replace: never a half file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Indented, sorted JSON (config.json, run_meta.json); paths and the like as strings."""
+    path.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
