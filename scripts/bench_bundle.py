@@ -23,7 +23,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from hearsay.bundle import BundleConfig, build_bundle
+from hearsay.bundle.build import BundleConfig, build_bundle
 from hearsay.demo.corpus import DemoDataConfig, write_corpus
 from hearsay.folds import SplitsConfig, write_folds
 from hearsay.manifest import read_manifest

@@ -269,7 +269,7 @@ def parse_variants(text: str) -> list[tuple[str, bool]]:
 
 
 def write_json(path: Path, results: dict) -> None:
-    """Atomically (hearsay.files.write_atomic): a run killed mid-write leaves the previous whole file."""
+    """Atomically (hearsay.files.write_atomic): a run killed mid-write leaves the previous file."""
     write_atomic(path, json.dumps(results, indent=1) + "\n")
 
 

@@ -46,7 +46,8 @@ def demo_splits(demo_corpus):
 
 @pytest.fixture(scope="session")
 def demo_bundle(demo_corpus, demo_splits):
-    from hearsay.bundle import BundleConfig, build_bundle, load_bundle
+    from hearsay.bundle import load_bundle
+    from hearsay.bundle.build import BundleConfig, build_bundle
 
     out = demo_corpus.parent.parent / "bundle"
     build_bundle(demo_corpus, out, demo_splits, BundleConfig(workers=2), progress=False)

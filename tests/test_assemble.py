@@ -7,7 +7,7 @@ import time
 
 import pandas as pd
 import pytest
-from test_score import TREE_SHA, make_bundle, make_run
+from fakes.fake_runs import TREE_SHA, make_bundle, make_run
 
 from hearsay import assemble, score
 from hearsay.model import sha256_file

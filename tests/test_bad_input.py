@@ -9,8 +9,10 @@ import pandas as pd
 import pytest
 import soundfile as sf
 
-from hearsay import audio, bundle
-from hearsay.bundle import BundleConfig, build_bundle, load_bundle
+from hearsay import audio
+from hearsay.bundle import build as bundle
+from hearsay.bundle import load_bundle
+from hearsay.bundle.build import BundleConfig, build_bundle
 
 SR = audio.SAMPLE_RATE
 

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from fakes.fake_ffmpeg import fake_ffmpeg_without
 
 from hearsay import audio, codecs
 
@@ -11,16 +12,6 @@ SR = audio.SAMPLE_RATE
 def tone(seconds, freq):
     t = np.arange(int(seconds * SR)) / SR
     return (0.4 * np.sin(2 * np.pi * freq * t)).astype(np.float32)
-
-
-def fake_ffmpeg_without(tmp_path, encoder):
-    """The real ffmpeg behind a wrapper whose `-encoders` listing lacks `encoder`."""
-    real = audio.ffmpeg_exe()
-    p = tmp_path / "ffmpeg"
-    p.write_text(f"#!/bin/sh\ncase \" $* \" in *' -encoders '*) \"{real}\" \"$@\" | "
-                 f"grep -v ' {encoder} ';;\n*) exec \"{real}\" \"$@\";;\nesac\n")
-    p.chmod(0o755)
-    return str(p)
 
 
 def test_the_wheel_ffmpeg_has_all_five_encoders():

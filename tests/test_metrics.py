@@ -188,3 +188,11 @@ def test_help_states_the_convention(capsys):
     text = capsys.readouterr().out
     assert "score high = synthetic" in text and "prior of the synthetic class" in text
     assert "false alarm" in text and "Exit codes" in text
+
+
+def test_auc_matches_the_mann_whitney_definition_with_ties():
+    rng = np.random.default_rng(26)
+    pos, neg = rng.integers(0, 5, 40), rng.integers(1, 6, 50)
+    brute = np.mean([(p > n) + 0.5 * (p == n) for p in pos for n in neg])
+    is_spoof = np.r_[np.ones(len(pos), bool), np.zeros(len(neg), bool)]
+    assert metrics.auc(np.r_[pos, neg], is_spoof) == pytest.approx(brute, abs=1e-12)

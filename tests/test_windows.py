@@ -330,7 +330,7 @@ def test_hearsay_score_hop_reads_out_the_max_window_of_each_bundle_clip(tmp_path
     """`hearsay score --hop-s`: 1.5 s windows every 0.5 s over 0.6-2.5 s bundle clips. The first
     window is the --max-s 1.5 input, so the windowed logit is never lower, equal for a clip of one
     window, and the count is the one hearsay.windows gives."""
-    from test_score import make_bundle, make_run
+    from fakes.fake_runs import make_bundle, make_run
 
     from hearsay import score as bundle_score
 

@@ -18,7 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("hearsay.demo", "run every stage on the embedded synthetic demo corpus"),
     "demo-data": ("hearsay.demo.corpus", "write the synthetic two-class demo corpus + manifest"),
     "splits": ("hearsay.folds", "make / verify fold files pinned in splits/SHA256SUMS"),
-    "bundle": ("hearsay.bundle", "manifest -> trimmed 16 kHz FLAC bundle with codec copies"),
+    "bundle": ("hearsay.bundle.build", "manifest -> trimmed 16 kHz FLAC bundle with codec copies"),
     "train": ("hearsay.train", "fine-tune the detector (CUDA; --cpu-smoke for a tiny CPU run)"),
     "score": ("hearsay.score", "score a bundle split with a checkpoint -> CSV"),
     "metrics": ("hearsay.metrics", "EER, minDCF, actDCF, AUC, Cllr (+ breakdowns) of a score CSV"),

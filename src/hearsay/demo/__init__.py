@@ -32,7 +32,8 @@ DEMO_MAX_FAIL_FRAC = 0.02
 
 def stage_data(out: Path, ctx: dict) -> None:
     """1-3: corpus (hearsay demo-data), splits (hearsay splits make), bundle (hearsay bundle)."""
-    from hearsay.bundle import BundleConfig, build_bundle, load_bundle
+    from hearsay.bundle import load_bundle
+    from hearsay.bundle.build import BundleConfig, build_bundle
     from hearsay.demo.corpus import write_corpus
     from hearsay.folds import write_folds
     from hearsay.manifest import read_manifest

@@ -10,8 +10,10 @@ import pandas as pd
 import pytest
 import soundfile as sf
 
-from hearsay import audio, bundle
-from hearsay.bundle import BundleConfig, build_bundle, load_bundle
+from hearsay import audio
+from hearsay.bundle import build as bundle
+from hearsay.bundle import load_bundle
+from hearsay.bundle.build import BundleConfig, build_bundle
 
 SR = audio.SAMPLE_RATE
 COLS = ["id", "path", "label", "generator", "source", "group", "fold", "train_scope"]
@@ -158,7 +160,7 @@ def test_decode_failures_over_the_threshold_fail_the_build_and_are_listed(tmp_pa
 
 
 def test_missing_encoder_is_recorded_and_its_copies_skipped(tmp_path, monkeypatch):
-    from test_codecs import fake_ffmpeg_without
+    from fakes.fake_ffmpeg import fake_ffmpeg_without
 
     monkeypatch.setenv("HEARSAY_FFMPEG", fake_ffmpeg_without(tmp_path, "libopus"))
     m = corpus(tmp_path, [("c0", tone(1.0), {})])

@@ -9,10 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import soundfile as sf
-from test_guards_audio import speech_like, with_room_noise
+from signals import speech_like, with_room_noise
 
-from hearsay import audio, bundle
-from hearsay.bundle import BundleConfig, build_bundle, load_bundle
+from hearsay import audio
+from hearsay.bundle import build as bundle
+from hearsay.bundle import load_bundle
+from hearsay.bundle.build import BundleConfig, build_bundle
 
 SR = audio.SAMPLE_RATE
 COLS = ["id", "path", "label", "generator", "source", "group", "fold", "train_scope"]

@@ -23,7 +23,7 @@ from hearsay.publish import main
 from hearsay.publish.hf import HubRemote
 
 _spec = importlib.util.spec_from_file_location(
-    "fake_hf_hub", Path(__file__).parent / "fakes" / "fake_hf_hub.py")
+    "fake_hf_hub", Path(__file__).parents[1] / "fakes" / "fake_hf_hub.py")
 fake_hf_hub = sys.modules["fake_hf_hub"] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fake_hf_hub)  # tests/fakes is not a package
 
