@@ -6,7 +6,7 @@
   #   nix flake check                evaluates everything; builds the ffmpeg encoder and version checks
   description = "hearsay: XLS-R 300M speech-deepfake detector - trainer image";
 
-  # One input, pinned in flake.lock (rev + narHash from ../shared/DESIGN.md).
+  # One input, pinned in flake.lock (rev + narHash from docs/DESIGN.md).
   inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-25.11";
 
   outputs = { self, nixpkgs }:

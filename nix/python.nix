@@ -1,6 +1,6 @@
 # The image's Python: nixpkgs' CPython 3.11 and exactly the wheels of requirements.lock, which is
 # what `make test` installs (pip --require-hashes). Nothing here comes from nixpkgs' python package
-# set: its versions are not the lock's (DESIGN.md, "Pinned facts for the Nix image").
+# set: its versions are not the lock's (docs/DESIGN.md, "Pinned facts for the Nix image").
 #
 #   requirements.lock --scripts/lock_to_nix.py--> nix/wheels.nix (name, version, tags, sha256)
 #     -> one fixed-output fetchPypi per wheel -> `site`: every wheel pip-installed into one prefix

@@ -2,9 +2,9 @@
 #
 #   nix build .#weights   ->  result/opt/hearsay/weights/xls-r-300m/pytorch_model.bin
 #
-# Only pytorch_model.bin is fetched: hearsay.model writes the architecture config in code (DESIGN.md),
+# Only pytorch_model.bin is fetched: hearsay.model writes the architecture config in code (docs/DESIGN.md),
 # so config.json and friends of the hub repo are not needed. fetchurl's flat sha256 is the sha256 of
-# the file itself, i.e. exactly the pin in ../shared/DESIGN.md, checked again at box start by
+# the file itself, i.e. exactly the pin in docs/DESIGN.md, checked again at box start by
 # container/trainer/smoke_check.sh and at load time by hearsay.model.
 { pkgs }:
 let

@@ -4,7 +4,7 @@ nixpkgs cannot be downloaded here, so `nix build` cannot run. What can be checke
 every .nix file parses (`nix-instantiate --parse`, Debian's nix-bin); flake.nix evaluates with its
 nixpkgs input replaced by tests/nix/nixpkgs (a stand-in that records what each function was given
 and rejects unknown attributes/arguments), and the records say what the image holds; flake.lock
-carries the pins of ../shared/DESIGN.md. Also the one lock: requirements.lock, its generated Nix
+carries the pins of docs/DESIGN.md. Also the one lock: requirements.lock, its generated Nix
 wheel list (scripts/lock_to_nix.py -> nix/wheels.nix) and the image's package set agree (names,
 versions, sha256), and scripts/check_versions.py gates the installed set against the lock.
 
@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import lock_to_nix  # noqa: E402  (scripts/ is not a package)
 
 ROOT = Path(__file__).resolve().parents[1]
-DESIGN = ROOT.parent / "shared" / "DESIGN.md"
-NIXPKGS_PIN = {  # ../shared/DESIGN.md, "Pinned facts for the Nix image"
+DESIGN = ROOT / "docs" / "DESIGN.md"
+NIXPKGS_PIN = {  # docs/DESIGN.md, "Pinned facts for the Nix image"
     "rev": "8fd9daa3db09ced9700431c5b7ad0e8ba199b575",
     "narHash": "sha256-Ti+ZBvW6yrWWAg2szExVTwCd4qOJ3KlVr1tFHfyfi8Q=",
     "lastModified": 1778430510,
@@ -109,12 +109,10 @@ def test_flake_lock_pins_the_designs_nixpkgs():
 
 
 def test_test_pins_agree_with_design_doc():
-    if not DESIGN.exists():
-        pytest.skip(f"{DESIGN} not present in this checkout; the pins above are copied from it")
-    text = DESIGN.read_text()
+    text = DESIGN.read_text()  # in the repository: a missing file is a failure, not a skip
     for value in [NIXPKGS_PIN["rev"], NIXPKGS_PIN["narHash"], str(NIXPKGS_PIN["lastModified"]),
                   WEIGHTS_REV, WEIGHTS_SHA]:
-        assert value in text
+        assert value in text, f"{value} is not in {DESIGN}: the test's pin and the design's differ"
 
 
 def test_flake_has_one_nixpkgs_input_on_the_release_branch(flake):

@@ -27,7 +27,7 @@
 # Environment (the image sets all but HEARSAY_STORE, HEARSAY_RUN_PATH and RCLONE_CONFIG, which
 # entry.sh exports from job.env):
 #   HEARSAY_WEIGHTS_DIR     default /opt/hearsay/weights/xls-r-300m
-#   HEARSAY_WEIGHTS_SHA256  default the pin in DESIGN.md
+#   HEARSAY_WEIGHTS_SHA256  default the pin in docs/DESIGN.md
 #   HEARSAY_FFMPEG          default `ffmpeg` on PATH
 #   HEARSAY_LOCK            default requirements.lock two folders up (/opt/hearsay in the image)
 #   HEARSAY_SMOKE_DEVICE    default cuda; `cpu` runs the train step on the CPU (make test does)

@@ -3,7 +3,7 @@
     python tests/fakes/fake_vast.py --port 0 --url-file /tmp/u --api-key KEY --seed 7
     VAST_URL=$(cat /tmp/u) VAST_API_KEY=KEY vastai show instances --raw
 
-Models what the runner must survive (../shared/DESIGN.md "Runner"): instances that go
+Models what the runner must survive (docs/DESIGN.md "Runner"): instances that go
 created -> loading -> running (-> exited), billing that accrues into `credit`, paging of
 /api/v1/instances/, per-instance API keys, listing lag after destroy, and programmable
 faults (errors, 429 without Retry-After, malformed/empty answers, dropped connections).
