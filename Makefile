@@ -9,7 +9,7 @@ install: $(STAMP)
 
 # requirements.lock pins every package to one wheel (CPython 3.11, manylinux x86_64) and its
 # sha256; pip refuses any file whose hash differs. The trainer image is built from the same lines
-# (scripts/lock_to_nix.py). The project itself goes in editable without resolving anything else.
+# (nix/lock_to_nix.py). The project itself goes in editable without resolving anything else.
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --require-hashes -r requirements.lock
@@ -20,7 +20,7 @@ demo: install
 	$(VENV)/bin/hearsay demo --out demo_out
 
 lint: install
-	$(VENV)/bin/ruff check src export tests
+	$(VENV)/bin/ruff check src tests scripts nix container
 	@scripts=$$(find runner scripts container -name '*.sh' 2>/dev/null); \
 	if [ -n "$$scripts" ]; then $(VENV)/bin/shellcheck -x $$scripts; fi
 

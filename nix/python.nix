@@ -2,7 +2,7 @@
 # what `make test` installs (pip --require-hashes). Nothing here comes from nixpkgs' python package
 # set: its versions are not the lock's (docs/DESIGN.md, "Pinned facts for the Nix image").
 #
-#   requirements.lock --scripts/lock_to_nix.py--> nix/wheels.nix (name, version, tags, sha256)
+#   requirements.lock --nix/lock_to_nix.py--> nix/wheels.nix (name, version, tags, sha256)
 #     -> one fixed-output fetchPypi per wheel -> `site`: every wheel pip-installed into one prefix
 #        (no index, no dependency resolution: the lock is the whole closure), ELF files patched
 #     -> hearsay built from this tree on top -> `env` (the image) and `devEnv` (nix develop)
@@ -46,7 +46,7 @@ let
       pkgs.zlib # libz.so.1: cuDNN, triton, pillow, numpy's and scipy's gfortran
     ];
     # NEEDED by some locked ELF file and provided by no wheel and no input above
-    # (`scripts/lock_to_nix.py needed --wheels DIR` lists them from the downloaded wheels):
+    # (`nix/lock_to_nix.py needed --wheels DIR` lists them from the downloaded wheels):
     autoPatchelfIgnoreMissingDeps = [
       # torch/lib/libcaffe2_nvrtc.so: the driver, which the NVIDIA container hook mounts from the
       # host at run time; found through the image's LD_LIBRARY_PATH (nix/trainer-image.nix)

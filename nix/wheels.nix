@@ -1,6 +1,6 @@
-# Generated from requirements.lock by scripts/lock_to_nix.py: do not edit by hand.
+# Generated from requirements.lock by nix/lock_to_nix.py: do not edit by hand.
 # One fetchPypi wheel per locked package (nix/python.nix installs exactly these);
-# `scripts/lock_to_nix.py --check` (run by make test) fails when the two disagree.
+# `nix/lock_to_nix.py --check` (run by make test) fails when the two disagree.
 [
   { name = "aiodns"; pname = "aiodns"; version = "3.6.1"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "46233ccad25f2037903828c5d05b64590eaa756e51d12b4a5616e2defcbc98c7"; }
   { name = "aiohappyeyeballs"; pname = "aiohappyeyeballs"; version = "2.7.1"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "9243213661e29250eb41368e5daa826fc017156c3b8a11440826b2e3ed376472"; }

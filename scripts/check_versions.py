@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"check_versions: {line}")
     if diff:
         print(f"check_versions: {len(diff)} difference(s) between {sys.executable} and "
-              f"{args.lock} (rebuild from the lock; to move a pin, see scripts/lock_to_nix.py)",
+              f"{args.lock} (rebuild from the lock; to move a pin, see nix/lock_to_nix.py)",
               file=sys.stderr)
         return EXIT_DIFFERENT
     print(f"check_versions: {len(lock)} packages installed exactly as {args.lock} pins them")

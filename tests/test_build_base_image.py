@@ -1,4 +1,4 @@
-"""scripts/build_base_image.sh: which Debian mirror debootstrap gets (no root, no network).
+"""container/build_base_image.sh: which Debian mirror debootstrap gets (no root, no network).
 
 The mirror is $DEBIAN_MIRROR, else the first source of the machine's apt that serves
 `deb URI bookworm main`; HEARSAY_APT_SOURCES points the script at fake sources files here.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "build_base_image.sh"
+SCRIPT = Path(__file__).resolve().parents[1] / "container" / "build_base_image.sh"
 
 SECURITY_822 = """\
 Types: deb

@@ -1,6 +1,6 @@
 """The deploy image, built and run by a real container engine (podman) on clips incl. corrupt ones.
 
-Builds the offline base once (scripts/build_base_image.sh: debootstrap minbase bookworm + python3,
+Builds the offline base once (container/build_base_image.sh: debootstrap minbase bookworm + python3,
 reused while `podman image exists`), then container/score/build.sh with a tiny exported model
 baked in, and runs it the way an operator locks a container down: read-only root (and no tmpfs:
 docker's --read-only gives none), no network, no capabilities, an arbitrary non-root uid.
@@ -90,7 +90,7 @@ def make_clips(clips: Path) -> None:
 def image(tmp_path_factory):
     if shutil.which("podman") is None:
         pytest.skip(NO_PODMAN)
-    base = subprocess.run([str(REPO / "scripts/build_base_image.sh"), BASE], capture_output=True,
+    base = subprocess.run([str(REPO / "container/build_base_image.sh"), BASE], capture_output=True,
                           text=True, timeout=900, env={**os.environ, **CONF})
     assert base.returncode == 0, base.stderr[-2000:]
     root = tmp_path_factory.mktemp("container")

@@ -5,7 +5,7 @@ every .nix file parses (`nix-instantiate --parse`, Debian's nix-bin); flake.nix 
 nixpkgs input replaced by tests/nix/nixpkgs (a stand-in that records what each function was given
 and rejects unknown attributes/arguments), and the records say what the image holds; flake.lock
 carries the pins of docs/DESIGN.md. Also the one lock: requirements.lock, its generated Nix
-wheel list (scripts/lock_to_nix.py -> nix/wheels.nix) and the image's package set agree (names,
+wheel list (nix/lock_to_nix.py -> nix/wheels.nix) and the image's package set agree (names,
 versions, sha256), and scripts/check_versions.py gates the installed set against the lock.
 
     .venv/bin/pytest -q tests/test_nix_flake.py
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import lock_to_nix  # noqa: E402  (scripts/ is not a package)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "nix"))  # nix/lock_to_nix.py
+import lock_to_nix  # noqa: E402  (nix/ is not a package)
 
 ROOT = Path(__file__).resolve().parents[1]
 DESIGN = ROOT / "docs" / "DESIGN.md"
@@ -428,7 +428,7 @@ def test_make_installs_the_lock_with_require_hashes():
 
 
 def lock_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "lock_to_nix.py"), *args],
+    return subprocess.run([sys.executable, str(ROOT / "nix" / "lock_to_nix.py"), *args],
                           capture_output=True, text=True, timeout=60)
 
 

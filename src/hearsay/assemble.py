@@ -47,6 +47,8 @@ import numpy as np
 
 from hearsay import score as scoring
 
+EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_CHECK = 0, 2, 3, 4, 5  # module docstring
+
 RUN_KEYS = ("fold0", "fold1", "fold2", "fold3", "fold4", "full")
 PIN_KEYS = {"name", "bundle_tree_sha", "min_steps", "parity", "runs"}
 RUN_FIELDS = {"dir", "config_hash", "weights_sha256"}
@@ -331,17 +333,17 @@ def main(argv: list[str] | None = None) -> int:
                                 reports=args.reports)
     except CheckFailed as err:
         print(f"hearsay assemble: check failed: {err}", file=sys.stderr)
-        return 5
+        return EXIT_CHECK
     except (PinError, scoring.ScoreRefused) as err:
         print(f"hearsay assemble: refused: {err}", file=sys.stderr)
-        return 4
+        return EXIT_REFUSED
     except (AssembleError, scoring.ScoreError, report.metrics.MetricsError, OSError,
             ValueError) as err:
         print(f"hearsay assemble: {err}", file=sys.stderr)
-        return 3
+        return EXIT_BAD_INPUT
     print(f"hearsay assemble: {done['scores_csv']} ({len(done['scores'])} rows, F1-F6 passed); "
           f"gate: {meta['gate']['outcome']}; report {meta['report']}")
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+EXIT_OK, EXIT_USAGE = 0, 2  # common to every command (module docstring)
+
 # command -> (module, one-line summary). Keep in pipeline order: `hearsay --help` prints it.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("hearsay.demo", "run every stage on the embedded synthetic demo corpus"),
@@ -40,17 +42,17 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
-        return 0
+        return EXIT_OK
     if argv[0] == "--version":
         from hearsay import __version__
 
         print(__version__)
-        return 0
+        return EXIT_OK
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         print(f"hearsay: unknown command {name!r} (one of: {', '.join(COMMANDS)})",
               file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     module = importlib.import_module(COMMANDS[name][0])
     return int(module.main(rest) or 0)
 

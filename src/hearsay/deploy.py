@@ -75,7 +75,7 @@ import numpy as np
 
 from hearsay import deploy_windows, windows
 from hearsay.audio import SAMPLE_RATE, AudioError, load_audio, prepare
-from hearsay.deploy_io import COLUMNS, Progress, RowSink  # noqa: F401 - COLUMNS: the row format
+from hearsay.deploy_io import COLUMNS, Progress, RowSink, new_row  # noqa: F401 - COLUMNS: the row format
 from hearsay.hashing import SumsError, read_sums, sha256_file
 
 DEFAULT_MODEL_DIR = "/opt/hearsay/model"
@@ -248,6 +248,10 @@ class Scorer:
     front: dict  # prepare()'s kwargs: max_s, cutoff_hz, top_db
     min_samples: int  # shorter model inputs are refused (16 kHz samples)
 
+    def logits(self, waves: list[np.ndarray], batch_size: int = 8) -> np.ndarray:
+        """run_logits on this scorer's session (the windowed path calls it through here)."""
+        return run_logits(self.session, waves, batch_size)
+
 
 def load_scorer(model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> Scorer:
     """verify_model_dir + an onnxruntime session; raises ModelError before anything is scored."""
@@ -255,11 +259,6 @@ def load_scorer(model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> Scorer:
     # at least min_s, and never under one CNN frame (400 samples = 25 ms) or the model has no input
     min_samples = max(int(round(front.pop("min_s") * SAMPLE_RATE)), MIN_SAMPLES)
     return Scorer(make_session(model_path, cfg.threads), model_sha, front, min_samples)
-
-
-def new_row(root: Path, path: Path, model_sha: str) -> dict:
-    return {"path": path.relative_to(root).as_posix(), "duration_s": "", "score": "",
-            "logit": "", "model_sha256": model_sha, "error": ""}
 
 
 def model_input(path: Path, row: dict, scorer: Scorer) -> np.ndarray | None:

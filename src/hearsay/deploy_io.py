@@ -19,6 +19,12 @@ COLUMNS = ["path", "duration_s", "score", "logit", "model_sha256", "error",
            "windows", "covered_s", "mean_logit", "peak_start_s", "peak_end_s"]
 
 
+def new_row(root: Path, path: Path, model_sha: str) -> dict:
+    """The CSV row of one file before it is scored: COLUMNS' first six, empty but path and model."""
+    return {"path": path.relative_to(root).as_posix(), "duration_s": "", "score": "",
+            "logit": "", "model_sha256": model_sha, "error": ""}
+
+
 class RowSink:
     """CSV rows as they finish: stdout, or `-o FILE` through FILE.partial (flushed per chunk).
 

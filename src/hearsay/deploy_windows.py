@@ -33,7 +33,7 @@ import numpy as np
 
 from hearsay import windows
 from hearsay.audio import SAMPLE_RATE, AudioError, trim_silence
-from hearsay.deploy_io import RowSink
+from hearsay.deploy_io import RowSink, new_row
 
 WINDOW_COLUMNS = ["path", "start_s", "end_s", "logit", "score"]  # --windows-csv, one row a window
 
@@ -60,8 +60,6 @@ def windowed_rows(root: Path, files: list[Path], scorer, cfg,
     `scorer` is a hearsay.deploy.Scorer, `cfg` its ScoreConfig; a row is yielded once its
     file's last window is scored, and `on_windows` gets the file's window rows just before.
     `on_audio(s)` hears of every onnxruntime pass: the trimmed seconds it newly covered."""
-    from hearsay.deploy import new_row, run_logits
-
     if scorer.front.get("max_s") is None:
         raise ValueError("front_end.json has no max_s: windows need the deploy length")
     waiting: deque[_FileWindows] = deque()
@@ -69,7 +67,7 @@ def windowed_rows(root: Path, files: list[Path], scorer, cfg,
 
     def score_pending() -> None:
         if pending:
-            logits = run_logits(scorer.session, [w for _, _, w in pending], cfg.batch_size)
+            logits = scorer.logits([w for _, _, w in pending], cfg.batch_size)
             new = 0  # samples first covered by these windows (overlaps counted once)
             for (fw, k, _), logit in zip(pending, logits, strict=True):
                 fw.logits[k] = float(logit)

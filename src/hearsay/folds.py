@@ -40,6 +40,8 @@ from hearsay import config
 from hearsay.hashing import SumsError, format_sums, read_sums, sha256_file
 from hearsay.manifest import INNER_FOLDS, LABELS, ManifestError, read_manifest
 
+EXIT_OK, EXIT_USAGE, EXIT_REJECTED = 0, 2, 3  # `hearsay splits` (module docstring)
+
 SUMS = "SHA256SUMS"
 
 
@@ -265,5 +267,5 @@ def main(argv: list[str] | None = None) -> int:
             print(f"splits: {args.folds} ok (sha256 {folds.sha256})")
     except (FoldError, ManifestError) as err:
         print(f"hearsay splits: {err}", file=sys.stderr)
-        return 3
-    return 0
+        return EXIT_REJECTED
+    return EXIT_OK

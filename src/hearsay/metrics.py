@@ -48,11 +48,14 @@ from pathlib import Path
 
 import numpy as np
 
+from hearsay.manifest import LABELS
+
+EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT = 0, 2, 3  # module docstring
+
 PI_OF_RECORD = 0.3  # prior of the synthetic class for the metric of record
 PI_BESIDE = 0.5  # reported beside it
 LENGTH_BUCKETS = ("<=4s", "4-6s", ">6s")  # upper edges inclusive, seconds
 CLEAN_CODECS = ("", "none", "clean")
-LABELS = ("bonafide", "spoof")
 
 
 class MetricsError(Exception):
@@ -360,12 +363,12 @@ def main(argv: list[str] | None = None) -> int:
         m = evaluate(scores, key, args.pi)
     except (MetricsError, OSError, pd.errors.ParserError) as err:
         print(f"hearsay metrics: {err}", file=sys.stderr)
-        return 3
+        return EXIT_BAD_INPUT
     if args.json:
         print(json.dumps(jsonable(m), indent=2, allow_nan=False))
     else:
         print("\n".join(summary_lines(m)))
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

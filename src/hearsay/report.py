@@ -31,9 +31,9 @@ import numpy as np
 
 from hearsay import metrics
 from hearsay.hashing import git_sha
+from hearsay.metrics import PI_OF_RECORD
 
 KEY_COLUMNS = ["path", "label", "generator", "source", "duration"]
-GATE_PI = 0.3
 HOLDOUT_CARRIES = 0.8  # holdout AUC from which the opening says the model carries over to it
 
 
@@ -89,8 +89,9 @@ def spend(ledger: Path | None) -> dict:
 def gate(ours, key, bar: Path | None, probe: Path | None, probe_max_fa: float | None,
          oof_threshold: float | None) -> dict:
     """Our pooled OOF + holdout minDCF at pi 0.3 against the bar's on the same clips."""
-    out: dict = {"pi": GATE_PI, "metric": "min_dcf", "bar_file": None if bar is None else str(bar)}
-    mine = metrics.evaluate(ours, key, GATE_PI)
+    out: dict = {"pi": PI_OF_RECORD, "metric": "min_dcf",
+                 "bar_file": None if bar is None else str(bar)}
+    mine = metrics.evaluate(ours, key, PI_OF_RECORD)
     out["ours"] = mine["min_dcf"]
     out["n_bonafide"], out["n_spoof"] = mine["n_bonafide"], mine["n_spoof"]
     reasons = []
@@ -104,7 +105,7 @@ def gate(ours, key, bar: Path | None, probe: Path | None, probe_max_fa: float | 
                            f"e.g. {missing[0]!r}")
         else:
             bar_df = bar_df[bar_df["path"].isin(set(ours["path"]))].drop_duplicates("path")
-            theirs = metrics.evaluate(bar_df, key, GATE_PI)
+            theirs = metrics.evaluate(bar_df, key, PI_OF_RECORD)
             out["bar"] = theirs["min_dcf"]
             out["margin"] = theirs["min_dcf"] - mine["min_dcf"]
             out["beats_bar"] = bool(out["margin"] > 0)
@@ -261,8 +262,9 @@ def what_was_run(done: dict, bundle, results: dict, about: dict) -> list[str]:
                  f"{'/'.join(str(s) for s in steps)} optimiser steps each"
                  + (f" of {tc.get('batch_size')} clips x {tc.get('grad_accum')}, crops <= "
                     f"{tc.get('max_crop_s') or 'the class cap'} s" if tc else "") + ".")
-    lines.append(f"- Metric of record: minDCF at pi = {GATE_PI} (lower is better, 1 = no better "
-                 "than always answering one class) of the pooled out-of-fold + clean holdout "
+    lines.append(f"- Metric of record: minDCF at pi = {PI_OF_RECORD} (lower is better, 1 = no "
+                 "better than always answering one class) of the pooled out-of-fold + clean "
+                 "holdout "
                  "scores; EER and AUC beside it (AUC 0.5 = chance, 1 = every synthetic clip "
                  "above every bona fide one).")
     lines.append("- What to look at: the out-of-fold row of Metrics (each clip scored by the model "
@@ -289,7 +291,7 @@ def markdown(meta: dict, plots: dict) -> str:
                                    else "none given")
     lines = [f"# Campaign report: {meta['name']}", "", *meta.get("opening", []),
              f"Conventions: {metrics.CONVENTION}.", "",
-             f"## Gate: **{g['outcome']}** (minDCF at pi {GATE_PI}, ours below the bar's)", "",
+             f"## Gate: **{g['outcome']}** (minDCF at pi {PI_OF_RECORD}, ours below the bar's)", "",
              f"The bar: {bar}. It is the bar because a campaign is worth shipping only if it "
              "beats the detector it would replace, on exactly the same clips.", "",
              f"{g.get('why', '')}", ""]
@@ -343,7 +345,7 @@ def write_all(done: dict, bundle, bar: Path | None = None, probe: Path | None = 
     holdout = df[df["split"] == "holdout"]
     aug = read_scores(files["full"][("holdout", True)])
     sets = {"out-of-fold": oof, "holdout clean": holdout, "holdout augmented": aug}
-    results = {name: metrics.evaluate(frame, key, GATE_PI) for name, frame in sets.items()}
+    results = {name: metrics.evaluate(frame, key, PI_OF_RECORD) for name, frame in sets.items()}
     pooled = pd.concat([oof, holdout], ignore_index=True)
     g = gate(pooled, key, bar, probe, probe_max_fa, results["out-of-fold"]["min_dcf_threshold"])
     metas = done["metas"]

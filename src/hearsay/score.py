@@ -54,8 +54,10 @@ from pathlib import Path
 import numpy as np
 
 from hearsay import audio
+from hearsay.manifest import INNER_FOLDS
 
-INNER_FOLDS = ("0", "1", "2", "3", "4")
+EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
+
 SPLITS = {"inner_oof": INNER_FOLDS, "holdout": ("holdout",), "test": ("test",)}
 COLUMNS = ["path", "fold", "split", "score", "logit"]
 AUG_COLUMNS = ["augmentation", "codec"]
@@ -364,12 +366,12 @@ def main(argv: list[str] | None = None) -> int:
         write_scores(df, side, args.out)
     except ScoreRefused as err:
         print(f"hearsay score: refused: {err}", file=sys.stderr)
-        return 4
+        return EXIT_REFUSED
     except (ScoreError, ValueError, OSError) as err:
         print(f"hearsay score: {err}", file=sys.stderr)
-        return 3
+        return EXIT_BAD_INPUT
     print(f"hearsay score: {len(df)} rows -> {args.out}")
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

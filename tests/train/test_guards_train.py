@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from hearsay import train as tr
 from hearsay.model import Detector, ModelConfig
 from hearsay.train import config as tcfg
+from hearsay.train import errors as terrors
 from hearsay.train.step import optimizer_groups
 
 
@@ -36,7 +37,7 @@ def collapsed_run(demo_bundle, tmp_path_factory):
             tr.run(cfg, demo_bundle.root, tmp_path_factory.mktemp("collapsed") / "run",
                    model_hook=collapse)
             raised = None
-        except tcfg.TrainError as err:
+        except terrors.TrainError as err:
             raised = err
     return {"targets": targets, "raised": raised}
 
@@ -51,7 +52,7 @@ def test_label_smoothing_gives_the_loss_targets_0_025_and_0_975(collapsed_run):
 def test_a_collapsed_model_with_auc_exactly_half_trips_the_default_tripwire(collapsed_run):
     assert tcfg.TrainConfig().tripwire_auc == 0.5  # the rule is AUC <= 0.5
     err = collapsed_run["raised"]
-    assert isinstance(err, tcfg.Tripwire) and err.code == 5
+    assert isinstance(err, terrors.Tripwire) and err.code == 5
     assert "validation AUC 0.5000 <= 0.5" in str(err)
 
 

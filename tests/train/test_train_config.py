@@ -7,12 +7,13 @@ import json
 import pytest
 
 from hearsay.train import config as tcfg
+from hearsay.train import errors as terrors
 
 
 def test_unknown_config_keys_are_errors():
-    with pytest.raises(tcfg.ConfigError, match="lr_hed"):
+    with pytest.raises(terrors.ConfigError, match="lr_hed"):
         tcfg.resolve_config("fold", 0, overrides={"train": {"lr_hed": 1.0}})
-    with pytest.raises(tcfg.ConfigError, match="unknown config sections"):
+    with pytest.raises(terrors.ConfigError, match="unknown config sections"):
         tcfg.resolve_config("fold", 0, overrides={"trian": {}})
 
 

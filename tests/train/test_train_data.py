@@ -9,8 +9,8 @@ import torch
 from train_world import family_of
 
 from hearsay import augment
-from hearsay.train import config as tcfg
 from hearsay.train import data as tdata
+from hearsay.train import errors as terrors
 
 
 def test_sampler_quotas_balance_labels_and_keep_the_source_mix():
@@ -82,9 +82,9 @@ def test_a_forgotten_exclusion_is_derived_and_a_leak_is_a_train_error(bundle, mo
     real = folds.train_ids
     monkeypatch.setattr(folds, "train_ids", lambda df, cfg, model: [
         *real(df, cfg, model), *df.loc[df["fold"] == "holdout", "id"][:1]])
-    with pytest.raises(tcfg.FoldLeak, match="holdout/test/validation rows") as err:
+    with pytest.raises(terrors.FoldLeak, match="holdout/test/validation rows") as err:
         tdata.plan_job(bundle, "fold", 0)
-    assert err.value.code == tcfg.EXIT["fold_leak"] == 10
+    assert err.value.code == terrors.EXIT_FOLD_LEAK == 10
 
 
 def test_batched_device_augmentation_matches_the_numpy_path(bundle):

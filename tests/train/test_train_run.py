@@ -15,6 +15,7 @@ from hearsay import store as stores
 from hearsay import train as tr
 from hearsay.model import load_detector
 from hearsay.train import config as tcfg
+from hearsay.train import errors as terrors
 
 
 def test_a_config_file_with_an_unknown_key_is_a_usage_error(bundle_dir, tmp_path, capsys):
@@ -69,7 +70,7 @@ def test_planted_nan_gradient_aborts_with_its_own_code(bundle_dir, tmp_path):
         det.head.weight.register_hook(lambda g: g * float("nan"))
 
     # one step per epoch: its flag is read at the epoch end, before the checkpoint
-    with pytest.raises(tcfg.NonFinite, match="grad norm nan") as err:
+    with pytest.raises(terrors.NonFinite, match="grad norm nan") as err:
         tr.run(smoke(batches_per_epoch=1), bundle_dir, tmp_path / "run", model_hook=plant)
     assert err.value.code == 4
     meta = json.loads((tmp_path / "run" / "run_meta.json").read_text())
@@ -79,7 +80,7 @@ def test_planted_nan_gradient_aborts_with_its_own_code(bundle_dir, tmp_path):
 
 def test_auc_tripwire_aborts(bundle_dir, tmp_path):
     # AUC <= 1.0 always holds: the readout must abort the run with exit code 5
-    with pytest.raises(tcfg.Tripwire, match="validation AUC") as err:
+    with pytest.raises(terrors.Tripwire, match="validation AUC") as err:
         tr.run(smoke(tripwire_auc=1.0), bundle_dir, tmp_path / "run")
     assert err.value.code == 5
 
@@ -110,7 +111,7 @@ def test_ddp_run_completes_and_a_planted_nan_aborts_it(bundle_dir, tmp_path, tor
     def plant(det):
         det.head.weight.register_hook(lambda g: g * float("nan"))
 
-    with pytest.raises(tcfg.NonFinite):
+    with pytest.raises(terrors.NonFinite):
         tr.run(smoke(), bundle_dir, tmp_path / "nan", model_hook=plant)
 
 

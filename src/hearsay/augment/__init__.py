@@ -54,7 +54,6 @@ from hearsay.augment.rates import (
 )
 from hearsay.augment.recipe import (
     CODECS,
-    LABELS,
     SAMPLE_RATE,
     TYPES,
     WAVE_TYPES,
@@ -86,6 +85,7 @@ from hearsay.augment.transforms import (
     reverb,
     trim_jitter,
 )
+from hearsay.manifest import LABELS
 
 __all__ = [  # the names other modules, scripts and tests reach as augment.<name>
     "CODECS", "DRAW", "LABELS", "RENDER", "SAMPLE_RATE", "SHORTCUT_GATE", "STREAM_FEATURES",

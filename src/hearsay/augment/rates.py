@@ -20,7 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from hearsay import audio, metrics
-from hearsay.augment.recipe import LABELS, SAMPLE_RATE, TYPES, family
+from hearsay.augment.recipe import SAMPLE_RATE, TYPES, family
+from hearsay.manifest import LABELS
 
 log = logging.getLogger("hearsay.augment")  # the stage's logger name, as before the split
 

@@ -16,13 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hearsay import audio, config
+from hearsay import audio, codecs, config
 
 SAMPLE_RATE = audio.SAMPLE_RATE
-CODECS = ("mp3", "opus", "aac", "amrnb", "mulaw")
+CODECS = tuple(codecs.CODECS)  # the bundle's codec copies (hearsay.codecs)
 TYPES = ("codec", "noise", "bandlimit", "reverb", "gain_clip", "rawboost", "trim_jitter")
 WAVE_TYPES = ("noise", "bandlimit", "reverb", "gain_clip", "rawboost")  # same length out
-LABELS = ("bonafide", "spoof")
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ from hearsay.folds import FoldError, SplitsConfig, apply_folds, check_no_holdout
 from hearsay.hashing import sha256_file
 from hearsay.manifest import INNER_FOLDS, ManifestError, read_manifest, resolve_path, validate
 
-EXIT_REJECTED, EXIT_TOO_MANY_FAILURES = 3, 4
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REJECTED, EXIT_TOO_MANY_FAILURES = 0, 1, 2, 3, 4
 STAMP_EVERY = 25  # clips between saves of the resume sidecar
 
 
@@ -346,4 +346,4 @@ def main(argv: list[str] | None = None) -> int:
               f"> --max-fail-frac {cfg.max_fail_frac:.2%}: build failed (fix or remove the "
               "listed clips, or raise --max-fail-frac knowingly)", file=sys.stderr)
         return EXIT_TOO_MANY_FAILURES
-    return 0
+    return EXIT_OK

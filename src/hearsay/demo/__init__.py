@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2  # module docstring
+
 # The demo corpus holds 2 deliberately undecodable files among ~140 rows (~1.4 %), so that the
 # bad-input path shows; the default failure gate is 0.5 %, so the demo raises it, knowingly, to 2 %.
 DEMO_MAX_FAIL_FRAC = 0.02
@@ -262,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         lines = summary(ctx)
     except Exception as err:  # noqa: BLE001 - the demo reports which stage failed, then exits 1
         print(f"hearsay demo: failed: {err}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     print("[demo] outputs:")
     for key, value in ctx.items():
         if key != "metrics":
@@ -270,4 +272,4 @@ def main(argv: list[str] | None = None) -> int:
     print("[demo] summary:")
     for line in lines:
         print(f"  {line}")
-    return 0
+    return EXIT_OK

@@ -38,6 +38,8 @@ from scipy import signal
 
 from hearsay.audio import ffmpeg_exe
 
+EXIT_OK, EXIT_USAGE = 0, 2  # module docstring
+
 SR = 16_000  # Hz, generation rate
 VOWELS = [(730, 1090, 2440), (270, 2290, 3010), (300, 870, 2240), (530, 1840, 2480),
           (570, 840, 2410)]  # (F1, F2, F3) Hz
@@ -318,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = DemoDataConfig(**{f.name: getattr(args, f.name) for f in fields(DemoDataConfig)})
     path = write_corpus(args.out, cfg)
     print(f"demo-data: wrote {path} (SYNTHETIC corpus, see {args.out / 'README.txt'})")
-    return 0
+    return EXIT_OK
 
 
 def _bool(s: str) -> bool:

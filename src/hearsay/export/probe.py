@@ -144,7 +144,7 @@ def parity_a(model, onnx_path: Path, waves: list[np.ndarray], tol: float = 1e-4,
     d_single = float(np.max(np.abs(t_single - o_single)))
     d_batch = float(np.max(np.abs(t_batch - o_batch)))
     worst = max(d_single, d_batch)
-    return {"clips": len(waves), "lengths_s": sorted(round(len(w) / 16_000, 3) for w in waves),
+    return {"clips": len(waves), "lengths_s": sorted(round(len(w) / SAMPLE_RATE, 3) for w in waves),
             "max_abs_dlogit_single": d_single, "max_abs_dlogit_batch": d_batch,
             "max_abs_dlogit": worst, "tolerance": tol,
             # padded-batch vs one-by-one inside PyTorch: the model's own masking (information)

@@ -55,6 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hearsay.audio import SAMPLE_RATE
 from hearsay.export import probe
 
 # Constant-weight MatMuls per transformer layer: q, k, v, out projections, FFN in, FFN out.
@@ -144,6 +145,6 @@ def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
     waves = gate_clips(gate, front, rng)
     fp32 = run_logits(make_session(src), waves)
     int8 = run_logits(make_session(dst), waves)
-    lengths = [len(w) / 16_000 for w in waves]
+    lengths = [len(w) / SAMPLE_RATE for w in waves]
     return {**gate_report(fp32, int8, gate), "quantised_matmuls": len(nodes),
             "lengths_s": [round(min(lengths), 3), round(max(lengths), 3)]}

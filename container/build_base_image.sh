@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Usage: scripts/build_base_image.sh [IMAGE]   (default IMAGE: localhost/hearsay-base:bookworm-py311)
-#        scripts/build_base_image.sh --print-mirror
+# Usage: container/build_base_image.sh [IMAGE]   (default IMAGE: localhost/hearsay-base:bookworm-py311)
+#        container/build_base_image.sh --print-mirror
 # Summary: build the deploy image's base offline-friendly: debootstrap --variant=minbase bookworm
 #   plus Debian's python3 (3.11) and python3-venv, imported into podman as IMAGE. (ffmpeg comes
 #   with the image's wheels: imageio-ffmpeg's static build, the same binary the host uses.)

@@ -10,11 +10,11 @@ x86_64) and that wheel's sha256, in pip's hash form, with the wheel's file name 
     # name==version only (the old hash would not match the new file), hash them, regenerate
     sed 's/ .*//' requirements.lock | grep '==' > /tmp/pins.txt
     python3 -m pip download --no-deps --only-binary=:all: -d /tmp/wheels -r /tmp/pins.txt
-    scripts/lock_to_nix.py hash --wheels /tmp/wheels   # sha256 + file name of each wheel there
-    scripts/lock_to_nix.py                              # rewrite nix/wheels.nix from the lock
-    scripts/lock_to_nix.py --check                      # make test: exit 1 if they differ
+    nix/lock_to_nix.py hash --wheels /tmp/wheels   # sha256 + file name of each wheel there
+    nix/lock_to_nix.py                              # rewrite nix/wheels.nix from the lock
+    nix/lock_to_nix.py --check                      # make test: exit 1 if they differ
 
-    scripts/lock_to_nix.py needed --wheels /tmp/wheels   # native libraries no wheel brings
+    nix/lock_to_nix.py needed --wheels /tmp/wheels   # native libraries no wheel brings
 
 `hash` accepts plain `name==version` lines (a new pin) and keeps nothing it did not compute from
 a file: a hash is never typed in. A pin whose version did not change keeps its wheel: when the
@@ -60,8 +60,8 @@ HEADER = """\
 # requirements.lock: every package of `make test`'s venv and of the trainer image's Python.
 # One wheel per package for CPython 3.11 / manylinux x86_64, with the sha256 of that file:
 # `make test` installs it with `pip install --require-hashes -r requirements.lock`; the image
-# builds from the same lines (scripts/lock_to_nix.py -> nix/wheels.nix). To move a pin: edit the
-# version, then follow scripts/lock_to_nix.py --help (download, `hash`, regenerate, rebuild).
+# builds from the same lines (nix/lock_to_nix.py -> nix/wheels.nix). To move a pin: edit the
+# version, then follow nix/lock_to_nix.py --help (download, `hash`, regenerate, rebuild).
 """
 LINE_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)"
                      r"(?:\s+--hash=sha256:([0-9a-f]{64}))?(?:\s+#\s*(\S+\.whl))?\s*$")
@@ -91,7 +91,7 @@ class Pin:
         m = WHEEL_RE.match(self.wheel or "")
         if not m:
             raise LockError(f"{self.name}: {self.wheel!r} is not a wheel file name without a build "
-                            "tag (run `scripts/lock_to_nix.py hash --wheels DIR`)")
+                            "tag (run `nix/lock_to_nix.py hash --wheels DIR`)")
         pname, version, python, abi, platform = m.groups()
         if canonical(pname) != canonical(self.name) or version != self.version:
             raise LockError(f"{self.name}=={self.version}: its wheel {self.wheel} is another "
@@ -115,7 +115,7 @@ def read_lock(path: Path = LOCK, need_hashes: bool = True) -> list[Pin]:
         pin = Pin(*m.groups())
         if need_hashes and (pin.sha256 is None or pin.wheel is None):
             raise LockError(f"{path}:{number}: {pin.name} has no hash or wheel (run "
-                            "`scripts/lock_to_nix.py hash --wheels DIR` after downloading)")
+                            "`nix/lock_to_nix.py hash --wheels DIR` after downloading)")
         if canonical(pin.name) in seen:
             raise LockError(f"{path}:{number}: {pin.name} is pinned twice")
         seen.add(canonical(pin.name))
@@ -163,9 +163,9 @@ def format_lock(pins: list[Pin]) -> str:
 
 def format_nix(pins: list[Pin]) -> str:
     """nix/wheels.nix: a list of attribute sets, one per pin, in lock order."""
-    lines = ["# Generated from requirements.lock by scripts/lock_to_nix.py: do not edit by hand.",
+    lines = ["# Generated from requirements.lock by nix/lock_to_nix.py: do not edit by hand.",
              "# One fetchPypi wheel per locked package (nix/python.nix installs exactly these);",
-             "# `scripts/lock_to_nix.py --check` (run by make test) fails when the two disagree.",
+             "# `nix/lock_to_nix.py --check` (run by make test) fails when the two disagree.",
              "["]
     for p in pins:
         args = p.fetch_args()
@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         have = args.out.read_text() if args.out.is_file() else ""
         if have != want:
-            print(f"lock_to_nix: {args.out} does not match {args.lock} (run scripts/lock_to_nix.py "
+            print(f"lock_to_nix: {args.out} does not match {args.lock} (run nix/lock_to_nix.py "
                   "and commit both)", file=sys.stderr)
             return EXIT_DIFFERENT
         print(f"lock_to_nix: {args.out} matches {args.lock}")
