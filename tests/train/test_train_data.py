@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -97,14 +99,13 @@ def test_batched_device_augmentation_matches_the_numpy_path(bundle):
     rows = train[["id", "flac", "label", "source", "codec_ids"]].to_dict("records")
     sampler = tdata.Sampler(train, 8, "proportional", 0)
     test_durs = bundle.manifest.loc[bundle.manifest["fold"] == "test", "duration"].to_numpy()
-    ctx = {"seed": 0, "world": 1, "rank": 0, "test_durations": test_durs, "cap_s": 2.0,
-           "crop": crops.CropConfig(), "augment": augment.AugmentConfig(p_aug=1.0),
-           "max_crop_s": 0.0}
+    ctx = tdata.BatchContext(seed=0, world=1, rank=0, test_durations=test_durs, cap_s=2.0,
+                             crop=crops.CropConfig(), augment=augment.AugmentConfig(p_aug=1.0),
+                             max_crop_s=0.0, gpu_augment=False)
     for b in range(3):
-        ref = tdata.EpochBatches(bundle.root, rows, sampler, 3,
-                                 {**ctx, "gpu_augment": False})[(1, b)]
+        ref = tdata.EpochBatches(bundle.root, rows, sampler, 3, ctx)[(1, b)]
         dev = tdata.EpochBatches(bundle.root, rows, sampler, 3,
-                                 {**ctx, "gpu_augment": True})[(1, b)]
+                                 dataclasses.replace(ctx, gpu_augment=True))[(1, b)]
         assert ref["names"] == dev["names"]
         mask = tdata.sample_mask(dev["lengths"], dev["input_values"].shape[1])
         got = augment_gpu.train_batch(dev["input_values"], mask, dev["names"], dev["params"])

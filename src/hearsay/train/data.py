@@ -10,6 +10,7 @@ plan, the per-batch loading + augmentation, and the validation readout.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import pandas as pd
 import torch
 
 from hearsay import audio, augment, crops, metrics
+from hearsay.bundle import clip_rel
 from hearsay.train.config import TrainConfig
 from hearsay.train.errors import ConfigError, FoldLeak
 
@@ -137,6 +139,21 @@ class EpochKeys(torch.utils.data.Sampler):
         return iter([(self.epoch, i) for i in range(self.per_rank)])
 
 
+@dataclass(frozen=True)
+class BatchContext:
+    """What EpochBatches needs besides the rows (pickled into every loader worker)."""
+
+    seed: int  # TrainConfig.seed: every batch's RNG derives from (seed, epoch, batch)
+    world: int  # processes in the job
+    rank: int  # this process: it builds global batches rank, rank + world, ...
+    test_durations: np.ndarray  # s, the bundle's test rows: the crop-length distribution
+    cap_s: float  # the longest crop both classes reach (crops.class_cap_s)
+    crop: crops.CropConfig
+    augment: augment.AugmentConfig
+    max_crop_s: float  # TrainConfig.max_crop_s (0 = no cap)
+    gpu_augment: bool  # draw here, render on the device (TrainConfig.gpu_augment)
+
+
 class EpochBatches(torch.utils.data.Dataset):
     """Item (epoch, i) = this rank's i-th micro-batch of that epoch, made on the CPU (loader
     workers, which persist across epochs: the plan of an epoch is re-derived in the worker).
@@ -150,7 +167,7 @@ class EpochBatches(torch.utils.data.Dataset):
     """
 
     def __init__(self, root: Path, rows: list[dict], sampler: Sampler, n_batches: int,
-                 ctx: dict):
+                 ctx: BatchContext):
         self.root, self.rows, self.sampler, self.n_batches, self.ctx = \
             root, rows, sampler, n_batches, ctx
         self._plan: tuple[int, np.ndarray] | None = None  # (epoch, plan) cached per worker
@@ -164,24 +181,24 @@ class EpochBatches(torch.utils.data.Dataset):
         epoch, i = key
         c = self.ctx
         plan = self.plan(epoch)
-        b = i * c["world"] + c["rank"]  # global batch index
-        rng = np.random.default_rng([c["seed"], epoch, b, 0xC0])
-        length = crops.crop_length_s(rng, c["test_durations"], c["cap_s"], c["crop"])
-        if c["max_crop_s"] > 0:
-            length = min(length, c["max_crop_s"])
+        b = i * c.world + c.rank  # global batch index
+        rng = np.random.default_rng([c.seed, epoch, b, 0xC0])
+        length = crops.crop_length_s(rng, c.test_durations, c.cap_s, c.crop)
+        if c.max_crop_s > 0:
+            length = min(length, c.max_crop_s)
         n = crops.n_samples(length)
         waves, n_valid, names, params, records = [], [], [], [], []
         for pos in plan[b]:
             row = self.rows[pos]
-            name = augment.choose(rng, c["augment"], row["codec_ids"])
-            rel = (f"codecs/{name.split(':', 1)[1]}/{row['id']}.flac"
-                   if name.startswith("codec:") else row["flac"])
+            name = augment.choose(rng, c.augment, row["codec_ids"])
+            rel = (clip_rel(row["id"], name.split(":", 1)[1]) if name.startswith("codec:")
+                   else row["flac"])
             x = audio.load_audio(self.root / rel)
-            if c["gpu_augment"]:  # draw here, render + finish the whole batch on the device
-                wave, nv, p = augment.plan_example(x, name, n, rng, c["augment"])
+            if c.gpu_augment:  # draw here, render + finish the whole batch on the device
+                wave, nv, p = augment.plan_example(x, name, n, rng, c.augment)
                 params.append(p)
             else:
-                wave, nv = augment.training_example(x, name, n, rng, c["augment"])
+                wave, nv = augment.training_example(x, name, n, rng, c.augment)
                 records.append(augment.stream_record(row["source"], row["label"], wave, nv))
             waves.append(wave)
             n_valid.append(nv)

@@ -23,16 +23,25 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
 import torch
 
 from hearsay import augment, crops
 from hearsay import store as stores
+from hearsay.bundle import Bundle
 from hearsay.files import write_json
 from hearsay.hashing import git_sha
 from hearsay.model import Detector, load_pretrained
 from hearsay.train import checkpoint
 from hearsay.train.config import TrainConfig, config_hash, sections, versions
-from hearsay.train.data import EpochBatches, EpochKeys, Sampler, ValBatches, plan_job
+from hearsay.train.data import (
+    BatchContext,
+    EpochBatches,
+    EpochKeys,
+    Sampler,
+    ValBatches,
+    plan_job,
+)
 from hearsay.train.errors import ConfigError, ResumeRefused
 from hearsay.train.step import optimizer_groups, rank_rng, set_rng_state
 
@@ -52,11 +61,11 @@ class TrainRun:
     ddp: bool
     t_start: float  # time.time() at the start: step timestamps and wall_s count from here
     # 1. data
-    bundle: object  # hearsay.bundle.Bundle
+    bundle: Bundle
     sampler: Sampler
     rows: list[dict]  # training rows (ROW_COLUMNS), indexed by the sampler's plan
     val_rows: list[dict] | None  # None: no validation (the full model)
-    ctx: dict  # what hearsay.train.data.EpochBatches needs besides the rows
+    ctx: BatchContext  # what EpochBatches needs besides the rows
     loader: object  # the run's training DataLoader (persistent workers), keyed by `keys`
     keys: EpochKeys  # set_epoch(e) before iterating `loader`
     val_loader: object  # the validation DataLoader (this rank's share), None without val rows
@@ -71,7 +80,7 @@ class TrainRun:
     trainable: list  # the optimiser's parameters (gradient clipping)
     use_amp: bool  # bf16 autocast (CUDA only)
     # 3. store and identity
-    store: object  # hearsay.store.open_store(...)
+    store: stores.Store  # hearsay.store.open_store(...): local folder or rclone remote
     identity: dict  # config_hash, bundle_tree_sha, base_weights_sha, git_sha
     meta: dict = field(default_factory=dict)  # run_meta.json
     # progress, checkpointed each epoch
@@ -95,7 +104,8 @@ class TrainRun:
             self.device.type == "cuda" else torch.autocast("cpu", enabled=False)
 
 
-def _data(resolved: dict, tc: TrainConfig, cc, ac, bundle, world: int, rank: int) -> dict:
+def _data(resolved: dict, tc: TrainConfig, cc, ac, bundle: Bundle, world: int,
+          rank: int) -> JobData:
     """1. The job's rows, sampler and per-epoch sizes; ConfigError when the bundle can't serve."""
     train, val, exclusion = plan_job(bundle, resolved["job"], resolved["fold"])
     test_durations = bundle.manifest.loc[bundle.manifest["fold"] == "test", "duration"].to_numpy()
@@ -115,35 +125,63 @@ def _data(resolved: dict, tc: TrainConfig, cc, ac, bundle, world: int, rank: int
     n_batches = max(world, n_batches - n_batches % world)
     per_rank = n_batches // world
     steps_per_epoch = -(-per_rank // tc.grad_accum)
-    return {"train": train, "val": val, "sampler": sampler, "cap_s": cap_s,
-            "family_exclusion": exclusion,
-            "rows": train[ROW_COLUMNS].to_dict("records"),
-            "val_rows": None if val is None or val.empty else val[ROW_COLUMNS].to_dict("records"),
-            "n_batches": n_batches, "per_rank": per_rank,
-            "total_steps": tc.epochs * steps_per_epoch,
-            "ctx": {"seed": tc.seed, "world": world, "rank": rank,
-                    "test_durations": test_durations, "cap_s": cap_s, "crop": cc,
-                    "augment": ac, "max_crop_s": tc.max_crop_s,
-                    "gpu_augment": tc.gpu_augment}}
+    return JobData(
+        train=train, val=val, sampler=sampler, cap_s=cap_s, family_exclusion=exclusion,
+        rows=train[ROW_COLUMNS].to_dict("records"),
+        val_rows=None if val is None or val.empty else val[ROW_COLUMNS].to_dict("records"),
+        n_batches=n_batches, per_rank=per_rank, total_steps=tc.epochs * steps_per_epoch,
+        ctx=BatchContext(seed=tc.seed, world=world, rank=rank, test_durations=test_durations,
+                         cap_s=cap_s, crop=cc, augment=ac, max_crop_s=tc.max_crop_s,
+                         gpu_augment=tc.gpu_augment))
 
 
-def _loaders(root, tc: TrainConfig, data: dict, device: torch.device, world: int,
+def _loaders(root, tc: TrainConfig, data: JobData, device: torch.device, world: int,
              rank: int):
     """The run's two loaders, built once: workers persist across epochs and readouts.
     Validation gets a quarter of the training workers (at least 1 when workers > 0)."""
     pin = device.type == "cuda"
-    keys = EpochKeys(data["per_rank"])
+    keys = EpochKeys(data.per_rank)
     train = torch.utils.data.DataLoader(
-        EpochBatches(root, data["rows"], data["sampler"], data["n_batches"], data["ctx"]),
+        EpochBatches(root, data.rows, data.sampler, data.n_batches, data.ctx),
         batch_size=None, sampler=keys, num_workers=tc.workers, collate_fn=_identity,
         pin_memory=pin, persistent_workers=tc.workers > 0)
     val = None
-    if data["val_rows"] is not None:
+    if data.val_rows is not None:
         n = max(1, tc.workers // 4) if tc.workers else 0
         val = torch.utils.data.DataLoader(
-            ValBatches(root, data["val_rows"], tc, world, rank), batch_size=None,
+            ValBatches(root, data.val_rows, tc, world, rank), batch_size=None,
             num_workers=n, pin_memory=pin, persistent_workers=n > 0)
     return train, keys, val
+
+
+@dataclass(frozen=True)
+class JobData:
+    """1. What _data derives from the bundle for this job and world size."""
+
+    train: pd.DataFrame  # training rows of the bundle manifest
+    val: pd.DataFrame | None  # validation rows (None: the full model)
+    sampler: Sampler
+    cap_s: float  # s, the longest crop both classes reach
+    family_exclusion: dict  # the extra families kept from this model (plan_job)
+    rows: list[dict]  # train[ROW_COLUMNS] as records: what the loader workers read
+    val_rows: list[dict] | None
+    n_batches: int  # micro-batches per epoch over all ranks
+    per_rank: int  # micro-batches per epoch on this rank
+    total_steps: int  # optimiser steps in the whole run
+    ctx: BatchContext
+
+
+@dataclass(frozen=True)
+class ModelParts:
+    """2. What _model builds: the Detector, its optimiser and the wrappers the loop calls."""
+
+    det: Detector
+    base_sha: str  # sha256 of the pretrained weights, or "random-init"
+    opt: torch.optim.Optimizer
+    trainable: list  # the optimiser's parameters (gradient clipping)
+    model: torch.nn.Module  # det, or det wrapped in DistributedDataParallel
+    fwd: torch.nn.Module  # model, or torch.compile of it
+    use_amp: bool  # bf16 autocast (CUDA only)
 
 
 def _identity(x):
@@ -151,7 +189,7 @@ def _identity(x):
 
 
 def _model(tc: TrainConfig, mc, device: torch.device, rank: int, local_rank: int, ddp: bool,
-           model_hook) -> dict:
+           model_hook) -> ModelParts:
     """2. The seeded Detector on the device, its AdamW, the DDP wrapper and the compiled fwd."""
     cpu = device.type == "cpu"
     torch.manual_seed(tc.seed)
@@ -169,9 +207,9 @@ def _model(tc: TrainConfig, mc, device: torch.device, rank: int, local_rank: int
         from torch.nn.parallel import DistributedDataParallel
 
         model = DistributedDataParallel(det, device_ids=None if cpu else [local_rank])
-    return {"det": det, "base_sha": base_sha, "opt": opt, "trainable": trainable,
-            "model": model, "fwd": torch.compile(model) if tc.compile and not cpu else model,
-            "use_amp": device.type == "cuda" and tc.bf16}
+    return ModelParts(det=det, base_sha=base_sha, opt=opt, trainable=trainable, model=model,
+                      fwd=torch.compile(model) if tc.compile and not cpu else model,
+                      use_amp=device.type == "cuda" and tc.bf16)
 
 
 def _resume(r: TrainRun, latest: int | None) -> None:
@@ -207,9 +245,9 @@ def _resume(r: TrainRun, latest: int | None) -> None:
     r.rate_log = augment.RateLog(ck.state["rate_log"])
 
 
-def _run_meta(r: TrainRun, data: dict, resume: bool) -> dict:
+def _run_meta(r: TrainRun, data: JobData, resume: bool) -> dict:
     """4. run_meta.json's fixed part (hearsay.train adds progress, history and rates)."""
-    tc, val = r.tc, data["val"]
+    tc, val = r.tc, data.val
     device = r.device
     return {"job": r.resolved["job"], "fold": r.resolved["fold"], **r.identity,
             "steps": r.step, "epochs": r.start_epoch - 1, "epochs_planned": tc.epochs,
@@ -218,10 +256,10 @@ def _run_meta(r: TrainRun, data: dict, resume: bool) -> dict:
             "world_size": r.world, "versions": versions(), "complete": False,
             "budget_usd": os.environ.get("HEARSAY_BUDGET_USD"), "store": r.store.uri,
             "resumed_from_epoch": r.start_epoch - 1 if resume else None,
-            "train_rows": len(data["train"]), "val_rows": 0 if val is None else len(val),
-            "quotas": r.sampler.state(0)["quotas"], "crop_cap_s": data["cap_s"],
+            "train_rows": len(data.train), "val_rows": 0 if val is None else len(val),
+            "quotas": r.sampler.state(0)["quotas"], "crop_cap_s": data.cap_s,
             "sources_without_quota": r.sampler.without_quota,
-            "family_exclusion": data["family_exclusion"],
+            "family_exclusion": data.family_exclusion,
             "tripwire": ("off (config)" if tc.tripwire_auc is None else
                          "not applicable: the full model has no validation split"
                          if r.val_rows is None else f"abort when AUC <= {tc.tripwire_auc}"),
@@ -244,14 +282,14 @@ def build_run(resolved: dict, bundle_dir, out: Path, *, store_uri: str | None, r
     store = stores.open_store(store_uri, out, backoff_s=backoff_s)
     latest = store.latest_checkpoint()
     r = TrainRun(resolved=resolved, tc=tc, out=out, device=device, world=world, rank=rank,
-                 ddp=ddp, t_start=t_start, bundle=bundle, sampler=data["sampler"],
-                 rows=data["rows"], val_rows=data["val_rows"], ctx=data["ctx"],
+                 ddp=ddp, t_start=t_start, bundle=bundle, sampler=data.sampler,
+                 rows=data.rows, val_rows=data.val_rows, ctx=data.ctx,
                  loader=loader, keys=keys, val_loader=val_loader,
-                 n_batches=data["n_batches"], per_rank=data["per_rank"],
-                 total_steps=data["total_steps"], det=m["det"], model=m["model"], fwd=m["fwd"],
-                 opt=m["opt"], trainable=m["trainable"], use_amp=m["use_amp"], store=store,
+                 n_batches=data.n_batches, per_rank=data.per_rank,
+                 total_steps=data.total_steps, det=m.det, model=m.model, fwd=m.fwd,
+                 opt=m.opt, trainable=m.trainable, use_amp=m.use_amp, store=store,
                  identity={"config_hash": chash, "bundle_tree_sha": bundle.tree_sha,
-                           "base_weights_sha": m["base_sha"], "git_sha": git_sha()})
+                           "base_weights_sha": m.base_sha, "git_sha": git_sha()})
     if resume:
         _resume(r, latest)
     elif latest is not None or any((out / stores.CKPT_DIR).glob("epoch_*")):
