@@ -72,7 +72,7 @@
         };
         # hearsay itself from the checkout (package-dir: hearsay -> src/hearsay, export -> export).
         shellHook = ''
-          export PYTHONPATH="$PWD/src:$PWD''${PYTHONPATH:+:$PYTHONPATH}"
+          export PYTHONPATH="$PWD/src''${PYTHONPATH:+:$PYTHONPATH}"
         '';
       };
 

@@ -3,7 +3,7 @@
 # Summary: the GPU figures of issues 3, 4 and 5 in ONE device call, each step under its own
 #   timeout inside one total budget; a failed or timed-out step is recorded and the next runs.
 #     setup   carried wheels (.whl/) -> /tmp/site when soundfile/soxr are missing; PYTHONPATH
-#             src:. (hearsay + export, no wheel); env.json: versions, GPU, bf16 matmul rate
+#             src/ (hearsay, hearsay.export included; no wheel); env.json: versions, GPU, bf16 matmul rate
 #     parity  hearsay parity, XLS-R-300M shape (12 layers, random init): GPU bf16 and fp32 vs
 #             onnxruntime fp32 CPU over 50 clips of 3-8 s (issue 5)          -> parity.json
 #     score   scripts/bench_score.py --shape xlsr --device cuda --clips 512 (issue 4)
@@ -167,7 +167,7 @@ setup() {
       --target "$site" .whl/*.whl || return 3
     export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
   fi
-  export PYTHONPATH="$root/src:$root${PYTHONPATH:+:$PYTHONPATH}"  # hearsay + export, no wheel
+  export PYTHONPATH="$root/src${PYTHONPATH:+:$PYTHONPATH}"  # hearsay (and hearsay.export), no wheel
   local flag=""
   [ "$dry" = 1 ] && flag=--dry-run
   # shellcheck disable=SC2086 # flag is empty or one word

@@ -7,7 +7,7 @@
 #   cp312 manylinux x86-64 builds (the device's tags), fetched with pip's ordinary client, no deps.
 #   imageio-ffmpeg is NOT fetched: the checks read and write only FLAC (soundfile), and
 #   hearsay.audio imports imageio_ffmpeg only as a fallback decoder for other formats.
-#   hearsay itself does not travel as a wheel: device_check.sh puts src/ and . on PYTHONPATH
+#   hearsay itself does not travel as a wheel: device_check.sh puts src/ on PYTHONPATH
 #   (pyproject maps hearsay=src/hearsay, export=export).
 #   .whl/ is ignored by the project's .gitignore (/.whl/), so the wheels travel only when the
 #   device call names it: carry [".whl"].

@@ -54,7 +54,7 @@ def demo_bundle(demo_corpus, demo_splits):
     return load_bundle(out)
 
 
-# What `hearsay publish` tests publish (test_publish.py, test_publish_hf.py).
+# What `hearsay publish` tests publish (tests/publish/).
 @pytest.fixture
 def checkpoint(tmp_path) -> Path:
     """A flat checkpoint folder: binary weights + config (contents made in code)."""

@@ -62,7 +62,7 @@ def test_dry_run_writes_every_file_flat_in_out(tmp_path):
     assert train["dry_run"] and [f["variant"] for f in train["figures"]] == ["fine-tune", "frozen"]
     assert "end-to-end:" in (tmp_path / "bench_score.txt").read_text()
     env = json.loads((tmp_path / "env.json").read_text())
-    assert env["ready"] and env["import export.parity"].startswith(str(ROOT))
+    assert env["ready"] and env["import hearsay.export.parity"].startswith(str(ROOT / "src"))
     assert "DRY RUN" in r.stdout.splitlines()[-6]  # the summary table closes the output
     assert "device_check summary" in (tmp_path / "device_check.log").read_text()
 

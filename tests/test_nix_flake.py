@@ -351,7 +351,7 @@ def test_dev_shell_has_the_images_python_and_tools(flake, image):
     names = {p["name"] for p in shell["packages"]}
     assert {"ffmpeg-headless", "skopeo", "curl"} <= names
     assert shell["env"]["HEARSAY_FFMPEG"] == env_of(image)["HEARSAY_FFMPEG"]
-    assert 'PYTHONPATH="$PWD/src:$PWD' in shell["shellHook"]  # hearsay from the checkout
+    assert 'PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"' in shell["shellHook"]  # checkout
 
 
 def test_push_app_copies_the_image_and_records_its_digest(flake, image, tmp_path):

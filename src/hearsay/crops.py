@@ -1,6 +1,6 @@
 """Training crops and test-time inputs: how much of each clip the model sees, and where.
 
-The recipe (../shared/DESIGN.md, "Model and training"; every number is a `CropConfig` field):
+The recipe (docs/DESIGN.md, "Model and training"; every number is a `CropConfig` field):
 
 1. One crop length per batch: with p 0.7 a duration drawn from the test set's duration
    distribution, else uniform 3–14 s; rounded to one of a few buckets (1, 2, 3, 4, 6, 8, 10,

@@ -15,7 +15,7 @@ Shape of one forward (B clips, T samples @ 16 kHz, T' = frames @ 50 Hz, D = hidd
 
 Architecture is written here, never downloaded. Pretrained weights come only from a local folder
 ($HEARSAY_WEIGHTS_DIR, default /opt/hearsay/weights/xls-r-300m) whose `pytorch_model.bin` has the
-sha256 pinned in ../shared/DESIGN.md; anything else is refused with what was found.
+sha256 pinned in docs/DESIGN.md; anything else is refused with what was found.
 
 The forward is kept ONNX-traceable (TorchScript exporter, dynamic batch and time): frame lengths
 are tensor arithmetic, masks are built with comparisons and `torch.where`, no python ints come
@@ -39,7 +39,7 @@ from hearsay.hashing import sha256_file
 
 WEIGHTS_ENV = "HEARSAY_WEIGHTS_DIR"
 DEFAULT_WEIGHTS_DIR = "/opt/hearsay/weights/xls-r-300m"
-# facebook/wav2vec2-xls-r-300m @ 1a640f32ac3e39899438a2931f9924c02f080a54 (../shared/DESIGN.md)
+# facebook/wav2vec2-xls-r-300m @ 1a640f32ac3e39899438a2931f9924c02f080a54 (docs/DESIGN.md)
 XLSR_300M_SHA256 = "d5e490574712ad0a6736923b9ed11d4cd51c78609c36205f704fc4e87b11d2e0"
 WEIGHTS_FILE = "pytorch_model.bin"
 

@@ -1,6 +1,6 @@
 """Training augmentation: one type per clip, the same probability for both classes.
 
-The recipe (../shared/DESIGN.md, "Model and training"; every number is an `AugmentConfig` field):
+The recipe (docs/DESIGN.md, "Model and training"; every number is an `AugmentConfig` field):
 with p 0.65 a clip gets one augmentation type, drawn by weight from
 
     codec:<c>    a codec copy from the bundle (codecs/<c>/<id>.flac: mp3, opus, aac, amrnb, mulaw)

@@ -5,7 +5,7 @@ same thing for a whole padded batch on the trainer's device, from the same per-c
 that `hearsay.augment.plan_example` drew with numpy in the data-loader worker. What moves to the
 GPU is the deterministic, heavy part: FFT convolutions (reverb, RawBoost), the FIR low-passes
 (3.4/4 kHz band-limit and the 7.25 kHz front-end band-limit) and the masked normalisation.
-tests/test_augment.py checks that both paths agree.
+tests/augment/test_augment_gpu.py checks that both paths agree.
 
 Usage (in the trainer)::
 

@@ -1,6 +1,6 @@
 """What a training clip gets: the augmentation recipe (`AugmentConfig`) and `choose`.
 
-The recipe's numbers are `AugmentConfig` fields (../shared/DESIGN.md, "Model and training"):
+The recipe's numbers are `AugmentConfig` fields (docs/DESIGN.md, "Model and training"):
 with p 0.65 a clip gets one augmentation type, drawn by weight. `choose` never sees the label,
 so both classes get the same probabilities by construction. The transforms themselves are in
 hearsay.augment.transforms; the per-clip pipeline is hearsay.augment.
