@@ -202,19 +202,6 @@ def test_pinned_model_sha_is_accepted_when_it_matches(world, tmp_path, monkeypat
     assert main([str(clips), "-o", str(tmp_path / "o.csv"), "--model", str(model)]) == 0
 
 
-def test_write_is_atomic_when_replace_fails(tmp_path, monkeypatch):
-    target = tmp_path / "scores.csv"
-    target.write_text("old\n")
-
-    def boom(src, dst):
-        raise OSError("disk gone")
-
-    monkeypatch.setattr(deploy.os, "replace", boom)
-    with pytest.raises(OSError):
-        deploy.write_atomic(target, "new\n")
-    assert target.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == [target.name]
-
-
 def test_threads_follow_affinity_and_cgroup_quota(tmp_path, monkeypatch):
     monkeypatch.setattr(deploy.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
     monkeypatch.setattr(deploy, "_cgroup_quota", lambda: None)

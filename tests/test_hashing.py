@@ -6,9 +6,8 @@ import subprocess
 
 import pytest
 
-from hearsay.folds import FoldError
-from hearsay.folds import read_sums as folds_read_sums
-from hearsay.hashing import SumsError, format_sums, parse_sums, sha256_file
+from hearsay.folds import FoldError, pinned_sums
+from hearsay.hashing import SumsError, format_sums, git_sha, parse_sums, read_sums, sha256_file
 
 HEX = "ab" * 32
 
@@ -54,5 +53,20 @@ def test_a_name_listed_twice_is_refused():
 def test_folds_turns_a_bad_manifest_into_a_fold_error_that_names_the_fix(tmp_path):
     (tmp_path / "SHA256SUMS").write_text("demo.folds.json\n")
     with pytest.raises(FoldError, match="hearsay splits make"):
-        folds_read_sums(tmp_path / "SHA256SUMS")
-    assert folds_read_sums(tmp_path / "missing") == {}
+        pinned_sums(tmp_path / "SHA256SUMS")
+    assert pinned_sums(tmp_path / "missing") == {}
+
+
+def test_git_sha_prefers_the_image_s_env_then_the_checkout(monkeypatch):
+    """One git_sha for the trainer and the report: $HEARSAY_GIT_SHA (the image has no .git)."""
+    monkeypatch.setenv("HEARSAY_GIT_SHA", "abc123")
+    assert git_sha() == "abc123"
+    monkeypatch.delenv("HEARSAY_GIT_SHA")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert git_sha() == (head.stdout.strip() if head.returncode == 0 else "unknown")
+
+
+def test_read_sums_of_a_missing_file_is_empty_only_when_asked(tmp_path):
+    assert read_sums(tmp_path / "SHA256SUMS", missing_ok=True) == {}
+    with pytest.raises(FileNotFoundError):
+        read_sums(tmp_path / "SHA256SUMS")
