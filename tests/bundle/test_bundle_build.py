@@ -11,8 +11,8 @@ import pytest
 import soundfile as sf
 
 from hearsay import audio
+from hearsay.bundle import BundleError, load_bundle
 from hearsay.bundle import build as bundle
-from hearsay.bundle import load_bundle
 from hearsay.bundle.build import BundleConfig, build_bundle
 
 SR = audio.SAMPLE_RATE
@@ -77,7 +77,7 @@ def test_a_changed_file_fails_verification(tmp_path, demo_bundle):
     x, _ = sf.read(f, dtype="int16")
     x[0] ^= 1
     sf.write(f, x, SR, subtype="PCM_16", format="FLAC")
-    with pytest.raises(bundle.BundleError, match="tree-sha .* != recorded"):
+    with pytest.raises(BundleError, match="tree-sha .* != recorded"):
         load_bundle(copy, verify=True)
 
 
@@ -131,7 +131,7 @@ def test_an_interrupted_build_resumes_and_never_looks_finished(tmp_path, monkeyp
     monkeypatch.setattr(bundle, "process_clip", dies_on_the_fifth)
     with pytest.raises(KeyboardInterrupt):
         build(m, tmp_path / "b", max_s=5.0)  # new settings: every clip is redone
-    with pytest.raises(bundle.BundleError, match="no bundle_meta.json"):
+    with pytest.raises(BundleError, match="no bundle_meta.json"):
         load_bundle(tmp_path / "b")
     monkeypatch.setattr(bundle, "process_clip", real)
     assert build(m, tmp_path / "b", max_s=5.0)["counts"]["reused"] == 4
@@ -153,7 +153,7 @@ def test_decode_failures_over_the_threshold_fail_the_build_and_are_listed(tmp_pa
     assert "junk (a/junk.wav): undecodable" in err.out and "build failed" in err.err
     meta = json.loads((tmp_path / "b" / bundle.META).read_text())
     assert meta["status"] == "failed" and meta["failed"][0]["id"] == "junk"
-    with pytest.raises(bundle.BundleError, match="the build failed"):
+    with pytest.raises(BundleError, match="the build failed"):
         load_bundle(tmp_path / "b")
     assert bundle.main(args + ["--max-fail-frac", "0.25"]) == 0  # 1/5 = 20 % allowed knowingly
     assert "junk" not in set(load_bundle(tmp_path / "b").manifest["id"])
