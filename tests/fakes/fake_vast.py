@@ -80,6 +80,7 @@ class Fake:
             self.next_id = 10_000_000 + self.rng.randrange(1_000_000)
             self.rules: list[dict] = []
             self.fired: list[dict] = []
+            self.late_pending = 0  # `late` creates answered with an error, not yet landed
             self.keys_seen: dict[str, int] = {}
             self.counts: dict[str, int] = {}
             self.log: list[dict] = []
@@ -317,6 +318,7 @@ class Fake:
             "billed_total": self.credit_billed,
             "instances": insts,
             "live": live,
+            "late_pending": self.late_pending,  # creates that will still land (fault `late`)
             "created_total": len(insts),
             "destroyed_total": len(insts) - len(live),
             "keys_seen": dict(self.keys_seen),
@@ -545,6 +547,7 @@ class Handler(BaseHTTPRequestHandler):
                 if rule["kind"] == "late":  # the create lands after the client gave up on it
                     if op == "create":
                         late = (ident, body, key)
+                        f.late_pending += 1
                         threading.Timer(rule["delay_s"], self.late_create, late).start()
                     return self.send(500, {"success": False, "error": "fake_fault",
                                            "msg": "injected timeout (the create lands later)"})
@@ -554,7 +557,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def late_create(self, ident, body: dict, key: str | None) -> None:
         with self.fake.lock:
-            self.fake.create(ident, body, key)
+            try:
+                self.fake.create(ident, body, key)
+            finally:
+                self.fake.late_pending -= 1
 
     def auth(self, key: str | None, op: str, ident) -> dict | None:
         f = self.fake
