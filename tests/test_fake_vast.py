@@ -508,8 +508,10 @@ def test_late_create_answers_an_error_and_lands_later(fake):
     offer = str(fake.offer_id())
     p = fake.cli("create", "instance", offer, "--image", "i", "--label", "l:a", "--raw")
     assert p.returncode == 0 and p.stdout == "" and '"status_code": 500' in p.stderr
+    assert fake.state()["late_pending"] == 1 or fake.state()["live"]  # in flight (or landed)
     for _ in range(100):
         if fake.state()["live"]:
             break
         time.sleep(0.1)
     assert len(fake.state()["live"]) == 1 and fake.state()["instances"][0]["label"] == "l:a"
+    assert fake.state()["late_pending"] == 0  # a harness waits for this before counting boxes
