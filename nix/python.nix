@@ -91,8 +91,7 @@ let
       fileset = pkgs.lib.fileset.unions [
         (root + "/pyproject.toml")
         (root + "/README.md")
-        (root + "/src")
-        (root + "/export")
+        (root + "/src") # every package, hearsay.export included
       ];
     };
     build-system = [ python.pkgs.setuptools ];

@@ -309,7 +309,7 @@ def test_image_hearsay_is_built_from_this_tree(image):
     src = hearsay["src"]
     assert src["root"] == str(ROOT)
     assert {f["path"] for f in src["files"]} == {
-        str(ROOT / p) for p in ["pyproject.toml", "README.md", "src", "export"]}
+        str(ROOT / p) for p in ["pyproject.toml", "README.md", "src"]}
     assert all(f["exists"] for f in src["files"])
 
 
