@@ -60,7 +60,7 @@ target=(--only-binary=:all: --python-version 3.11 --implementation cp
 "$py" -m pip download -q --no-index --find-links "$cache" --dest "$ctx/wheels" "${target[@]}" \
   "${pins[@]}" >&2
 # hearsay's own wheel, byte-reproducible (fixed zip times) so unchanged code keeps the layer cache
-cp -r "$repo/pyproject.toml" "$repo/README.md" "$repo/src" "$repo/export" "$ctx/src/"
+cp -r "$repo/pyproject.toml" "$repo/README.md" "$repo/src" "$ctx/src/"  # hearsay.export is in src/
 find "$ctx/src" -name __pycache__ -prune -exec rm -rf {} +
 SOURCE_DATE_EPOCH=315532800 "$py" -m pip wheel -q --no-deps --wheel-dir "$ctx/app" "$ctx/src" >&2
 rm -rf "$ctx/src"

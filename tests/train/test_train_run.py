@@ -16,6 +16,7 @@ from hearsay import train as tr
 from hearsay.model import load_detector
 from hearsay.train import config as tcfg
 from hearsay.train import errors as terrors
+from hearsay.train import loop
 
 
 def test_a_config_file_with_an_unknown_key_is_a_usage_error(bundle_dir, tmp_path, capsys):
@@ -166,9 +167,9 @@ def test_a_training_step_makes_no_blocking_device_host_conversion(bundle_dir, tm
         return wrapper
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(tr, "_micro_batch", counted(tr._micro_batch))
-    mp.setattr(tr, "_optimiser_step", counted(tr._optimiser_step))
-    mp.setattr(tr, "_train_epoch", epoch(tr._train_epoch))
+    mp.setattr(loop, "_micro_batch", counted(loop._micro_batch))
+    mp.setattr(loop, "_optimiser_step", counted(loop._optimiser_step))
+    mp.setattr(loop, "_train_epoch", epoch(loop._train_epoch))
     cfg = tcfg.resolve_config("fold", 0, cpu_smoke=True, overrides={
         "train": {"epochs": 2, "batches_per_epoch": 4}, "augment": {"p_aug": 1.0}})
     try:
