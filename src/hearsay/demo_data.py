@@ -52,6 +52,7 @@ EXTRA_GENERATORS = ("voc-x", "smear-x")
 VOC_B_RIPPLE, VOC_B_RATE = 0.9, 50.0  # voc-b's square amplitude ripple: depth (0..1), Hz
 SMEAR_WIDTH = {"smear-a": 31, "smear-b": 21, "smear-x": 5}  # magnitude blur, STFT bins (31 Hz)
 RANDOM_PHASE = ("smear-a", "smear-b")  # phase replaced outright; smear-x only jitters it
+CREST_RANGE = (4.0, 5.5)  # peak / RMS every clip is limited to, drawn alike for both classes
 
 
 @dataclass(frozen=True)
@@ -161,16 +162,33 @@ def _channel(x: np.ndarray, source: str, rng: np.random.Generator) -> np.ndarray
     elif source == "field":
         ir = rng.standard_normal(int(0.2 * SR)) * np.exp(-np.arange(int(0.2 * SR)) / (0.04 * SR))
         x = x + 0.3 * signal.fftconvolve(x, ir / np.abs(ir).sum(), mode="full")[: len(x)]
-        x = x + 10 ** (-32 / 20) * rng.standard_normal(len(x))
+        x = x + 10 ** (-42 / 20) * rng.standard_normal(len(x))
     else:
         x = x + 10 ** (-60 / 20) * rng.standard_normal(len(x))
     return x
 
 
+def _limit(x: np.ndarray, crest: float) -> np.ndarray:
+    """Hard-limit `x` so that its crest factor (peak / RMS over the whole wave) is `crest`.
+
+    Buzz, ripple and random-phase artefacts change a clip's natural crest factor (bona fide
+    6-9, voc-b up to 12): without this the peak of a normalised crop would tell the class.
+    Every clip's natural crest is above CREST_RANGE, so every clip is limited; the threshold is
+    found by bisection (crest of the limited wave rises monotonically with the threshold)."""
+    lo, hi = 0.0, float(np.max(np.abs(x)))
+    for _ in range(30):  # relative precision 2**-30 of the peak
+        t = (lo + hi) / 2
+        y = np.clip(x, -t, t)
+        lo, hi = (t, hi) if t / np.sqrt(np.mean(y * y)) < crest else (lo, t)
+    return np.clip(x, -hi, hi)
+
+
 def synth_clip(generator: str, source: str, seconds: float, base_f0: float,
                rng: np.random.Generator) -> np.ndarray:
-    """(N,) float32 @ 16 kHz: utterance -> channel -> optional silence padding -> random level."""
+    """(N,) float32 @ 16 kHz: utterance -> channel -> limiter (crest factor) -> optional silence
+    padding -> random level; the limiter, padding and level are drawn alike for both classes."""
     x = _channel(_utterance(seconds, generator, base_f0, rng), source, rng)
+    x = _limit(x, rng.uniform(*CREST_RANGE))
     if rng.random() < 0.4:  # silence padding (both classes alike), low noise floor
         lead, tail = (int(rng.uniform(0.05, 0.8) * SR) for _ in range(2))
         x = np.concatenate([1e-4 * rng.standard_normal(lead), x, 1e-4 * rng.standard_normal(tail)])

@@ -119,7 +119,8 @@ def smoke_overrides() -> dict:
 def demo_overrides() -> dict:
     """The `hearsay demo` preset, layered on --cpu-smoke: the same tiny random model trained long
     enough to separate the synthetic demo classes (docs/BENCHMARKS.md, "Demo")."""
-    return {"train": {"epochs": 4, "batches_per_epoch": 32, "max_crop_s": 2.0}}  # 128 steps of 8
+    return {"train": {"epochs": 4, "batches_per_epoch": 32, "max_crop_s": 2.0},  # 128 steps of 8
+            "augment": {"p_aug": 0.3}}
 
 
 def _section(cls, d: dict):
