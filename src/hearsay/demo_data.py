@@ -11,8 +11,10 @@ Nothing here is real speech and nothing here is a real deepfake. It exists so th
   `voc`   (vocoder-like buzz: flat f0, no jitter, impulse train; voc-b adds a 50 Hz frame ripple),
   `smear` (spectral smearing: magnitude blurred across frequency and 40 ms, phase randomised),
   `phq`   (phase quantised to a few levels) - the HOLDOUT family, only in holdout groups.
-Both classes pass through the same channels (sources studio / phone / field), get the same random
-lengths, levels and silence padding, so duration, peak and leading silence are not shortcuts.
+Both classes pass through the same channels (sources studio / phone / field), the same limiter
+(every clip's crest factor drawn from one range: the buzz, the ripple and random phase would
+otherwise raise it, and the peak of a normalised crop would tell the class), and get the same
+random lengths, levels and silence padding, so duration, peak and leading silence are not shortcuts.
 
 The manifest has inner groups (fold left empty: `hearsay splits make` fills it), holdout-family
 groups, test groups (fold `test`), extra rows (train_scope `extra`, generators voc-x / smear-x and
