@@ -105,3 +105,15 @@ def test_the_peak_of_a_normalised_clip_does_not_tell_the_class(source):
         spoof.append(i % 2 == 1)
     auc = roc_auc_score(spoof, peaks)
     assert 0.25 < auc < 0.75, f"{source}: peak AUC {auc:.2f} (spoof = positive)"
+
+
+def test_a_bona_fide_clip_and_its_synthetic_partner_share_their_level(demo_corpus,
+                                                                     small_demo_config):
+    rows = dd.layout(small_demo_config)
+    pairs = [(a, b) for a, b in zip(rows[0::2], rows[1::2], strict=False)
+             if a["label"] != b["label"] and a["fmt"] == b["fmt"] == "wav"]
+    assert len(pairs) >= 5
+    for a, b in pairs:
+        pa, pb = (np.max(np.abs(sf.read(demo_corpus.parent / "audio" / f"{r['id']}.wav")[0]))
+                  for r in (a, b))
+        assert pa == pytest.approx(pb, abs=1e-4), (a["id"], b["id"])

@@ -52,7 +52,7 @@ EXTRA_GENERATORS = ("voc-x", "smear-x")
 # every inner generator: weaker ones (voc-b a harmonic source with a 0.3-deep 100 Hz ripple,
 # smear widths 9 / 5 over one frame, smear-b phase only jittered) left voc-b / smear-b near chance.
 VOC_B_RIPPLE, VOC_B_RATE = 0.9, 50.0  # voc-b's square amplitude ripple: depth (0..1), Hz
-SMEAR_WIDTH = {"smear-a": 31, "smear-b": 21, "smear-x": 5}  # magnitude blur, STFT bins (31 Hz)
+SMEAR_WIDTH = {"smear-a": 31, "smear-b": 41, "smear-x": 5}  # magnitude blur, STFT bins (31 Hz)
 RANDOM_PHASE = ("smear-a", "smear-b")  # phase replaced outright; smear-x only jitters it
 CREST_RANGE = (4.0, 5.5)  # peak / RMS every clip is limited to, drawn alike for both classes
 
@@ -186,15 +186,21 @@ def _limit(x: np.ndarray, crest: float) -> np.ndarray:
 
 
 def synth_clip(generator: str, source: str, seconds: float, base_f0: float,
-               rng: np.random.Generator) -> np.ndarray:
+               rng: np.random.Generator,
+               level_rng: np.random.Generator | None = None) -> np.ndarray:
     """(N,) float32 @ 16 kHz: utterance -> channel -> limiter (crest factor) -> optional silence
-    padding -> random level; the limiter, padding and level are drawn alike for both classes."""
+    padding -> random level; the limiter, padding and level are drawn alike for both classes.
+
+    `level_rng` (default `rng`) draws the padding and the level: write_corpus gives a bona fide
+    clip and its synthetic partner the same one, so that even a small scope (the 18 test clips)
+    cannot show a level difference by chance."""
     x = _channel(_utterance(seconds, generator, base_f0, rng), source, rng)
     x = _limit(x, rng.uniform(*CREST_RANGE))
-    if rng.random() < 0.4:  # silence padding (both classes alike), low noise floor
-        lead, tail = (int(rng.uniform(0.05, 0.8) * SR) for _ in range(2))
+    lr = rng if level_rng is None else level_rng
+    if lr.random() < 0.4:  # silence padding (both classes alike), low noise floor
+        lead, tail = (int(lr.uniform(0.05, 0.8) * SR) for _ in range(2))
         x = np.concatenate([1e-4 * rng.standard_normal(lead), x, 1e-4 * rng.standard_normal(tail)])
-    peak_db = rng.uniform(-18, -1)
+    peak_db = lr.uniform(-18, -1)
     return (x / np.max(np.abs(x)) * 10 ** (peak_db / 20)).astype(np.float32)
 
 
@@ -295,7 +301,9 @@ def write_corpus(out: Path, cfg: DemoDataConfig = DemoDataConfig()) -> Path:
                for i, g in enumerate(sorted({r["group"] for r in rows}))}
     for i, row in enumerate(rows):
         rng = np.random.default_rng([cfg.seed, 2, i])
-        x = synth_clip(row["generator"], row["source"], row["seconds"], base_f0[row["group"]], rng)
+        pair = np.random.default_rng([cfg.seed, 4, i // 2])  # rows 2k, 2k+1: bona fide + synthetic
+        x = synth_clip(row["generator"], row["source"], row["seconds"], base_f0[row["group"]], rng,
+                       level_rng=pair)
         _write(x, audio_dir / row["id"], row["fmt"])
     if cfg.bad_files:
         _write_bad_files(audio_dir)
