@@ -11,8 +11,10 @@ Nothing here is real speech and nothing here is a real deepfake. It exists so th
   `voc`   (vocoder-like buzz: flat f0, no jitter, impulse train; voc-b adds a 50 Hz frame ripple),
   `smear` (spectral smearing: magnitude blurred across frequency and 40 ms, phase randomised),
   `phq`   (phase quantised to a few levels) - the HOLDOUT family, only in holdout groups.
-Both classes pass through the same channels (sources studio / phone / field), get the same random
-lengths, levels and silence padding, so duration, peak and leading silence are not shortcuts.
+Both classes pass through the same channels (sources studio / phone / field), the same limiter
+(every clip's crest factor drawn from one range: the buzz, the ripple and random phase would
+otherwise raise it, and the peak of a normalised crop would tell the class), and get the same
+random lengths, levels and silence padding, so duration, peak and leading silence are not shortcuts.
 
 The manifest has inner groups (fold left empty: `hearsay splits make` fills it), holdout-family
 groups, test groups (fold `test`), extra rows (train_scope `extra`, generators voc-x / smear-x and
@@ -52,8 +54,9 @@ EXTRA_GENERATORS = ("voc-x", "smear-x")
 # every inner generator: weaker ones (voc-b a harmonic source with a 0.3-deep 100 Hz ripple,
 # smear widths 9 / 5 over one frame, smear-b phase only jittered) left voc-b / smear-b near chance.
 VOC_B_RIPPLE, VOC_B_RATE = 0.9, 50.0  # voc-b's square amplitude ripple: depth (0..1), Hz
-SMEAR_WIDTH = {"smear-a": 31, "smear-b": 21, "smear-x": 5}  # magnitude blur, STFT bins (31 Hz)
+SMEAR_WIDTH = {"smear-a": 31, "smear-b": 41, "smear-x": 5}  # magnitude blur, STFT bins (31 Hz)
 RANDOM_PHASE = ("smear-a", "smear-b")  # phase replaced outright; smear-x only jitters it
+CREST_RANGE = (4.0, 5.5)  # peak / RMS every clip is limited to, drawn alike for both classes
 
 
 @dataclass(frozen=True)
@@ -163,20 +166,43 @@ def _channel(x: np.ndarray, source: str, rng: np.random.Generator) -> np.ndarray
     elif source == "field":
         ir = rng.standard_normal(int(0.2 * SR)) * np.exp(-np.arange(int(0.2 * SR)) / (0.04 * SR))
         x = x + 0.3 * signal.fftconvolve(x, ir / np.abs(ir).sum(), mode="full")[: len(x)]
-        x = x + 10 ** (-32 / 20) * rng.standard_normal(len(x))
+        x = x + 10 ** (-42 / 20) * rng.standard_normal(len(x))
     else:
         x = x + 10 ** (-60 / 20) * rng.standard_normal(len(x))
     return x
 
 
+def _limit(x: np.ndarray, crest: float) -> np.ndarray:
+    """Hard-limit `x` so that its crest factor (peak / RMS over the whole wave) is `crest`.
+
+    Buzz, ripple and random-phase artefacts change a clip's natural crest factor (bona fide
+    6-9, voc-b up to 12): without this the peak of a normalised crop would tell the class.
+    Every clip's natural crest is above CREST_RANGE, so every clip is limited; the threshold is
+    found by bisection (crest of the limited wave rises monotonically with the threshold)."""
+    lo, hi = 0.0, float(np.max(np.abs(x)))
+    for _ in range(30):  # relative precision 2**-30 of the peak
+        t = (lo + hi) / 2
+        y = np.clip(x, -t, t)
+        lo, hi = (t, hi) if t / np.sqrt(np.mean(y * y)) < crest else (lo, t)
+    return np.clip(x, -hi, hi)
+
+
 def synth_clip(generator: str, source: str, seconds: float, base_f0: float,
-               rng: np.random.Generator) -> np.ndarray:
-    """(N,) float32 @ 16 kHz: utterance -> channel -> optional silence padding -> random level."""
+               rng: np.random.Generator,
+               level_rng: np.random.Generator | None = None) -> np.ndarray:
+    """(N,) float32 @ 16 kHz: utterance -> channel -> limiter (crest factor) -> optional silence
+    padding -> random level; the limiter, padding and level are drawn alike for both classes.
+
+    `level_rng` (default `rng`) draws the padding and the level: write_corpus gives a bona fide
+    clip and its synthetic partner the same one, so that even a small scope (the 18 test clips)
+    cannot show a level difference by chance."""
     x = _channel(_utterance(seconds, generator, base_f0, rng), source, rng)
-    if rng.random() < 0.4:  # silence padding (both classes alike), low noise floor
-        lead, tail = (int(rng.uniform(0.05, 0.8) * SR) for _ in range(2))
+    x = _limit(x, rng.uniform(*CREST_RANGE))
+    lr = rng if level_rng is None else level_rng
+    if lr.random() < 0.4:  # silence padding (both classes alike), low noise floor
+        lead, tail = (int(lr.uniform(0.05, 0.8) * SR) for _ in range(2))
         x = np.concatenate([1e-4 * rng.standard_normal(lead), x, 1e-4 * rng.standard_normal(tail)])
-    peak_db = rng.uniform(-18, -1)
+    peak_db = lr.uniform(-18, -1)
     return (x / np.max(np.abs(x)) * 10 ** (peak_db / 20)).astype(np.float32)
 
 
@@ -277,7 +303,9 @@ def write_corpus(out: Path, cfg: DemoDataConfig = DemoDataConfig()) -> Path:
                for i, g in enumerate(sorted({r["group"] for r in rows}))}
     for i, row in enumerate(rows):
         rng = np.random.default_rng([cfg.seed, 2, i])
-        x = synth_clip(row["generator"], row["source"], row["seconds"], base_f0[row["group"]], rng)
+        pair = np.random.default_rng([cfg.seed, 4, i // 2])  # rows 2k, 2k+1: bona fide + synthetic
+        x = synth_clip(row["generator"], row["source"], row["seconds"], base_f0[row["group"]], rng,
+                       level_rng=pair)
         _write(x, audio_dir / row["id"], row["fmt"])
     if cfg.bad_files:
         _write_bad_files(audio_dir)
