@@ -8,7 +8,6 @@ from hearsay import audio
 SR = audio.SAMPLE_RATE
 
 
-
 def speechlike(seconds, rng, amp=0.3):
     """Noise bursts under a 4 Hz syllable envelope: broadband, with quiet gaps."""
     n = int(seconds * SR)

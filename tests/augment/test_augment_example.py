@@ -10,7 +10,6 @@ SR = audio.SAMPLE_RATE
 CFG = augment.AugmentConfig()
 
 
-
 def test_training_example_keeps_padding_zero_and_finishes_last():
     x = speechlike(1.0, np.random.default_rng(21))
     for name in augment.WAVE_TYPES:

@@ -10,8 +10,6 @@ from hearsay import audio, augment, crops
 SR = audio.SAMPLE_RATE
 
 
-
-
 def test_torch_batch_path_agrees_with_the_numpy_reference():
     torch = pytest.importorskip("torch")
     from hearsay.augment import gpu as augment_gpu

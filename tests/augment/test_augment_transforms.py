@@ -12,7 +12,6 @@ SR = audio.SAMPLE_RATE
 CFG = augment.AugmentConfig()
 
 
-
 @pytest.mark.parametrize("name", augment.WAVE_TYPES)
 @pytest.mark.parametrize("length", [1, 100, 320, 3 * SR + 7])
 def test_wave_types_do_not_change_num_samples(name, length):

@@ -18,7 +18,6 @@ from pathlib import Path
 SUMS = "SHA256SUMS"
 
 
-
 class RemoteError(Exception):
     """The remote answered an error or cannot be reached (exit 3)."""
 

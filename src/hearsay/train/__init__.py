@@ -14,14 +14,14 @@ folds != K plus extra rows (minus the extra families excluded for K) and validat
 used for selection); `--pilot` is folds 0-3 -> validate fold 4. Holdout and test rows never train.
 
 Per step: a label-balanced micro-batch with fixed per-source quotas (`Sampler`), one crop length
-per batch (hearsay.crops), one augmentation per clip chosen before loading (hearsay.augment),
-bf16 autocast on CUDA, BCE with label smoothing, gradient accumulation whose trailing group is
-flushed at the epoch end, AdamW with layer-wise LR decay, warm-up + cosine counted in optimiser
-steps (the LR reaches its floor on the last one). A validation readout every `val_every`
-optimiser steps and at each epoch end (once when both fall on one step), each rank scoring a share
-on the loader's workers; a checkpoint each epoch (hearsay.store, every rank's RNG state in it),
-pushed to the store. The loaders are built once (persistent workers); the loop never waits for
-the device (the non-finite check reads a pinned copy one step late). Under torchrun each rank
+per batch (hearsay.crops), one augmentation per clip chosen before loading (hearsay.augment), bf16
+autocast on CUDA, BCE with label smoothing, gradient accumulation whose trailing group is flushed
+at the epoch end, AdamW with layer-wise LR decay, warm-up + cosine counted in optimiser steps (the
+LR reaches its floor on the last one). A validation readout every `val_every` optimiser steps and
+at each epoch end (once when both fall on one step), each rank scoring a share on the loader's
+workers; a checkpoint each epoch (hearsay.train.checkpoint, every rank's RNG state in it), pushed
+to the store (hearsay.store). The loaders are built once (persistent workers); the loop never waits
+for the device (the non-finite check reads a pinned copy one step late). Under torchrun each rank
 binds its GPU (LOCAL_RANK) and every collective runs on it (NCCL).
 
 Config: `--config FILE.json` = {"train": {…}, "model": {…}, "crop": {…}, "augment": {…}};
@@ -38,7 +38,6 @@ without --resume); 8 pretrained weights refused (missing or sha256 not the pin);
 rates diverge between the classes; 10 fold leak (a holdout, test or validation row among the
 training rows: re-make the fold file and bundle).
 """
-
 
 from __future__ import annotations
 
@@ -74,7 +73,6 @@ from hearsay.train.prepare import build_run
 # (rows, sampler, batches, validation), hearsay.train.step (LR, optimiser groups, non-finite flag,
 # RNG state), hearsay.train.loop (the epochs and their steps), hearsay.train.checkpoint (the
 # checkpoint format). Here: run -> loop.train_epochs.
-
 
 
 def run(resolved: dict, bundle_dir: str | os.PathLike, out: str | os.PathLike, *,

@@ -39,7 +39,6 @@ from hearsay.train.step import (
 # Here: run -> _train (the epoch loop) -> _train_epoch / _end_epoch and their steps.
 
 
-
 def train_epochs(r: TrainRun, stop_after_epoch: int | None) -> dict:
     """The loop: epochs of micro-batches, each epoch ended by a readout and a checkpoint.
 

@@ -46,7 +46,6 @@ def optimizer_groups(det: Detector, tc: TrainConfig) -> list[dict]:
     return groups
 
 
-
 def nonfinite_flag(loss_sum: torch.Tensor, grad_norm: torch.Tensor, ddp: bool) -> torch.Tensor:
     """(1,) int32 on the device: 1 when this step's loss or (all-reduced) grad norm is NaN/inf
     on ANY rank. Under DDP the gradients are already averaged across ranks by backward(), so
