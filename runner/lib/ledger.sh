@@ -6,9 +6,12 @@
 # and, once its destruction is confirmed, a closing row: the same first six columns with
 # destroyed_confirmed, hours and cost filled. A rental is open while its id has no closing row;
 # rentals = distinct ids (runner/ledger.sh sums it that way). Each row is written once per id.
-# An append that fails (full disk, stuck lock) is retried RUNNER_LEDGER_TRIES times, said loudly on
-# stderr and in the event log, and returns 1: callers keep the job record (the reaper retries), so
-# a row is never silently dropped.
+# An append that fails (full disk, stuck lock) is retried RUNNER_LEDGER_TRIES times and said loudly
+# on stderr and in the event log. The row then waits in the spool, $RUNNER_STATE/ledger.spool (the
+# state folder, not the ledger's), and every later ledger write and every reaper cycle appends the
+# spooled rows first, in order: a row with no job record behind it (an adopted instance) is kept
+# too. Only when the spool cannot be written either does the append return 1; callers then keep
+# the job record (the reaper retries), so a row is never silently dropped.
 
 LEDGER_HEADER='id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost'
 : "${RUNNER_LEDGER_TRIES:=5}"
@@ -31,13 +34,50 @@ _ledger_write() {
   printf '%s\n' "$3" >>"$LEDGER" 2>/dev/null
 }
 
-# _ledger_add ID open|closed LINE: _ledger_write under the ledger lock, retried; loud when it fails.
+_ledger_spool() { printf '%s\n' "$RUNNER_STATE/ledger.spool"; }
+
+# _ledger_flush_spool: append the spooled rows (oldest first) to the ledger. Caller holds the ledger
+# lock. 0 = the spool is empty now; 1 = the rows are still spooled (a row already appended is not
+# written twice: _ledger_write writes each id's open and closed row once).
+_ledger_flush_spool() {
+  local spool batch line id kind ok=1
+  spool=$(_ledger_spool)
+  [ -s "$spool" ] || return 0
+  batch="$spool.flush.$$"
+  mv -f "$spool" "$batch" 2>/dev/null || return 1  # rows spooled meanwhile start a new spool
+  while IFS= read -r line; do
+    [ -n "$line" ] || continue
+    id=${line%%,*}
+    kind=open
+    [ -z "$(printf '%s\n' "$line" | cut -d, -f7)" ] || kind=closed
+    if ! _ledger_write "$id" "$kind" "$line"; then ok=0; break; fi
+    log_event "spooled ledger row for instance $id ($kind) appended"
+  done <"$batch"
+  if [ "$ok" = 0 ]; then  # the whole batch back, in front of any row spooled meanwhile
+    if [ ! -e "$spool" ] || cat "$spool" >>"$batch" 2>/dev/null; then mv -f "$batch" "$spool" 2>/dev/null; fi
+    return 1
+  fi
+  rm -f "$batch"
+}
+
+# ledger_flush: the reaper's cycle: spooled rows into the ledger, under its lock.
+ledger_flush() {
+  [ -s "$(_ledger_spool)" ] || return 0
+  local rc=0
+  lock_take "$LEDGER.lock" 100 || return 1
+  _ledger_flush_spool || rc=$?
+  lock_drop "$LEDGER.lock"
+  return "$rc"
+}
+
+# _ledger_add ID open|closed LINE: _ledger_write under the ledger lock (spooled rows first), retried;
+# loud when it fails, and then spooled (1 only when even the spool cannot be written).
 _ledger_add() {
   local try=0
   while [ "$try" -lt "$RUNNER_LEDGER_TRIES" ]; do
     try=$((try + 1))
     if lock_take "$LEDGER.lock" 100; then
-      if _ledger_write "$1" "$2" "$3"; then
+      if _ledger_flush_spool && _ledger_write "$1" "$2" "$3"; then
         lock_drop "$LEDGER.lock"
         return 0
       fi
@@ -45,7 +85,12 @@ _ledger_add() {
     fi
     sleep "$try"
   done
-  echo "runner: LEDGER WRITE FAILED after $try tries: $3 (is the disk under $LEDGER full, or $LEDGER.lock stuck? the job record is kept and the row retried)" >&2
+  if printf '%s\n' "$3" >>"$(_ledger_spool)" 2>/dev/null; then
+    echo "runner: LEDGER WRITE FAILED after $try tries: $3 (is the disk under $LEDGER full, or $LEDGER.lock stuck?) - the row is spooled in $(_ledger_spool) and appended by the next ledger write or reaper cycle" >&2
+    log_event "LEDGER WRITE FAILED, row spooled: $3"
+    return 0
+  fi
+  echo "runner: LEDGER WRITE FAILED after $try tries: $3 (is the disk under $LEDGER full, or $LEDGER.lock stuck? the spool $(_ledger_spool) cannot be written either: the job record is kept and the row retried)" >&2
   log_event "LEDGER WRITE FAILED: $3"
   return 1
 }
@@ -69,7 +114,10 @@ ledger_complete() {
 }
 
 # ledger_close JOB ID [CREATED_EPOCH]: the closing row of instance ID rented for JOB's record, now.
+# An adopted record (runner/lib/teardown.sh adopt_record) keeps the job its label named (ledger_job).
 ledger_close() {
-  ledger_complete "$2" "$1" "$(rec_get "$1" gen)" "$(rec_get "$1" offer)" "$(rec_get "$1" dph)" \
+  local job
+  job=$(rec_get "$1" ledger_job)
+  ledger_complete "$2" "${job:-$1}" "$(rec_get "$1" gen)" "$(rec_get "$1" offer)" "$(rec_get "$1" dph)" \
     "${3:-$(rec_get "$1" created_at)}" "$(now)"
 }

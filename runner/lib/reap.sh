@@ -18,6 +18,7 @@ reap_cycle() {
   done
   sweep_unrecorded "$list" || log_event "reaper: an unrecorded instance is not finished (retried next cycle)"
   rm -f "$list"
+  ledger_flush || log_event "reaper: spooled ledger rows still wait (the ledger's disk full or its lock stuck?)"
   return 0
 }
 

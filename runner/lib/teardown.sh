@@ -145,6 +145,16 @@ sweep_duplicates() {
   return "$rc"
 }
 
+# adopt_record ID LABEL JOB GEN DPH CREATED: a record adopted-ID (state ORPHAN) for an unrecorded
+# instance whose destruction is not confirmed yet; its ledger rows keep JOB (ledger_job).
+adopt_record() {
+  local r="adopted-$1"
+  rec_exists "$r" || rec_new "$r" 2>/dev/null || return 1
+  rec_set "$r" instance "$1" && rec_set "$r" label "$2" && rec_set "$r" ledger_job "$3" \
+    && rec_set "$r" gen "$4" && rec_set "$r" dph "$5" && rec_set "$r" created_at "$6" \
+    && rec_set "$r" kind adopted && rec_set "$r" state ORPHAN
+}
+
 # sweep_unrecorded LISTFILE: every listed instance labelled RUNNER_LABEL_PREFIX:JOB:GEN that no job
 # record owns (by id or by label) and that is older than RUNNER_ORPHAN_GRACE_S (its start_date) is
 # ours and billing unwatched: a create that answered after its launcher gave up on the label, or a
@@ -174,7 +184,13 @@ sweep_unrecorded() {
     if destroy_confirmed "$id"; then
       ledger_complete "$id" "${job:-unknown}" "$gen" "" "$(list_field "$list" "$id" 4)" "$created" "$(now)" || rc=1
     else
-      say "unrecorded instance $id could NOT be confirmed destroyed (the reaper keeps trying)"
+      # a listing that lags may never show it again: a record keeps it ours until it is confirmed
+      # gone and its ledger row is completed (rule 1, ORPHAN)
+      if adopt_record "$id" "$label" "${job:-unknown}" "$gen" "$(list_field "$list" "$id" 4)" "$created"; then
+        say "unrecorded instance $id could NOT be confirmed destroyed: recorded as job adopted-$id (ORPHAN; the reaper destroys it again and completes its ledger row)"
+      else
+        say "unrecorded instance $id could NOT be confirmed destroyed (the reaper keeps trying)"
+      fi
       rc=1
     fi
   done <<EOF_IDS

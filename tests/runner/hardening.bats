@@ -130,6 +130,25 @@ full_state() {
   grep -q "^$late,probe,g-late," "$LEDGER"          # job and generation read off its label
 }
 
+@test "an adopted box whose destroy is not confirmed gets a record (ORPHAN): its row is completed once it is gone" {
+  offer=$(vastai search offers 'num_gpus=1' --order dph_total --limit 1 --raw | jq '.[0].id')
+  late=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label hearsay:probe:g-lag --raw | jq '.new_contract')
+  export RUNNER_DESTROY_TRIES=1 RUNNER_CONFIRM_WAIT_S=0.5
+  fault '[{"op": "destroy", "kind": "error", "status": 500, "times": 100}]'
+  RUNNER_ORPHAN_GRACE_S=0 run reaper_once
+  echo "$output"
+  [ "$(cat "$RUNNER_STATE/jobs/adopted-$late/state")" = ORPHAN ]
+  [ "$(cat "$RUNNER_STATE/jobs/adopted-$late/instance")" = "$late" ]
+  [ "$(ledger_rows)" -eq 1 ] && [ "$(open_rows)" -eq 1 ] && [ "$(live_count)" -eq 1 ]
+  ctl DELETE faults >/dev/null
+  RUNNER_ORPHAN_GRACE_S=0 run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(live_count)" -eq 0 ] && [ "$(open_rows)" -eq 0 ]
+  grep -q "^$late,probe,g-lag,.*,[0-9.]*,[0-9.]*$" "$LEDGER"   # the closing row keeps the label's job
+  [ ! -d "$RUNNER_STATE/jobs/adopted-$late" ]
+  [ "$(cat "$RUNNER_STATE"/archive/adopted-"$late"-*/result)" = ORPHAN ]
+}
+
 @test "the same through a real launch: the create answered with an error lands 6 s later, after the label window" {
   export RUNNER_LABEL_LAG_S=2
   fault '[{"op": "create", "kind": "late", "delay_s": 6}]'

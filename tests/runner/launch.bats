@@ -205,7 +205,7 @@ teardown() { world_end; }
 }
 
 @test "a second job launches while the first is listed (no shell text in awk); its commitment is its remaining hours" {
-  export FAKE_TRAIN_S=30                            # both boxes keep training while we look
+  export FAKE_TRAIN_S=120                           # both boxes keep training while we look (load)
   run launch --yes pilot
   [ "$status" -eq 0 ]
   cd "$BATS_TEST_TMPDIR"

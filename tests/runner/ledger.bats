@@ -52,7 +52,7 @@ CSV
   [ "${lines[-1]}" = "total    rentals   4  hours    5.5000  spend \$   8.5000" ]
 }
 
-@test "a full disk never truncates the ledger: the failed append is loud, retried, returns 1, the rows stay" {
+@test "a full disk never truncates the ledger: the failed append is loud, spooled, and appended once there is room" {
   mnt=$BATS_TEST_TMPDIR/mnt
   mkdir -p "$mnt"
   mount -t tmpfs -o size=16k tmpfs "$mnt" 2>/dev/null || skip "cannot mount a tmpfs here (needs root)"
@@ -65,21 +65,41 @@ CSV
   truncate -s -4096 "$mnt/fill"                                   # one page (room for a lock's owner)
   run bash -c ". '$REPO/runner/lib/common.sh'; . '$REPO/runner/lib/ledger.sh'
     export RUNNER_STATE='$BATS_TEST_TMPDIR/st' RUNNER_LEDGER_TRIES=2
+    mkdir -p \"\$RUNNER_STATE\"
     for i in \$(seq 10 90); do ledger_complete \$i fold1 g\$i 9 1.0 1796000000 1796005400 || exit 1; done"
   echo "$output"
-  [ "$status" -eq 1 ]
-  [[ "$output" == *"runner: LEDGER WRITE FAILED after 2 tries: "* ]]
+  [ "$status" -eq 0 ]                                             # every row kept: ledger or spool
+  [[ "$output" == *"runner: LEDGER WRITE FAILED after 2 tries: "*"the row is spooled in $BATS_TEST_TMPDIR/st/ledger.spool"* ]]
   [ "$(sed -n "1,${rows}p" "$LEDGER" | cksum)" = "$(cksum <"$BATS_TEST_TMPDIR/before.csv")" ]
   [ "$(wc -l <"$LEDGER")" -ge "$rows" ]                           # nothing lost, at most a row gained
-  grep -q '^90,fold1,g90,' "$LEDGER"
+  grep -q '^90,fold1,g90,.*,1.5000,1.5000$' "$BATS_TEST_TMPDIR/st/ledger.spool"
   rm -f "$mnt/fill"
   run bash -c ". '$REPO/runner/lib/common.sh'; . '$REPO/runner/lib/ledger.sh'
     export RUNNER_STATE='$BATS_TEST_TMPDIR/st'
-    for i in \$(seq 10 90); do ledger_complete \$i fold1 g\$i 9 1.0 1796000000 1796005400 || exit 1; done"
+    ledger_flush"                                                 # what each reaper cycle runs
   [ "$status" -eq 0 ]
+  [ ! -s "$BATS_TEST_TMPDIR/st/ledger.spool" ]
   run "$REPO/runner/ledger.sh"
   echo "$output"
   [[ "$output" != *"open "* ]]                                   # every rental closed
+  [ "$(grep -c '^90,' "$LEDGER")" -eq 2 ]                         # each row once
   # at most the one row the disk cut short is named malformed; the full row follows it
   [ "$status" -eq 0 ] || [[ "${lines[-1]}" =~ ^malformed\ 1\ row ]]
+}
+
+@test "ledger and spool both on a full disk: the append is loud and returns 1 (the caller keeps its record)" {
+  mnt=$BATS_TEST_TMPDIR/mnt
+  mkdir -p "$mnt"
+  mount -t tmpfs -o size=16k tmpfs "$mnt" 2>/dev/null || skip "cannot mount a tmpfs here (needs root)"
+  export LEDGER=$mnt/ledger.csv
+  cp "$BATS_TEST_TMPDIR/ledger.csv" "$LEDGER"
+  mkdir -p "$mnt/st"
+  head -c 100000 /dev/zero >"$mnt/fill" 2>/dev/null || true
+  run bash -c ". '$REPO/runner/lib/common.sh'; . '$REPO/runner/lib/ledger.sh'
+    export RUNNER_STATE='$mnt/st' RUNNER_LEDGER_TRIES=1
+    ledger_append 77 fold2 g77 9 1.0 1796000000"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"the spool $mnt/st/ledger.spool cannot be written either: the job record is kept and the row retried"* ]]
+  ! grep -q '^77,' "$LEDGER"
 }
