@@ -3,6 +3,15 @@
 
 teardown() { umount "$BATS_TEST_TMPDIR/mnt" 2>/dev/null || true; }
 
+# ledger_on_tmpfs: the test's ledger moved onto a 16 KiB tmpfs at $mnt (root only, else skip)
+ledger_on_tmpfs() {
+  mnt=$BATS_TEST_TMPDIR/mnt
+  mkdir -p "$mnt"
+  mount -t tmpfs -o size=16k tmpfs "$mnt" 2>/dev/null || skip "cannot mount a tmpfs here (needs root)"
+  export LEDGER=$mnt/ledger.csv
+  cp "$BATS_TEST_TMPDIR/ledger.csv" "$LEDGER"
+}
+
 setup() {
   REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
   export LEDGER=$BATS_TEST_TMPDIR/ledger.csv
@@ -53,11 +62,7 @@ CSV
 }
 
 @test "a full disk never truncates the ledger: the failed append is loud, spooled, and appended once there is room" {
-  mnt=$BATS_TEST_TMPDIR/mnt
-  mkdir -p "$mnt"
-  mount -t tmpfs -o size=16k tmpfs "$mnt" 2>/dev/null || skip "cannot mount a tmpfs here (needs root)"
-  export LEDGER=$mnt/ledger.csv
-  cp "$BATS_TEST_TMPDIR/ledger.csv" "$LEDGER"
+  ledger_on_tmpfs
   for i in $(seq 10 90); do echo "$i,fold1,g$i,9,1.0,2026-11-30T00:00:00Z,,," >>"$LEDGER"; done
   rows=$(wc -l <"$LEDGER")
   cp "$LEDGER" "$BATS_TEST_TMPDIR/before.csv"
@@ -88,11 +93,7 @@ CSV
 }
 
 @test "ledger and spool both on a full disk: the append is loud and returns 1 (the caller keeps its record)" {
-  mnt=$BATS_TEST_TMPDIR/mnt
-  mkdir -p "$mnt"
-  mount -t tmpfs -o size=16k tmpfs "$mnt" 2>/dev/null || skip "cannot mount a tmpfs here (needs root)"
-  export LEDGER=$mnt/ledger.csv
-  cp "$BATS_TEST_TMPDIR/ledger.csv" "$LEDGER"
+  ledger_on_tmpfs
   mkdir -p "$mnt/st"
   head -c 100000 /dev/zero >"$mnt/fill" 2>/dev/null || true
   run bash -c ". '$REPO/runner/lib/common.sh'; . '$REPO/runner/lib/ledger.sh'
