@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/fault_campaign.sh [--scenarios N] [--seed S] [--jobs J] [--keep DIR] [--only I] [--campaign-every K]
+# Usage: scripts/fault_campaign.sh [--scenarios N] [--seed S] [--jobs J] [--keep DIR] [--only I] [--from I] [--campaign-every K]
 # Summary: seeded random fault scenarios against the runner; prints instances left, ledger rows vs creations, secrets seen
 #
 # Each scenario gets its own fake vast.ai API (tests/fakes/fake_vast.py, real vastai CLI), its own
@@ -25,13 +25,16 @@
 # Rows count rentals (distinct ids; the ledger is append-only), open = ids with no closing row;
 # secrets are searched in every file of the scenario's folder but the store's own rclone.conf copies.
 #
+# Scenario I is drawn from the seed and I alone, so --from I (run I..N) continues a stopped run and
+# --only I replays one scenario. J scenarios run at a time; a finished one makes room for the next.
+#
 # The last line also says how many scenarios rented a box at all: on an overloaded machine the CLI
 # calls time out before any create, and such a scenario proves nothing.
 # Exit codes: 0 goal met; 1 goal missed (the failing scenarios are named); 2 usage.
 set -euo pipefail
 [ -n "${RUNNER_DEBUG:-}" ] && set -x
 repo=$(cd "$(dirname "$0")/.." && pwd)
-n=200 seed=1 jobs=2 keep="" only="" every=5
+n=200 seed=1 jobs=2 keep="" only="" from=1 every=5
 while [ $# -gt 0 ]; do
   case $1 in
     -h | --help) sed -n '2,/^[^#]/{/^#/!d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
@@ -40,6 +43,7 @@ while [ $# -gt 0 ]; do
     --jobs) jobs=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
+    --from) from=$2; shift 2 ;;
     --campaign-every) every=$2; shift 2 ;;
     *) echo "fault_campaign: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -277,22 +281,22 @@ live_records() {
   return 1
 }
 
-echo "fault campaign: $n scenarios, seed $seed, $jobs at a time, in $top" >&2
+echo "fault campaign: scenarios $from-$n, seed $seed, $jobs at a time, in $top" >&2
 start=$(date +%s)
-i=0
+want=0
+i=$((from - 1))
 while [ "$i" -lt "$n" ]; do
-  k=0
-  while [ "$k" -lt "$jobs" ] && [ "$i" -lt "$n" ]; do
-    i=$((i + 1))
-    [ -z "$only" ] || [ "$i" = "$only" ] || continue
-    k=$((k + 1))
-    scenario "$i" $((seed * 100003 + i)) >"$top/r$i.txt" 2>"$top/r$i.err" &
-  done
-  wait
+  i=$((i + 1))
+  [ -z "$only" ] || [ "$i" = "$only" ] || continue
+  want=$((want + 1))
+  # a pool, not batches: a whole campaign takes minutes, a single launch seconds
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  scenario "$i" $((seed * 100003 + i)) >"$top/r$i.txt" 2>"$top/r$i.err" &
 done
+wait
 cat "$top"/r*.txt | sort -n >"$top/results.txt"
 cat "$top/results.txt"
-awk -v want="$n" -v t=$(( $(date +%s) - start )) '
+awk -v want="$want" -v t=$(( $(date +%s) - start )) '
   { n++; for (f = 1; f <= NF; f++) { split($f, kv, "="); v[kv[1]] += kv[2] }
     if ($0 !~ /left=0 / || $0 !~ /open=0 / || $0 !~ /secrets=0$/) bad = bad " " $1
     split($0, a, "created="); split(a[2], b, " "); split($0, c, "rows="); split(c[2], d, " ")
