@@ -41,6 +41,7 @@
 : "${RUNNER_HOLD_TTL_S:=900}"                # a HOLD older than this is stale (15 min)
 : "${RUNNER_REAPER_POLL_S:=60}"              # reaper's quiet poll interval
 : "${RUNNER_REAPER_MAX_BACKOFF_S:=900}"      # reaper's longest wait after 429s / failed listings
+: "${RUNNER_REAPER_JOB_BACKOFF_S:=300}"      # longest wait before retrying one job that keeps failing
 
 # --- local files --------------------------------------------------------------------------------------
 : "${RUNNER_STATE:=${XDG_STATE_HOME:-$HOME/.local/state}/hearsay-runner}"  # job records, HOLDs, logs

@@ -29,8 +29,9 @@
 #   --once         one cycle, then exit (exit 0 = listing succeeded, 5 = listing failed)
 #   --background   start the looping reaper detached (own session, INT/HUP ignored), its output
 #                  appended to $RUNNER_STATE/reaper.out (the folder is made); exit 0 once it runs
-# One job's failure (full disk, lock, destroy not confirmed) is logged and retried next cycle; the
-# reaper goes on with the other jobs. Stale locks (owner gone, pid reused, or empty and older than
+# One job's failure (full disk, lock, destroy not confirmed) is logged and that job backs off
+# (RUNNER_REAPER_POLL_S doubling per failure in a row, up to RUNNER_REAPER_JOB_BACKOFF_S; --once
+# ignores the wait); the reaper goes on with the other jobs. Stale locks (owner gone, pid reused, or empty and older than
 # RUNNER_LOCK_STALE_S) are broken.
 #
 # Exit codes: 0 ok; 2 usage; 4 another reaper is running; 5 (--once) the listing failed;
@@ -57,7 +58,7 @@ export RUNNER_SCRIPT=reaper
 once=0 bg=0
 case ${1:-} in
   -h | --help) usage_from "$0"; exit 0 ;;
-  --once) once=1 ;;
+  --once) once=1; export REAP_ALL=1 ;;
   --background) bg=1 ;;
   '') ;;
   *) die 2 "unknown argument: $1" "see runner/reaper.sh --help" ;;

@@ -25,9 +25,12 @@
 # BOX_DIR/CHAIN says "GEN running" once training has started (what the launcher waits for) or
 # "GEN failed". On EXIT and ERR the box writes FAIL unless DONE was written, and destroys itself
 # with CONTAINER_ID / CONTAINER_API_KEY (vast.ai sets both inside an instance).
+# The deadline (HEARSAY_DEADLINE) holds in every phase after job.env: the trainer is stopped at it
+# and what it has pushed; a smoke check, pull or push still running at it is stopped (TERM) and the
+# run ends FAIL with a REASON naming the phase (the wait for job.env is bounded by HEARSAY_BOX_WAIT_S).
 # Exit codes: 0 DONE; 1 FAIL (the run failed, a push failed three times, the bundle could not be
 #   pulled or is not the launched tree-sha, or train.json is missing or not the hashed config);
-#   3 no job.env in time.
+#   3 no job.env in time. A deadline that passes is a FAIL (1).
 set -euo pipefail
 [ -n "${RUNNER_DEBUG:-}" ] && set -x
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -66,6 +69,11 @@ export RCLONE_CONFIG="$BOX_DIR/rclone.conf"
 : "${HEARSAY_GEN:?job.env lacks HEARSAY_GEN}" "${HEARSAY_STORE:?job.env lacks HEARSAY_STORE}"
 RUNNER_STORE=$HEARSAY_STORE             # the guard's prefix
 RUN_PATH=$(guard_path "$HEARSAY_RUN_PATH")
+watchdog=""
+if [[ ${HEARSAY_DEADLINE:-} =~ ^[0-9]+$ ]]; then   # the deadline holds in every phase from here on
+  box_watchdog "$$" &
+  watchdog=$!
+fi
 
 box_status STARTED
 config=$BOX_DIR/train.json

@@ -4,6 +4,7 @@
 #
 #   box_env_import   the container's environment, written into BOX_DIR/box.env and exported
 #   box_fail MSG     the FAIL path: MSG to stderr and to RUN_PATH/REASON, then exit 1
+#   box_watchdog PID the box's hard deadline in every phase: past it, entry.sh (PID) is stopped
 #   box_pull_bundle  bundles/<HEARSAY_BUNDLE_SHA> into BOX_DIR/bundle, its tree-sha checked
 #   box_train        the trainer, start-or-resume, its exit code and last lines kept on failure
 # shellcheck disable=SC2154  # phase is entry.sh's
@@ -38,18 +39,76 @@ box_env_import() {
   [ "$xtrace" = 0 ] || set -x
 }
 
-# box_fail MSG [LOG]: say MSG, write "GEN PHASE" + MSG (+ LOG's last 20 lines) to RUN_PATH/REASON
-# (runner/status.sh --why JOB reads it once the box is gone), then exit 1: the EXIT trap writes
-# FAIL and destroys the box.
+# box_fail MSG [LOG]: say MSG, write it to RUN_PATH/REASON (box_reason), then exit 1: the EXIT trap
+# writes FAIL and destroys the box.
 box_fail() {
   echo "entry: $1" >&2
+  box_reason "$@"
+  exit 1
+}
+
+# box_reason MSG [LOG]: "GEN PHASE EPOCH" + MSG (+ LOG's last 20 lines) to RUN_PATH/REASON
+# (runner/status.sh --why JOB reads it once the box is gone).
+box_reason() {
   {
     printf '%s %s %s\n%s\n' "$HEARSAY_GEN" "$phase" "$(date -u +%s)" "$1"
     if [ -n "${2:-}" ] && [ -s "$2" ]; then echo "--- last lines of $2:"; tail -n 20 "$2"; fi
   } >"$BOX_DIR/REASON"
   box_rclone copyto "$BOX_DIR/REASON" "$RUN_PATH/REASON" </dev/null 2>/dev/null \
     || echo "entry: could not write $RUN_PATH/REASON" >&2
-  exit 1
+}
+
+# box_watchdog ENTRY_PID: the box's hard deadline (HEARSAY_DEADLINE, epoch s) in every phase once
+# job.env is read, not only while training: a smoke check, a bundle pull or a push that hangs would
+# otherwise keep the box billing past it with the laptop and its reaper gone. Runs beside entry.sh;
+# past the deadline it writes BOX_DIR/DEADLINE_HIT ("DEADLINE PHASE") and stops entry.sh and every
+# process under it with TERM (the set of processes taken before entry.sh's EXIT trap starts, so the
+# trap's own STATUS write and destroy are never hit): entry.sh exits 1, FAIL is written and the box
+# destroys itself. While training (and pushing), box_train stops the trainer at the deadline itself
+# and pushes what it has; the watchdog gives that HEARSAY_DEADLINE_GRACE_S (600 s) before it acts.
+box_watchdog() {
+  local entry=$1 dl=$HEARSAY_DEADLINE at ph under
+  while kill -0 "$entry" 2>/dev/null; do
+    ph=$(cat "$BOX_DIR/PHASE" 2>/dev/null || true)
+    at=$dl
+    case $ph in TRAINING | PUSHING) at=$((dl + ${HEARSAY_DEADLINE_GRACE_S:-600})) ;; esac
+    if [ "$(date -u +%s)" -ge "$at" ]; then
+      echo "entry: deadline $dl passed in phase ${ph:-?}: stopping the job, the box destroys itself" >&2
+      echo "$dl ${ph:-?}" >"$BOX_DIR/DEADLINE_HIT" || true
+      under=$(box_descendants "$entry" "$BASHPID")
+      kill -TERM "$entry" 2>/dev/null || true
+      # shellcheck disable=SC2086  # a list of pids
+      [ -z "$under" ] || kill -TERM $under 2>/dev/null || true
+      return 0
+    fi
+    sleep 1
+  done
+}
+
+# box_descendants PID SKIP: the pids of every process under PID, except SKIP and what is under it
+# (the watchdog itself); read from /proc (the box is Linux, and the image carries no procps).
+box_descendants() {
+  local skip=$2 f line rest k p queue out=""
+  local -a pids=() parents=()
+  for f in /proc/[0-9]*/stat; do
+    read -r line 2>/dev/null <"$f" || continue
+    rest=${line##*) }          # "PID (COMM) STATE PPID …": COMM may hold spaces and parentheses
+    rest=${rest#* }
+    pids+=("${line%% *}")
+    parents+=("${rest%% *}")
+  done
+  queue=" $1 "
+  while [ "$queue" != " " ]; do
+    p=${queue# }
+    p=${p%% *}
+    queue=${queue# "$p"}
+    for k in "${!pids[@]}"; do
+      [ "${parents[$k]}" = "$p" ] && [ "${pids[$k]}" != "$skip" ] || continue
+      out="$out ${pids[$k]}"
+      queue="$queue${pids[$k]} "
+    done
+  done
+  echo "${out# }"
 }
 
 # box_pull_bundle: the bundle the job was launched with, or FAIL saying which of the two went wrong.

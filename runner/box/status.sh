@@ -11,6 +11,7 @@ box_rclone() { ${HEARSAY_RCLONE:-rclone} --retries 1 --low-level-retries 1 "$@";
 box_status() {
   local i=0
   phase=$1
+  echo "$1" >"$BOX_DIR/PHASE" 2>/dev/null || true   # what the deadline watchdog reads
   echo "entry: $HEARSAY_GEN $1" >&2
   while [ "$i" -lt 3 ]; do
     i=$((i + 1))
@@ -69,12 +70,19 @@ box_destroy_self() {
   return 1
 }
 
-# box_exit: the EXIT trap. FAIL unless DONE was reached; then the box destroys itself.
+# box_exit: the EXIT trap. FAIL unless DONE was reached (with REASON when the deadline watchdog
+# stopped the job); then the box destroys itself. Further INT/TERM/HUP are ignored from here on:
+# nothing interrupts the destroy.
 box_exit() {
   local rc=$?
   trap - EXIT ERR
+  trap '' INT TERM HUP
   set +e
+  [ -z "${watchdog:-}" ] || kill "$watchdog" 2>/dev/null
   if [ "${phase:-}" != DONE ]; then
+    if [ -s "$BOX_DIR/DEADLINE_HIT" ] && [ -n "${RUN_PATH:-}" ]; then
+      box_reason "deadline $(cut -d' ' -f1 "$BOX_DIR/DEADLINE_HIT") passed in phase $(cut -d' ' -f2 "$BOX_DIR/DEADLINE_HIT"): the box's watchdog stopped the job"
+    fi
     [ -z "${HEARSAY_GEN:-}" ] || echo "$HEARSAY_GEN failed" >"$BOX_DIR/CHAIN"
     [ -z "${RUN_PATH:-}" ] || box_status FAIL
     [ "$rc" -ne 0 ] || rc=1

@@ -11,15 +11,51 @@ reap_cycle() {
     return 1
   fi
   for job in $(jobs_list); do
+    job_due "$job" || continue       # backing off after failed cycles
     rec_lock "$job" 20 || continue   # a launcher is finishing it right now
-    # one job's failure (a full disk, a destroy not confirmed) is logged; the other jobs go on
-    reap_job "$job" "$list" || log_event "reaper: job $job not finished this cycle (retried next cycle)"
+    # one job's failure (a full disk, a destroy not confirmed) is logged and backed off; the other
+    # jobs go on
+    if reap_job "$job" "$list"; then
+      rm -f "$(rec_dir "$job")/retry" 2>/dev/null || true
+    else
+      job_failed "$job"
+    fi
     rec_unlock "$job"
   done
   sweep_unrecorded "$list" || log_event "reaper: an unrecorded instance is not finished (retried next cycle)"
   rm -f "$list"
   ledger_flush || log_event "reaper: spooled ledger rows still wait (the ledger's disk full or its lock stuck?)"
   return 0
+}
+
+# Per-job back-off: a job that failed a cycle (destroy not confirmed, its ledger row or record not
+# written) is tried again RUNNER_REAPER_POLL_S x 2^(failures-1) seconds later, at most
+# RUNNER_REAPER_JOB_BACKOFF_S, so one box the API keeps refusing does not spend every cycle's calls.
+# jobs/JOB/retry holds "FAILURES NEXT_EPOCH" and leaves with the record; REAP_ALL=1 (reaper.sh
+# --once) ignores it.
+
+# job_due JOB: 0 unless JOB waits out a back-off (a missing or unreadable retry file is due).
+job_due() {
+  local r next
+  [ "${REAP_ALL:-0}" = 0 ] || return 0
+  r=$(rec_get "$1" retry)
+  next=${r#* }
+  case $next in '' | *[!0-9]*) return 0 ;; esac
+  [ "$(now)" -ge "$next" ]
+}
+
+# job_failed JOB: count the failure and set the job's next try (said on stderr).
+job_failed() {
+  local n delay
+  n=$(rec_get "$1" retry)
+  n=${n%% *}
+  case $n in '' | *[!0-9]*) n=0 ;; esac
+  n=$((n + 1))
+  delay=$(calc 'p * 2 ^ (n - 1)' p="$RUNNER_REAPER_POLL_S" n="$n")
+  ! gt "$delay" "$RUNNER_REAPER_JOB_BACKOFF_S" || delay=$RUNNER_REAPER_JOB_BACKOFF_S
+  say "job $1 not finished this cycle ($n in a row): next try in ${delay%.*}s (the other jobs go on)"
+  log_event "reaper: job $1 not finished this cycle ($n in a row), next try in ${delay%.*}s"
+  rec_set "$1" retry "$n $(($(now) + ${delay%.*}))" 2>/dev/null || true   # unwritable: retried every cycle
 }
 
 # reap_job JOB LISTFILE: act on one record, first rule that applies wins.

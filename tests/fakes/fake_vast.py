@@ -42,7 +42,8 @@ FAULT_KINDS = {
     "noop",
     "late",  # create only: answer an error now, create the instance delay_s seconds later
 }
-RULE_KEYS = ("op", "kind", "times", "skip", "prob", "status", "body", "delay_s", "apply", "create")
+RULE_KEYS = ("op", "kind", "times", "skip", "prob", "status", "body", "delay_s", "apply", "create",
+             "instance")
 OPS = {"list", "show", "create", "destroy", "label", "state", "user", "offers", "any"}
 # Settings a test may change at start (--set k=v) or at run time (POST /_control/settings).
 DEFAULT_SETTINGS = {
@@ -358,14 +359,18 @@ class Fake:
                     "delay_s": float(r.get("delay_s", 0.0)),
                     # "apply" (alias "create"): do the operation, then answer with the fault
                     "apply": bool(r.get("apply", r.get("create", False))),
+                    # "instance": only requests about that instance id (destroy, show, label, state)
+                    "instance": r.get("instance"),
                 }
             )
         self.rules = checked if replace else self.rules + checked
 
-    def draw_fault(self, op: str) -> dict | None:
-        """The first rule that matches op and fires now (consuming one of its times)."""
+    def draw_fault(self, op: str, ident=None) -> dict | None:
+        """The first rule that matches op (and instance) and fires now (consuming one of its times)."""
         for r in self.rules:
             if r["op"] not in (op, "any") or r["times"] == 0:
+                continue
+            if r["instance"] is not None and r["instance"] != ident:
                 continue
             if r["skip"] > 0:
                 r["skip"] -= 1
@@ -527,7 +532,7 @@ class Handler(BaseHTTPRequestHandler):
             denied = self.auth(key, op, ident)
             if denied:
                 return self.send(401, denied)
-            rule = f.draw_fault(op)
+            rule = f.draw_fault(op, ident)
         if rule is not None and rule["kind"] == "delay":
             time.sleep(rule["delay_s"])
             rule = None

@@ -33,3 +33,30 @@ teardown() { world_end; }
   [ "$(cut -d' ' -f1-2 <<<"$(status_of pilot)")" = "g-7 FAIL" ]
   [ "$(live_count)" -eq 0 ]
 }
+
+@test "the box's deadline holds before training too: a smoke check hanging past it is stopped, FAIL and REASON name the phase, the box destroyed" {
+  printf '#!/bin/sh\nsleep 300 &\nwait\n' >"$W/smoke_hang.sh"   # its own child too: the whole tree must go
+  chmod +x "$W/smoke_hang.sh"
+  echo "HEARSAY_DEADLINE=$(($(date -u +%s) + 3))" >>"$box/job.env"
+  HEARSAY_SMOKE_CHECK=$W/smoke_hang.sh run timeout 60 "$REPO/runner/box/entry.sh" "$box"
+  echo "$output"; [ "$status" -eq 1 ]
+  [[ "$output" == *"entry: deadline "*" passed in phase SMOKE: stopping the job"* ]]
+  [ "$(cut -d' ' -f1-2 <<<"$(status_of pilot)")" = "g-7 FAIL" ]
+  grep -q "passed in phase SMOKE: the box's watchdog stopped the job" "$W/bucket/hearsay/runs/pilot/REASON"
+  [ "$(live_count)" -eq 0 ]
+  ! pgrep -f "$W/smoke_hang.sh"
+}
+
+@test "a second TERM while the box destroys itself is ignored: the destroy is still confirmed" {
+  fault '[{"op": "destroy", "kind": "error", "status": 500, "times": 2}]'
+  FAKE_TRAIN_S=120 "$REPO/runner/box/entry.sh" "$box" >"$W/entry.out" 2>&1 &
+  local e=$!
+  wait_for 30 grep -q "g-7 running" "$box/CHAIN"
+  kill -TERM "$e"
+  wait_for 30 grep -q "not confirmed (try 1" "$W/entry.out"
+  kill -TERM "$e"
+  wait "$e" || true
+  cat "$W/entry.out"
+  grep -q "entry: instance $id confirmed destroyed (try 3)" "$W/entry.out"
+  [ "$(live_count)" -eq 0 ]
+}

@@ -157,3 +157,37 @@ teardown() { world_end; }
   [ "$(ledger_rows)" -eq 3 ] && [ "$(open_rows)" -eq 0 ]
   [ "$(grep ',fold4,g-9,' "$LEDGER" | cut -d, -f1 | sort -u | wc -l)" -eq 3 ]   # 3 rentals (a creation and a closing row each)
 }
+
+@test "a job whose destroy keeps failing backs off (doubling, capped) while the other jobs are ended" {
+  bad=$(rent probe ORPHAN g-1)
+  id=$(rent pilot PROVISIONED g-2)
+  fault "[{\"op\": \"destroy\", \"kind\": \"error\", \"times\": null, \"instance\": $bad}]"
+  RUNNER_REAPER_POLL_S=1 RUNNER_REAPER_JOB_BACKOFF_S=2 "$REPO/runner/reaper.sh" >"$W/reaper.out" 2>&1 3>&- &
+  echo $! >"$W/reaper.pid"
+  wait_for 120 grep -q "job probe not finished this cycle (1 in a row): next try in 1s" "$W/reaper.out"
+  put_status pilot "g-2 DONE 1"
+  wait_for 120 test ! -d "$RUNNER_STATE/jobs/pilot"
+  wait_for 120 grep -q "job probe not finished this cycle (3 in a row): next try in 2s" "$W/reaper.out"
+  grep -q "job probe not finished this cycle (2 in a row): next try in 2s" "$W/reaper.out"
+  [ "$(cut -d' ' -f1 "$RUNNER_STATE/jobs/probe/retry")" -ge 3 ]
+  [ "$(live_ids)" = "$bad" ]
+  [ "$(cat "$RUNNER_STATE/jobs/probe/state")" = ORPHAN ]
+}
+
+@test "a job backing off is left alone by the looping reaper until its time; --once does not wait" {
+  late=$(rent probe ORPHAN g-1)
+  echo "3 $(($(date -u +%s) + 600))" >"$RUNNER_STATE/jobs/probe/retry"
+  id=$(rent pilot PROVISIONED g-2)
+  put_status pilot "g-2 DONE 1"
+  RUNNER_REAPER_POLL_S=0.3 "$REPO/runner/reaper.sh" >"$W/reaper.out" 2>&1 3>&- &
+  echo $! >"$W/reaper.pid"
+  wait_for 120 test ! -d "$RUNNER_STATE/jobs/pilot"
+  sleep 2   # more cycles
+  [ "$(live_ids)" = "$late" ]
+  kill -TERM "$(cat "$W/reaper.pid")"
+  wait_for 10 test ! -d "$RUNNER_STATE/reaper.lock"
+  run reaper_once
+  [ "$status" -eq 0 ]
+  [ "$(live_count)" -eq 0 ]
+  [ ! -d "$RUNNER_STATE/jobs/probe" ]
+}
