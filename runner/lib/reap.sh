@@ -51,7 +51,7 @@ job_failed() {
   n=${n%% *}
   case $n in '' | *[!0-9]*) n=0 ;; esac
   n=$((n + 1))
-  delay=$(calc 'p * 2 ^ (n - 1)' p="$RUNNER_REAPER_POLL_S" n="$n")
+  delay=$(calc 'p * 2 ^ (n > 20 ? 20 : n - 1)' p="$RUNNER_REAPER_POLL_S" n="$n")   # capped below anyway
   ! gt "$delay" "$RUNNER_REAPER_JOB_BACKOFF_S" || delay=$RUNNER_REAPER_JOB_BACKOFF_S
   say "job $1 not finished this cycle ($n in a row): next try in ${delay%.*}s (the other jobs go on)"
   log_event "reaper: job $1 not finished this cycle ($n in a row), next try in ${delay%.*}s"
