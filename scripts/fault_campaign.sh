@@ -9,7 +9,8 @@
 # (up to 3 boxes per launch, maybe none answered), destroys failing N times, listing lag after
 # destroy), ssh failures, a failing smoke check or trainer, a launcher killed (SIGKILL) at a random
 # moment, a relaunch under the same job name, and deadlines that run out. Then the faults stop (a
-# service recovers) and runner/reaper.sh --once runs until no job record is left (at most 25 cycles).
+# service recovers) and runner/reaper.sh --once runs until no job record is left, nothing is listed
+# or still landing, and no ledger row waits in the spool (at most 30 cycles).
 # Counted per scenario and in total: instances still live on the fake, ledger rows vs instances the
 # fake created, ledger rows left open, secrets (API key, store secret) seen in any output, log or
 # process list (sampled every 0.2 s). Goal: 0 left, rows = creations, 0 open, 0 secrets.
@@ -233,8 +234,10 @@ scenario() {
     rm -f "$W/boxes/ssh_fail"
     local c=0
     # until no record is left and the account is empty, creates still in flight included (a
-    # late create lands after its launcher gave up: only the reaper's sweep can end that box)
-    while { live_records "$RUNNER_STATE/jobs" || [ "$(curl -fsS "$VAST_URL/_control/state" | jq '(.live | length) + .late_pending')" != 0 ]; } \
+    # late create lands after its launcher gave up: only the reaper's sweep can end that box),
+    # and no ledger row waits in the spool (a full ledger disk: each cycle appends spooled rows)
+    while { live_records "$RUNNER_STATE/jobs" || [ -s "$RUNNER_STATE/ledger.spool" ] \
+      || [ "$(curl -fsS "$VAST_URL/_control/state" | jq '(.live | length) + .late_pending')" != 0 ]; } \
       && [ "$c" -lt 30 ]; do
       c=$((c + 1))
       "$repo/runner/reaper.sh" --once >>"$W/reaper.out" 2>&1 3>&- || true

@@ -19,7 +19,7 @@ from hearsay.model import load_detector
 from hearsay.score import run_model
 from hearsay.train import config as train_config
 
-# Measured with the preset on this fixture: 0.824; the preset cut to 8 steps: see
+# Measured with the preset on this fixture: 0.863; the preset cut to 8 steps: 0.688 (red); see
 # docs/BENCHMARKS.md, "Demo".
 MIN_FRESH_AUC = 0.75
 N_PER_CLASS = 16  # fresh clips per class

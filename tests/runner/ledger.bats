@@ -104,3 +104,25 @@ CSV
   [[ "$output" == *"the spool $mnt/st/ledger.spool cannot be written either: the job record is kept and the row retried"* ]]
   ! grep -q '^77,' "$LEDGER"
 }
+
+@test "rows waiting in the spool are appended by the summary; rows that still cannot be are counted, exit 1" {
+  export RUNNER_STATE=$BATS_TEST_TMPDIR/st
+  mkdir -p "$RUNNER_STATE"
+  printf '%s\n' "7,probe,g7,9,2.0,2026-11-30T05:00:00Z,,," "7,probe,g7,9,2.0,2026-11-30T05:00:00Z,2026-11-30T05:30:00Z,0.5000,1.0000" \
+    >"$RUNNER_STATE/ledger.spool"
+  run "$REPO/runner/ledger.sh"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${lines[-1]}" = "total    rentals   4  hours    4.5000  spend \$   6.5000" ]
+  [ ! -s "$RUNNER_STATE/ledger.spool" ]
+  [ "$(grep -c '^7,' "$LEDGER")" -eq 2 ]
+  echo "8,full,g8,9,1.0,2026-11-30T06:00:00Z,,," >"$RUNNER_STATE/ledger.spool"
+  bash -c ". '$REPO/runner/lib/common.sh'; lock_take '$LEDGER.lock' 1 && exec sleep 60" 3>&- &
+  local holder=$!                                                  # a live owner: the lock is not stale
+  while [ ! -s "$LEDGER.lock/owner" ]; do sleep 0.1; done
+  RUNNER_LEDGER_TRIES=1 run "$REPO/runner/ledger.sh"
+  kill "$holder"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "${lines[-1]}" = "spooled  1 row(s) not yet in the ledger (its disk full or its lock stuck?): $RUNNER_STATE/ledger.spool" ]
+}

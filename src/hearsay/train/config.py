@@ -83,7 +83,8 @@ def demo_overrides() -> dict:
     """The `hearsay demo` preset, layered on --cpu-smoke: the tiny random model (its frozen CNN
     32 channels wide instead of 16) trained long enough to separate the synthetic demo classes
     (docs/BENCHMARKS.md, "Demo")."""
-    return {"train": {"epochs": 4, "batches_per_epoch": 32, "max_crop_s": 2.0},  # 128 steps of 8
+    return {"train": {"epochs": 4, "batches_per_epoch": 32, "max_crop_s": 2.0,  # 128 steps of 8
+                      "lr_head": 2e-2, "lr_backbone": 6e-3},  # twice --cpu-smoke's peak LRs
             "augment": {"p_aug": 0.2},  # fewer masked clips: 1,024 crops is all the model sees
             "model": {"conv_dim": (32,) * 7}}  # twice the tiny CNN's random channels
 
