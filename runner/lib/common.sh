@@ -29,6 +29,11 @@ iso() {
   date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u -r "$1" +%Y-%m-%dT%H:%M:%SZ
 }
 
+# epoch_of 2026-11-30T01:33:00Z -> EPOCH (GNU date or BSD date); empty when it does not parse.
+epoch_of() {
+  date -u -d "$1" +%s 2>/dev/null || date -u -j -f %Y-%m-%dT%H:%M:%SZ "$1" +%s 2>/dev/null || true
+}
+
 # log_event "text": append to the runner's event log (never secrets: callers pass ids and states only).
 log_event() {
   [ -n "${RUNNER_STATE:-}" ] || return 0

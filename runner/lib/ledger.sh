@@ -113,6 +113,14 @@ ledger_complete() {
   log_event "ledger row for instance $1 completed"
 }
 
+# ledger_open_rows JOB GEN: "ID CREATED_ISO" of every rental of JOB's generation GEN whose row is
+# still open (the ledger, then the spool: a row spooled after a failed append counts as written).
+ledger_open_rows() {
+  cat "$LEDGER" "$(_ledger_spool)" 2>/dev/null | awk -F, -v j="$1" -v g="$2" '
+    $2 == j && $3 == g { if (!($1 in s)) { s[$1] = $6; o[++n] = $1 } if ($7 != "") c[$1] = 1 }
+    END { for (i = 1; i <= n; i++) if (!(o[i] in c)) print o[i], s[o[i]] }'
+}
+
 # ledger_close JOB ID [CREATED_EPOCH]: the closing row of instance ID rented for JOB's record, now.
 # An adopted record (runner/lib/teardown.sh adopt_record) keeps the job its label named (ledger_job).
 ledger_close() {

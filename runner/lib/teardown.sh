@@ -120,10 +120,11 @@ finish_job() {
 # twice; only the reported id is the record's. Every other instance in the listing carrying the record's
 # label gets a ledger row (rows = creations) and is destroyed, its row completed once confirmed. A record
 # without an id (CREATING) or with a label outside RUNNER_LABEL_PREFIX is left alone (adopt_by_label
-# adopts one of its labelled instances and then calls this for the others).
+# adopts one of its labelled instances and then calls this for the others). A duplicate destroyed in
+# an earlier sweep but not confirmed then, and absent from this listing, has its open row completed.
 # 0 = no duplicate left, 1 = one could not be confirmed destroyed.
 sweep_duplicates() {
-  local job=$1 list=$2 own label id created rc=0
+  local job=$1 list=$2 own label id created lj rc=0
   own=$(rec_get "$job" instance)
   label=$(rec_get "$job" label)
   [ -n "$own" ] && [ -n "$label" ] || return 0
@@ -141,6 +142,19 @@ sweep_duplicates() {
       say "duplicate instance $id of job $job could NOT be confirmed destroyed (the reaper keeps trying; check: runner/teardown_check.sh)"
       rc=1
     fi
+  done
+  # a duplicate destroyed earlier but not confirmed then (the listing still showed it) and absent
+  # from this successful listing is gone: its row is completed now, or nothing ever would complete it
+  lj=$(rec_get "$job" ledger_job)
+  # shellcheck disable=SC2046  # "ID CREATED_ISO" pairs, no spaces inside either
+  set -- $(ledger_open_rows "${lj:-$job}" "$(rec_get "$job" gen)")
+  while [ $# -ge 2 ]; do
+    id=$1 created=$2
+    shift 2
+    [ "$id" != "$own" ] || continue
+    ! list_has "$list" "$id" || continue
+    say "job $job: duplicate instance $id is gone (absent from a successful listing): its ledger row completed"
+    ledger_close "$job" "$id" "$(epoch_of "$created")" || rc=1
   done
   return "$rc"
 }

@@ -191,3 +191,25 @@ teardown() { world_end; }
   [ "$(live_count)" -eq 0 ]
   [ ! -d "$RUNNER_STATE/jobs/probe" ]
 }
+
+@test "a duplicate destroyed but not confirmed then (listing lag), gone later: its ledger row is completed" {
+  id=$(rent fold3 PROVISIONED g-5)
+  offer=$(cat "$RUNNER_STATE/jobs/fold3/offer")
+  dup=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label hearsay:fold3:g-5 --raw | jq '.new_contract')
+  ctl POST settings '{"lag_listings": 6}' >/dev/null   # > the 3 confirming listings after a destroy
+  run reaper_once                      # the sweep destroys the duplicate; the lagging listing still shows it
+  echo "$output"
+  [[ "$output" == *"duplicate instance $dup of job fold3 could NOT be confirmed destroyed"* ]]
+  [ "$(open_rows)" -eq 2 ]
+  ctl POST settings '{"lag_listings": 0}' >/dev/null
+  for i in 1 2 3 4; do vastai show instances --raw >/dev/null; done   # the lag runs out: it is gone
+  [ "$(live_ids)" = "$id" ]
+  put_status fold3 "g-5 DONE 1"
+  run reaper_once
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(live_count)" -eq 0 ]
+  [ ! -d "$RUNNER_STATE/jobs/fold3" ]
+  [ "$(ledger_rows)" -eq 2 ] && [ "$(open_rows)" -eq 0 ]
+  grep -q "^$dup,fold3,g-5,.*,2026-.*Z,[0-9.]*,[0-9.]*$" "$LEDGER"
+}
