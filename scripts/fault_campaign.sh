@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/fault_campaign.sh [--scenarios N] [--seed S] [--jobs J] [--keep DIR] [--only I] [--from I] [--campaign-every K]
+# Usage: scripts/fault_campaign.sh [--scenarios N] [--seed S] [--jobs J] [--keep DIR] [--only I[,I...]] [--from I] [--campaign-every K]
 # Summary: seeded random fault scenarios against the runner; prints instances left, ledger rows vs creations, secrets seen
 #
 # Each scenario gets its own fake vast.ai API (tests/fakes/fake_vast.py, real vastai CLI), its own
@@ -27,7 +27,7 @@
 # secrets are searched in every file of the scenario's folder but the store's own rclone.conf copies.
 #
 # Scenario I is drawn from the seed and I alone, so --from I (run I..N) continues a stopped run and
-# --only I replays one scenario. J scenarios run at a time; a finished one makes room for the next.
+# --only I,J,... replays just those scenarios. J scenarios run at a time; a finished one makes room for the next.
 #
 # The last line also says how many scenarios rented a box at all: on an overloaded machine the CLI
 # calls time out before any create, and such a scenario proves nothing.
@@ -290,7 +290,7 @@ want=0
 i=$((from - 1))
 while [ "$i" -lt "$n" ]; do
   i=$((i + 1))
-  [ -z "$only" ] || [ "$i" = "$only" ] || continue
+  case ",${only:-$i}," in *",$i,"*) ;; *) continue ;; esac
   want=$((want + 1))
   # a pool, not batches: a whole campaign takes minutes, a single launch seconds
   while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
