@@ -366,7 +366,7 @@ class Fake:
         self.rules = checked if replace else self.rules + checked
 
     def draw_fault(self, op: str, ident=None) -> dict | None:
-        """The first rule that matches op (and instance) and fires now (consuming one of its times)."""
+        """The first rule matching op (and instance) that fires now (consuming one of its times)."""
         for r in self.rules:
             if r["op"] not in (op, "any") or r["times"] == 0:
                 continue
