@@ -27,7 +27,8 @@
 # secrets are searched in every file of the scenario's folder but the store's own rclone.conf copies.
 #
 # Scenario I is drawn from the seed and I alone, so --from I (run I..N) continues a stopped run and
-# --only I,J,... replays just those scenarios. J scenarios run at a time; a finished one makes room for the next.
+# --only I,J,... replays just those scenarios. J scenarios run at a time; a finished one makes room
+# for the next.
 #
 # The last line also says how many scenarios rented a box at all: on an overloaded machine the CLI
 # calls time out before any create, and such a scenario proves nothing.
