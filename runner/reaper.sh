@@ -31,8 +31,8 @@
 #                  appended to $RUNNER_STATE/reaper.out (the folder is made); exit 0 once it runs
 # One job's failure (full disk, lock, destroy not confirmed) is logged and that job backs off
 # (RUNNER_REAPER_POLL_S doubling per failure in a row, up to RUNNER_REAPER_JOB_BACKOFF_S; --once
-# ignores the wait); the reaper goes on with the other jobs. Stale locks (owner gone, pid reused, or empty and older than
-# RUNNER_LOCK_STALE_S) are broken.
+# ignores the wait); the reaper goes on with the other jobs. Stale locks (owner gone, pid reused,
+# or empty and older than RUNNER_LOCK_STALE_S) are broken.
 #
 # Exit codes: 0 ok; 2 usage; 4 another reaper is running; 5 (--once) the listing failed;
 #   10 missing dependency; 11 no API key.
