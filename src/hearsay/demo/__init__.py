@@ -87,11 +87,11 @@ def stage_train(out: Path, ctx: dict, preset: dict | None = None) -> None:
     `hearsay train` refuses). `preset` replaces the demo preset (tests). The six runs go two at a
     time, one process each (every run is one-threaded, seeded and so deterministic: the same
     weights as one after another, in about half the wall time on two cores)."""
-    import os
     import shutil
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
+    from hearsay.deploy import allowed_cpus
     from hearsay.train import config as train_config
 
     preset = train_config.demo_overrides() if preset is None else preset
@@ -100,8 +100,7 @@ def stage_train(out: Path, ctx: dict, preset: dict | None = None) -> None:
         runs[key] = out / "runs" / key
         shutil.rmtree(runs[key], ignore_errors=True)
         jobs[key] = ("full", None) if key == "full" else ("fold", int(key[4:]))
-    workers = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                         else os.cpu_count() or 1))
+    workers = min(2, allowed_cpus())
     # spawn, not fork: the parent has torch loaded, and a forked copy of its thread pools can hang
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
         futures = {key: pool.submit(_train_one, *jobs[key], preset, ctx["bundle"], runs[key])
