@@ -224,3 +224,19 @@ def test_cli_assembles_and_reports(camp, tmp_path, monkeypatch, capsys):
     rc = assemble.main(["--pinned", str(tmp_path / "bad.json"), "--bundle", str(bundle.root),
                         "--outputs", str(tmp_path / "o"), "--reports", str(tmp_path / "r")])
     assert rc == 4
+
+
+def test_assembly_refuses_a_bundle_other_than_the_pinned_one(camp, tmp_path, monkeypatch,
+                                                             capsys):
+    # every run's run_meta matches the pin; only the bundle handed to assemble is another one
+    root, bundle, _, pin, _ = camp
+    other = make_bundle(tmp_path / "other", n_per_fold=2, n_holdout=4, n_test=4, seed=5)
+    other.tree_sha = other.meta["tree_sha"] = "u" * 40
+    with pytest.raises(assemble.PinError, match="bundle tree-sha u{40} differs from the pinned"):
+        assemble.assemble(pin, other, tmp_path / "out")
+    assert not (tmp_path / "out" / "detector_scores").exists()
+    monkeypatch.setattr(score, "load_bundle", lambda _p, verify: other)
+    rc = assemble.main(["--pinned", str(pin), "--bundle", str(other.root),
+                        "--outputs", str(tmp_path / "o"), "--reports", str(tmp_path / "r")])
+    assert rc == assemble.EXIT_REFUSED
+    assert "assemble with the bundle the runs used" in capsys.readouterr().err
