@@ -1,5 +1,6 @@
 """hearsay.bundle guards: the decode-failure gate's boundary, the resume stamp (size and mtime),
-the peak guard on the main FLAC path, and room noise trimmed before the FLAC is written."""
+the peak guard on the main FLAC path, room noise trimmed before the FLAC is written, a resume that
+rebuilds a clip whose codec copy is gone, and codec ids that name only copies written."""
 
 import json
 import os
@@ -122,3 +123,43 @@ def test_the_bundle_trims_room_noise_so_duration_and_lead_carry_no_shortcut(tmp_
     assert m.loc["roomy", "duration"] == pytest.approx(m.loc["clean", "duration"], abs=0.06)
     stamps = json.loads((tmp_path / "b" / bundle.STAMPS).read_text())["entries"]
     assert stamps["roomy"]["lead_s"] == pytest.approx(1.0, abs=0.03)
+
+
+def test_resume_rebuilds_a_clip_whose_codec_copy_is_missing(tmp_path):
+    m = corpus(tmp_path / "corpus", [(f"c{i}", tone(0.8 + 0.1 * i, 200 + 50 * i))
+                                     for i in range(3)])
+    first = build(m, tmp_path / "b", codecs=("mulaw",))
+    lost = tmp_path / "b" / "codecs" / "mulaw" / "c1.flac"
+    lost.unlink()  # the main FLAC and its stamp are intact: only the copy is gone
+    again = build(m, tmp_path / "b", codecs=("mulaw",))
+    assert again["counts"]["reused"] == 2 and lost.is_file()
+    assert again["tree_sha"] == first["tree_sha"]
+    assert load_bundle(tmp_path / "b", verify=True).manifest["codec_ids"].tolist() == \
+        ["mulaw"] * 3
+
+
+def test_manifest_codec_ids_list_only_the_copies_that_were_written(tmp_path, monkeypatch):
+    from fakes.fake_ffmpeg import fake_ffmpeg_without
+
+    monkeypatch.setenv("HEARSAY_FFMPEG", fake_ffmpeg_without(tmp_path, "libopus"))
+    real, calls = bundle.codecs.roundtrip, []
+
+    def second_silent_third_fails(y, names, tmp):
+        calls.append(list(names))
+        if len(calls) == 3:
+            raise audio.AudioError(None, "codec encode failed (planted)")
+        copies = real(y, names, tmp)
+        return {n: 0 * z for n, z in copies.items()} if len(calls) == 2 else copies
+
+    monkeypatch.setattr(bundle.codecs, "roundtrip", second_silent_third_fails)
+    m = corpus(tmp_path / "corpus", [(f"c{i}", tone(1.0, 250 + 60 * i)) for i in range(3)])
+    meta = build(m, tmp_path / "b", codecs=("opus", "mulaw"))
+    assert calls == [["mulaw"]] * 3  # the missing encoder is never asked for
+    b = load_bundle(tmp_path / "b")
+    ids = dict(zip(b.manifest["id"], b.manifest["codec_ids"].fillna(""), strict=True))
+    assert ids == {"c0": "mulaw", "c1": "", "c2": ""}
+    for rid, listed in ids.items():  # every listed id names a file that exists
+        for c in filter(None, listed.split(";")):
+            assert b.flac(rid, c).is_file(), (rid, c)
+    assert set(meta["codec_errors"]) == {"c1", "c2"} and meta["counts"]["codec_copies"] == 1
+    assert meta["encoders_missing"] == ["opus"]
