@@ -1,11 +1,18 @@
-"""hearsay.train.step: the LR schedule and the non-finite flag under DDP."""
+"""hearsay.train.step: the LR schedule, the non-finite flag under DDP, and gradient clipping
+(grad_clip 0 switches it off) in the loop's optimiser step."""
 
 from __future__ import annotations
+
+import time
+import types
 
 import pytest
 import torch
 
+from hearsay.train import config as tcfg
+from hearsay.train import loop
 from hearsay.train import step as tstep
+from hearsay.train.errors import ConfigError
 
 
 def test_lr_multiplier_warms_up_then_reaches_the_floor_on_the_last_step():
@@ -28,3 +35,43 @@ def test_nonfinite_flag_is_all_reduced_under_ddp(tmp_path):
         assert not tstep.nonfinite(torch.tensor(0.3), torch.tensor(1.0), ddp=True)
     finally:
         dist.destroy_process_group()
+
+
+def _one_optimiser_step(grad_clip: float):
+    """One real loop._optimiser_step on a linear model whose grad norm is far over 1:
+    (gradients before the step, applied update / LR, the norm the step queued)."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 1)
+    params = list(lin.parameters())
+    opt = torch.optim.SGD([{"params": params, "lr": 0.1, "base_lr": 0.1}])
+    before = [p.detach().clone() for p in params]
+    loss = (10 * lin(torch.randn(8, 4))).sum()
+    loss.backward()
+    grads = [p.grad.detach().clone() for p in params]
+    r = types.SimpleNamespace(tc=tcfg.TrainConfig(grad_clip=grad_clip), trainable=params,
+                              ddp=False, pending=[], hist={"loss": [], "lr": []}, step=0,
+                              total_steps=10, opt=opt, step_t=[], t_start=time.time())
+    loop._optimiser_step(r, 0, loss.detach(), 1)
+    lr = 0.1 * r.hist["lr"][0]
+    update = [(b - p.detach()) / lr for b, p in zip(before, params, strict=True)]
+    return grads, update, r.pending[0][0][2].item()
+
+
+def test_grad_clip_zero_switches_clipping_off_and_still_measures_the_norm():
+    grads, update, norm = _one_optimiser_step(0.0)
+    full = torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads])).item()
+    assert full > 10 and norm == pytest.approx(full, rel=1e-5)
+    for g, u in zip(grads, update, strict=True):  # the whole gradient was applied, not 0
+        torch.testing.assert_close(u, g, rtol=1e-4, atol=1e-5)
+    _, clipped, norm1 = _one_optimiser_step(1.0)  # a positive value still clips
+    assert norm1 == pytest.approx(full, rel=1e-5)
+    got = torch.linalg.vector_norm(torch.cat([u.flatten() for u in clipped])).item()
+    assert got == pytest.approx(1.0, rel=1e-3)
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan")])
+def test_a_negative_grad_clip_is_a_config_error_naming_the_fix(bad):
+    with pytest.raises(ConfigError, match="grad_clip.*must be >= 0.*0 switches clipping off"):
+        tcfg.resolve_config("fold", 0, overrides={"train": {"grad_clip": bad}})
+    assert tcfg.resolve_config("fold", 0, overrides={"train": {"grad_clip": 0}})[
+        "train"]["grad_clip"] == 0

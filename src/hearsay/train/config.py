@@ -41,7 +41,8 @@ class TrainConfig:
     warmup_frac: float = 0.08  # share of optimiser steps in linear warm-up
     lr_floor: float = 0.01  # LR at the last optimiser step, as a fraction of the peak
     label_smoothing: float = 0.05  # BCE targets 0.025 / 0.975
-    grad_clip: float = 1.0  # max global grad norm (the pre-clip norm is checked for finiteness)
+    grad_clip: float = 1.0  # max global grad norm; 0 = no clipping (the pre-clip norm is checked
+    #                         for finiteness either way); negative is an error
     source_mix: str = "proportional"  # per-class source quotas: "proportional" or "equal"
     max_crop_s: float = 0.0  # extra cap on crop length, s (0 = none; the CPU smoke uses 1 s)
     val_every: int = 200  # optimiser steps between validation readouts (0 = epoch ends only)
@@ -62,6 +63,9 @@ class TrainConfig:
             raise ValueError(f"batch_size={self.batch_size}: must be even (half per class)")
         if self.grad_accum < 1 or self.epochs < 1:
             raise ValueError("grad_accum and epochs must be >= 1")
+        if not self.grad_clip >= 0:  # also refuses NaN
+            raise ValueError(f"grad_clip={self.grad_clip}: must be >= 0 (the max global grad "
+                             "norm; 0 switches clipping off)")
         if self.source_mix not in ("proportional", "equal"):
             raise ValueError(f"source_mix={self.source_mix!r}: use proportional or equal")
 

@@ -26,6 +26,7 @@ from hearsay.train.prepare import TrainRun
 from hearsay.train.step import (
     all_rank_rng,
     check_pending,
+    clip_gradients,
     lr_multiplier,
     nonfinite_flag,
     queue_step,
@@ -154,7 +155,7 @@ def _tally(r: TrainRun, batch: dict) -> None:
 def _optimiser_step(r: TrainRun, epoch: int, group_loss: torch.Tensor, group_n: int) -> None:
     """Clip, queue the non-finite flag (read one step late), set the LR, step, count."""
     tc = r.tc
-    norm = torch.nn.utils.clip_grad_norm_(r.trainable, tc.grad_clip)
+    norm = clip_gradients(r.trainable, tc.grad_clip)
     flag = nonfinite_flag(group_loss, norm, r.ddp)
     check_pending(r.pending, r.hist["loss"])  # the previous step's: its copy has landed
     r.pending.append(queue_step(flag, group_loss / group_n, norm, r.step, epoch))

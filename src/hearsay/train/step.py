@@ -46,6 +46,16 @@ def optimizer_groups(det: Detector, tc: TrainConfig) -> list[dict]:
     return groups
 
 
+def clip_gradients(params: list[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
+    """The global grad norm before clipping (a 0-dim tensor on the device, checked for
+    finiteness by the caller); the gradients are scaled down to `max_norm` when over it.
+    max_norm 0 = clipping off: the norm is only measured (torch's clip_grad_norm_(..., 0) would
+    scale every gradient to 0 and the run would train nothing)."""
+    if max_norm == 0:
+        return torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+    return torch.nn.utils.clip_grad_norm_(params, max_norm)
+
+
 def nonfinite_flag(loss_sum: torch.Tensor, grad_norm: torch.Tensor, ddp: bool) -> torch.Tensor:
     """(1,) int32 on the device: 1 when this step's loss or (all-reduced) grad norm is NaN/inf
     on ANY rank. Under DDP the gradients are already averaged across ranks by backward(), so
