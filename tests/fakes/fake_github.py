@@ -1,4 +1,10 @@
-"""A fake GitHub releases API on loopback, for hearsay.publish's gh:// remote."""
+"""A fake GitHub releases API on loopback, for hearsay.publish's gh:// remote.
+
+Two hosts, as on GitHub: the API on 127.0.0.1 (api.github.com) answers an asset download with a
+302 to a pre-signed URL on the storage host 127.0.0.2 (objects.githubusercontent.com). Storage,
+like S3 with a pre-signed URL, refuses a request that also carries an Authorization header, and
+records every header it was sent (`storage_auth`), so a token leaked along the redirect shows.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,21 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 TOKEN = "test-token"
+API_HOST, STORAGE_HOST = "127.0.0.1", "127.0.0.2"  # two hosts on loopback
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):  # keep pytest output clean
+        pass
+
+    def _send(self, code, body=b"", ctype="application/json", headers=None):
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
 
 
 class FakeGitHub:
@@ -16,25 +37,23 @@ class FakeGitHub:
     def __init__(self):
         self.releases: dict[str, dict] = {}
         self.blobs: dict[int, bytes] = {}
-        self.requests: list[str] = []
+        self.requests: list[str] = []  # "METHOD /path" on the API host
+        self.storage_auth: list[str | None] = []  # Authorization of each storage request
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep pytest output clean
-                pass
+        class Storage(_Handler):
+            def do_GET(self):
+                fake.storage_auth.append(self.headers.get("Authorization"))
+                parts = urllib.parse.urlparse(self.path).path.strip("/").split("/")
+                if self.headers.get("Authorization"):
+                    return self._send(400, b"<Error>Only one auth mechanism allowed</Error>",
+                                      "application/xml")
+                if parts[:1] == ["storage"] and int(parts[1]) in fake.blobs:
+                    return self._send(200, fake.blobs[int(parts[1])], "application/octet-stream")
+                self._send(404, b"<Error>NoSuchKey</Error>", "application/xml")
 
-            def _send(self, code, body=b"", ctype="application/json", headers=None):
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(body)
-
+        class Api(_Handler):
             def _authorised(self) -> bool:
-                if self.path.startswith("/storage/"):
-                    return True  # pre-signed storage URL, like GitHub's redirect target
                 if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                     self._send(401, b'{"message": "Bad credentials"}')
                     return False
@@ -45,8 +64,6 @@ class FakeGitHub:
                 if not self._authorised():
                     return
                 parts = urllib.parse.urlparse(self.path).path.strip("/").split("/")
-                if parts[:1] == ["storage"]:
-                    return self._send(200, fake.blobs[int(parts[1])], "application/octet-stream")
                 if parts[3:5] == ["releases", "tags"]:
                     rel = fake.releases.get(parts[5])
                     if rel is None:
@@ -54,7 +71,8 @@ class FakeGitHub:
                     return self._send(200, json.dumps(rel).encode())
                 if parts[3:5] == ["releases", "assets"]:
                     assert self.headers.get("Accept") == "application/octet-stream"
-                    return self._send(302, headers={"Location": f"{fake.url}/storage/{parts[5]}"})
+                    return self._send(302, headers={
+                        "Location": f"{fake.storage_url}/storage/{parts[5]}?X-Amz-Signature=s"})
                 self._send(404, b'{"message": "Not Found"}')
 
             def do_POST(self):
@@ -83,9 +101,16 @@ class FakeGitHub:
                     return self._send(201, json.dumps(asset).encode())
                 self._send(404, b'{"message": "Not Found"}')
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = ThreadingHTTPServer((API_HOST, 0), Api)
+        self.storage = ThreadingHTTPServer((STORAGE_HOST, 0), Storage)
+        self.url = f"http://{API_HOST}:{self.server.server_address[1]}"
+        self.storage_url = f"http://{STORAGE_HOST}:{self.storage.server_address[1]}"
+        for srv in (self.server, self.storage):
+            threading.Thread(target=srv.serve_forever, daemon=True).start()
+
+    def shutdown(self) -> None:
+        self.server.shutdown()
+        self.storage.shutdown()
 
     def asset_id(self, tag: str, name: str) -> int:
         return next(a["id"] for a in self.releases[tag]["assets"] if a["name"] == name)

@@ -1,16 +1,18 @@
 """hearsay publish: upload a checkpoint folder, download it again, verify every sha256.
 
 The GitHub backend talks to a fake GitHub REST API on loopback (the four endpoints it uses:
-release by tag, create release, upload asset, download asset with its 302 to storage); the
-folder backend is real. No network.
+release by tag, create release, upload asset, download asset with its 302 to storage on a
+second loopback host); the folder backend is real. No network.
 """
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from fakes.fake_github import TOKEN, FakeGitHub
 
-from hearsay.publish import main
+from hearsay.publish import EXIT_UNPINNED, main
 
 
 @pytest.fixture
@@ -19,7 +21,7 @@ def github(monkeypatch):
     monkeypatch.setenv("GITHUB_API_URL", fake.url)
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
     yield fake
-    fake.server.shutdown()
+    fake.shutdown()
 
 
 def published_digest(capsys) -> str:
@@ -41,6 +43,18 @@ def test_github_release_round_trip_verifies_every_file(github, checkpoint, tmp_p
                                                       "model.safetensors"]
 
 
+def test_the_github_token_goes_to_the_api_host_only_never_along_the_storage_redirect(
+        github, checkpoint, tmp_path, capsys):
+    uri = "gh://acme/detectors@ckpt-6"
+    assert main(["upload", str(checkpoint), "--to", uri]) == 0
+    digest = published_digest(capsys)
+    assert main(["download", uri, "--dest", str(tmp_path / "got"), "--sums-sha256", digest]) == 0
+    # three assets, each a 302 from the API host (127.0.0.1) to the storage host (127.0.0.2)
+    assert len([r for r in github.requests if "/releases/assets/" in r]) == 3
+    assert github.storage_auth == [None, None, None]
+    assert TOKEN not in capsys.readouterr().err
+
+
 def test_tampered_asset_is_refused_and_nothing_lands(github, checkpoint, tmp_path, capsys):
     uri = "gh://acme/detectors@ckpt-2"
     assert main(["upload", str(checkpoint), "--to", uri]) == 0
@@ -52,6 +66,32 @@ def test_tampered_asset_is_refused_and_nothing_lands(github, checkpoint, tmp_pat
     assert main(["download", uri, "--dest", str(dest)]) == 1
     assert "model.safetensors: sha256" in capsys.readouterr().err
     assert not dest.exists() and not (tmp_path / "got.partial").exists()
+
+
+def test_a_release_whose_files_and_sums_were_both_replaced_is_never_reported_verified(
+        github, checkpoint, tmp_path, capsys):
+    uri = "gh://acme/detectors@ckpt-7"
+    assert main(["upload", str(checkpoint), "--to", uri]) == 0
+    digest = published_digest(capsys)
+    # someone with write access swaps a file and rewrites SHA256SUMS to match it
+    evil = b'{"model": {"hidden_size": 32}, "backdoor": true}\n'
+    sums = github.blobs[github.asset_id("ckpt-7", "SHA256SUMS")].decode()
+    old = hashlib.sha256((checkpoint / "config.json").read_bytes()).hexdigest()
+    github.blobs[github.asset_id("ckpt-7", "config.json")] = evil
+    github.blobs[github.asset_id("ckpt-7", "SHA256SUMS")] = sums.replace(
+        old, hashlib.sha256(evil).hexdigest()).encode()
+    assert main(["download", uri, "--dest", str(tmp_path / "a")]) == EXIT_UNPINNED == 4
+    out, err = capsys.readouterr()
+    assert "all verified" not in out and "NOT verified against a pin" in out
+    assert "WARNING: nothing was verified against a pin" in err and "--sums-sha256" in err
+    assert main(["download", uri, "--dest", str(tmp_path / "b"), "--sums-sha256", digest]) == 1
+    assert "not the pinned" in capsys.readouterr().err and not (tmp_path / "b").exists()
+
+
+def test_download_help_documents_the_unpinned_exit_code(capsys):
+    with pytest.raises(SystemExit):
+        main(["download", "--help"])
+    assert "4 downloaded without --sums-sha256" in " ".join(capsys.readouterr().out.split())
 
 
 def test_manifest_not_the_pinned_one_is_refused(github, checkpoint, tmp_path, capsys):

@@ -95,7 +95,7 @@ def test_hf_round_trip_is_one_private_commit_and_verifies(hub, checkpoint, tmp_p
 
 
 def test_hf_big_file_goes_by_lfs_and_small_ones_inline(hub, checkpoint, tmp_path, capsys):
-    publish(checkpoint, "hf://acme/detector", capsys)
+    digest, _ = publish(checkpoint, "hf://acme/detector", capsys)
     weights_sha = hashlib.sha256((checkpoint / "model.safetensors").read_bytes()).hexdigest()
     files = hub.files("acme/detector")
     assert files["model.safetensors"].lfs_sha256 == weights_sha
@@ -103,7 +103,8 @@ def test_hf_big_file_goes_by_lfs_and_small_ones_inline(hub, checkpoint, tmp_path
     assert "POST /acme/detector.git/info/lfs/objects/batch" in hub.requests
     assert f"PUT /_storage/{weights_sha}" in hub.requests  # basic transfer to storage
     assert "POST /acme/detector.git/info/lfs/objects/verify" in hub.requests
-    assert main(["download", "hf://acme/detector", "--dest", str(tmp_path / "got")]) == 0
+    assert main(["download", "hf://acme/detector", "--dest", str(tmp_path / "got"),
+                 "--sums-sha256", digest]) == 0
     assert f"GET /_storage/{weights_sha}" in hub.requests  # fetched from storage, no token
 
 
@@ -128,7 +129,7 @@ def test_hf_file_missing_from_the_commit_is_refused(hub, checkpoint, tmp_path, c
 def test_hf_commit_landing_mid_download_is_not_mixed_in(hub, checkpoint, tmp_path, monkeypatch,
                                                          capsys):
     """Every file comes from the commit the branch named when the download began."""
-    publish(checkpoint, "hf://acme/detector", capsys)
+    digest, _ = publish(checkpoint, "hf://acme/detector", capsys)
     fetch = HubRemote.download
 
     def fetch_then_race(self, name, dest):
@@ -137,7 +138,8 @@ def test_hf_commit_landing_mid_download_is_not_mixed_in(hub, checkpoint, tmp_pat
             hub.commit_file("acme/detector", "config.json", b'{"model": {"hidden_size": 99}}\n')
 
     monkeypatch.setattr(HubRemote, "download", fetch_then_race)
-    assert main(["download", "hf://acme/detector", "--dest", str(tmp_path / "got")]) == 0
+    assert main(["download", "hf://acme/detector", "--dest", str(tmp_path / "got"),
+                 "--sums-sha256", digest]) == 0
     assert "32" in (tmp_path / "got" / "config.json").read_text()
 
 
@@ -165,12 +167,14 @@ def test_hf_non_empty_branch_is_refused(hub, checkpoint, capsys):
 
 
 def test_hf_one_branch_per_checkpoint_while_main_stays_empty(hub, checkpoint, tmp_path, capsys):
-    publish(checkpoint, "hf://acme/detector@ckpt-1", capsys)
+    one, _ = publish(checkpoint, "hf://acme/detector@ckpt-1", capsys)
     (checkpoint / "config.json").write_text('{"model": {"hidden_size": 64}}\n')
-    publish(checkpoint, "hf://acme/detector@ckpt-2", capsys)
+    two, _ = publish(checkpoint, "hf://acme/detector@ckpt-2", capsys)
     assert sorted(hub.files("acme/detector", "main")) == [".gitattributes"]
-    assert main(["download", "hf://acme/detector@ckpt-1", "--dest", str(tmp_path / "one")]) == 0
-    assert main(["download", "hf://acme/detector@ckpt-2", "--dest", str(tmp_path / "two")]) == 0
+    assert main(["download", "hf://acme/detector@ckpt-1", "--dest", str(tmp_path / "one"),
+                 "--sums-sha256", one]) == 0
+    assert main(["download", "hf://acme/detector@ckpt-2", "--dest", str(tmp_path / "two"),
+                 "--sums-sha256", two]) == 0
     assert "32" in (tmp_path / "one" / "config.json").read_text()
     assert "64" in (tmp_path / "two" / "config.json").read_text()
 

@@ -9,11 +9,15 @@ A published checkpoint is a flat folder of files plus SHA256SUMS (sha256sum's fo
 upload. `upload` prints the sha256 of that SHA256SUMS: pin it, and `download --sums-sha256` refuses
 a release whose manifest is not the pinned one. `download` fetches SHA256SUMS, then every file it
 lists into DEST.partial/, checks each sha256, and only then renames DEST.partial to DEST:
-nothing unverified is ever at DEST.
+nothing unverified is ever at DEST. Without --sums-sha256 the files are checked only against the
+release's own SHA256SUMS (damage in transit, not a release whose files and SHA256SUMS were both
+replaced): the download says so on stderr and exits 4, never 0.
 
 Remotes (--to / REMOTE):
   gh://OWNER/REPO@TAG  a GitHub release (private when the repository is); token from
                        $GITHUB_TOKEN, API root $GITHUB_API_URL (default https://api.github.com).
+                       The token goes to the API host (and the upload host it names) only,
+                       never along a redirect to another host (asset storage).
                        A release that already has assets is refused: a checkpoint is immutable.
   PATH or file://PATH  a local folder "release" (a mounted share, a bucket mirror).
   hf://OWNER/REPO[@REVISION]
@@ -26,9 +30,10 @@ Remotes (--to / REMOTE):
                        Big files go by xet (hf_xet is installed) unless HF_HUB_DISABLE_XET=1
                        (then git-LFS); only the LFS path is tested, against a fake Hub.
 
-Exit codes: 0 done (and verified), 1 verification failed (sha mismatch, file missing from the
-release, manifest not the pinned one), 2 usage, 3 remote error (not found, auth or no token,
-HTTP failure, release not empty, public hf:// repo).
+Exit codes: 0 done (and verified against the pinned --sums-sha256), 1 verification failed (sha
+mismatch, file missing from the release, manifest not the pinned one), 2 usage, 3 remote error
+(not found, auth or no token, HTTP failure, release not empty, public hf:// repo), 4 downloaded
+without --sums-sha256: consistent with the release's own SHA256SUMS, NOT verified against a pin.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from hearsay.hashing import sha256_file
 from hearsay.publish.remotes import SUMS, FolderRemote, GitHubRemote, RemoteError, VerifyError
 
 REMOTES = "gh://OWNER/REPO@TAG, hf://OWNER/REPO[@REVISION], file://PATH or PATH"
-EXIT_OK, EXIT_VERIFY, EXIT_USAGE, EXIT_REMOTE = 0, 1, 2, 3
+EXIT_OK, EXIT_VERIFY, EXIT_USAGE, EXIT_REMOTE, EXIT_UNPINNED = 0, 1, 2, 3, 4  # module docstring
 
 
 def parse_sums(text: str) -> dict[str, str]:
@@ -144,10 +149,16 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("upload", help="publish a flat folder (checkpoint or model folder)")
     up.add_argument("folder", type=Path)
     up.add_argument("--to", required=True, help=REMOTES)
-    down = sub.add_parser("download", help="fetch a release and verify every sha256")
+    down = sub.add_parser(
+        "download", help="fetch a release and verify every sha256",
+        description="Fetch a release into DEST (via DEST.partial) and verify every sha256. Exit "
+                    "codes: 0 verified against --sums-sha256, 1 verification failed, 2 usage, "
+                    "3 remote error, 4 downloaded without --sums-sha256 (matches the release's "
+                    "own SHA256SUMS only: NOT verified against a pin).")
     down.add_argument("remote", help=REMOTES)
     down.add_argument("--dest", type=Path, required=True, help="new folder to create")
-    down.add_argument("--sums-sha256", help="pinned sha256 of the release's SHA256SUMS")
+    down.add_argument("--sums-sha256", help="pinned sha256 of the release's SHA256SUMS (what "
+                      "upload printed); without it nothing is verified against a pin (exit 4)")
     args = ap.parse_args(argv)
     try:
         if args.verb == "upload":
@@ -155,7 +166,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"published {args.folder} -> {args.to}; SHA256SUMS sha256 {digest} (pin it)")
         else:
             sums = download(args.remote, args.dest, args.sums_sha256)
-            print(f"downloaded {len(sums)} files from {args.remote} -> {args.dest}, all verified")
+            if not args.sums_sha256:
+                got = sha256_file(args.dest / SUMS)
+                print(f"downloaded {len(sums)} files from {args.remote} -> {args.dest}: they match "
+                      f"the release's own {SUMS} (sha256 {got}), NOT verified against a pin")
+                print(f"hearsay publish: WARNING: nothing was verified against a pin: a release "
+                      f"whose files and {SUMS} were both replaced passes this check (pass "
+                      f"--sums-sha256 with the digest upload printed); exit {EXIT_UNPINNED}",
+                      file=sys.stderr)
+                return EXIT_UNPINNED
+            print(f"downloaded {len(sums)} files from {args.remote} -> {args.dest}, all verified "
+                  f"against the pinned {SUMS} sha256")
     except ValueError as err:
         print(f"hearsay publish: {err}", file=sys.stderr)
         return EXIT_USAGE

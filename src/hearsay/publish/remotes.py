@@ -58,9 +58,31 @@ class FolderRemote(OneByOne):
         shutil.copyfile(src, dest)
 
 
+def _origin(url: str) -> tuple[str, str]:
+    """(scheme, host:port) of a URL: what "the same host" means for the token."""
+    u = urllib.parse.urlsplit(url)
+    return u.scheme.lower(), (u.netloc.rpartition("@")[2]).lower()
+
+
+class _TokenStaysHome(urllib.request.HTTPRedirectHandler):
+    """urllib's redirects, except that a redirect to another host loses the Authorization
+    header: GitHub answers an asset download with a 302 to a pre-signed storage URL, and urllib
+    would otherwise copy the token onto the request to that host."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(newurl) != _origin(req.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
+_OPENER = urllib.request.build_opener(_TokenStaysHome)
+
+
 @dataclass
 class GitHubRemote(OneByOne):
-    """A GitHub release, through the REST API (urllib; no client library)."""
+    """A GitHub release, through the REST API (urllib; no client library). The token goes only
+    to the API host and to the upload host the API names; never along a redirect elsewhere."""
 
     owner: str
     repo: str
@@ -70,12 +92,14 @@ class GitHubRemote(OneByOne):
 
     def _request(self, method: str, url: str, body: bytes | None = None,
                  headers: dict | None = None, ok_404: bool = False):
+        home = {_origin(self.api), *getattr(self, "_upload_origins", ())}
+        auth = self.token and _origin(url) in home
         req = urllib.request.Request(url, data=body, method=method, headers={
             "Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
-            **({"Authorization": f"Bearer {self.token}"} if self.token else {}),
+            **({"Authorization": f"Bearer {self.token}"} if auth else {}),
             **(headers or {})})
         try:
-            with urllib.request.urlopen(req, timeout=120) as resp:
+            with _OPENER.open(req, timeout=120) as resp:
                 return resp.read()
         except urllib.error.HTTPError as err:
             if ok_404 and err.code == 404:
@@ -109,6 +133,7 @@ class GitHubRemote(OneByOne):
     def upload(self, name: str, path: Path) -> None:
         rel = getattr(self, "_rel", None) or self.release(create=True)
         url = rel["upload_url"].split("{")[0] + "?" + urllib.parse.urlencode({"name": name})
+        self._upload_origins = {_origin(url)}  # uploads.github.com: named by the API itself
         self._request("POST", url, path.read_bytes(),
                       {"Content-Type": "application/octet-stream"})
 
