@@ -53,6 +53,11 @@ def test_the_github_token_goes_to_the_api_host_only_never_along_the_storage_redi
     assert len([r for r in github.requests if "/releases/assets/" in r]) == 3
     assert github.storage_auth == [None, None, None]
     assert TOKEN not in capsys.readouterr().err
+    # an asset whose API record names the storage host itself: no token there either
+    for asset in github.releases["ckpt-6"]["assets"]:
+        asset["url"] = f"{github.storage_url}/storage/{asset['id']}"
+    assert main(["download", uri, "--dest", str(tmp_path / "got2"), "--sums-sha256", digest]) == 0
+    assert github.storage_auth == [None] * 6
 
 
 def test_tampered_asset_is_refused_and_nothing_lands(github, checkpoint, tmp_path, capsys):
