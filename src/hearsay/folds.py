@@ -1,8 +1,7 @@
 """`hearsay splits make|import|verify`: fold files, pinned by sha256 in the SHA256SUMS beside them.
 
     hearsay splits make corpus/manifest.csv --out splits --name demo [--config splits.json]
-    hearsay splits import folds.csv --manifest corpus/manifest.csv --out splits --name run7 \
-        [--config splits.json]
+    hearsay splits import folds.csv --manifest corpus/manifest.csv --out splits --name ext
     hearsay splits verify splits/demo.folds.json [--manifest corpus/manifest.csv]
 
 A fold file `<name>.folds.json` holds the resolved SplitsConfig and the fold of every row id:
