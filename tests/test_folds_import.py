@@ -97,6 +97,15 @@ def test_importing_the_projects_json_keeps_its_config_and_a_bad_csv_names_its_fo
         fo.import_folds(demo_df, bad, CFG, tmp_path, "bad")
 
 
+def test_a_test_group_with_a_holdout_family_stays_test_for_make_and_import(demo_df):
+    df = demo_df.copy()
+    i = df.index[(df["fold"] == "test") & (df["label"] == "spoof")][0]
+    df.loc[i, "generator"] = "phq-a"
+    folds = fo.assign_folds(df, CFG)
+    assert folds[df.loc[i, "id"]] == "test"
+    fo.check_imported(df, folds, CFG, "ext.csv")  # accepted, as make made it
+
+
 def _holdout_extra(df, folds):
     i = df.index[(df["train_scope"] == "extra") & (df["label"] == "spoof")][0]
     df.loc[i, "generator"] = "phq-z"

@@ -250,8 +250,9 @@ def check_imported(df: pd.DataFrame, folds: dict[str, str], cfg: SplitsConfig,
         raise FoldError(f"{what}: core id(s) {core.loc[core_fold == 'extra', 'id'].tolist()[:5]}"
                         " in fold 'extra' (only train_scope extra rows may be)")
     refuse_split_test_groups(core, core_fold)
-    hold = holdout_groups(core, cfg)
-    wrong = core.loc[core["group"].isin(hold) != (core_fold == "holdout"), "id"].tolist()
+    rest = core_fold != "test"  # test groups stay test, whatever generators they hold (make)
+    hold = holdout_groups(core.loc[rest], cfg)
+    wrong = core.loc[rest & (core["group"].isin(hold) != (core_fold == "holdout")), "id"].tolist()
     if wrong:
         raise FoldError(f"{what}: id(s) {wrong[:5]}: a core group goes to 'holdout', whole, "
                         "exactly when it holds a generator of holdout_families "
