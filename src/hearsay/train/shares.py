@@ -8,8 +8,8 @@ A table {"bonafide": {source: share}, "spoof": {...}} (TrainConfig.source_mix) f
 class's per-batch quotas by largest remainder (hearsay.train.data.quotas), so a half-batch of h
 clips can only realise shares in steps of 1/h. `check_planned` refuses quotas further than
 `share_tol` from the table before anything trains, naming the smallest batch_size that fits;
-`check_realised` counts the clips the run actually trained on (the RateLog's per source x class
-counts, cumulative over the run, restored on resume) and stops the run when a class's realised
+`check_realised` counts the clips the run actually trained on in each epoch (from the RateLog's
+per source x class counts, which a resume restores) and stops the run when a class's realised
 shares drift beyond share_tol (a broken sampler or pool). Both raise ShareDrift (exit 11).
 Proportional and equal mixes are logged the same way and never checked.
 """
@@ -79,23 +79,26 @@ def realised(rate_state: dict) -> dict[str, dict[str, int]]:
 
 
 def check_realised(tc, rate_log: augment.RateLog, meta: dict) -> dict:
-    """meta["source_mix"] (run_meta): the realised shares per class over the clips trained so
-    far (this rank's), beside the mix; then ShareDrift when a table share drifts beyond
-    tc.share_tol (the entry is in `meta` first: the aborted run_meta shows it)."""
+    """meta["source_mix"] (run_meta): the realised shares per class of this epoch's clips
+    (this rank's: the run's counts now minus those of the previous entry; after a resume, of the
+    whole run so far) beside the mix, and "run_counts"; then ShareDrift when a table share
+    drifts beyond tc.share_tol (the entry is in `meta` first: the aborted run_meta shows it)."""
     counts = realised(rate_log.state())
-    got = {label: _shares(by) for label, by in counts.items()}
-    entry = {"mix": tc.source_mix, "clips": {lab: sum(by.values()) for lab, by in counts.items()},
-             "realised": got}
+    before = (meta.get("source_mix") or {}).get("run_counts", {})
+    epoch = {lab: {s: n - before.get(lab, {}).get(s, 0) for s, n in by.items()}
+             for lab, by in counts.items()}
+    got = {label: _shares(by) for label, by in epoch.items()}
+    entry = {"mix": tc.source_mix, "clips": {lab: sum(by.values()) for lab, by in epoch.items()},
+             "realised": got, "run_counts": counts}
+    gap, where = _worst(drift(tc.source_mix, got)) if isinstance(tc.source_mix, dict) else (0, "")
     if isinstance(tc.source_mix, dict):
-        gap, where = _worst(drift(tc.source_mix, got))
         entry.update(share_tol=tc.share_tol, max_drift=round(gap, 6),
                      status="within" if gap <= tc.share_tol else "drifted")
     meta["source_mix"] = entry
     log.info("realised source mix: %s", got)
-    if isinstance(tc.source_mix, dict):
-        if gap > tc.share_tol:
-            raise ShareDrift(f"realised source shares drifted from the source_mix table: {where} "
-                             f"is off by {gap:.3f} > share_tol {tc.share_tol} over "
-                             f"{entry['clips']} clips (realised {got}); the sampler or its pools "
-                             "are broken: check run_meta quotas and sources_without_quota")
+    if gap > tc.share_tol:
+        raise ShareDrift(f"realised source shares drifted from the source_mix table: {where} is "
+                         f"off by {gap:.3f} > share_tol {tc.share_tol} over {entry['clips']} "
+                         f"clips this epoch (realised {got}); the sampler or its pools are "
+                         "broken: check run_meta quotas and sources_without_quota")
     return entry
