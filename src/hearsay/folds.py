@@ -1,6 +1,7 @@
-"""`hearsay splits make|verify`: fold files, pinned by sha256 in the SHA256SUMS beside them.
+"""`hearsay splits make|import|verify`: fold files, pinned by sha256 in the SHA256SUMS beside them.
 
     hearsay splits make corpus/manifest.csv --out splits --name demo [--config splits.json]
+    hearsay splits import folds.csv --manifest corpus/manifest.csv --out splits --name ext
     hearsay splits verify splits/demo.folds.json [--manifest corpus/manifest.csv]
 
 A fold file `<name>.folds.json` holds the resolved SplitsConfig and the fold of every row id:
@@ -17,11 +18,21 @@ How `make` assigns folds (deterministic for a given manifest + config):
 4. extra rows (train_scope extra) inherit their group's fold, else get fold `extra` (train-only for
    every model). An extra row from a holdout family is refused: it would leak the holdout.
 
+`import` takes folds assigned elsewhere instead: a CSV with header `id,fold`, or a fold file in
+the JSON above (its config is used unless --config is given), covering exactly the manifest's ids.
+It writes `<name>.folds.json` (with "imported": {"from", "sha256"} of the source file) and pins
+it like `make`, after the rules `make` follows, with the same messages where `make` has one:
+groups are fold-disjoint (test groups whole), holdout-family core groups are `holdout` and
+nothing else is, no extra row of a holdout family, a manifest's pre-filled fold must agree, and
+an extra row takes its group's fold. An extra row of a group with no core rows may keep an inner
+fold k (speaker-grouped elsewhere): the fold-k model never trains on it (`train_ids`) and, extra,
+it is never scored.
+
 `family_exclusion` ({"0": ["smear"], …, "full": [...]}) names the extra generator families the model
 for fold k (or the full model) must never see; `train_ids` applies it.
 
 Exit codes: 0 ok, 2 usage, 3 manifest or fold file rejected (sha mismatch, holdout leak, bad
-config).
+config, an imported fold that breaks the rules above).
 """
 
 from __future__ import annotations
@@ -79,16 +90,38 @@ class SplitsConfig:
 # --------------------------------------------------------------------------- assignment
 
 
-def assign_folds(df: pd.DataFrame, cfg: SplitsConfig) -> dict[str, str]:
-    """{id: fold} for every row of a validated manifest (see the module docstring)."""
+def refuse_holdout_extras(df: pd.DataFrame, cfg: SplitsConfig) -> None:
+    """`make`'s and `import`'s refusal of extra spoof rows from a holdout family."""
     fam = df["generator"].map(cfg.family)
-    extra = df["train_scope"] == "extra"
-    leak = df.loc[extra & fam.isin(cfg.holdout_families) & (df["label"] == "spoof")]
+    leak = df.loc[(df["train_scope"] == "extra") & fam.isin(cfg.holdout_families)
+                  & (df["label"] == "spoof")]
     if len(leak):
         raise FoldError(f"extra row(s) {leak['id'].tolist()[:5]} come from holdout famil"
                         f"{'y' if len(cfg.holdout_families) == 1 else 'ies'} "
                         f"{list(cfg.holdout_families)}: training on them leaks the holdout. "
                         "Drop those rows or remove the family from holdout_families.")
+
+
+def refuse_split_test_groups(core: pd.DataFrame, folds: pd.Series) -> None:
+    """`make`'s and `import`'s refusal of a core group with rows in fold test and outside it
+    (`folds`: the core rows' folds, aligned with `core`)."""
+    in_test = folds == "test"
+    clash = sorted(set(core.loc[~in_test, "group"]) & set(core.loc[in_test, "group"]))
+    if clash:
+        raise FoldError(f"group(s) {clash[:5]} have rows both in fold 'test' and outside it; "
+                        "folds are group-disjoint: put the whole group in 'test' or none of it")
+
+
+def holdout_groups(core: pd.DataFrame, cfg: SplitsConfig) -> set:
+    """Core groups holding a row of a holdout-family generator: they go to `holdout`, whole."""
+    fam = core["generator"].map(cfg.family)
+    return set(core.loc[fam.isin(cfg.holdout_families), "group"])
+
+
+def assign_folds(df: pd.DataFrame, cfg: SplitsConfig) -> dict[str, str]:
+    """{id: fold} for every row of a validated manifest (see the module docstring)."""
+    extra = df["train_scope"] == "extra"
+    refuse_holdout_extras(df, cfg)
     preset = df.loc[~df["fold"].isin(["", "test"]) & ~(extra & (df["fold"] == "extra")), "id"]
     if len(preset):
         raise FoldError(f"rows {preset.tolist()[:5]} come with fold values; `splits make` assigns "
@@ -99,11 +132,8 @@ def assign_folds(df: pd.DataFrame, cfg: SplitsConfig) -> dict[str, str]:
     for rid in core.loc[core["fold"] == "test", "id"]:
         folds[rid] = "test"
     rest = core.loc[core["fold"] != "test"]
-    clash = sorted(set(rest["group"]) & test_groups)
-    if clash:
-        raise FoldError(f"group(s) {clash[:5]} have rows both in fold 'test' and outside it; "
-                        "folds are group-disjoint: put the whole group in 'test' or none of it")
-    hold_groups = set(rest.loc[fam[rest.index].isin(cfg.holdout_families), "group"])
+    refuse_split_test_groups(core, core["fold"])
+    hold_groups = holdout_groups(rest, cfg)
     for rid in rest.loc[rest["group"].isin(hold_groups), "id"]:
         folds[rid] = "holdout"
     inner = rest.loc[~rest["group"].isin(hold_groups)]
@@ -162,10 +192,99 @@ def pinned_sums(path: Path) -> dict[str, str]:
 
 def write_folds(df: pd.DataFrame, cfg: SplitsConfig, out: Path, name: str) -> Path:
     """Write out/<name>.folds.json and pin it in out/SHA256SUMS (other lines kept)."""
-    out.mkdir(parents=True, exist_ok=True)
     folds = assign_folds(df, cfg)
+    return _write_pinned({"config": asdict(cfg), "folds": dict(sorted(folds.items()))}, out, name)
+
+
+def read_fold_source(path: Path) -> tuple[dict[str, str], dict | None]:
+    """({id: fold}, config or None) of a fold file made elsewhere: CSV `id,fold` or the JSON
+    {"config": {...}, "folds": {...}} that `make` writes."""
+    if not path.is_file():
+        raise FoldError(f"{path}: not found (a CSV with header id,fold, or a .folds.json)")
+    if path.suffix == ".json":
+        try:
+            doc = json.loads(path.read_text())
+            return {str(k): str(v) for k, v in doc["folds"].items()}, doc.get("config")
+        except (json.JSONDecodeError, KeyError, AttributeError, TypeError) as err:
+            raise FoldError(f"{path}: not a fold file ({err!r}); the JSON is "
+                            '{"config": {...}, "folds": {"<id>": "<fold>"}}') from None
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except Exception as err:  # noqa: BLE001 - pandas raises several parser errors
+        raise FoldError(f"{path}: not a readable CSV ({err})") from None
+    if list(table.columns) != ["id", "fold"]:
+        raise FoldError(f"{path}: columns {list(table.columns)}; an imported fold CSV has "
+                        "exactly the header id,fold")
+    dup = table.loc[table["id"].duplicated(), "id"].tolist()
+    if dup:
+        raise FoldError(f"{path}: id(s) {dup[:5]} listed more than once; one fold per id")
+    return dict(zip(table["id"], table["fold"].str.strip(), strict=True)), None
+
+
+def check_imported(df: pd.DataFrame, folds: dict[str, str], cfg: SplitsConfig,
+                   what: str) -> None:
+    """Refuse imported folds that `make` could not have produced (module docstring, `import`);
+    `what` names the source file in the messages."""
+    ids = set(df["id"])
+    missing, unknown = sorted(ids - set(folds)), sorted(set(folds) - ids)
+    if missing or unknown:
+        raise FoldError(f"{what} does not cover the manifest: {len(missing)} manifest id(s) "
+                        f"missing {missing[:5]}, {len(unknown)} unknown id(s) {unknown[:5]} "
+                        "(import the fold file made for this manifest)")
+    fold = df["id"].map(folds)
+    allowed = {str(k) for k in range(cfg.n_folds)} | {"holdout", "test", "extra"}
+    bad = ~fold.isin(allowed)
+    if bad.any():
+        raise FoldError(f"{what}: id(s) {df.loc[bad, 'id'].tolist()[:5]} have folds "
+                        f"{sorted(set(fold[bad]))} outside {sorted(allowed)} (n_folds "
+                        f"{cfg.n_folds}: fix the fold file or n_folds in the config)")
+    given = df["fold"].astype(str)
+    clash = df.loc[(given != "") & (given != fold), "id"].tolist()
+    if clash:
+        raise FoldError(f"{what}: id(s) {clash[:5]} disagree with the manifest's fold column "
+                        "(empty the manifest's fold column or fix the fold file)")
+    refuse_holdout_extras(df, cfg)
+    extra = df["train_scope"] == "extra"
+    core, core_fold = df.loc[~extra], fold[~extra]
+    if (core_fold == "extra").any():
+        raise FoldError(f"{what}: core id(s) {core.loc[core_fold == 'extra', 'id'].tolist()[:5]}"
+                        " in fold 'extra' (only train_scope extra rows may be)")
+    refuse_split_test_groups(core, core_fold)
+    rest = core_fold != "test"  # test groups stay test, whatever generators they hold (make)
+    hold = holdout_groups(core.loc[rest], cfg)
+    wrong = core.loc[rest & (core["group"].isin(hold) != (core_fold == "holdout")), "id"].tolist()
+    if wrong:
+        raise FoldError(f"{what}: id(s) {wrong[:5]}: a core group goes to 'holdout', whole, "
+                        "exactly when it holds a generator of holdout_families "
+                        f"{list(cfg.holdout_families)} (fix the fold file or holdout_families)")
+    group_fold = fold.groupby(df["group"]).agg(lambda f: sorted(set(f)))
+    split = group_fold[group_fold.map(len) > 1]
+    if len(split):
+        raise FoldError(f"{what}: group(s) {split.index.tolist()[:5]} span folds "
+                        f"{split.tolist()[:5]}; folds are group-disjoint: one fold per group "
+                        "(an extra row takes its group's fold)")
+    orphan = df.loc[extra & ~df["group"].isin(core["group"]) & fold.isin(["holdout", "test"])]
+    if len(orphan):
+        raise FoldError(f"{what}: extra id(s) {orphan['id'].tolist()[:5]} of groups with no core"
+                        " rows in 'holdout'/'test': such a row keeps an inner fold or 'extra'")
+
+
+def import_folds(df: pd.DataFrame, source: Path, cfg: SplitsConfig | None, out: Path,
+                 name: str) -> Path:
+    """Check folds made elsewhere against the manifest, write out/<name>.folds.json and pin
+    it in out/SHA256SUMS (as `write_folds`). `cfg` None: the source JSON's config, else the
+    defaults."""
+    folds, own = read_fold_source(source)
+    cfg = cfg or SplitsConfig.from_dict(own or {})
+    check_imported(df, folds, cfg, str(source))
+    doc = {"config": asdict(cfg), "folds": dict(sorted(folds.items())),
+           "imported": {"from": source.name, "sha256": sha256_file(source)}}
+    return _write_pinned(doc, out, name)
+
+
+def _write_pinned(doc: dict, out: Path, name: str) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.folds.json"
-    doc = {"config": asdict(cfg), "folds": dict(sorted(folds.items()))}
     path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     sums = pinned_sums(out / SUMS)
     sums[path.name] = sha256_file(path)
@@ -248,15 +367,25 @@ def main(argv: list[str] | None = None) -> int:
     mk.add_argument("--config", type=Path,
                     help="SplitsConfig JSON: n_folds, holdout_families, family_sep, "
                          "family_exclusion, seed (unknown keys are errors)")
+    im = sub.add_parser("import", help="check and pin a fold file made elsewhere")
+    im.add_argument("source", type=Path, help="CSV with header id,fold, or a .folds.json")
+    im.add_argument("--manifest", type=Path, required=True, help="the manifest it assigns")
+    im.add_argument("--out", type=Path, default=Path("splits"), help="folder (default splits/)")
+    im.add_argument("--name", default="folds", help="fold file is OUT/NAME.folds.json")
+    im.add_argument("--config", type=Path,
+                    help="SplitsConfig JSON (default: the source JSON's config, else defaults)")
     vf = sub.add_parser("verify", help="check a fold file's pinned sha (and its manifest)")
     vf.add_argument("folds", type=Path)
     vf.add_argument("--manifest", type=Path, help="also check it covers this manifest")
     args = ap.parse_args(argv)
     try:
-        if args.cmd == "make":
+        if args.cmd in ("make", "import"):
             cfg = SplitsConfig.from_dict(json.loads(args.config.read_text()) if args.config
                                          else {})
-            path = write_folds(read_manifest(args.manifest), cfg, args.out, args.name)
+            df = read_manifest(args.manifest)
+            path = (write_folds(df, cfg, args.out, args.name) if args.cmd == "make" else
+                    import_folds(df, args.source, cfg if args.config else None, args.out,
+                                 args.name))
             counts = pd.Series(json.loads(path.read_text())["folds"]).value_counts().sort_index()
             print(f"splits: wrote {path} (pinned in {args.out / SUMS}); rows per fold: "
                   + ", ".join(f"{k}={v}" for k, v in counts.items()))

@@ -1,8 +1,11 @@
-"""hearsay.train.data: sampler quotas, the fold protocol, leaks, batched device augmentation."""
+"""hearsay.train.data: sampler quotas and share tables, the fold protocol, leaks, batched device
+augmentation."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,8 +14,10 @@ import torch
 from train_world import family_of
 
 from hearsay import augment
+from hearsay.train import config as tcfg
 from hearsay.train import data as tdata
 from hearsay.train import errors as terrors
+from hearsay.train import shares as tshares
 
 
 def test_sampler_quotas_balance_labels_and_keep_the_source_mix():
@@ -110,3 +115,81 @@ def test_batched_device_augmentation_matches_the_numpy_path(bundle):
         mask = tdata.sample_mask(dev["lengths"], dev["input_values"].shape[1])
         got = augment_gpu.train_batch(dev["input_values"], mask, dev["names"], dev["params"])
         torch.testing.assert_close(got, ref["input_values"], atol=2e-3, rtol=1e-3)
+
+
+SHARES = json.loads((Path(__file__).resolve().parents[2] / "configs" /
+                     "train.shares.example.json").read_text())["train"]
+
+
+def _three_sources():
+    """Uneven pools: the table, not the counts, must set the mix."""
+    counts = {"studio": 50, "phone": 7, "field": 23}
+    src = [s for s, n in counts.items() for _ in range(n)]
+    return pd.DataFrame({"label": ["bonafide"] * 80 + ["spoof"] * 80, "source": src * 2})
+
+
+def test_a_share_table_is_realised_over_an_epoch_within_its_tolerance():
+    df, table, tol = _three_sources(), SHARES["source_mix"], SHARES["share_tol"]
+    s = tdata.Sampler(df, batch_size=64, mix=table, seed=3, share_tol=tol)
+    plan = s.epoch_plan(1, n_batches=25)
+    got = df.iloc[plan.ravel()].value_counts()  # (label, source) -> clips over the epoch
+    for label, want in table.items():
+        n = got[label].sum()
+        assert n == 25 * 32
+        for source, share in want.items():
+            assert abs(got[label][source] / n - share) <= tol, (label, source)
+    np.testing.assert_array_equal(plan, tdata.Sampler(df, 64, table, seed=3).epoch_plan(1, 25))
+    assert not np.array_equal(plan, tdata.Sampler(df, 64, table, seed=4).epoch_plan(1, 25))
+    # a share of 0: that source is never drawn and is listed, not dropped silently
+    zero = {**table, "spoof": {"studio": 0.7, "phone": 0.3, "field": 0}}
+    z = tdata.Sampler(df, 64, zero, seed=0, share_tol=tol)
+    assert z.without_quota == ["spoof|field"]
+
+
+def test_a_share_table_names_the_fix_when_it_does_not_fit_the_rows_or_the_batch():
+    df, table = _three_sources(), SHARES["source_mix"]
+    with pytest.raises(terrors.ConfigError, match=r"no spoof clips .*\['field', 'phone', 'studio'"):
+        tdata.Sampler(df, 64, {**table, "spoof": {"studio": 0.5, "radio": 0.5}}, seed=0)
+    with pytest.raises(terrors.ConfigError, match=r"no share to source\(s\) \['field'\]"):
+        tdata.Sampler(df, 64, {**table, "spoof": {"studio": 0.5, "phone": 0.5}}, seed=0)
+    # 4 clips per class cannot make 25/35/40: refused before training, with the batch that fits
+    with pytest.raises(terrors.ShareDrift, match=r"batch_size >= \d+") as err:
+        tdata.Sampler(df, 8, table, seed=0, share_tol=0.02)
+    assert err.value.code == terrors.EXIT_SHARES == 11
+
+
+@pytest.mark.parametrize("bad, fix", [
+    ({"bonafide": {"a": 1.0}}, "give exactly"),
+    ({"bonafide": {"a": 0.5, "b": 0.4}, "spoof": {"a": 1.0}}, "sum to 0.9"),
+    ({"bonafide": {"a": 1.5, "b": -0.5}, "spoof": {"a": 1.0}}, ">= 0"),
+    ({"bonafide": {}, "spoof": {"a": 1.0}}, "non-empty"),
+    ("weighted", "table of shares"),
+])
+def test_a_bad_share_table_is_a_config_error_that_names_the_fix(bad, fix):
+    with pytest.raises(terrors.ConfigError, match=fix):
+        tcfg.resolve_config("fold", 0, overrides={"train": {"source_mix": bad}})
+
+
+def test_realised_shares_that_drift_from_the_table_in_one_epoch_stop_the_run():
+    tc = tcfg.TrainConfig(source_mix=SHARES["source_mix"], share_tol=0.02)
+    log = augment.RateLog()
+
+    def epoch(extra_studio_spoof=0):
+        for label, want in SHARES["source_mix"].items():
+            for source, share in want.items():
+                for _ in range(round(share * 1000)):
+                    log.record(source, label, "none")
+        for _ in range(extra_studio_spoof):
+            log.record("studio", "spoof", "none")
+
+    meta: dict = {}
+    epoch()
+    assert tshares.check_realised(tc, log, meta)["status"] == "within"
+    # epoch 2: 60 more studio spoof clips: 680/1060 = 0.64 > 0.62 + 0.02 in this epoch (over
+    # both epochs 1300/2060 = 0.631 would pass: the check is per epoch)
+    epoch(extra_studio_spoof=60)
+    with pytest.raises(terrors.ShareDrift, match="spoof/studio"):
+        tshares.check_realised(tc, log, meta)
+    assert meta["source_mix"]["status"] == "drifted"
+    assert meta["source_mix"]["realised"]["spoof"]["studio"] == pytest.approx(680 / 1060)
+    assert meta["source_mix"]["clips"] == {"bonafide": 1000, "spoof": 1060}

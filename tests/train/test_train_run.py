@@ -4,6 +4,7 @@ codes, DDP, the CPU smoke run, no blocking device-host conversion."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from hearsay import store as stores
 from hearsay import train as tr
 from hearsay.model import load_detector
 from hearsay.train import config as tcfg
+from hearsay.train import data as tdata
 from hearsay.train import errors as terrors
 from hearsay.train import loop
 
@@ -180,3 +182,43 @@ def test_a_training_step_makes_no_blocking_device_host_conversion(bundle_dir, tm
     assert meta["steps"] == 8
     blocking = audit.counts["d2h"] + audit.counts["h2d"]
     assert blocking <= 2, f"{blocking} blocking conversions in 4 steps: {dict(audit.where)}"
+
+
+def test_a_share_table_run_logs_its_mix_and_a_drift_stops_it_with_its_own_code(
+        tmp_path, monkeypatch, capsys):
+    """configs/train.shares.example.json on a three-source bundle: batches of 64 realise the
+    table (run_meta "source_mix"); a sampler that draws studio for phone drifts -> exit 11; a
+    batch of 8 cannot realise it -> exit 11 before anything trains, naming the batch that fits."""
+    root = make_easy_bundle(tmp_path / "b", sources=("studio", "phone", "field"))
+    example = Path(__file__).resolve().parents[2] / "configs" / "train.shares.example.json"
+    shares = json.loads(example.read_text())
+    cfg = tcfg.resolve_config("fold", 0, cpu_smoke=True, overrides={
+        "train": {**shares["train"], "batch_size": 64, "epochs": 1, "batches_per_epoch": 2,
+                  "max_crop_s": 0.5}})
+    meta = tr.run(cfg, root, tmp_path / "run")
+    mix = meta["source_mix"]
+    assert mix["status"] == "within" and mix["clips"] == {"bonafide": 64, "spoof": 64}
+    assert mix["realised"]["spoof"]["studio"] == pytest.approx(20 / 32)  # 0.62 of 32 slots
+    assert mix["max_drift"] <= shares["train"]["share_tol"]
+
+    real_plan = tdata.Sampler.epoch_plan
+
+    def studio_for_phone(self, epoch, n_batches):
+        plan = real_plan(self, epoch, n_batches)
+        plan[np.isin(plan, self.pools[("spoof", "phone")])] = self.pools[("spoof", "studio")][0]
+        return plan
+
+    monkeypatch.setattr(tdata.Sampler, "epoch_plan", studio_for_phone)
+    with pytest.raises(terrors.ShareDrift, match="spoof/") as err:
+        tr.run(cfg, root, tmp_path / "drift")
+    assert err.value.code == 11
+    aborted = json.loads((tmp_path / "drift" / "run_meta.json").read_text())
+    assert aborted["aborted"]["error"] == "ShareDrift"
+    assert aborted["source_mix"]["realised"]["spoof"].get("phone", 0) == 0
+    monkeypatch.setattr(tdata.Sampler, "epoch_plan", real_plan)
+
+    code = tr.main(["--bundle", str(root), "--fold", "0", "--out", str(tmp_path / "small"),
+                    "--cpu-smoke", "--config", str(example)])  # the smoke's batch of 8
+    assert code == terrors.EXIT_SHARES == 11
+    assert "batch_size >= " in capsys.readouterr().err
+    assert not (tmp_path / "small" / "checkpoints").exists()

@@ -28,12 +28,13 @@ def _clip(label: str, seconds: float, rng: np.random.Generator) -> np.ndarray:
     return (0.3 * x / np.max(np.abs(x))).astype(np.float32)
 
 
-def make_easy_bundle(root, seed: int = 0, copies_for=("bonafide", "spoof")):
+def make_easy_bundle(root, seed: int = 0, copies_for=("bonafide", "spoof"),
+                     sources=("studio", "phone")):
     """A bundle in the docs/INTERFACES.md layout (read by the real load_bundle) whose classes a
     tiny random model separates within a few steps: only the loss-falls smoke uses it. Every
     other test trains on conftest's `demo_bundle` (the real bundle stage on the demo corpus).
-    5 inner folds x 2 sources x 2 clips per class, holdout, test, extra rows; mp3 "copies"
-    are filtered copies (the layout, not a real codec)."""
+    5 inner folds x 2 sources (`sources`) x 2 clips per class, holdout, test, extra rows; mp3
+    "copies" are filtered copies (the layout, not a real codec)."""
     from hearsay.bundle import tree_sha
 
     rng = np.random.default_rng(seed)
@@ -57,7 +58,7 @@ def make_easy_bundle(root, seed: int = 0, copies_for=("bonafide", "spoof")):
                      "codec_ids": "mp3" if has_copy else "", "flac": f"audio/{rid}.flac"})
 
     for fold in ["0", "1", "2", "3", "4", "holdout", "test"]:
-        for source in ("studio", "phone"):
+        for source in sources:
             for label in ("bonafide", "spoof"):
                 for _ in range(2):
                     add(fold, label, source)

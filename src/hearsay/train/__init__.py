@@ -30,13 +30,21 @@ JSON) is the config hash that --resume must match. `--resume` continues from the
 complete checkpoint and refuses when there is none; `--resume auto` (what a rented box runs)
 starts fresh when the store holds no complete checkpoint and continues otherwise.
 
+Source mix: `train.source_mix` "proportional" (default), "equal", or a table of shares per class
+{"bonafide": {SOURCE: SHARE, ...}, "spoof": {...}} naming every training source of that class,
+shares summing to 1 (0 = never drawn; configs/train.shares.example.json). The realised shares
+per class are in run_meta "source_mix" at each epoch end; a table's are held within
+`train.share_tol` (exit 11).
+
 Exit codes: 0 run complete; 1 unexpected error; 2 usage or config error; 3 device refused (no
 CUDA and no --cpu-smoke); 4 non-finite loss or gradient norm; 5 AUC-direction tripwire
 (validation AUC <= tripwire_auc); 6 store push/pull failed after retries; 7 resume refused
 (different bundle tree-sha, config hash or world size, no checkpoint, or a non-empty RUN_DIR
 without --resume); 8 pretrained weights refused (missing or sha256 not the pin); 9 augmentation
 rates diverge between the classes; 10 fold leak (a holdout, test or validation row among the
-training rows: re-make the fold file and bundle).
+training rows: re-make the fold file and bundle); 11 source shares off the `source_mix` table by
+more than `share_tol` (before step 1: the batch is too small to realise the table, the message
+names the batch_size that fits; at an epoch end: the realised shares drifted).
 """
 
 from __future__ import annotations

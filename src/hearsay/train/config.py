@@ -43,7 +43,10 @@ class TrainConfig:
     label_smoothing: float = 0.05  # BCE targets 0.025 / 0.975
     grad_clip: float = 1.0  # max global grad norm; 0 = no clipping (the pre-clip norm is checked
     #                         for finiteness either way); negative is an error
-    source_mix: str = "proportional"  # per-class source quotas: "proportional" or "equal"
+    # per-class source quotas: "proportional", "equal", or a table of shares per class
+    # {"bonafide": {source: share}, "spoof": {...}} (each class's shares sum to 1; 0 = never drawn)
+    source_mix: str | dict = "proportional"
+    share_tol: float = 0.02  # allowed |realised - table| share per class x source (table only)
     max_crop_s: float = 0.0  # extra cap on crop length, s (0 = none; the CPU smoke uses 1 s)
     val_every: int = 200  # optimiser steps between validation readouts (0 = epoch ends only)
     val_max_s: float = 8.0  # validation input: whole clip up to this, as at deploy time
@@ -66,8 +69,39 @@ class TrainConfig:
         if not self.grad_clip >= 0:  # also refuses NaN
             raise ValueError(f"grad_clip={self.grad_clip}: must be >= 0 (the max global grad "
                              "norm; 0 switches clipping off)")
-        if self.source_mix not in ("proportional", "equal"):
-            raise ValueError(f"source_mix={self.source_mix!r}: use proportional or equal")
+        if isinstance(self.source_mix, dict):
+            check_share_table(self.source_mix)
+        elif self.source_mix not in ("proportional", "equal"):
+            raise ValueError(f"source_mix={self.source_mix!r}: use proportional, equal or a "
+                             'table of shares {"bonafide": {SOURCE: SHARE, ...}, "spoof": {...}}')
+        if not 0 < self.share_tol < 1:
+            raise ValueError(f"share_tol={self.share_tol}: a share gap in (0, 1), e.g. 0.02")
+
+
+SHARE_SUM_TOL = 1e-6  # how far a class's shares may sum from 1 (float rounding of the JSON)
+
+
+def check_share_table(table: dict) -> None:
+    """ValueError unless `table` = {"bonafide": {source: share}, "spoof": {...}}: both classes,
+    each a non-empty map of source names to shares >= 0 that sum to 1 (+- SHARE_SUM_TOL)."""
+    labels = set(augment.LABELS)
+    if set(table) != labels:
+        raise ValueError(f"source_mix table has classes {sorted(table)}: give exactly "
+                         f"{sorted(labels)}, each {{SOURCE: SHARE, ...}}")
+    for label in augment.LABELS:
+        shares = table[label]
+        if not isinstance(shares, dict) or not shares:
+            raise ValueError(f"source_mix[{label!r}] = {shares!r}: a non-empty "
+                             '{SOURCE: SHARE, ...}, e.g. {"studio": 0.6, "phone": 0.4}')
+        bad = {s: v for s, v in shares.items() if isinstance(v, bool)
+               or not isinstance(v, int | float) or not v >= 0}
+        if bad:
+            raise ValueError(f"source_mix[{label!r}] shares {bad}: each a number >= 0 "
+                             "(0 = that source is never drawn)")
+        total = sum(shares.values())
+        if abs(total - 1) > SHARE_SUM_TOL:
+            raise ValueError(f"source_mix[{label!r}] shares sum to {total:.6g}: they must sum "
+                             f"to 1 (+-{SHARE_SUM_TOL}) within each class; rescale them")
 
 
 SECTIONS = {"train": TrainConfig, "model": ModelConfig, "crop": crops.CropConfig,

@@ -62,40 +62,70 @@ def plan_job(bundle, job: str, fold: int | None):
     return train, val, {"listed": listed, "derived": derived, "extra_rows_dropped": dropped}
 
 
-def quotas(train, batch_size: int, mix: str) -> dict[tuple[str, str], int]:
+def quotas(train, batch_size: int, mix) -> dict[tuple[str, str], int]:
     """Clips per batch of each (label, source): batch_size/2 per label, split over the sources
-    of that label by largest remainder (proportional to their counts, or equal); each source
-    gets at least one slot when the half-batch has room for all of them. Fixed for the run."""
+    of that label by largest remainder (proportional to their counts, equal, or the shares of a
+    source_mix table: {label: {source: share}}, shares 0 left out); each source gets at least
+    one slot when the half-batch has room for all of them. Fixed for the run."""
     half = batch_size // 2
     out: dict[tuple[str, str], int] = {}
     for label in augment.LABELS:
         counts = train.loc[train["label"] == label, "source"].value_counts().sort_index()
         if counts.empty:
             raise ConfigError(f"no {label} clips in the training rows: cannot balance labels")
-        share = (counts / counts.sum()) if mix == "proportional" else counts * 0 + 1 / len(counts)
+        if isinstance(mix, dict):
+            share = table_shares(mix, label, counts.index)
+        elif mix == "proportional":
+            share = counts / counts.sum()
+        else:
+            share = counts * 0 + 1 / len(counts)
+        names = share.index
         raw = share * half
         q = np.floor(raw).astype(int)
-        order = sorted(counts.index, key=lambda s: (-(raw[s] - q[s]), s))
+        order = sorted(names, key=lambda s: (-(raw[s] - q[s]), s))
         for s in order[: half - int(q.sum())]:
             q[s] += 1
-        for s in counts.index:
-            if q[s] == 0 and len(counts) <= half:
-                donor = max(counts.index, key=lambda t: (q[t], t))
+        for s in names:
+            if q[s] == 0 and len(names) <= half:
+                donor = max(names, key=lambda t: (q[t], t))
                 q[donor] -= 1
                 q[s] += 1
-        out.update({(label, s): int(q[s]) for s in counts.index if q[s] > 0})
+        out.update({(label, s): int(q[s]) for s in names if q[s] > 0})
     return out
+
+
+def table_shares(mix: dict, label: str, sources) -> pd.Series:
+    """The table's positive shares of `label` (index: sources, sorted); ConfigError unless the
+    table names exactly the sources of that class's training rows."""
+    table = mix[label]
+    present = sorted(map(str, sources))
+    missing, unlisted = sorted(set(table) - set(present)), sorted(set(present) - set(table))
+    if missing:
+        raise ConfigError(f"source_mix[{label!r}] names source(s) {missing} with no {label} "
+                          f"clips in this job's training rows (its {label} sources: {present}): "
+                          "fix the names or drop them from the table")
+    if unlisted:
+        raise ConfigError(f"source_mix[{label!r}] gives no share to source(s) {unlisted} of "
+                          f"this job's {label} training rows: add them (a share of 0 = never "
+                          "drawn) or select them out at bundle time")
+    return pd.Series({s: float(v) for s, v in table.items() if v > 0}).sort_index()
 
 
 class Sampler:
     """Label-balanced batches with a constant source mix: every batch holds exactly
     `quotas[(label, source)]` clips of each pool. Each pool is drawn without replacement in a
     fresh permutation per epoch (re-permuted when it runs out). Stateless: the plan of epoch e
-    is a function of (seed, e), so resuming at an epoch boundary needs only the epoch number."""
+    is a function of (seed, e), so resuming at an epoch boundary needs only the epoch number.
+    With a source_mix table, `share_tol` refuses (ShareDrift, exit 11) quotas whose shares miss
+    the table by more than that: the batch is too small to realise it."""
 
-    def __init__(self, train, batch_size: int, mix: str, seed: int):
+    def __init__(self, train, batch_size: int, mix, seed: int, share_tol: float | None = None):
         self.quotas = quotas(train, batch_size, mix)
         self.seed = seed
+        if isinstance(mix, dict) and share_tol is not None:
+            from hearsay.train import shares
+
+            shares.check_planned(train, batch_size, mix, self.quotas, share_tol)
         # (label, source) pools with no slot (more sources than half a batch): never drawn;
         # listed in run_meta ("sources_without_quota") rather than dropped silently
         pairs = train[["label", "source"]].drop_duplicates().itertuples(index=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 # `hearsay train`'s exit codes (its --help lists them).
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DEVICE, EXIT_NONFINITE, EXIT_TRIPWIRE = 0, 1, 2, 3, 4, 5
 EXIT_STORE, EXIT_RESUME, EXIT_WEIGHTS, EXIT_RATES, EXIT_FOLD_LEAK = 6, 7, 8, 9, 10
+EXIT_SHARES = 11
 
 
 class TrainError(RuntimeError):
@@ -42,3 +43,10 @@ class FoldLeak(TrainError):
     fold protocol is broken. Raised whatever python's -O says (never an assert)."""
 
     code = EXIT_FOLD_LEAK
+
+
+class ShareDrift(TrainError):
+    """The batches' source shares of a class are (or would be) further than share_tol from the
+    configured source_mix table (hearsay.train.shares)."""
+
+    code = EXIT_SHARES

@@ -19,7 +19,7 @@ from hearsay import store as stores
 from hearsay.augment import gpu as augment_gpu
 from hearsay.files import write_json
 from hearsay.model import save_detector
-from hearsay.train import checkpoint
+from hearsay.train import checkpoint, shares
 from hearsay.train.data import sample_mask, validate
 from hearsay.train.errors import TrainError, Tripwire
 from hearsay.train.prepare import TrainRun
@@ -192,6 +192,7 @@ def _end_epoch(r: TrainRun, epoch: int) -> None:
     checkpoint (pushed to the store), the throughput and run_meta.json."""
     _readout(r)
     r.meta["rate_balance"] = r.rate_log.check_balanced(r.tc.rate_tol)
+    shares.check_realised(r.tc, r.rate_log, r.meta)  # run_meta "source_mix"; exit 11 on drift
     r.meta["epochs"] = epoch
     rng = all_rank_rng(r.device, r.det.generator, r.ddp, r.world)  # every rank takes part
     if r.rank == 0:

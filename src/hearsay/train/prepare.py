@@ -118,7 +118,7 @@ def _data(resolved: dict, tc: TrainConfig, cc, ac, bundle: Bundle, world: int,
                           f"{resolved['fold']} has {len(val)} rows, labels "
                           f"{sorted(val['label'].unique())}); fix the folds or set "
                           '{"train": {"tripwire_auc": null}}')
-    sampler = Sampler(train, tc.batch_size, tc.source_mix, tc.seed)
+    sampler = Sampler(train, tc.batch_size, tc.source_mix, tc.seed, share_tol=tc.share_tol)
     cap_s = crops.class_cap_s(train.loc[train["label"] == "bonafide", "duration"],
                               train.loc[train["label"] == "spoof", "duration"])
     n_batches = tc.batches_per_epoch or max(1, len(train) // tc.batch_size)
