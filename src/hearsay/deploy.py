@@ -67,15 +67,16 @@ import math
 import os
 import signal
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from hearsay import deploy_windows, windows
-from hearsay.audio import SAMPLE_RATE, AudioError, load_audio, prepare
-from hearsay.deploy_io import COLUMNS, Progress, RowSink, new_row  # noqa: F401 - COLUMNS: the row format
+from hearsay import deploy_io, deploy_windows, windows
+from hearsay.audio import SAMPLE_RATE, AudioError, prepare
+from hearsay.deploy_io import COLUMNS, OutputError, Progress, ResumeError, RowSink, new_row
 from hearsay.hashing import SumsError, read_sums, sha256_file
 
 DEFAULT_MODEL_DIR = "/opt/hearsay/model"
@@ -85,6 +86,8 @@ AUDIO_EXTS = frozenset({
     ".wma", ".aif", ".aiff", ".au", ".caf", ".3gp", ".mka", ".spx", ".ulaw", ".mulaw",
 })
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL, EXIT_NO_AUDIO, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+EXIT_OUTPUT = 5  # -o / --windows-csv not writable (checked before anything is scored)
+EXIT_CLOSED = 141  # stdout closed by its reader (`| head`): 128 + SIGPIPE, as a shell reports it
 MIN_SAMPLES = 400  # one frame of the CNN front end (25 ms @ 16 kHz)
 
 
@@ -119,7 +122,11 @@ def model_sums(model_dir: Path) -> dict[str, str]:
 
 
 def verify_model_dir(model_dir: Path, variant: str = "fp32") -> tuple[Path, str, dict]:
-    """Check every file in SHA256SUMS; return (model path, its sha256, front end).
+    """Check every file in SHA256SUMS; return (model path, the folder's identity, front end).
+
+    The identity is the sha256 of SHA256SUMS itself (which lists every file that makes a score:
+    the model files and front_end.json): what $HEARSAY_MODEL_SUMS_SHA256 pins and every row's
+    model_sums_sha256 names.
 
     The front end dict holds prepare()'s kwargs (max_s, cutoff_hz, top_db) and min_s: clips
     shorter than that after trimming are refused, as the bundle drops them from training."""
@@ -140,9 +147,10 @@ def verify_model_dir(model_dir: Path, variant: str = "fp32") -> tuple[Path, str,
         if got != want:
             raise ModelError(f"{path}: sha256 {got} does not match SHA256SUMS {want} "
                              "(re-export or re-download the model folder)")
+    identity = sha256_file(model_dir / "SHA256SUMS")
     pinned = os.environ.get("HEARSAY_MODEL_SUMS_SHA256")  # the deploy image bakes it
     if pinned:  # SHA256SUMS lists every file (all checked above): its sha pins the whole folder
-        got = sha256_file(model_dir / "SHA256SUMS")
+        got = identity
         if got != pinned:
             raise ModelError(f"{model_dir}/SHA256SUMS: sha256 {got} is not the pinned "
                              f"HEARSAY_MODEL_SUMS_SHA256 {pinned} (wrong model folder mounted "
@@ -152,7 +160,7 @@ def verify_model_dir(model_dir: Path, variant: str = "fp32") -> tuple[Path, str,
         raise ModelError(f"front_end.json sample_rate {front['sample_rate']} != {SAMPLE_RATE}")
     kwargs = {"max_s": front["max_s"], "cutoff_hz": front["cutoff_hz"], "top_db": front["top_db"],
               "min_s": float(front.get("min_s", 0.0))}
-    return model_dir / name, sums[name], kwargs
+    return model_dir / name, identity, kwargs
 
 
 # --------------------------------------------------------------------------- onnxruntime
@@ -224,17 +232,42 @@ def run_logits(session, waves: list[np.ndarray], batch_size: int = 8) -> np.ndar
 # --------------------------------------------------------------------------- scoring a folder
 
 
-def find_audio(root: Path) -> tuple[list[Path], int]:
-    """Audio files under `root`, recursively, sorted by relative path; also the skipped count."""
-    found, skipped = [], 0
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for fname in filenames:
-            path = Path(dirpath) / fname
-            if fname.startswith(".") or path.suffix.lower() not in AUDIO_EXTS:
-                skipped += 1
-                continue
-            found.append(path)
+def find_audio(root: Path) -> tuple[list[Path], Counter]:
+    """Audio files under `root`, recursively, sorted by relative path; and what was skipped.
+
+    Symlinked folders are followed; one that leads to a folder already walked (a loop, or a
+    second way into the same files) is not walked again. Nothing under `root` goes uncounted:
+    the Counter has "not audio", "hidden" (a dot-file, or any file under a dot-folder),
+    "symlink loop" (folders) and "unreadable" (folders that cannot be listed)."""
+    found, skipped, seen = [], Counter(), set()
+
+    def walk(folder: Path, hidden: bool) -> None:
+        try:
+            st = folder.stat()
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            skipped["unreadable"] += 1
+            return
+        if (st.st_dev, st.st_ino) in seen:
+            skipped["symlink loop"] += 1
+            return
+        seen.add((st.st_dev, st.st_ino))
+        for entry in entries:
+            path, dot = Path(entry.path), hidden or entry.name.startswith(".")
+            try:
+                is_dir = entry.is_dir()  # follows a symlink
+            except OSError:
+                is_dir = False
+            if is_dir:
+                walk(path, dot)
+            elif dot:
+                skipped["hidden"] += 1
+            elif path.suffix.lower() not in AUDIO_EXTS:
+                skipped["not audio"] += 1
+            else:
+                found.append(path)
+
+    walk(root, False)
     found.sort(key=lambda p: p.relative_to(root).as_posix())
     return found, skipped
 
@@ -244,7 +277,7 @@ class Scorer:
     """A checked model folder, ready to score: the ORT session and the front end it expects."""
 
     session: object  # onnxruntime.InferenceSession
-    model_sha: str  # sha256 of the model file, written in every row
+    model_sha: str  # the model folder's identity (sha256 of SHA256SUMS), in every row
     front: dict  # prepare()'s kwargs: max_s, cutoff_hz, top_db
     min_samples: int  # shorter model inputs are refused (16 kHz samples)
 
@@ -264,8 +297,8 @@ def load_scorer(model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> Scorer:
 def model_input(path: Path, row: dict, scorer: Scorer) -> np.ndarray | None:
     """(N,) float32 model input of one file, or None with the reason in row["error"]."""
     try:
-        wave = load_audio(path)  # (N,) float32 @ 16 kHz
-        row["duration_s"] = f"{len(wave) / SAMPLE_RATE:.3f}"
+        wave, info = windows.decode(path)  # (N,) float32 @ 16 kHz: the windowed mode's decode
+        deploy_io.note_header(row, len(wave), info.header_s)
         x = prepare(wave, **scorer.front)
         if len(x) < scorer.min_samples:
             raise AudioError(path, f"too short after trimming ({len(x) / SAMPLE_RATE:.3f} s"
@@ -293,7 +326,7 @@ def score_chunk(root: Path, paths: list[Path], scorer: Scorer, cfg: ScoreConfig)
         logits = run_logits(scorer.session, waves, cfg.batch_size)
         for slot, logit in zip(slots, logits, strict=True):
             rows[slot]["logit"] = f"{float(logit):.6f}"
-            rows[slot]["score"] = f"{1.0 / (1.0 + math.exp(-float(logit))):.6f}"
+            rows[slot]["score"] = f"{deploy_windows.sigmoid(float(logit)):.6f}"
             rows[slot]["mean_logit"] = rows[slot]["logit"]  # one window
     return rows
 
@@ -318,35 +351,76 @@ def _interrupted(signum, frame):
     raise KeyboardInterrupt  # SIGTERM (docker stop) ends the run like Ctrl-C
 
 
+def resume_rows(args, model_id: str) -> tuple[list[dict], list[dict]]:
+    """--resume: the complete rows of -o's and --windows-csv's .partial files (the window rows
+    of files whose row is there only). ResumeError if they were made by another model."""
+    partial = args.output.with_name(args.output.name + ".partial")
+    kept = deploy_io.read_partial(partial, COLUMNS)
+    other = {r["model_sums_sha256"] for r in kept} - {model_id}
+    if other:
+        raise ResumeError(f"{partial} holds rows of model {sorted(other)[0]}, not this model's "
+                          f"{model_id}: remove it, or run without --resume")
+    done = {r["path"] for r in kept}
+    kept_windows = []
+    if args.windows_csv is not None:
+        wpartial = args.windows_csv.with_name(args.windows_csv.name + ".partial")
+        kept_windows = [r for r in deploy_io.read_partial(wpartial, deploy_windows.WINDOW_COLUMNS)
+                        if r["path"] in done]
+    print(f"hearsay-score: --resume: {len(kept)} files already done in {partial}",
+          file=sys.stderr)
+    return kept, kept_windows
+
+
+def _stdout_gone() -> int:
+    """stdout's reader closed it (`| head`): no traceback, nothing more flushed at exit."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return EXIT_CLOSED
+
+
 def run(args, cfg: ScoreConfig) -> int:
     """Score args.clips into args.output (or stdout), streaming rows; the exit code."""
     scorer = load_scorer(args.model, cfg)  # ModelError before any output is created
     files, skipped = find_audio(args.clips)
     if not files:
-        print(f"hearsay-score: no audio files under {args.clips} ({skipped} other files "
-              "skipped). In a container, mount the folder that holds the clips: "
+        print(f"hearsay-score: no audio files under {args.clips} ({sum(skipped.values())} other "
+              "files skipped). In a container, mount the folder that holds the clips: "
               'docker run --rm -v "$PWD:/data" hearsay-score clips/', file=sys.stderr)
         return EXIT_NO_AUDIO
     if not cfg.first_window and not 0 < cfg.hop_s <= scorer.front["max_s"]:
         print(f"hearsay-score: --hop-s {cfg.hop_s:g} must be in (0, {scorer.front['max_s']:g}] "
               "(the window length, front_end.json max_s)", file=sys.stderr)
         return EXIT_USAGE
-    sink, progress = RowSink(args.output), Progress(len(files), args.progress)
-    win_sink = deploy_windows.WindowSink(args.windows_csv)
-    chunks = (iter_chunks(args.clips, files, scorer, cfg) if cfg.first_window else
-              deploy_windows.iter_window_chunks(args.clips, files, scorer, cfg, win_sink.write,
-                                                progress.audio))
+    kept, kept_windows = resume_rows(args, scorer.model_sha) if args.resume else ([], [])
+    done = {r["path"] for r in kept}
+    todo = [f for f in files if deploy_io.csv_path(args.clips, f) not in done]
+    progress, sink, win_sink = Progress(len(files), args.progress), None, None
     try:
+        sink = RowSink(args.output, keep=kept)
+        win_sink = deploy_windows.WindowSink(args.windows_csv, keep=kept_windows)
+        if kept:
+            progress.update(kept)
+        chunks = (iter_chunks(args.clips, todo, scorer, cfg) if cfg.first_window else
+                  deploy_windows.iter_window_chunks(args.clips, todo, scorer, cfg,
+                                                    win_sink.write, progress.audio))
         for rows in chunks:
             sink.write(rows)
             progress.update(rows)
-    except KeyboardInterrupt:
-        sink.abandon()
-        win_sink.abandon()
+    except (KeyboardInterrupt, BrokenPipeError, OutputError) as err:
+        for s in (sink, win_sink):
+            if s is not None:
+                s.abandon()
         progress.close()
-        kept = f"; finished rows kept in {sink.partial}" if sink.partial else ""
-        print(f"hearsay-score: interrupted after {progress.done}/{len(files)} files{kept}",
-              file=sys.stderr)
+        kept = f"; finished rows kept in {sink.partial}" if sink and sink.partial else ""
+        if isinstance(err, BrokenPipeError):
+            return _stdout_gone()
+        if isinstance(err, OutputError):
+            print(f"hearsay-score: {err}{kept}", file=sys.stderr)
+            return EXIT_OUTPUT
+        print(f"hearsay-score: interrupted after {progress.done}/{len(files)} files{kept} "
+              "(--resume goes on from there)", file=sys.stderr)
         return EXIT_INTERRUPTED
     sink.commit()
     win_sink.commit()
@@ -376,6 +450,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--progress", type=float, default=30.0, metavar="SECONDS",
                     help="stderr not a terminal: a progress line every SECONDS (default 30); "
                     "a terminal gets a bar; 0 = no progress")
+    ap.add_argument("--resume", action="store_true",
+                    help="with -o: keep the complete rows of OUTPUT.partial (an interrupted run "
+                    "with the same options and model) and score only the files not in it")
     deploy_windows.add_window_args(ap, ScoreConfig.hop_s)
     args = ap.parse_args(argv)  # argparse exits 2 on usage errors
     if not args.clips.is_dir():
@@ -385,7 +462,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.batch_size < 1 or args.threads < 0:
         print("hearsay-score: --batch-size must be >= 1 and --threads >= 0", file=sys.stderr)
         return EXIT_USAGE
-    usage = deploy_windows.window_usage_error(args)
+    usage = deploy_windows.window_usage_error(args) or (
+        "--resume needs -o FILE (it goes on from FILE.partial)"
+        if args.resume and args.output is None else "")
     if usage:
         print(f"hearsay-score: {usage}", file=sys.stderr)
         return EXIT_USAGE
@@ -393,12 +472,21 @@ def main(argv: list[str] | None = None) -> int:
                       variant=args.variant, threads=args.threads,
                       first_window=args.first_window, hop_s=args.hop_s,
                       window_chunk=4 * args.batch_size)
+    try:  # before any work: a run must not score for an hour and then fail to write
+        deploy_io.check_writable(args.output)
+        deploy_io.check_writable(args.windows_csv)
+    except OutputError as err:
+        print(f"hearsay-score: {err}", file=sys.stderr)
+        return EXIT_OUTPUT
     old = signal.signal(signal.SIGTERM, _interrupted)
     try:
         return run(args, cfg)
     except ModelError as err:
         print(f"hearsay-score: {err}", file=sys.stderr)
         return EXIT_MODEL
+    except ResumeError as err:
+        print(f"hearsay-score: {err}", file=sys.stderr)
+        return EXIT_USAGE
     finally:
         signal.signal(signal.SIGTERM, old)
 
