@@ -146,6 +146,19 @@ def test_output_file_lands_in_the_mounted_folder_from_a_read_only_container(imag
 
 
 @needs_podman
+def test_an_output_folder_the_image_user_cannot_write_exits_5_before_scoring(image, tmp_path):
+    """The README's `-v "$PWD:/data" ... -o scores.csv` with $PWD not writable by the uid."""
+    _, data, _ = image
+    ro = tmp_path / "ro"
+    shutil.copytree(data / "clips", ro / "clips")
+    os.chmod(ro, 0o755)  # this test's own uid owns it; the container's uid 12345 may not write
+    proc = run_locked(ro, "clips/", "-o", "scores.csv", mount="")
+    assert proc.returncode == 5, proc.stderr
+    assert "cannot write scores.csv" in proc.stderr and '--user "$(id -u)"' in proc.stderr
+    assert "Traceback" not in proc.stderr and sorted(p.name for p in ro.iterdir()) == ["clips"]
+
+
+@needs_podman
 def test_nothing_mounted_exits_4_and_shows_the_mount_to_type(image):
     proc = podman("run", "--rm", *LOCKED, IMAGE)
     assert proc.returncode == 4, proc.stderr

@@ -424,8 +424,13 @@ def test_help_and_readme_show_the_docker_command_people_type(capsys):
     command = 'docker run --rm -v "$PWD:/data" hearsay-score clips/'
     with pytest.raises(SystemExit):
         main(["--help"])
-    assert command in capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())
+    assert command in text
     assert command in (REPO / "README.md").read_text()
+    interfaces = " ".join((REPO / "docs" / "INTERFACES.md").read_text().split())
+    for code, what in ((5, "not writable"), (141, "stdout closed")):  # both list every exit
+        assert re.search(rf"\b{code} [^,]*{what}", text), code
+        assert re.search(rf"\b{code} [^,]*{what}", interfaces), code
 
 
 # --------------------------------------------------------------------------- operator mistakes

@@ -1,4 +1,4 @@
-"""`hearsay-score CLIPS_DIR [-o scores.csv] [--model DIR] [--strict]`: the torch-free CPU scorer.
+"""`hearsay-score CLIPS_DIR [-o scores.csv [--resume]] [--model DIR] [--strict]`: the CPU scorer.
 
     hearsay-score clips/ -o scores.csv --model demo_out/export
     docker run --rm -v "$PWD:/data" hearsay-score clips/ > scores.csv     # the deploy image
@@ -6,17 +6,20 @@
 (The image's working directory is /data, so CLIPS_DIR and -o are paths under the folder you
 mount there; it runs offline and read-only: --read-only --network none --cap-drop ALL work.)
 
-Walks CLIPS_DIR recursively in sorted order, scores every audio file (by extension; compressed
-formats go through ffmpeg via hearsay.audio) with the exported ONNX model, and writes one CSV row
-per file:
+Walks CLIPS_DIR recursively in sorted order (symlinked folders followed, each folder once; dot-
+files and dot-folders are not scored, only counted), scores every audio file (by extension;
+soundfile, else ffmpeg, for the whole file) with the exported ONNX model, one CSV row per file:
 
-    path,duration_s,score,logit,model_sha256,error,
-    windows,covered_s,mean_logit,peak_start_s,peak_end_s      (one line in the file)
+    path,duration_s,score,logit,model_sums_sha256,error,
+    windows,covered_s,mean_logit,peak_start_s,peak_end_s,header_s      (one line in the file)
 
-`path` is relative to CLIPS_DIR ('/'-separated); `duration_s` is the decoded clip's length in
-seconds (before trim/cap); `score` = sigmoid(logit), high = synthetic; a file that cannot be read
-gets empty score/logit and its reason in `error`, and the batch goes on. Every model input is
-built by hearsay.audio's front end with the model folder's front_end.json, exactly as in training.
+`path` is relative to CLIPS_DIR ('/'-separated; a byte of a name that is not UTF-8 written \\xNN,
+a backslash \\\\); `duration_s` is the decoded length in seconds (before trim/cap): only decoded
+samples are scored, and `header_s` is the length the header declares when it differs by more
+than 50 ms (a cut download); `score` = sigmoid(logit), high = synthetic; `model_sums_sha256` is
+the model folder's identity, the sha256 of its SHA256SUMS; a file that cannot be read gets empty
+score/logit and its reason in `error`, and the batch goes on. Every model input is built by
+hearsay.audio's front end with the model folder's front_end.json, exactly as in training.
 
 WINDOWS (the default, for every file): each file is decoded in blocks, never whole in memory,
 and twice (pass 1 keeps only frame energies to find the trim span, pass 2 cuts the windows), so
@@ -32,8 +35,8 @@ added back). A file no longer than max_s after trimming is one window, the same 
 score) as --first-window; the first window of any file is the --first-window input. Why windows
 by default: scoring only the opening seconds of a long file gives a confident score for audio
 nobody looked at.
---windows-csv FILE writes one row per window: path,start_s,end_s,logit,score. Rows are written
-file by file, as each file's last window is scored.
+--windows-csv FILE writes one row per window: path,start_s,end_s,logit,score, after every
+onnxruntime pass (a long file's windows are on disk before its row).
 --first-window scores the first max_s trimmed seconds only (windows = 1), as the campaign's
 exported scores were made: use it to reproduce or compare with them.
 
@@ -41,9 +44,11 @@ Rows stream in input order: windowed, file by file; with --first-window every 4 
 --batch-size files) they are written and flushed. With -o FILE they go to FILE.partial, renamed
 to FILE when the run completes (FILE is never half written); an interrupted run (Ctrl-C, SIGTERM
 / docker stop) keeps FILE.partial with every finished row and exits 130. On stdout the finished
-rows are already out. A rerun starts from the beginning. Progress goes to stderr (a bar on a
-terminal, else a line every --progress seconds; windowed runs add the audio seconds scored,
-inside a long file too), then one summary line: scored, failed, skipped (not audio), seconds.
+rows are already out. --resume (same options) keeps FILE.partial's complete rows and scores the
+rest. -o and --windows-csv are checked writable before anything is scored. Progress goes to
+stderr (a bar on a terminal, else a line every --progress seconds; windowed runs add the audio
+seconds scored, inside a long file too), then one summary line: scored, failed, skipped (by kind:
+hidden, not audio, symlink loop, unreadable), files whose header disagrees, seconds.
 
 The model folder (docs/INTERFACES.md) is checked before anything is scored: every file listed in
 SHA256SUMS must match, the chosen model file must be listed, and when $HEARSAY_MODEL_SUMS_SHA256
@@ -55,8 +60,10 @@ modules only -- never torch (the deploy image has none; tests/test_deploy.py pro
 venv without torch).
 
 Exit codes: 0 every file scored (or some failed without --strict), 1 some files failed (--strict),
-2 usage (bad arguments, CLIPS_DIR missing), 3 model folder missing, incomplete or sha mismatch,
-4 no audio file under CLIPS_DIR (often a mistyped mount), 130 interrupted (finished rows kept).
+2 usage (bad arguments, CLIPS_DIR missing, --resume on another model's rows), 3 model folder
+missing, incomplete or sha mismatch, 4 no audio file under CLIPS_DIR (often a mistyped mount),
+5 -o / --windows-csv not writable (in a container: --user "$(id -u)" or a writable mount),
+130 interrupted (finished rows kept), 141 stdout closed by its reader (`| head`).
 """
 
 from __future__ import annotations

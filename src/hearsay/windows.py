@@ -167,7 +167,8 @@ def stream_audio(path: str | os.PathLike, block_s: float = BLOCK_S,
             info.decoder, info.sf_error = "ffmpeg", str(sf_err)
             frames = _ffmpeg_frames(path, block_s, info.sf_error)
         else:
-            info.header_s = snd.frames / snd.samplerate if snd.frames > 0 else None
+            known = 0 < snd.frames < 2**62  # libsndfile says SF_COUNT_MAX when it cannot tell
+            info.header_s = snd.frames / snd.samplerate if known else None
             frames = _soundfile_frames(path, snd, block_s)
     yield from _mono_16k(path, frames)
 
