@@ -619,3 +619,18 @@ def test_a_long_file_writes_window_rows_per_batch_and_resume_finishes_it(world, 
     assert main([*args, "-o", str(out), "--windows-csv", str(out_w), "--resume"]) == 0
     assert scored == ["long.flac"]  # a.wav was complete in the partial file
     assert out.read_text() == ref.read_text() and out_w.read_text() == ref_w.read_text()
+
+
+def test_resume_refuses_rows_of_another_model_and_needs_o(world, tmp_path, capsys):
+    model, _, clips, _ = world
+    out = tmp_path / "s.csv"
+    row = {c: "" for c in deploy.COLUMNS} | {"path": "a.wav", "model_sums_sha256": "0" * 64}
+    with open(tmp_path / "s.csv.partial", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=deploy.COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerow(row)
+        fh.write("b/c.flac,1.2")  # the line an interrupt cut: dropped, never parsed
+    assert main([str(clips), "-o", str(out), "--model", str(model), "--resume"]) == 2
+    assert f"holds rows of model {'0' * 64}" in capsys.readouterr().err
+    assert main([str(clips), "--model", str(model), "--resume"]) == 2
+    assert "--resume needs -o FILE" in capsys.readouterr().err

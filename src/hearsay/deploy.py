@@ -74,7 +74,6 @@ import math
 import os
 import signal
 import sys
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,15 +82,19 @@ import numpy as np
 
 from hearsay import deploy_io, deploy_windows, windows
 from hearsay.audio import SAMPLE_RATE, AudioError, prepare
-from hearsay.deploy_io import COLUMNS, OutputError, Progress, ResumeError, RowSink, new_row
+from hearsay.deploy_io import (  # noqa: F401
+    AUDIO_EXTS,
+    COLUMNS,
+    OutputError,
+    Progress,
+    ResumeError,
+    RowSink,
+    find_audio,
+    new_row,
+)
 from hearsay.hashing import SumsError, read_sums, sha256_file
 
 DEFAULT_MODEL_DIR = "/opt/hearsay/model"
-# Extensions scored (lower case). Other files (README, .DS_Store, …) are skipped and counted.
-AUDIO_EXTS = frozenset({
-    ".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".aac", ".mp4", ".amr", ".webm",
-    ".wma", ".aif", ".aiff", ".au", ".caf", ".3gp", ".mka", ".spx", ".ulaw", ".mulaw",
-})
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL, EXIT_NO_AUDIO, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 EXIT_OUTPUT = 5  # -o / --windows-csv not writable (checked before anything is scored)
 EXIT_CLOSED = 141  # stdout closed by its reader (`| head`): 128 + SIGPIPE, as a shell reports it
@@ -239,46 +242,6 @@ def run_logits(session, waves: list[np.ndarray], batch_size: int = 8) -> np.ndar
 # --------------------------------------------------------------------------- scoring a folder
 
 
-def find_audio(root: Path) -> tuple[list[Path], Counter]:
-    """Audio files under `root`, recursively, sorted by relative path; and what was skipped.
-
-    Symlinked folders are followed; one that leads to a folder already walked (a loop, or a
-    second way into the same files) is not walked again. Nothing under `root` goes uncounted:
-    the Counter has "not audio", "hidden" (a dot-file, or any file under a dot-folder),
-    "symlink loop" (folders) and "unreadable" (folders that cannot be listed)."""
-    found, skipped, seen = [], Counter(), set()
-
-    def walk(folder: Path, hidden: bool) -> None:
-        try:
-            st = folder.stat()
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError:
-            skipped["unreadable"] += 1
-            return
-        if (st.st_dev, st.st_ino) in seen:
-            skipped["symlink loop"] += 1
-            return
-        seen.add((st.st_dev, st.st_ino))
-        for entry in entries:
-            path, dot = Path(entry.path), hidden or entry.name.startswith(".")
-            try:
-                is_dir = entry.is_dir()  # follows a symlink
-            except OSError:
-                is_dir = False
-            if is_dir:
-                walk(path, dot)
-            elif dot:
-                skipped["hidden"] += 1
-            elif path.suffix.lower() not in AUDIO_EXTS:
-                skipped["not audio"] += 1
-            else:
-                found.append(path)
-
-    walk(root, False)
-    found.sort(key=lambda p: p.relative_to(root).as_posix())
-    return found, skipped
-
-
 @dataclass(frozen=True)
 class Scorer:
     """A checked model folder, ready to score: the ORT session and the front end it expects."""
@@ -358,26 +321,6 @@ def _interrupted(signum, frame):
     raise KeyboardInterrupt  # SIGTERM (docker stop) ends the run like Ctrl-C
 
 
-def resume_rows(args, model_id: str) -> tuple[list[dict], list[dict]]:
-    """--resume: the complete rows of -o's and --windows-csv's .partial files (the window rows
-    of files whose row is there only). ResumeError if they were made by another model."""
-    partial = args.output.with_name(args.output.name + ".partial")
-    kept = deploy_io.read_partial(partial, COLUMNS)
-    other = {r["model_sums_sha256"] for r in kept} - {model_id}
-    if other:
-        raise ResumeError(f"{partial} holds rows of model {sorted(other)[0]}, not this model's "
-                          f"{model_id}: remove it, or run without --resume")
-    done = {r["path"] for r in kept}
-    kept_windows = []
-    if args.windows_csv is not None:
-        wpartial = args.windows_csv.with_name(args.windows_csv.name + ".partial")
-        kept_windows = [r for r in deploy_io.read_partial(wpartial, deploy_windows.WINDOW_COLUMNS)
-                        if r["path"] in done]
-    print(f"hearsay-score: --resume: {len(kept)} files already done in {partial}",
-          file=sys.stderr)
-    return kept, kept_windows
-
-
 def _stdout_gone() -> int:
     """stdout's reader closed it (`| head`): no traceback, nothing more flushed at exit."""
     try:
@@ -400,7 +343,9 @@ def run(args, cfg: ScoreConfig) -> int:
         print(f"hearsay-score: --hop-s {cfg.hop_s:g} must be in (0, {scorer.front['max_s']:g}] "
               "(the window length, front_end.json max_s)", file=sys.stderr)
         return EXIT_USAGE
-    kept, kept_windows = resume_rows(args, scorer.model_sha) if args.resume else ([], [])
+    kept, kept_windows = (deploy_io.resume_rows(args, scorer.model_sha,
+                                                deploy_windows.WINDOW_COLUMNS)
+                          if args.resume else ([], []))
     done = {r["path"] for r in kept}
     todo = [f for f in files if deploy_io.csv_path(args.clips, f) not in done]
     progress, sink, win_sink = Progress(len(files), args.progress), None, None

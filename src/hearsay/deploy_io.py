@@ -1,4 +1,5 @@
-"""hearsay-score's output as it runs: CSV rows streamed per chunk, progress and the summary line.
+"""hearsay-score's input walk and its output as it runs: the audio files under CLIPS_DIR, CSV
+rows streamed per chunk (and --resume's partial rows), progress and the summary line.
 
     sink, progress = RowSink(Path("scores.csv")), Progress(total=len(files))
     for rows in chunks:  sink.write(rows); progress.update(rows)
@@ -14,6 +15,7 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 COLUMNS = ["path", "duration_s", "score", "logit", "model_sums_sha256", "error",
@@ -44,6 +46,52 @@ def note_header(row: dict, decoded: int, header_s: float | None, rate: int = 16_
     row["duration_s"] = f"{decoded / rate:.3f}"
     if header_s is not None and abs(header_s - decoded / rate) > HEADER_TOLERANCE_S:
         row["header_s"] = f"{header_s:.3f}"
+
+
+# Extensions scored (lower case). Other files (README, .DS_Store, …) are skipped and counted.
+AUDIO_EXTS = frozenset({
+    ".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".aac", ".mp4", ".amr", ".webm",
+    ".wma", ".aif", ".aiff", ".au", ".caf", ".3gp", ".mka", ".spx", ".ulaw", ".mulaw",
+})
+
+def find_audio(root: Path) -> tuple[list[Path], Counter]:
+    """Audio files under `root`, recursively, sorted by relative path; and what was skipped.
+
+    Symlinked folders are followed; one that leads to a folder already walked (a loop, or a
+    second way into the same files) is not walked again. Nothing under `root` goes uncounted:
+    the Counter has "not audio", "hidden" (a dot-file, or any file under a dot-folder),
+    "symlink loop" (folders) and "unreadable" (folders that cannot be listed)."""
+    found, skipped, seen = [], Counter(), set()
+
+    def walk(folder: Path, hidden: bool) -> None:
+        try:
+            st = folder.stat()
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            skipped["unreadable"] += 1
+            return
+        if (st.st_dev, st.st_ino) in seen:
+            skipped["symlink loop"] += 1
+            return
+        seen.add((st.st_dev, st.st_ino))
+        for entry in entries:
+            path, dot = Path(entry.path), hidden or entry.name.startswith(".")
+            try:
+                is_dir = entry.is_dir()  # follows a symlink
+            except OSError:
+                is_dir = False
+            if is_dir:
+                walk(path, dot)
+            elif dot:
+                skipped["hidden"] += 1
+            elif path.suffix.lower() not in AUDIO_EXTS:
+                skipped["not audio"] += 1
+            else:
+                found.append(path)
+
+    walk(root, False)
+    found.sort(key=lambda p: p.relative_to(root).as_posix())
+    return found, skipped
 
 
 class OutputError(Exception):
@@ -134,6 +182,26 @@ class RowSink:
     def abandon(self) -> None:
         if self.partial is not None:
             self.stream.close()
+
+
+def resume_rows(args, model_id: str, window_columns: list[str]
+                ) -> tuple[list[dict], list[dict]]:
+    """--resume: the complete rows of -o's and --windows-csv's .partial files (the window rows
+    of files whose row is there only). ResumeError if they were made by another model."""
+    partial = args.output.with_name(args.output.name + ".partial")
+    kept = read_partial(partial, COLUMNS)
+    other = {r["model_sums_sha256"] for r in kept} - {model_id}
+    if other:
+        raise ResumeError(f"{partial} holds rows of model {sorted(other)[0]}, not this model's "
+                          f"{model_id}: remove it, or run without --resume")
+    done = {r["path"] for r in kept}
+    kept_windows = []
+    if args.windows_csv is not None:
+        wpartial = args.windows_csv.with_name(args.windows_csv.name + ".partial")
+        kept_windows = [r for r in read_partial(wpartial, window_columns) if r["path"] in done]
+    print(f"hearsay-score: --resume: {len(kept)} files already done in {partial}",
+          file=sys.stderr)
+    return kept, kept_windows
 
 
 class Progress:
