@@ -113,7 +113,8 @@ def run_locked(data: Path, *args: str, mount: str = ":ro", extra: tuple = ()):
 
 @needs_podman
 def test_locked_down_image_scores_every_format_like_the_host_scorer(image):
-    from hearsay.deploy import model_sums, score_folder
+    from hearsay.deploy import score_folder
+    from hearsay.hashing import sha256_file
 
     model, data, _ = image
     proc = run_locked(data, "clips/")
@@ -121,13 +122,13 @@ def test_locked_down_image_scores_every_format_like_the_host_scorer(image):
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
     assert [r["path"] for r in rows] == sorted(GOOD + BROKEN)
     want = {r["path"]: r for r in score_folder(data / "clips", model)}
-    sha = model_sums(model)["model.onnx"]
+    sha = sha256_file(model / "SHA256SUMS")  # the folder's identity, as the image pins it
     for r in rows:
-        assert r["model_sha256"] == sha
+        assert r["model_sums_sha256"] == sha
         assert bool(r["error"]) == (r["path"] in BROKEN), r
         if not r["error"]:
             assert float(r["logit"]) == pytest.approx(float(want[r["path"]]["logit"]), abs=1e-4)
-    assert "7/10 scored, 3 failed, 1 skipped (not audio)" in proc.stderr
+    assert "7/10 scored, 3 failed, 1 skipped (1 not audio)" in proc.stderr
     strict = run_locked(data, "clips/", "--strict")
     assert strict.returncode == 1
 
@@ -142,6 +143,19 @@ def test_output_file_lands_in_the_mounted_folder_from_a_read_only_container(imag
     assert proc.returncode == 0, proc.stderr
     assert len((rw / "scores.csv").read_text().splitlines()) == 1 + 10
     assert not (rw / "scores.csv.partial").exists()
+
+
+@needs_podman
+def test_an_output_folder_the_image_user_cannot_write_exits_5_before_scoring(image, tmp_path):
+    """The README's `-v "$PWD:/data" ... -o scores.csv` with $PWD not writable by the uid."""
+    _, data, _ = image
+    ro = tmp_path / "ro"
+    shutil.copytree(data / "clips", ro / "clips")
+    os.chmod(ro, 0o755)  # this test's own uid owns it; the container's uid 12345 may not write
+    proc = run_locked(ro, "clips/", "-o", "scores.csv", mount="")
+    assert proc.returncode == 5, proc.stderr
+    assert "cannot write scores.csv" in proc.stderr and '--user "$(id -u)"' in proc.stderr
+    assert "Traceback" not in proc.stderr and sorted(p.name for p in ro.iterdir()) == ["clips"]
 
 
 @needs_podman

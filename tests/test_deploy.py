@@ -22,7 +22,7 @@ import pytest
 import soundfile as sf
 
 from hearsay import deploy
-from hearsay.audio import ffmpeg_exe, prepare_file
+from hearsay.audio import ffmpeg_exe, load_audio, prepare_file
 from hearsay.deploy import allowed_cpus, main
 from hearsay.hashing import format_sums
 
@@ -89,13 +89,14 @@ def test_scores_every_clip_in_sorted_order_and_lists_broken_ones(world, tmp_path
     model, _, clips, expected = world
     out = tmp_path / "scores.csv"
     assert main([str(clips), "-o", str(out), "--model", str(model)]) == 0
-    assert out.read_text().splitlines()[0] == ("path,duration_s,score,logit,model_sha256,error,"
-                                              "windows,covered_s,mean_logit,peak_start_s,peak_end_s")
+    assert out.read_text().splitlines()[0] == (
+        "path,duration_s,score,logit,model_sums_sha256,error,"
+        "windows,covered_s,mean_logit,peak_start_s,peak_end_s,header_s")
     rows = read_csv(out)
     assert [r["path"] for r in rows] == sorted(expected)
-    model_sha = hashlib.sha256((model / "model.onnx").read_bytes()).hexdigest()
+    model_id = hashlib.sha256((model / "SHA256SUMS").read_bytes()).hexdigest()  # what pins it
     for r in rows:
-        assert r["model_sha256"] == model_sha
+        assert r["model_sums_sha256"] == model_id and r["header_s"] == ""
         if expected[r["path"]]:
             assert expected[r["path"]] in r["error"] and r["score"] == r["logit"] == ""
         else:
@@ -381,8 +382,8 @@ def test_progress_lines_and_the_summary_go_to_stderr(world, tmp_path, capsys):
     err = capsys.readouterr().err.splitlines()
     assert [ln.split(" (")[0] for ln in err[:3]] == [
         "hearsay-score: 4/10 files", "hearsay-score: 8/10 files", "hearsay-score: 10/10 files"]
-    assert re.fullmatch(r"hearsay-score: 6/10 scored, 4 failed, 2 skipped \(not audio\), "
-                        r"[0-9.]+ s", err[-1]), err[-1]
+    assert re.fullmatch(r"hearsay-score: 6/10 scored, 4 failed, 2 skipped "
+                        r"\(1 hidden, 1 not audio\), [0-9.]+ s", err[-1]), err[-1]
 
 
 def test_progress_is_a_bar_on_a_terminal():
@@ -423,5 +424,213 @@ def test_help_and_readme_show_the_docker_command_people_type(capsys):
     command = 'docker run --rm -v "$PWD:/data" hearsay-score clips/'
     with pytest.raises(SystemExit):
         main(["--help"])
-    assert command in capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())
+    assert command in text
     assert command in (REPO / "README.md").read_text()
+    interfaces = " ".join((REPO / "docs" / "INTERFACES.md").read_text().split())
+    for code, what in ((5, "not writable"), (141, "stdout closed")):  # both list every exit
+        assert re.search(rf"\b{code} [^,]*{what}", text), code
+        assert re.search(rf"\b{code} [^,]*{what}", interfaces), code
+
+
+# --------------------------------------------------------------------------- operator mistakes
+
+
+def speech_file(path: Path, seconds: float, codec: str, seed: int = 0) -> bytes:
+    """`seconds` of speech-shaped sound encoded by the bundled ffmpeg; the file's bytes."""
+    from signals import speech_like
+
+    wav = path.with_suffix(".src.wav")
+    sf.write(wav, speech_like(seconds, np.random.default_rng(seed)), SR)
+    subprocess.run([ffmpeg_exe(), "-y", "-v", "error", "-i", str(wav), "-c:a", codec, str(path)],
+                   check=True)
+    wav.unlink()
+    return path.read_bytes()
+
+
+def cut_clip(folder: Path, name: str, seconds: float, codec: str) -> Path:
+    """A clip of `seconds` cut to half its bytes (a download that stopped half way)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data = speech_file(folder / f"whole.{name}", seconds, codec)
+    (folder / f"whole.{name}").unlink()
+    (folder / f"cut.{name}").write_bytes(data[: len(data) // 2])
+    return folder / f"cut.{name}"
+
+
+@pytest.mark.parametrize("ext,codec,seconds", [("mp3", "libmp3lame", 40.0), ("flac", "flac", 12.0),
+                                               ("aac", "aac", 12.0)])
+def test_a_cut_file_is_scored_on_the_audio_it_holds_in_both_modes(world, tmp_path, ext, codec,
+                                                                  seconds):
+    """The header of a cut MP3/FLAC still promises the whole clip: only decoded samples count,
+    the same ones (and the same score) run after run and in both modes."""
+    from hearsay import windows
+
+    model, _, _, _ = world
+    clips = tmp_path / "clips"
+    cut = cut_clip(clips, ext, seconds, codec)
+    prefix = load_audio(cut)  # soundfile up to where its data ends, else ffmpeg (a cut FLAC)
+    ffmpeg_prefix = subprocess.run([ffmpeg_exe(), "-v", "quiet", "-i", str(cut), "-f", "f32le",
+                                    "-ac", "1", "-ar", str(SR), "pipe:1"],
+                                   capture_output=True).stdout  # what ffmpeg alone decodes
+    assert len(prefix) / SR == pytest.approx(len(ffmpeg_prefix) / 4 / SR, abs=0.15)
+    assert len(prefix) / SR < 0.6 * seconds
+    runs = []
+    for mode in ([], [], ["--first-window"]):
+        out = tmp_path / f"s{len(runs)}.csv"
+        wins = ["--windows-csv", str(tmp_path / f"w{len(runs)}.csv")] if not mode else []
+        assert main([str(clips), "-o", str(out), "--model", str(model), *mode, *wins]) == 0
+        runs.append(read_csv(out)[0])
+    a, b, first = runs
+    assert a == b and (tmp_path / "w0.csv").read_text() == (tmp_path / "w1.csv").read_text()
+    assert float(a["duration_s"]) == pytest.approx(len(prefix) / SR, abs=1e-3)
+    assert first["duration_s"] == a["duration_s"] and first["header_s"] == a["header_s"]
+    if ext != "aac":  # ADTS declares no length; MP3 (Xing) and FLAC (STREAMINFO) do
+        assert float(a["header_s"]) == pytest.approx(seconds, abs=0.1)
+    want = windows.wave_windows(prefix, 8.0, 4.0)  # the windows of the decodable prefix
+    rows = read_csv(tmp_path / "w0.csv")
+    assert [(r["start_s"], r["end_s"]) for r in rows] == [
+        (f"{w.start_s:.3f}", f"{w.end_s:.3f}") for w in want]
+    scorer = deploy.load_scorer(model)
+    logits = scorer.logits([w.wave for w in want])
+    assert [float(r["logit"]) for r in rows] == pytest.approx(logits.tolist(), abs=1e-5)
+    assert float(first["logit"]) == pytest.approx(float(logits[0]), abs=1e-5)
+
+
+def test_symlinked_folders_are_walked_once_and_dot_folders_counted(world, tmp_path, capsys):
+    model, _, clips, _ = world
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    (root / "loop").mkdir(parents=True)
+    (root / ".cache").mkdir()
+    elsewhere.mkdir()
+    shutil.copy(clips / "a.wav", root / "a.wav")
+    shutil.copy(clips / "a.wav", elsewhere / "b.wav")
+    shutil.copy(clips / "a.wav", root / ".cache" / "c.wav")
+    (root / "linked").symlink_to(elsewhere, target_is_directory=True)
+    (root / "loop" / "up").symlink_to(root, target_is_directory=True)  # walks back into root
+    out = tmp_path / "s.csv"
+    assert main([str(root), "-o", str(out), "--model", str(model), "--progress", "0"]) == 0
+    assert [r["path"] for r in read_csv(out)] == ["a.wav", "linked/b.wav"]
+    err = capsys.readouterr().err
+    assert "2/2 scored, 0 failed, 2 skipped (1 hidden, 1 symlink loop)" in err
+
+
+def test_a_name_that_is_not_utf8_is_written_losslessly_and_the_batch_goes_on(world, tmp_path):
+    import codecs
+
+    model, _, clips, _ = world
+    root = tmp_path / "root"
+    root.mkdir()
+    raw = b"caf\xe9 \\ 1.wav"  # Latin-1, from another system; and a backslash
+    shutil.copy(clips / "a.wav", os.path.join(os.fsencode(root), raw))
+    shutil.copy(clips / "a.wav", root / "z.wav")
+    out = tmp_path / "s.csv"
+    assert main([str(root), "-o", str(out), "--model", str(model), "--progress", "0"]) == 0
+    rows = read_csv(out)
+    assert [r["path"] for r in rows] == ["caf\\xe9 \\\\ 1.wav", "z.wav"]
+    assert codecs.escape_decode(rows[0]["path"].encode())[0] == raw
+    assert rows[0]["error"] == "" and rows[0]["logit"] == rows[1]["logit"]
+
+
+@pytest.mark.parametrize("flag", ["-o", "--windows-csv"])
+def test_an_unwritable_output_exits_5_before_anything_is_scored(world, tmp_path, monkeypatch,
+                                                                 capsys, flag):
+    model, _, clips, _ = world
+    (tmp_path / "file").write_text("a file, not a folder")
+    monkeypatch.setattr(deploy, "load_scorer", lambda *a: pytest.fail("scored before checking"))
+    assert main([str(clips), flag, str(tmp_path / "file" / "s.csv"), "--model", str(model)]) == 5
+    err = capsys.readouterr().err
+    assert "cannot write" in err and '--user "$(id -u)"' in err
+
+
+def test_a_reader_that_closes_stdout_ends_the_run_quietly_with_141(world):
+    model, _, clips, _ = world
+    r, w = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "hearsay.deploy", str(clips), "--model",
+                             str(model), "--progress", "0"], stdout=w, stderr=subprocess.PIPE,
+                            text=True)
+    os.close(w)
+    os.close(r)  # `| head -0`: the reader is gone before the first row
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141 and "Traceback" not in err and "Exception" not in err, err
+
+
+def test_rows_name_the_whole_model_folder_not_only_model_onnx(world, tmp_path):
+    """front_end.json changes every score: a folder with another one has another identity."""
+    model, _, clips, _ = world
+    other = tmp_path / "model"
+    shutil.copytree(model, other)
+    front = json.loads((other / "front_end.json").read_text())
+    (other / "front_end.json").write_text(json.dumps({**front, "top_db": 30.0}))
+    sums = deploy.model_sums(other)
+    sums["front_end.json"] = hashlib.sha256((other / "front_end.json").read_bytes()).hexdigest()
+    (other / "SHA256SUMS").write_text(format_sums(sums))
+    ids = set()
+    for folder in (model, other):
+        out = tmp_path / f"{folder.name}{len(ids)}.csv"
+        assert main([str(clips), "-o", str(out), "--model", str(folder), "--progress", "0"]) == 0
+        ids |= {r["model_sums_sha256"] for r in read_csv(out)}
+    assert ids == {hashlib.sha256((f / "SHA256SUMS").read_bytes()).hexdigest()
+                   for f in (model, other)} and len(ids) == 2
+
+
+@pytest.mark.parametrize("logit,score", [(-800.0, "0.000000"), (800.0, "1.000000")])
+def test_both_modes_score_any_logit_with_one_stable_sigmoid(world, logit, score):
+    class Session:  # an ONNX session whose model answers `logit` for every clip
+        def run(self, names, feeds):
+            return [np.full(len(feeds["input_values"]), logit, dtype=np.float32)]
+
+    _, _, clips, _ = world
+    front = {"max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0}
+    scorer = deploy.Scorer(session=Session(), model_sha="", front=front, min_samples=400)
+    cfg = deploy.ScoreConfig(first_window=True)
+    for rows in (deploy.score_chunk(clips, [clips / "a.wav"], scorer, cfg),
+                 list(deploy.deploy_windows.windowed_rows(clips, [clips / "a.wav"], scorer,
+                                                          deploy.ScoreConfig()))):
+        assert (rows[0]["score"], rows[0]["error"]) == (score, "")
+
+
+def test_a_long_file_writes_window_rows_per_batch_and_resume_finishes_it(world, tmp_path,
+                                                                        monkeypatch):
+    """An interrupt inside a long file keeps its scored windows; --resume skips finished files
+    and ends with the CSVs an uninterrupted run writes."""
+    model, _, clips, _ = world
+    root = tmp_path / "root"
+    root.mkdir()
+    shutil.copy(clips / "a.wav", root / "a.wav")
+    speech_file(root / "long.flac", 60.0, "flac")  # 14 windows: 4 passes of 4 (--batch-size 1)
+    args = [str(root), "--model", str(model), "--batch-size", "1", "--progress", "0"]
+    ref, ref_w = tmp_path / "ref.csv", tmp_path / "ref.w.csv"
+    assert main([*args, "-o", str(ref), "--windows-csv", str(ref_w)]) == 0
+    out, out_w = tmp_path / "s.csv", tmp_path / "s.w.csv"
+    interrupt_on_call(monkeypatch, 3)  # passes of 4 windows: a.wav + 3 of long.flac, 4 more
+    assert main([*args, "-o", str(out), "--windows-csv", str(out_w)]) == 130
+    kept = read_csv(tmp_path / "s.w.csv.partial")
+    assert [r["path"] for r in kept] == ["a.wav"] + ["long.flac"] * 7
+    assert kept == read_csv(ref_w)[:8]
+    assert [r["path"] for r in read_csv(tmp_path / "s.csv.partial")] == ["a.wav"]
+    monkeypatch.undo()
+    scored, cut = [], deploy.deploy_windows.file_windows
+
+    def file_windows(path, *rest):
+        scored.append(path.name)
+        return cut(path, *rest)
+
+    monkeypatch.setattr(deploy.deploy_windows, "file_windows", file_windows)
+    assert main([*args, "-o", str(out), "--windows-csv", str(out_w), "--resume"]) == 0
+    assert scored == ["long.flac"]  # a.wav was complete in the partial file
+    assert out.read_text() == ref.read_text() and out_w.read_text() == ref_w.read_text()
+
+
+def test_resume_refuses_rows_of_another_model_and_needs_o(world, tmp_path, capsys):
+    model, _, clips, _ = world
+    out = tmp_path / "s.csv"
+    row = {c: "" for c in deploy.COLUMNS} | {"path": "a.wav", "model_sums_sha256": "0" * 64}
+    with open(tmp_path / "s.csv.partial", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=deploy.COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerow(row)
+        fh.write("b/c.flac,1.2")  # the line an interrupt cut: dropped, never parsed
+    assert main([str(clips), "-o", str(out), "--model", str(model), "--resume"]) == 2
+    assert f"holds rows of model {'0' * 64}" in capsys.readouterr().err
+    assert main([str(clips), "--model", str(model), "--resume"]) == 2
+    assert "--resume needs -o FILE" in capsys.readouterr().err

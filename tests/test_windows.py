@@ -138,9 +138,9 @@ def test_streamed_decode_trim_and_windows_equal_the_loaded_wave(tmp_path):
         np.testing.assert_array_equal(streamed, full)  # soundfile blocks / ffmpeg pipe, soxr
         n, rms, _ = windows.stream_rms(windows.stream_audio(path, block_s=1.3))
         np.testing.assert_array_equal(rms, audio.frame_rms(full))
-        n, span = windows.stream_span(path, block_s=1.3)
+        n, span, _ = windows.stream_span(path, block_s=1.3)
         assert (n, span) == (len(full), audio.trim_silence(full))
-        n, span, lazy = windows.file_windows(path, block_s=2.1)
+        n, span, lazy, _ = windows.file_windows(path, block_s=2.1)
         got, want = list(lazy), windows.wave_windows(full)
         assert [(w.start, w.end) for w in got] == [(w.start, w.end) for w in want]
         for a, b in zip(got, want, strict=True):
@@ -156,7 +156,7 @@ def test_streaming_holds_a_few_windows_not_the_recording(tmp_path):
             f.write(tone(30.0, 200) + 0.02 * rng.standard_normal(30 * SR).astype(np.float32))
     tracemalloc.start()
     try:
-        n, span, lazy = windows.file_windows(path, block_s=5.0)
+        n, span, lazy, _ = windows.file_windows(path, block_s=5.0)
         count = sum(1 for _ in lazy)
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -296,8 +296,9 @@ def test_an_interrupted_windowed_run_keeps_the_finished_files_and_their_windows(
                         str(wins), "--batch-size", "1"]) == 130
     assert not out.exists() and not wins.exists()
     assert [r["path"] for r in read_csv(tmp_path / "s.csv.partial")] == ["a.wav"]
-    assert [w["start_s"] for w in read_csv(tmp_path / "w.csv.partial")] == \
-        ["0.000", "4.000", "8.000"]
+    assert [(w["path"], w["start_s"]) for w in read_csv(tmp_path / "w.csv.partial")] == [
+        ("a.wav", "0.000"), ("a.wav", "4.000"), ("a.wav", "8.000"),
+        ("b.wav", "0.000")]  # window rows are written per pass, ahead of their file's row
 
 
 def test_exported_models_window_scores_equal_torch_on_the_same_windows(tmp_path):

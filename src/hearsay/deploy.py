@@ -1,4 +1,4 @@
-"""`hearsay-score CLIPS_DIR [-o scores.csv] [--model DIR] [--strict]`: the torch-free CPU scorer.
+"""`hearsay-score CLIPS_DIR [-o scores.csv [--resume]] [--model DIR] [--strict]`: the CPU scorer.
 
     hearsay-score clips/ -o scores.csv --model demo_out/export
     docker run --rm -v "$PWD:/data" hearsay-score clips/ > scores.csv     # the deploy image
@@ -6,17 +6,20 @@
 (The image's working directory is /data, so CLIPS_DIR and -o are paths under the folder you
 mount there; it runs offline and read-only: --read-only --network none --cap-drop ALL work.)
 
-Walks CLIPS_DIR recursively in sorted order, scores every audio file (by extension; compressed
-formats go through ffmpeg via hearsay.audio) with the exported ONNX model, and writes one CSV row
-per file:
+Walks CLIPS_DIR recursively in sorted order (symlinked folders followed, each folder once; dot-
+files and dot-folders are not scored, only counted), scores every audio file (by extension;
+soundfile, else ffmpeg, for the whole file) with the exported ONNX model, one CSV row per file:
 
-    path,duration_s,score,logit,model_sha256,error,
-    windows,covered_s,mean_logit,peak_start_s,peak_end_s      (one line in the file)
+    path,duration_s,score,logit,model_sums_sha256,error,
+    windows,covered_s,mean_logit,peak_start_s,peak_end_s,header_s      (one line in the file)
 
-`path` is relative to CLIPS_DIR ('/'-separated); `duration_s` is the decoded clip's length in
-seconds (before trim/cap); `score` = sigmoid(logit), high = synthetic; a file that cannot be read
-gets empty score/logit and its reason in `error`, and the batch goes on. Every model input is
-built by hearsay.audio's front end with the model folder's front_end.json, exactly as in training.
+`path` is relative to CLIPS_DIR ('/'-separated; a byte of a name that is not UTF-8 written \\xNN,
+a backslash \\\\); `duration_s` is the decoded length in seconds (before trim/cap): only decoded
+samples are scored, and `header_s` is the length the header declares when it differs by more
+than 50 ms (a cut download); `score` = sigmoid(logit), high = synthetic; `model_sums_sha256` is
+the model folder's identity, the sha256 of its SHA256SUMS; a file that cannot be read gets empty
+score/logit and its reason in `error`, and the batch goes on. Every model input is built by
+hearsay.audio's front end with the model folder's front_end.json, exactly as in training.
 
 WINDOWS (the default, for every file): each file is decoded in blocks, never whole in memory,
 and twice (pass 1 keeps only frame energies to find the trim span, pass 2 cuts the windows), so
@@ -32,8 +35,8 @@ added back). A file no longer than max_s after trimming is one window, the same 
 score) as --first-window; the first window of any file is the --first-window input. Why windows
 by default: scoring only the opening seconds of a long file gives a confident score for audio
 nobody looked at.
---windows-csv FILE writes one row per window: path,start_s,end_s,logit,score. Rows are written
-file by file, as each file's last window is scored.
+--windows-csv FILE writes one row per window: path,start_s,end_s,logit,score, after every
+onnxruntime pass (a long file's windows are on disk before its row).
 --first-window scores the first max_s trimmed seconds only (windows = 1), as the campaign's
 exported scores were made: use it to reproduce or compare with them.
 
@@ -41,9 +44,11 @@ Rows stream in input order: windowed, file by file; with --first-window every 4 
 --batch-size files) they are written and flushed. With -o FILE they go to FILE.partial, renamed
 to FILE when the run completes (FILE is never half written); an interrupted run (Ctrl-C, SIGTERM
 / docker stop) keeps FILE.partial with every finished row and exits 130. On stdout the finished
-rows are already out. A rerun starts from the beginning. Progress goes to stderr (a bar on a
-terminal, else a line every --progress seconds; windowed runs add the audio seconds scored,
-inside a long file too), then one summary line: scored, failed, skipped (not audio), seconds.
+rows are already out. --resume (same options) keeps FILE.partial's complete rows and scores the
+rest. -o and --windows-csv are checked writable before anything is scored. Progress goes to
+stderr (a bar on a terminal, else a line every --progress seconds; windowed runs add the audio
+seconds scored, inside a long file too), then one summary line: scored, failed, skipped (by kind:
+hidden, not audio, symlink loop, unreadable), files whose header disagrees, seconds.
 
 The model folder (docs/INTERFACES.md) is checked before anything is scored: every file listed in
 SHA256SUMS must match, the chosen model file must be listed, and when $HEARSAY_MODEL_SUMS_SHA256
@@ -55,8 +60,10 @@ modules only -- never torch (the deploy image has none; tests/test_deploy.py pro
 venv without torch).
 
 Exit codes: 0 every file scored (or some failed without --strict), 1 some files failed (--strict),
-2 usage (bad arguments, CLIPS_DIR missing), 3 model folder missing, incomplete or sha mismatch,
-4 no audio file under CLIPS_DIR (often a mistyped mount), 130 interrupted (finished rows kept).
+2 usage (bad arguments, CLIPS_DIR missing, --resume on another model's rows), 3 model folder
+missing, incomplete or sha mismatch, 4 no audio file under CLIPS_DIR (often a mistyped mount),
+5 -o / --windows-csv not writable (in a container: --user "$(id -u)" or a writable mount),
+130 interrupted (finished rows kept), 141 stdout closed by its reader (`| head`).
 """
 
 from __future__ import annotations
@@ -73,18 +80,24 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import deploy_windows, windows
-from hearsay.audio import SAMPLE_RATE, AudioError, load_audio, prepare
-from hearsay.deploy_io import COLUMNS, Progress, RowSink, new_row  # noqa: F401 - COLUMNS: the row format
+from hearsay import deploy_io, deploy_windows, windows
+from hearsay.audio import SAMPLE_RATE, AudioError, prepare
+from hearsay.deploy_io import (  # noqa: F401
+    AUDIO_EXTS,
+    COLUMNS,
+    OutputError,
+    Progress,
+    ResumeError,
+    RowSink,
+    find_audio,
+    new_row,
+)
 from hearsay.hashing import SumsError, read_sums, sha256_file
 
 DEFAULT_MODEL_DIR = "/opt/hearsay/model"
-# Extensions scored (lower case). Other files (README, .DS_Store, …) are skipped and counted.
-AUDIO_EXTS = frozenset({
-    ".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".aac", ".mp4", ".amr", ".webm",
-    ".wma", ".aif", ".aiff", ".au", ".caf", ".3gp", ".mka", ".spx", ".ulaw", ".mulaw",
-})
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL, EXIT_NO_AUDIO, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+EXIT_OUTPUT = 5  # -o / --windows-csv not writable (checked before anything is scored)
+EXIT_CLOSED = 141  # stdout closed by its reader (`| head`): 128 + SIGPIPE, as a shell reports it
 MIN_SAMPLES = 400  # one frame of the CNN front end (25 ms @ 16 kHz)
 
 
@@ -119,7 +132,11 @@ def model_sums(model_dir: Path) -> dict[str, str]:
 
 
 def verify_model_dir(model_dir: Path, variant: str = "fp32") -> tuple[Path, str, dict]:
-    """Check every file in SHA256SUMS; return (model path, its sha256, front end).
+    """Check every file in SHA256SUMS; return (model path, the folder's identity, front end).
+
+    The identity is the sha256 of SHA256SUMS itself (which lists every file that makes a score:
+    the model files and front_end.json): what $HEARSAY_MODEL_SUMS_SHA256 pins and every row's
+    model_sums_sha256 names.
 
     The front end dict holds prepare()'s kwargs (max_s, cutoff_hz, top_db) and min_s: clips
     shorter than that after trimming are refused, as the bundle drops them from training."""
@@ -140,9 +157,10 @@ def verify_model_dir(model_dir: Path, variant: str = "fp32") -> tuple[Path, str,
         if got != want:
             raise ModelError(f"{path}: sha256 {got} does not match SHA256SUMS {want} "
                              "(re-export or re-download the model folder)")
+    identity = sha256_file(model_dir / "SHA256SUMS")
     pinned = os.environ.get("HEARSAY_MODEL_SUMS_SHA256")  # the deploy image bakes it
     if pinned:  # SHA256SUMS lists every file (all checked above): its sha pins the whole folder
-        got = sha256_file(model_dir / "SHA256SUMS")
+        got = identity
         if got != pinned:
             raise ModelError(f"{model_dir}/SHA256SUMS: sha256 {got} is not the pinned "
                              f"HEARSAY_MODEL_SUMS_SHA256 {pinned} (wrong model folder mounted "
@@ -152,7 +170,7 @@ def verify_model_dir(model_dir: Path, variant: str = "fp32") -> tuple[Path, str,
         raise ModelError(f"front_end.json sample_rate {front['sample_rate']} != {SAMPLE_RATE}")
     kwargs = {"max_s": front["max_s"], "cutoff_hz": front["cutoff_hz"], "top_db": front["top_db"],
               "min_s": float(front.get("min_s", 0.0))}
-    return model_dir / name, sums[name], kwargs
+    return model_dir / name, identity, kwargs
 
 
 # --------------------------------------------------------------------------- onnxruntime
@@ -224,27 +242,12 @@ def run_logits(session, waves: list[np.ndarray], batch_size: int = 8) -> np.ndar
 # --------------------------------------------------------------------------- scoring a folder
 
 
-def find_audio(root: Path) -> tuple[list[Path], int]:
-    """Audio files under `root`, recursively, sorted by relative path; also the skipped count."""
-    found, skipped = [], 0
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for fname in filenames:
-            path = Path(dirpath) / fname
-            if fname.startswith(".") or path.suffix.lower() not in AUDIO_EXTS:
-                skipped += 1
-                continue
-            found.append(path)
-    found.sort(key=lambda p: p.relative_to(root).as_posix())
-    return found, skipped
-
-
 @dataclass(frozen=True)
 class Scorer:
     """A checked model folder, ready to score: the ORT session and the front end it expects."""
 
     session: object  # onnxruntime.InferenceSession
-    model_sha: str  # sha256 of the model file, written in every row
+    model_sha: str  # the model folder's identity (sha256 of SHA256SUMS), in every row
     front: dict  # prepare()'s kwargs: max_s, cutoff_hz, top_db
     min_samples: int  # shorter model inputs are refused (16 kHz samples)
 
@@ -264,8 +267,8 @@ def load_scorer(model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> Scorer:
 def model_input(path: Path, row: dict, scorer: Scorer) -> np.ndarray | None:
     """(N,) float32 model input of one file, or None with the reason in row["error"]."""
     try:
-        wave = load_audio(path)  # (N,) float32 @ 16 kHz
-        row["duration_s"] = f"{len(wave) / SAMPLE_RATE:.3f}"
+        wave, info = windows.decode(path)  # (N,) float32 @ 16 kHz: the windowed mode's decode
+        deploy_io.note_header(row, len(wave), info.header_s)
         x = prepare(wave, **scorer.front)
         if len(x) < scorer.min_samples:
             raise AudioError(path, f"too short after trimming ({len(x) / SAMPLE_RATE:.3f} s"
@@ -293,7 +296,7 @@ def score_chunk(root: Path, paths: list[Path], scorer: Scorer, cfg: ScoreConfig)
         logits = run_logits(scorer.session, waves, cfg.batch_size)
         for slot, logit in zip(slots, logits, strict=True):
             rows[slot]["logit"] = f"{float(logit):.6f}"
-            rows[slot]["score"] = f"{1.0 / (1.0 + math.exp(-float(logit))):.6f}"
+            rows[slot]["score"] = f"{deploy_windows.sigmoid(float(logit)):.6f}"
             rows[slot]["mean_logit"] = rows[slot]["logit"]  # one window
     return rows
 
@@ -318,35 +321,58 @@ def _interrupted(signum, frame):
     raise KeyboardInterrupt  # SIGTERM (docker stop) ends the run like Ctrl-C
 
 
+def _stdout_gone() -> int:
+    """stdout's reader closed it (`| head`): no traceback, nothing more flushed at exit."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return EXIT_CLOSED
+
+
 def run(args, cfg: ScoreConfig) -> int:
     """Score args.clips into args.output (or stdout), streaming rows; the exit code."""
     scorer = load_scorer(args.model, cfg)  # ModelError before any output is created
     files, skipped = find_audio(args.clips)
     if not files:
-        print(f"hearsay-score: no audio files under {args.clips} ({skipped} other files "
-              "skipped). In a container, mount the folder that holds the clips: "
+        print(f"hearsay-score: no audio files under {args.clips} ({sum(skipped.values())} other "
+              "files skipped). In a container, mount the folder that holds the clips: "
               'docker run --rm -v "$PWD:/data" hearsay-score clips/', file=sys.stderr)
         return EXIT_NO_AUDIO
     if not cfg.first_window and not 0 < cfg.hop_s <= scorer.front["max_s"]:
         print(f"hearsay-score: --hop-s {cfg.hop_s:g} must be in (0, {scorer.front['max_s']:g}] "
               "(the window length, front_end.json max_s)", file=sys.stderr)
         return EXIT_USAGE
-    sink, progress = RowSink(args.output), Progress(len(files), args.progress)
-    win_sink = deploy_windows.WindowSink(args.windows_csv)
-    chunks = (iter_chunks(args.clips, files, scorer, cfg) if cfg.first_window else
-              deploy_windows.iter_window_chunks(args.clips, files, scorer, cfg, win_sink.write,
-                                                progress.audio))
+    kept, kept_windows = (deploy_io.resume_rows(args, scorer.model_sha,
+                                                deploy_windows.WINDOW_COLUMNS)
+                          if args.resume else ([], []))
+    done = {r["path"] for r in kept}
+    todo = [f for f in files if deploy_io.csv_path(args.clips, f) not in done]
+    progress, sink, win_sink = Progress(len(files), args.progress), None, None
     try:
+        sink = RowSink(args.output, keep=kept)
+        win_sink = deploy_windows.WindowSink(args.windows_csv, keep=kept_windows)
+        if kept:
+            progress.update(kept)
+        chunks = (iter_chunks(args.clips, todo, scorer, cfg) if cfg.first_window else
+                  deploy_windows.iter_window_chunks(args.clips, todo, scorer, cfg,
+                                                    win_sink.write, progress.audio))
         for rows in chunks:
             sink.write(rows)
             progress.update(rows)
-    except KeyboardInterrupt:
-        sink.abandon()
-        win_sink.abandon()
+    except (KeyboardInterrupt, BrokenPipeError, OutputError) as err:
+        for s in (sink, win_sink):
+            if s is not None:
+                s.abandon()
         progress.close()
-        kept = f"; finished rows kept in {sink.partial}" if sink.partial else ""
-        print(f"hearsay-score: interrupted after {progress.done}/{len(files)} files{kept}",
-              file=sys.stderr)
+        kept = f"; finished rows kept in {sink.partial}" if sink and sink.partial else ""
+        if isinstance(err, BrokenPipeError):
+            return _stdout_gone()
+        if isinstance(err, OutputError):
+            print(f"hearsay-score: {err}{kept}", file=sys.stderr)
+            return EXIT_OUTPUT
+        print(f"hearsay-score: interrupted after {progress.done}/{len(files)} files{kept} "
+              "(--resume goes on from there)", file=sys.stderr)
         return EXIT_INTERRUPTED
     sink.commit()
     win_sink.commit()
@@ -376,6 +402,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--progress", type=float, default=30.0, metavar="SECONDS",
                     help="stderr not a terminal: a progress line every SECONDS (default 30); "
                     "a terminal gets a bar; 0 = no progress")
+    ap.add_argument("--resume", action="store_true",
+                    help="with -o: keep the complete rows of OUTPUT.partial (an interrupted run "
+                    "with the same options and model) and score only the files not in it")
     deploy_windows.add_window_args(ap, ScoreConfig.hop_s)
     args = ap.parse_args(argv)  # argparse exits 2 on usage errors
     if not args.clips.is_dir():
@@ -385,7 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.batch_size < 1 or args.threads < 0:
         print("hearsay-score: --batch-size must be >= 1 and --threads >= 0", file=sys.stderr)
         return EXIT_USAGE
-    usage = deploy_windows.window_usage_error(args)
+    usage = deploy_windows.window_usage_error(args) or (
+        "--resume needs -o FILE (it goes on from FILE.partial)"
+        if args.resume and args.output is None else "")
     if usage:
         print(f"hearsay-score: {usage}", file=sys.stderr)
         return EXIT_USAGE
@@ -393,12 +424,21 @@ def main(argv: list[str] | None = None) -> int:
                       variant=args.variant, threads=args.threads,
                       first_window=args.first_window, hop_s=args.hop_s,
                       window_chunk=4 * args.batch_size)
+    try:  # before any work: a run must not score for an hour and then fail to write
+        deploy_io.check_writable(args.output)
+        deploy_io.check_writable(args.windows_csv)
+    except OutputError as err:
+        print(f"hearsay-score: {err}", file=sys.stderr)
+        return EXIT_OUTPUT
     old = signal.signal(signal.SIGTERM, _interrupted)
     try:
         return run(args, cfg)
     except ModelError as err:
         print(f"hearsay-score: {err}", file=sys.stderr)
         return EXIT_MODEL
+    except ResumeError as err:
+        print(f"hearsay-score: {err}", file=sys.stderr)
+        return EXIT_USAGE
     finally:
         signal.signal(signal.SIGTERM, old)
 

@@ -1,4 +1,5 @@
-"""hearsay-score's output as it runs: CSV rows streamed per chunk, progress and the summary line.
+"""hearsay-score's input walk and its output as it runs: the audio files under CLIPS_DIR, CSV
+rows streamed per chunk (and --resume's partial rows), progress and the summary line.
 
     sink, progress = RowSink(Path("scores.csv")), Progress(total=len(files))
     for rows in chunks:  sink.write(rows); progress.update(rows)
@@ -12,40 +13,165 @@ from __future__ import annotations
 import csv
 import os
 import sys
+import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
-COLUMNS = ["path", "duration_s", "score", "logit", "model_sha256", "error",
-           "windows", "covered_s", "mean_logit", "peak_start_s", "peak_end_s"]
+COLUMNS = ["path", "duration_s", "score", "logit", "model_sums_sha256", "error",
+           "windows", "covered_s", "mean_logit", "peak_start_s", "peak_end_s", "header_s"]
+# A header that declares more (or less) audio than decodes by more than this is reported in the
+# row's header_s (a cut download, a damaged copy): 50 ms is far above resampling's one sample.
+HEADER_TOLERANCE_S = 0.05
 
 
-def new_row(root: Path, path: Path, model_sha: str) -> dict:
-    """The CSV row of one file before it is scored: COLUMNS' first six, empty but path and model."""
-    return {"path": path.relative_to(root).as_posix(), "duration_s": "", "score": "",
-            "logit": "", "model_sha256": model_sha, "error": ""}
+def csv_path(root: Path, path: Path) -> str:
+    """`path` relative to `root`, '/'-separated, written losslessly as UTF-8 text: a byte that is
+    not UTF-8 (a name made on another system) becomes \\xNN and a backslash \\\\, so
+    `codecs.escape_decode(value.encode())[0]` gives the name's bytes back."""
+    raw = os.fsencode(path.relative_to(root).as_posix())
+    return raw.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")
+
+
+def new_row(root: Path, path: Path, model_id: str) -> dict:
+    """The CSV row of one file before it is scored: COLUMNS' first six, empty but path and model
+    (the model folder's identity: the sha256 of its SHA256SUMS)."""
+    return {"path": csv_path(root, path), "duration_s": "", "score": "", "logit": "",
+            "model_sums_sha256": model_id, "error": "", "header_s": ""}
+
+
+def note_header(row: dict, decoded: int, header_s: float | None, rate: int = 16_000) -> None:
+    """duration_s = the decoded seconds; header_s = what the header declared, only when the two
+    differ by more than HEADER_TOLERANCE_S (empty: they agree, or the file declares none)."""
+    row["duration_s"] = f"{decoded / rate:.3f}"
+    if header_s is not None and abs(header_s - decoded / rate) > HEADER_TOLERANCE_S:
+        row["header_s"] = f"{header_s:.3f}"
+
+
+# Extensions scored (lower case). Other files (README, .DS_Store, …) are skipped and counted.
+AUDIO_EXTS = frozenset({
+    ".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".aac", ".mp4", ".amr", ".webm",
+    ".wma", ".aif", ".aiff", ".au", ".caf", ".3gp", ".mka", ".spx", ".ulaw", ".mulaw",
+})
+
+def find_audio(root: Path) -> tuple[list[Path], Counter]:
+    """Audio files under `root`, recursively, sorted by relative path; and what was skipped.
+
+    Symlinked folders are followed; one that leads to a folder already walked (a loop, or a
+    second way into the same files) is not walked again. Nothing under `root` goes uncounted:
+    the Counter has "not audio", "hidden" (a dot-file, or any file under a dot-folder),
+    "symlink loop" (folders) and "unreadable" (folders that cannot be listed)."""
+    found, skipped, seen = [], Counter(), set()
+
+    def walk(folder: Path, hidden: bool) -> None:
+        try:
+            st = folder.stat()
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            skipped["unreadable"] += 1
+            return
+        if (st.st_dev, st.st_ino) in seen:
+            skipped["symlink loop"] += 1
+            return
+        seen.add((st.st_dev, st.st_ino))
+        for entry in entries:
+            path, dot = Path(entry.path), hidden or entry.name.startswith(".")
+            try:
+                is_dir = entry.is_dir()  # follows a symlink
+            except OSError:
+                is_dir = False
+            if is_dir:
+                walk(path, dot)
+            elif dot:
+                skipped["hidden"] += 1
+            elif path.suffix.lower() not in AUDIO_EXTS:
+                skipped["not audio"] += 1
+            else:
+                found.append(path)
+
+    walk(root, False)
+    found.sort(key=lambda p: p.relative_to(root).as_posix())
+    return found, skipped
+
+
+class OutputError(Exception):
+    """-o / --windows-csv cannot be written (exit 5)."""
+
+
+def check_writable(output: Path | None) -> None:
+    """OutputError unless FILE.partial can be created beside `output` (before any work)."""
+    if output is None:
+        return
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=output.parent, prefix=f".{output.name}."):
+            pass
+    except OSError as err:
+        why = err.strerror or str(err)
+        raise OutputError(f"cannot write {output} ({why}): pass a writable path; in a container "
+                          "the mounted folder must be writable by the image's user: "
+                          'docker run --user "$(id -u)" -v "$PWD:/data" ...') from None
+
+
+class ResumeError(Exception):
+    """--resume cannot use the partial file (other columns, another model): usage, exit 2."""
+
+
+def read_partial(partial: Path, columns: list[str]) -> list[dict]:
+    """The complete rows of an interrupted run's FILE.partial ([] if there is none); a last line
+    cut by the interrupt (no newline) is dropped."""
+    if not partial.is_file():
+        return []
+    with open(partial, encoding="utf-8", newline="") as fh:
+        text = fh.read()
+    text = text[: text.rfind("\n") + 1]  # the whole lines only
+    reader = csv.DictReader(text.splitlines(keepends=True))
+    if text and reader.fieldnames != columns:
+        raise ResumeError(f"{partial} has columns {reader.fieldnames}, not {columns} (written "
+                          "by another version: remove it, or run without --resume)")
+    return list(reader)
+
+
+def _text(value) -> str:
+    """A value as UTF-8-safe text: a name's undecodable bytes (in an error message) as \\xNN."""
+    return str(value).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 class RowSink:
     """CSV rows as they finish: stdout, or `-o FILE` through FILE.partial (flushed per chunk).
 
     `commit()` fsyncs and renames FILE.partial to FILE (atomic: FILE is never half written).
-    Without commit (an interrupted run) FILE.partial stays with every finished row."""
+    Without commit (an interrupted run) FILE.partial stays with every finished row. `keep`:
+    rows written first (--resume: the partial file's complete rows, rewritten whole)."""
 
-    def __init__(self, output: Path | None, columns: list[str] = COLUMNS):
+    def __init__(self, output: Path | None, columns: list[str] = COLUMNS,
+                 keep: list[dict] | None = None):
         self.output = output
         self.partial = None if output is None else output.with_name(output.name + ".partial")
-        if self.partial is not None:
-            self.partial.parent.mkdir(parents=True, exist_ok=True)
-            self.stream = open(self.partial, "w", newline="")  # noqa: SIM115 - closed in commit
-        else:
-            self.stream = sys.stdout
+        try:
+            if self.partial is not None:
+                self.partial.parent.mkdir(parents=True, exist_ok=True)
+                self.stream = open(self.partial, "w", newline="", encoding="utf-8")  # noqa: SIM115
+            else:
+                self.stream = sys.stdout
+        except OSError as err:
+            raise OutputError(f"cannot write {self.partial}: {err.strerror or err}") from None
         self.writer = csv.DictWriter(self.stream, fieldnames=columns, lineterminator="\n")
-        self.writer.writeheader()
-        self.stream.flush()
+        self._io(self.writer.writeheader)
+        self.write(keep or [])
+
+    def _io(self, step, *args) -> None:
+        try:
+            step(*args)
+            self.stream.flush()
+        except BrokenPipeError:
+            raise  # stdout's reader went away: hearsay-score ends quietly (exit 141)
+        except OSError as err:  # a full disk, a mount gone read-only
+            raise OutputError(f"writing {self.partial or 'stdout'} failed: "
+                              f"{err.strerror or err}") from None
 
     def write(self, rows: list[dict]) -> None:
-        self.writer.writerows(rows)
-        self.stream.flush()
+        self._io(self.writer.writerows, [{k: _text(v) for k, v in r.items()} for r in rows])
 
     def commit(self) -> None:
         if self.partial is not None:
@@ -58,11 +184,32 @@ class RowSink:
             self.stream.close()
 
 
+def resume_rows(args, model_id: str, window_columns: list[str]
+                ) -> tuple[list[dict], list[dict]]:
+    """--resume: the complete rows of -o's and --windows-csv's .partial files (the window rows
+    of files whose row is there only). ResumeError if they were made by another model."""
+    partial = args.output.with_name(args.output.name + ".partial")
+    kept = read_partial(partial, COLUMNS)
+    other = {r["model_sums_sha256"] for r in kept} - {model_id}
+    if other:
+        raise ResumeError(f"{partial} holds rows of model {sorted(other)[0]}, not this model's "
+                          f"{model_id}: remove it, or run without --resume")
+    done = {r["path"] for r in kept}
+    kept_windows = []
+    if args.windows_csv is not None:
+        wpartial = args.windows_csv.with_name(args.windows_csv.name + ".partial")
+        kept_windows = [r for r in read_partial(wpartial, window_columns) if r["path"] in done]
+    print(f"hearsay-score: --resume: {len(kept)} files already done in {partial}",
+          file=sys.stderr)
+    return kept, kept_windows
+
+
 class Progress:
     """Files done on stderr: a tqdm bar on a terminal, else a plain line every `every_s` s."""
 
     def __init__(self, total: int, every_s: float = 30.0, stream=None):
         self.total, self.every_s, self.done, self.failed = total, every_s, 0, 0
+        self.short = 0  # rows whose header declares another length than decoded (header_s)
         self.audio_s = 0.0  # trimmed audio seconds scored so far (windowed runs report it)
         self.stream = sys.stderr if stream is None else stream
         self.start = self.last = time.monotonic()
@@ -75,6 +222,7 @@ class Progress:
     def update(self, rows: list[dict]) -> None:
         self.done += len(rows)
         self.failed += sum(1 for r in rows if r["error"])
+        self.short += sum(1 for r in rows if r.get("header_s"))
         if self.bar is not None:
             self.bar.update(len(rows))
         else:
@@ -99,6 +247,11 @@ class Progress:
         if self.bar is not None:
             self.bar.close()
 
-    def summary(self, skipped: int) -> str:
+    def summary(self, skipped: dict[str, int]) -> str:
+        """'S/N scored, F failed, K skipped (k1 not audio, k2 hidden, ...)[, H header_s], T s'."""
+        why = ", ".join(f"{n} {k}" for k, n in sorted(skipped.items()) if n) or "none"
+        short = (f", {self.short} with header_s (decoded length is not the header's)"
+                 if self.short else "")
         return (f"hearsay-score: {self.done - self.failed}/{self.done} scored, {self.failed} "
-                f"failed, {skipped} skipped (not audio), {time.monotonic() - self.start:.1f} s")
+                f"failed, {sum(skipped.values())} skipped ({why}){short}, "
+                f"{time.monotonic() - self.start:.1f} s")

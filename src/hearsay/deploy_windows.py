@@ -33,12 +33,13 @@ import numpy as np
 
 from hearsay import windows
 from hearsay.audio import SAMPLE_RATE, AudioError, trim_silence
-from hearsay.deploy_io import RowSink, new_row
+from hearsay.deploy_io import RowSink, new_row, note_header
 
 WINDOW_COLUMNS = ["path", "start_s", "end_s", "logit", "score"]  # --windows-csv, one row a window
 
 
 def sigmoid(z: float) -> float:
+    """1 / (1 + e^-z) without overflow at any logit (both modes of hearsay-score use it)."""
     return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
 
 
@@ -50,6 +51,7 @@ class _FileWindows:
     spans: list = field(default_factory=list)  # (start, end) samples in file time, per window
     logits: list = field(default_factory=list)  # float per window; None until scored
     cut: bool = False  # every window of the file has been cut (or the file failed)
+    written: int = 0  # windows already handed to on_windows (--windows-csv)
 
 
 def windowed_rows(root: Path, files: list[Path], scorer, cfg,
@@ -58,8 +60,9 @@ def windowed_rows(root: Path, files: list[Path], scorer, cfg,
     """Yield one row per file, in `files` order, from all of its windows (module docstring).
 
     `scorer` is a hearsay.deploy.Scorer, `cfg` its ScoreConfig; a row is yielded once its
-    file's last window is scored, and `on_windows` gets the file's window rows just before.
-    `on_audio(s)` hears of every onnxruntime pass: the trimmed seconds it newly covered."""
+    file's last window is scored. `on_windows` gets window rows after every onnxruntime pass,
+    in file and window order (a long file's windows reach --windows-csv batch by batch, before
+    its row). `on_audio(s)` hears of every pass: the trimmed seconds it newly covered."""
     if scorer.front.get("max_s") is None:
         raise ValueError("front_end.json has no max_s: windows need the deploy length")
     waiting: deque[_FileWindows] = deque()
@@ -73,12 +76,26 @@ def windowed_rows(root: Path, files: list[Path], scorer, cfg,
                 fw.logits[k] = float(logit)
                 new += fw.spans[k][1] - (fw.spans[k - 1][1] if k else fw.spans[k][0])
             pending.clear()
+            write_windows()
             if on_audio is not None:
                 on_audio(new / SAMPLE_RATE)
 
+    def write_windows() -> None:
+        rows = []
+        for fw in waiting:  # in file order: a later file's windows wait for the earlier file's
+            k = fw.written
+            while k < len(fw.logits) and fw.logits[k] is not None:
+                k += 1
+            rows += window_rows(fw, fw.written, k)
+            fw.written = max(fw.written, k)
+            if not fw.cut or fw.written < len(fw.logits):
+                break
+        if rows and on_windows is not None:
+            on_windows(rows)
+
     def finished() -> Iterator[dict]:
         while waiting and waiting[0].cut and None not in waiting[0].logits:
-            yield finish_file(waiting.popleft(), on_windows)
+            yield finish_file(waiting.popleft())
 
     for path in files:
         fw = _FileWindows(new_row(root, path, scorer.model_sha))
@@ -90,6 +107,7 @@ def windowed_rows(root: Path, files: list[Path], scorer, cfg,
                 pending.append((fw, len(fw.logits) - 1, w.wave))
                 if len(pending) >= cfg.window_chunk:
                     score_pending()
+                    yield from finished()  # earlier files done while a long one is cut
         except Exception as err:  # noqa: BLE001 - any per-file failure is that file's error
             fw.row["error"] = err.reason if isinstance(err, AudioError) else \
                 f"{type(err).__name__}: {err}"
@@ -105,16 +123,24 @@ def windowed_rows(root: Path, files: list[Path], scorer, cfg,
 def file_windows(path: Path, row: dict, scorer, hop_s: float) -> Iterator[windows.Window]:
     """The windows of one file (lazy); duration_s goes into `row`, a too-short file raises."""
     front = scorer.front
-    n, (lo, hi), lazy = windows.file_windows(path, front["max_s"], hop_s, top_db=front["top_db"],
-                                             cutoff_hz=front["cutoff_hz"])
-    row["duration_s"] = f"{n / SAMPLE_RATE:.3f}"
+    n, (lo, hi), lazy, info = windows.file_windows(path, front["max_s"], hop_s,
+                                                   top_db=front["top_db"],
+                                                   cutoff_hz=front["cutoff_hz"])
+    note_header(row, n, info.header_s)  # duration_s: decoded; header_s if the header disagrees
     if hi - lo < scorer.min_samples:
         raise AudioError(path, f"too short after trimming ({(hi - lo) / SAMPLE_RATE:.3f} s < "
                          f"{scorer.min_samples / SAMPLE_RATE:g} s)")
     return lazy
 
 
-def finish_file(fw: _FileWindows, on_windows: Callable[[list[dict]], None] | None) -> dict:
+def window_rows(fw: _FileWindows, a: int, b: int) -> list[dict]:
+    """--windows-csv rows of fw's windows a..b-1 (all scored)."""
+    return [{"path": fw.row["path"], "start_s": f"{s / SAMPLE_RATE:.3f}",
+             "end_s": f"{e / SAMPLE_RATE:.3f}", "logit": f"{z:.6f}", "score": f"{sigmoid(z):.6f}"}
+            for (s, e), z in zip(fw.spans[a:b], fw.logits[a:b], strict=True)]
+
+
+def finish_file(fw: _FileWindows) -> dict:
     """Fill a file's row from its window logits: max (score, logit), mean, count, timestamps."""
     row = fw.row
     if row["error"] or not fw.logits:
@@ -127,11 +153,6 @@ def finish_file(fw: _FileWindows, on_windows: Callable[[list[dict]], None] | Non
                covered_s=f"{(hi - lo) / SAMPLE_RATE:.3f}",
                peak_start_s=f"{fw.spans[peak][0] / SAMPLE_RATE:.3f}",
                peak_end_s=f"{fw.spans[peak][1] / SAMPLE_RATE:.3f}")
-    if on_windows is not None:
-        on_windows([{"path": row["path"], "start_s": f"{a / SAMPLE_RATE:.3f}",
-                     "end_s": f"{b / SAMPLE_RATE:.3f}", "logit": f"{z:.6f}",
-                     "score": f"{sigmoid(z):.6f}"}
-                    for (a, b), z in zip(fw.spans, logits, strict=True)])
     return row
 
 
@@ -182,10 +203,10 @@ def window_usage_error(args) -> str:
 class WindowSink(RowSink):
     """--windows-csv FILE: RowSink with WINDOW_COLUMNS; without FILE every call is a no-op."""
 
-    def __init__(self, output: Path | None):
+    def __init__(self, output: Path | None, keep: list[dict] | None = None):
         self.enabled = output is not None
         if self.enabled:
-            super().__init__(output, WINDOW_COLUMNS)
+            super().__init__(output, WINDOW_COLUMNS, keep)
 
     def write(self, rows: list[dict]) -> None:
         if self.enabled:

@@ -1,7 +1,7 @@
 """Long recordings as windows of the deploy length: the cutting, and a streaming decode.
 
     from hearsay.windows import file_windows
-    n, span, wins = file_windows("call.m4a", win_s=8.0, hop_s=4.0)
+    n, span, wins, info = file_windows("call.m4a", win_s=8.0, hop_s=4.0)
     for w in wins:                      # decoded in blocks: memory is a few windows, any length
         w.start_s, w.end_s, w.wave      # original-file seconds; (n,) float32, normalised
 
@@ -131,28 +131,78 @@ def seconds(s: float) -> int:
 # --------------------------------------------------------------------------- streaming decode
 
 
-def stream_audio(path: str | os.PathLike, block_s: float = BLOCK_S) -> Iterator[np.ndarray]:
+@dataclass
+class DecodeInfo:
+    """What a decode learned besides the samples (filled as the stream runs)."""
+
+    decoder: str = "auto"  # "auto": soundfile, ffmpeg if it cannot open the file; or "ffmpeg"
+    header_s: float | None = None  # the length the file's header declares (soundfile), if any
+    sf_error: str = ""  # why soundfile gave up (it could not open or read the file)
+
+
+class _SoundfileReadError(audio.AudioError):
+    """libsndfile opened the file but failed while reading it (a cut FLAC): decode with ffmpeg."""
+
+
+def stream_audio(path: str | os.PathLike, block_s: float = BLOCK_S,
+                 info: DecodeInfo | None = None) -> Iterator[np.ndarray]:
     """Blocks (n,) float32 of the file at 16 kHz mono, in order; the same samples as load_audio.
 
-    Raises AudioError naming the file (missing, empty, undecodable, no samples, NaN/inf)."""
+    Only the frames each read returned are yielded (a cut file ends where its data ends, never
+    on a block of stale memory). `info.decoder` picks the decoder; info gets the header length.
+    Raises AudioError naming the file (missing, empty, undecodable, no samples, NaN/inf);
+    decode() and stream_span() turn a soundfile read failure into an ffmpeg decode."""
     path = Path(path)
+    info = DecodeInfo() if info is None else info
     if not path.is_file():
         raise audio.AudioError(path, "file not found")
     if path.stat().st_size == 0:
         raise audio.AudioError(path, "empty file (0 bytes)")
-    try:
-        snd = sf.SoundFile(path)
-    except Exception as sf_err:  # noqa: BLE001 - libsndfile raises several types
-        frames = _ffmpeg_frames(path, block_s, str(sf_err))
+    if info.decoder == "ffmpeg":
+        frames = _ffmpeg_frames(path, block_s, info.sf_error)
     else:
-        frames = _soundfile_frames(snd, block_s)
+        try:
+            snd = sf.SoundFile(path)
+        except Exception as sf_err:  # noqa: BLE001 - libsndfile raises several types
+            info.decoder, info.sf_error = "ffmpeg", str(sf_err)
+            frames = _ffmpeg_frames(path, block_s, info.sf_error)
+        else:
+            known = 0 < snd.frames < 2**62  # libsndfile says SF_COUNT_MAX when it cannot tell
+            info.header_s = snd.frames / snd.samplerate if known else None
+            frames = _soundfile_frames(path, snd, block_s)
     yield from _mono_16k(path, frames)
 
 
-def _soundfile_frames(snd: sf.SoundFile, block_s: float) -> Iterator[tuple[np.ndarray, int]]:
+def with_fallback(path: str | os.PathLike, consume, block_s: float = BLOCK_S):
+    """consume(stream_audio(...)) -> (its result, DecodeInfo): the one decode both of
+    hearsay-score's modes use. A file libsndfile opens but cannot read to its end (a cut FLAC)
+    is decoded again, whole, by ffmpeg: one decoder per file, never a splice of two."""
+    info = DecodeInfo()
+    try:
+        return consume(stream_audio(path, block_s, info)), info
+    except _SoundfileReadError as err:
+        info = DecodeInfo("ffmpeg", info.header_s, err.reason)
+        return consume(stream_audio(path, block_s, info)), info
+
+
+def decode(path: str | os.PathLike, block_s: float = BLOCK_S) -> tuple[np.ndarray, DecodeInfo]:
+    """The whole file (N,) float32 at 16 kHz (the blocks joined) and its DecodeInfo."""
+    return with_fallback(path, lambda blocks: np.concatenate(list(blocks)), block_s)
+
+
+def _soundfile_frames(path: Path, snd: sf.SoundFile, block_s: float
+                      ) -> Iterator[tuple[np.ndarray, int]]:
+    # SoundFile.blocks() is not used: it yields a full block even when the read returned fewer
+    # frames (a cut MP3 whose header promises more), i.e. stale memory scored as audio.
+    blocksize = max(1, int(block_s * snd.samplerate))
     with snd:
-        for data in snd.blocks(blocksize=max(1, int(block_s * snd.samplerate)), dtype="float32",
-                               always_2d=True):
+        while True:
+            try:
+                data = snd.read(blocksize, dtype="float32", always_2d=True)  # (<=blocksize, ch)
+            except Exception as err:  # noqa: BLE001 - libsndfile raises several types
+                raise _SoundfileReadError(path, f"soundfile read failed: {err}") from None
+            if not len(data):
+                return
             yield data, snd.samplerate
 
 
@@ -237,28 +287,29 @@ def stream_rms(blocks: Iterable[np.ndarray]) -> tuple[int, np.ndarray, np.ndarra
 
 
 def stream_span(path: str | os.PathLike, top_db: float = audio.TRIM_TOP_DB,
-                block_s: float = BLOCK_S) -> tuple[int, tuple[int, int]]:
-    """Pass 1: (decoded samples, trim span) of a file, holding only its frame RMS."""
-    n, rms, carry = stream_rms(stream_audio(path, block_s))
+                block_s: float = BLOCK_S) -> tuple[int, tuple[int, int], DecodeInfo]:
+    """Pass 1: (decoded samples, trim span, DecodeInfo) of a file, holding only its frame RMS."""
+    (n, rms, carry), info = with_fallback(path, stream_rms, block_s)
     if n < audio.TRIM_FRAME:  # all of it is in carry: the one-short-frame rule
-        return n, audio.trim_silence(carry, top_db)
-    return n, audio.voiced_span(rms, n, top_db, audio.TRIM_FRAME, audio.TRIM_HOP)
+        return n, audio.trim_silence(carry, top_db), info
+    return n, audio.voiced_span(rms, n, top_db, audio.TRIM_FRAME, audio.TRIM_HOP), info
 
 
 def file_windows(path: str | os.PathLike, win_s: float = 8.0, hop_s: float = HOP_S, *,
                  top_db: float = audio.TRIM_TOP_DB,
                  cutoff_hz: float | None = audio.BAND_LIMIT_HZ, block_s: float = BLOCK_S
-                 ) -> tuple[int, tuple[int, int], Iterator[Window]]:
-    """(decoded samples, trim span, lazy windows) of a file; pass 2 runs as windows are taken."""
-    n, span = stream_span(path, top_db, block_s)
+                 ) -> tuple[int, tuple[int, int], Iterator[Window], DecodeInfo]:
+    """(decoded samples, trim span, lazy windows, DecodeInfo) of a file; pass 2 runs as windows
+    are taken, with the decoder pass 1 settled on."""
+    n, span, info = stream_span(path, top_db, block_s)
     if span[1] <= span[0]:
         raise audio.AudioError(path, "silent (nothing left after trimming)")
 
     def windows() -> Iterator[Window]:
         try:
-            with closing(stream_audio(path, block_s)) as blocks:  # ends ffmpeg on early exit
+            with closing(stream_audio(path, block_s, info)) as blocks:  # ends ffmpeg on early exit
                 yield from cut_windows(blocks, span, seconds(win_s), seconds(hop_s), cutoff_hz)
         except audio.AudioError as err:
             raise audio.AudioError(path, err.reason) from None
 
-    return n, span, windows()
+    return n, span, windows(), info

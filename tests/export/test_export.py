@@ -33,8 +33,8 @@ def exported(tmp_path_factory) -> tuple[Detector, Path, dict]:
 def test_export_writes_the_interface_folder_with_a_true_manifest(exported):
     _, out, report = exported
     sums = model_sums(out)
-    assert {"model.onnx", "front_end.json", "parity.json"} <= set(sums)
-    assert set(sums) <= {"model.onnx", "model.int8.onnx", "front_end.json", "parity.json"}
+    assert {"model.onnx", "front_end.json"} <= set(sums)
+    assert set(sums) <= {"model.onnx", "model.int8.onnx", "front_end.json"}  # parity.json: beside
     for name, digest in sums.items():
         assert sha256_file(out / name) == digest
     front = json.loads((out / "front_end.json").read_text())
@@ -194,7 +194,7 @@ def test_a_quantiser_crash_ships_fp32_and_records_why(tmp_path, monkeypatch):
     monkeypatch.setattr(onnx_export, "quantize_int8", crash)
     report = export_model(tiny_detector(), tmp_path, ExportConfig(parity_clips=3))
     assert report["int8"] == {"passed": False, "error": "RuntimeError: shape inference differs"}
-    assert set(model_sums(tmp_path)) == {"model.onnx", "front_end.json", "parity.json"}
+    assert set(model_sums(tmp_path)) == {"model.onnx", "front_end.json"}
     assert not (tmp_path / "model.int8.onnx").exists()
 
 
@@ -263,7 +263,7 @@ def test_parity_json_binds_the_checkpoint_and_parity_refuses_another(tmp_path, c
                              "--parity-clips", "3"]) == 0
     recorded = json.loads((out / "parity.json").read_text())["checkpoint_sha256"]
     assert recorded == sha256_file(run / "final" / "model.safetensors")
-    before = (out / "parity.json").read_text()
+    before, identity = (out / "parity.json").read_text(), (out / "SHA256SUMS").read_bytes()
     assert parity.main([str(out), "--checkpoint", str(other), "--device", "cpu"]) == 3
     err = capsys.readouterr().err
     assert "are not the checkpoint" in err and recorded in err
@@ -272,7 +272,8 @@ def test_parity_json_binds_the_checkpoint_and_parity_refuses_another(tmp_path, c
         in (0, 1)  # the export's own checkpoint is accepted: the CPU check runs
     data = json.loads((out / "parity.json").read_text())
     assert data["parity_b_cpu_check"]["clips"] == 3 and data["checkpoint_sha256"] == recorded
-    verify_model_dir(out)  # SHA256SUMS refreshed for the new parity.json
+    verify_model_dir(out)
+    assert (out / "SHA256SUMS").read_bytes() == identity  # a pin taken at export still holds
 
 
 def test_parity_refuses_a_checkpoint_against_a_folder_built_in_code(exported, tmp_path, capsys):
@@ -302,3 +303,22 @@ def test_int8_gate_runs_on_the_deploy_range_of_lengths(exported):
     recorded = json.loads((out / "parity.json").read_text())["int8"]
     for key in ("spearman", "agreement", "max_abs_dlogit", "max_abs_dlogit_bound", "lengths_s"):
         assert recorded[key] == q[key]
+
+
+def test_the_demos_export_names_its_checkpoint_so_parity_accepts_it(tmp_path, monkeypatch,
+                                                                    capsys):
+    from hearsay import demo
+
+    real = onnx_export.export_model  # the demo's call, with fewer clips (speed) and no int8
+    monkeypatch.setattr(onnx_export, "export_model", lambda model, out, cfg, **kw: real(
+        model, out, ExportConfig(int8=False, parity_clips=3), **kw))
+    save_detector(tiny_detector(0), tmp_path / "runs" / "full" / "final")
+    demo.stage_export(tmp_path, {})
+    export = tmp_path / "export"
+    recorded = json.loads((export / "parity.json").read_text())["checkpoint_sha256"]
+    assert recorded == sha256_file(tmp_path / "runs" / "full" / "final" / "model.safetensors")
+    identity = (export / "SHA256SUMS").read_bytes()
+    rc = parity.main([str(export), "--checkpoint", str(tmp_path / "runs" / "full"), "--device",
+                      "cpu", "--clips", "3"])
+    assert rc == 0, capsys.readouterr().err
+    assert (export / "SHA256SUMS").read_bytes() == identity

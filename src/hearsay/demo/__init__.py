@@ -187,10 +187,13 @@ def stage_export(out: Path, ctx: dict) -> None:
     """6: export the full run to demo_out/export/ (hearsay export onnx): model.onnx, parity A,
     the int8 variant only if it passes its gate, front_end.json, SHA256SUMS, parity.json."""
     from hearsay.export.onnx_export import ExportConfig, export_model
+    from hearsay.export.probe import checkpoint_weights
+    from hearsay.hashing import sha256_file
     from hearsay.model import load_detector
 
     model, _ = load_detector(out / "runs" / "full")
-    report = export_model(model, out / "export", ExportConfig())
+    weights_sha = sha256_file(checkpoint_weights(out / "runs" / "full"))  # parity --checkpoint
+    report = export_model(model, out / "export", ExportConfig(), checkpoint_sha256=weights_sha)
     a, q = report["parity_a"], report["int8"] or {}
     if not report["exporter"]:
         raise RuntimeError(f"export: parity A failed (max |dlogit| {a['max_abs_dlogit']:.2e} > "

@@ -18,7 +18,11 @@ model is rebuilt from the checkpoint's saved config). Steps:
      the deploy range (min_s .. max_s, 0.5-8 s): Spearman >= 0.995, the decision at the
      threshold agrees on >= 99% of clips, and max |delta logit| <= 0.05.
   4. front_end.json (what hearsay.audio.prepare is called with), parity.json (with the
-     checkpoint's weights sha256, "checkpoint_sha256"), SHA256SUMS.
+     checkpoint's weights sha256, "checkpoint_sha256"), SHA256SUMS over the files that make a
+     score (model.onnx, model.int8.onnx, front_end.json). Its own sha256 is the folder's
+     identity: what the deploy image pins and every hearsay-score row names. parity.json is the
+     folder's record beside it, not listed, so `hearsay parity` adding parity B to it later
+     leaves the identity (and a pin taken now) as it is.
 
 Exit codes: 0 exported and parity A passed, 1 parity A failed for every exporter tried (nothing
 is listed in SHA256SUMS, so hearsay-score refuses the folder), 2 usage, 3 checkpoint missing or
@@ -141,7 +145,7 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
                     "exporter": chosen, "attempts": attempts, "parity_a": report_a,
                     "int8": None, "parity_b": None, "config": asdict(cfg),
                     "versions": probe.versions(torch)}
-    shipped = ["model.onnx", "front_end.json", "parity.json"]
+    shipped = ["model.onnx", "front_end.json"]  # what makes a score: the folder's identity
     # 3. int8, gated against ORT fp32 (no torch needed: both sides are onnxruntime).
     if chosen and cfg.int8:
         try:
@@ -154,7 +158,7 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
             shipped.append("model.int8.onnx")
         else:
             (out / "model.int8.onnx").unlink(missing_ok=True)
-    # 4. parity.json, then the manifest over every shipped file (parity.json included).
+    # 4. parity.json (the record, not listed), then the manifest over every shipped file.
     (out / "parity.json").write_text(json.dumps(report, indent=2) + "\n")
     if chosen:
         write_sums(out, shipped)

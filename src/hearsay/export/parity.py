@@ -10,7 +10,10 @@ one by one and as one padded batch: max |delta logit| <= 1e-4.
 Parity B (training numerics): the model's bf16 logits on the GPU (autocast, as in training) vs
 onnxruntime fp32 on CPU over 50 clips of 3-8 s: Spearman > 0.99 and max |delta logit| < 0.05.
 GPU fp32 (TF32 off) vs onnxruntime is measured too, to tell precision from export bugs. The
-result is written into MODEL_DIR/parity.json ("parity_b") and SHA256SUMS is refreshed for it.
+result is written into MODEL_DIR/parity.json ("parity_b"). parity.json is not listed in
+SHA256SUMS, so the folder's identity (the sha256 of SHA256SUMS, which a deploy pin holds) is the
+same before and after (a folder exported before that rule lists it: its line is refreshed, and
+the command says that the identity changed).
 With --random-init the model is built in code, exported to MODEL_DIR first (no int8), then
 compared: parity of the numerics before any training.
 
@@ -135,8 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     data["parity_b" if on_gpu else "parity_b_cpu_check"] = report
     pj.write_text(json.dumps(data, indent=2) + "\n")
     sums = model_sums(args.model_dir)
-    sums["parity.json"] = sha256_file(pj)
-    (args.model_dir / "SHA256SUMS").write_text(format_sums(sums))
+    if "parity.json" in sums:  # exported before parity.json left the identity: keep it valid
+        sums["parity.json"] = sha256_file(pj)
+        (args.model_dir / "SHA256SUMS").write_text(format_sums(sums))
+        print(f"hearsay parity: {args.model_dir}/SHA256SUMS lists parity.json (an older "
+              "export): refreshed, so the folder's identity changed; re-export to keep it "
+              "fixed", file=sys.stderr)
     print(json.dumps(report, indent=2))
     return EXIT_OK if report["passed"] else EXIT_GATE
 
