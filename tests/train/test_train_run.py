@@ -180,3 +180,4 @@ def test_a_training_step_makes_no_blocking_device_host_conversion(bundle_dir, tm
     assert meta["steps"] == 8
     blocking = audit.counts["d2h"] + audit.counts["h2d"]
     assert blocking <= 2, f"{blocking} blocking conversions in 4 steps: {dict(audit.where)}"
+    assert audit.counts["sync"] == 0, dict(audit.where)  # the loop waits on no CUDA event

@@ -30,6 +30,8 @@ JSON) is the config hash that --resume must match. `--resume` continues from the
 complete checkpoint and refuses when there is none; `--resume auto` (what a rented box runs)
 starts fresh when the store holds no complete checkpoint and continues otherwise.
 
+Store retries: 3, the n-th after n x $HEARSAY_STORE_BACKOFF_S seconds (default 5).
+
 Exit codes: 0 run complete; 1 unexpected error; 2 usage or config error; 3 device refused (no
 CUDA and no --cpu-smoke); 4 non-finite loss or gradient norm; 5 AUC-direction tripwire
 (validation AUC <= tripwire_auc); 6 store push/pull failed after retries; 7 resume refused
@@ -60,6 +62,7 @@ from hearsay.train.errors import (
     EXIT_RATES,
     EXIT_STORE,
     EXIT_WEIGHTS,
+    ConfigError,
     DeviceRefused,
     TrainError,
 )
@@ -127,6 +130,19 @@ def _dist(cpu: bool):
 # --------------------------------------------------------------------------- CLI
 
 
+def _backoff_s() -> float:
+    """s between store retries (n-th retry waits n x this): $HEARSAY_STORE_BACKOFF_S, default
+    5; the box preflight (container/trainer/smoke_train.py) sets 1 to fail fast."""
+    raw = os.environ.get("HEARSAY_STORE_BACKOFF_S", "5")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ConfigError(f"HEARSAY_STORE_BACKOFF_S={raw!r}: give seconds >= 0")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hearsay train", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -156,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         resume = args.resume == "yes" or (args.resume == "auto" and stores.open_store(
             args.store, args.out).latest_checkpoint() is not None)
         meta = run(resolved, args.bundle, args.out, store_uri=args.store, resume=resume,
-                   verify_bundle=not args.no_verify_bundle)
+                   verify_bundle=not args.no_verify_bundle, backoff_s=_backoff_s())
     except TrainError as err:
         print(f"hearsay train: {err}", file=sys.stderr)
         return err.code
