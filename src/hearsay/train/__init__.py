@@ -21,7 +21,9 @@ LR reaches its floor on the last one). A validation readout every `val_every` op
 at each epoch end (once when both fall on one step), each rank scoring a share on the loader's
 workers; a checkpoint each epoch (hearsay.train.checkpoint, every rank's RNG state in it), pushed
 to the store (hearsay.store). The loaders are built once (persistent workers); the loop never waits
-for the device (the non-finite check reads a pinned copy one step late). Under torchrun each rank
+for the device (the non-finite check reads a pinned copy once its event has fired; the stream
+records are made on their own thread, hearsay.train.records). Each rank seeds its dropout with
+seed + rank and resumes with its own rate log and losses. Under torchrun each rank
 binds its GPU (LOCAL_RANK) and every collective runs on it (NCCL).
 
 Config: `--config FILE.json` = {"train": {…}, "model": {…}, "crop": {…}, "augment": {…}};
