@@ -20,9 +20,12 @@
     to a temp folder (clips 4-10 s, two sources, both labels, the five codec copies as FLAC),
     augmentation on (AugmentConfig defaults, p_aug 0.65; gpu_augment as configured), the
     recipe's crop lengths (test-duration draws + uniform, bucketed; --crop-s fixes one),
-    the same model shapes, bf16, data-loader workers; the steady rate is taken from the trainer's
-    per-step timestamps after --warmup optimiser steps (its audio-s/s: valid audio over the
-    whole loop, from run_meta's throughput).
+    the same model shapes, bf16, the shipped config's data-loader workers and stream records
+    (configs/train.json over the code defaults: 8 workers, 20,000 records made on their own
+    thread; --workers / --stream-records override, the JSON says which ran and what ships,
+    and stream_records_skipped_batches says whether that thread fell behind); the steady
+    rate is taken from the trainer's per-step timestamps after --warmup optimiser steps (its
+    audio-s/s: valid audio over the whole loop, from run_meta's throughput).
 The goal: (b) >= 0.9 x (a) at the same shapes, and >= 1,000 clips/s fine-tune.
 The synthetic bundle sits in the page cache: a real bundle on a slow disk can be slower.
 --json writes {"figures": [{"variant", "raw": {...}, "trainer": {...}, "trainer_over_raw"}, ...]}
@@ -187,9 +190,9 @@ def trainer(bundle: Path, model: dict, args, compile_: bool, cpu: bool, tmp: Pat
                   "batches_per_epoch": args.warmup + args.steps, "workers": args.workers,
                   "compile": compile_, "val_every": 0, "tripwire_auc": None,
                   "gpu_augment": not args.numpy_augment,
-                  # realised-stream records are computed on the host for the first clips
-                  # only: keep them inside the untimed warm-up
-                  "stream_records_max": args.batch * max(1, args.warmup - 1),
+                  # the shipped value: the realised-stream records are made on their own
+                  # thread (hearsay.train.records), inside the timed steps as in a real run
+                  "stream_records_max": args.stream_records,
                   "cpu_threads": 0},
     }
     if args.crop_s is not None:  # a fixed length instead of the recipe's distribution
@@ -205,6 +208,8 @@ def trainer(bundle: Path, model: dict, args, compile_: bool, cpu: bool, tmp: Pat
     return {"clips_per_s": args.batch * steps / dt,
             "audio_s_per_s": meta["throughput"]["audio_s_per_s"],  # valid audio, whole run
             "steps": steps, "seconds": dt, "workers": args.workers,
+            "stream_records_max": args.stream_records,
+            "stream_records_skipped_batches": meta.get("stream_records_skipped_batches"),
             "gpu_augment": not args.numpy_augment,
             # hearsay.train's rule: bf16 autocast on CUDA when configured, none on the CPU
             "autocast": "bfloat16" if not cpu and cfg["train"]["bf16"] else "off"}
@@ -220,7 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", type=int, default=12, help="kept transformer layers")
     ap.add_argument("--steps", type=int, default=40, help="timed steps per figure")
     ap.add_argument("--warmup", type=int, default=8, help="untimed steps first")
-    ap.add_argument("--workers", type=int, default=14, help="trainer data-loader processes")
+    shipped = shipped_train()
+    ap.add_argument("--workers", type=int, default=shipped.workers,
+                    help="trainer data-loader processes (default the shipped config's, "
+                    f"{SHIPPED}: {shipped.workers})")
+    ap.add_argument("--stream-records", type=int, default=shipped.stream_records_max,
+                    help="the trainer's stream_records_max (default the shipped config's: "
+                    f"{shipped.stream_records_max})")
     ap.add_argument("--clips", type=int, default=1024, help="clips in the synthetic bundle")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile variants")
     ap.add_argument("--variants", type=parse_variants, default=None,
@@ -253,6 +264,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 VARIANTS = ("fine-tune", "frozen", "fine-tune+compile", "frozen+compile")
+
+
+SHIPPED = Path(__file__).resolve().parents[1] / "configs" / "train.json"
+
+
+def shipped_train() -> train_config.TrainConfig:
+    """The train section of the shipped config (code defaults <- configs/train.json)."""
+    overrides = json.loads(SHIPPED.read_text()) if SHIPPED.is_file() else {}
+    return train_config.sections(train_config.resolve_config("full", None,
+                                                             overrides=overrides))[0]
 
 
 def parse_variants(text: str) -> list[tuple[str, bool]]:
@@ -291,7 +312,15 @@ def _bench(args) -> int:
     results = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
                "dry_run": args.dry_run, "batch": args.batch, "crop_s": args.crop_s,
-               "layers": args.layers, "figures": []}
+               "layers": args.layers,
+               "config": {"workers": args.workers, "stream_records_max": args.stream_records,
+                          "shipped": {"file": "configs/train.json",
+                                      "workers": shipped_train().workers,
+                                      "stream_records_max": shipped_train().stream_records_max}},
+               "figures": []}
+    print(f"bench_train_gpu: trainer with workers {args.workers}, stream_records_max "
+          f"{args.stream_records} (the shipped configs/train.json: {shipped_train().workers}, "
+          f"{shipped_train().stream_records_max})", flush=True)
     variants = [(name, False) for name in shapes]
     if args.compile:
         variants += [(name, True) for name in shapes]

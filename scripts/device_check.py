@@ -3,6 +3,7 @@
 
     python3 scripts/device_check.py env OUT_DIR [--dry-run]   # -> OUT_DIR/env.json
     python3 scripts/device_check.py summary OUT_DIR STEPS_TSV  # -> OUT_DIR/summary.json + table
+    python3 scripts/device_check.py ddp OUT_DIR WORK_DIR [--dry-run]   # -> OUT_DIR/ddp.json
 
 `env` records what the figures were measured on (python, torch, CUDA, the GPU, package versions,
 where hearsay was imported from) and, on a GPU, the card as found: a bf16 8192^3 matrix product
@@ -10,12 +11,21 @@ rate on random data (a ceiling to read the other figures against; KINDS.md saw 7
 on an H200 here) and one read-only nvidia-smi query. It imports every module the steps need, so
 a missing wheel fails here, in seconds, not after minutes of another step.
 
+`ddp` runs `hearsay train` under torchrun (python -m torch.distributed.run --standalone): one
+rank per GPU, at most 2 (NCCL), or 2 ranks with gloo on the CPU (--dry-run, the trainer's
+--cpu-smoke preset), on the preflight's synthetic bundle (container/trainer/smoke_train.py) with
+its smoke sizes, 2 epochs: DistributedDataParallel(device_ids), a validation readout per
+optimiser step (the logits all-reduced), both epochs' checkpoints (every rank's RNG and logs
+through all_gather_object) and the final model; ddp.json (world size, backend, exit code,
+seconds, steps, readouts, losses, the rates' balance) is written as soon as the run ends.
+
 `summary` reads each step's rc/seconds/limit (STEPS_TSV, written by device_check.sh) and the
 files the steps left in OUT_DIR, and prints one short table (the device reply carries the end of
 the output). Figures are copied from the steps' own outputs, never recomputed.
 
 Exit codes: env: 0 ready, 3 not ready (an import failed, or no CUDA device outside --dry-run);
-summary: 0 every step exited 0, 1 a step failed, timed out or was skipped.
+summary: 0 every step exited 0, 1 a step failed, timed out or was skipped; ddp: the trainer's
+(torchrun's) exit code.
 """
 
 from __future__ import annotations
@@ -150,6 +160,69 @@ def train_figures(out: Path, log_text: str) -> tuple[list, str]:
                   + "; ".join(re.sub(r"\s+", " ", r) for r in rows) if rows else "no figures")
 
 
+def _smoke_train():
+    """container/trainer/smoke_train.py as a module: its bundle and its smoke-size config."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "container" / "trainer" / "smoke_train.py"
+    spec = importlib.util.spec_from_file_location("smoke_train", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def ddp(out: Path, work: Path, dry: bool) -> int:
+    import torch
+
+    st = _smoke_train()
+    cuda = not dry and torch.cuda.is_available()
+    world = min(2, torch.cuda.device_count()) if cuda else 2
+    device = torch.device("cuda" if cuda else "cpu")
+    cfg, flags = st.train_config(device)
+    cfg["train"]["epochs"] = 2
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "ddp-config.json").write_text(json.dumps(cfg))
+    bundle = st.make_bundle(work)
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+            str(world), "-m", "hearsay.cli", "train", "--bundle", str(bundle), "--fold", "0",
+            "--out", str(work / "run"), "--config", str(work / "ddp-config.json"), *flags]
+    t0 = time.time()
+    proc = subprocess.run(argv, capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    info = {"world_size": world, "backend": "nccl" if cuda else "gloo (dry run)",
+            "rc": proc.returncode, "seconds": round(time.time() - t0, 1)}
+    meta = read_json(work / "run" / "run_meta.json") or {}
+    hist = meta.get("history", {})
+    info.update(steps=meta.get("steps"), complete=meta.get("complete"),
+                val=hist.get("val"), loss=hist.get("loss"),
+                rate_balance=meta.get("rate_balance"), device=meta.get("device"))
+    if proc.returncode != 0:
+        info["stderr_tail"] = proc.stderr[-2000:]
+    (out / "ddp.json").write_text(json.dumps(info, indent=1) + "\n")
+    print(proc.stderr[-3000:] if proc.returncode else "", end="")
+    print("ddp.json:", json.dumps({k: info[k] for k in ("world_size", "backend", "rc",
+                                                       "seconds", "steps")}))
+    return proc.returncode
+
+
+def ddp_figures(out: Path) -> tuple[dict | None, str]:
+    info = read_json(out / "ddp.json")
+    if not info:
+        return None, "no ddp.json"
+    val = ", ".join(f"{v['auc']:.2f}" for v in info.get("val") or [])
+    return info, (f"{info['world_size']} rank(s) {info['backend']}: rc {info['rc']}, "
+                  f"{info['steps']} steps, readouts AUC [{val}], {info['seconds']} s")
+
+
+def preflight_figures(out: Path) -> tuple[list[str], str]:
+    try:
+        lines = (out / "preflight.txt").read_text().splitlines()
+    except OSError:
+        return [], "no preflight.txt"
+    keep = [ln for ln in lines if ln.startswith(("smoke_check: ok", "smoke_check: FAIL"))]
+    return keep, " | ".join(ln.removeprefix("smoke_check: ") for ln in keep)[:400] or "no lines"
+
+
 def summary(out: Path, steps_tsv: Path) -> int:
     steps = []
     for line in steps_tsv.read_text().splitlines():
@@ -161,7 +234,8 @@ def summary(out: Path, steps_tsv: Path) -> int:
     except OSError:
         log_text = ""
     env_info = read_json(out / "env.json") or {}
-    figures = {"parity": parity_figures(out), "score": score_figures(out),
+    figures = {"preflight": preflight_figures(out), "ddp": ddp_figures(out),
+               "parity": parity_figures(out), "score": score_figures(out),
                "train": train_figures(out, log_text)}
     result = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "machine": env_info.get("gpu", "cpu (dry run)" if env_info.get("dry_run") else "?"),
@@ -172,11 +246,11 @@ def summary(out: Path, steps_tsv: Path) -> int:
         if env_info.get("dry_run") else ""
     print(f"\ndevice_check summary: {result['machine']}, bf16 matmul "
           f"{result['bf16_matmul_8192_tflops']} TFLOP/s, {result['date']}{dry}")
-    print(f"{'step':<7} {'rc':>4} {'s':>5} {'limit':>5}  figures")
+    print(f"{'step':<9} {'rc':>4} {'s':>5} {'limit':>5}  figures")
     for s in steps:
         rc = "skip" if s["skipped"] else ("TIME" if s["timed_out"] else str(s["rc"]))
         note = figures.get(s["step"], (None, ""))[1]
-        print(f"{s['step']:<7} {rc:>4} {s['seconds']:>5} {s['limit_s']:>5}  {note}")
+        print(f"{s['step']:<9} {rc:>4} {s['seconds']:>5} {s['limit_s']:>5}  {note}")
     return 0 if steps and all(s["rc"] == 0 for s in steps) else 1
 
 
@@ -186,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         return env(Path(argv[1]), "--dry-run" in argv[2:])
     if argv[:1] == ["summary"] and len(argv) == 3:
         return summary(Path(argv[1]), Path(argv[2]))
+    if argv[:1] == ["ddp"] and len(argv) in (3, 4):
+        return ddp(Path(argv[1]), Path(argv[2]), "--dry-run" in argv[3:])
     print(__doc__, file=sys.stderr)
     return 2
 

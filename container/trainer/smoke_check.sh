@@ -17,11 +17,16 @@
 #                  $HEARSAY_GIT_SHA is a 40-hex git revision (a "-dirty" one only with
 #                  HEARSAY_SMOKE_ALLOW_DIRTY=1)
 #   17 versions    every installed package is exactly requirements.lock's (scripts/check_versions.py)
-#   15 train       one real optimiser step of hearsay's model code in bf16 on $HEARSAY_SMOKE_DEVICE:
-#                  the tiny config, and on CUDA the XLS-R 300M shape from the sha-checked weights
-#                  (forward, backward, AdamW; smoke_train.py train)
-#   16 checkpoint  that step's checkpoint written to the store ($HEARSAY_RUN_PATH/smoke, else
-#                  $HEARSAY_STORE/smoke), read back, sha256-verified and reloaded
+#   15 train       `hearsay train` itself on $HEARSAY_SMOKE_DEVICE, on a synthetic bundle made
+#                  here (~2 s): 2 optimiser steps of the tiny model with the config's code paths
+#                  (on CUDA: bf16, fused AdamW, 2 loader workers, pinned memory, GPU augmentation;
+#                  code defaults <- $HEARSAY_SMOKE_CONFIG), a validation readout per step; then
+#                  on CUDA one forward/backward/AdamW step of XLS-R 300M from the sha-checked
+#                  weights (smoke_train.py train). The FAIL line names the trainer's exit code
+#                  and its error.
+#   16 checkpoint  the trainer's epoch-1 checkpoint, published to the store
+#                  ($HEARSAY_RUN_PATH/smoke/<UTC time>-<pid>, else $HEARSAY_STORE/smoke/...),
+#                  pulled back, sha256-verified and loaded (Detector, AdamW, RNG)
 #    2             usage error
 #
 # Environment (the image sets all but HEARSAY_STORE, HEARSAY_RUN_PATH and RCLONE_CONFIG, which
@@ -30,7 +35,10 @@
 #   HEARSAY_WEIGHTS_SHA256  default the pin in docs/DESIGN.md
 #   HEARSAY_FFMPEG          default `ffmpeg` on PATH
 #   HEARSAY_LOCK            default requirements.lock two folders up (/opt/hearsay in the image)
-#   HEARSAY_SMOKE_DEVICE    default cuda; `cpu` runs the train step on the CPU (make test does)
+#   HEARSAY_SMOKE_DEVICE    default cuda; `cpu` runs the train step on the CPU (the trainer's
+#                           --cpu-smoke preset; make test does: ~10 s of CPU)
+#   HEARSAY_SMOKE_CONFIG    the job's `hearsay train --config` JSON (optional): the train check
+#                           runs its code paths (bf16, compile, gpu_augment, ...) at smoke sizes
 #   HEARSAY_SMOKE_TIMEOUT_S each python step's limit, default 300
 #   HEARSAY_SMOKE_ONLY      run only these checks (names as above, space-separated); the summary
 #                           then says which ran. Unset on a box.

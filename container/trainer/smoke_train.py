@@ -5,28 +5,34 @@
     python3 smoke_train.py train --device cpu --store /tmp/smoke                    # make test
     python3 smoke_train.py codecs                                   # ffmpeg: $HEARSAY_FFMPEG
 
-train — the real model code, one optimiser step per shape, exactly as `hearsay train` takes one
-  (hearsay.model.Detector in train mode, AdamW over hearsay.train.step.optimizer_groups, BCE with
-  the trainer's label smoothing, gradient clipping), under bf16 autocast (`--amp bf16`, the
-  trainer's setting on CUDA; also used on the CPU so CI runs the bf16 forward too):
-    tiny   ModelConfig.tiny(), random init: always
-    xls-r  ModelConfig() (XLS-R 300M, 12 kept layers) loaded from $HEARSAY_WEIGHTS_DIR after its
-           pytorch_model.bin matched $HEARSAY_WEIGHTS_SHA256 (default the pin): on CUDA when the
-           file exists (smoke_check.sh's weights check fails a box without it)
-  Each step must give finite float32 logits (B,), a finite loss, a finite gradient on every
-  trainable parameter, and change at least one parameter of every optimiser group.
-  Then the checkpoint: the tiny model's checkpoint (model, AdamW state, RNG; hearsay.store's
-  format) is written locally, pushed to STORE/checkpoint, pulled into a fresh folder, read back
-  with its sha256 checks, and must equal what is in memory and load into a fresh Detector (strict)
-  and a fresh AdamW. (The XLS-R checkpoint is 1.9 GB: 164 M fp32 parameters + AdamW's two
-  moments of the 160 M trainable ones; writing it to the store at every box start would cost
-  minutes. The store path, its credentials and the format are what the tiny one proves.)
+train — `hearsay train` itself (hearsay.train.main in this process, its exit codes), on a synthetic
+  bundle made here in a few seconds (hearsay.demo.corpus: 5 inner groups x 2 clips per class,
+  1-3 s; hearsay.folds; hearsay.bundle with one codec copy, mulaw), fold 0, one epoch of 4
+  micro-batches of 8 in 2 optimiser steps (gradient accumulation), a validation readout at each
+  step, the checkpoint published to STORE/<UTC time>-<pid> (a fresh folder per box start: the
+  trainer refuses a store that holds checkpoints) and the final model pushed:
+    cuda  the shipped config's code paths (code defaults <- $HEARSAY_SMOKE_CONFIG, the box's
+          train.json, when set): bf16 autocast, fused AdamW, DataLoader workers (at most 2)
+          with pinned memory, the augmentation rendered on the GPU, torch.compile when the
+          config asks; only the sizes are the smoke's (tiny random-init model, 2 s crops)
+    cpu   the trainer's --cpu-smoke preset with the same sizes and one loader worker
+  Then the checkpoint comes back: STORE's latest complete checkpoint must be epoch 1; it is
+  pulled into a fresh folder, sha256-verified (hearsay.train.checkpoint), and loaded into a
+  fresh Detector (strict), a fresh AdamW (fused on CUDA) and the RNG state, as --resume does.
+  On CUDA, when $HEARSAY_WEIGHTS_DIR/pytorch_model.bin exists (smoke_check.sh's weights check
+  fails a box without it), one forward/backward/AdamW step of the real XLS-R 300M shape
+  (ModelConfig(), 12 kept layers) from those sha-checked weights, B=2 x 4 s in bf16: finite
+  float32 logits (B,), a finite loss, a gradient on every trainable parameter, a change in
+  every optimiser group. (Its checkpoint would be 1.9 GB, minutes through the store at every
+  box start; the store path, its credentials and the format are what the tiny one proves.)
 codecs — a 1 s 16 kHz two-tone signal through the five codec copies of hearsay.codecs (MP3, Opus,
   AAC, AMR-NB, mu-law) with one ffmpeg run; every copy decoded back must be finite, 0.9-1.25 s
   long and hold at least a tenth of the input's energy.
 
 Prints `ok   CHECK: …` / `FAIL CHECK: …` lines on stdout. Exit codes (smoke_check.sh's): 0 ok,
-12 codecs, 15 train (the step failed; the checkpoint was not tried), 16 checkpoint, 2 usage.
+12 codecs, 15 train (the trainer or the XLS-R step failed: the trainer's exit code and its last
+error line are in the FAIL line), 16 checkpoint (the trainer could not push it, exit 6, or it did
+not come back whole), 2 usage.
 """
 
 from __future__ import annotations
@@ -91,7 +97,8 @@ def one_step(cfg, device, amp: bool, weights: Path | None = None, weights_sha: s
         note = f"weights sha256 {load_pretrained(det, weights, expected_sha=weights_sha)[:12]}…"
     det = det.to(device).train()
     det.generator = torch.Generator(device=device).manual_seed(0)  # SpecAugment's stream
-    opt = torch.optim.AdamW(optimizer_groups(det, tc), betas=(0.9, 0.98), eps=1e-6)
+    opt = torch.optim.AdamW(optimizer_groups(det, tc), betas=(0.9, 0.98), eps=1e-6,
+                            fused=device.type == "cuda")  # as hearsay.train.prepare builds it
     trainable = [p for g in opt.param_groups for p in g["params"]]
     before = [p.detach().clone() for p in trainable]
 
@@ -127,44 +134,118 @@ def one_step(cfg, device, amp: bool, weights: Path | None = None, weights_sha: s
     return det, opt, msg
 
 
-def checkpoint_round_trip(det, opt, cfg, store_uri: str, device) -> str:
-    """Write the checkpoint, push it, pull it into a fresh folder, verify, reload."""
+# the smoke's sizes, layered over the config's code paths (the ModelConfig is the tiny one)
+SIZES = {"epochs": 1, "batch_size": 8, "grad_accum": 2, "batches_per_epoch": 4,
+         "max_crop_s": 2.0, "val_every": 1, "val_batch": 8, "tripwire_auc": None}
+SMOKE_DEMO = {"inner_groups": 5, "per_group": 2, "holdout_groups": 1, "test_groups": 1,
+              "extra_rows": 4, "min_s": 1.0, "max_s": 3.0, "bad_files": False}
+
+
+def make_bundle(tmp: Path) -> Path:
+    """The synthetic bundle: demo corpus -> fold file -> bundle (one codec copy): ~2 s."""
+    from hearsay.bundle.build import BundleConfig, build_bundle
+    from hearsay.demo.corpus import DemoDataConfig, write_corpus
+    from hearsay.folds import SplitsConfig, write_folds
+    from hearsay.manifest import read_manifest
+
+    manifest = write_corpus(tmp / "corpus", DemoDataConfig(**SMOKE_DEMO))
+    folds = write_folds(read_manifest(manifest), SplitsConfig.from_dict(
+        {"holdout_families": ["phq"]}), tmp / "splits", "smoke")
+    build_bundle(manifest, tmp / "bundle", folds, BundleConfig(workers=1, codecs=("mulaw",)),
+                 progress=False)
+    return tmp / "bundle"
+
+
+def train_config(device) -> tuple[dict, list[str]]:
+    """(--config JSON, extra CLI flags) of the trainer run: see the module docstring."""
+    import json
+
+    from hearsay.model import ModelConfig
+
+    if device.type != "cuda":
+        return {"train": {**SIZES, "workers": 1}}, ["--cpu-smoke"]
+    shipped = os.environ.get("HEARSAY_SMOKE_CONFIG")
+    base = json.loads(Path(shipped).read_text()) if shipped else {}
+    train = {**base.get("train", {}), **SIZES}
+    train["workers"] = min(2, train.get("workers", 8))
+    return {**base, "train": train, "model": ModelConfig.tiny().to_dict()}, []
+
+
+def _last_error(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+def run_trainer(device, store_uri: str | None, tmp: Path) -> tuple[int, str, dict]:
+    """`hearsay train` (hearsay.train.main, what `hearsay train` and `python -m hearsay.cli
+    train` run; in this process: one torch import, not two) on the synthetic bundle:
+    (exit code, its last stderr line, run_meta). An exception it does not map to an exit code
+    propagates (the FAIL line then names it and where it was raised)."""
+    import contextlib
+    import io
+    import json
+
+    from hearsay import train
+
+    cfg, flags = train_config(device)
+    (tmp / "smoke.json").write_text(json.dumps(cfg))
+    argv = ["--bundle", str(make_bundle(tmp)), "--fold", "0", "--out", str(tmp / "run"),
+            "--config", str(tmp / "smoke.json"), *flags,
+            *(["--store", store_uri] if store_uri else [])]
+    err = io.StringIO()
+    os.environ["HEARSAY_STORE_BACKOFF_S"] = "1"  # a box that cannot push: fail in seconds
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        rc = train.main(argv)
+    try:
+        meta = json.loads((tmp / "run" / "run_meta.json").read_text())
+    except (OSError, ValueError):
+        meta = {}
+    return rc, _last_error(err.getvalue()), meta
+
+
+def trained(meta: dict, seconds: float) -> str:
+    """What the trainer's run_meta says it did, on one line."""
+    hist = meta["history"]
+    if meta.get("steps") != 2 or len(hist.get("val", [])) != 2 or len(hist.get("loss", [])) != 2:
+        raise SmokeFailure(f"run_meta says {meta.get('steps')} optimiser steps, "
+                           f"{len(hist.get('val', []))} readouts (want 2 and 2)")
+    aucs = ", ".join(f"{v['auc']:.2f}" for v in hist["val"])
+    return (f"hearsay train on {meta['device']}: {meta['steps']} optimiser steps, loss "
+            f"{hist['loss'][0]:.4f} -> {hist['loss'][-1]:.4f}, readouts AUC {aucs}, "
+            f"in {seconds:.1f} s")
+
+
+def checkpoint_back(store_uri: str, run_dir: Path, device) -> str:
+    """The trainer's checkpoint from the store into a fresh folder, verified and reloaded."""
     import torch
 
     from hearsay import store as stores
     from hearsay.model import Detector
     from hearsay.train import checkpoint
-    from hearsay.train.config import TrainConfig
-    from hearsay.train.step import optimizer_groups, rng_state
+    from hearsay.train.config import sections
+    from hearsay.train.step import optimizer_groups, rank_rng, set_rng_state
 
-    with tempfile.TemporaryDirectory(prefix="hearsay-smoke-") as tmp:
-        tmp = Path(tmp)
-        state = {"epoch": 0, "step": 1, "smoke": True, "model": cfg.to_dict()}
-        local = checkpoint.write_checkpoint(tmp / "written", det.state_dict(), opt.state_dict(),
-                                        rng_state(device, det.generator), state)
-        # one retry, 1 s apart: a box that cannot reach its store should fail at once
-        store = stores.open_store(store_uri, tmp / "run", retries=1, backoff_s=1.0)
-        store.push_dir(local, "checkpoint")
-        store.pull_dir("checkpoint", tmp / "pulled")
-        ck = checkpoint.read_checkpoint(tmp / "pulled")  # sha256 of both tensor files vs state.json
-        mem = {k: v.detach().cpu() for k, v in det.state_dict().items()}
-        if set(ck.model) != set(mem) or any(not torch.equal(ck.model[k], mem[k]) for k in mem):
-            raise SmokeFailure("the model read back differs from the one in memory")
-        fresh = Detector(cfg)
-        fresh.load_state_dict(ck.model, strict=True)
-        fresh_opt = torch.optim.AdamW(optimizer_groups(fresh, TrainConfig()), betas=(0.9, 0.98))
-        fresh_opt.load_state_dict(ck.optimizer)
-        want = opt.state_dict()["state"]
-        got = fresh_opt.state_dict()["state"]
-        for idx, per in want.items():
-            for key, value in per.items():
-                if torch.is_tensor(value) and not torch.equal(got[idx][key].cpu(), value.cpu()):
-                    raise SmokeFailure(f"AdamW state {idx}.{key} read back differs")
-        if ck.state.get("step") != 1 or "spec_augment" not in ck.rng:
-            raise SmokeFailure(f"state.json / RNG read back wrong: step {ck.state.get('step')}, "
-                               f"rng {sorted(ck.rng)}")
-        size = sum(f.stat().st_size for f in (tmp / "pulled").iterdir())
-    return f"{store.uri}/checkpoint: {size} bytes written, read back, sha256-verified, reloaded"
+    store = stores.open_store(store_uri, run_dir, retries=1, backoff_s=1.0)
+    latest = store.latest_checkpoint()
+    if latest != 1:
+        raise SmokeFailure(f"{store.uri}: latest complete checkpoint is {latest}, not epoch 1")
+    if "model.safetensors" not in store.list_entries("final"):
+        raise SmokeFailure(f"{store.uri}/final lacks the trainer's model.safetensors")
+    pulled = run_dir.parent / "pulled"
+    store.pull_dir(f"{stores.CKPT_DIR}/{stores.ckpt_name(1)}", pulled)
+    ck = checkpoint.read_checkpoint(pulled)  # sha256 of both tensor files vs state.json
+    tc, mc, _, _ = sections(ck.state["config"])  # the resolved config the trainer ran
+    det = Detector(mc)
+    det.load_state_dict(ck.model, strict=True)
+    det.to(device)
+    det.generator = torch.Generator(device=device)
+    opt = torch.optim.AdamW(optimizer_groups(det, tc), fused=device.type == "cuda")
+    opt.load_state_dict(ck.optimizer)
+    set_rng_state(rank_rng(ck.rng, 0), device, det.generator)
+    size = sum(f.stat().st_size for f in pulled.iterdir())
+    return (f"{store.uri}/{stores.CKPT_DIR}/{stores.ckpt_name(1)}: {size} bytes pulled back, "
+            f"sha256-verified, loaded into a fresh Detector, AdamW"
+            f"{' (fused)' if device.type == 'cuda' else ''} and RNG")
 
 
 def cmd_train(args) -> int:
@@ -179,36 +260,47 @@ def cmd_train(args) -> int:
     if device.type == "cuda" and not torch.cuda.is_available():
         say("FAIL", "train", "--device cuda but torch sees no CUDA device")
         return EXIT_TRAIN
-    amp = args.amp == "bf16"
-    weights = Path(os.environ.get("HEARSAY_WEIGHTS_DIR", "/opt/hearsay/weights/xls-r-300m"))
-    sha = os.environ.get("HEARSAY_WEIGHTS_SHA256") or XLSR_300M_SHA256
-    shapes = [("tiny", ModelConfig.tiny(), None)]
-    if device.type == "cuda" and (weights / "pytorch_model.bin").is_file():
-        shapes.append(("xls-r", ModelConfig(), weights))
-    tiny = None
-    for name, cfg, wdir in shapes:
+    store_uri = None
+    if args.store:  # a fresh folder per box start: the trainer refuses a store with checkpoints
+        store_uri = f"{args.store.rstrip('/')}/{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}" \
+                    f"-{os.getpid()}"
+    with tempfile.TemporaryDirectory(prefix="hearsay-smoke-") as tmp:
+        tmp = Path(tmp)
+        t0 = time.time()
         try:
-            det, opt, msg = one_step(cfg, device, amp, wdir, sha)
+            rc, last, meta = run_trainer(device, store_uri, tmp)
+            if rc in (0, 6):  # 6: trained, then the store push failed: the checkpoint's fault
+                say("ok", "train", trained(meta, time.time() - t0))
+            else:
+                raise SmokeFailure(f"hearsay train exited {rc}: {last}")
         except Exception as err:  # noqa: BLE001 - report it, name the check
-            say("FAIL", "train", f"{name}: {_why(err)}")
+            say("FAIL", "train", _why(err) if not isinstance(err, SmokeFailure) else str(err))
             return EXIT_TRAIN
-        say("ok", "train", f"{name}: {msg}")
-        if name == "tiny":
-            tiny = (det, opt, cfg)
+        weights = Path(os.environ.get("HEARSAY_WEIGHTS_DIR", "/opt/hearsay/weights/xls-r-300m"))
+        if device.type != "cuda" or not (weights / "pytorch_model.bin").is_file():
+            say("ok", "train", "xls-r: not run (" + ("CPU" if device.type != "cuda"
+                                                     else f"no {weights}/pytorch_model.bin") + ")")
         else:
-            del det, opt  # the XLS-R shape's 2 GB of weights + AdamW state
-            torch.cuda.empty_cache()
-    if len(shapes) == 1:
-        say("ok", "train", "xls-r: not run (" + ("CPU" if device.type != "cuda"
-                                                 else f"no {weights}/pytorch_model.bin") + ")")
-    if args.store is None:
-        return EXIT_OK  # no store given: the caller reports the checkpoint check itself
-    try:
-        msg = checkpoint_round_trip(*tiny, args.store, device)
-    except Exception as err:  # noqa: BLE001
-        say("FAIL", "checkpoint", _why(err))
-        return EXIT_CHECKPOINT
-    say("ok", "checkpoint", msg)
+            sha = os.environ.get("HEARSAY_WEIGHTS_SHA256") or XLSR_300M_SHA256
+            try:
+                det, opt, msg = one_step(ModelConfig(), device, args.amp == "bf16", weights, sha)
+                del det, opt  # the XLS-R shape's 2 GB of weights + AdamW state
+                torch.cuda.empty_cache()
+            except Exception as err:  # noqa: BLE001
+                say("FAIL", "train", f"xls-r: {_why(err)}")
+                return EXIT_TRAIN
+            say("ok", "train", f"xls-r: {msg}")
+        if store_uri is None:
+            return EXIT_OK  # no store given: the caller reports the checkpoint check itself
+        if rc == 6:
+            say("FAIL", "checkpoint", f"hearsay train could not push to the store: {last}")
+            return EXIT_CHECKPOINT
+        try:
+            msg = checkpoint_back(store_uri, tmp / "run", device)
+        except Exception as err:  # noqa: BLE001
+            say("FAIL", "checkpoint", _why(err))
+            return EXIT_CHECKPOINT
+        say("ok", "checkpoint", msg)
     return EXIT_OK
 
 
@@ -253,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
     sub = ap.add_subparsers(dest="command", required=True)
-    tr = sub.add_parser("train", help="one optimiser step per shape + the checkpoint round trip")
+    tr = sub.add_parser("train", help="hearsay train on a synthetic bundle, its checkpoint back "
+                        "from the store, one XLS-R step on CUDA")
     tr.add_argument("--device", default="cuda", help="cuda (a box) or cpu (make test)")
     tr.add_argument("--amp", choices=["bf16", "off"], default="bf16", help="autocast dtype")
     tr.add_argument("--store", help="where the checkpoint goes: remote:path (rclone) or a local "

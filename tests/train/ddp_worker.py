@@ -36,7 +36,8 @@ def main(bundle: str, out: str) -> None:
         resumed = train.run(cfg, bundle, out_dir / "part", resume=True)
     for name, meta in (("whole", whole), ("part", part), ("resumed", resumed)):
         got[name] = {"steps": meta["steps"], "loss": meta["history"]["loss"],
-                     "val": meta["history"]["val"], "world_size": meta["world_size"]}
+                     "val": meta["history"]["val"], "world_size": meta["world_size"],
+                     "rates": meta["rates"]}
     (out_dir / f"rank{rank}.json").write_text(json.dumps(got))
     dist.destroy_process_group()
 

@@ -12,14 +12,20 @@ function mode) tracks where each tensor *would* be on a GPU run and tallies the 
 - h2d: a blocking host->device copy: .to(device) or .copy_() of a host tensor without
   non_blocking=True, or torch.tensor(data, device=...) (a pageable copy of Python data).
 - collectives (torch.distributed.*) handed a host tensor raise `HostTensorInCollective`.
+- sync: a CUDA synchronisation on the main thread (torch.cuda.synchronize, Event.synchronize,
+  Event.wait, Stream.synchronize): the training loop waiting for the device. One on another
+  thread is sync_off_main (hearsay.train.records' thread waits so that the loop need not). A
+  CPU run makes no CUDA event, so only a GPU run can show a non-zero count; the patch itself
+  is tested on the CPU (an Event never recorded synchronises at once).
 
     with DeviceAudit() as audit:
         ...                       # train
-    audit.counts                  # Counter({"d2h": ..., "h2d": ...}) while audit.counting
+    audit.counts                  # Counter({"d2h": ..., "h2d": ..., "sync": ...}) while counting
 """
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 
 import torch
@@ -34,6 +40,9 @@ D2H = {"item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__
 COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce",
                "reduce_scatter_tensor", "gather", "scatter", "all_to_all_single")
 INPLACE = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__"}
+# (owner, attribute) of the CUDA calls that make the host wait for the device
+SYNCS = ((torch.cuda, "synchronize"), (torch.cuda.Event, "synchronize"),
+         (torch.cuda.Event, "wait"), (torch.cuda.Stream, "synchronize"))
 HOST = "_audit_host"
 
 
@@ -89,9 +98,23 @@ class DeviceAudit(TorchFunctionMode):
             return t
 
         torch.from_numpy = from_numpy
+        self._syncs = [(owner, attr, getattr(owner, attr)) for owner, attr in SYNCS]
+        for owner, attr, fn in self._syncs:
+            setattr(owner, attr, self._counted_sync(f"{getattr(owner, '__name__', owner)}."
+                                                    f"{attr}", fn))
         return super().__enter__()
 
+    def _counted_sync(self, name, fn):
+        def sync(*args, **kwargs):  # a helper thread's wait does not hold up the loop
+            on_main = threading.current_thread() is threading.main_thread()
+            self.count("sync" if on_main else "sync_off_main", name)
+            return fn(*args, **kwargs)
+
+        return sync
+
     def __exit__(self, *exc):
+        for owner, attr, fn in self._syncs:
+            setattr(owner, attr, fn)
         torch.from_numpy = self._saved.pop("from_numpy")
         for name, fn in self._saved.items():
             setattr(dist, name, fn)

@@ -81,8 +81,9 @@ def test_two_ranks_train_read_out_checkpoint_and_resume_exactly(bundle_dir, tmp_
     for rank, got in enumerate(ranks):
         assert got["whole"]["world_size"] == 2 and got["whole"]["steps"] == 4
         assert got["part"]["steps"] == 2 and got["resumed"]["steps"] == 4
-        # each rank's own epoch-2 losses (the history before the resume is rank 0's)
-        assert got["resumed"]["loss"][2:] == got["whole"]["loss"][2:], rank
+        # each rank resumes with its own logs: its loss history and its rate log
+        assert got["resumed"]["loss"] == got["whole"]["loss"], rank
+        assert got["resumed"]["rates"] == got["whole"]["rates"], rank
         assert [v["step"] for v in got["whole"]["val"]] == [2, 4]
         assert got["resumed"]["val"] == got["whole"]["val"]
     assert ranks[0]["resumed"]["loss"] == ranks[0]["whole"]["loss"]
@@ -93,4 +94,7 @@ def test_two_ranks_train_read_out_checkpoint_and_resume_exactly(bundle_dir, tmp_
         assert torch.equal(a[k], b[k]), k
     ck = ckpt.read_checkpoint(tmp_path / "part" / "checkpoints" / "epoch_0001")
     assert {k.split(".")[0] for k in ck.rng} == {"rank0", "rank1"}
+    # per-rank seeds (seed + rank): the two ranks' dropout streams differ
+    assert not torch.equal(ck.rng["rank0.torch_cpu"], ck.rng["rank1.torch_cpu"])
+    assert ranks[0]["whole"]["rates"] != ranks[1]["whole"]["rates"]  # each rank its own clips
     assert ck.state["world_size"] == 2

@@ -182,6 +182,7 @@ def test_a_training_step_makes_no_blocking_device_host_conversion(bundle_dir, tm
     assert meta["steps"] == 8
     blocking = audit.counts["d2h"] + audit.counts["h2d"]
     assert blocking <= 2, f"{blocking} blocking conversions in 4 steps: {dict(audit.where)}"
+    assert audit.counts["sync"] == 0, dict(audit.where)  # the loop waits on no CUDA event
 
 
 def test_a_share_table_run_logs_its_mix_and_a_drift_stops_it_with_its_own_code(

@@ -21,7 +21,9 @@ LR reaches its floor on the last one). A validation readout every `val_every` op
 at each epoch end (once when both fall on one step), each rank scoring a share on the loader's
 workers; a checkpoint each epoch (hearsay.train.checkpoint, every rank's RNG state in it), pushed
 to the store (hearsay.store). The loaders are built once (persistent workers); the loop never waits
-for the device (the non-finite check reads a pinned copy one step late). Under torchrun each rank
+for the device (the non-finite check reads a pinned copy once its event has fired; the stream
+records are made on their own thread, hearsay.train.records). Each rank seeds its dropout with
+seed + rank and resumes with its own rate log and losses. Under torchrun each rank
 binds its GPU (LOCAL_RANK) and every collective runs on it (NCCL).
 
 Config: `--config FILE.json` = {"train": {…}, "model": {…}, "crop": {…}, "augment": {…}};
@@ -35,6 +37,8 @@ Source mix: `train.source_mix` "proportional" (default), "equal", or a table of 
 shares summing to 1 (0 = never drawn; configs/train.shares.example.json). The realised shares
 per class are in run_meta "source_mix" at each epoch end; a table's are held within
 `train.share_tol` (exit 11).
+
+Store retries: 3, the n-th after n x $HEARSAY_STORE_BACKOFF_S seconds (default 5).
 
 Exit codes: 0 run complete; 1 unexpected error; 2 usage or config error; 3 device refused (no
 CUDA and no --cpu-smoke); 4 non-finite loss or gradient norm; 5 AUC-direction tripwire
@@ -68,6 +72,7 @@ from hearsay.train.errors import (
     EXIT_RATES,
     EXIT_STORE,
     EXIT_WEIGHTS,
+    ConfigError,
     DeviceRefused,
     TrainError,
 )
@@ -135,6 +140,19 @@ def _dist(cpu: bool):
 # --------------------------------------------------------------------------- CLI
 
 
+def _backoff_s() -> float:
+    """s between store retries (n-th retry waits n x this): $HEARSAY_STORE_BACKOFF_S, default
+    5; the box preflight (container/trainer/smoke_train.py) sets 1 to fail fast."""
+    raw = os.environ.get("HEARSAY_STORE_BACKOFF_S", "5")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ConfigError(f"HEARSAY_STORE_BACKOFF_S={raw!r}: give seconds >= 0")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hearsay train", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -164,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         resume = args.resume == "yes" or (args.resume == "auto" and stores.open_store(
             args.store, args.out).latest_checkpoint() is not None)
         meta = run(resolved, args.bundle, args.out, store_uri=args.store, resume=resume,
-                   verify_bundle=not args.no_verify_bundle)
+                   verify_bundle=not args.no_verify_bundle, backoff_s=_backoff_s())
     except TrainError as err:
         print(f"hearsay train: {err}", file=sys.stderr)
         return err.code

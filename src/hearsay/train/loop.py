@@ -23,6 +23,7 @@ from hearsay.train import checkpoint, shares
 from hearsay.train.data import sample_mask, validate
 from hearsay.train.errors import TrainError, Tripwire
 from hearsay.train.prepare import TrainRun
+from hearsay.train.records import StreamRecords
 from hearsay.train.step import (
     all_rank_rng,
     check_pending,
@@ -44,6 +45,8 @@ def train_epochs(r: TrainRun, stop_after_epoch: int | None) -> dict:
     """The loop: epochs of micro-batches, each epoch ended by a readout and a checkpoint.
 
     An abort (exit 4-6, 9) still writes run_meta.json, with the reason under "aborted"."""
+    # the device-augmented batches' stream records, on their own thread (hearsay.train.records)
+    r.stream = StreamRecords(r.tc.stream_records_max, r.records, wait=r.device.type != "cuda")
     try:
         for epoch in range(r.start_epoch, r.tc.epochs + 1):
             _train_epoch(r, epoch)
@@ -55,8 +58,12 @@ def train_epochs(r: TrainRun, stop_after_epoch: int | None) -> dict:
         else:
             _write_meta(r, complete=True)  # every rank's own progress (rank 0 writes the file)
     except (TrainError, stores.StoreError, augment.AugmentRateError) as err:
+        with contextlib.suppress(RuntimeError):  # the abort's reason is what to report
+            r.stream.flush()
         _write_meta(r, aborted={"error": type(err).__name__, "reason": str(err)})
         raise
+    finally:
+        r.stream.close()
     return r.meta
 
 
@@ -80,11 +87,10 @@ def _train_epoch(r: TrainRun, epoch: int) -> None:
         group_loss = torch.zeros((), device=r.device)
         if tc.val_every and r.step % tc.val_every == 0:
             r.t_loop += time.time() - t0
-            check_pending(r.pending, r.hist["loss"])
+            check_pending(r.pending, r.hist["loss"], wait=True)
             _readout(r)
             t0 = time.time()
-    check_pending(r.pending, r.hist["loss"])
-    _drain_records(r)
+    check_pending(r.pending, r.hist["loss"], wait=True)
     r.t_loop += time.time() - t0
 
 
@@ -92,17 +98,16 @@ def _micro_batch(r: TrainRun, batch: dict, group_n: int, last: bool) -> torch.Te
     """Forward + backward of one micro-batch (gradients summed into the group); returns its
     detached loss. Under DDP the gradient all-reduce runs only on the group's `last` one.
     Host->device: three non-blocking copies from pinned memory (+ one for the augmentation
-    parameters); nothing here waits for the device."""
+    parameters); nothing here waits for the device, nor computes the stream records (their
+    thread does: hearsay.train.records)."""
     tc = r.tc
     iv = batch["input_values"].to(r.device, non_blocking=True)  # (B, T) float32 @ 16 kHz
     lengths = batch["lengths"].to(r.device, non_blocking=True)  # (B,) int32 valid samples
     am = sample_mask(lengths, iv.shape[1])  # (B, T) int64 1 = valid, built on the device
     y = batch["labels"].to(r.device, non_blocking=True)  # (B,) 1.0 = spoof
-    _drain_records(r)  # the previous batch's realised-stream copy has landed by now
     if tc.gpu_augment:  # augment_gpu: the numpy path's render + finish, batched
         iv = augment_gpu.train_batch(iv, am, batch["names"], batch["params"])
-        if len(r.records) + r.records_queued < tc.stream_records_max:
-            _queue_records(r, iv, batch)
+        r.stream.offer(iv, batch)  # a non-blocking copy; its records on their own thread
     sync = r.model.no_sync() if r.ddp and not last else contextlib.nullcontext()
     with sync:
         with r.amp():
@@ -114,40 +119,14 @@ def _micro_batch(r: TrainRun, batch: dict, group_n: int, last: bool) -> torch.Te
     return loss.detach()
 
 
-def _queue_records(r: TrainRun, iv: torch.Tensor, batch: dict) -> None:
-    """Start copying the realised (rendered, finished) batch to the host without waiting; its
-    trivial features are computed at the next micro-batch (`_drain_records`)."""
-    host = torch.empty(iv.shape, dtype=torch.float32, pin_memory=r.device.type == "cuda")
-    host.copy_(iv, non_blocking=True)
-    event = None
-    if r.device.type == "cuda":
-        event = torch.cuda.Event()
-        event.record()
-    r.records_pending.append((host, event, batch["lengths"].numpy(), batch["sources"],
-                              batch["label_names"]))
-    r.records_queued += len(batch["sources"])
-
-
-def _drain_records(r: TrainRun) -> None:
-    """Trivial features of the queued realised batches, on the CPU, into r.records."""
-    while r.records_pending:
-        host, event, n_valid, sources, labels = r.records_pending.pop(0)
-        if event is not None:
-            event.synchronize()
-        values = host.numpy()
-        for i, (s, lab) in enumerate(zip(sources, labels, strict=True)):
-            if len(r.records) < r.tc.stream_records_max:
-                r.records.append(augment.stream_record(s, lab, values[i], int(n_valid[i])))
-        r.records_queued -= len(sources)
-
-
 def _tally(r: TrainRun, batch: dict) -> None:
     """Realised augmentation per clip, the CPU path's stream records, clips and audio s."""
     for src, lab, name in zip(batch["sources"], batch["label_names"], batch["names"],
                               strict=True):
         r.rate_log.record(src, lab, name)
-    if len(r.records) < r.tc.stream_records_max:
+    if batch["records"] and len(r.records) < r.tc.stream_records_max:  # made in the workers
         r.records.extend(batch["records"][: r.tc.stream_records_max - len(r.records)])
+        r.stream.offered = len(r.records)
     r.clips += len(batch["labels"])
     r.audio_s += int(batch["lengths"].numpy().sum()) / audio.SAMPLE_RATE  # host copy
 
@@ -157,7 +136,7 @@ def _optimiser_step(r: TrainRun, epoch: int, group_loss: torch.Tensor, group_n: 
     tc = r.tc
     norm = clip_gradients(r.trainable, tc.grad_clip)
     flag = nonfinite_flag(group_loss, norm, r.ddp)
-    check_pending(r.pending, r.hist["loss"])  # the previous step's: its copy has landed
+    check_pending(r.pending, r.hist["loss"])  # the steps whose copies have landed; no wait
     r.pending.append(queue_step(flag, group_loss / group_n, norm, r.step, epoch))
     mult = lr_multiplier(r.step, r.total_steps, tc.warmup_frac, tc.lr_floor)
     for g in r.opt.param_groups:
@@ -190,24 +169,41 @@ def _readout(r: TrainRun) -> None:
 def _end_epoch(r: TrainRun, epoch: int) -> None:
     """Readout, the class-balance check of the realised rates (exit 9), then on rank 0 the
     checkpoint (pushed to the store), the throughput and run_meta.json."""
+    r.stream.flush()  # the records offered this epoch are in r.records (checkpointed below)
+    r.meta["stream_records_skipped_batches"] = r.stream.skipped
     _readout(r)
     r.meta["rate_balance"] = r.rate_log.check_balanced(r.tc.rate_tol)
     shares.check_realised(r.tc, r.rate_log, r.meta)  # run_meta "source_mix"; exit 11 on drift
     r.meta["epochs"] = epoch
     rng = all_rank_rng(r.device, r.det.generator, r.ddp, r.world)  # every rank takes part
+    logs = _all_rank_logs(r)  # a collective too
     if r.rank == 0:
-        _checkpoint(r, epoch, rng)
+        _checkpoint(r, epoch, rng, logs)
     r.meta["throughput"] = {"clips_per_s": r.clips / max(r.t_loop, 1e-9),
                             "audio_s_per_s": r.audio_s / max(r.t_loop, 1e-9)}
     _write_meta(r)  # rank 0 writes it; the others keep their own progress in r.meta
 
 
-def _checkpoint(r: TrainRun, epoch: int, rng: dict) -> None:
+def _all_rank_logs(r: TrainRun) -> list[dict]:
+    """Every rank's own logs, [{"rate_log", "loss"}] by rank: each rank counts its own clips
+    and losses, and resumes with its own (step 3 of hearsay.train.prepare)."""
+    mine = {"rate_log": r.rate_log.state(), "loss": list(r.hist["loss"])}
+    if not r.ddp:
+        return [mine]
+    import torch.distributed as dist
+
+    logs: list = [None] * r.world
+    dist.all_gather_object(logs, mine)
+    return logs
+
+
+def _checkpoint(r: TrainRun, epoch: int, rng: dict, logs: list[dict]) -> None:
     """checkpoints/epoch_NNNN (model, optimiser, every rank's RNG, state.json), pushed."""
     tc = r.tc
     state = {**r.identity, "epoch": epoch, "step": r.step, "config": r.resolved,
              "world_size": r.world,
              "sampler": r.sampler.state(epoch), "rate_log": r.rate_log.state(),
+             "rank_logs": logs,
              "scheduler": {"kind": "warm-up + cosine (lr_multiplier)",
                            "next_step": r.step, "total_steps": r.total_steps,
                            "warmup_frac": tc.warmup_frac, "floor": tc.lr_floor},

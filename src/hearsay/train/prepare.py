@@ -95,8 +95,7 @@ class TrainRun:
     t_loop: float = 0.0  # s spent in the batch loops (readouts and checkpoints excluded)
     step_t: list[float] = field(default_factory=list)  # wall s since start at each step
     pending: list = field(default_factory=list)  # steps queued, not yet read (train_step)
-    records_pending: list = field(default_factory=list)  # realised batches being copied
-    records_queued: int = 0  # clips in records_pending
+    stream: object = None  # hearsay.train.records.StreamRecords over `records` (the loop's)
 
     def amp(self):
         """The forward pass's autocast context: bf16 on CUDA when configured, off on CPU."""
@@ -199,6 +198,9 @@ def _model(tc: TrainConfig, mc, device: torch.device, rank: int, local_rank: int
         model_hook(det)
     det.to(device).train()
     det.generator = torch.Generator(device=device).manual_seed(tc.seed * 1000 + rank + 1)
+    # the global stream (dropout, on every device) per rank: one init, then seed + rank, so no
+    # two ranks draw the same masks (DDP still starts every rank from rank 0's weights)
+    torch.manual_seed(tc.seed + rank)
     opt = torch.optim.AdamW(optimizer_groups(det, tc), betas=(0.9, 0.98), eps=1e-6,
                             fused=not cpu)  # one kernel per group on CUDA
     trainable = [p for g in opt.param_groups for p in g["params"]]
@@ -242,7 +244,11 @@ def _resume(r: TrainRun, latest: int | None) -> None:
     set_rng_state(rank_rng(ck.rng, r.rank), r.device, r.det.generator)
     r.step, r.start_epoch = ck.state["step"], latest + 1
     r.hist, r.records = ck.state["history"], ck.state["stream_records"]
-    r.rate_log = augment.RateLog(ck.state["rate_log"])
+    # this rank's own logs (rank_logs: one entry per rank; older checkpoints hold rank 0's)
+    mine = (ck.state.get("rank_logs") or [None] * r.world)[r.rank]
+    r.rate_log = augment.RateLog(mine["rate_log"] if mine else ck.state["rate_log"])
+    if mine:
+        r.hist = {**r.hist, "loss": mine["loss"]}
 
 
 def _run_meta(r: TrainRun, data: JobData, resume: bool) -> dict:

@@ -90,17 +90,22 @@ def queue_step(flag: torch.Tensor, loss: torch.Tensor, norm: torch.Tensor, step:
     return host, event, step, epoch
 
 
-def check_pending(pending: list, losses: list | None = None) -> None:
-    """Read the queued steps (host buffers: no device sync once their copies landed); append
-    each loss to `losses`; raise NonFinite on the first bad step.
+def check_pending(pending: list, losses: list | None = None, wait: bool = False) -> None:
+    """Read the queued steps whose copies have landed (host buffers), in order; append each
+    loss to `losses`; raise NonFinite on the first bad step. `wait=True` (readouts, the epoch
+    end) reads them all, waiting for the device; without it a step whose event has not fired
+    stays queued (event.query(): the loop never waits for the device).
 
-    The flag of step k is read while step k+1 runs, so the GPU never waits for the host; a bad
-    step's update is then already applied, but the run aborts before any checkpoint is written,
+    A bad step's flag is read a step or more later, its update already applied, but the run
+    aborts before any checkpoint is written (the epoch end reads every step with wait=True),
     so nothing non-finite is ever saved."""
     while pending:
-        host, event, step, epoch = pending.pop(0)
+        host, event, step, epoch = pending[0]
         if event is not None:
-            event.synchronize()  # queued a step ago: long done, unless the GPU is behind
+            if not wait and not event.query():
+                return  # the device is behind: read it at the next step
+            event.synchronize()
+        pending.pop(0)
         flag, loss, norm = host.tolist()  # a host tensor: no device read
         if flag:
             raise NonFinite(f"optimiser step {step} (epoch {epoch}): loss {loss} grad "
