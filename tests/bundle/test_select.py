@@ -68,8 +68,9 @@ def test_minimum_trimmed_duration_drops_both_classes_and_lists_each_row():
     short = set(df.loc[df["trimmed_s"] < 2.0, "id"])
     assert set(kept) == set(df["id"]) - short
     assert {d["id"] for d in out["dropped"]} == short
-    assert all(d["rule"] == "min_trimmed_s" and "< 2.0 s in source c" in d["reason"]
-               for d in out["dropped"])
+    secs = dict(zip(df["id"], df["trimmed_s"], strict=True))
+    assert all(d["rule"] == "min_trimmed_s" and d["reason"] == f"trimmed duration "
+               f"{secs[d['id']]:.2f} s < 2.0 s in source c" for d in out["dropped"])
 
 
 def test_caps_and_class_ratio_are_exact():

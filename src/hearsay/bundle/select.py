@@ -157,10 +157,10 @@ def select_rows(rows: pd.DataFrame, cfg: SelectionConfig) -> tuple[list[str], di
     def live() -> pd.DataFrame:
         return table.loc[alive]
 
-    def drop(ids, rule: str, reason: str) -> None:
+    def drop(ids, rule: str, reason) -> None:  # reason: str, or id -> str
         for i in sorted(ids):
             dropped.append({"id": i, "source": table.at[i, "source"], "rule": rule,
-                            "reason": reason})
+                            "reason": reason(i) if callable(reason) else reason})
         alive[list(ids)] = False
 
     spoof = table["label"] == "spoof"
@@ -190,8 +190,9 @@ def _source_rules(live, src: str, rule: SourceRule, seed: int, drop) -> list:
     if rule.min_trimmed_s > 0:
         short = rows()
         short = short.loc[short["trimmed_s"] < rule.min_trimmed_s, "id"]
-        drop(short, "min_trimmed_s",
-             f"trimmed duration < {rule.min_trimmed_s} s in source {src}")
+        secs = live()["trimmed_s"]
+        drop(short, "min_trimmed_s", lambda i: f"trimmed duration {secs[i]:.2f} s < "
+                                               f"{rule.min_trimmed_s} s in source {src}")
     bins = []
     if rule.match_duration is not None:
         m = rule.match_duration
