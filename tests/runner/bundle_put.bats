@@ -73,6 +73,24 @@ teardown() { world_end; }
   [[ "$output" == *"folds or selection differ from the hashed $W/b2/selection.json"* ]]
 }
 
+@test "a real hearsay bundle with a selection: bundle_put's re-hash and identity check agree with Python's" {
+  python - "$W/real" "$REPO/tests/bundle" <<'PY'
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from test_bundle_identity import SELECTION, small, write
+from hearsay.bundle.build import main
+t = Path(sys.argv[1]); t.mkdir()
+sys.exit(main([str(small(t)), str(t / "b"), "--selection", str(write(t / "s.json", SELECTION)),
+               "--codecs", "", "--workers", "1", "--no-progress"]))
+PY
+  run "$REPO/runner/bundle_put.sh" "$W/real/b"
+  [ "$status" -eq 0 ]
+  sha=$(jq -r .tree_sha "$W/real/b/bundle_meta.json")
+  [ "${lines[${#lines[@]}-1]}" = "$sha" ]
+  [ -f "$W/bucket/hearsay/bundles/$sha/selection.json" ]
+}
+
 @test "a store copy that does not hash back to the tree-sha is never marked VERIFIED" {
   printf '#!/usr/bin/env bash\nif [ "$1" = hashsum ]; then rclone "$@"; echo "0000  audio/lost.flac"; else exec rclone "$@"; fi\n' >"$W/rclone_lossy"
   chmod +x "$W/rclone_lossy"
