@@ -55,9 +55,10 @@ def test_hearsay_bundle_selection_keeps_lists_and_hashes_the_selection(tmp_path,
     assert (diag["n_before"], diag["n_after"]) == (8, 4)
     assert "selection: 1 rows dropped by drop_generators" in printed
     write(sel, {**SELECTION, "sources": {"nope": {}}})
-    assert bundle.main([str(manifest), str(out), "--selection", str(sel), "--codecs", "",
-                        "--workers", "1", "--no-progress"]) == bundle.EXIT_REJECTED
+    assert bundle.main([str(manifest), str(tmp_path / "c"), "--selection", str(sel),
+                        "--codecs", "", "--workers", "1", "--no-progress"]) == bundle.EXIT_REJECTED
     assert "selection sources ['nope'] are not in the manifest" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()  # refused before any clip was decoded
 
 
 def test_a_changed_selection_config_is_a_new_bundle_and_an_edited_meta_is_refused(tmp_path):

@@ -57,7 +57,7 @@ from tqdm import tqdm
 from hearsay import audio, codecs
 from hearsay.bundle import DIAG, META, STAMPS, clip_rel, tree_sha, write_identity
 from hearsay.bundle.diagnostics import diagnostics
-from hearsay.bundle.select import SelectionConfig, SelectionError, select_bundle
+from hearsay.bundle.select import SelectionConfig, SelectionError, check_names, select_bundle
 from hearsay.folds import FoldError, SplitsConfig, apply_folds, check_no_holdout_leak, load_folds
 from hearsay.hashing import sha256_file
 from hearsay.manifest import INNER_FOLDS, ManifestError, read_manifest, resolve_path, validate
@@ -218,6 +218,7 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
     manifest, out = Path(manifest), Path(out)
     scfg = SelectionConfig() if selection is None else SelectionConfig.from_file(selection)
     df, folds_meta = _prepare_manifest(manifest, None if folds is None else Path(folds))
+    check_names(df, scfg)  # before any decoding: a misspelt source is exit 3 at once
     have, missing = codecs.available(cfg.codecs)
     out.mkdir(parents=True, exist_ok=True)
     (out / META).unlink(missing_ok=True)  # a half-rebuilt bundle must not look finished

@@ -145,11 +145,14 @@ def _bin(seconds: pd.Series, bin_s: float) -> pd.Series:
     return (seconds * 1e4).round().astype(int) // int(round(bin_s * 1e4))
 
 
-def select_rows(rows: pd.DataFrame, cfg: SelectionConfig) -> tuple[list[str], dict]:
+def select_rows(rows: pd.DataFrame, cfg: SelectionConfig,
+                check: bool = True) -> tuple[list[str], dict]:
     """(kept ids in the rows' order, outcome) for rows with columns id, label, generator, source,
     trimmed_s (float seconds). The outcome: counts per source x label x generator before and
-    after, every dropped row with its rule and reason, per rule totals, per matched bin counts."""
-    _check_names(rows, cfg)
+    after, every dropped row with its rule and reason, per rule totals, per matched bin counts.
+    `check`: refuse source / generator names the rows lack (check_names)."""
+    if check:
+        check_names(rows, cfg)
     table = rows.set_index("id", drop=False)
     alive = pd.Series(True, index=table.index)  # False once a rule dropped the row
     dropped: list[dict] = []
@@ -233,7 +236,9 @@ def _source_rules(live, src: str, rule: SourceRule, seed: int, drop) -> list:
     return bins
 
 
-def _check_names(rows: pd.DataFrame, cfg: SelectionConfig) -> None:
+def check_names(rows: pd.DataFrame, cfg: SelectionConfig) -> None:
+    """SelectionError naming the sources / drop_generators the manifest rows lack (a typo would
+    otherwise select nothing, silently); hearsay.bundle.build checks it before decoding."""
     missing = sorted(set(cfg.sources) - set(rows["source"]))
     if missing:
         raise SelectionError(f"selection sources {missing} are not in the manifest (its sources: "
@@ -266,5 +271,5 @@ def select_bundle(df: pd.DataFrame, ok: list[str], trimmed_s: dict, cfg: Selecti
     file's path, the resolved config and its outcome) for the decoded rows `ok` of manifest df."""
     rows = df.set_index("id").loc[ok].reset_index()
     rows["trimmed_s"] = [float(trimmed_s[i]) for i in ok]
-    kept, outcome = select_rows(rows, cfg)
+    kept, outcome = select_rows(rows, cfg, check=False)  # names: checked on the whole manifest
     return kept, {"path": path, "config": cfg.to_dict(), "outcome": outcome}
