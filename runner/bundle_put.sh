@@ -3,7 +3,10 @@
 # Summary: copy a built bundle into the store at bundles/<tree_sha>/ and verify the store's copy by tree-sha
 #
 # In order: read BUNDLE_DIR/bundle_meta.json's tree_sha; re-hash the local files (a bundle whose
-# files changed since it was built is refused); `rclone sync` it to RUNNER_STORE/bundles/<tree_sha>/
+# files changed since it was built is refused: the tree-sha covers manifest.csv, selection.json,
+# audio/, codecs/); check that bundle_meta.json's fold and selection records are the hashed
+# selection.json's (one edited afterwards is refused: which rows train is part of the identity);
+# `rclone sync` it to RUNNER_STORE/bundles/<tree_sha>/
 # (the store's copy is made identical: a partial earlier upload is completed, strays removed); hash
 # what the store now holds (`rclone hashsum sha256 --download`: every byte is read back, so it
 # holds on remotes without sha256 support, R2 included); only when that equals tree_sha write
@@ -13,7 +16,8 @@
 # Settings: RUNNER_STORE, RUNNER_RCLONE, RUNNER_RCLONE_CONF (runner/config.sh).
 # Prints the tree-sha on stdout once verified.
 # Exit codes: 0 verified; 2 usage, or no tree_sha in BUNDLE_DIR/bundle_meta.json; 3 the local files
-#   do not hash to tree_sha (rebuild: hearsay bundle); 4 the copy to the store failed; 5 the
+#   do not hash to tree_sha, or bundle_meta.json's folds/selection differ from selection.json
+#   (rebuild: hearsay bundle); 4 the copy to the store failed; 5 the
 #   store's copy does not hash to tree_sha (no VERIFIED written; run again); 10 missing dependency
 #   or store credentials; 12 remote path refused.
 set -euo pipefail
@@ -41,6 +45,8 @@ dest=$(store_bundle_path "$sha") || exit 12
 # 1. the local files are the bundle bundle_meta.json names
 got=$(local_tree_sha "$dir")
 [ "$got" = "$sha" ] || die 3 "$dir hashes to tree-sha $got, bundle_meta.json says $sha" "its files changed since the build: rebuild it with hearsay bundle"
+bundle_identity_matches "$dir" \
+  || die 3 "$dir/bundle_meta.json's folds or selection differ from the hashed $dir/selection.json" "the fold and selection configs decide the training rows and are build inputs: rebuild it with hearsay bundle"
 
 # 2. the store's copy made identical (VERIFIED is not in the source, so sync removes a stale one first)
 rclone_store() {

@@ -63,7 +63,7 @@ CODECS = ("mp3", "opus", "aac", "amrnb", "mulaw")
 def synthetic_bundle(root: Path, n: int, seed: int = 0) -> Path:
     """A bundle folder in the docs/INTERFACES.md layout: n clips 4-10 s, codec copies as FLAC
     (filtered copies: the file layout and decode cost of a real bundle, not real codecs)."""
-    from hearsay.bundle import tree_sha
+    from hearsay.bundle import tree_sha, write_identity
 
     rng = np.random.default_rng(seed)
     for d in ["audio", *[f"codecs/{c}" for c in CODECS]]:
@@ -85,8 +85,9 @@ def synthetic_bundle(root: Path, n: int, seed: int = 0) -> Path:
                      "duration": round(dur, 4),
                      "codec_ids": ";".join(CODECS), "flac": f"audio/{rid}.flac"})
     pd.DataFrame(rows).to_csv(root / "manifest.csv", index=False)
-    meta = {"status": "ok", "tree_sha": tree_sha(root), "codecs": list(CODECS), "counts": {},
-            "folds": {"config": {}}}
+    meta = {"status": "ok", "codecs": list(CODECS), "counts": {}, "folds": {"config": {}}}
+    write_identity(root, meta)  # the fold config is part of the bundle's identity
+    meta["tree_sha"] = tree_sha(root)
     (root / "bundle_meta.json").write_text(json.dumps(meta))
     return root
 

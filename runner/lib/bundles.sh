@@ -4,7 +4,8 @@
 # the box, runner/box/entry.sh; the path and hash helpers need bash, coreutils and awk only.
 #
 # Layout under RUNNER_STORE (every path passes guard_path):
-#   bundles/<tree_sha>/            the bundle as built (manifest.csv, audio/, codecs/, bundle_meta.json)
+#   bundles/<tree_sha>/            the bundle as built (manifest.csv, selection.json, audio/, codecs/,
+#                                  bundle_meta.json)
 #   bundles/<tree_sha>/VERIFIED    "<tree_sha>": written by runner/bundle_put.sh once the store's
 #                                  copy hashed to it; runner/launch.sh rents only when it is there
 #   runs/<job>/STATUS, REASON      the box's phase line ("GEN PHASE EPOCH") and, after a FAIL, why
@@ -25,10 +26,11 @@ _sha256_stdin() {
 
 # tree_sha_of_listing: stdin = "HASH  PATH" lines (sha256sum's, or `rclone hashsum sha256`'s) for
 # a bundle's files; prints the bundle tree-sha exactly as hearsay.bundle.tree_sha makes it: only
-# manifest.csv, audio/** and codecs/**, sorted bytewise by path, re-listed, hashed.
+# manifest.csv, selection.json (what decides the training rows), audio/** and codecs/**, sorted
+# bytewise by path, re-listed, hashed.
 tree_sha_of_listing() {
   awk '{ h = $1; p = $0; sub(/^[^ ]+ [ *]/, "", p)
-         if (p == "manifest.csv" || p ~ /^(audio|codecs)\//) printf "%s\t%s\n", p, h }' \
+         if (p == "manifest.csv" || p == "selection.json" || p ~ /^(audio|codecs)\//) printf "%s\t%s\n", p, h }' \
     | LC_ALL=C sort | awk -F '\t' '{ printf "%s  %s\n", $2, $1 }' | _sha256_stdin
 }
 
@@ -36,11 +38,24 @@ tree_sha_of_listing() {
 local_tree_sha() {
   (
     cd "$1" || exit 1
-    set -- manifest.csv audio codecs
+    set -- manifest.csv selection.json audio codecs
     for p in "$@"; do [ -e "$p" ] && printf '%s\0' "$p"; done \
       | xargs -0 -I{} find {} -type f -print0 \
       | xargs -0 -r sha256sum 2>/dev/null || true
   ) | tree_sha_of_listing
+}
+
+# bundle_identity_matches DIR: true when DIR/bundle_meta.json's "folds" and "selection" (each less
+# its "path") are what the hashed DIR/selection.json says, as hearsay.bundle.check_identity
+# checks (a bundle without selection.json passes only when its meta records neither). Needs jq.
+bundle_identity_matches() {
+  local strip='def s: if type == "object" then del(.path) else . end;'
+  local meta hashed='{"folds":null,"selection":null}'
+  meta=$(jq -S -c "$strip"' {folds: (.folds // null | s), selection: (.selection // null | s)}' "$1/bundle_meta.json") || return 1
+  if [ -e "$1/selection.json" ]; then
+    hashed=$(jq -S -c '{folds: (.folds // null), selection: (.selection // null)}' "$1/selection.json") || return 1
+  fi
+  [ "$meta" = "$hashed" ]
 }
 
 # step_bundle_in_store TREE_SHA: the launcher's check, before any offer is searched or money spent:

@@ -64,8 +64,8 @@ def test_demo_bundle_layout_follows_the_interface(demo_bundle):
 
 
 def test_tree_sha_equals_the_documented_shell_pipeline(demo_bundle):
-    cmd = ("find manifest.csv audio codecs -type f | LC_ALL=C sort | xargs sha256sum "
-           "| sha256sum | cut -d' ' -f1")
+    cmd = ("find manifest.csv selection.json audio codecs -type f | LC_ALL=C sort "
+           "| xargs sha256sum | sha256sum | cut -d' ' -f1")
     out = subprocess.run(["bash", "-c", cmd], cwd=demo_bundle.root, capture_output=True,
                          text=True, check=True).stdout.strip()
     assert out == demo_bundle.tree_sha == load_bundle(demo_bundle.root, verify=True).tree_sha

@@ -8,8 +8,10 @@ setup() {
   world
   small_bundle "$W/b2"
   echo "more audio" >"$W/b2/audio/b.flac"                      # another bundle than the world's
+  # what decides the training rows, hashed (hearsay.bundle.write_identity's shape)
+  printf '{"folds": {"config": {"family_exclusion": {"full": []}}, "sha256": "f0"}, "selection": {"config": {"seed": 1}, "outcome": {"dropped": []}}}\n' >"$W/b2/selection.json"
   BUNDLE_SHA=$(bash -c '. "$1/runner/lib/bundles.sh" && local_tree_sha "$2"' _ "$REPO" "$W/b2")
-  printf '{"tree_sha": "%s"}\n' "$BUNDLE_SHA" >"$W/b2/bundle_meta.json"
+  printf '{"tree_sha": "%s", "folds": {"path": "/x/f.folds.json", "sha256": "f0", "config": {"family_exclusion": {"full": []}}}, "selection": {"path": null, "config": {"seed": 1}, "outcome": {"dropped": []}}}\n' "$BUNDLE_SHA" >"$W/b2/bundle_meta.json"
   dest=$W/bucket/hearsay/bundles/$BUNDLE_SHA
 }
 teardown() { world_end; }
@@ -37,6 +39,56 @@ teardown() { world_end; }
   [ "$status" -eq 3 ]
   [[ "$output" == *"runner: $W/b2 hashes to tree-sha "*", bundle_meta.json says $BUNDLE_SHA (its files changed since the build: rebuild it with hearsay bundle)"* ]]
   [ ! -e "$dest" ]
+}
+
+@test "the tree-sha covers selection.json: a bundle whose selection changed since its build is refused, nothing copied" {
+  sed -i 's/"seed": 1/"seed": 2/' "$W/b2/selection.json"
+  run "$REPO/runner/bundle_put.sh" "$W/b2"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"runner: $W/b2 hashes to tree-sha "*", bundle_meta.json says $BUNDLE_SHA"* ]]
+  [ ! -e "$dest" ]
+}
+
+@test "a bundle_meta.json whose fold or selection config was edited after the build is refused, nothing copied" {
+  jq -c '.folds.config.family_exclusion.full = ["voc"]' "$W/b2/bundle_meta.json" >"$W/meta" && mv "$W/meta" "$W/b2/bundle_meta.json"
+  run "$REPO/runner/bundle_put.sh" "$W/b2"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"runner: $W/b2/bundle_meta.json's folds or selection differ from the hashed $W/b2/selection.json (the fold and selection configs decide the training rows and are build inputs: rebuild it with hearsay bundle)"* ]]
+  [ ! -e "$dest" ]
+  jq -c '.folds.config.family_exclusion.full = [] | .selection.outcome.dropped = [{"id": "a"}]' "$W/b2/bundle_meta.json" >"$W/meta" && mv "$W/meta" "$W/b2/bundle_meta.json"
+  run "$REPO/runner/bundle_put.sh" "$W/b2"
+  [ "$status" -eq 3 ] && [ ! -e "$dest" ]
+  # where the fold file was read is no part of the identity
+  jq -c '.selection.outcome.dropped = [] | .folds.path = "/elsewhere"' "$W/b2/bundle_meta.json" >"$W/meta" && mv "$W/meta" "$W/b2/bundle_meta.json"
+  run "$REPO/runner/bundle_put.sh" "$W/b2"
+  [ "$status" -eq 0 ] && [ -f "$dest/VERIFIED" ] && [ -f "$dest/selection.json" ]
+}
+
+@test "a bundle built before selection.json existed, whose meta records folds, is refused" {
+  rm "$W/b2/selection.json"
+  sha=$(bash -c '. "$1/runner/lib/bundles.sh" && local_tree_sha "$2"' _ "$REPO" "$W/b2")
+  jq -c --arg s "$sha" '.tree_sha = $s' "$W/b2/bundle_meta.json" >"$W/meta" && mv "$W/meta" "$W/b2/bundle_meta.json"
+  run "$REPO/runner/bundle_put.sh" "$W/b2"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"folds or selection differ from the hashed $W/b2/selection.json"* ]]
+}
+
+@test "a real hearsay bundle with a selection: bundle_put's re-hash and identity check agree with Python's" {
+  python - "$W/real" "$REPO/tests/bundle" <<'PY'
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from test_bundle_identity import SELECTION, small, write
+from hearsay.bundle.build import main
+t = Path(sys.argv[1]); t.mkdir()
+sys.exit(main([str(small(t)), str(t / "b"), "--selection", str(write(t / "s.json", SELECTION)),
+               "--codecs", "", "--workers", "1", "--no-progress"]))
+PY
+  run "$REPO/runner/bundle_put.sh" "$W/real/b"
+  [ "$status" -eq 0 ]
+  sha=$(jq -r .tree_sha "$W/real/b/bundle_meta.json")
+  [ "${lines[${#lines[@]}-1]}" = "$sha" ]
+  [ -f "$W/bucket/hearsay/bundles/$sha/selection.json" ]
 }
 
 @test "a store copy that does not hash back to the tree-sha is never marked VERIFIED" {

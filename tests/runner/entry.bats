@@ -84,6 +84,14 @@ phases() { sed -n 's/^entry: g-7 \([A-Z]*\)$/\1/p' "$1" | tr '\n' ' '; }
   [ "$(cut -d' ' -f1-2 <<<"$(status_of pilot)")" = "g-7 FAIL" ]
 }
 
+@test "the box's tree-sha covers selection.json: a store copy whose fold or selection record changed is a FAIL, nothing trains" {
+  echo '{"folds": {"config": {"family_exclusion": {"full": ["voc"]}}}, "selection": null}' >"$W/bucket/hearsay/bundles/$BUNDLE_SHA/selection.json"
+  run "$REPO/runner/box/entry.sh" "$box"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"entry: pulled bundle hashes to tree-sha "*", job.env says HEARSAY_BUNDLE_SHA=$BUNDLE_SHA"* ]]
+  [ ! -e "$box/train.args" ]
+}
+
 @test "the trainer's exit code and last lines reach the store's REASON, and status.sh --why shows them" {
   FAKE_TRAIN_RC=7 run "$REPO/runner/box/entry.sh" "$box"
   [ "$status" -eq 1 ]

@@ -35,7 +35,7 @@ def make_easy_bundle(root, seed: int = 0, copies_for=("bonafide", "spoof"),
     other test trains on conftest's `demo_bundle` (the real bundle stage on the demo corpus).
     5 inner folds x 2 sources (`sources`) x 2 clips per class, holdout, test, extra rows; mp3
     "copies" are filtered copies (the layout, not a real codec)."""
-    from hearsay.bundle import tree_sha
+    from hearsay.bundle import tree_sha, write_identity
 
     rng = np.random.default_rng(seed)
     (root / "audio").mkdir(parents=True)
@@ -66,8 +66,10 @@ def make_easy_bundle(root, seed: int = 0, copies_for=("bonafide", "spoof"),
     add("extra", "spoof", "phone", scope="extra", generator="voc-x")
     add("extra", "bonafide", "studio", scope="extra")
     pd.DataFrame(rows).to_csv(root / "manifest.csv", index=False)
-    meta = {"status": "ok", "tree_sha": tree_sha(root), "codecs": ["mp3"], "counts": {},
+    meta = {"status": "ok", "codecs": ["mp3"], "counts": {},
             "folds": {"config": {"family_exclusion": {"0": ["smear"]}}}}
+    write_identity(root, meta)  # the fold config is part of the bundle's identity
+    meta["tree_sha"] = tree_sha(root)
     (root / "bundle_meta.json").write_text(json.dumps(meta))
     return root
 

@@ -1,6 +1,7 @@
 """`hearsay bundle MANIFEST OUT_DIR`: manifest -> trimmed 16 kHz FLAC bundle + codec copies.
 
     hearsay bundle corpus/manifest.csv bundle/ --folds splits/demo.folds.json [--workers 2]
+        [--selection configs/selection.example.json]
 
 Per clip (hearsay.audio, in this order): load_audio -> trim_silence -> drop if < min_s left ->
 cap max_s -> peak_guard -> audio/<id>.flac (16 kHz mono 16-bit); then one ffmpeg run encodes it
@@ -15,16 +16,23 @@ re-trimmed, capped, peak-guarded -> codecs/<codec>/<id>.flac. Layout: docs/INTER
 * Resume: a FLAC is reused only when its source's size:mtime_ns stamp and the build settings are
   unchanged (kept in the sidecar OUT_DIR/.stamps.json, saved every 25 clips, so an interrupted
   build resumes; bundle_meta.json is removed when a build starts and written when it ends).
-* tree_sha (bundle_meta.json): sha256 of the sha256sum listing of manifest.csv, audio/ and
-  codecs/, paths sorted bytewise - the same as `cd OUT_DIR && find manifest.csv audio codecs
-  -type f | LC_ALL=C sort | xargs sha256sum | sha256sum`.
+* --selection FILE (hearsay.bundle.select): once every clip is decoded, drop rules, per-source
+  minimum trimmed duration, duration histogram matching, caps and class ratios pick the rows
+  the bundle keeps (seeded); the others are listed with their reason in
+  bundle_meta.json["selection"]["outcome"] and their FLACs not kept (a rebuild decodes them again).
+* tree_sha (bundle_meta.json): sha256 of the sha256sum listing of manifest.csv, selection.json
+  (the fold file's identity and config, the selection config and outcome), audio/ and codecs/,
+  paths sorted bytewise - the same as `cd OUT_DIR && find manifest.csv selection.json audio
+  codecs -type f | LC_ALL=C sort | xargs sha256sum | sha256sum`.
   bundle_meta.json, diagnostics.json and .stamps.json are outside it.
 * diagnostics.json: per-scope AUC of trivial features (post-trim duration, pre-guard peak,
-  leading silence) with the gate "warn when max(AUC, 1-AUC) >= auc_warn (0.85)", clips with
-  identical 16-bit PCM across scopes, and core clips identical to a test clip.
+  leading silence) with the gate "warn when max(AUC, 1-AUC) >= auc_warn (0.85)", the per-source
+  duration AUC before and after selection, clips with identical 16-bit PCM across scopes, and
+  core clips identical to a test clip.
 
-Exit codes: 0 built, 1 unexpected error, 2 usage, 3 manifest or fold file rejected (schema, sha
-mismatch, extra generator from a holdout family), 4 decode failures above --max-fail-frac.
+Exit codes: 0 built, 1 unexpected error, 2 usage, 3 manifest, fold file or selection config
+rejected (schema, sha mismatch, extra generator from a holdout family, unknown selection key,
+source or generator), 4 decode failures above --max-fail-frac.
 """
 
 from __future__ import annotations
@@ -47,8 +55,9 @@ import soundfile as sf
 from tqdm import tqdm
 
 from hearsay import audio, codecs
-from hearsay.bundle import DIAG, META, STAMPS, clip_rel, tree_sha
+from hearsay.bundle import DIAG, META, STAMPS, clip_rel, tree_sha, write_identity
 from hearsay.bundle.diagnostics import diagnostics
+from hearsay.bundle.select import SelectionConfig, SelectionError, check_names, select_bundle
 from hearsay.folds import FoldError, SplitsConfig, apply_folds, check_no_holdout_leak, load_folds
 from hearsay.hashing import sha256_file
 from hearsay.manifest import INNER_FOLDS, ManifestError, read_manifest, resolve_path, validate
@@ -202,11 +211,14 @@ def _prepare_manifest(manifest: Path, folds_path: Path | None) -> tuple[pd.DataF
 
 def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
                  folds: str | os.PathLike | None = None,
-                 cfg: BundleConfig = BundleConfig(), progress: bool = True) -> dict:
-    """Build the bundle; returns its meta dict. Raises ManifestError / FoldError on bad input;
-    a build over the failure threshold still writes its meta (status "failed") and returns it."""
+                 cfg: BundleConfig = BundleConfig(), progress: bool = True,
+                 selection: str | os.PathLike | None = None) -> dict:
+    """Build the bundle; returns its meta dict. Raises ManifestError / FoldError / SelectionError
+    on bad input; a build over the failure threshold still writes its meta (status "failed")."""
     manifest, out = Path(manifest), Path(out)
+    scfg = SelectionConfig() if selection is None else SelectionConfig.from_file(selection)
     df, folds_meta = _prepare_manifest(manifest, None if folds is None else Path(folds))
+    check_names(df, scfg)  # before any decoding: a misspelt source is exit 3 at once
     have, missing = codecs.available(cfg.codecs)
     out.mkdir(parents=True, exist_ok=True)
     (out / META).unlink(missing_ok=True)  # a half-rebuilt bundle must not look finished
@@ -247,7 +259,9 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
                 save_stamps()
     bar.close()
     save_stamps()
-    ok = [rid for rid in df["id"] if results[rid]["status"] == "ok"]
+    decoded = [rid for rid in df["id"] if results[rid]["status"] == "ok"]
+    ok, sel_meta = select_bundle(df, decoded, {r: results[r]["trimmed_s"] for r in decoded},
+                                 scfg, None if selection is None else str(selection))
     listed = {status: [{"id": rid, "path": p, "reason": results[rid]["reason"]}
                        for rid, p in zip(df["id"], df["path"], strict=True)
                        if results[rid]["status"] == status] for status in ("failed", "dropped")}
@@ -259,15 +273,17 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
     _remove_stale(out, {rid: results[rid] for rid in ok})
     fail_frac = len(listed["failed"]) / max(1, len(df))
     status = "ok" if fail_frac <= cfg.max_fail_frac else "failed"
-    diag = diagnostics(bdf, results, cfg.auc_warn)
+    diag = diagnostics(bdf, results, cfg.auc_warn,
+                       before=df.set_index("id").loc[decoded].reset_index())
     (out / DIAG).write_text(json.dumps(diag, indent=1) + "\n")
+    write_identity(out, {"folds": folds_meta, "selection": sel_meta})  # hashed: tree-sha below
     meta = {
         "status": status,
         "tree_sha": tree_sha(out),
-        "tree_sha_method": "sha256 of `sha256sum` lines of manifest.csv, audio/**, codecs/** "
-                           "(paths relative, LC_ALL=C sorted)",
+        "tree_sha_method": "sha256 of `sha256sum` lines of manifest.csv, selection.json, "
+                           "audio/**, codecs/** (paths relative, LC_ALL=C sorted)",
         "counts": {"rows": len(df), "ok": len(ok), "failed": len(listed["failed"]),
-                   "dropped": len(listed["dropped"]),
+                   "dropped": len(listed["dropped"]), "deselected": len(decoded) - len(ok),
                    "reused": sum(1 for r in ok if results[r].get("reused")),
                    "codec_copies": sum(len(results[r]["codec_ids"]) for r in ok),
                    "cpu_s": round(sum(r.get("cpu_s", 0) for r in results.values()
@@ -277,7 +293,7 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
         "notes": [{"id": r, "note": results[r]["note"]} for r in ok if results[r].get("note")],
         "codec_errors": {r: results[r]["codec_errors"] for r in ok if results[r]["codec_errors"]},
         "codecs": have, "encoders_missing": missing,
-        "config": asdict(cfg), "folds": folds_meta,
+        "config": asdict(cfg), "folds": folds_meta, "selection": sel_meta,
         "manifest": {"path": str(manifest), "sha256": sha256_file(manifest)},
         "front_end": {"sample_rate": audio.SAMPLE_RATE, "resampler": audio.RESAMPLER,
                       "peak": audio.PEAK, "top_db": cfg.top_db, "max_s": cfg.max_s},
@@ -314,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("manifest", type=Path)
     ap.add_argument("out", type=Path, help="bundle folder (created; a rerun resumes)")
     ap.add_argument("--folds", type=Path, help="pinned fold file that fills the fold column")
+    ap.add_argument("--selection", type=Path,
+                    help="selection config JSON (hearsay.bundle.select; configs/"
+                         "selection.example.json): caps, ratios, duration rules, drops")
     ap.add_argument("--workers", type=int, default=0, help="processes (default: all CPUs)")
     ap.add_argument("--max-fail-frac", type=float, default=BundleConfig.max_fail_frac,
                     help="decode failures / rows above this fail the build (default 0.005)")
@@ -325,14 +344,16 @@ def main(argv: list[str] | None = None) -> int:
                        codecs=tuple(c for c in args.codecs.split(",") if c))
     try:
         meta = build_bundle(args.manifest, args.out, args.folds, cfg,
-                            progress=not args.no_progress)
-    except (ManifestError, FoldError, ValueError) as err:
+                            progress=not args.no_progress, selection=args.selection)
+    except (ManifestError, FoldError, SelectionError, ValueError) as err:
         print(f"hearsay bundle: {err}", file=sys.stderr)
         return EXIT_REJECTED
     c = meta["counts"]
     print(f"bundle: {args.out}: {c['ok']} clips, {c['codec_copies']} codec copies, "
-          f"{c['dropped']} dropped, {c['failed']} failed, {c['reused']} reused; "
-          f"tree_sha {meta['tree_sha']}")
+          f"{c['dropped']} dropped, {c['deselected']} deselected, {c['failed']} failed, "
+          f"{c['reused']} reused; tree_sha {meta['tree_sha']}")
+    for rule, n in meta["selection"]["outcome"]["by_rule"].items():
+        print(f"  selection: {n} rows dropped by {rule} (listed in bundle_meta.json)")
     for item in meta["failed"] + meta["dropped"]:
         print(f"  {item['id']} ({item['path']}): {item['reason']}")
     for item in meta["notes"]:

@@ -1,7 +1,8 @@
 """The bundle's shortcut diagnostics (diagnostics.json): how well trivial features separate the
 classes per scope, clips PCM-identical across scopes, core clips identical to a test clip.
 
-    diag = diagnostics(bundle_manifest, per_clip_results, auc_warn=0.85)   # hearsay.bundle.build
+    diag = diagnostics(bundle_manifest, per_clip_results, auc_warn=0.85,
+                       before=decoded_rows)   # hearsay.bundle.build; before: rows pre-selection
 """
 
 from __future__ import annotations
@@ -13,8 +14,28 @@ from hearsay import metrics
 from hearsay.manifest import split_of
 
 
-def diagnostics(bdf: pd.DataFrame, results: dict, auc_warn: float) -> dict:
-    """Trivial-feature AUCs per scope, PCM duplicates across scopes, core-vs-test identities."""
+def source_duration_auc(before: pd.DataFrame, after: pd.DataFrame, results: dict) -> dict:
+    """{source: {n_before, n_after, before, after}}: the AUC of trimmed duration (spoof positive)
+    per source, over the decoded rows (`before` selection) and the bundle's (`after`); None
+    where a side holds one class only."""
+    def auc(df: pd.DataFrame) -> float | None:
+        y = (df["label"] == "spoof").to_numpy()
+        if y.all() or not y.any():
+            return None
+        x = np.array([results[r]["trimmed_s"] for r in df["id"]], np.float64)
+        return round(metrics.auc(x, y), 4)
+
+    return {src: {"n_before": int((before["source"] == src).sum()),
+                  "n_after": int((after["source"] == src).sum()),
+                  "before": auc(before[before["source"] == src]),
+                  "after": auc(after[after["source"] == src])}
+            for src in sorted(set(before["source"]))}
+
+
+def diagnostics(bdf: pd.DataFrame, results: dict, auc_warn: float,
+                before: pd.DataFrame | None = None) -> dict:
+    """Trivial-feature AUCs per scope, per-source duration AUC before/after selection, PCM
+    duplicates across scopes, core-vs-test identities."""
     feats = pd.DataFrame({
         "id": bdf["id"], "y": (bdf["label"] == "spoof").astype(int),
         "train_scope": bdf["train_scope"],
@@ -50,8 +71,14 @@ def diagnostics(bdf: pd.DataFrame, results: dict, auc_warn: float) -> dict:
         warnings.append(f"{len(dups)} PCM-identical clip set(s) span scopes (see duplicates)")
     if core_test:
         warnings.append(f"{len(core_test)} core clip(s) identical to a test clip: {core_test[:5]}")
+    by_source = source_duration_auc(bdf if before is None else before, bdf, results)
+    for src, a in by_source.items():
+        if a["after"] is not None and max(a["after"], 1 - a["after"]) >= auc_warn:
+            warnings.append(f"trimmed duration separates the classes in source {src} "
+                            f"(AUC {a['after']:.3f}): match it (selection match_duration)")
     return {"auc_gate": {"warn_at": auc_warn, "rule": "max(AUC, 1-AUC) >= warn_at",
                          "features": ["duration_s (post-trim, pre-cap)", "peak (pre-guard)",
                                       "lead_silence_s"], "positive": "spoof"},
-            "trivial_feature_auc": aucs, "duplicates_across_scopes": dups,
+            "trivial_feature_auc": aucs, "duration_auc_by_source": by_source,
+            "duplicates_across_scopes": dups,
             "core_identical_to_test": core_test, "warnings": warnings}
