@@ -282,3 +282,22 @@ def test_a_campaign_folder_written_by_assemble_is_a_bar_for_the_next(camp, tmp_p
     with pytest.raises(SystemExit) as exit_:
         assemble.main(common + ["--bar2", str(tmp_path / "earlier")])
     assert exit_.value.code == 2
+
+
+def test_the_holdout_is_also_scored_at_test_length_crops_and_whole_up_to_14s(camp):
+    root, bundle, _, pin, done = camp
+    full = done["files"]["full"]
+    clean = pd.read_csv(full[("holdout", False)])
+    for variant in ("test_length", "whole"):
+        df = pd.read_csv(full[("holdout", variant)])
+        assert list(df["path"]) == list(clean["path"])
+    side = json.loads(score.sidecar(full[("holdout", "whole")]).read_text())
+    assert side["config"]["max_s"] == readouts.WHOLE_MAX_S == 14.0
+    rows = score.select_rows(bundle.manifest, "holdout")
+    test = score.select_rows(bundle.manifest, "test")["duration"].astype(float).to_numpy()
+    a = readouts.test_length_inputs(bundle.root, rows, test)
+    b = readouts.test_length_inputs(bundle.root, rows, test)  # fixed seed: the same crops
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert max(len(x) for x in a) <= int(round(test.max() * 16000)) + 1
+    c = readouts.test_length_inputs(bundle.root, rows, test, seed=1)
+    assert not all(len(x) == len(y) and np.array_equal(x, y) for x, y in zip(a, c, strict=True))

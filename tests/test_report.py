@@ -91,7 +91,8 @@ def written(tmp_path_factory):
     done = {"pin": {"name": "s9", "stamp_dir": stamp, "parity": None,
                     "runs": {"full": {"dir": root / "full", "weights_sha256": "w"}}},
             "files": {"full": {("holdout", True): stamp / "aug.csv",
-                               ("holdout", "codecs"): stamp / "codecs.csv"}},
+                               ("holdout", "codecs"): stamp / "codecs.csv",
+                               ("holdout", "whole"): stamp / "aug.csv"}},
             "scores": pd.concat([oof, hold], ignore_index=True),
             "scores_csv": Path("x.csv"), "metas": {"full": run_meta}, "parity": None,
             "score_config": ScoreConfig()}
@@ -114,7 +115,8 @@ def test_meta_json_is_strict_json_with_every_section(written):
         raise AssertionError(f"non-JSON constant {c}")
 
     doc = json.loads(text, parse_constant=no_nan)
-    assert set(doc["metrics"]) == {"out-of-fold", "holdout clean", "holdout augmented"}
+    assert set(doc["metrics"]) == {"out-of-fold", "holdout clean", "holdout augmented",
+                                   "holdout whole clips <= 14 s"}
     bd = doc["metrics"]["holdout augmented"]["breakdowns"]
     assert {"codec", "augmentation", "transcoded"} <= set(bd)
     # every augmented clip got one augmentation: no clip of it is "clean", the noise ones are not

@@ -17,9 +17,11 @@ Runs are taken ONLY from the pin file; nothing is ever chosen by modification ti
 
 Each run is validated: run_meta.json job/fold match its key, complete, config hash, bundle
 tree-sha, steps >= min_steps, sha256 of final/model.safetensors = the pinned one. Then each
-fold model scores its own inner fold, the full model scores holdout, test and the augmented
-holdout (per-run files under models/<stamp>/scores/, reused only when their sidecar names the
-same weights, bundle and settings). The assembled file (inner_oof, holdout, test rows) is written,
+fold model scores its own inner fold, the full model scores holdout, test, the augmented
+holdout and the holdout readouts (hearsay.readouts: every codec on the same clean rows,
+fixed-seed test-length crops, whole clips up to 14 s). Per-run files go under
+models/<stamp>/scores/, reused only when their sidecar names the same weights, bundle and
+settings. The assembled file (inner_oof, holdout, test rows) is written,
 read back from disk, and checked:
 
   F1 row counts per split equal the manifest's core rows
@@ -147,9 +149,11 @@ def validate_run(key: str, spec: dict, pin: dict) -> dict:
 
 def jobs_of(key: str) -> list[tuple[str, int | None, bool | str]]:
     """(split, fold, augmented) each pinned run scores; augmented "codecs" is the codec readout
-    (hearsay.score.score_codec_panel: every codec copy of the same holdout rows)."""
+    (hearsay.readouts.score_codec_panel: every codec copy of the same holdout rows);
+    "test_length" and "whole" the holdout at fixed-seed test-length crops and up to 14 s."""
     if key == "full":
         return [("holdout", None, False), ("holdout", None, True), ("holdout", None, "codecs"),
+                ("holdout", None, "test_length"), ("holdout", None, "whole"),
                 ("test", None, False)]
     return [("inner_oof", int(key[4:]), False)]
 
@@ -158,12 +162,13 @@ def run_scores(bundle, pin: dict, key: str, cfg: scoring.ScoreConfig) -> dict:
     """{(split, augmented): csv path} for one pinned run, scoring what is not cached."""
     out = {}
     for split, fold, aug in jobs_of(key):
-        suffix = {False: "", True: "_aug", "codecs": "_codecs"}[aug]
+        suffix = "" if aug is False else "_aug" if aug is True else f"_{aug}"
         csv = pin["stamp_dir"] / "scores" / f"{key}_{split}{suffix}.csv"
         side = scoring.sidecar(csv)
         want = {"weights_sha256": pin["runs"][key]["weights_sha256"],
                 "bundle_tree_sha": bundle.tree_sha, "split": split, "fold": fold,
-                "augmented": aug, "max_s": cfg.max_s, "aug_seed": cfg.aug_seed}
+                "augmented": aug, "aug_seed": cfg.aug_seed,
+                "max_s": readouts.WHOLE_MAX_S if aug == "whole" else cfg.max_s}
         if csv.is_file() and side.is_file():
             have = json.loads(side.read_text())
             conf = have.get("config", {})
@@ -173,6 +178,8 @@ def run_scores(bundle, pin: dict, key: str, cfg: scoring.ScoreConfig) -> dict:
                 continue
         if aug == "codecs":
             df, meta = readouts.score_codec_panel(bundle, pin["runs"][key]["dir"], cfg)
+        elif aug in ("test_length", "whole"):
+            df, meta = readouts.score_holdout_variant(bundle, pin["runs"][key]["dir"], aug, cfg)
         else:
             df, meta = scoring.score_split(bundle, pin["runs"][key]["dir"], split, fold, cfg, aug)
         out[(split, aug)] = scoring.write_scores(df, meta, csv)

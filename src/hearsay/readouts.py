@@ -83,6 +83,65 @@ def score_codec_panel(bundle, run: Path, cfg: scoring.ScoreConfig | None = None)
     return out, side
 
 
+TEST_LENGTH_SEED = 20261202  # seed of the holdout's test-length crops: fixed, every model alike
+WHOLE_MAX_S = 14.0  # "whole clips": the holdout scored up to 14 s (the bundle caps at 15 s)
+
+
+def test_length_inputs(root: Path, rows, test_durations, seed: int = TEST_LENGTH_SEED):
+    """One crop per holdout row, its length drawn from the test split's durations and its
+    offset drawn too, by a generator seeded by (seed, crc32(clip id)) only: the same crops for
+    every model. Each crop goes through crops.finish (band-limit, normalise), as in training."""
+    from hearsay import audio, crops
+
+    if not len(test_durations):
+        raise scoring.ScoreError("no test rows: the test-length readout needs the test "
+                                 "split's durations")
+    waves = []
+    for rec in rows.to_dict("records"):
+        rng = scoring.aug_rng(seed, rec["id"])
+        length = float(rng.choice(np.asarray(test_durations, np.float64)))
+        x = audio.load_audio(scoring.clip_file(root, rec, "none"))
+        wave, n_valid = crops.random_crop(x, max(crops.n_samples(length), 320), rng)
+        waves.append(crops.finish(wave, n_valid)[:n_valid])
+    return waves
+
+
+def score_holdout_variant(bundle, run: Path, variant: str, cfg=None):
+    """(frame, sidecar) of the full model on the holdout as `variant`: "test_length" (the
+    fixed-seed test-length crops) or "whole" (each clip up to WHOLE_MAX_S)."""
+    from scipy.special import expit
+
+    from hearsay.model import load_detector, sha256_file
+
+    cfg = cfg or scoring.ScoreConfig()
+    if variant == "whole":
+        df, side = scoring.score_split(bundle, run, "holdout", None,
+                                       dataclasses.replace(cfg, max_s=WHOLE_MAX_S))
+        return df, {**side, "augmented": variant}
+    if variant != "test_length":
+        raise ValueError(f"holdout variant {variant!r}: test_length or whole")
+    meta = scoring.find_run_meta(Path(run))
+    scoring.check_protocol(meta, bundle.tree_sha, "holdout", None)
+    rows = scoring.select_rows(bundle.manifest, "holdout")
+    test = scoring.select_rows(bundle.manifest, "test")["duration"].astype(float).to_numpy()
+    waves = test_length_inputs(Path(bundle.root), rows, test)
+    wfile = scoring.weights_file(Path(run))
+    det, _ = load_detector(wfile.parent, device=cfg.device)
+    logits = np.full(len(waves), np.nan)
+    for batch in scoring.length_batches([len(w) for w in waves], cfg):
+        logits[batch] = scoring.run_model(det, [waves[i] for i in batch], cfg.device)
+    import pandas as pd
+
+    out = pd.DataFrame({"path": rows["path"].astype(str).to_numpy(),
+                        "fold": rows["fold"].astype(str).to_numpy(), "split": "holdout",
+                        "score": expit(logits), "logit": logits})
+    side = {"run": str(run), "weights_sha256": sha256_file(wfile),
+            "bundle_tree_sha": bundle.tree_sha, "split": "holdout", "fold": None,
+            "augmented": variant, "seed": TEST_LENGTH_SEED, "n_rows": len(out),
+            "config": dataclasses.asdict(cfg)}
+    return out, side
+
+
 def codec_readout(clean_holdout, panel, key) -> dict:
     """{"n_clips", "codecs", "rows": {"clean": metrics, <codec>: metrics}, "gap"}: each row on the
     same clips (those of the panel); gap = codec minDCF - clean minDCF (pi 0.3)."""

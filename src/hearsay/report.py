@@ -282,6 +282,10 @@ def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = No
     holdout = df[df["split"] == "holdout"]
     aug = read_scores(files["full"][("holdout", True)])
     sets = {"out-of-fold": oof, "holdout clean": holdout, "holdout augmented": aug}
+    for variant, name in (("test_length", "holdout test-length crops"),
+                          ("whole", "holdout whole clips <= 14 s")):
+        if ("holdout", variant) in files["full"]:
+            sets[name] = read_scores(files["full"][("holdout", variant)])
     results = {name: metrics.evaluate(frame, key, PI_OF_RECORD) for name, frame in sets.items()}
     probe_frame = None if probe is None else read_scores(probe)
     g = gating.judge(oof, holdout, key, [gating.load_bar(b) for b in bars], probe_frame, probe,
