@@ -140,7 +140,7 @@ def test_report_markdown_links_readable_plots(written):
                   "same 40 holdout clips", "### Bar 1 (gate): weak bar"):
         assert words in md
     links = [line.split("(")[1].rstrip(")") for line in md.splitlines() if line.startswith("![")]
-    assert len(links) == 2
+    assert len(links) == 3  # DET, histograms, codec readout
     for rel in links:
         img = imread(root / "reports" / rel)
         assert img.shape[0] > 300 and img.shape[1] > 300 and img.std() > 0.05  # not blank

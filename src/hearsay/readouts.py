@@ -188,3 +188,29 @@ def codec_lines(codec: dict | None) -> list[str]:
                                                  if v is gap else f"{v:.4f}" for v in cells)
                      + " |")
     return lines
+
+
+def plot_codecs(codec: dict, path: Path) -> Path | None:
+    """Bars of EER and minDCF (pi 0.3) per codec row beside the clean row (same clips)."""
+    if not codec or codec.get("undefined"):
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(codec["rows"])
+    fig, ax = plt.subplots(figsize=(6.5, 3.2), dpi=110)
+    x = np.arange(len(names))
+    for i, (k, label) in enumerate((("eer", "EER"), ("min_dcf", "minDCF 0.3"))):
+        vals = [codec["rows"][n].get(k) or 0.0 for n in names]
+        ax.bar(x + (i - 0.5) * 0.38, vals, 0.38, label=label)
+    ax.set_xticks(x, names)
+    ax.set_ylabel("lower is better")
+    ax.set_title(f"codec readout: each row on the same {codec['n_clips']} holdout clips")
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", lw=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

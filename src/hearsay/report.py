@@ -313,6 +313,8 @@ def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = No
     thresholds = {n: r["min_dcf_threshold"] for n, r in results.items()}
     plots = {"DET curves": plot_det(curves, plot_dir / "det.png"),
              "score histograms": plot_hist(curves, plot_dir / "hist.png", thresholds)}
+    if readouts.plot_codecs(codec, plot_dir / "codecs.png"):
+        plots["codec readout"] = plot_dir / "codecs.png"
     report_md = reports / f"{stamp}.md"
     meta = {"name": pin["name"], "stamp": stamp,
             "scores_csv": str(Path(done["scores_csv"]).resolve()),
