@@ -208,7 +208,7 @@ def plot_codecs(codec: dict, path: Path) -> Path | None:
     ax.set_xticks(x, names)
     ax.set_ylabel("lower is better")
     ax.set_title(f"codec readout: each row on the same {codec['n_clips']} holdout clips")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower right")
     ax.grid(True, axis="y", lw=0.3)
     fig.tight_layout()
     fig.savefig(path)

@@ -117,8 +117,10 @@ DEMO_ABOUT = {  # the report's words for what the demo's clips and its bar are
     "corpus": "the SYNTHETIC demo corpus (`hearsay demo-data`: harmonic speech-like signals vs "
               "three families of made-up artefacts; no real speech, no real deepfake)",
     "bar": "a trivial detector that scores each clip by its length; the demo corpus draws "
-           "lengths alike for both classes, so this bar sits at chance: a demo bar that any "
-           "model passes, not evidence that this one is good (read the AUC and the DET plot)"}
+           "lengths alike for both classes, so this bar sits at chance. The gate judges the "
+           "holdout apart from the out-of-fold scores: a model that does not carry over to the "
+           "unseen holdout family fails it even against this bar; passing it would not be "
+           "evidence that a model is good either (read the AUC and the DET plot)"}
 
 
 def _demo_splits_config():
@@ -136,7 +138,8 @@ def stage_assemble(out: Path, ctx: dict) -> None:
     and runs/full by path, each with the config hash it was trained with and the sha256 of its
     final weights, and min_steps = the planned step count. The gate's bar is a trivial detector
     (clip duration as the score; its folder models/demo/bar_duration/ holds its scores and its
-    own probe record): any model should beat it. The probe set is the test split's bona fide
+    own probe record): a model that detects beats it out-of-fold; on the holdout only one that
+    carries over to the unseen family does. The probe set is the test split's bona fide
     clips. There is no ledger in the demo, so the spend reads "unknown".
     """
     import json
