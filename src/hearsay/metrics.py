@@ -103,22 +103,17 @@ def min_dcf(p_miss, p_fa, thresholds, pi: float) -> tuple[float, float]:
     return float(dcf[i] / min(pi, 1 - pi)), float(thresholds[i])
 
 
-# The four readings a protocol decision is taken under: pi 0.3 (of record) and 0.5, each in both
-# cost directions. "as stated" weighs misses by pi and false alarms by 1 - pi (the convention
-# above); "swapped" exchanges the two weights (misses 1 - pi, false alarms pi): with C_miss =
-# C_fa = 1 this is the C_miss/C_fa swap, i.e. the effective prior of the synthetic class 1 - pi.
-# At pi 0.5 both directions coincide (reported anyway, so the table is always complete).
+# The four readings of a protocol decision: pi 0.3 (of record) and 0.5, each in both cost
+# directions. "as stated" weighs misses by pi, false alarms by 1 - pi (the convention above);
+# "swapped" exchanges the two weights (the C_miss/C_fa swap: effective prior 1 - pi). At pi 0.5
+# both coincide (reported anyway, so the table is always complete).
 DIRECTIONS = ("as stated", "swapped")
 READINGS = tuple((pi, d) for pi in (PI_OF_RECORD, PI_BESIDE) for d in DIRECTIONS)
 READING_OF_RECORD = READINGS[0]
+reading_name = "pi {:g}, {}".format  # reading_name(0.3, "as stated") -> "pi 0.3, as stated"
 
 
-def reading_name(pi: float, direction: str) -> str:
-    return f"pi {pi:g}, {direction}"
-
-
-def effective_pi(pi: float, direction: str) -> float:
-    """The prior at which the swapped direction is an ordinary minDCF (see READINGS)."""
+def effective_pi(pi: float, direction: str) -> float:  # the prior of an ordinary minDCF
     if direction not in DIRECTIONS:
         raise MetricsError(f"cost direction {direction!r}: one of {DIRECTIONS}")
     return pi if direction == "as stated" else 1.0 - pi
