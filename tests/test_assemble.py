@@ -270,7 +270,7 @@ def test_a_campaign_folder_written_by_assemble_is_a_bar_for_the_next(camp, tmp_p
               "--ledger", str(tmp_path / "no_ledger.csv")]
     assert assemble.main(common) == 0, capsys.readouterr().err
     first = json.loads((pin.parent / "meta.json").read_text())
-    assert first["probe"]["sha256"] and first["probe"]["false_alarm_rate"] is not None
+    assert first["probe"]["set_sha256"] and first["probe"]["false_alarm_rate"] is not None
     shutil.copytree(pin.parent, tmp_path / "earlier")  # the earlier campaign's models/<stamp>/
     assert assemble.main(common + ["--bar", str(tmp_path / "earlier"),
                                    "--bar2", str(tmp_path / "earlier")]) == 0

@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 
 from hearsay import gate, metrics
-from hearsay.hashing import sha256_file
 
 GOOD_SHORTCUTS = {"stream_shortcuts": {"per_source": {
     "studio": {"auc": {"duration_s": 0.52, "peak": 0.6, "leading_silence_s": 0.4}},
@@ -39,7 +38,8 @@ def bar_dir(tmp_path, name, oof, hold, probe_fa=None, probe_file=None):
     pd.concat([oof, hold]).to_csv(d / "scores.csv", index=False)
     meta = {"name": name}
     if probe_fa is not None:
-        meta["probe"] = {"false_alarm_rate": probe_fa, "sha256": sha256_file(probe_file)}
+        meta["probe"] = {"false_alarm_rate": probe_fa,
+                         "set_sha256": gate.probe_set_sha(gate.read_scores(probe_file))}
     (d / "meta.json").write_text(json.dumps(meta))
     return gate.load_bar(d)
 
@@ -108,10 +108,22 @@ def test_probe_is_not_measured_without_the_bars_rate_or_on_another_probe_file(tm
     g = gate.judge(oof, hold, key, [bar], probe[1], probe[0], {"full": GOOD_SHORTCUTS})
     assert g["outcome"] == "not measured" and "no probe false-alarm rate" in g["why"]
     other = tmp_path / "other_probe.csv"
-    other.write_text("path,logit\nz,0\n")
+    other.write_text("path,logit\nz,0\n")  # other clips
     bar = bar_dir(tmp_path, "otherprobe", b_oof, b_hold, probe_fa=1.0, probe_file=other)
     g = gate.judge(oof, hold, key, [bar], probe[1], probe[0], {"full": GOOD_SHORTCUTS})
-    assert g["outcome"] == "not measured" and "another probe file" in g["why"]
+    assert g["outcome"] == "not measured" and "other probe clips" in g["why"]
+    rescored = tmp_path / "rescored_probe.csv"  # the same clips scored by another detector
+    probe[1].assign(logit=-probe[1]["logit"]).to_csv(rescored, index=False)
+    bar = bar_dir(tmp_path, "sameclips", b_oof, b_hold, probe_fa=1.0, probe_file=rescored)
+    g = gate.judge(oof, hold, key, [bar], probe[1], probe[0], {"full": GOOD_SHORTCUTS})
+    assert g["bars"][0]["probe"]["outcome"] == "pass"
+    (tmp_path / "nosha").mkdir()
+    pd.concat([b_oof, b_hold]).to_csv(tmp_path / "nosha" / "scores.csv", index=False)
+    (tmp_path / "nosha" / "meta.json").write_text(json.dumps(
+        {"name": "nosha", "probe": {"false_alarm_rate": 1.0}}))
+    g = gate.judge(oof, hold, key, [gate.load_bar(tmp_path / "nosha")], probe[1], probe[0],
+                   {"full": GOOD_SHORTCUTS})
+    assert g["outcome"] == "not measured" and "names no probe set" in g["why"]
     bar = bar_dir(tmp_path, "ok", b_oof, b_hold, probe_fa=1.0, probe_file=probe[0])
     assert gate.judge(oof, hold, key, [bar], None, None, {"full": GOOD_SHORTCUTS})[
         "outcome"] == "not measured"  # no probe set: the check cannot be measured
@@ -201,4 +213,4 @@ def test_bar_record_is_the_probe_rate_at_the_detectors_own_oof_threshold(tmp_pat
     thr = metrics.compute(j["rank"], j["is_spoof"])["min_dcf_threshold"]
     assert rec["probe"]["threshold"] == thr
     assert rec["probe"]["false_alarm_rate"] == pytest.approx(np.mean(probe[1]["logit"] >= thr))
-    assert rec["probe"]["sha256"] == sha256_file(probe[0])
+    assert rec["probe"]["set_sha256"] == gate.probe_set_sha(probe[1].iloc[::-1])  # order-free

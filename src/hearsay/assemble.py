@@ -38,7 +38,7 @@ models/<stamp>/ (meta.json + the score CSV meta.json names), or a folder with sc
 meta.json holding its own probe record. A pass needs ours below the bar's minDCF (pi 0.3) on the
 holdout AND on the pooled out-of-fold clips, judged apart; with --probe (bona fide clips only,
 e.g. In-the-Wild: path + logit/score), our false-alarm rate at our out-of-fold threshold no
-worse than the bar's own rate from its meta.json (same probe file, by sha256); and no stream
+worse than the bar's own rate from its meta.json (same probe clips, by set_sha256); and no stream
 shortcut AUC of a pinned run at 0.85 or beyond. --bar2 DIR is judged the same way and reported
 beside, never gating. Every decision is read at pi 0.3 and 0.5 in both cost directions, and a
 reading that flips it is named. This campaign's own probe record goes into its meta.json, so its

@@ -12,8 +12,8 @@ record: minDCF at pi 0.3, cost direction as stated; hearsay.metrics.READINGS):
                other);
   probe        the probe set's (bona fide only, e.g. In-the-Wild) false-alarm rate at OUR
                out-of-fold minDCF threshold <= the bar's OWN rate at ITS out-of-fold threshold,
-               read from the bar's meta.json ("probe"); both must come from the same probe file
-               (sha256), else the check is "not measured";
+               read from the bar's meta.json ("probe"); both must be read on the same probe
+               clips ("set_sha256": sha256 of the sorted paths), else "not measured";
   shortcuts    every realised-stream shortcut AUC of every pinned run (run_meta.json
                "stream_shortcuts", per source and over all) has max(AUC, 1 - AUC) < 0.85
                (SHORTCUT_BOUND); an unmeasured source or run is "not measured".
@@ -22,7 +22,7 @@ The bar folder (`hearsay assemble --bar DIR`): DIR/meta.json as `hearsay assembl
 (models/<stamp>/meta.json) and the score CSV it names under "scores_csv" (absolute, or relative
 to DIR), else DIR/scores.csv. A detector that never went through assembly gets a folder with its
 scores.csv (path + logit/score for our inner and holdout clips) and a meta.json holding
-{"name": …, "probe": {"false_alarm_rate": …, "sha256": <of the probe CSV>}} (`bar_record`
+{"name": …, "probe": {"false_alarm_rate": …, "set_sha256": …}} (`bar_record`
 computes that block). The bar must score every clip it is judged on, else "not measured".
 
 The first bar gates; a second (`--bar2`) is judged the same way and reported beside it. Every
@@ -34,6 +34,7 @@ A failed gate is a valid outcome: it is recorded, never raised.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -41,7 +42,6 @@ import numpy as np
 
 from hearsay import metrics
 from hearsay.augment.rates import SHORTCUT_GATE
-from hearsay.hashing import sha256_file
 from hearsay.metrics import READING_OF_RECORD, READINGS, reading_name
 
 SHORTCUT_BOUND = SHORTCUT_GATE  # 0.85: max(AUC, 1 - AUC) at or above it is a shortcut
@@ -86,6 +86,13 @@ def load_bar(folder: Path) -> dict:
     return out
 
 
+def probe_set_sha(probe_frame) -> str:
+    """Identity of a probe set: sha256 of its sorted unique paths, one per line (two detectors'
+    score files of the same clips share it; their scores differ, their clips do not)."""
+    paths = sorted(set(probe_frame["path"].astype(str)))
+    return hashlib.sha256("\n".join(paths).encode()).hexdigest()
+
+
 def probe_reading(scores, key, probe_frame, probe_file: Path | None) -> dict:
     """A detector's own probe record: false-alarm rate of the bona fide probe clips at its
     out-of-fold minDCF threshold of record (a clip at or above it is called synthetic)."""
@@ -94,7 +101,7 @@ def probe_reading(scores, key, probe_frame, probe_file: Path | None) -> dict:
     rank = metrics.rank_values(probe_frame)
     fa = float(np.mean(rank >= thr)) if len(rank) and thr is not None else None
     return {"file": None if probe_file is None else str(probe_file),
-            "sha256": None if probe_file is None else sha256_file(Path(probe_file)),
+            "set_sha256": probe_set_sha(probe_frame),
             "n": int(len(rank)), "threshold": thr, "reading": RECORD, "false_alarm_rate": fa}
 
 
@@ -145,16 +152,19 @@ def _stage(ours, bar_scores, key, what: str) -> dict:
 def _probe_check(ours_probe: dict | None, bar_meta: dict) -> dict:
     if ours_probe is None:
         return {"outcome": "not measured", "why": "probe: no probe set given (--probe)"}
-    theirs = bar_meta.get("probe") or (bar_meta.get("gate") or {}).get("probe_record") or {}
+    theirs = bar_meta.get("probe") or {}  # meta.json written before "probe" existed: none
     fa, bar_fa = ours_probe.get("false_alarm_rate"), theirs.get("false_alarm_rate")
-    out = {"ours": fa, "bar": bar_fa, "bar_sha256": theirs.get("sha256"),
-           "sha256": ours_probe.get("sha256")}
+    out = {"ours": fa, "bar": bar_fa, "bar_set_sha256": theirs.get("set_sha256"),
+           "set_sha256": ours_probe.get("set_sha256")}
     if bar_fa is None:
         return {**out, "outcome": "not measured",
                 "why": "probe: the bar's meta.json holds no probe false-alarm rate"}
-    if theirs.get("sha256") != ours_probe.get("sha256"):
+    if not theirs.get("set_sha256"):
         return {**out, "outcome": "not measured",
-                "why": "probe: the bar's rate was read on another probe file (sha256 differs)"}
+                "why": "probe: the bar's probe record names no probe set (set_sha256)"}
+    if theirs.get("set_sha256") != ours_probe.get("set_sha256"):
+        return {**out, "outcome": "not measured",
+                "why": "probe: the bar's rate was read on other probe clips (set_sha256 differs)"}
     if fa is None:
         return {**out, "outcome": "not measured", "why": "probe: our false-alarm rate is unknown"}
     ok = fa <= bar_fa

@@ -10,7 +10,7 @@ out-of-fold scores, the clean holdout and the augmented holdout, each with its b
 (generator, source, length <= 4 s / 4-6 s / > 6 s, augmentation, codec); clips per class per
 fold ("counts"); the codec readout when the assembly scored one ("codec_readout": the clean
 holdout rows that have every codec copy, each codec scored on exactly those rows); our own probe
-record ("probe": false-alarm rate at our out-of-fold threshold, with the probe file's sha256, so
+record ("probe": false-alarm rate at our out-of-fold threshold, with its clips' set_sha256, so
 that a later campaign can take this folder as its bar); the gate (hearsay.gate: holdout and
 out-of-fold judged apart, probe against the bar's own rate, stream shortcuts, four readings);
 the identities (config hash per run, bundle tree-sha, base-weights sha, git sha of each run and
