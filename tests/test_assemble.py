@@ -5,11 +5,12 @@ import os
 import shutil
 import time
 
+import numpy as np
 import pandas as pd
 import pytest
 from fakes.fake_runs import TREE_SHA, make_bundle, make_run
 
-from hearsay import assemble, score
+from hearsay import assemble, readouts, score
 from hearsay.model import sha256_file
 
 
@@ -240,3 +241,63 @@ def test_assembly_refuses_a_bundle_other_than_the_pinned_one(camp, tmp_path, mon
                         "--outputs", str(tmp_path / "o"), "--reports", str(tmp_path / "r")])
     assert rc == assemble.EXIT_REFUSED
     assert "assemble with the bundle the runs used" in capsys.readouterr().err
+
+
+def test_the_codec_readout_scores_every_codec_on_the_same_holdout_rows(camp):
+    root, bundle, _, pin, done = camp
+    panel = pd.read_csv(done["files"]["full"][("holdout", "codecs")], dtype={"fold": str})
+    rows, codecs = readouts.codec_panel_rows(bundle.manifest)
+    assert codecs == ["mp3"] and len(rows) == 4
+    for c in codecs:
+        assert sorted(panel.loc[panel["codec"] == c, "path"]) == sorted(rows["path"])
+    clean = pd.read_csv(done["files"]["full"][("holdout", False)])
+    assert not np.allclose(panel.sort_values("path")["logit"],
+                           clean.sort_values("path")["logit"])  # the codec copies were scored
+    # a row without every codec copy leaves the readout for all codecs alike
+    m = bundle.manifest.copy()
+    m.loc[m.index[m["fold"] == "holdout"][0], "codec_ids"] = ""
+    assert len(readouts.codec_panel_rows(m)[0]) == 3
+
+
+def test_a_campaign_folder_written_by_assemble_is_a_bar_for_the_next(camp, tmp_path,
+                                                                     monkeypatch, capsys):
+    root, bundle, _, pin, _ = camp
+    monkeypatch.setattr(score, "load_bundle", lambda _p, verify: bundle)
+    probe = tmp_path / "probe.csv"
+    pd.DataFrame({"path": ["w0", "w1"], "logit": [-5.0, 5.0]}).to_csv(probe, index=False)
+    common = ["--pinned", str(pin), "--bundle", str(bundle.root), "--probe", str(probe),
+              "--outputs", str(tmp_path / "o"), "--reports", str(tmp_path / "r"),
+              "--ledger", str(tmp_path / "no_ledger.csv")]
+    assert assemble.main(common) == 0, capsys.readouterr().err
+    first = json.loads((pin.parent / "meta.json").read_text())
+    assert first["probe"]["set_sha256"] and first["probe"]["false_alarm_rate"] is not None
+    shutil.copytree(pin.parent, tmp_path / "earlier")  # the earlier campaign's models/<stamp>/
+    assert assemble.main(common + ["--bar", str(tmp_path / "earlier"),
+                                   "--bar2", str(tmp_path / "earlier")]) == 0
+    g = json.loads((pin.parent / "meta.json").read_text())["gate"]
+    assert [b["name"] for b in g["bars"]] == ["camp", "camp"]
+    # the same scores are no better than themselves; the probe rate equals the bar's own
+    assert g["bars"][0]["stages"]["holdout"]["outcome"] == "fail"
+    assert g["bars"][0]["probe"]["outcome"] == "pass" and g["outcome"] == "fail"
+    with pytest.raises(SystemExit) as exit_:
+        assemble.main(common + ["--bar2", str(tmp_path / "earlier")])
+    assert exit_.value.code == 2
+
+
+def test_the_holdout_is_also_scored_at_test_length_crops_and_whole_up_to_14s(camp):
+    root, bundle, _, pin, done = camp
+    full = done["files"]["full"]
+    clean = pd.read_csv(full[("holdout", False)])
+    for variant in ("test_length", "whole"):
+        df = pd.read_csv(full[("holdout", variant)])
+        assert list(df["path"]) == list(clean["path"])
+    side = json.loads(score.sidecar(full[("holdout", "whole")]).read_text())
+    assert side["config"]["max_s"] == readouts.WHOLE_MAX_S == 14.0
+    rows = score.select_rows(bundle.manifest, "holdout")
+    test = score.select_rows(bundle.manifest, "test")["duration"].astype(float).to_numpy()
+    a = readouts.test_length_inputs(bundle.root, rows, test)
+    b = readouts.test_length_inputs(bundle.root, rows, test)  # fixed seed: the same crops
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert max(len(x) for x in a) <= int(round(test.max() * 16000)) + 1
+    c = readouts.test_length_inputs(bundle.root, rows, test, seed=1)
+    assert not all(len(x) == len(y) and np.array_equal(x, y) for x, y in zip(a, c, strict=True))

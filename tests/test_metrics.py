@@ -196,3 +196,22 @@ def test_auc_matches_the_mann_whitney_definition_with_ties():
     brute = np.mean([(p > n) + 0.5 * (p == n) for p in pos for n in neg])
     is_spoof = np.r_[np.ones(len(pos), bool), np.zeros(len(neg), bool)]
     assert metrics.auc(np.r_[pos, neg], is_spoof) == pytest.approx(brute, abs=1e-12)
+
+
+def test_the_four_readings_and_the_swapped_cost_direction():
+    rng = np.random.default_rng(3)
+    y = np.arange(300) % 2 == 1
+    z = rng.normal(size=300) + 1.2 * y
+    thr, p_miss, p_fa = metrics.operating_points(z, y)
+    assert [metrics.reading_name(*r) for r in metrics.READINGS] == [
+        "pi 0.3, as stated", "pi 0.3, swapped", "pi 0.5, as stated", "pi 0.5, swapped"]
+    stated = metrics.min_dcf_reading(z, y, 0.3, "as stated")
+    assert stated == metrics.min_dcf(p_miss, p_fa, thr, 0.3)
+    # swapped: misses weighed 0.7, false alarms 0.3 (C_miss/C_fa exchanged), by brute force
+    brute = min((0.7 * m + 0.3 * f) / 0.3 for m, f in zip(p_miss, p_fa, strict=True))
+    assert metrics.min_dcf_reading(z, y, 0.3, "swapped")[0] == pytest.approx(brute)
+    assert metrics.min_dcf_reading(z, y, 0.3, "swapped")[0] != pytest.approx(stated[0])
+    assert metrics.min_dcf_reading(z, y, 0.5, "swapped") == metrics.min_dcf_reading(z, y, 0.5)
+    assert metrics.min_dcf_reading(z, np.zeros(300, bool), 0.3) == (None, None)
+    with pytest.raises(metrics.MetricsError, match="cost direction"):
+        metrics.min_dcf_reading(z, y, 0.3, "sideways")

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from matplotlib.image import imread
 
-from hearsay import metrics, report
+from hearsay import report
 from hearsay.score import ScoreConfig
 
 LEDGER_HEAD = "id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost\n"
@@ -66,36 +66,6 @@ def synthetic(n=200, seed=0, sep=1.5):
     return scores, key
 
 
-def test_gate_passes_fails_or_is_not_measured_with_its_reason(tmp_path):
-    ours, key = synthetic(sep=2.0)
-    weak, _ = synthetic(seed=1, sep=0.5)
-    weak.to_csv(tmp_path / "bar.csv", index=False)
-    g = report.gate(ours, key, tmp_path / "bar.csv", None, None, None)
-    want = metrics.evaluate(weak, key)["min_dcf"] - metrics.evaluate(ours, key)["min_dcf"]
-    assert g["outcome"] == "pass" and g["margin"] == pytest.approx(want, abs=1e-12) and want > 0
-    g = report.gate(weak, key, tmp_path / "bar.csv", None, None, None)
-    assert g["outcome"] == "fail" and g["margin"] == 0.0  # equal is not better
-    ours.to_csv(tmp_path / "strong.csv", index=False)
-    assert report.gate(weak, key, tmp_path / "strong.csv", None, None, None)["outcome"] == "fail"
-    ours.iloc[5:].to_csv(tmp_path / "short.csv", index=False)
-    g = report.gate(ours, key, tmp_path / "short.csv", None, None, None)
-    assert g["outcome"] == "not measured" and "5 of our clips" in g["why"]
-    assert report.gate(ours, key, None, None, None, None)["outcome"] == "not measured"
-
-
-def test_probe_false_alarms_are_read_at_the_given_threshold_and_gated_on_request(tmp_path):
-    ours, key = synthetic(sep=2.0)
-    weak, _ = synthetic(seed=1, sep=0.5)
-    weak.to_csv(tmp_path / "bar.csv", index=False)
-    probe = pd.DataFrame({"path": [f"w{i}" for i in range(10)], "logit": np.arange(10.0)})
-    probe.to_csv(tmp_path / "probe.csv", index=False)
-    g = report.gate(ours, key, tmp_path / "bar.csv", tmp_path / "probe.csv", None, 6.0)
-    assert g["probe"]["false_alarm_rate"] == pytest.approx(0.4)  # 6, 7, 8, 9 (at or above)
-    assert g["outcome"] == "pass"  # recorded only
-    g = report.gate(ours, key, tmp_path / "bar.csv", tmp_path / "probe.csv", 0.1, 6.0)
-    assert g["outcome"] == "fail" and "probe" in g["why"]
-
-
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
@@ -113,19 +83,26 @@ def written(tmp_path_factory):
     stamp = root / "models" / "s9"
     stamp.mkdir(parents=True)
     aug.to_csv(stamp / "aug.csv", index=False)
+    panel = pd.concat([hold.iloc[:40].assign(codec=c, logit=hold["logit"].iloc[:40] * f)
+                       for c, f in (("mp3", 0.9), ("opus", -1.0))], ignore_index=True)
+    panel.to_csv(stamp / "codecs.csv", index=False)
     run_meta = {"config_hash": "c", "base_weights_sha": "b", "git_sha": "g", "steps": 10,
                 "fold": 0}
     done = {"pin": {"name": "s9", "stamp_dir": stamp, "parity": None,
                     "runs": {"full": {"dir": root / "full", "weights_sha256": "w"}}},
-            "files": {"full": {("holdout", True): stamp / "aug.csv"}},
+            "files": {"full": {("holdout", True): stamp / "aug.csv",
+                               ("holdout", "codecs"): stamp / "codecs.csv",
+                               ("holdout", "whole"): stamp / "aug.csv"}},
             "scores": pd.concat([oof, hold], ignore_index=True),
-            "scores_csv": root / "x.csv", "metas": {"full": run_meta}, "parity": None,
+            "scores_csv": Path("x.csv"), "metas": {"full": run_meta}, "parity": None,
             "score_config": ScoreConfig()}
     bundle = types.SimpleNamespace(manifest=manifest, tree_sha="t")
     weak, _ = synthetic(180, seed=4, sep=0.2)
     weak["path"] = list(key["path"]) + list(hkey["path"])
-    weak.to_csv(root / "bar.csv", index=False)
-    meta = report.write_all(done, bundle, bar=root / "bar.csv", ledger=root / "none.csv",
+    (root / "bar").mkdir()
+    weak.to_csv(root / "bar" / "scores.csv", index=False)
+    (root / "bar" / "meta.json").write_text(json.dumps({"name": "weak bar"}))
+    meta = report.write_all(done, bundle, bars=[root / "bar"], ledger=root / "none.csv",
                             reports=root / "reports")
     return root, meta
 
@@ -138,11 +115,20 @@ def test_meta_json_is_strict_json_with_every_section(written):
         raise AssertionError(f"non-JSON constant {c}")
 
     doc = json.loads(text, parse_constant=no_nan)
-    assert set(doc["metrics"]) == {"out-of-fold", "holdout clean", "holdout augmented"}
-    assert {"codec", "augmentation", "transcoded"} <= set(doc["metrics"]["holdout augmented"]
-                                                          ["breakdowns"])
+    assert set(doc["metrics"]) == {"out-of-fold", "holdout clean", "holdout augmented",
+                                   "holdout whole clips <= 14 s"}
+    bd = doc["metrics"]["holdout augmented"]["breakdowns"]
+    assert {"codec", "augmentation", "transcoded"} <= set(bd)
+    # every augmented clip got one augmentation: no clip of it is "clean", the noise ones are not
+    assert bd["transcoded"]["clean"]["undefined"]
+    assert bd["transcoded"]["other augmentation"]["n_bonafide"] == 20  # the 40 noise clips
     assert {"generator", "source", "length"} <= set(doc["metrics"]["out-of-fold"]["breakdowns"])
-    assert doc["gate"]["outcome"] in ("pass", "fail") and "margin" in doc["gate"]
+    assert doc["gate"]["outcome"] == "not measured"  # no probe set, no stream shortcuts
+    stages = doc["gate"]["bars"][0]["stages"]
+    assert stages["holdout"]["outcome"] == stages["out-of-fold"]["outcome"] == "pass"
+    assert doc["counts"]["fold 0"] == {"bonafide": 60, "spoof": 60, "unlabelled": 0}
+    assert doc["counts"]["holdout"] == {"bonafide": 30, "spoof": 30, "unlabelled": 0}
+    assert Path(doc["scores_csv"]).is_absolute()  # a later campaign's --bar finds it
     assert doc["spend"]["status"] == "unknown" and doc["identity"]["bundle_tree_sha"] == "t"
 
 
@@ -150,10 +136,11 @@ def test_report_markdown_links_readable_plots(written):
     root, meta = written
     md = Path(meta["report"]).read_text()
     for words in ("## Gate", "## Metrics", "## Breakdowns", "## Spend", "score high = synthetic",
-                  "unknown"):
+                  "unknown", "## Clips per fold", "| fold 0 | 60 | 60 |", "## Codec readout",
+                  "same 40 holdout clips", "### Bar 1 (gate): weak bar"):
         assert words in md
     links = [line.split("(")[1].rstrip(")") for line in md.splitlines() if line.startswith("![")]
-    assert len(links) == 2
+    assert len(links) == 3  # DET, histograms, codec readout
     for rel in links:
         img = imread(root / "reports" / rel)
         assert img.shape[0] > 300 and img.shape[1] > 300 and img.std() > 0.05  # not blank
@@ -184,7 +171,9 @@ def test_the_opening_says_what_was_run_and_the_gate_names_a_bar_any_model_passes
                       "crops <= 2.0 s", "Metric of record: minDCF at pi = 0.3",
                       f"AUC {hold_auc:.3f} against 0.930 out-of-fold", verdict):
             assert words in text, (words, text)
-    g = {"outcome": "pass", "why": "minDCF(0.3) ours 0.5 vs bar 1.0"}
+    g = {"outcome": "pass", "why": "minDCF(0.3) ours 0.5 vs bar 1.0", "bars": [],
+         "reading": "pi 0.3, as stated", "readings": [], "probe": None,
+         "shortcuts": {"bound": 0.85, "outcome": "pass", "why": "ok"}}
     md = report.markdown({"name": "demo", "gate": g, "bar_note": about["bar"],
                           "opening": report.what_was_run(done, None, results, about),
                           "metrics": {}, "identity": {"bundle_tree_sha": "t",
@@ -194,3 +183,25 @@ def test_the_opening_says_what_was_run_and_the_gate_names_a_bar_any_model_passes
                                     "source": "s"}}, {})
     assert md.index("## What was run") < md.index("## Gate: **pass**") < md.index("## Metrics")
     assert "The bar: a length scorer: any model passes it. It is the bar because" in md
+
+
+def test_codec_readout_scores_every_codec_on_the_clean_rows_and_reports_the_gap(written):
+    root, meta = written
+    c = meta["codec_readout"]
+    assert c["n_clips"] == 40 and c["codecs"] == ["mp3", "opus"]
+    assert [c["rows"][k]["n_bonafide"] + c["rows"][k]["n_spoof"] for k in c["rows"]] == [40] * 3
+    clean = meta["metrics"]["holdout clean"]
+    assert c["rows"]["clean"]["n_bonafide"] + c["rows"]["clean"]["n_spoof"] < \
+        clean["n_bonafide"] + clean["n_spoof"]  # the clean row is the codec rows' clips only
+    assert c["gap"]["mp3"] == pytest.approx(0.0, abs=1e-12)  # a rescaled logit ranks alike
+    assert c["gap"]["opus"] > 0.5  # inverted scores: a large codec gap
+
+
+def test_class_counts_are_clips_per_class_not_rows():
+    df = pd.DataFrame({"path": ["a", "b", "c", "c", "d"], "fold": ["0", "0", "1", "1", "x"],
+                       "split": ["inner_oof"] * 4 + ["holdout"]})
+    key = pd.DataFrame({"path": list("abcd"), "label": ["bonafide", "spoof", "spoof", "spoof"]})
+    got = report.readouts.class_counts(df, key)
+    assert got == {"fold 0": {"bonafide": 1, "spoof": 1, "unlabelled": 0},
+                   "fold 1": {"bonafide": 0, "spoof": 1, "unlabelled": 0},
+                   "holdout": {"bonafide": 0, "spoof": 1, "unlabelled": 0}}

@@ -1,7 +1,7 @@
 """`hearsay assemble`: the pinned fold + full runs -> one score file, meta.json and the report.
 
     hearsay assemble --pinned models/<stamp>/final_runs.json --bundle BUNDLE \\
-        [--bar BAR.csv] [--probe PROBE.csv] [--ledger docs/ledger.csv] \\
+        [--bar BAR_DIR [--bar2 BAR_DIR]] [--probe PROBE.csv] [--ledger docs/ledger.csv] \\
         [--outputs outputs] [--reports docs/reports]
 
 Runs are taken ONLY from the pin file; nothing is ever chosen by modification time, name order or
@@ -17,9 +17,11 @@ Runs are taken ONLY from the pin file; nothing is ever chosen by modification ti
 
 Each run is validated: run_meta.json job/fold match its key, complete, config hash, bundle
 tree-sha, steps >= min_steps, sha256 of final/model.safetensors = the pinned one. Then each
-fold model scores its own inner fold, the full model scores holdout, test and the augmented
-holdout (per-run files under models/<stamp>/scores/, reused only when their sidecar names the
-same weights, bundle and settings). The assembled file (inner_oof, holdout, test rows) is written,
+fold model scores its own inner fold, the full model scores holdout, test, the augmented
+holdout and the holdout readouts (hearsay.readouts: every codec on the same clean rows,
+fixed-seed test-length crops, whole clips up to 14 s). Per-run files go under
+models/<stamp>/scores/, reused only when their sidecar names the same weights, bundle and
+settings. The assembled file (inner_oof, holdout, test rows) is written,
 read back from disk, and checked:
 
   F1 row counts per split equal the manifest's core rows
@@ -30,6 +32,17 @@ read back from disk, and checked:
   F6 the export parity record is present and passed, when the pin requires one
 
 Then models/<stamp>/meta.json and <reports>/<stamp>.md (+ PNG plots) are written (hearsay.report).
+
+The gate (hearsay.gate): --bar DIR names the earlier detector to beat: DIR is its campaign's
+models/<stamp>/ (meta.json + the score CSV meta.json names), or a folder with scores.csv and a
+meta.json holding its own probe record. A pass needs ours below the bar's minDCF (pi 0.3) on the
+holdout AND on the pooled out-of-fold clips, judged apart; with --probe (bona fide clips only,
+e.g. In-the-Wild: path + logit/score), our false-alarm rate at our out-of-fold threshold no
+worse than the bar's own rate from its meta.json (same probe clips, by set_sha256); and no stream
+shortcut AUC of a pinned run at 0.85 or beyond. --bar2 DIR is judged the same way and reported
+beside, never gating. Every decision is read at pi 0.3 and 0.5 in both cost directions, and a
+reading that flips it is named. This campaign's own probe record goes into its meta.json, so its
+models/<stamp>/ can be the next campaign's --bar.
 
 Exit codes: 0 assembled (a failed gate is a valid, recorded outcome: see meta.json "gate"),
 2 usage, 3 bad input (missing bundle/run/file), 4 the pin file or a pinned run was refused,
@@ -45,6 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hearsay import readouts
 from hearsay import score as scoring
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_CHECK = 0, 2, 3, 4, 5  # module docstring
@@ -133,10 +147,14 @@ def validate_run(key: str, spec: dict, pin: dict) -> dict:
 # --------------------------------------------------------------------------- per-run scores
 
 
-def jobs_of(key: str) -> list[tuple[str, int | None, bool]]:
-    """(split, fold, augmented) each pinned run scores."""
+def jobs_of(key: str) -> list[tuple[str, int | None, bool | str]]:
+    """(split, fold, augmented) each pinned run scores; augmented "codecs" is the codec readout
+    (hearsay.readouts.score_codec_panel: every codec copy of the same holdout rows);
+    "test_length" and "whole" the holdout at fixed-seed test-length crops and up to 14 s."""
     if key == "full":
-        return [("holdout", None, False), ("holdout", None, True), ("test", None, False)]
+        return [("holdout", None, False), ("holdout", None, True), ("holdout", None, "codecs"),
+                ("holdout", None, "test_length"), ("holdout", None, "whole"),
+                ("test", None, False)]
     return [("inner_oof", int(key[4:]), False)]
 
 
@@ -144,11 +162,13 @@ def run_scores(bundle, pin: dict, key: str, cfg: scoring.ScoreConfig) -> dict:
     """{(split, augmented): csv path} for one pinned run, scoring what is not cached."""
     out = {}
     for split, fold, aug in jobs_of(key):
-        csv = pin["stamp_dir"] / "scores" / f"{key}_{split}{'_aug' if aug else ''}.csv"
+        suffix = "" if aug is False else "_aug" if aug is True else f"_{aug}"
+        csv = pin["stamp_dir"] / "scores" / f"{key}_{split}{suffix}.csv"
         side = scoring.sidecar(csv)
         want = {"weights_sha256": pin["runs"][key]["weights_sha256"],
                 "bundle_tree_sha": bundle.tree_sha, "split": split, "fold": fold,
-                "augmented": aug, "max_s": cfg.max_s, "aug_seed": cfg.aug_seed}
+                "augmented": aug, "aug_seed": cfg.aug_seed,
+                "max_s": readouts.WHOLE_MAX_S if aug == "whole" else cfg.max_s}
         if csv.is_file() and side.is_file():
             have = json.loads(side.read_text())
             conf = have.get("config", {})
@@ -156,7 +176,12 @@ def run_scores(bundle, pin: dict, key: str, cfg: scoring.ScoreConfig) -> dict:
             if all(have.get(k) == v for k, v in want.items()):
                 out[(split, aug)] = csv
                 continue
-        df, meta = scoring.score_split(bundle, pin["runs"][key]["dir"], split, fold, cfg, aug)
+        if aug == "codecs":
+            df, meta = readouts.score_codec_panel(bundle, pin["runs"][key]["dir"], cfg)
+        elif aug in ("test_length", "whole"):
+            df, meta = readouts.score_holdout_variant(bundle, pin["runs"][key]["dir"], aug, cfg)
+        else:
+            df, meta = scoring.score_split(bundle, pin["runs"][key]["dir"], split, fold, cfg, aug)
         out[(split, aug)] = scoring.write_scores(df, meta, csv)
     return out
 
@@ -305,13 +330,13 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pinned", type=Path, required=True, help="models/<stamp>/final_runs.json")
     ap.add_argument("--bundle", type=Path, required=True, help="the bundle the runs trained on")
-    ap.add_argument("--bar", type=Path, default=None,
-                    help="score CSV of the detector to beat (path + logit/score), for the gate")
+    ap.add_argument("--bar", type=Path, default=None, metavar="DIR",
+                    help="folder of the detector to beat (its meta.json + score CSV): the gate")
+    ap.add_argument("--bar2", type=Path, default=None, metavar="DIR",
+                    help="a second bar, judged the same way and reported beside (not gating)")
     ap.add_argument("--probe", type=Path, default=None,
                     help="bona fide probe scores (path + logit/score), read at the OOF minDCF "
-                         "threshold")
-    ap.add_argument("--probe-max-fa", type=float, default=None,
-                    help="gate also on the probe false-alarm rate (default: recorded only)")
+                         "threshold and held against the bar's own rate")
     ap.add_argument("--ledger", type=Path, default=Path("docs/ledger.csv"),
                     help="expense ledger for the spend line (absent: spend 'unknown')")
     ap.add_argument("--outputs", type=Path, default=Path("outputs"),
@@ -322,14 +347,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-verify-bundle", action="store_true",
                     help="skip re-hashing the bundle tree (default: verify it matches its sha)")
     args = ap.parse_args(argv)
+    if args.bar2 is not None and args.bar is None:
+        ap.error("--bar2 needs --bar (the first bar is the one that gates)")
+    bars = [b for b in (args.bar, args.bar2) if b is not None]
     from hearsay import report
 
     try:
         bundle = scoring.load_bundle(args.bundle, verify=not args.no_verify_bundle)
         done = assemble(args.pinned, bundle, args.outputs,
                         scoring.ScoreConfig(device=args.device))
-        meta = report.write_all(done, bundle, bar=args.bar, probe=args.probe,
-                                probe_max_fa=args.probe_max_fa, ledger=args.ledger,
+        meta = report.write_all(done, bundle, bars=bars, probe=args.probe, ledger=args.ledger,
                                 reports=args.reports)
     except CheckFailed as err:
         print(f"hearsay assemble: check failed: {err}", file=sys.stderr)

@@ -24,6 +24,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("hearsay.train", "fine-tune the detector (CUDA; --cpu-smoke for a tiny CPU run)"),
     "score": ("hearsay.score", "score a bundle split with a checkpoint -> CSV"),
     "metrics": ("hearsay.metrics", "EER, minDCF, actDCF, AUC, Cllr (+ breakdowns) of a score CSV"),
+    "corpus-probe": ("hearsay.corpus_probe", "is a corpus separable from its peers on trivial "
+                     "features? (+ the drop rule)"),
+    "compare": ("hearsay.compare", "rank recipes on their inner-fold runs (the ablation)"),
     "assemble": ("hearsay.assemble", "pinned fold + full runs -> score file, meta.json, report"),
     "export": ("hearsay.export.onnx_export", "checkpoint -> model.onnx (+ int8) with parity.json"),
     "parity": ("hearsay.export.parity", "GPU bf16 vs CPU onnxruntime fp32 logits (run on a box)"),

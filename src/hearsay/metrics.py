@@ -32,7 +32,10 @@ Breakdowns (columns of the key or of the score file; absent columns are skipped)
   source         each bona fide source against ALL synthetic clips
   length         duration buckets <= 4 s, 4-6 s, > 6 s (both classes of the bucket)
   augmentation   each augmentation type (both classes)
-  codec          each codec (both classes); `transcoded`: clean (codec empty/none) vs transcoded
+  codec          each codec (both classes); `transcoded`: clean (no codec and no other
+                 augmentation), other augmentation (noise, reverb, ...: no codec), transcoded.
+                 Codecs of the augmented holdout are drawn on different clips: the codec readout
+                 of hearsay.readouts compares them on the same clips
 
 Exit codes: 0 metrics written, 2 usage, 3 bad input (missing column, unknown label, a scored path
 missing from the key, non-finite values).
@@ -98,6 +101,31 @@ def min_dcf(p_miss, p_fa, thresholds, pi: float) -> tuple[float, float]:
     dcf = pi * p_miss + (1 - pi) * p_fa
     i = int(np.argmin(dcf))
     return float(dcf[i] / min(pi, 1 - pi)), float(thresholds[i])
+
+
+# The four readings of a protocol decision: pi 0.3 (of record) and 0.5, each in both cost
+# directions. "as stated" weighs misses by pi, false alarms by 1 - pi (the convention above);
+# "swapped" exchanges the two weights (the C_miss/C_fa swap: effective prior 1 - pi). At pi 0.5
+# both coincide (reported anyway, so the table is always complete).
+DIRECTIONS = ("as stated", "swapped")
+READINGS = tuple((pi, d) for pi in (PI_OF_RECORD, PI_BESIDE) for d in DIRECTIONS)
+READING_OF_RECORD = READINGS[0]
+reading_name = "pi {:g}, {}".format  # reading_name(0.3, "as stated") -> "pi 0.3, as stated"
+
+
+def effective_pi(pi: float, direction: str) -> float:  # the prior of an ordinary minDCF
+    if direction not in DIRECTIONS:
+        raise MetricsError(f"cost direction {direction!r}: one of {DIRECTIONS}")
+    return pi if direction == "as stated" else 1.0 - pi
+
+
+def min_dcf_reading(rank, is_spoof, pi: float, direction: str = "as stated"):
+    """(normalised minDCF, its threshold) of one reading; (None, None) with one class only."""
+    rank, is_spoof = np.asarray(rank, np.float64), np.asarray(is_spoof, bool)
+    if is_spoof.all() or not is_spoof.any():
+        return None, None
+    thr, p_miss, p_fa = operating_points(rank, is_spoof)
+    return min_dcf(p_miss, p_fa, thr, effective_pi(pi, direction))
 
 
 def bayes_threshold(pi: float) -> float:
@@ -282,6 +310,8 @@ def _group(df, mask, pi) -> dict:
 
 def breakdowns(df, pi: float = PI_OF_RECORD) -> dict:
     """Metrics per generator, source, length bucket, augmentation, codec, clean vs transcoded."""
+    import pandas as pd
+
     out: dict = {}
     spoof, bona = df["is_spoof"], ~df["is_spoof"]
     if "generator" in df.columns:
@@ -302,7 +332,12 @@ def breakdowns(df, pi: float = PI_OF_RECORD) -> dict:
         codec = df["codec"].fillna("").astype(str)
         out["codec"] = {c or "none": _group(df, codec == c, pi) for c in sorted(codec.unique())}
         clean = codec.isin(CLEAN_CODECS)
-        out["transcoded"] = {"clean": _group(df, clean, pi), "transcoded": _group(df, ~clean, pi)}
+        aug = df["augmentation"].fillna("none").astype(str) if "augmentation" in df.columns \
+            else pd.Series("none", index=df.index)
+        plain = aug.isin(("none", ""))  # "clean" = no codec AND no other augmentation
+        out["transcoded"] = {"clean": _group(df, clean & plain, pi),
+                             "other augmentation": _group(df, clean & ~plain, pi),
+                             "transcoded": _group(df, ~clean, pi)}
     return out
 
 

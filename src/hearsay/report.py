@@ -2,19 +2,19 @@
 
 Called by `hearsay assemble` after F1-F6 passed (see hearsay.assemble for the command):
 
-    meta = report.write_all(assembled, bundle, bar=BAR_CSV, probe=PROBE_CSV, ledger=LEDGER,
+    meta = report.write_all(assembled, bundle, bars=[BAR_DIR], probe=PROBE_CSV, ledger=LEDGER,
                             reports=Path("docs/reports"))
 
 What meta.json holds: metrics (hearsay.metrics, pi = 0.3 of record, 0.5 beside) of the pooled
-out-of-fold scores, the clean holdout and the augmented holdout, each with its breakdowns; the
-gate; the identities (config hash per run, bundle tree-sha, base-weights sha, git sha of each
-run and of this checkout); the spend read from the ledger.
-
-The gate: minDCF at pi = 0.3 of the pooled out-of-fold + clean holdout scores, ours against the
-bar score file on exactly the same clips (the bar must score every one of them, else the gate is
-"not measured"); margin = bar - ours, pass when ours is lower. With a probe set of bona fide
-clips, its false-alarm rate at our out-of-fold minDCF threshold is recorded, and gated when a
-maximum is given. A failed gate is a valid outcome: it is recorded, never raised.
+out-of-fold scores, the clean holdout and the augmented holdout, each with its breakdowns
+(generator, source, length <= 4 s / 4-6 s / > 6 s, augmentation, codec); clips per class per
+fold ("counts"); the codec readout when the assembly scored one ("codec_readout": the clean
+holdout rows that have every codec copy, each codec scored on exactly those rows); our own probe
+record ("probe": false-alarm rate at our out-of-fold threshold, with its clips' set_sha256, so
+that a later campaign can take this folder as its bar); the gate (hearsay.gate: holdout and
+out-of-fold judged apart, probe against the bar's own rate, stream shortcuts, four readings);
+the identities (config hash per run, bundle tree-sha, base-weights sha, git sha of each run and
+of this checkout); the spend read from the ledger.
 
 Spend: the sum of `cost` over the rentals of docs/ledger.csv (runner format: id,job,generation,
 offer,dph,created,destroyed_confirmed,hours,cost; append-only: a creation row per rental, then a
@@ -29,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import metrics
+from hearsay import gate as gating
+from hearsay import metrics, readouts
 from hearsay.hashing import git_sha
 from hearsay.metrics import PI_OF_RECORD
 
@@ -81,57 +82,6 @@ def spend(ledger: Path | None) -> dict:
             "open_rows": open_rows, "by_job": by_job, "source": str(ledger),
             "note": (f"{open_rows} rental(s) without confirmed destruction: the total is a "
                      "lower bound") if open_rows else "every rental closed"}
-
-
-# --------------------------------------------------------------------------- gate
-
-
-def gate(ours, key, bar: Path | None, probe: Path | None, probe_max_fa: float | None,
-         oof_threshold: float | None) -> dict:
-    """Our pooled OOF + holdout minDCF at pi 0.3 against the bar's on the same clips."""
-    out: dict = {"pi": PI_OF_RECORD, "metric": "min_dcf",
-                 "bar_file": None if bar is None else str(bar)}
-    mine = metrics.evaluate(ours, key, PI_OF_RECORD)
-    out["ours"] = mine["min_dcf"]
-    out["n_bonafide"], out["n_spoof"] = mine["n_bonafide"], mine["n_spoof"]
-    reasons = []
-    if bar is None:
-        reasons.append("no bar score file given")
-    else:
-        bar_df = read_scores(bar)
-        missing = sorted(set(ours["path"]) - set(bar_df["path"]))
-        if missing:
-            reasons.append(f"the bar scores {len(missing)} of our clips not at all, "
-                           f"e.g. {missing[0]!r}")
-        else:
-            bar_df = bar_df[bar_df["path"].isin(set(ours["path"]))].drop_duplicates("path")
-            theirs = metrics.evaluate(bar_df, key, PI_OF_RECORD)
-            out["bar"] = theirs["min_dcf"]
-            out["margin"] = theirs["min_dcf"] - mine["min_dcf"]
-            out["beats_bar"] = bool(out["margin"] > 0)
-            opp = theirs["opposite"]["min_dcf"] - mine["opposite"]["min_dcf"]
-            out["opposite_reading"] = {"margin": opp, "beats_bar": bool(opp > 0)}
-            out["flips"] = ["beats_bar"] if out["beats_bar"] != (opp > 0) else []
-    if probe is not None:
-        pr = read_scores(probe)
-        rank = metrics.rank_values(pr)
-        fa = float(np.mean(rank >= oof_threshold)) if len(pr) and oof_threshold is not None \
-            else None
-        out["probe"] = {"file": str(probe), "n": len(pr), "threshold": oof_threshold,
-                        "false_alarm_rate": fa, "max": probe_max_fa}
-    if reasons:
-        out["outcome"], out["why"] = "not measured", "; ".join(reasons)
-        return out
-    ok = out["beats_bar"]
-    why = (f"minDCF(0.3) ours {out['ours']:.4f} vs bar {out['bar']:.4f} (margin "
-           f"{out['margin']:+.4f}) on {out['n_bonafide']} bona fide + {out['n_spoof']} synthetic "
-           "clips (out-of-fold + holdout); no significance test")
-    if probe is not None and probe_max_fa is not None:
-        fa = out["probe"]["false_alarm_rate"]
-        ok = ok and fa is not None and fa <= probe_max_fa
-        why += f"; probe false alarms {fa} (max {probe_max_fa})"
-    out["outcome"], out["why"] = ("pass" if ok else "fail"), why
-    return out
 
 
 # --------------------------------------------------------------------------- plots
@@ -263,10 +213,9 @@ def what_was_run(done: dict, bundle, results: dict, about: dict) -> list[str]:
                  + (f" of {tc.get('batch_size')} clips x {tc.get('grad_accum')}, crops <= "
                     f"{tc.get('max_crop_s') or 'the class cap'} s" if tc else "") + ".")
     lines.append(f"- Metric of record: minDCF at pi = {PI_OF_RECORD} (lower is better, 1 = no "
-                 "better than always answering one class) of the pooled out-of-fold + clean "
-                 "holdout "
-                 "scores; EER and AUC beside it (AUC 0.5 = chance, 1 = every synthetic clip "
-                 "above every bona fide one).")
+                 "better than always answering one class), read on the pooled out-of-fold "
+                 "scores and on the clean holdout apart; EER and AUC beside it (AUC 0.5 = "
+                 "chance, 1 = every synthetic clip above every bona fide one).")
     lines.append("- What to look at: the out-of-fold row of Metrics (each clip scored by the model "
                  "that never trained on it), the DET plot (chance is the dashed line from top left "
                  "to bottom right; the nearer a curve runs to the bottom-left corner, the better "
@@ -286,21 +235,9 @@ def what_was_run(done: dict, bundle, results: dict, about: dict) -> list[str]:
 
 
 def markdown(meta: dict, plots: dict) -> str:
-    g = meta["gate"]
-    bar = meta.get("bar_note") or (f"the score file {g['bar_file']}" if g.get("bar_file")
-                                   else "none given")
     lines = [f"# Campaign report: {meta['name']}", "", *meta.get("opening", []),
              f"Conventions: {metrics.CONVENTION}.", "",
-             f"## Gate: **{g['outcome']}** (minDCF at pi {PI_OF_RECORD}, ours below the bar's)", "",
-             f"The bar: {bar}. It is the bar because a campaign is worth shipping only if it "
-             "beats the detector it would replace, on exactly the same clips.", "",
-             f"{g.get('why', '')}", ""]
-    if g.get("flips"):
-        lines += [f"Read under the opposite convention this decision flips: {g['flips']}.", ""]
-    if "probe" in g:
-        p = g["probe"]
-        lines += [f"Probe ({p['file']}, n={p['n']}): false-alarm rate {p['false_alarm_rate']} at "
-                  f"the out-of-fold minDCF threshold {p['threshold']}.", ""]
+             *gating.markdown(meta["gate"], meta.get("bar_note"))]
     lines += ["## Metrics", "", HEAD]
     lines += [_row(name, m) for name, m in meta["metrics"].items()]
     for name, m in meta["metrics"].items():
@@ -310,6 +247,8 @@ def markdown(meta: dict, plots: dict) -> str:
                       f"{', '.join(m['flips']) or 'none'}; scores look inverted (AUC < 0.5): "
                       f"{inverted}."]
     lines += ["", "## Plots", ""] + [f"![{k}]({v})" for k, v in plots.items()]
+    lines += readouts.counts_lines(meta.get("counts") or {})
+    lines += readouts.codec_lines(meta.get("codec_readout"))
     lines += ["", "## Breakdowns", ""]
     for name, m in meta["metrics"].items():
         for kind, groups in m["breakdowns"].items():
@@ -328,15 +267,13 @@ def markdown(meta: dict, plots: dict) -> str:
     return "\n".join(lines)
 
 
-def write_all(done: dict, bundle, bar: Path | None = None, probe: Path | None = None,
-              probe_max_fa: float | None = None, ledger: Path | None = None,
+def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = None,
+              ledger: Path | None = None,
               reports: Path = Path("docs/reports"), about: dict | None = None) -> dict:
     """meta.json + the markdown report + plots for an assembled campaign; returns meta.
 
     `about` (optional): {"corpus": what the clips are, "bar": what the bar detector is and, for a
     bar that any model passes, that it is one} - words for the report's opening and gate line."""
-    import pandas as pd
-
     pin, files = done["pin"], done["files"]
     stamp = pin["stamp_dir"].name
     key = key_frame(bundle.manifest)
@@ -345,9 +282,18 @@ def write_all(done: dict, bundle, bar: Path | None = None, probe: Path | None = 
     holdout = df[df["split"] == "holdout"]
     aug = read_scores(files["full"][("holdout", True)])
     sets = {"out-of-fold": oof, "holdout clean": holdout, "holdout augmented": aug}
+    for variant, name in (("test_length", "holdout test-length crops"),
+                          ("whole", "holdout whole clips <= 14 s")):
+        if ("holdout", variant) in files["full"]:
+            sets[name] = read_scores(files["full"][("holdout", variant)])
     results = {name: metrics.evaluate(frame, key, PI_OF_RECORD) for name, frame in sets.items()}
-    pooled = pd.concat([oof, holdout], ignore_index=True)
-    g = gate(pooled, key, bar, probe, probe_max_fa, results["out-of-fold"]["min_dcf_threshold"])
+    probe_frame = None if probe is None else read_scores(probe)
+    g = gating.judge(oof, holdout, key, [gating.load_bar(b) for b in bars], probe_frame, probe,
+                     done["metas"])
+    codec = None
+    if ("holdout", "codecs") in files["full"]:
+        panel = read_scores(files["full"][("holdout", "codecs")])
+        codec = readouts.codec_readout(holdout, panel, key)
     metas = done["metas"]
     identity = {
         "bundle_tree_sha": bundle.tree_sha,
@@ -367,11 +313,15 @@ def write_all(done: dict, bundle, bar: Path | None = None, probe: Path | None = 
     thresholds = {n: r["min_dcf_threshold"] for n, r in results.items()}
     plots = {"DET curves": plot_det(curves, plot_dir / "det.png"),
              "score histograms": plot_hist(curves, plot_dir / "hist.png", thresholds)}
+    if readouts.plot_codecs(codec, plot_dir / "codecs.png"):
+        plots["codec readout"] = plot_dir / "codecs.png"
     report_md = reports / f"{stamp}.md"
-    meta = {"name": pin["name"], "stamp": stamp, "scores_csv": str(done["scores_csv"]),
+    meta = {"name": pin["name"], "stamp": stamp,
+            "scores_csv": str(Path(done["scores_csv"]).resolve()),
             "score_config": {"max_s": done["score_config"].max_s,
                              "aug_seed": done["score_config"].aug_seed},
-            "convention": metrics.CONVENTION, "metrics": results, "gate": g,
+            "convention": metrics.CONVENTION, "metrics": results, "gate": g, "probe": g["probe"],
+            "counts": readouts.class_counts(df, key), "codec_readout": codec,
             "identity": identity, "parity": done.get("parity"), "spend": spend(ledger),
             "checks": ["F1", "F2", "F3", "F4", "F5"] + (["F6"] if pin["parity"] else []),
             "report": str(report_md), "bar_note": (about or {}).get("bar"),

@@ -117,8 +117,10 @@ DEMO_ABOUT = {  # the report's words for what the demo's clips and its bar are
     "corpus": "the SYNTHETIC demo corpus (`hearsay demo-data`: harmonic speech-like signals vs "
               "three families of made-up artefacts; no real speech, no real deepfake)",
     "bar": "a trivial detector that scores each clip by its length; the demo corpus draws "
-           "lengths alike for both classes, so this bar sits at chance: a demo bar that any "
-           "model passes, not evidence that this one is good (read the AUC and the DET plot)"}
+           "lengths alike for both classes, so this bar sits at chance. The gate judges the "
+           "holdout apart from the out-of-fold scores: a model that does not carry over to the "
+           "unseen holdout family fails it even against this bar; passing it would not be "
+           "evidence that a model is good either (read the AUC and the DET plot)"}
 
 
 def _demo_splits_config():
@@ -135,15 +137,17 @@ def stage_assemble(out: Path, ctx: dict) -> None:
     The demo is its own campaign lead: it writes models/demo/final_runs.json naming runs/fold0..4
     and runs/full by path, each with the config hash it was trained with and the sha256 of its
     final weights, and min_steps = the planned step count. The gate's bar is a trivial detector
-    (clip duration as the score): any model should beat it. The probe set is the test split's
-    bona fide clips. There is no ledger in the demo, so the spend reads "unknown".
+    (clip duration as the score; its folder models/demo/bar_duration/ holds its scores and its
+    own probe record): a model that detects beats it out-of-fold; on the holdout only one that
+    carries over to the unseen family does. The probe set is the test split's bona fide
+    clips. There is no ledger in the demo, so the spend reads "unknown".
     """
     import json
     import os
 
     import numpy as np
 
-    from hearsay import assemble, report
+    from hearsay import assemble, gate, metrics, report
     from hearsay.bundle import load_bundle
     from hearsay.model import sha256_file
 
@@ -163,15 +167,27 @@ def stage_assemble(out: Path, ctx: dict) -> None:
     done = assemble.assemble(pin_path, bundle, out / "outputs")
     df = done["scores"]
     rows = bundle.manifest.set_index("path")
-    pooled = df[df["split"].isin(["inner_oof", "holdout"])][["path", "fold", "split"]].copy()
-    dur = rows.loc[pooled["path"], "duration"].astype(float).to_numpy()
-    pooled["logit"] = (dur - dur.mean()) / max(dur.std(), 1e-9)  # the trivial bar: clip length
-    pooled["score"] = 1 / (1 + np.exp(-pooled["logit"]))
-    pooled.to_csv(stamp / "bar_duration.csv", index=False)
+    all_dur = rows["duration"].astype(float)
+    mu, sd = all_dur.mean(), max(all_dur.std(), 1e-9)
+
+    def by_length(frame):  # the trivial bar: clip length as the logit
+        out = frame[["path", "fold", "split"]].copy()
+        out["logit"] = (rows.loc[out["path"], "duration"].astype(float).to_numpy() - mu) / sd
+        out["score"] = 1 / (1 + np.exp(-out["logit"]))
+        return out
+
     test = df[df["split"] == "test"]
     probe = test[rows.loc[test["path"], "label"].to_numpy() == "bonafide"]
     probe.to_csv(stamp / "probe_test_bonafide.csv", index=False)
-    meta = report.write_all(done, bundle, bar=stamp / "bar_duration.csv",
+    bar_dir = stamp / "bar_duration"  # a bar folder as hearsay.gate reads it
+    bar_dir.mkdir(exist_ok=True)
+    bar = by_length(df[df["split"].isin(["inner_oof", "holdout"])])
+    bar.to_csv(bar_dir / "scores.csv", index=False)
+    record = gate.bar_record("clip-length bar", bar[bar["split"] == "inner_oof"],
+                             report.key_frame(bundle.manifest), by_length(probe),
+                             stamp / "probe_test_bonafide.csv")
+    (bar_dir / "meta.json").write_text(json.dumps(metrics.jsonable(record), indent=2) + "\n")
+    meta = report.write_all(done, bundle, bars=[bar_dir],
                             probe=stamp / "probe_test_bonafide.csv", ledger=out / "ledger.csv",
                             reports=out / "reports", about=DEMO_ABOUT)
     print(f"[demo] assemble: {len(df)} rows, F1-F5 passed; gate {meta['gate']['outcome']} "
