@@ -5,6 +5,7 @@
 #   requirements.lock --nix/lock_to_nix.py--> nix/wheels.nix (name, version, tags, sha256)
 #     -> one fixed-output fetchPypi per wheel -> `site`: every wheel pip-installed into one prefix
 #        (no index, no dependency resolution: the lock is the whole closure), ELF files patched
+#        (autoPatchelf, then the wheels' $ORIGIN runpaths restored), CUDA libraries load-checked
 #     -> hearsay built from this tree on top -> `env` (the image) and `devEnv` (nix develop)
 { pkgs, root }:
 let
@@ -12,6 +13,8 @@ let
   # The lock's wheels are cp311 (and abi3/py3); the interpreter must be the same minor.
   python = pkgs.python311;
   locked = import ./wheels.nix;
+  # The fix-up step around autoPatchelf (see `site`): one script, also what the tests run.
+  keepRunpaths = root + "/nix/keep_runpaths.py";
 
   # fetchPypi's wheel URL is the registry's own path for {dist}/{first letter}/{pname}/{file};
   # `sha256` (the lock's, hex) makes each one a fixed-output fetch.
@@ -40,7 +43,13 @@ let
     dontStrip = true;
     # autoPatchelf gives every ELF file a RUNPATH to the libraries it needs: those in the wheels
     # themselves (torch -> nvidia/*/lib, the *.libs/ of auditwheel), glibc (stdenv), and these.
-    nativeBuildInputs = [ pkgs.autoPatchelfHook ];
+    # It *replaces* the wheel's RUNPATH, and cuDNN dlopens its sub-libraries through `$ORIGIN`
+    # (libcudnn.so.9 -> libcudnn_graph.so.9, ...): keepRunpaths puts the wheels' $ORIGIN entries
+    # back (save before, restore after; tests/test_cuda_libs.py runs the same two commands).
+    nativeBuildInputs = [ pkgs.autoPatchelfHook pkgs.patchelf ];
+    # Run by hand in postFixup: a `postFixup` string runs *before* the hook's own entry in
+    # postFixupHooks, so a restore there would be overwritten.
+    dontAutoPatchelf = true;
     buildInputs = [
       pkgs.stdenv.cc.cc.lib # libstdc++.so.6, libgcc_s.so.1
       pkgs.zlib # libz.so.1: cuDNN, triton, pillow, numpy's and scipy's gfortran
@@ -70,14 +79,22 @@ let
       ${linkWheels}
       PYTHONPATH=${python.pkgs.pip}/${python.sitePackages} ${python.interpreter} -m pip install \
         --no-index --no-deps --no-cache-dir --disable-pip-version-check --prefix "$out" wheels/*.whl
+      ${python.interpreter} ${keepRunpaths} save "$out" "$NIX_BUILD_TOP/runpaths.json"
       runHook postInstall
     '';
-    # The hard gate, after patching: the installed distributions are the lock's, every one of
-    # them at the lock's version, nothing more (scripts/check_versions.py; exit 1 fails the build).
+    postFixup = ''
+      autoPatchelf -- "$out"
+      ${python.interpreter} ${keepRunpaths} restore "$out" "$NIX_BUILD_TOP/runpaths.json"
+    '';
+    # The hard gates, after patching: the installed distributions are the lock's, every one of
+    # them at the lock's version, nothing more (scripts/check_versions.py); and torch's cuDNN,
+    # cuBLAS, cuFFT and NCCL load and answer their version without a GPU
+    # (nix/check_cuda_libs.py). Exit 1 of either fails the build.
     doInstallCheck = true;
     installCheckPhase = ''
       PYTHONPATH="$out/${python.sitePackages}" ${python.interpreter} \
         ${root + "/scripts/check_versions.py"} --lock ${root + "/requirements.lock"}
+      ${python.interpreter} ${root + "/nix/check_cuda_libs.py"} --site "$out/${python.sitePackages}"
     '';
   });
 

@@ -17,6 +17,11 @@
 : "${RUNNER_OFFER_ORDER:=dph_total}"         # cheapest first
 : "${RUNNER_LABEL_PREFIX:=hearsay}"          # instance label = PREFIX:JOB:GEN
 
+# The runner adds `cuda_max_good>=X.Y` to RUNNER_OFFER_QUERY: X.Y is the CUDA of this lock's
+# nvidia-cuda-runtime pin (runner/lib/cuda.sh), so a host whose driver cannot run the image's torch
+# is never rented. Written nowhere else.
+: "${RUNNER_LOCK:=${RUNNER_ROOT}/../requirements.lock}"
+
 # --- money --------------------------------------------------------------------------------------------
 : "${RUNNER_MARGIN_USD:=1.50}"               # credit must exceed estimate + commitments + this
 : "${RUNNER_HOURS_PILOT:=3}"                 # estimated hours per job kind (budget estimate)

@@ -6,7 +6,8 @@
 # RUNNER_LAUNCH_WAIT_S): refuse while the job's previous instance is still listed; budget guard
 # (credit from `show user --raw` must cover estimate + commitments + RUNNER_MARGIN_USD, where every
 # job of ours counts at its $/h x hours left to its deadline, an overdue one at
-# RUNNER_UNKNOWN_COMMIT_H, and an unknown listed instance likewise); choose an offer;
+# RUNNER_UNKNOWN_COMMIT_H, and an unknown listed instance likewise); choose an offer
+# (RUNNER_OFFER_QUERY, only hosts whose driver runs the CUDA of RUNNER_LOCK's torch: cuda_max_good);
 # ask for the go-ahead (offer, $/h, estimate, credit) unless --yes; create the instance labelled
 # PREFIX:JOB:GEN; persist its id and the ledger row at once (the launch lock is released here); wait
 # for it to run; send the store's
@@ -23,7 +24,9 @@
 # Exit codes: 0 provisioned; 1 failed, box confirmed destroyed; 2 usage; 3 budget refused or not
 #   measurable; 4 the job's previous instance is still listed (or another launch of it is running);
 #   5 cannot confirm the previous instance is gone (listing failed); 6 no go-ahead or no DONE pilot;
-#   7 ORPHAN: a box could not be confirmed destroyed; 8 no offer matches; 10 missing dependency or
+#   7 ORPHAN: a box could not be confirmed destroyed; 8 no offer matches (RUNNER_OFFER_QUERY and
+#   cuda_max_good >= the CUDA of RUNNER_LOCK's nvidia-cuda-runtime pin), or that lock has no such pin;
+#   10 missing dependency or
 #   store credentials (RUNNER_RCLONE_CONF);
 #   11 no API key (or a key file readable by others); 12 remote path refused; 13 no reaper running
 #   and none could be started (RUNNER_REAPER_MODE); 14 the store holds no verified copy of the
@@ -41,6 +44,8 @@ export RUNNER_SCRIPT=launch
 . "$RUNNER_ROOT/lib/ledger.sh"
 # shellcheck source=runner/lib/vast.sh
 . "$RUNNER_ROOT/lib/vast.sh"
+# shellcheck source=runner/lib/cuda.sh
+. "$RUNNER_ROOT/lib/cuda.sh"
 # shellcheck source=runner/lib/store.sh
 . "$RUNNER_ROOT/lib/store.sh"
 # shellcheck source=runner/lib/box.sh

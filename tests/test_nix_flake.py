@@ -246,7 +246,7 @@ def test_image_python_installs_the_wheels_with_no_index_and_no_resolution(flake)
     assert "/bin/python3.11" in install  # CPython 3.11: the lock's cp311 wheels
     assert site["pythonModule"] == "python3.11"
     # torch's CUDA wheels patched; the driver is the host's, at run time
-    assert [p["name"] for p in given["nativeBuildInputs"]] == ["auto-patchelf-hook"]
+    assert [p["name"] for p in given["nativeBuildInputs"]] == ["auto-patchelf-hook", "patchelf"]
     assert {p["name"] for p in given["buildInputs"]} == {"gcc-lib", "zlib"}
     assert "libcuda.so.1" in given["autoPatchelfIgnoreMissingDeps"]
     assert given["dontStrip"] is True
@@ -254,12 +254,41 @@ def test_image_python_installs_the_wheels_with_no_index_and_no_resolution(flake)
     assert given["doInstallCheck"] is True
     check = given["installCheckPhase"]
     assert re.search(r"-check_versions\.py --lock /nix/store/[0-9a-z]{32}-requirements\.lock$",
-                     check.strip())
+                     check.strip(), re.M)
     assert 'PYTHONPATH="$out/lib/python3.11/site-packages"' in check
     # and in `nix flake check`, over the image's whole interpreter
     versions = flake["checks"]["python-versions"]["script"]
     assert versions.startswith(content(flake["packages"]["trainer-image"],
                                        "python3.11-env")["_path"] + "/bin/python3 ")
+
+
+def test_image_python_keeps_the_wheels_origin_runpaths_and_load_checks_cuda(flake):
+    """autoPatchelf drops cuDNN's $ORIGIN: nix/keep_runpaths.py saves it before and restores it
+    after (the step tests/test_cuda_libs.py runs on the lock's cuDNN), then nix/check_cuda_libs.py
+    loads cuDNN, cuBLAS, cuFFT, NCCL and torch's cuDNN in the build."""
+    [hearsay] = content(flake["packages"]["trainer-image"], "python3.11-env")["packages"]
+    given = hearsay["dependencies"][0]["given"]
+    store = r"/nix/store/[0-9a-z]{32}-"
+    python = re.escape(given["installPhase"].split(" -m pip install")[0].split()[-1])
+    # save: after pip has installed everything, before any fixup touches a RUNPATH
+    install = given["installPhase"]
+    save = re.search(python + " (" + store + r"keep_runpaths\.py) save \"\$out\" "
+                     r"\"\$NIX_BUILD_TOP/runpaths\.json\"\n", install)
+    assert save and install.index("-m pip install") < save.start()
+    assert install.rstrip().endswith("runHook postInstall")
+    # autoPatchelf by hand (the hook's own run is off: it would come after postFixup), then restore
+    assert given["dontAutoPatchelf"] is True
+    assert given["postFixup"].strip().splitlines() == [
+        'autoPatchelf -- "$out"',
+        f'{python.replace(chr(92), "")} {save.group(1)} restore "$out" '
+        '"$NIX_BUILD_TOP/runpaths.json"']
+    # the install check (after fixup) loads the libraries from the installed site-packages
+    check = given["installCheckPhase"].strip().splitlines()[-1]
+    assert re.fullmatch(python + " " + store + r"check_cuda_libs\.py "
+                        r"--site \"\$out/lib/python3\.11/site-packages\"", check), check
+    assert given["doInstallCheck"] is True
+    for script in ["keep_runpaths.py", "check_cuda_libs.py"]:
+        assert os.access(ROOT / "nix" / script, os.X_OK), script
 
 
 @pytest.mark.parametrize(("file", "old", "new", "package"), [
@@ -394,6 +423,8 @@ def _copy_repo(tmp_path: Path) -> Path:
      "inherit (w) name pname version dist python abi platform sha256;",
      "unexpected argument 'name'"),
     ("nix/python.nix", "dontStrip = true;", "dontStip = true;", "unexpected argument 'dontStip'"),
+    ("nix/python.nix", "dontAutoPatchelf = true;", "",
+     "a postFixup string runs before autoPatchelfHook's postFixupHooks entry"),
     ("nix/python.nix", "python.pkgs.toPythonModule (", "(", "not python modules"),
     ("nix/python.nix", 'format = "wheel";', "", "only wheels are modelled"),
     ("nix/weights.nix", "inherit sha256;", "", "no valid sha256/hash given"),

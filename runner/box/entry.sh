@@ -13,7 +13,8 @@
 # over ssh does not inherit it) and written to BOX_DIR/box.env (mode 600) before anything runs.
 #
 # Phases, each written to RUN_PATH/STATUS as "GEN PHASE EPOCH" (the reaper ignores other generations):
-#   STARTED (train.json missing or its sha256 != HEARSAY_CONFIG_HASH: FAIL) → SMOKE
+#   STARTED (runner/box/driver_check.sh, $HEARSAY_DRIVER_CHECK, when present: the host driver
+#   runs the lock's CUDA, else FAIL; train.json missing or its sha256 != HEARSAY_CONFIG_HASH: FAIL) → SMOKE
 #   (container/trainer/smoke_check.sh, $HEARSAY_SMOKE_CHECK, when present) → TRAINING (pull
 #   STORE/bundles/BUNDLE_SHA and check its tree-sha; a failed pull or another tree-sha is a FAIL
 #   that says so; then `$HEARSAY_TRAIN --bundle … --fold K|--full|--pilot --out … --store RUN
@@ -29,7 +30,8 @@
 # and what it has pushed; a smoke check, pull or push still running at it is stopped (TERM) and the
 # run ends FAIL with a REASON naming the phase (the wait for job.env is bounded by HEARSAY_BOX_WAIT_S).
 # Exit codes: 0 DONE; 1 FAIL (the run failed, a push failed three times, the bundle could not be
-#   pulled or is not the launched tree-sha, or train.json is missing or not the hashed config);
+#   pulled or is not the launched tree-sha, train.json is missing or not the hashed config, or the
+#   host driver cannot run the image's CUDA: runner/box/driver_check.sh's exit 18/19 in REASON);
 #   3 no job.env in time. A deadline that passes is a FAIL (1).
 set -euo pipefail
 [ -n "${RUNNER_DEBUG:-}" ] && set -x
@@ -76,6 +78,13 @@ if [[ ${HEARSAY_DEADLINE:-} =~ ^[0-9]+$ ]]; then   # the deadline holds in every
 fi
 
 box_status STARTED
+# First, before torch is loaded: a host driver older than the image's CUDA is a FAIL naming both.
+if [ -n "${HEARSAY_DRIVER_CHECK:-}" ] || [ -x /opt/hearsay/runner/box/driver_check.sh ]; then
+  driver_rc=0
+  why=$("${HEARSAY_DRIVER_CHECK:-/opt/hearsay/runner/box/driver_check.sh}" 2>&1) || driver_rc=$?
+  [ "$driver_rc" -eq 0 ] || box_fail "$(printf '%s\n' "$why" | tail -n 1) (driver check exit $driver_rc)"
+  echo "entry: $why" >&2
+fi
 config=$BOX_DIR/train.json
 if [ "$HEARSAY_KIND" != probe ]; then   # train on exactly the config the pilot gate hashed, or not at all
   [ -f "$config" ] || box_fail "no $config (the launcher sends it before job.env)"

@@ -113,7 +113,7 @@ commitments_of() {
 
 # step_budget KIND: credit must cover estimate + commitments + margin; all three must be measurable.
 step_budget() {
-  local hours line rc=0 why
+  local hours line rc=0 why cuda
   credit=$(vast_credit) || die 3 "cannot measure credit (show user --raw gave no credit number)" "retry later; check the key"
   commitments=$(commitments_of "$prev_list" 2>"$prev_list.why") || {
     why=$(cat "$prev_list.why" 2>/dev/null)
@@ -121,9 +121,13 @@ step_budget() {
     die 3 "cannot measure commitments: ${why:-unreadable records}" "retry later"
   }
   rm -f "$prev_list.why"
-  line=$(vast_offer) || rc=$?
+  # Only hosts whose driver runs the lock's CUDA: an older one would pull the image and fail its
+  # smoke check while billing (runner/lib/cuda.sh; the box checks again, runner/box/driver_check.sh).
+  cuda=$(lock_cuda "$RUNNER_LOCK") \
+    || die 8 "$RUNNER_LOCK has no nvidia-cuda-runtime==X.Y.Z pin: the CUDA version offers must support is unknown" "point RUNNER_LOCK at the image's requirements.lock"
+  line=$(vast_offer "$cuda") || rc=$?
   case $rc in
-    0) ;; 2) die 8 "no offer matches RUNNER_OFFER_QUERY" "loosen RUNNER_OFFER_QUERY in runner/config.sh" ;;
+    0) ;; 2) die 8 "no offer matches RUNNER_OFFER_QUERY with cuda_max_good>=$cuda (the CUDA of $RUNNER_LOCK's torch)" "loosen RUNNER_OFFER_QUERY in runner/config.sh" ;;
     *) die 8 "cannot search offers (no valid answer)" "retry later" ;;
   esac
   offer=${line%% *}

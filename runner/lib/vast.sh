@@ -112,12 +112,13 @@ vast_credit() {
   printf '%s\n' "$v"
 }
 
-# vast_offer: the first offer matching RUNNER_OFFER_QUERY, as "id dph_total".
+# vast_offer CUDA: the first offer matching RUNNER_OFFER_QUERY whose host driver supports CUDA
+# (MAJOR.MINOR; vast.ai's cuda_max_good is the newest CUDA the host's driver runs), as "id dph_total".
 vast_offer() {
   local out err v rc=0
   out=$(_vast_tmp) || return 1
   err=$(_vast_tmp) || return 1
-  vast_cli "$out" "$err" search offers "$RUNNER_OFFER_QUERY" --order "$RUNNER_OFFER_ORDER" \
+  vast_cli "$out" "$err" search offers "$RUNNER_OFFER_QUERY cuda_max_good>=$1" --order "$RUNNER_OFFER_ORDER" \
     --storage "$RUNNER_DISK_GB" --limit 20 --raw || true
   v=$(jq -r 'if type == "array" then
         [.[] | select((.id | type == "number") and (.dph_total | type == "number"))][0]

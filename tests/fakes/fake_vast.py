@@ -27,7 +27,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 HOURS_PER_MONTH = 30 * 24  # storage_cost is $/GB/month; dph is $/hour
-GPU_NAMES = ["RTX 4090", "RTX 3090", "A100 SXM4", "H100 SXM", "RTX A6000", "L40S"]
+GPU_NAMES = ["RTX 4090", "RTX 3090", "A100 SXM4", "H100 SXM", "RTX A6000", "L40S", "RTX 4080"]
+GPU_RAM = [24564, 24576, 81920, 81559, 49140, 46068, 16376]  # MB
+# The newest CUDA each host's driver runs (vast.ai's cuda_max_good). The last offer is a host with
+# an old driver (CUDA 12.4: no CUDA 13 torch runs there) and the cheapest of all, so a search that
+# does not filter on cuda_max_good rents it.
+CUDA_MAX_GOOD = [13.0, 13.0, 13.0, 13.0, 13.0, 13.0, 12.4]
+OLD_DRIVER = len(GPU_NAMES) - 1
 FAULT_KINDS = {
     "error",
     "rate_limit",
@@ -98,6 +104,9 @@ class Fake:
         offers = []
         for i, name in enumerate(GPU_NAMES):
             oid = 5_000_000 + 1000 * i + self.rng.randrange(1000)
+            dph_base = round(0.2 + 0.35 * i + self.rng.random() * 0.1, 4)
+            if i == OLD_DRIVER:  # below every other offer's 0.2 + storage
+                dph_base = round(0.1 + (dph_base - 0.2 - 0.35 * i) * 0.5, 4)
             offers.append(
                 {
                     "id": oid,
@@ -106,8 +115,8 @@ class Fake:
                     "host_id": 900 + i,
                     "gpu_name": name,
                     "num_gpus": 1,
-                    "gpu_ram": [24564, 24576, 81920, 81559, 49140, 46068][i],
-                    "dph_base": round(0.2 + 0.35 * i + self.rng.random() * 0.1, 4),
+                    "gpu_ram": GPU_RAM[i],
+                    "dph_base": dph_base,
                     "storage_cost": round(0.1 + self.rng.random() * 0.2, 4),  # $/GB/month
                     "reliability": round(0.97 + self.rng.random() * 0.029, 4),
                     "reliability2": 0.99,
@@ -115,7 +124,7 @@ class Fake:
                     "rentable": True,
                     "rented": False,
                     "external": False,
-                    "cuda_max_good": 12.4,
+                    "cuda_max_good": CUDA_MAX_GOOD[i],
                     "disk_space": 500.0,
                     "inet_down": 900.0,
                     "inet_up": 800.0,
@@ -127,7 +136,7 @@ class Fake:
                     "direct_port_count": 100,
                     "compute_cap": 890,
                     "total_flops": 80.0,
-                    "gpu_total_ram": [24564, 24576, 81920, 81559, 49140, 46068][i],
+                    "gpu_total_ram": GPU_RAM[i],
                     "gpu_arch": "nvidia",
                     "cpu_arch": "amd64",
                     "datacenter": True,
@@ -207,7 +216,7 @@ class Fake:
             "status_msg": f"fake: {phase}",
             "uptime_mins": max(0.0, (now - inst["created_at"]) / 60.0),
             "reliability2": 0.99,
-            "cuda_max_good": 12.4,
+            "cuda_max_good": inst["offer"]["cuda_max_good"],
             "inet_up": 800.0,
             "inet_down": 900.0,
             "template_id": None,

@@ -99,7 +99,8 @@ full_state() {
 }
 
 @test "an unlabelled instance in the account: the budget reads its dph_total (empty fields kept) and counts it" {
-  offer=$(vastai search offers 'num_gpus=1' --order dph_total --limit 1 --raw | jq '.[0].id')
+  # on an offer the launcher could rent too (the fake's cheapest host has a CUDA 12.4 driver)
+  offer=$(vastai search offers 'num_gpus=1 cuda_max_good>=13.0' --order dph_total --limit 1 --raw | jq '.[0].id')
   vastai create instance "$offer" --image "$RUNNER_IMAGE" --raw >/dev/null
   run launch --yes probe
   echo "$output"; [ "$status" -eq 0 ]

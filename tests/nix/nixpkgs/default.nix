@@ -7,9 +7,11 @@
 # attributes on to a strict function), so a typo in the flake fails the evaluation.
 # Where real nixpkgs refuses something (a fetch without a hash, an unknown OCI config key, AMR-NB
 # without --enable-version3, a fetchPypi argument its wheel URL has no place for) the stand-in
-# refuses too, with a message. It is stricter than nixpkgs in three places, on purpose: a global
+# refuses too, with a message. It is stricter than nixpkgs in four places, on purpose: a global
 # `cudaSupport` is refused (it would build every CUDA-aware package, e.g. onnxruntime, against CUDA;
-# the image's CUDA comes from the locked torch wheels); stdenv.mkDerivation accepts only the
+# the image's CUDA comes from the locked torch wheels); a postFixup string beside autoPatchelfHook
+# without dontAutoPatchelf is refused (nixpkgs runs it first, and autoPatchelf then silently
+# overwrites what it patched); stdenv.mkDerivation accepts only the
 # attributes listed below (nixpkgs would pass a misspelt one on as an unused environment variable);
 # python311.withPackages refuses a derivation that is not a python module (nixpkgs would silently
 # leave it out of the environment).
@@ -99,10 +101,16 @@ let
     { name ? null, pname ? null, version ? null, src ? null, dontUnpack ? false
     , dontConfigure ? false, dontBuild ? false, dontStrip ? false, dontFixup ? false
     , nativeBuildInputs ? [ ], buildInputs ? [ ], propagatedBuildInputs ? [ ]
-    , autoPatchelfIgnoreMissingDeps ? [ ], installPhase ? "", doInstallCheck ? false
+    , autoPatchelfIgnoreMissingDeps ? [ ], dontAutoPatchelf ? false, installPhase ? ""
+    , postFixup ? "", doInstallCheck ? false
     , installCheckPhase ? "", passthru ? { }, meta ? { } }@given:
-    let n = if name != null then name else "${pname}-${version}"; in
-    drv "stdenv.mkDerivation" n { inherit given; };
+    let
+      n = if name != null then name else "${pname}-${version}";
+      hooked = builtins.any (p: (p.name or "") == "auto-patchelf-hook") nativeBuildInputs;
+    in
+    if hooked && postFixup != "" && !dontAutoPatchelf then
+      throw "stand-in nixpkgs: ${n}: a postFixup string runs before autoPatchelfHook's postFixupHooks entry, which then overwrites its runpath changes: set dontAutoPatchelf = true and call autoPatchelf in postFixup"
+    else drv "stdenv.mkDerivation" n { inherit given; };
 
   # ffmpeg-headless.override: the flags' defaults are those of nixpkgs' ffmpeg/generic.nix for the
   # headless variant; `encoders` models which of the five codec-copy encoders the build then has.
@@ -140,6 +148,7 @@ else {
     cc.cc.lib = drv "package" "gcc-lib" { };
   };
   autoPatchelfHook = drv "package" "auto-patchelf-hook" { };
+  patchelf = drv "package" "patchelf" { };
   zlib = drv "package" "zlib" { };
   ffmpeg-headless = (drv "package" "ffmpeg-headless" { }) // { override = ffmpegHeadless; };
 
