@@ -55,6 +55,6 @@ teardown() { world_end; }
   [[ "$output" == *"runner: the store holds no verified bundle $(jq -r .tree_sha "$RUNNER_BUNDLE_META") ("*"VERIFIED is missing or unreadable): nothing rented (put it there first: runner/bundle_put.sh $W/bundle)"* ]]
   [ "$(created_count)" -eq 0 ]
   [ ! -s "$LEDGER" ]
-  ! grep -q "search offers" "$RUNNER_STATE/runner.log"
+  [ -z "$(grep "search offers" "$RUNNER_STATE/runner.log")" ]
   [ ! -d "$RUNNER_STATE/jobs/pilot" ]
 }

@@ -87,8 +87,8 @@ full_state() {
   full_state
   run reaper_once
   echo "$output"
-  ! grep -q "instance  confirmed gone" "$RUNNER_STATE/runner.log"
-  ! grep -q "destroy instance  " "$RUNNER_STATE/runner.log"
+  [ -z "$(grep "instance  confirmed gone" "$RUNNER_STATE/runner.log")" ]
+  [ -z "$(grep "destroy instance  " "$RUNNER_STATE/runner.log")" ]
   [ -d "$RUNNER_STATE/jobs/fold4" ]                 # not archived: nothing was confirmed
   [ "$(live_ids)" = "$id" ]
   rm -f "$RUNNER_STATE/fill"                        # the disk is freed: the next cycle finishes it

@@ -97,7 +97,7 @@ teardown() { world_end; }
   HEARSAY_SMOKE_CHECK="$REPO/tests/runner/bin/smoke_fail.sh" run launch --yes probe
   [ "$status" -eq 1 ]
   [[ "$output" == *"runner: the chain on instance "*" failed at start (see the box's entry.log)"* ]]
-  ! grep -q PROVISIONED "$RUNNER_STATE/runner.log"
+  [ -z "$(grep PROVISIONED "$RUNNER_STATE/runner.log")" ]
   [ "$(cat "$RUNNER_STATE"/archive/probe-*/result)" = LAUNCH_FAILED ]
   [ "$(live_count)" -eq 0 ]
 }
@@ -190,7 +190,7 @@ teardown() { world_end; }
   echo "$output"; [ "$status" -eq 7 ]
   id=$(cat "$RUNNER_STATE/jobs/probe/instance")
   [ "$(created_count)" -eq 3 ] && [ "$(live_count)" -eq 2 ]
-  ! live_ids | grep -qx "$id"
+  [ -z "$(live_ids | grep -x "$id")" ]
   [ "$(cat "$RUNNER_STATE/jobs/probe/state")" = ORPHAN ]
   [ "$(cat "$RUNNER_STATE/jobs/probe/dup_sweep")" = pending ]
   [ "$(ledger_rows)" -eq 3 ] && [ "$(open_rows)" -eq 2 ]
