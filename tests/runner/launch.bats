@@ -237,3 +237,46 @@ teardown() { world_end; }
   [ "$(printf '%s\n' "$ra" "$rb" | sort | tr '\n' ' ')" = "0 3 " ]
   grep -q "commitments \$[1-9]" "$W/a.err" "$W/b.err"   # the loser saw the winner's hours left
 }
+
+@test "the pilot gate credits only a DONE pilot of the same bundle and recipe" {
+  cfg=$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)
+  other=0000000000000000000000000000000000000000000000000000000000000000
+  # done_pilot GEN BUNDLE CONFIG: a pilot box ended DONE by the reaper, as a real one is
+  done_pilot() {
+    rent pilot PROVISIONED "$1" >/dev/null
+    echo "$2" >"$RUNNER_STATE/jobs/pilot/bundle_sha"; echo "$3" >"$RUNNER_STATE/jobs/pilot/config_hash"
+    put_status pilot "$1 DONE 3"
+    run reaper_once
+    [ "$status" -eq 0 ]
+    [ ! -d "$RUNNER_STATE/jobs/pilot" ]
+  }
+  done_pilot g-1 "$other" "$cfg"                    # another bundle, the same recipe
+  done_pilot g-2 "$BUNDLE_SHA" "$other"             # this bundle, another recipe
+  [ "$(ls "$RUNNER_STATE/pilots" | wc -l)" -eq 2 ]
+  RUNNER_MARGIN_USD=1000 run launch --yes fold 3
+  [ "$status" -eq 6 ]
+  [ "$output" = "runner: no DONE pilot for bundle $BUNDLE_SHA and config $cfg (run runner/launch.sh pilot first, or pass --no-pilot-gate)" ]
+  done_pilot g-3 "$BUNDLE_SHA" "$cfg"               # the same bundle and recipe: the gate opens
+  RUNNER_MARGIN_USD=1000 run launch --yes fold 3
+  echo "$output"; [ "$status" -eq 3 ]               # past the gate, stopped at the budget
+  [ "$(created_count)" -eq 3 ]
+  [ "$(live_count)" -eq 0 ]
+}
+
+@test "the launcher accepts a bundle only when the store's VERIFIED marker names the tree-sha it launches with" {
+  verified=$W/bucket/hearsay/bundles/$BUNDLE_SHA/VERIFIED
+  msg="runner: the store holds no verified bundle $BUNDLE_SHA (store:$W/bucket/hearsay/bundles/$BUNDLE_SHA/VERIFIED is missing or unreadable): nothing rented (put it there first: runner/bundle_put.sh $W/bundle)"
+  echo 0000000000000000000000000000000000000000000000000000000000000000 >"$verified"   # another tree-sha
+  run launch --yes pilot
+  [ "$status" -eq 14 ]
+  [ "$output" = "$msg" ]
+  rm "$verified"                                    # a missing marker: the same refusal
+  run launch --yes pilot
+  [ "$status" -eq 14 ]
+  [ "$output" = "$msg" ]
+  [ -z "$(grep "search offers" "$RUNNER_STATE/runner.log")" ]
+  [ "$(created_count)" -eq 0 ]
+  echo "$BUNDLE_SHA" >"$verified"                   # the marker names it: accepted
+  RUNNER_MARGIN_USD=1000 run launch --yes pilot
+  [ "$status" -eq 3 ]
+}
