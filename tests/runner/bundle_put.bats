@@ -23,7 +23,9 @@ teardown() { world_end; }
   echo stray >"$dest/audio/stray.flac"                          # a stray in the store's copy is removed
   rm "$dest/VERIFIED"
   run "$REPO/runner/bundle_put.sh" "$W/b2"
-  [ "$status" -eq 0 ] && [ ! -e "$dest/audio/stray.flac" ] && [ -f "$dest/VERIFIED" ]
+  [ "$status" -eq 0 ]
+  [ ! -e "$dest/audio/stray.flac" ]
+  [ -f "$dest/VERIFIED" ]
 }
 
 @test "the tree-sha is hearsay.bundle's: the shell and Python agree on the same files" {

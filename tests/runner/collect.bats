@@ -82,7 +82,7 @@ put_run() {
   for d in /usr/local/bin /usr/bin /bin; do
     for f in "$d"/*; do
       n=${f##*/}
-      [ "$n" != sha256sum ] && [ ! -e "$nosha/$n" ] && ln -s "$f" "$nosha/$n"
+      if [ "$n" != sha256sum ] && [ ! -e "$nosha/$n" ]; then ln -s "$f" "$nosha/$n"; fi
     done
   done
   PATH="$REPO/.venv/bin:$nosha" run "$REPO/runner/collect.sh" --min-steps 18 "$W/models/camp"

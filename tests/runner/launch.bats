@@ -89,7 +89,8 @@ teardown() { world_end; }
   [ "$status" -eq 1 ]
   [ "$(created_count)" -eq 1 ]
   [ "$(live_count)" -eq 0 ]
-  [ "$(ledger_rows)" -eq 1 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(ledger_rows)" -eq 1 ]
+  [ "$(open_rows)" -eq 0 ]
   [ ! -d "$RUNNER_STATE/jobs/probe" ]
 }
 
@@ -115,7 +116,8 @@ teardown() { world_end; }
   [ "$(open_rows)" -eq 1 ]
   ctl DELETE faults >/dev/null
   run reaper_once
-  [ "$(live_count)" -eq 0 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(live_count)" -eq 0 ]
+  [ "$(open_rows)" -eq 0 ]
 }
 
 @test "DESTROYED needs a listing without the instance: a lagging listing leaves it ORPHAN" {
@@ -135,7 +137,8 @@ teardown() { world_end; }
   [ "$(live_count)" -eq 1 ]
   run reaper_once
   [ "$status" -eq 0 ]
-  [ "$(live_count)" -eq 0 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(live_count)" -eq 0 ]
+  [ "$(open_rows)" -eq 0 ]
   [ "$(cat "$RUNNER_STATE"/archive/pilot-*/result)" = ABANDONED ]
 }
 
@@ -148,7 +151,8 @@ teardown() { world_end; }
   [ "$(live_ids)" = "$id" ]
   [ "$(cat "$RUNNER_STATE/jobs/probe/instance")" = "$id" ]
   [ ! -e "$RUNNER_STATE/jobs/probe/dup_sweep" ]
-  [ "$(ledger_rows)" -eq "$(created_count)" ] && [ "$(open_rows)" -eq 1 ]
+  [ "$(ledger_rows)" -eq "$(created_count)" ]
+  [ "$(open_rows)" -eq 1 ]
   grep -q "^$id,probe,.*,,,$" "$LEDGER"           # the live box's row stays open, the extra's is closed
 }
 
@@ -157,14 +161,16 @@ teardown() { world_end; }
   run launch --yes probe
   echo "$output"; [ "$status" -eq 0 ]
   id=${lines[${#lines[@]}-1]}
-  [ "$(created_count)" -eq 2 ] && [ "$(live_count)" -eq 2 ]
+  [ "$(created_count)" -eq 2 ]
+  [ "$(live_count)" -eq 2 ]
   [ "$(cat "$RUNNER_STATE/jobs/probe/dup_sweep")" = pending ]
   [ "$(ledger_rows)" -eq 1 ]
   run reaper_once
   [ "$status" -eq 0 ]
   [ -z "$(live_ids | grep -vx "$id")" ]            # only the job's own box may be left (its STATUS may end it too)
   [ ! -e "$RUNNER_STATE/jobs/probe/dup_sweep" ] || [ ! -d "$RUNNER_STATE/jobs/probe" ]
-  [ "$(ledger_rows)" -eq "$(created_count)" ] && [ "$(open_rows)" -eq "$(live_count)" ]
+  [ "$(ledger_rows)" -eq "$(created_count)" ]
+  [ "$(open_rows)" -eq "$(live_count)" ]
 }
 
 @test "every create attempt dropped after renting (no id): one adopted, every other labelled box swept, rows = creations" {
@@ -173,7 +179,8 @@ teardown() { world_end; }
   echo "$output"; [ "$status" -eq 1 ]
   [ "$(created_count)" -eq 3 ]                    # the CLI tried three times; each rented a box, none answered
   [ "$(live_count)" -eq 0 ]
-  [ "$(ledger_rows)" -eq 3 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(ledger_rows)" -eq 3 ]
+  [ "$(open_rows)" -eq 0 ]
   [ "$(grep -c 'duplicates instance' <<<"$output")" -eq 2 ]
   [ ! -d "$RUNNER_STATE/jobs/probe" ]
   [ "$(cat "$RUNNER_STATE"/archive/probe-*/result)" = LAUNCH_FAILED ]
@@ -189,16 +196,19 @@ teardown() { world_end; }
   run launch --yes probe
   echo "$output"; [ "$status" -eq 7 ]
   id=$(cat "$RUNNER_STATE/jobs/probe/instance")
-  [ "$(created_count)" -eq 3 ] && [ "$(live_count)" -eq 2 ]
+  [ "$(created_count)" -eq 3 ]
+  [ "$(live_count)" -eq 2 ]
   [ -z "$(live_ids | grep -x "$id")" ]
   [ "$(cat "$RUNNER_STATE/jobs/probe/state")" = ORPHAN ]
   [ "$(cat "$RUNNER_STATE/jobs/probe/dup_sweep")" = pending ]
-  [ "$(ledger_rows)" -eq 3 ] && [ "$(open_rows)" -eq 2 ]
+  [ "$(ledger_rows)" -eq 3 ]
+  [ "$(open_rows)" -eq 2 ]
   ctl DELETE faults >/dev/null
   run reaper_once
   echo "$output"; [ "$status" -eq 0 ]
   [ "$(live_count)" -eq 0 ]
-  [ "$(ledger_rows)" -eq 3 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(ledger_rows)" -eq 3 ]
+  [ "$(open_rows)" -eq 0 ]
   [ ! -d "$RUNNER_STATE/jobs/probe" ]
   run "$REPO/runner/teardown_check.sh"
   [ "$status" -eq 0 ]
@@ -214,7 +224,8 @@ teardown() { world_end; }
   [ ! -e "$BATS_TEST_TMPDIR/0" ]                    # awk's printf never took '>' for a redirection
   [ "$(live_count)" -eq 2 ]
   # the pilot's 3 h estimate x 1.5 is still ahead: committed at about dph x 4.5 h, never $0
-  [[ "$output" == *"commitments \$"* ]] && [[ "$output" != *"commitments \$0;"* ]]
+  [[ "$output" == *"commitments \$"* ]]
+  [[ "$output" != *"commitments \$0;"* ]]
 }
 
 @test "an overdue job of ours counts at RUNNER_UNKNOWN_COMMIT_H, never \$0" {

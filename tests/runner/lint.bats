@@ -35,7 +35,7 @@ scripts() { ls "$REPO"/runner/*.sh "$REPO"/runner/box/entry.sh | grep -v '/confi
 
 @test "make lint fails on a bare ! that is not a bats test's last command (SC2314)" {
   sc=$REPO/.venv/bin/shellcheck
-  [ -x "$sc" ] && [ -x "$REPO/.venv/bin/ruff" ] || skip "shellcheck or ruff not in .venv"
+  { [ -x "$sc" ] && [ -x "$REPO/.venv/bin/ruff" ]; } || skip "shellcheck or ruff not in .venv"
   # a copy holding only what `make lint` reads, against this venv (cp -p: its stamp stays newer)
   c=$BATS_TEST_TMPDIR/copy
   mkdir -p "$c/tests/runner" "$c/src" "$c/scripts" "$c/nix" "$c/container" "$c/runner"
@@ -47,4 +47,13 @@ scripts() { ls "$REPO"/runner/*.sh "$REPO"/runner/box/entry.sh | grep -v '/confi
   run make -s -C "$c" lint VENV="$REPO/.venv"
   echo "$output"; [ "$status" -ne 0 ]
   [[ "$output" == *"tests/runner/guard.bats line "*"SC2314"* ]]
+}
+
+@test "no bats assertion is the first half of an && list (a failure there never fails the test)" {
+  # bash's errexit, which bats relies on, ignores every command of an && list but the last:
+  # `[ "$a" -eq 1 ] && [ "$b" -eq 2 ]` passes with a = 0. One assertion per line instead.
+  cd "$REPO"
+  run grep -nE '^[[:space:]]*\[\[? .*\]\]? && \[' tests/runner/*.bats
+  echo "$output"
+  [ "$status" -eq 1 ]
 }
