@@ -128,7 +128,8 @@ sweep_duplicates() {
   own=$(rec_get "$job" instance)
   label=$(rec_get "$job" label)
   [ -n "$own" ] && [ -n "$label" ] || return 0
-  case $label in "$RUNNER_LABEL_PREFIX":*) ;; *) return 0 ;; esac
+  # the record's own label (this operator's PREFIX.OPERATOR:…, or an older runner's PREFIX:…)
+  case $label in "$RUNNER_LABEL_PREFIX".* | "$RUNNER_LABEL_PREFIX":*) ;; *) return 0 ;; esac
   for id in $(list_by_label "$list" "$label"); do
     [ "$id" != "$own" ] || continue
     created=$(list_field "$list" "$id" 7)
