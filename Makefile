@@ -23,6 +23,9 @@ lint: install
 	$(VENV)/bin/ruff check src tests scripts nix container
 	@scripts=$$(find runner scripts container -name '*.sh' 2>/dev/null); \
 	if [ -n "$$scripts" ]; then $(VENV)/bin/shellcheck -x $$scripts; fi
+	@# the bats suites, errors only: SC2314, a bare `! cmd` that is not a test's last command, never
+	@# fails the test (use `run !` or `[ ... ]`); their warnings are the harness's shared globals
+	$(VENV)/bin/shellcheck --shell=bats --severity=error tests/runner/*.bats
 
 test: install lint
 	scripts/system-deps.sh

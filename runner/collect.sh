@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: runner/collect.sh [--name NAME] [--min-steps N] OUT_DIR
+# Usage: runner/collect.sh [--name NAME] --min-steps N OUT_DIR
 # Summary: bring the six finished runs (fold0-4, full) back from the store and pin them for hearsay assemble
 #
 # The runs are those of this bundle and training config (RUNNER_BUNDLE_META, RUNNER_TRAIN_CONFIG, as
@@ -9,15 +9,19 @@
 # bundle's tree-sha. Then OUT_DIR/final_runs.json is written for `hearsay assemble --pinned`:
 # each run by its path, with the TRAINER's config hash (run_meta.json's config_hash: the sha256 of
 # the resolved config, what assemble checks; the runner's sha256 of train.json only names the
-# store folder) and the sha256 of final/model.safetensors; min_steps = --min-steps, else the
-# smallest planned step count (run_meta.json total_steps) of the six; parity null.
+# store folder) and the sha256 of final/model.safetensors; min_steps = --min-steps; parity null.
+# An old OUT_DIR/final_runs.json is removed before anything is pulled: a collect that fails leaves
+# no pin, never one describing other runs.
 #
 #   --name NAME      the pin's name (default: OUT_DIR's base name) -> outputs/detector_scores/NAME.csv
-#   --min-steps N    the training budget assemble holds every run to
+#   --min-steps N    required: the optimiser steps assemble holds every run to, from the recipe
+#                    (epochs x steps per epoch); never the runs' own planned count, which holds a
+#                    run to nothing
 #
-# Exit codes: 0 pinned; 2 usage; 3 a run is missing from the store or not complete (each named);
-#   4 a run's identity is wrong (job, fold or bundle); 6 the store could not be read; 10 missing
-#   dependency or store credentials; 12 remote path refused.
+# Exit codes: 0 pinned; 1 the old pin cannot be removed; 2 usage (--min-steps is required); 3 a run
+#   is missing from the store or not complete (each named); 4 a run's identity is wrong (job, fold
+#   or bundle); 6 the store could not be read; 10 missing dependency or store credentials; 12 remote
+#   path refused.
 set -euo pipefail
 export RUNNER_SCRIPT=collect
 # shellcheck source=runner/lib/common.sh
@@ -32,13 +36,18 @@ while [ $# -gt 0 ]; do
   case $1 in
     -h | --help) usage_from "$0"; exit 0 ;;
     --name) name=${2:?--name needs a value}; shift ;;
-    --min-steps) min_steps=${2:-}; is_number "$min_steps" || die 2 "--min-steps needs a number" "--min-steps 2000"; shift ;;
+    --min-steps)
+      min_steps=${2:-}
+      case $min_steps in '' | *[!0-9]* | 0*) die 2 "--min-steps needs a whole number of steps above 0" "--min-steps 2000" ;; esac
+      shift ;;
     -*) die 2 "unknown option $1" "see runner/collect.sh --help" ;;
     *) [ -z "$out" ] || die 2 "one OUT_DIR only" "runner/collect.sh models/STAMP"; out=${1%/} ;;
   esac
   shift
 done
-[ -n "$out" ] || die 2 "no OUT_DIR given" "runner/collect.sh models/STAMP"
+[ -n "$out" ] || die 2 "no OUT_DIR given" "runner/collect.sh --min-steps N models/STAMP"
+[ -n "$min_steps" ] || die 2 "no --min-steps given: the training budget every run is held to" \
+  "pass the recipe's optimiser steps (epochs x steps per epoch), e.g. --min-steps 2000"
 need jq awk "${RUNNER_RCLONE%% *}"
 [ -r "$RUNNER_RCLONE_CONF" ] || die 10 "no store credentials at $RUNNER_RCLONE_CONF" "set RUNNER_RCLONE_CONF"
 [ -r "$RUNNER_BUNDLE_META" ] || die 2 "no bundle meta at $RUNNER_BUNDLE_META" "set RUNNER_BUNDLE_META to the bundle's bundle_meta.json"
@@ -46,9 +55,10 @@ need jq awk "${RUNNER_RCLONE%% *}"
 export RCLONE_CONFIG=$RUNNER_RCLONE_CONF
 bundle=$(jq -r '.tree_sha // empty' "$RUNNER_BUNDLE_META")
 [ -n "$bundle" ] || die 2 "$RUNNER_BUNDLE_META has no tree_sha" "rebuild the bundle with hearsay bundle"
-cfg=$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)
+cfg=$(sha256_file "$RUNNER_TRAIN_CONFIG")
 name=${name:-$(basename "$out")}
 mkdir -p "$out/runs"
+rm -f "$out/final_runs.json" || die 1 "cannot remove the old pin $out/final_runs.json" "check OUT_DIR's permissions"
 
 # 1. each run pulled and checked; every missing or incomplete one is named before exiting
 missing=""
@@ -81,10 +91,8 @@ if [ -n "$missing" ]; then
 fi
 
 # 2. the pin file, written whole or not at all
-[ -n "$min_steps" ] || min_steps=$(for job in fold0 fold1 fold2 fold3 fold4 full; do
-  jq -r '.total_steps // .steps' "$out/runs/$job/run_meta.json"; done | sort -n | head -n 1)
 runs_json=$(for job in fold0 fold1 fold2 fold3 fold4 full; do
-  jq -n --arg k "$job" --arg dir "runs/$job" --arg w "$(sha256sum "$out/runs/$job/final/model.safetensors" | cut -d' ' -f1)" \
+  jq -n --arg k "$job" --arg dir "runs/$job" --arg w "$(sha256_file "$out/runs/$job/final/model.safetensors")" \
     --arg c "$(jq -r .config_hash "$out/runs/$job/run_meta.json")" '{($k): {dir: $dir, config_hash: $c, weights_sha256: $w}}'
 done | jq -s 'add')
 jq -n --arg name "$name" --arg b "$bundle" --argjson m "$min_steps" --argjson runs "$runs_json" \

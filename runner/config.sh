@@ -15,7 +15,7 @@
 : "${RUNNER_DISK_GB:=80}"                    # --disk; dph_total is priced at this size
 : "${RUNNER_OFFER_QUERY:=num_gpus=1 gpu_name=H100_SXM reliability>0.98 inet_down>=500 direct_port_count>=1}"
 : "${RUNNER_OFFER_ORDER:=dph_total}"         # cheapest first
-: "${RUNNER_LABEL_PREFIX:=hearsay}"          # instance label = PREFIX:JOB:GEN
+: "${RUNNER_LABEL_PREFIX:=hearsay}"          # instance label = PREFIX.OPERATOR:JOB:GEN:DEADLINE (state.sh)
 
 # The runner adds `cuda_max_good>=X.Y` to RUNNER_OFFER_QUERY: X.Y is the CUDA of this lock's
 # nvidia-cuda-runtime pin (runner/lib/cuda.sh), so a host whose driver cannot run the image's torch
@@ -42,7 +42,8 @@
 : "${RUNNER_LAUNCH_WAIT_S:=900}"            # a launch waits this long for another launch's budget+create
 : "${RUNNER_LOCK_STALE_S:=30}"              # a lock with no readable owner older than this is broken
 : "${RUNNER_REAPER_MODE:=start}"            # no live reaper at launch: start (one) | refuse (exit 13) | off
-: "${RUNNER_ORPHAN_GRACE_S:=600}"           # a hearsay:-labelled instance with no record is destroyed after this
+: "${RUNNER_ORPHAN_GRACE_S:=600}"           # an instance labelled by this state's operator, with no record, is destroyed after this
+: "${RUNNER_GONE_AFTER_S:=600}"             # a live job's box absent from every listing this long (s) is gone, unless show instance says so sooner
 : "${RUNNER_HOLD_TTL_S:=900}"                # a HOLD older than this is stale (15 min)
 : "${RUNNER_REAPER_POLL_S:=60}"              # reaper's quiet poll interval
 : "${RUNNER_REAPER_MAX_BACKOFF_S:=900}"      # reaper's longest wait after 429s / failed listings

@@ -6,10 +6,12 @@
 # RUNNER_LAUNCH_WAIT_S): refuse while the job's previous instance is still listed; budget guard
 # (credit from `show user --raw` must cover estimate + commitments + RUNNER_MARGIN_USD, where every
 # job of ours counts at its $/h x hours left to its deadline, an overdue one at
-# RUNNER_UNKNOWN_COMMIT_H, and an unknown listed instance likewise); choose an offer
+# RUNNER_UNKNOWN_COMMIT_H, another operator's listed box at its $/h x hours left to its label's
+# DEADLINE, and any other unknown listed instance at RUNNER_UNKNOWN_COMMIT_H); choose an offer
 # (RUNNER_OFFER_QUERY, only hosts whose driver runs the CUDA of RUNNER_LOCK's torch: cuda_max_good);
 # ask for the go-ahead (offer, $/h, estimate, credit) unless --yes; create the instance labelled
-# PREFIX:JOB:GEN; persist its id and the ledger row at once (the launch lock is released here); wait
+# PREFIX.OPERATOR:JOB:GEN:DEADLINE (RUNNER_STATE/operator, one per state folder); persist its id and
+# the ledger row at once (the launch lock is released here); wait
 # for it to run; send the store's
 # credentials over ssh stdin into a mode-600 rclone config on the box, then RUNNER_TRAIN_CONFIG's exact
 # bytes (the ones hashed for the pilot gate) as the box's train.json; start the chain; write

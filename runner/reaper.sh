@@ -17,11 +17,16 @@
 #   4. STATUS DONE / FAIL          destroy; the STATUS must carry the record's generation, any other
 #                                  generation's STATUS counts as no status
 #   5. launch abandoned            a record not PROVISIONED whose launcher is gone: destroy
-#   6. instance missing            a PROVISIONED instance absent from a successful listing: record it
-#                                  gone (the box destroyed itself) and complete the ledger row
-#   7. unrecorded                  a listed instance labelled RUNNER_LABEL_PREFIX:… that no record
-#                                  owns, older than RUNNER_ORPHAN_GRACE_S (a create that answered after
-#                                  its launcher gave up): ledger row, destroy, row completed
+#   6. instance missing            a PROVISIONED instance absent from two successful listings and
+#                                  confirmed gone by `show instance ID` (or absent for
+#                                  RUNNER_GONE_AFTER_S, jobs/JOB/gone_since: an empty listing can be
+#                                  a hiccup): record it gone (the box destroyed itself), row completed
+#   7. unrecorded                  a listed instance labelled with this state's own prefix
+#                                  (PREFIX.OPERATOR:…, RUNNER_STATE/operator) that no record owns,
+#                                  older than RUNNER_ORPHAN_GRACE_S (a create that answered after its
+#                                  launcher gave up): ledger row, destroy, row completed. Another
+#                                  operator's box (or an older runner's PREFIX:… label) is said once
+#                                  and left alone
 # A destroy counts only when a later successful listing lacks the instance; a failed listing (error,
 # 429, empty, `{}`, null, malformed) changes nothing and the reaper backs off (doubling, up to
 # RUNNER_REAPER_MAX_BACKOFF_S) on its own.

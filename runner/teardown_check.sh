@@ -4,7 +4,8 @@
 #
 # Exit codes: 0 a successful listing holds zero instances; 1 instances remain (listed on stdout as
 #   "id status label $/h"); 2 cannot confirm (error JSON, empty or non-JSON answer, auth failure,
-#   429, timeout); 10 missing dependency; 11 no API key.
+#   429, timeout); 10 missing dependency; 11 no API key; 64 usage (an unknown argument: its own
+#   code, so a caller that retries on 2 never mistakes a typo for an unreachable API).
 set -euo pipefail
 export RUNNER_SCRIPT=teardown_check
 # shellcheck source=runner/lib/common.sh
@@ -17,7 +18,7 @@ export RUNNER_SCRIPT=teardown_check
 case ${1:-} in
   -h | --help) usage_from "$0"; exit 0 ;;
   '') ;;
-  *) die 2 "unknown argument: $1" "see runner/teardown_check.sh --help" ;;
+  *) die 64 "unknown argument: $1 (it takes none)" "run runner/teardown_check.sh without arguments; see --help" ;;
 esac
 need jq awk mktemp
 key_guard || exit 11

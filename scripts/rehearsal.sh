@@ -234,7 +234,8 @@ do_all_done() {
   say_detail "$(echo "$JOBS" | wc -w) DONE, each box destroyed by the reaper; fold2 resumed from epoch $from and completed $(jq -r .steps "$(run_dir fold2)/run_meta.json") of $(jq -r .total_steps "$(run_dir fold2)/run_meta.json") steps"
 }
 do_collect() {
-  "$REPO/runner/collect.sh" --name rehearsal "$W/models/rehearsal"
+  # the recipe's budget: 3 epochs x 6 batches on one CPU "GPU", grad_accum 1 (do_world's train.json)
+  "$REPO/runner/collect.sh" --name rehearsal --min-steps 18 "$W/models/rehearsal"
   say_detail "$(jq -r '.runs | keys | join(" ")' "$W/models/rehearsal/final_runs.json") pinned"
 }
 do_assemble() {

@@ -24,6 +24,9 @@ _sha256_stdin() {
   if command -v sha256sum >/dev/null 2>&1; then sha256sum | cut -d' ' -f1; else shasum -a 256 | cut -d' ' -f1; fi
 }
 
+# sha256_file FILE: its sha256 (hex), with sha256sum or, where that is missing (macOS), shasum.
+sha256_file() { _sha256_stdin <"$1"; }
+
 # tree_sha_of_listing: stdin = "HASH  PATH" lines (sha256sum's, or `rclone hashsum sha256`'s) for
 # a bundle's files; prints the bundle tree-sha exactly as hearsay.bundle.tree_sha makes it: only
 # manifest.csv, selection.json (what decides the training rows), audio/** and codecs/**, sorted

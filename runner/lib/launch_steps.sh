@@ -30,14 +30,19 @@ identity() {
 # step_previous JOB: the job's previous instance must be absent from a successful listing; only then is
 # an old record cleared (its ledger row completed). Leaves the listing in $prev_list for the budget.
 step_previous() {
-  local job=$1 id listed
+  local job=$1 id listed own
+  own=$(label_prefix) || die 1 "no operator identity, so no label can be ours" "see the message above"
   prev_list=$(_vast_tmp)
   vast_list "$prev_list" || die 5 "cannot list instances, so cannot confirm job $job's previous instance is gone" "retry later; check VAST_URL, the key and runner/teardown_check.sh"
-  listed=$(awk -F '\t' -v p="$RUNNER_LABEL_PREFIX:$job:" 'index($3, p) == 1 { print $1 }' "$prev_list" | head -n 1)
+  listed=$(awk -F '\t' -v p="$own:$job:" 'index($3, p) == 1 { print $1 }' "$prev_list" | head -n 1)
   id=$(rec_get "$job" instance)
   if [ -z "$listed" ] && [ -n "$id" ] && list_has "$prev_list" "$id"; then listed=$id; fi
   [ -z "$listed" ] || die 4 "job $job's previous instance $listed is still listed" "wait for runner/reaper.sh to end it, or: vastai destroy instance $listed -y"
   rec_exists "$job" || return 0
+  # a well-formed empty listing can be an API hiccup: the record's box must also be gone by name
+  if [ -n "$id" ] && ! vast_show_gone "$id"; then
+    die 5 "job $job's previous instance $id is missing from the listing but show instance does not confirm it gone" "retry later; check runner/teardown_check.sh"
+  fi
   if launcher_alive "$job" && [ "$(rec_get "$job" launcher)" != "$$" ]; then
     die 4 "job $job is being launched by process $(rec_get "$job" launcher)" "wait for it"
   fi
@@ -74,7 +79,9 @@ step_pilot_gate() {
 # commitments_of LISTFILE: print the dollars already committed, from every job record of ours and a
 # successful listing. A record counts at its $/h times the hours left to its deadline; one past its
 # deadline (or with none) at RUNNER_UNKNOWN_COMMIT_H, never 0; a record with neither id nor create
-# asked rented nothing. A listed instance with no record of ours counts at RUNNER_UNKNOWN_COMMIT_H.
+# asked rented nothing. A listed instance with no record of ours counts at its $/h times the hours
+# left to the deadline its label carries (another operator's box: PREFIX.OPERATOR:JOB:GEN:DEADLINE),
+# else (no such label, or overdue) at RUNNER_UNKNOWN_COMMIT_H.
 # 1 (a reason on stderr) when a needed $/h is missing. All arithmetic in one awk program of fixed
 # text; the listing and records come in as files (tab-separated, empty fields kept).
 commitments_of() {
@@ -84,7 +91,7 @@ commitments_of() {
     printf '%s\t%s\t%s\t%s\t%s\n' "$j" "$(rec_get "$j" instance)" "$(rec_get "$j" dph)" \
       "$(rec_get "$j" deadline)" "$(rec_get "$j" asked)"
   done >"$recs" || { rm -f "$recs"; return 1; }
-  out=$(awk -F '\t' -v recs="$recs" -v now="$(now)" -v unk="$RUNNER_UNKNOWN_COMMIT_H" '
+  out=$(awk -F '\t' -v recs="$recs" -v now="$(now)" -v unk="$RUNNER_UNKNOWN_COMMIT_H" -v pre="$RUNNER_LABEL_PREFIX" '
     function num(x) { return x ~ /^[0-9]+(\.[0-9]+)?$/ || x ~ /^\.[0-9]+$/ }
     BEGIN {
       while ((getline line < recs) > 0) {
@@ -93,7 +100,11 @@ commitments_of() {
       }
     }
     { ldph[$1] = $4
-      if (!($1 in mine)) { if (!num($4)) { print "instance " $1 " has no dph_total"; bad = 1; exit } c += $4 * unk } }
+      if (!($1 in mine)) {
+        if (!num($4)) { print "instance " $1 " has no dph_total"; bad = 1; exit }
+        h = unk; nf = split($3, lf, ":")
+        if (nf == 4 && index(lf[1], pre ".") == 1 && lf[4] ~ /^[0-9]+$/ && lf[4] > now) h = (lf[4] - now) / 3600
+        c += $4 * h } }
     END {
       if (bad) exit 1
       for (r = 1; r <= n; r++) {
@@ -200,29 +211,32 @@ on_launch_exit() {
 
 # step_create JOB KIND FOLD: the record first, then the create; the id is persisted the moment it exists.
 step_create() {
-  local hours
+  local hours dl label
   gen=$(new_gen)
+  label=$(label_prefix) || die 1 "no operator identity for the label" "see the message above"
   rec_new "$1" || die 4 "a record for job $1 appeared meanwhile" "check runner/status.sh"
   trap on_launch_exit EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
   trap 'exit 129' HUP
   hours=$(hours_for "$2")
+  dl=$(($(now) + $(calc 'hours * factor * 3600' hours="$hours" factor="$RUNNER_DEADLINE_FACTOR" | cut -d. -f1)))
+  label=$label:$1:$gen:$dl   # PREFIX.OPERATOR:JOB:GEN:DEADLINE (label_prefix)
   rec_set "$1" launcher "$$"
   rec_set "$1" launcher_start "$(proc_start "$$")"
   rec_set "$1" gen "$gen"
   rec_set "$1" kind "$2"
   rec_set "$1" fold "$3"
-  rec_set "$1" label "$RUNNER_LABEL_PREFIX:$1:$gen"
+  rec_set "$1" label "$label"
   rec_set "$1" offer "$offer"
   rec_set "$1" dph "$dph"
   rec_set "$1" bundle_sha "$bundle_sha"
   rec_set "$1" config_hash "$config_hash"
   rec_set "$1" created_at "$(now)"
-  rec_set "$1" deadline "$(($(now) + $(calc 'hours * factor * 3600' hours="$hours" factor="$RUNNER_DEADLINE_FACTOR" | cut -d. -f1)))"
+  rec_set "$1" deadline "$dl"
   rec_set "$1" state CREATING
   rec_set "$1" asked 1
-  if ! instance=$(vast_create "$offer" "$RUNNER_LABEL_PREFIX:$1:$gen" "-e HEARSAY_JOB=$1 -e HEARSAY_GEN=$gen"); then
+  if ! instance=$(vast_create "$offer" "$label" "-e HEARSAY_JOB=$1 -e HEARSAY_GEN=$gen"); then
     die 1 "create of offer $offer gave no clear success" "the launcher looks for instances carrying its label and destroys them; retry later"
   fi
   rec_set "$1" instance "$instance" || die 1 "cannot persist instance $instance of job $1 (see above)" "the box is destroyed now; a full disk under RUNNER_STATE must be freed"
@@ -230,7 +244,7 @@ step_create() {
   ledger_append "$instance" "$1" "$gen" "$offer" "$dph" "$(rec_get "$1" created_at)" \
     || die 1 "no ledger row for instance $instance" "free space under $LEDGER; the box is destroyed now"
   lock_drop "$budget_lock"                # the record now counts this box: the next launch may go on
-  say "created instance $instance (offer $offer, \$$dph/h, label $RUNNER_LABEL_PREFIX:$1:$gen)"
+  say "created instance $instance (offer $offer, \$$dph/h, label $label)"
   step_sweep "$1"
 }
 

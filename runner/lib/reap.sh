@@ -97,14 +97,35 @@ reap_job() {
     finish_job "$job" ABANDONED
     return
   fi
-  if [ -n "$id" ] && ! list_has "$list" "$id"; then
-    # PROVISIONED boxes were listed running before: absence from a successful listing taken now (not the
-    # cycle's, which may predate the record) is confirmation.
-    vast_list "$list" || return 0
-    list_has "$list" "$id" && return 0
-    say "job $job: instance $id is gone (destroyed on the box)"
-    ledger_close "$job" "$id" || return 1
-    rec_set "$job" result "GONE${phase:+ $phase}" || true
-    rec_archive "$job"
+  [ -n "$id" ] || return 0
+  if list_has "$list" "$id"; then
+    rm -f "$(rec_dir "$job")/gone_since" 2>/dev/null || true
+    return 0
   fi
+  # PROVISIONED boxes were listed running before, but a well-formed empty listing can be an API
+  # hiccup: absence from a second listing taken now is confirmed by a direct query (show instance
+  # ID answers no such instance), or by absence from every successful listing for RUNNER_GONE_AFTER_S
+  # since the first one that lacked it (jobs/JOB/gone_since). Until then the box is unknown, kept.
+  vast_list "$list" || return 0
+  if list_has "$list" "$id"; then rm -f "$(rec_dir "$job")/gone_since" 2>/dev/null || true; return 0; fi
+  if ! gone_confirmed "$job" "$id"; then return 0; fi
+  say "job $job: instance $id is gone (destroyed on the box)"
+  ledger_close "$job" "$id" || return 1
+  rec_set "$job" result "GONE${phase:+ $phase}" || true
+  rec_archive "$job"
+}
+
+# gone_confirmed JOB ID: 0 when a direct query says the instance is gone, or it has been absent from
+# every successful listing for RUNNER_GONE_AFTER_S since jobs/JOB/gone_since (written, and said, the
+# first time); 1 = not yet known.
+gone_confirmed() {
+  local since
+  vast_show_gone "$2" && return 0
+  since=$(rec_get "$1" gone_since)
+  if ! is_number "$since"; then
+    rec_set "$1" gone_since "$(now)" || true
+    say "job $1: instance $2 is missing from the listing but not confirmed gone (show instance): kept; gone after RUNNER_GONE_AFTER_S=$RUNNER_GONE_AFTER_S s of listings without it"
+    return 1
+  fi
+  [ $(($(now) - since)) -ge "$RUNNER_GONE_AFTER_S" ]
 }

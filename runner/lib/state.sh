@@ -2,7 +2,7 @@
 # runner/lib/state.sh — job records under $RUNNER_STATE/jobs/JOB/, one small file per field.
 #
 # Fields: gen kind fold state instance label offer dph created_at deadline launcher launcher_start
-#   bundle_sha config_hash asked result HOLD dup_sweep retry
+#   bundle_sha config_hash asked result HOLD dup_sweep retry gone_since
 # States: CREATING (create asked, id not yet known) → CREATED (id persisted) → RUNNING (box up) →
 #         PROVISIONED (chain confirmed running) ; DESTROYING ; ORPHAN (destroy not confirmed).
 # A record leaves jobs/ (moved to archive/) only after its instance is confirmed gone.
@@ -90,3 +90,34 @@ launcher_alive() {
 
 # new_gen: a generation id, unique per launch.
 new_gen() { printf 'g%s-%s-%s\n' "$(date -u +%Y%m%dT%H%M%SZ)" "$$" "$RANDOM$RANDOM"; }
+
+# operator_id: this RUNNER_STATE's operator identity, RUNNER_STATE/operator (8 hex digits, made once
+# on first use with a hard link, so two runners starting together agree). Every label this state
+# creates carries it, and only instances carrying it are ever adopted: two operators on one account
+# (two RUNNER_STATE folders) never take each other's boxes. 1 (said on stderr) when it is unreadable.
+# Copying a RUNNER_STATE folder copies its identity: give a second operator a fresh folder.
+operator_id() {
+  local f=$RUNNER_STATE/operator v
+  v=$(cat "$f" 2>/dev/null || true)
+  if [ -z "$v" ]; then
+    mkdir -p "$RUNNER_STATE" 2>/dev/null || true
+    { od -An -N4 -tx1 /dev/urandom | tr -d ' \n'; echo; } >"$f.$$" 2>/dev/null && ln "$f.$$" "$f" 2>/dev/null
+    rm -f "$f.$$"
+    v=$(cat "$f" 2>/dev/null || true)
+  fi
+  case $v in
+    '' | *[!0-9a-z]*)
+      echo "runner: no readable operator identity in $f (free space under RUNNER_STATE, or restore the file; never edit it while a box of this state runs)" >&2
+      return 1 ;;
+  esac
+  printf '%s\n' "$v"
+}
+
+# label_prefix: RUNNER_LABEL_PREFIX.OPERATOR, the start of every label this state creates
+# (PREFIX.OPERATOR:JOB:GEN:DEADLINE, DEADLINE in epoch seconds: another operator's budget guard
+# counts the box at its hours left).
+label_prefix() {
+  local o
+  o=$(operator_id) || return 1
+  printf '%s.%s\n' "$RUNNER_LABEL_PREFIX" "$o"
+}

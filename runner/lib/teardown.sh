@@ -128,7 +128,8 @@ sweep_duplicates() {
   own=$(rec_get "$job" instance)
   label=$(rec_get "$job" label)
   [ -n "$own" ] && [ -n "$label" ] || return 0
-  case $label in "$RUNNER_LABEL_PREFIX":*) ;; *) return 0 ;; esac
+  # the record's own label (this operator's PREFIX.OPERATOR:…, or an older runner's PREFIX:…)
+  case $label in "$RUNNER_LABEL_PREFIX".* | "$RUNNER_LABEL_PREFIX":*) ;; *) return 0 ;; esac
   for id in $(list_by_label "$list" "$label"); do
     [ "$id" != "$own" ] || continue
     created=$(list_field "$list" "$id" 7)
@@ -169,13 +170,18 @@ adopt_record() {
     && rec_set "$r" kind adopted && rec_set "$r" state ORPHAN
 }
 
-# sweep_unrecorded LISTFILE: every listed instance labelled RUNNER_LABEL_PREFIX:JOB:GEN that no job
-# record owns (by id or by label) and that is older than RUNNER_ORPHAN_GRACE_S (its start_date) is
-# ours and billing unwatched: a create that answered after its launcher gave up on the label, or a
-# record lost. It gets a ledger row (job and generation from its label), is destroyed, and its row
-# is completed once confirmed. 0 = none left, 1 = one could not be confirmed destroyed or recorded.
+# sweep_unrecorded LISTFILE: every listed instance labelled with this state's own prefix
+# (label_prefix: PREFIX.OPERATOR:JOB:GEN[:DEADLINE]) that no job record owns (by id or by label) and
+# that is older than RUNNER_ORPHAN_GRACE_S (its start_date) is ours and billing unwatched: a create
+# that answered after its launcher gave up on the label, or a record lost. It gets a ledger row (job
+# and generation from its label), is destroyed, and its row is completed once confirmed. One that
+# carries RUNNER_LABEL_PREFIX but another operator's identity (or none: an older runner's label) is
+# never adopted: said once (RUNNER_STATE/foreign/ID) and left to its own reaper.
+# 0 = none left, 1 = one could not be confirmed destroyed or recorded.
 sweep_unrecorded() {
-  local list=$1 owned j id label start job gen rc=0 created
+  local list=$1 owned j id label start job gen rc=0 created own
+  own=$(label_prefix) || return 1
+  foreign_note "$list" "$own"
   owned=$(_vast_tmp) || return 1
   for j in $(jobs_list); do
     printf '%s\n%s\n' "id:$(rec_get "$j" instance)" "label:$(rec_get "$j" label)"
@@ -187,10 +193,11 @@ sweep_unrecorded() {
     start=${start%%.*}
     is_number "$start" || start=0
     [ $(($(now) - start)) -ge "$RUNNER_ORPHAN_GRACE_S" ] || continue
-    job=${label#"$RUNNER_LABEL_PREFIX":}
+    job=${label#"$own":}
     gen=${job#*:}
     job=${job%%:*}
     [ "$gen" != "$job" ] || gen=""
+    gen=${gen%%:*}   # without the label's DEADLINE
     say "instance $id (label $label) has no job record of ours: adopting and destroying it"
     log_event "unrecorded instance $id label $label adopted"
     ledger_append "$id" "${job:-unknown}" "$gen" "" "$(list_field "$list" "$id" 4)" "$start" || rc=1
@@ -208,10 +215,24 @@ sweep_unrecorded() {
       rc=1
     fi
   done <<EOF_IDS
-$(awk -F '\t' -v p="$RUNNER_LABEL_PREFIX:" -v owned="$owned" '
+$(awk -F '\t' -v p="$own:" -v owned="$owned" '
     BEGIN { while ((getline l < owned) > 0) own[l] = 1 }
     index($3, p) == 1 && !(("id:" $1) in own) && !(("label:" $3) in own) { print $1 }' "$list")
 EOF_IDS
   rm -f "$owned"
   return "$rc"
+}
+
+# foreign_note LISTFILE OWN_PREFIX: say once per instance (RUNNER_STATE/foreign/ID) that a listed box
+# labelled RUNNER_LABEL_PREFIX… but not OWN_PREFIX: is not this operator's, and is left alone.
+foreign_note() {
+  local id label
+  awk -F '\t' -v p="$RUNNER_LABEL_PREFIX" -v own="$2:" \
+    '(index($3, p ":") == 1 || index($3, p ".") == 1) && index($3, own) != 1 { print $1 "\t" $3 }' "$1" \
+    | while IFS="$(printf '\t')" read -r id label; do
+      [ ! -e "$RUNNER_STATE/foreign/$id" ] || continue
+      mkdir -p "$RUNNER_STATE/foreign" 2>/dev/null && : >"$RUNNER_STATE/foreign/$id" 2>/dev/null || true
+      say "instance $id (label $label) is not this operator's ($2): left alone, its own RUNNER_STATE's reaper watches it (an older runner's label without an operator: destroy it by hand if it is yours, vastai destroy instance $id -y)"
+      log_event "instance $id label $label: another operator's, not adopted"
+    done
 }

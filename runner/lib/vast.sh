@@ -98,6 +98,21 @@ list_field() { awk -F '\t' -v id="$2" -v c="$3" '$1 == id { print $c; exit }' "$
 # list_by_label LISTFILE LABEL: ids carrying exactly that label.
 list_by_label() { awk -F '\t' -v l="$2" '$3 == l { print $1 }' "$1"; }
 
+# vast_show_gone ID: a direct query (`show instance ID --raw`, GET /api/v0/instances/ID/) answers
+# exactly {"instances": null}: the account holds no such instance. 0 = gone; 1 = listed, or an
+# answer that proves nothing (error, empty, `{}`, a traceback, a timeout). What a listing that lacks
+# a live job's box is checked against: an API hiccup can serve a well-formed empty listing.
+vast_show_gone() {
+  local out err rc=1
+  case $1 in '' | *[!0-9]*) return 1 ;; esac
+  out=$(_vast_tmp) || return 1
+  err=$(_vast_tmp) || return 1
+  vast_cli "$out" "$err" show instance "$1" --raw || true
+  if jq -e -s 'length == 1 and .[0] == {"instances": null}' "$out" >/dev/null 2>&1; then rc=0; fi
+  rm -f "$out" "$err"
+  return "$rc"
+}
+
 # vast_credit: print the account's credit (dollars) from `show user --raw`.
 vast_credit() {
   local out err v rc=0

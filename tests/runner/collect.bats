@@ -23,11 +23,11 @@ put_run() {
 }
 
 @test "six finished runs come back and are pinned with the trainer's config hash and their weights' sha256" {
-  run "$REPO/runner/collect.sh" --name camp "$W/models/camp"
+  run "$REPO/runner/collect.sh" --name camp --min-steps 2000 "$W/models/camp"
   [ "$status" -eq 0 ]
   pin=$W/models/camp/final_runs.json
   [ "${lines[${#lines[@]}-1]}" = "$pin" ]
-  [ "$(jq -r '.name, .bundle_tree_sha, .min_steps, .parity' "$pin" | tr '\n' ' ')" = "camp $BUNDLE_SHA 18 null " ]
+  [ "$(jq -r '.name, .bundle_tree_sha, .min_steps, .parity' "$pin" | tr '\n' ' ')" = "camp $BUNDLE_SHA 2000 null " ]
   [ "$(jq -r '.runs.fold3.config_hash' "$pin")" = trainer-fold3 ]        # not the runner's train.json sha256
   [ "$(jq -r '.runs.full.weights_sha256' "$pin")" = "$(sha256sum "$W/models/camp/runs/full/final/model.safetensors" | cut -d' ' -f1)" ]
   [ ! -e "$W/models/camp/runs/fold0/checkpoints" ]                    # checkpoints stay in the store
@@ -37,7 +37,7 @@ put_run() {
 @test "a run missing or not complete is named, and no pin is written" {
   rm -rf "$W/bucket/hearsay/runs/fold4"
   jq '.complete = false' "$W/bucket/hearsay/runs/full/$BUNDLE_SHA/$cfg/run_meta.json" >"$W/m" && mv "$W/m" "$W/bucket/hearsay/runs/full/$BUNDLE_SHA/$cfg/run_meta.json"
-  run "$REPO/runner/collect.sh" "$W/models/camp"
+  run "$REPO/runner/collect.sh" --min-steps 18 "$W/models/camp"
   [ "$status" -eq 3 ]
   [ "$output" = "runner: not complete in the store for bundle $BUNDLE_SHA and config $cfg: fold4 full (let those jobs reach DONE (runner/status.sh --why JOB), or relaunch them)" ]
   [ ! -e "$W/models/camp/final_runs.json" ]
@@ -45,8 +45,49 @@ put_run() {
 
 @test "a run folder holding another bundle's run is refused" {
   put_run fold1 "0000000000000000000000000000000000000000000000000000000000000000"
-  run "$REPO/runner/collect.sh" "$W/models/camp"
+  run "$REPO/runner/collect.sh" --min-steps 18 "$W/models/camp"
   [ "$status" -eq 4 ]
   [[ "$output" == *"run_meta.json says job/fold/bundle 'fold 1 0000000000000000000000000000000000000000000000000000000000000000', expected 'fold 1 $BUNDLE_SHA'"* ]]
   [ ! -e "$W/models/camp/final_runs.json" ]
+}
+
+@test "a failed collect into a folder that holds a pin leaves no pin describing other runs" {
+  run "$REPO/runner/collect.sh" --min-steps 18 "$W/models/camp"
+  [ "$status" -eq 0 ]
+  [ -s "$W/models/camp/final_runs.json" ]
+  rm -rf "$W/bucket/hearsay/runs/fold3"
+  run "$REPO/runner/collect.sh" --min-steps 18 "$W/models/camp"
+  [ "$status" -eq 3 ]
+  [ ! -e "$W/models/camp/final_runs.json" ]
+  [ -z "$(ls "$W/models/camp/runs/fold3")" ]          # what the old pin described is no longer there
+}
+
+@test "the pin's min_steps is the operator's --min-steps, required: never the runs' own planned count" {
+  run "$REPO/runner/collect.sh" "$W/models/camp"
+  [ "$status" -eq 2 ]
+  [ "$output" = "runner: no --min-steps given: the training budget every run is held to (pass the recipe's optimiser steps (epochs x steps per epoch), e.g. --min-steps 2000)" ]
+  [ ! -e "$W/models/camp/final_runs.json" ]
+  for bad in 0 -5 1.5 x; do
+    run "$REPO/runner/collect.sh" --min-steps "$bad" "$W/models/camp"
+    [ "$status" -eq 2 ]
+  done
+  run "$REPO/runner/collect.sh" --min-steps 40 "$W/models/camp"
+  [ "$status" -eq 0 ]
+  [ "$(jq .min_steps "$W/models/camp/final_runs.json")" = 40 ]   # the runs planned 18: assemble refuses them
+}
+
+@test "collect hashes with shasum where sha256sum is missing (macOS)" {
+  nosha=$W/nosha
+  mkdir -p "$nosha"
+  for d in /usr/local/bin /usr/bin /bin; do
+    for f in "$d"/*; do
+      n=${f##*/}
+      if [ "$n" != sha256sum ] && [ ! -e "$nosha/$n" ]; then ln -s "$f" "$nosha/$n"; fi
+    done
+  done
+  PATH="$REPO/.venv/bin:$nosha" run "$REPO/runner/collect.sh" --min-steps 18 "$W/models/camp"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(jq -r '.runs.full.weights_sha256' "$W/models/camp/final_runs.json")" = "$(sha256sum "$W/models/camp/runs/full/final/model.safetensors" | cut -d' ' -f1)" ]
+  [ -n "$(ls "$W/bucket/hearsay/runs/full/$BUNDLE_SHA/$cfg")" ]   # the store folder named by shasum's hash was found
 }

@@ -114,7 +114,7 @@ phases() { sed -n 's/^entry: g-7 \([A-Z]*\)$/\1/p' "$1" | tr '\n' ' '; }
   [ "$status" -eq 0 ]
   grep -qx "HEARSAY_GIT_SHA=0123456789abcdef0123456789abcdef01234567" "$box/train.env"
   grep -qx "LD_LIBRARY_PATH=/usr/lib64-nvidia" "$box/train.env"
-  ! grep -q "^OTHER=" "$box/train.env"
+  [ -z "$(grep "^OTHER=" "$box/train.env")" ]
   [ "$(stat -c %a "$box/box.env")" = 600 ]
   [ "$(cut -d= -f1 "$box/box.env" | tr '\n' ' ')" = "PATH LD_LIBRARY_PATH HEARSAY_GIT_SHA CONTAINER_ID CONTAINER_API_KEY " ]
   no_secrets <(printf '%s\n' "$output")

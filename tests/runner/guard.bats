@@ -9,7 +9,8 @@ setup() {
 
 @test "paths under the prefix pass through unchanged" {
   run guard_path "r2:bucket/hearsay/runs/fold3/STATUS"
-  [ "$status" -eq 0 ] && [ "$output" = "r2:bucket/hearsay/runs/fold3/STATUS" ]
+  [ "$status" -eq 0 ]
+  [ "$output" = "r2:bucket/hearsay/runs/fold3/STATUS" ]
   run guard_path "r2:bucket/hearsay"
   [ "$status" -eq 0 ]
 }
@@ -31,7 +32,8 @@ setup() {
   [ "$output" = "runner: no vast.ai API key (export VAST_API_KEY, or keep it in $f, mode 600, without putting it on a command line: (umask 077; mkdir -p \"\$(dirname $f)\"; cat >$f), paste the key, then Ctrl-D)" ]
   mkdir -p "$XDG_CONFIG_HOME/vastai" && (umask 077; echo "filekey-SECRET" >"$f")
   run key_guard
-  [ "$status" -eq 0 ] && [ -z "$output" ]
+  [ "$status" -eq 0 ]
+  [ -z "$output" ]
   rm "$XDG_CONFIG_HOME/vastai/vast_api_key"
   VAST_API_KEY=envkey-SECRET RUNNER_DEBUG=1 run bash -c ". '$REPO/runner/lib/guard.sh'; set -x; key_guard"
   [ "$status" -eq 0 ]

@@ -29,7 +29,8 @@ full_state() {
   mkdir "$LEDGER.lock"; old "$LEDGER.lock"
   run launch --yes probe
   echo "$output"; [ "$status" -eq 0 ]
-  [ "$(ledger_rows)" -eq 1 ] && [ "$(created_count)" -eq 1 ]
+  [ "$(ledger_rows)" -eq 1 ]
+  [ "$(created_count)" -eq 1 ]
   grep -q "breaking stale lock $LEDGER.lock" "$RUNNER_STATE/runner.log"
 }
 
@@ -40,7 +41,8 @@ full_state() {
   old "$RUNNER_STATE/reaper.lock"; old "$RUNNER_STATE/jobs/.pilot.lock"
   run reaper_once
   echo "$output"; [ "$status" -eq 0 ]
-  [ "$(live_count)" -eq 0 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(live_count)" -eq 0 ]
+  [ "$(open_rows)" -eq 0 ]
   [ ! -d "$RUNNER_STATE/jobs/pilot" ]
 }
 
@@ -59,7 +61,8 @@ full_state() {
   echo "$sleeper Thu Jan  1 00:00:00 1970" >"$RUNNER_STATE/reaper.lock/owner"
   run reaper_once
   echo "$output"; [ "$status" -eq 0 ]
-  [ "$(live_count)" -eq 0 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(live_count)" -eq 0 ]
+  [ "$(open_rows)" -eq 0 ]
   [ "$(cat "$RUNNER_STATE"/archive/fold0-*/result)" = ABANDONED ]
   kill -0 "$sleeper"                                # the unrelated process was left alone
 }
@@ -68,7 +71,7 @@ full_state() {
   sleep 300 3>&- & sleeper=$!
   mkdir -p "$RUNNER_STATE/jobs/pilot"
   d=$RUNNER_STATE/jobs/pilot
-  echo CREATING >"$d/state"; echo g-9 >"$d/gen"; echo hearsay:pilot:g-9 >"$d/label"; echo pilot >"$d/kind"
+  echo CREATING >"$d/state"; echo g-9 >"$d/gen"; own_label pilot g-9 >"$d/label"; echo pilot >"$d/kind"
   echo 1 >"$d/asked"; echo 0.5 >"$d/dph"; echo "$sleeper" >"$d/launcher"
   ps -o lstart= -p "$sleeper" | sed 's/^ *//; s/ *$//' >"$d/launcher_start"
   echo $(($(date -u +%s) - 60)) >"$d/created_at"; echo $(($(date -u +%s) - 5)) >"$d/deadline"
@@ -87,14 +90,15 @@ full_state() {
   full_state
   run reaper_once
   echo "$output"
-  ! grep -q "instance  confirmed gone" "$RUNNER_STATE/runner.log"
-  ! grep -q "destroy instance  " "$RUNNER_STATE/runner.log"
+  [ -z "$(grep "instance  confirmed gone" "$RUNNER_STATE/runner.log")" ]
+  [ -z "$(grep "destroy instance  " "$RUNNER_STATE/runner.log")" ]
   [ -d "$RUNNER_STATE/jobs/fold4" ]                 # not archived: nothing was confirmed
   [ "$(live_ids)" = "$id" ]
   rm -f "$RUNNER_STATE/fill"                        # the disk is freed: the next cycle finishes it
   run reaper_once
   [ "$status" -eq 0 ]
-  [ "$(live_count)" -eq 0 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(live_count)" -eq 0 ]
+  [ "$(open_rows)" -eq 0 ]
   [ ! -d "$RUNNER_STATE/jobs/fold4" ]
 }
 
@@ -122,29 +126,33 @@ full_state() {
 @test "a create that answers after the label window: the box has no record, the reaper adopts it after the grace, with a row" {
   # what the launcher leaves: it gave up on the label (archived LAUNCH_FAILED), then the box appeared
   offer=$(vastai search offers 'num_gpus=1' --order dph_total --limit 1 --raw | jq '.[0].id')
-  late=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label hearsay:probe:g-late --raw | jq '.new_contract')
+  late=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label "$(own_label probe g-late)" --raw | jq '.new_contract')
   other=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label someone:probe:g-late --raw | jq '.new_contract')
   RUNNER_ORPHAN_GRACE_S=0 run reaper_once
   echo "$output"; [ "$status" -eq 0 ]
   [ "$(live_ids)" = "$other" ]                      # only our prefix is ours
-  [ "$(ledger_rows)" -eq 1 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(ledger_rows)" -eq 1 ]
+  [ "$(open_rows)" -eq 0 ]
   grep -q "^$late,probe,g-late," "$LEDGER"          # job and generation read off its label
 }
 
 @test "an adopted box whose destroy is not confirmed gets a record (ORPHAN): its row is completed once it is gone" {
   offer=$(vastai search offers 'num_gpus=1' --order dph_total --limit 1 --raw | jq '.[0].id')
-  late=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label hearsay:probe:g-lag --raw | jq '.new_contract')
+  late=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label "$(own_label probe g-lag)" --raw | jq '.new_contract')
   export RUNNER_DESTROY_TRIES=1 RUNNER_CONFIRM_WAIT_S=0.5
   fault '[{"op": "destroy", "kind": "error", "status": 500, "times": 100}]'
   RUNNER_ORPHAN_GRACE_S=0 run reaper_once
   echo "$output"
   [ "$(cat "$RUNNER_STATE/jobs/adopted-$late/state")" = ORPHAN ]
   [ "$(cat "$RUNNER_STATE/jobs/adopted-$late/instance")" = "$late" ]
-  [ "$(ledger_rows)" -eq 1 ] && [ "$(open_rows)" -eq 1 ] && [ "$(live_count)" -eq 1 ]
+  [ "$(ledger_rows)" -eq 1 ]
+  [ "$(open_rows)" -eq 1 ]
+  [ "$(live_count)" -eq 1 ]
   ctl DELETE faults >/dev/null
   RUNNER_ORPHAN_GRACE_S=0 run reaper_once
   echo "$output"; [ "$status" -eq 0 ]
-  [ "$(live_count)" -eq 0 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(live_count)" -eq 0 ]
+  [ "$(open_rows)" -eq 0 ]
   grep -q "^$late,probe,g-lag,.*,[0-9.]*,[0-9.]*$" "$LEDGER"   # the closing row keeps the label's job
   [ ! -d "$RUNNER_STATE/jobs/adopted-$late" ]
   [ "$(cat "$RUNNER_STATE"/archive/adopted-"$late"-*/result)" = ORPHAN ]
@@ -160,14 +168,16 @@ full_state() {
   RUNNER_ORPHAN_GRACE_S=0 run reaper_once
   echo "$output"; [ "$status" -eq 0 ]
   [ "$(live_count)" -eq 0 ]
-  [ "$(ledger_rows)" -eq 1 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(ledger_rows)" -eq 1 ]
+  [ "$(open_rows)" -eq 0 ]
 }
 
 @test "an unrecorded labelled box younger than RUNNER_ORPHAN_GRACE_S is left for now" {
   offer=$(vastai search offers 'num_gpus=1' --order dph_total --limit 1 --raw | jq '.[0].id')
-  vastai create instance "$offer" --image "$RUNNER_IMAGE" --label hearsay:fold1:g-x --raw >/dev/null
+  vastai create instance "$offer" --image "$RUNNER_IMAGE" --label "$(own_label fold1 g-x)" --raw >/dev/null
   RUNNER_ORPHAN_GRACE_S=600 run reaper_once
-  [ "$status" -eq 0 ] && [ "$(live_count)" -eq 1 ]
+  [ "$status" -eq 0 ]
+  [ "$(live_count)" -eq 1 ]
 }
 
 @test "a second signal cannot interrupt the cleanup: TERM while RUNNING, TERM again while DESTROYING -> ORPHAN, exit 7" {
@@ -184,10 +194,13 @@ full_state() {
   cat "$W/l.out"
   [ "$rc" -eq 7 ]
   [ "$(cat "$RUNNER_STATE/jobs/probe/state")" = ORPHAN ]
-  [ ! -d "$RUNNER_STATE/launch.lock" ] && [ ! -d "$RUNNER_STATE/launch.probe.lock" ] && [ ! -d "$RUNNER_STATE/jobs/.probe.lock" ]
+  [ ! -d "$RUNNER_STATE/launch.lock" ]
+  [ ! -d "$RUNNER_STATE/launch.probe.lock" ]
+  [ ! -d "$RUNNER_STATE/jobs/.probe.lock" ]
   ctl DELETE faults >/dev/null
   run reaper_once
-  [ "$(live_count)" -eq 0 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(live_count)" -eq 0 ]
+  [ "$(open_rows)" -eq 0 ]
 }
 
 @test "no live reaper: the launch starts one (RUNNER_REAPER_MODE=start) or refuses naming the command (refuse, exit 13)" {
@@ -228,7 +241,8 @@ full_state() {
 
 @test "mixed job words are a usage error (exit 2), never a merged job" {
   run launch --yes fold 3 pilot
-  [ "$status" -eq 2 ] && [[ "$output" == *"one job per launch: got fold 3 and then pilot"* ]]
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"one job per launch: got fold 3 and then pilot"* ]]
   run launch --yes fold 3 fold 4
   [ "$status" -eq 2 ]
   run launch --yes pilot probe
@@ -250,5 +264,6 @@ full_state() {
   rm "$f"
   run "$REPO/runner/teardown_check.sh"
   [ "$status" -eq 11 ]
-  [[ "$output" == *"without putting it on a command line"* ]] && [[ "$output" != *"set api-key"* ]]
+  [[ "$output" == *"without putting it on a command line"* ]]
+  [[ "$output" != *"set api-key"* ]]
 }

@@ -118,18 +118,27 @@ no_secrets() { ! grep -h -e "$API_KEY" -e "$STORE_SECRET" "$@" 2>/dev/null | gre
 launch() { "$REPO/runner/launch.sh" "$@"; }
 reaper_once() { "$REPO/runner/reaper.sh" --once; }
 
+# own_label JOB GEN [DEADLINE]: a label as this RUNNER_STATE's launcher makes it
+# (PREFIX.OPERATOR:JOB:GEN:DEADLINE; the operator identity is made on first use, as the runner does).
+own_label() {
+  printf '%s:%s:%s%s\n' "$(bash -c '. "$1/runner/lib/common.sh" && . "$1/runner/lib/state.sh" && label_prefix' _ "$REPO")" \
+    "$1" "$2" "${3:+:$3}"
+}
+
 # rent JOB STATE [GEN]: an instance created through the real CLI plus the record and ledger row a
 # launcher would have left (for reaper tests that need no launch). Prints the id.
 rent() {
-  local job=$1 st=$2 gen=${3:-g-test-1} offer id d
+  local job=$1 st=$2 gen=${3:-g-test-1} offer id d dl label
+  dl=$(($(date -u +%s) + 3600))
+  label=$(own_label "$job" "$gen" "$dl")
   offer=$(vastai search offers 'num_gpus=1' --order dph_total --limit 1 --raw | jq '.[0].id')
-  id=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label "hearsay:$job:$gen" --raw | jq '.new_contract')
+  id=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label "$label" --raw | jq '.new_contract')
   d=$RUNNER_STATE/jobs/$job
   mkdir -p "$d"
   echo "$gen" >"$d/gen"; echo "$st" >"$d/state"; echo "$id" >"$d/instance"; echo pilot >"$d/kind"
-  echo "hearsay:$job:$gen" >"$d/label"; echo "$offer" >"$d/offer"; echo 0.5 >"$d/dph"
+  echo "$label" >"$d/label"; echo "$offer" >"$d/offer"; echo 0.5 >"$d/dph"
   echo tree-aaaa >"$d/bundle_sha"; echo cfg >"$d/config_hash"
-  date -u +%s >"$d/created_at"; echo $(($(date -u +%s) + 3600)) >"$d/deadline"
+  date -u +%s >"$d/created_at"; echo "$dl" >"$d/deadline"
   [ -s "$LEDGER" ] || echo 'id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost' >"$LEDGER"
   echo "$id,$job,$gen,$offer,0.5,2026-11-30T00:00:00Z,,," >>"$LEDGER"
   echo "$id"

@@ -89,7 +89,8 @@ teardown() { world_end; }
   [ "$status" -eq 1 ]
   [ "$(created_count)" -eq 1 ]
   [ "$(live_count)" -eq 0 ]
-  [ "$(ledger_rows)" -eq 1 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(ledger_rows)" -eq 1 ]
+  [ "$(open_rows)" -eq 0 ]
   [ ! -d "$RUNNER_STATE/jobs/probe" ]
 }
 
@@ -97,7 +98,7 @@ teardown() { world_end; }
   HEARSAY_SMOKE_CHECK="$REPO/tests/runner/bin/smoke_fail.sh" run launch --yes probe
   [ "$status" -eq 1 ]
   [[ "$output" == *"runner: the chain on instance "*" failed at start (see the box's entry.log)"* ]]
-  ! grep -q PROVISIONED "$RUNNER_STATE/runner.log"
+  [ -z "$(grep PROVISIONED "$RUNNER_STATE/runner.log")" ]
   [ "$(cat "$RUNNER_STATE"/archive/probe-*/result)" = LAUNCH_FAILED ]
   [ "$(live_count)" -eq 0 ]
 }
@@ -115,7 +116,8 @@ teardown() { world_end; }
   [ "$(open_rows)" -eq 1 ]
   ctl DELETE faults >/dev/null
   run reaper_once
-  [ "$(live_count)" -eq 0 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(live_count)" -eq 0 ]
+  [ "$(open_rows)" -eq 0 ]
 }
 
 @test "DESTROYED needs a listing without the instance: a lagging listing leaves it ORPHAN" {
@@ -135,7 +137,8 @@ teardown() { world_end; }
   [ "$(live_count)" -eq 1 ]
   run reaper_once
   [ "$status" -eq 0 ]
-  [ "$(live_count)" -eq 0 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(live_count)" -eq 0 ]
+  [ "$(open_rows)" -eq 0 ]
   [ "$(cat "$RUNNER_STATE"/archive/pilot-*/result)" = ABANDONED ]
 }
 
@@ -148,7 +151,8 @@ teardown() { world_end; }
   [ "$(live_ids)" = "$id" ]
   [ "$(cat "$RUNNER_STATE/jobs/probe/instance")" = "$id" ]
   [ ! -e "$RUNNER_STATE/jobs/probe/dup_sweep" ]
-  [ "$(ledger_rows)" -eq "$(created_count)" ] && [ "$(open_rows)" -eq 1 ]
+  [ "$(ledger_rows)" -eq "$(created_count)" ]
+  [ "$(open_rows)" -eq 1 ]
   grep -q "^$id,probe,.*,,,$" "$LEDGER"           # the live box's row stays open, the extra's is closed
 }
 
@@ -157,14 +161,16 @@ teardown() { world_end; }
   run launch --yes probe
   echo "$output"; [ "$status" -eq 0 ]
   id=${lines[${#lines[@]}-1]}
-  [ "$(created_count)" -eq 2 ] && [ "$(live_count)" -eq 2 ]
+  [ "$(created_count)" -eq 2 ]
+  [ "$(live_count)" -eq 2 ]
   [ "$(cat "$RUNNER_STATE/jobs/probe/dup_sweep")" = pending ]
   [ "$(ledger_rows)" -eq 1 ]
   run reaper_once
   [ "$status" -eq 0 ]
   [ -z "$(live_ids | grep -vx "$id")" ]            # only the job's own box may be left (its STATUS may end it too)
   [ ! -e "$RUNNER_STATE/jobs/probe/dup_sweep" ] || [ ! -d "$RUNNER_STATE/jobs/probe" ]
-  [ "$(ledger_rows)" -eq "$(created_count)" ] && [ "$(open_rows)" -eq "$(live_count)" ]
+  [ "$(ledger_rows)" -eq "$(created_count)" ]
+  [ "$(open_rows)" -eq "$(live_count)" ]
 }
 
 @test "every create attempt dropped after renting (no id): one adopted, every other labelled box swept, rows = creations" {
@@ -173,7 +179,8 @@ teardown() { world_end; }
   echo "$output"; [ "$status" -eq 1 ]
   [ "$(created_count)" -eq 3 ]                    # the CLI tried three times; each rented a box, none answered
   [ "$(live_count)" -eq 0 ]
-  [ "$(ledger_rows)" -eq 3 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(ledger_rows)" -eq 3 ]
+  [ "$(open_rows)" -eq 0 ]
   [ "$(grep -c 'duplicates instance' <<<"$output")" -eq 2 ]
   [ ! -d "$RUNNER_STATE/jobs/probe" ]
   [ "$(cat "$RUNNER_STATE"/archive/probe-*/result)" = LAUNCH_FAILED ]
@@ -189,16 +196,19 @@ teardown() { world_end; }
   run launch --yes probe
   echo "$output"; [ "$status" -eq 7 ]
   id=$(cat "$RUNNER_STATE/jobs/probe/instance")
-  [ "$(created_count)" -eq 3 ] && [ "$(live_count)" -eq 2 ]
-  ! live_ids | grep -qx "$id"
+  [ "$(created_count)" -eq 3 ]
+  [ "$(live_count)" -eq 2 ]
+  [ -z "$(live_ids | grep -x "$id")" ]
   [ "$(cat "$RUNNER_STATE/jobs/probe/state")" = ORPHAN ]
   [ "$(cat "$RUNNER_STATE/jobs/probe/dup_sweep")" = pending ]
-  [ "$(ledger_rows)" -eq 3 ] && [ "$(open_rows)" -eq 2 ]
+  [ "$(ledger_rows)" -eq 3 ]
+  [ "$(open_rows)" -eq 2 ]
   ctl DELETE faults >/dev/null
   run reaper_once
   echo "$output"; [ "$status" -eq 0 ]
   [ "$(live_count)" -eq 0 ]
-  [ "$(ledger_rows)" -eq 3 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(ledger_rows)" -eq 3 ]
+  [ "$(open_rows)" -eq 0 ]
   [ ! -d "$RUNNER_STATE/jobs/probe" ]
   run "$REPO/runner/teardown_check.sh"
   [ "$status" -eq 0 ]
@@ -214,7 +224,8 @@ teardown() { world_end; }
   [ ! -e "$BATS_TEST_TMPDIR/0" ]                    # awk's printf never took '>' for a redirection
   [ "$(live_count)" -eq 2 ]
   # the pilot's 3 h estimate x 1.5 is still ahead: committed at about dph x 4.5 h, never $0
-  [[ "$output" == *"commitments \$"* ]] && [[ "$output" != *"commitments \$0;"* ]]
+  [[ "$output" == *"commitments \$"* ]]
+  [[ "$output" != *"commitments \$0;"* ]]
 }
 
 @test "an overdue job of ours counts at RUNNER_UNKNOWN_COMMIT_H, never \$0" {
@@ -236,4 +247,47 @@ teardown() { world_end; }
   [ "$(created_count)" -eq 1 ]
   [ "$(printf '%s\n' "$ra" "$rb" | sort | tr '\n' ' ')" = "0 3 " ]
   grep -q "commitments \$[1-9]" "$W/a.err" "$W/b.err"   # the loser saw the winner's hours left
+}
+
+@test "the pilot gate credits only a DONE pilot of the same bundle and recipe" {
+  cfg=$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)
+  other=0000000000000000000000000000000000000000000000000000000000000000
+  # done_pilot GEN BUNDLE CONFIG: a pilot box ended DONE by the reaper, as a real one is
+  done_pilot() {
+    rent pilot PROVISIONED "$1" >/dev/null
+    echo "$2" >"$RUNNER_STATE/jobs/pilot/bundle_sha"; echo "$3" >"$RUNNER_STATE/jobs/pilot/config_hash"
+    put_status pilot "$1 DONE 3"
+    run reaper_once
+    [ "$status" -eq 0 ]
+    [ ! -d "$RUNNER_STATE/jobs/pilot" ]
+  }
+  done_pilot g-1 "$other" "$cfg"                    # another bundle, the same recipe
+  done_pilot g-2 "$BUNDLE_SHA" "$other"             # this bundle, another recipe
+  [ "$(ls "$RUNNER_STATE/pilots" | wc -l)" -eq 2 ]
+  RUNNER_MARGIN_USD=1000 run launch --yes fold 3
+  [ "$status" -eq 6 ]
+  [ "$output" = "runner: no DONE pilot for bundle $BUNDLE_SHA and config $cfg (run runner/launch.sh pilot first, or pass --no-pilot-gate)" ]
+  done_pilot g-3 "$BUNDLE_SHA" "$cfg"               # the same bundle and recipe: the gate opens
+  RUNNER_MARGIN_USD=1000 run launch --yes fold 3
+  echo "$output"; [ "$status" -eq 3 ]               # past the gate, stopped at the budget
+  [ "$(created_count)" -eq 3 ]
+  [ "$(live_count)" -eq 0 ]
+}
+
+@test "the launcher accepts a bundle only when the store's VERIFIED marker names the tree-sha it launches with" {
+  verified=$W/bucket/hearsay/bundles/$BUNDLE_SHA/VERIFIED
+  msg="runner: the store holds no verified bundle $BUNDLE_SHA (store:$W/bucket/hearsay/bundles/$BUNDLE_SHA/VERIFIED is missing or unreadable): nothing rented (put it there first: runner/bundle_put.sh $W/bundle)"
+  echo 0000000000000000000000000000000000000000000000000000000000000000 >"$verified"   # another tree-sha
+  run launch --yes pilot
+  [ "$status" -eq 14 ]
+  [ "$output" = "$msg" ]
+  rm "$verified"                                    # a missing marker: the same refusal
+  run launch --yes pilot
+  [ "$status" -eq 14 ]
+  [ "$output" = "$msg" ]
+  [ -z "$(grep "search offers" "$RUNNER_STATE/runner.log")" ]
+  [ "$(created_count)" -eq 0 ]
+  echo "$BUNDLE_SHA" >"$verified"                   # the marker names it: accepted
+  RUNNER_MARGIN_USD=1000 run launch --yes pilot
+  [ "$status" -eq 3 ]
 }

@@ -32,3 +32,28 @@ scripts() { ls "$REPO"/runner/*.sh "$REPO"/runner/box/entry.sh | grep -v '/confi
   run "$sc" -x runner/*.sh runner/lib/*.sh runner/box/*.sh scripts/fault_campaign.sh tests/runner/bin/*.sh
   [ "$status" -eq 0 ]
 }
+
+@test "make lint fails on a bare ! that is not a bats test's last command (SC2314)" {
+  sc=$REPO/.venv/bin/shellcheck
+  { [ -x "$sc" ] && [ -x "$REPO/.venv/bin/ruff" ]; } || skip "shellcheck or ruff not in .venv"
+  # a copy holding only what `make lint` reads, against this venv (cp -p: its stamp stays newer)
+  c=$BATS_TEST_TMPDIR/copy
+  mkdir -p "$c/tests/runner" "$c/src" "$c/scripts" "$c/nix" "$c/container" "$c/runner"
+  cp -p "$REPO/Makefile" "$REPO/pyproject.toml" "$REPO/requirements.lock" "$c/"
+  cp "$REPO"/tests/runner/*.bats "$c/tests/runner/"
+  run make -s -C "$c" lint VENV="$REPO/.venv"
+  echo "$output"; [ "$status" -eq 0 ]
+  printf '@test "planted" {\n  ! true\n  true\n}\n' >>"$c/tests/runner/guard.bats"
+  run make -s -C "$c" lint VENV="$REPO/.venv"
+  echo "$output"; [ "$status" -ne 0 ]
+  [[ "$output" == *"tests/runner/guard.bats line "*"SC2314"* ]]
+}
+
+@test "no bats assertion is the first half of an && list (a failure there never fails the test)" {
+  # bash's errexit, which bats relies on, ignores every command of an && list but the last:
+  # `[ "$a" -eq 1 ] && [ "$b" -eq 2 ]` passes with a = 0. One assertion per line instead.
+  cd "$REPO"
+  run grep -nE '^[[:space:]]*\[\[? .*\]\]? && \[' tests/runner/*.bats
+  echo "$output"
+  [ "$status" -eq 1 ]
+}

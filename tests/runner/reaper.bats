@@ -74,7 +74,8 @@ teardown() { world_end; }
   [ "$status" -eq 0 ]
   [ "$(live_ids)" = "$id2" ]
   [ -d "$RUNNER_STATE/jobs/fold1" ]
-  [ ! -d "$RUNNER_STATE/jobs/pilot" ] && [ ! -d "$RUNNER_STATE/jobs/fold2" ]
+  [ ! -d "$RUNNER_STATE/jobs/pilot" ]
+  [ ! -d "$RUNNER_STATE/jobs/fold2" ]
 }
 
 @test "an abandoned launch (launcher gone before PROVISIONED) is destroyed; a labelled create with no id is adopted" {
@@ -87,7 +88,8 @@ teardown() { world_end; }
   run reaper_once
   [ "$status" -eq 0 ]
   [ "$(live_count)" -eq 0 ]
-  [ "$(ledger_rows)" -eq 2 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(ledger_rows)" -eq 2 ]
+  [ "$(open_rows)" -eq 0 ]
   grep -q "^$id2,fold4,g-9," "$LEDGER"
 }
 
@@ -114,7 +116,8 @@ teardown() { world_end; }
   sleep 2   # its first cycle is over: it sleeps its 60 s poll
   kill -TERM "$rp"
   wait_for 5 test ! -d "$RUNNER_STATE/reaper.lock"
-  ! kill -0 "$rp" 2>/dev/null
+  run kill -0 "$rp"
+  [ "$status" -ne 0 ]                              # the reaper process is gone
   run "$REPO/runner/reaper.sh" --once
   [ "$status" -eq 0 ]
 }
@@ -122,14 +125,14 @@ teardown() { world_end; }
 @test "a duplicate of a record's label is destroyed (row written and closed); others' instances are not" {
   id=$(rent fold3 PROVISIONED g-5)
   offer=$(cat "$RUNNER_STATE/jobs/fold3/offer")
-  dup=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label hearsay:fold3:g-5 --raw | jq '.new_contract')
+  dup=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label "$(cat "$RUNNER_STATE/jobs/fold3/label")" --raw | jq '.new_contract')
   other=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label someone:fold3:g-5 --raw | jq '.new_contract')
   # a record still CREATING with no id: its labelled instance is the launcher's (adopt_by_label), untouched
   mkdir -p "$RUNNER_STATE/jobs/probe"
-  echo CREATING >"$RUNNER_STATE/jobs/probe/state"; echo hearsay:probe:g-9 >"$RUNNER_STATE/jobs/probe/label"
+  echo CREATING >"$RUNNER_STATE/jobs/probe/state"; own_label probe g-9 >"$RUNNER_STATE/jobs/probe/label"
   echo "$$" >"$RUNNER_STATE/jobs/probe/launcher"
   echo $(($(date -u +%s) + 3600)) >"$RUNNER_STATE/jobs/probe/deadline"
-  adopt=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label hearsay:probe:g-9 --raw | jq '.new_contract')
+  adopt=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label "$(own_label probe g-9)" --raw | jq '.new_contract')
   run reaper_once
   echo "$output"; [ "$status" -eq 0 ]
   [ "$(live_ids | sort -n | tr '\n' ' ')" = "$(printf '%s\n' "$id" "$other" "$adopt" | sort -n | tr '\n' ' ')" ]
@@ -141,20 +144,21 @@ teardown() { world_end; }
 @test "a record that never got an id, its launcher gone, several boxes with its label: all destroyed, a row each" {
   mkdir -p "$RUNNER_STATE/jobs/fold4"
   d=$RUNNER_STATE/jobs/fold4
-  echo CREATING >"$d/state"; echo g-9 >"$d/gen"; echo hearsay:fold4:g-9 >"$d/label"; echo fold >"$d/kind"
+  echo CREATING >"$d/state"; echo g-9 >"$d/gen"; own_label fold4 g-9 >"$d/label"; echo fold >"$d/kind"
   echo 999999 >"$d/launcher"; echo 1 >"$d/asked"; echo 0.5 >"$d/dph"
   date -u +%s >"$d/created_at"; echo $(($(date -u +%s) + 3600)) >"$d/deadline"
   offer=$(vastai search offers 'num_gpus=1' --order dph_total --limit 1 --raw | jq '.[0].id')
   echo "$offer" >"$d/offer"
   for n in 1 2 3; do
-    vastai create instance "$offer" --image "$RUNNER_IMAGE" --label hearsay:fold4:g-9 --raw >/dev/null
+    vastai create instance "$offer" --image "$RUNNER_IMAGE" --label "$(own_label fold4 g-9)" --raw >/dev/null
   done
-  other=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label hearsay:fold4:g-8 --raw | jq '.new_contract')
+  other=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label "$(own_label fold4 g-8)" --raw | jq '.new_contract')
   run reaper_once
   echo "$output"; [ "$status" -eq 0 ]
   [ "$(live_ids)" = "$other" ]                   # another generation's box is not this record's
   [ ! -d "$d" ]
-  [ "$(ledger_rows)" -eq 3 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(ledger_rows)" -eq 3 ]
+  [ "$(open_rows)" -eq 0 ]
   [ "$(grep ',fold4,g-9,' "$LEDGER" | cut -d, -f1 | sort -u | wc -l)" -eq 3 ]   # 3 rentals (a creation and a closing row each)
 }
 
@@ -195,7 +199,7 @@ teardown() { world_end; }
 @test "a duplicate destroyed but not confirmed then (listing lag), gone later: its ledger row is completed" {
   id=$(rent fold3 PROVISIONED g-5)
   offer=$(cat "$RUNNER_STATE/jobs/fold3/offer")
-  dup=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label hearsay:fold3:g-5 --raw | jq '.new_contract')
+  dup=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label "$(cat "$RUNNER_STATE/jobs/fold3/label")" --raw | jq '.new_contract')
   ctl POST settings '{"lag_listings": 6}' >/dev/null   # > the 3 confirming listings after a destroy
   run reaper_once                      # the sweep destroys the duplicate; the lagging listing still shows it
   echo "$output"
@@ -210,6 +214,70 @@ teardown() { world_end; }
   [ "$status" -eq 0 ]
   [ "$(live_count)" -eq 0 ]
   [ ! -d "$RUNNER_STATE/jobs/fold3" ]
-  [ "$(ledger_rows)" -eq 2 ] && [ "$(open_rows)" -eq 0 ]
+  [ "$(ledger_rows)" -eq 2 ]
+  [ "$(open_rows)" -eq 0 ]
   grep -q "^$dup,fold3,g-5,.*,2026-.*Z,[0-9.]*,[0-9.]*$" "$LEDGER"
+}
+
+# A well-formed, empty listing (an API hiccup that is valid JSON), served by the fake for N requests.
+empty_listings() { fault "[{\"op\": \"list\", \"kind\": \"error\", \"status\": 200, \"body\": {\"instances\": [], \"total_instances\": 0}, \"times\": $1}]"; }
+
+@test "empty listings while a job of ours is live count as unknown: the box is never archived GONE, adopted or destroyed" {
+  id=$(rent pilot PROVISIONED g-1)
+  export RUNNER_ORPHAN_GRACE_S=0
+  empty_listings 2                                  # the cycle's listing and the re-check after it
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [[ "$output" == *"instance $id is missing from the listing but not confirmed gone (show instance): kept"* ]]
+  [ "$(cat "$RUNNER_STATE/jobs/pilot/state")" = PROVISIONED ]
+  run reaper_once                                   # listed again: still the record's, never "adopted"
+  echo "$output"; [ "$status" -eq 0 ]
+  [[ "$output" != *adopting* ]]
+  [ "$(live_ids)" = "$id" ]
+  [ "$(cat "$RUNNER_STATE/jobs/pilot/state")" = PROVISIONED ]
+  [ ! -e "$RUNNER_STATE/jobs/pilot/gone_since" ]
+  [ ! -d "$RUNNER_STATE/archive" ]
+  [ "$(open_rows)" -eq 1 ]
+  vastai destroy instance "$id" -y >/dev/null       # really gone now: show instance confirms it
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ ! -d "$RUNNER_STATE/jobs/pilot" ]
+  [ "$(cat "$RUNNER_STATE"/archive/pilot-*/result)" = GONE ]
+  [ "$(open_rows)" -eq 0 ]
+}
+
+@test "a live job's box absent from every listing for RUNNER_GONE_AFTER_S is gone even when show instance cannot say" {
+  id=$(rent pilot PROVISIONED g-1)
+  vastai destroy instance "$id" -y >/dev/null
+  fault '[{"op": "show", "kind": "error", "times": null}]'
+  export RUNNER_GONE_AFTER_S=1
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ -s "$RUNNER_STATE/jobs/pilot/gone_since" ]       # the first listing without it only starts the clock
+  sleep 1.2
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(cat "$RUNNER_STATE"/archive/pilot-*/result)" = GONE ]
+  [ "$(open_rows)" -eq 0 ]
+}
+
+@test "two operators on one account: one's reaper never adopts the other's live box, and its budget counts that box's hours left" {
+  a_id=$(rent pilot PROVISIONED g-a)               # operator A: this world's RUNNER_STATE
+  a_label=$(cat "$RUNNER_STATE/jobs/pilot/label")
+  export RUNNER_STATE=$W/state-b RUNNER_ORPHAN_GRACE_S=0 RUNNER_UNKNOWN_COMMIT_H=100
+  run reaper_once                                   # operator B's reaper
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(live_ids)" = "$a_id" ]
+  [[ "$output" == *"instance $a_id (label $a_label) is not this operator's"* ]]
+  [ ! -d "$RUNNER_STATE/jobs" ] || [ -z "$(ls "$RUNNER_STATE/jobs")" ]   # no adopted record either
+  [ "$(cat "$W/state/operator")" != "$(cat "$RUNNER_STATE/operator")" ]
+  run reaper_once
+  [[ "$output" != *"is not this operator's"* ]]    # said once
+  [ "$(live_ids)" = "$a_id" ]
+  dph=$(vastai show instances --raw | jq ".[] | select(.id == $a_id) | .dph_total")
+  RUNNER_MARGIN_USD=1000 run launch --yes probe    # B's budget guard
+  echo "$output"; [ "$status" -eq 3 ]
+  # A's box has about 1 h left (its label's deadline): about dph x 1 h, never the flat 100 h guess
+  k=$(sed -n 's/.*commitments \$\([0-9.]*\) + margin.*/\1/p' <<<"$output")
+  awk -v k="$k" -v d="$dph" 'BEGIN { exit !(k > 0.9 * d && k <= d * 1.01) }'
 }

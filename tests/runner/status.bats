@@ -30,7 +30,8 @@ setup() {
 @test "no records: only the header; --help prints the usage" {
   rm -rf "$RUNNER_STATE/jobs"
   run "$REPO/runner/status.sh"
-  [ "$status" -eq 0 ] && [ "${#lines[@]}" -eq 1 ]
+  [ "$status" -eq 0 ]
+  [ "${#lines[@]}" -eq 1 ]
   run "$REPO/runner/status.sh" --help
   [ "${lines[0]}" = "Usage: runner/status.sh [--why JOB]" ]
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
-# runner/teardown_check.sh: 0 only on a successful listing with zero instances; 1 lists them; 2 unknown.
+# runner/teardown_check.sh: 0 only on a successful listing with zero instances; 1 lists them; 2 unknown;
+# 64 usage.
 
 load helpers
 
@@ -17,7 +18,7 @@ teardown() { world_end; }
   run "$REPO/runner/teardown_check.sh"
   [ "$status" -eq 1 ]
   [ "${lines[0]}" = "runner: 5 instance(s) still listed (destroy them: vastai destroy instance ID -y)" ]
-  [ "$(printf '%s\n' "$output" | grep -c ' hearsay:job')" -eq 5 ]
+  [ "$(printf '%s\n' "$output" | grep -c ' hearsay\.[0-9a-z]*:job')" -eq 5 ]
 }
 
 @test "exit 2 when it cannot confirm: error, {}, null, empty, non-JSON, truncated, 429, bad key, timeout" {
@@ -50,4 +51,14 @@ teardown() { world_end; }
   run "$REPO/runner/teardown_check.sh"
   [ "$status" -eq 11 ]
   [[ "$output" == "runner: no vast.ai API key (export VAST_API_KEY, or keep it in "*"mode 600, without putting it on a command line"* ]]
+}
+
+@test "a usage error has its own exit code (64), never 2 (cannot confirm)" {
+  run "$REPO/runner/teardown_check.sh" --bogus
+  [ "$status" -eq 64 ]
+  [ "$output" = "runner: unknown argument: --bogus (it takes none) (run runner/teardown_check.sh without arguments; see --help)" ]
+  run "$REPO/runner/teardown_check.sh" --help
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"64 usage"* ]]
+  [ -z "$(grep "show instances" "$RUNNER_STATE/runner.log" 2>/dev/null)" ]   # nothing was asked of the API
 }
