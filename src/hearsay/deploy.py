@@ -70,7 +70,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import signal
 import sys
@@ -92,6 +91,7 @@ from hearsay.deploy_io import (  # noqa: F401
     find_audio,
     new_row,
 )
+from hearsay.deploy_session import allowed_cpus, make_session, pad_batch, run_logits  # noqa: F401  (export/ and the demo call them here)
 from hearsay.hashing import SumsError, read_sums, sha256_file
 
 DEFAULT_MODEL_DIR = "/opt/hearsay/model"
@@ -171,72 +171,6 @@ def verify_model_dir(model_dir: Path, variant: str = "fp32") -> tuple[Path, str,
     kwargs = {"max_s": front["max_s"], "cutoff_hz": front["cutoff_hz"], "top_db": front["top_db"],
               "min_s": float(front.get("min_s", 0.0))}
     return model_dir / name, identity, kwargs
-
-
-# --------------------------------------------------------------------------- onnxruntime
-
-
-def allowed_cpus() -> int:
-    """CPUs this process may use: affinity mask, capped by a cgroup v2/v1 CPU quota."""
-    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    quota = _cgroup_quota()
-    if quota is not None:
-        n = min(n, max(1, math.ceil(quota)))
-    return max(1, n)
-
-
-def _cgroup_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
-    """CPU quota in CPUs from cgroup v2 `cpu.max` ('max 100000' = none) or v1 cfs files."""
-    try:
-        v2 = root / "cpu.max"
-        if v2.is_file():
-            quota, period = v2.read_text().split()[:2]
-            return None if quota == "max" else int(quota) / int(period)
-        q, p = root / "cpu" / "cpu.cfs_quota_us", root / "cpu" / "cpu.cfs_period_us"
-        if q.is_file() and p.is_file():
-            quota_us = int(q.read_text())
-            return None if quota_us <= 0 else quota_us / int(p.read_text())
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def make_session(model_path: Path, threads: int = 0):
-    """onnxruntime CPU session: all graph optimisations, intra-op threads = allowed CPUs."""
-    import onnxruntime as ort
-
-    # onnxruntime's telemetry off: a scorer of people's audio reports to no one (in a read-only
-    # container it would also warn that it cannot persist its device id)
-    ort.disable_telemetry_events()
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.intra_op_num_threads = threads or allowed_cpus()
-    opts.inter_op_num_threads = 1
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    return ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
-
-
-def pad_batch(waves: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Right-pad with zeros -> input_values (B, T) float32, attention_mask (B, T) int64."""
-    t = max(len(w) for w in waves)
-    x = np.zeros((len(waves), t), dtype=np.float32)
-    mask = np.zeros((len(waves), t), dtype=np.int64)
-    for i, w in enumerate(waves):
-        x[i, : len(w)] = w
-        mask[i, : len(w)] = 1
-    return x, mask
-
-
-def run_logits(session, waves: list[np.ndarray], batch_size: int = 8) -> np.ndarray:
-    """Logits (N,) for prepared waves, batched by length (sorted, so little padding)."""
-    order = sorted(range(len(waves)), key=lambda i: len(waves[i]))
-    logits = np.empty(len(waves), dtype=np.float32)
-    for s in range(0, len(order), batch_size):
-        idx = order[s : s + batch_size]
-        x, mask = pad_batch([waves[i] for i in idx])
-        out = session.run(["logits"], {"input_values": x, "attention_mask": mask})[0]
-        logits[idx] = np.asarray(out, dtype=np.float32).reshape(-1)
-    return logits
 
 
 # --------------------------------------------------------------------------- scoring a folder

@@ -19,6 +19,7 @@ import torch
 
 from hearsay import audio, augment, crops, metrics
 from hearsay.bundle import clip_rel
+from hearsay.train import shares
 from hearsay.train.config import TrainConfig
 from hearsay.train.errors import ConfigError, FoldLeak
 
@@ -123,9 +124,7 @@ class Sampler:
         self.quotas = quotas(train, batch_size, mix)
         self.seed = seed
         if isinstance(mix, dict) and share_tol is not None:
-            from hearsay.train import shares
-
-            shares.check_planned(train, batch_size, mix, self.quotas, share_tol)
+            shares.check_planned(train, batch_size, mix, self.quotas, share_tol, quotas)
         # (label, source) pools with no slot (more sources than half a batch): never drawn;
         # listed in run_meta ("sources_without_quota") rather than dropped silently
         pairs = train[["label", "source"]].drop_duplicates().itertuples(index=False)

@@ -1,7 +1,7 @@
 """Source shares per class: what a `source_mix` table asks for, what the batches realise.
 
     from hearsay.train import shares
-    shares.check_planned(train, 64, table, sampler.quotas, 0.02)  # before step 1 (exit 11)
+    shares.check_planned(train, 64, table, sampler.quotas, 0.02, data.quotas)  # exit 11
     shares.check_realised(tc, rate_log, run_meta)  # each epoch end: run_meta["source_mix"]
 
 A table {"bonafide": {source: share}, "spoof": {...}} (TrainConfig.source_mix) fixes each
@@ -52,10 +52,11 @@ def quota_shares(quotas: dict[tuple[str, str], int]) -> dict[str, dict[str, floa
             for label in augment.LABELS}
 
 
-def check_planned(train, batch_size: int, table: dict, quotas: dict, tol: float) -> None:
-    """ShareDrift when the per-batch quotas miss the table by more than `tol`."""
-    from hearsay.train.data import quotas as make_quotas
-
+def check_planned(train, batch_size: int, table: dict, quotas: dict, tol: float,
+                  make_quotas) -> None:
+    """ShareDrift when the per-batch quotas miss the table by more than `tol`; the message names
+    the smallest batch size whose `make_quotas(train, batch_size, table)` (hearsay.train.data's
+    quotas, passed in so this module stays a leaf) fits."""
     gap, where = _worst(drift(table, quota_shares(quotas)))
     if gap <= tol:
         return
