@@ -89,6 +89,7 @@ reap_job() {
   case $phase in
     DONE | FAIL)
       say "job $job: STATUS $phase (generation $(rec_get "$job" gen)), destroying instance ${id:-?}"
+      [ "$phase" != FAIL ] || say "job $job FAILED on its box: $(store_reason "$job" | grep . || echo "no REASON in the store") (runner/status.sh --why $job)"
       finish_job "$job" "$phase"
       return ;;
   esac
