@@ -97,7 +97,7 @@ smoke=${HEARSAY_SMOKE_CHECK:-$(cd "$here/../.." && pwd)/container/trainer/smoke_
 rc=0
 "$smoke" >"$BOX_DIR/smoke.log" 2>&1 </dev/null || rc=$?
 cat "$BOX_DIR/smoke.log" >&2
-[ "$rc" -eq 0 ] || box_fail "the image's smoke check failed (exit $rc): $(grep -m 3 'FAIL ' "$BOX_DIR/smoke.log" | tr '\n' ' ')" "$BOX_DIR/smoke.log"
+[ "$rc" -eq 0 ] || box_fail "the image's smoke check failed (exit $rc): $({ grep -m 3 'FAIL ' "$BOX_DIR/smoke.log" || tail -n 1 "$BOX_DIR/smoke.log"; } | tr '\n' ' ')" "$BOX_DIR/smoke.log"
 
 case $HEARSAY_KIND in
   fold) sel=(--fold "$HEARSAY_FOLD") ;;

@@ -96,9 +96,36 @@ teardown() { world_end; }
 @test "PROVISIONED is never written before the chain runs: a failed chain start is destroyed" {
   HEARSAY_SMOKE_CHECK="$REPO/tests/runner/bin/smoke_fail.sh" run launch --yes probe
   [ "$status" -eq 1 ]
-  [[ "$output" == *"runner: the chain on instance "*" failed at start (see the box's entry.log)"* ]]
+  # the box's own REASON, read from the store, on the operator's terminal: the box is destroyed next
+  [[ "$output" == *"runner: the chain on instance "*" failed at start: SMOKE: the image's smoke check failed (exit 1): smoke: CUDA not visible"* ]]
+  [[ "$output" == *"(runner/status.sh --why probe has its log lines once the box is gone)"* ]]
   ! grep -q PROVISIONED "$RUNNER_STATE/runner.log"
   [ "$(cat "$RUNNER_STATE"/archive/probe-*/result)" = LAUNCH_FAILED ]
+  [ "$(live_count)" -eq 0 ]
+}
+
+@test "a training config the trainer refuses is refused on the laptop: exit 2, its own message, nothing rented" {
+  echo '{"train": {"epochs": 3, "batch_size": 7}}' >"$RUNNER_TRAIN_CONFIG"
+  RUNNER_BOX_TRAIN="hearsay train --cpu-smoke" run launch --yes pilot
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"runner: the trainer refuses $RUNNER_TRAIN_CONFIG (exit 2): hearsay train: config: batch_size=7: must be even (half per class)"* ]]
+  [[ "$output" == *"check it with: hearsay train --cpu-smoke --check-config --config $RUNNER_TRAIN_CONFIG --pilot)" ]]
+  [ "$(created_count)" -eq 0 ]
+  [ ! -d "$RUNNER_STATE/jobs/pilot" ]
+  echo '{"train": {"epochs": 3}, "trian": {}}' >"$RUNNER_TRAIN_CONFIG"   # unknown section, a fold job
+  RUNNER_BOX_TRAIN="hearsay train --cpu-smoke" run launch --yes --no-pilot-gate fold 1
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"hearsay train: unknown config sections ['trian']"* ]]
+  [ "$(created_count)" -eq 0 ]
+}
+
+@test "a box that fails after PROVISIONED: the reaper prints its REASON on stderr" {
+  FAKE_TRAIN_RC=7 FAKE_TRAIN_S=0.5 run launch --yes pilot
+  [ "$status" -eq 0 ]
+  wait_for 30 test -s "$W/bucket/hearsay/runs/pilot/REASON"
+  wait_for 30 grep -q " FAIL " "$W/bucket/hearsay/runs/pilot/STATUS"
+  run reaper_once
+  [[ "$output" == *"runner: job pilot FAILED on its box: TRAINING: trainer exit 7 ("*"(runner/status.sh --why pilot)"* ]]
   [ "$(live_count)" -eq 0 ]
 }
 
