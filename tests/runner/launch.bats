@@ -9,7 +9,7 @@ teardown() { world_end; }
 @test "pilot launch provisions: id on stdout, ledger row at creation, chain running before PROVISIONED" {
   ( exec 3>&-; while :; do ps -eo args >>"$W/ps.txt"; sleep 0.1; done ) &
   sampler=$!
-  run launch --yes pilot
+  LAPTOP_ONLY=1 PYTHONPATH=/nowhere run launch --yes pilot
   kill "$sampler"
   echo "$output"; [ "$status" -eq 0 ]
   id=${lines[${#lines[@]}-1]}
@@ -28,6 +28,10 @@ teardown() { world_end; }
   wait_for 10 test -s "$W/boxes/box-$port/run/train.config_sha"
   [ "$(cat "$W/boxes/box-$port/run/train.config_sha")" = "$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)" ]
   [ "$(cat "$W/boxes/box-$port/run/train.config_sha")" = "$(cat "$RUNNER_STATE/jobs/pilot/config_hash")" ]
+  # the box's trainer ran with the container's environment and job.env's, none of the laptop's own
+  grep -qx HEARSAY_WEIGHTS_DIR "$W/boxes/box-$port/run/train.env_names"
+  grep -qx HEARSAY_DEADLINE "$W/boxes/box-$port/run/train.env_names"
+  ! grep -qx -e LAPTOP_ONLY -e PYTHONPATH -e RUNNER_STATE "$W/boxes/box-$port/run/train.env_names"
   no_secrets "$W/boxes/ssh.log" "$RUNNER_STATE/runner.log" "$W/ps.txt"
   grep -q "launch.sh --yes pilot" "$W/ps.txt"   # the sampler did see the launcher
   [[ "$output" != *SECRET* ]]
