@@ -110,7 +110,7 @@ phases() { sed -n 's/^entry: g-7 \([A-Z]*\)$/\1/p' "$1" | tr '\n' ' '; }
   grep -q "^HEARSAY_FFMPEG=.*ffmpeg" "$box/train.env"
   grep -q "^SSL_CERT_FILE=/" "$box/train.env"
   grep -qx "HEARSAY_DEADLINE=[0-9]*" "$box/train.env"            # job.env's, exported
-  ! grep -q "^OTHER=" "$box/train.env"
+  [ "$(grep -c "^OTHER=" "$box/train.env")" -eq 0 ]
   [ "$(stat -c %a "$box/box.env")" = 600 ]
   [ "$(cut -d= -f1 "$box/box.env" | tr '\n' ' ')" = "PATH LD_LIBRARY_PATH HF_HUB_OFFLINE TRANSFORMERS_OFFLINE HEARSAY_WEIGHTS_DIR HEARSAY_WEIGHTS_SHA256 HEARSAY_FFMPEG HEARSAY_VERSION HEARSAY_GIT_SHA SSL_CERT_FILE TMPDIR HOME CONTAINER_ID CONTAINER_API_KEY HEARSAY_SMOKE_CHECK " ]
   no_secrets <(printf '%s\n' "$output")

@@ -31,7 +31,7 @@ teardown() { world_end; }
   # the box's trainer ran with the container's environment and job.env's, none of the laptop's own
   grep -qx HEARSAY_WEIGHTS_DIR "$W/boxes/box-$port/run/train.env_names"
   grep -qx HEARSAY_DEADLINE "$W/boxes/box-$port/run/train.env_names"
-  ! grep -qx -e LAPTOP_ONLY -e PYTHONPATH -e RUNNER_STATE "$W/boxes/box-$port/run/train.env_names"
+  [ "$(grep -cx -e LAPTOP_ONLY -e PYTHONPATH -e RUNNER_STATE "$W/boxes/box-$port/run/train.env_names")" -eq 0 ]
   no_secrets "$W/boxes/ssh.log" "$RUNNER_STATE/runner.log" "$W/ps.txt"
   grep -q "launch.sh --yes pilot" "$W/ps.txt"   # the sampler did see the launcher
   [[ "$output" != *SECRET* ]]
