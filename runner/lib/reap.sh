@@ -93,6 +93,9 @@ reap_job() {
       finish_job "$job" "$phase"
       return ;;
   esac
+  # st was read before the launcher check: a launcher that wrote PROVISIONED and exited in between
+  # left a live job, not an abandoned one, so the state is read again now that it is gone.
+  [ "$st" = PROVISIONED ] || st=$(rec_state "$job")
   if [ "$st" != PROVISIONED ]; then
     say "job $job: launch abandoned in state ${st:-?}, destroying instance ${id:-?}"
     finish_job "$job" ABANDONED
