@@ -23,7 +23,10 @@
 #
 # Settings: runner/config.sh (each overridable by an environment variable of the same name).
 # Prints the instance id on stdout when PROVISIONED.
-# Exit codes: 0 provisioned; 1 failed, box confirmed destroyed; 2 usage; 3 budget refused or not
+# Before anything is rented, the trainer the box runs (RUNNER_BOX_TRAIN) checks RUNNER_TRAIN_CONFIG
+# on this machine (--check-config); a box that fails at start has its REASON in the error.
+# Exit codes: 0 provisioned; 1 failed, box confirmed destroyed (its REASON said); 2 usage, or the
+#   trainer refuses the training config (its message said, nothing rented); 3 budget refused or not
 #   measurable; 4 the job's previous instance is still listed (or another launch of it is running);
 #   5 cannot confirm the previous instance is gone (listing failed); 6 no go-ahead or no DONE pilot;
 #   7 ORPHAN: a box could not be confirmed destroyed; 8 no offer matches (RUNNER_OFFER_QUERY and

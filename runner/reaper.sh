@@ -15,7 +15,8 @@
 #   3. fresh HOLD                  leave the job alone (HOLD: "EPOCH PID", stale after RUNNER_HOLD_TTL_S
 #                                  or once its setter has exited)
 #   4. STATUS DONE / FAIL          destroy; the STATUS must carry the record's generation, any other
-#                                  generation's STATUS counts as no status
+#                                  generation's STATUS counts as no status; a FAIL's REASON (the box's
+#                                  own, from the store) is printed on stderr
 #   5. launch abandoned            a record not PROVISIONED whose launcher is gone: destroy
 #   6. instance missing            a PROVISIONED instance absent from two successful listings and
 #                                  confirmed gone by `show instance ID` (or absent for

@@ -4,10 +4,14 @@
 #
 # Only the vast.ai service and ssh are stood in for: tests/fakes/fake_vast.py on loopback, driven
 # by the real vastai CLI, and tests/runner/bin/fake_ssh.sh, which runs each "box" as a local
-# sandbox (its own folder, the instance's CONTAINER_ID/CONTAINER_API_KEY in a file standing for
-# the container's first process). Everything else is real: runner/launch.sh, runner/reaper.sh,
-# runner/box/entry.sh, `hearsay train --cpu-smoke` (the tiny model: no GPU here, so the image's
-# GPU smoke check is tests/runner/bin/smoke_ok.sh), rclone on a local remote as the store.
+# sandbox from an empty environment: its own folder, and a file standing for the container's first
+# process holding the image's Env (nix/trainer-image.nix, adjusted for this machine's paths:
+# tests/runner/bin/box_environ.sh) and the instance's CONTAINER_ID/CONTAINER_API_KEY, from which
+# runner/box/entry.sh imports what it needs. Everything else is real: runner/launch.sh (its
+# config check included), runner/reaper.sh, runner/box/entry.sh, the image's smoke check
+# (container/trainer/smoke_check.sh in its CPU mode: HEARSAY_SMOKE_DEVICE=cpu, every check but
+# `cuda`, which needs a GPU), `hearsay train --cpu-smoke` (the tiny model), rclone on a local
+# remote as the store.
 #
 # Stages (one summary line each; the first that fails is named and ends the run):
 #   corpus, bundle     hearsay demo-data, splits make, bundle
@@ -60,12 +64,17 @@ export RUNNER_RCLONE_CONF=$W/rclone.conf RUNNER_STORE="store:$W/bucket/hearsay"
 export RUNNER_IMAGE="registry.invalid/hearsay-trainer@sha256:rehearsal-only"
 export RUNNER_OFFER_QUERY="num_gpus=1" RUNNER_CLI_TIMEOUT_S=60
 export RUNNER_POLL_S=0.3 RUNNER_CONFIRM_WAIT_S=0.2 RUNNER_CONFIRM_CHECKS=5 RUNNER_DESTROY_TRIES=3
-export RUNNER_BOOT_DEADLINE_S=120 RUNNER_CHAIN_DEADLINE_S=120 RUNNER_LABEL_LAG_S=5 RUNNER_SSH_TIMEOUT_S=60
+export RUNNER_BOOT_DEADLINE_S=120 RUNNER_CHAIN_DEADLINE_S=600 RUNNER_LABEL_LAG_S=5 RUNNER_SSH_TIMEOUT_S=60
 export RUNNER_REAPER_POLL_S=0.5 RUNNER_REAPER_MAX_BACKOFF_S=2 RUNNER_REAPER_MODE=refuse   # the reaper stage starts it
-export RUNNER_BOX_TRAIN="hearsay train --cpu-smoke" HEARSAY_SMOKE_CHECK="$REPO/tests/runner/bin/smoke_ok.sh"
-export HEARSAY_PUSH_WAIT_S=0.2 HEARSAY_BOX_WAIT_S=120
+export RUNNER_BOX_TRAIN="hearsay train --cpu-smoke" HEARSAY_PUSH_WAIT_S=0.2 HEARSAY_BOX_WAIT_S=120
+# What reaches a box besides the image's Env and vast.ai's variables: the CPU mode of the image's
+# smoke check (as a test image would set it), and in the ssh session the fake API's address and
+# the short timings. The chain deadline covers the smoke check (about a minute here).
+export HEARSAY_SMOKE_DEVICE=cpu HEARSAY_SMOKE_ONLY="weights ffmpeg rclone hearsay versions train"
+export FAKE_IMAGE_EXTRA="HEARSAY_SMOKE_DEVICE HEARSAY_SMOKE_ONLY"
+export FAKE_SSH_PASS="VAST_URL HEARSAY_PUSH_WAIT_S HEARSAY_BOX_WAIT_S"
 export RUNNER_BUNDLE_META=$W/bundle/bundle_meta.json RUNNER_TRAIN_CONFIG=$W/train.json
-unset RUNNER_DEBUG RUNNER_CONFIG
+unset RUNNER_DEBUG RUNNER_CONFIG HEARSAY_SMOKE_CHECK
 mkdir -p "$HOME" "$RUNNER_STATE" "$FAKE_BOX_ROOT" "$W/bucket"
 
 cleanup() {

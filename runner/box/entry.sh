@@ -8,14 +8,19 @@
 # _CONFIG_HASH = train.json's sha256, _TRAIN, _DEADLINE = the job's hard deadline, epoch s). Without job.env it waits up to HEARSAY_BOX_WAIT_S
 # (1800 s), then gives up, and the box destroys itself.
 #
-# The container's environment (PATH, LD_LIBRARY_PATH, HEARSAY_GIT_SHA, HEARSAY_FFMPEG, CONTAINER_ID,
-# CONTAINER_API_KEY) is read from $HEARSAY_INIT_ENVIRON (default /proc/1/environ: a chain started
-# over ssh does not inherit it) and written to BOX_DIR/box.env (mode 600) before anything runs.
+# Every variable the chain needs is imported explicitly, each from one source, listed in one place
+# (runner/box/job.sh, BOX_*_NAMES): the image's Env (PATH, LD_LIBRARY_PATH, HEARSAY_WEIGHTS_DIR,
+# HEARSAY_FFMPEG, HEARSAY_GIT_SHA, SSL_CERT_FILE, HF_HUB_OFFLINE, …) and vast.ai's CONTAINER_ID and
+# CONTAINER_API_KEY from $HEARSAY_INIT_ENVIRON (default /proc/1/environ: a chain started over ssh
+# does not inherit the container's environment), written to BOX_DIR/box.env (mode 600) before
+# anything runs; the job's HEARSAY_* from job.env. One missing from either is a FAIL whose REASON
+# names it.
 #
 # Phases, each written to RUN_PATH/STATUS as "GEN PHASE EPOCH" (the reaper ignores other generations):
-#   STARTED (runner/box/driver_check.sh, $HEARSAY_DRIVER_CHECK, when present: the host driver
-#   runs the lock's CUDA, else FAIL; train.json missing or its sha256 != HEARSAY_CONFIG_HASH: FAIL) → SMOKE
-#   (container/trainer/smoke_check.sh, $HEARSAY_SMOKE_CHECK, when present) → TRAINING (pull
+#   STARTED (a required variable missing; runner/box/driver_check.sh, $HEARSAY_DRIVER_CHECK, when
+#   present: the host driver does not run the lock's CUDA; train.json missing or its sha256 !=
+#   HEARSAY_CONFIG_HASH: FAIL) → SMOKE (container/trainer/smoke_check.sh beside this runner/, or
+#   $HEARSAY_SMOKE_CHECK; its FAIL lines go to REASON) → TRAINING (pull
 #   STORE/bundles/BUNDLE_SHA and check its tree-sha; a failed pull or another tree-sha is a FAIL
 #   that says so; then `$HEARSAY_TRAIN --bundle … --fold K|--full|--pilot --out … --store RUN
 #   --resume auto --config BOX_DIR/train.json`, RUN = STORE/runs/JOB/BUNDLE_SHA/CONFIG_HASH, so a
@@ -68,7 +73,9 @@ set -a   # job.env's names are exported: the smoke check and the trainer read HE
 . "$BOX_DIR/job.env"
 set +a
 export RCLONE_CONFIG="$BOX_DIR/rclone.conf"
-: "${HEARSAY_GEN:?job.env lacks HEARSAY_GEN}" "${HEARSAY_STORE:?job.env lacks HEARSAY_STORE}"
+# Without these three no REASON can be written: said in entry.log, and the box destroys itself.
+: "${HEARSAY_GEN:?job.env lacks HEARSAY_GEN}" "${HEARSAY_STORE:?job.env lacks HEARSAY_STORE}" \
+  "${HEARSAY_RUN_PATH:?job.env lacks HEARSAY_RUN_PATH}"
 RUNNER_STORE=$HEARSAY_STORE             # the guard's prefix
 RUN_PATH=$(guard_path "$HEARSAY_RUN_PATH")
 watchdog=""
@@ -78,7 +85,8 @@ if [[ ${HEARSAY_DEADLINE:-} =~ ^[0-9]+$ ]]; then   # the deadline holds in every
 fi
 
 box_status STARTED
-# First, before torch is loaded: a host driver older than the image's CUDA is a FAIL naming both.
+box_env_check   # every variable the box needs, from the container or job.env, or a FAIL naming it
+# Then, before torch is loaded: a host driver older than the image's CUDA is a FAIL naming both.
 if [ -n "${HEARSAY_DRIVER_CHECK:-}" ] || [ -x /opt/hearsay/runner/box/driver_check.sh ]; then
   driver_rc=0
   why=$("${HEARSAY_DRIVER_CHECK:-/opt/hearsay/runner/box/driver_check.sh}" 2>&1) || driver_rc=$?
@@ -92,11 +100,13 @@ if [ "$HEARSAY_KIND" != probe ]; then   # train on exactly the config the pilot 
   [ "$got" = "${HEARSAY_CONFIG_HASH:-}" ] \
     || box_fail "$config has sha256 $got, job.env says HEARSAY_CONFIG_HASH=${HEARSAY_CONFIG_HASH:-} (relaunch)"
 fi
-if [ -n "${HEARSAY_SMOKE_CHECK:-}" ] || [ -x /opt/hearsay/container/trainer/smoke_check.sh ]; then
-  box_status SMOKE
-  "${HEARSAY_SMOKE_CHECK:-/opt/hearsay/container/trainer/smoke_check.sh}" >&2 \
-    || box_fail "the image's smoke check failed (exit $?; its lines are in entry.log)"
-fi
+box_status SMOKE   # the image's own check (/opt/hearsay/container/trainer/ in the image), or the override
+smoke=${HEARSAY_SMOKE_CHECK:-$(cd "$here/../.." && pwd)/container/trainer/smoke_check.sh}
+[ -x "$smoke" ] || box_fail "no smoke check at $smoke (the image ships container/trainer/smoke_check.sh)"
+rc=0
+"$smoke" >"$BOX_DIR/smoke.log" 2>&1 </dev/null || rc=$?
+cat "$BOX_DIR/smoke.log" >&2
+[ "$rc" -eq 0 ] || box_fail "the image's smoke check failed (exit $rc): $({ grep -m 3 'FAIL ' "$BOX_DIR/smoke.log" || tail -n 1 "$BOX_DIR/smoke.log"; } | tr '\n' ' ')" "$BOX_DIR/smoke.log"
 
 case $HEARSAY_KIND in
   fold) sel=(--fold "$HEARSAY_FOLD") ;;

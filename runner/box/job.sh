@@ -3,33 +3,51 @@
 # and lib/bundles.sh, whose globals it uses: BOX_DIR RUN_PATH phase HEARSAY_* (from job.env).
 #
 #   box_env_import   the container's environment, written into BOX_DIR/box.env and exported
+#   box_env_check    FAIL naming each required variable the container or job.env lacks
 #   box_fail MSG     the FAIL path: MSG to stderr and to RUN_PATH/REASON, then exit 1
 #   box_watchdog PID the box's hard deadline in every phase: past it, entry.sh (PID) is stopped
 #   box_pull_bundle  bundles/<HEARSAY_BUNDLE_SHA> into BOX_DIR/bundle, its tree-sha checked
 #   box_train        the trainer, start-or-resume, its exit code and last lines kept on failure
 # shellcheck disable=SC2154  # phase is entry.sh's
 
-# The names the chain needs from the container's own environment. A chain started over ssh sees
-# the ssh session's environment, not the one the image (PATH, LD_LIBRARY_PATH for the driver
-# libraries, HEARSAY_GIT_SHA, HEARSAY_FFMPEG) and vast.ai (CONTAINER_ID, CONTAINER_API_KEY) gave
-# the container, so they are read from its first process and written down, never assumed.
-BOX_ENV_NAMES="PATH LD_LIBRARY_PATH HEARSAY_GIT_SHA HEARSAY_FFMPEG CONTAINER_ID CONTAINER_API_KEY"
+# Every variable the chain needs, in one place, each with the one source it is imported from
+# (docs/INTERFACES.md, "Runner <-> image"). A chain started over ssh sees the ssh session's
+# environment, not the container's, so nothing here is assumed from the session:
+#   BOX_IMAGE_NAMES  the trainer image's Env (nix/trainer-image.nix), read from the container's first
+#                    process ($HEARSAY_INIT_ENVIRON); each one missing there is a FAIL naming it
+#   BOX_VAST_NAMES   vast.ai's container variables, same source and rule (the box destroys itself
+#                    with them)
+#   BOX_OPTION_NAMES image settings a real box leaves unset (the smoke check's override, device and
+#                    subset), imported from the same source when present there
+#   BOX_JOB_NAMES    job.env, written by runner/launch.sh (runner/lib/launch_steps.sh step_provision);
+#                    each one missing there is a FAIL naming it (HEARSAY_FOLD is empty but for folds)
+BOX_IMAGE_NAMES="PATH LD_LIBRARY_PATH HF_HUB_OFFLINE TRANSFORMERS_OFFLINE HEARSAY_WEIGHTS_DIR
+  HEARSAY_WEIGHTS_SHA256 HEARSAY_FFMPEG HEARSAY_VERSION HEARSAY_GIT_SHA SSL_CERT_FILE TMPDIR HOME"
+BOX_VAST_NAMES="CONTAINER_ID CONTAINER_API_KEY"
+BOX_OPTION_NAMES="HEARSAY_SMOKE_CHECK HEARSAY_SMOKE_DEVICE HEARSAY_SMOKE_ONLY"
+BOX_JOB_NAMES="HEARSAY_JOB HEARSAY_KIND HEARSAY_FOLD HEARSAY_GEN HEARSAY_STORE HEARSAY_RUN_PATH
+  HEARSAY_BUNDLE_SHA HEARSAY_CONFIG_HASH HEARSAY_TRAIN HEARSAY_BUDGET_USD HEARSAY_DEADLINE"
+BOX_ENV_NAMES=$(echo "$BOX_IMAGE_NAMES $BOX_VAST_NAMES $BOX_OPTION_NAMES" | tr -s '\n ' '  ')
+box_env_missing=""   # required container names not found, set by box_env_import
 
-# box_env_import: each name found in $HEARSAY_INIT_ENVIRON (default /proc/1/environ, the
-# container's first process; NUL-separated NAME=VALUE) wins over the session's; the resulting values
-# of every name are written to BOX_DIR/box.env (mode 600: it holds the instance's API key) and
-# exported. An unreadable file is said on stderr and the session's values are kept.
+# box_env_import: each name of BOX_ENV_NAMES found in $HEARSAY_INIT_ENVIRON (default /proc/1/environ,
+# the container's first process; NUL-separated NAME=VALUE) wins over the session's; a required one
+# (image, vast) not found there is kept in box_env_missing for box_env_check. The resulting values
+# are written to BOX_DIR/box.env (mode 600: it holds the instance's API key) and exported.
 box_env_import() {
-  local src=${HEARSAY_INIT_ENVIRON:-/proc/1/environ} kv name xtrace=0
+  local src=${HEARSAY_INIT_ENVIRON:-/proc/1/environ} kv name found=" " xtrace=0
   case $- in *x*) xtrace=1; set +x ;; esac   # RUNNER_DEBUG's xtrace must never print the instance key
   if [ -r "$src" ]; then
     while IFS= read -r -d '' kv; do
       name=${kv%%=*}
-      case " $BOX_ENV_NAMES " in *" $name "*) export "$name=${kv#*=}" ;; esac
+      case " $BOX_ENV_NAMES " in *" $name "*) export "$name=${kv#*=}"; found="$found$name " ;; esac
     done <"$src"
   else
-    echo "entry: cannot read the container's environment at $src: keeping the ssh shell's own" >&2
+    echo "entry: cannot read the container's environment at $src" >&2
   fi
+  for name in $BOX_IMAGE_NAMES $BOX_VAST_NAMES; do
+    case $found in *" $name "*) ;; *) box_env_missing="$box_env_missing $name" ;; esac
+  done
   : >"$BOX_DIR/box.env"
   chmod 600 "$BOX_DIR/box.env"
   for name in $BOX_ENV_NAMES; do
@@ -37,6 +55,18 @@ box_env_import() {
   done
   echo "entry: container environment in $BOX_DIR/box.env: $(cut -d= -f1 "$BOX_DIR/box.env" | tr '\n' ' ')" >&2
   [ "$xtrace" = 0 ] || set -x
+}
+
+# box_env_check: FAIL (REASON) naming every required variable that the container's environment or
+# job.env lacks. Runs once job.env is read: the REASON needs its run path.
+box_env_check() {
+  local name lacks=""
+  [ -z "$box_env_missing" ] \
+    || box_fail "the container's environment (${HEARSAY_INIT_ENVIRON:-/proc/1/environ}) lacks${box_env_missing}: the trainer image sets them (nix/trainer-image.nix, Env); rebuild the image or fix RUNNER_IMAGE"
+  for name in $BOX_JOB_NAMES; do
+    [ -n "${!name+set}" ] || lacks="$lacks $name"
+  done
+  [ -z "$lacks" ] || box_fail "job.env lacks${lacks}: runner/launch.sh writes them; relaunch with this checkout's runner"
 }
 
 # box_fail MSG [LOG]: say MSG, write it to RUN_PATH/REASON (box_reason), then exit 1: the EXIT trap

@@ -24,7 +24,22 @@ identity() {
   bundle_sha=$(jq -r '.tree_sha // empty' "$RUNNER_BUNDLE_META" 2>/dev/null || true)
   [ -n "$bundle_sha" ] || die 2 "$RUNNER_BUNDLE_META has no tree_sha" "rebuild the bundle with hearsay bundle"
   config_hash=$(sha256_of "$RUNNER_TRAIN_CONFIG")
+  step_check_config "$1"               # exit 2: the trainer refuses the config, nothing rented
   step_bundle_in_store "$bundle_sha"   # exit 14: no verified copy in the store, nothing rented
+}
+
+# step_check_config KIND: the box's own trainer command (RUNNER_BOX_TRAIN, default `hearsay train`,
+# its flags included) loads and resolves RUNNER_TRAIN_CONFIG here with --check-config, the same
+# code a box runs first; a refusal exits 2 with the trainer's message, before anything is rented.
+step_check_config() {
+  local cmd=${RUNNER_BOX_TRAIN:-hearsay train} sel out rc=0
+  case $1 in fold) sel="--fold $fold" ;; *) sel="--$1" ;; esac
+  command -v "${cmd%% *}" >/dev/null 2>&1 \
+    || die 10 "missing dependency: ${cmd%% *} (the trainer, to check $RUNNER_TRAIN_CONFIG)" "install hearsay (make install) or set RUNNER_BOX_TRAIN"
+  # shellcheck disable=SC2086  # RUNNER_BOX_TRAIN is a command line by design; sel is two words at most
+  out=$($cmd --check-config --config "$RUNNER_TRAIN_CONFIG" $sel </dev/null 2>&1) || rc=$?
+  [ "$rc" -eq 0 ] || die 2 "the trainer refuses $RUNNER_TRAIN_CONFIG (exit $rc): $(printf '%s' "$out" | tail -n 3 | tr '\n' ' ')" "fix the config; check it with: $cmd --check-config --config $RUNNER_TRAIN_CONFIG $sel"
+  log_event "training config checked for $1${fold:+ $fold}: $(printf '%s' "$out" | tail -n 1)"
 }
 
 # step_previous JOB: the job's previous instance must be absent from a successful listing; only then is
@@ -286,6 +301,19 @@ step_wait_running() {
   rec_set "$1" ssh "$host:$port"
 }
 
+# box_why JOB: the REASON the failed box left in the store (store_reason), polled a few times: the box
+# writes it before CHAIN says "failed", but a store may lag.
+box_why() {
+  local i=0 why=""
+  while [ "$i" -lt 5 ]; do
+    why=$(store_reason "$1")
+    [ -z "$why" ] || break
+    i=$((i + 1))
+    sleep "$RUNNER_POLL_S"
+  done
+  printf '%s\n' "${why:-its box left no REASON in the store}"
+}
+
 # step_provision JOB: HOLD while provisioning; secrets, then the training config, over stdin; start;
 # wait for "GEN running".
 step_provision() {
@@ -311,8 +339,8 @@ step_provision() {
   while :; do
     line=$(box_chain "$host" "$port" || true)
     [ "$line" = "$gen running" ] && break
-    [ "$line" != "$gen failed" ] || die 1 "the chain on instance $instance failed at start" "see the box's entry.log"
-    [ "$(now)" -lt "$until" ] || die 1 "chain on instance $instance not confirmed running after $RUNNER_CHAIN_DEADLINE_S s" "see the box's entry.log"
+    [ "$line" != "$gen failed" ] || die 1 "the chain on instance $instance failed at start: $(box_why "$1")" "runner/status.sh --why $1 has its log lines once the box is gone"
+    [ "$(now)" -lt "$until" ] || die 1 "chain on instance $instance not confirmed running after $RUNNER_CHAIN_DEADLINE_S s (${RUNNER_STORE%/}/runs/$1/STATUS: $(store_status "$1"))" "raise RUNNER_CHAIN_DEADLINE_S if its smoke check or bundle pull is slow; runner/status.sh --why $1"
     sleep "$RUNNER_POLL_S"
   done
   hold_release "$1"

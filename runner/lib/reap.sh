@@ -89,9 +89,13 @@ reap_job() {
   case $phase in
     DONE | FAIL)
       say "job $job: STATUS $phase (generation $(rec_get "$job" gen)), destroying instance ${id:-?}"
+      [ "$phase" != FAIL ] || say "job $job FAILED on its box: $(store_reason "$job" | grep . || echo "no REASON in the store") (runner/status.sh --why $job)"
       finish_job "$job" "$phase"
       return ;;
   esac
+  # st was read before the launcher check: a launcher that wrote PROVISIONED and exited in between
+  # left a live job, not an abandoned one, so the state is read again now that it is gone.
+  [ "$st" = PROVISIONED ] || st=$(rec_state "$job")
   if [ "$st" != PROVISIONED ]; then
     say "job $job: launch abandoned in state ${st:-?}, destroying instance ${id:-?}"
     finish_job "$job" ABANDONED

@@ -103,21 +103,57 @@ phases() { sed -n 's/^entry: g-7 \([A-Z]*\)$/\1/p' "$1" | tr '\n' ' '; }
   [[ "$output" == *"trainer exit 7 ("* ]]
 }
 
-@test "started with an empty environment, the chain takes the container's from its first process" {
-  printf 'CONTAINER_ID=%s\0CONTAINER_API_KEY=%s\0PATH=%s\0HEARSAY_GIT_SHA=%s\0LD_LIBRARY_PATH=/usr/lib64-nvidia\0OTHER=x\0' \
-    "$CONTAINER_ID" "$CONTAINER_API_KEY" "$PATH" 0123456789abcdef0123456789abcdef01234567 >"$W/init.environ"
+@test "started with an empty environment, the chain takes each variable it needs from the container and job.env" {
+  printf 'OTHER=x\0' >>"$HEARSAY_INIT_ENVIRON"                  # not a name the box imports
   printf '#!/usr/bin/env bash\nenv >"%s/train.env"\nexec %s "$@"\n' "$box" "$RUNNER_BOX_TRAIN" >"$W/train_env.sh"
   chmod +x "$W/train_env.sh"
   sed -i "s|^HEARSAY_TRAIN=.*|HEARSAY_TRAIN=$W/train_env.sh|" "$box/job.env"
-  run env -i HOME="$HOME" VAST_URL="$VAST_URL" HEARSAY_INIT_ENVIRON="$W/init.environ" \
+  run env -i HEARSAY_INIT_ENVIRON="$HEARSAY_INIT_ENVIRON" VAST_URL="$VAST_URL" \
     HEARSAY_SMOKE_CHECK="$HEARSAY_SMOKE_CHECK" HEARSAY_PUSH_WAIT_S=0.1 /bin/bash "$REPO/runner/box/entry.sh" "$box"
   [ "$status" -eq 0 ]
-  grep -qx "HEARSAY_GIT_SHA=0123456789abcdef0123456789abcdef01234567" "$box/train.env"
-  grep -qx "LD_LIBRARY_PATH=/usr/lib64-nvidia" "$box/train.env"
-  [ -z "$(grep "^OTHER=" "$box/train.env")" ]
+  grep -qx "HEARSAY_GIT_SHA=$(git -C "$REPO" rev-parse HEAD)" "$box/train.env"
+  grep -qx "PATH=$REPO/.venv/bin:/usr/bin:/bin" "$box/train.env"
+  grep -qx "HF_HUB_OFFLINE=1" "$box/train.env"
+  grep -qx "HEARSAY_WEIGHTS_DIR=$W/box-sandbox/weights" "$box/train.env"
+  grep -q "^HEARSAY_FFMPEG=.*ffmpeg" "$box/train.env"
+  grep -q "^SSL_CERT_FILE=/" "$box/train.env"
+  grep -qx "HEARSAY_DEADLINE=[0-9]*" "$box/train.env"            # job.env's, exported
+  [ "$(grep -c "^OTHER=" "$box/train.env")" -eq 0 ]
   [ "$(stat -c %a "$box/box.env")" = 600 ]
-  [ "$(cut -d= -f1 "$box/box.env" | tr '\n' ' ')" = "PATH LD_LIBRARY_PATH HEARSAY_GIT_SHA CONTAINER_ID CONTAINER_API_KEY " ]
+  [ "$(cut -d= -f1 "$box/box.env" | tr '\n' ' ')" = "PATH LD_LIBRARY_PATH HF_HUB_OFFLINE TRANSFORMERS_OFFLINE HEARSAY_WEIGHTS_DIR HEARSAY_WEIGHTS_SHA256 HEARSAY_FFMPEG HEARSAY_VERSION HEARSAY_GIT_SHA SSL_CERT_FILE TMPDIR HOME CONTAINER_ID CONTAINER_API_KEY HEARSAY_SMOKE_CHECK " ]
   no_secrets <(printf '%s\n' "$output")
   [[ "$output" != *"$CONTAINER_API_KEY"* ]]
   wait_for 10 test "$(live_count)" -eq 0                       # it destroyed itself with the imported key
+}
+
+@test "a variable missing from the image's environment or from job.env fails the box with a REASON naming it" {
+  FAKE_IMAGE_DROP="HEARSAY_FFMPEG SSL_CERT_FILE" "$REPO/tests/runner/bin/box_environ.sh" "$W/box-sandbox" \
+    "$HEARSAY_INIT_ENVIRON" "CONTAINER_ID=$CONTAINER_ID" "CONTAINER_API_KEY=$CONTAINER_API_KEY"
+  run env -i HEARSAY_INIT_ENVIRON="$HEARSAY_INIT_ENVIRON" VAST_URL="$VAST_URL" HEARSAY_PUSH_WAIT_S=0.1 \
+    HEARSAY_SMOKE_CHECK="$HEARSAY_SMOKE_CHECK" /bin/bash "$REPO/runner/box/entry.sh" "$box"
+  [ "$status" -eq 1 ]
+  [ "$(phases <(printf '%s\n' "$output"))" = "STARTED FAIL " ]
+  [ ! -e "$box/train.args" ]
+  [ "$(sed -n 1p "$W/bucket/hearsay/runs/pilot/REASON" | cut -d' ' -f1-2)" = "g-7 STARTED" ]
+  grep -q "^the container's environment ($HEARSAY_INIT_ENVIRON) lacks HEARSAY_FFMPEG SSL_CERT_FILE: the trainer image sets them (nix/trainer-image.nix, Env)" \
+    "$W/bucket/hearsay/runs/pilot/REASON"
+  wait_for 10 test "$(live_count)" -eq 0                       # vast.ai's variables were there: it destroyed itself
+  "$REPO/tests/runner/bin/box_environ.sh" "$W/box-sandbox" "$HEARSAY_INIT_ENVIRON" \
+    "CONTAINER_ID=$CONTAINER_ID" "CONTAINER_API_KEY=$CONTAINER_API_KEY"
+  sed -i '/^HEARSAY_DEADLINE=/d; /^HEARSAY_BUNDLE_SHA=/d' "$box/job.env"
+  rm -f "$box/CHAIN"
+  run "$REPO/runner/box/entry.sh" "$box"
+  [ "$status" -eq 1 ]
+  [ ! -e "$box/train.args" ]
+  [[ "$output" == *"entry: job.env lacks HEARSAY_BUNDLE_SHA HEARSAY_DEADLINE: runner/launch.sh writes them"* ]]
+  run "$REPO/runner/status.sh" --why pilot
+  [[ "$output" == *"STATUS g-7 FAIL"* ]]
+  [[ "$output" == *"job.env lacks HEARSAY_BUNDLE_SHA HEARSAY_DEADLINE"* ]]
+}
+
+@test "every image variable the box requires is one nix/trainer-image.nix's Env sets" {
+  names=$(bash -c '. "$1/runner/box/job.sh" && echo $BOX_IMAGE_NAMES' _ "$REPO")
+  for n in $names; do
+    grep -q "^ *\"$n=" "$REPO/nix/trainer-image.nix" || { echo "$n is not in the image's Env"; return 1; }
+  done
 }

@@ -28,6 +28,10 @@ world() {
   export RUNNER_REAPER_MODE=off              # tests run runner/reaper.sh --once themselves
   export RUNNER_BOX_TRAIN="$REPO/tests/runner/bin/fake_train.sh" HEARSAY_SMOKE_CHECK="$REPO/tests/runner/bin/smoke_ok.sh"
   export HEARSAY_PUSH_WAIT_S=0.1 HEARSAY_BOX_WAIT_S=30 FAKE_TRAIN_S=0.3
+  # What reaches a box (bin/fake_ssh.sh starts it from an empty environment): the test image's
+  # smoke check (in its container environment) and, in the ssh session, the fakes' knobs and timings.
+  export FAKE_IMAGE_EXTRA="HEARSAY_SMOKE_CHECK"
+  export FAKE_SSH_PASS="VAST_URL FAKE_TRAIN_S FAKE_TRAIN_RC HEARSAY_PUSH_WAIT_S HEARSAY_BOX_WAIT_S HEARSAY_DESTROY_TRIES HEARSAY_STOP_WAIT_S RUNNER_DEBUG"
   export RUNNER_BUNDLE_META=$W/bundle/bundle_meta.json RUNNER_TRAIN_CONFIG=$W/train.json
   small_bundle "$W/bundle"
   mkdir -p "$W/bucket/hearsay/bundles"                      # in the store, as runner/bundle_put.sh leaves it
@@ -63,9 +67,13 @@ box_world() {
   cfg_sha=$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)
   run_store="$run_path/$BUNDLE_SHA/$cfg_sha"                    # one folder per (job, bundle, config)
   runs=$W/bucket/hearsay/runs/pilot/$BUNDLE_SHA/$cfg_sha
-  printf 'HEARSAY_JOB=pilot\nHEARSAY_KIND=pilot\nHEARSAY_FOLD=\nHEARSAY_GEN=g-7\nHEARSAY_STORE=%s\nHEARSAY_RUN_PATH=%s\nHEARSAY_BUNDLE_SHA=%s\nHEARSAY_CONFIG_HASH=%s\nHEARSAY_TRAIN=%s\n' \
-    "$RUNNER_STORE" "$run_path" "$BUNDLE_SHA" "$cfg_sha" "$RUNNER_BOX_TRAIN" >"$box/job.env"
-  export HEARSAY_INIT_ENVIRON=/dev/null   # the tests' own environment stands for the container's
+  printf 'HEARSAY_JOB=pilot\nHEARSAY_KIND=pilot\nHEARSAY_FOLD=\nHEARSAY_GEN=g-7\nHEARSAY_STORE=%s\nHEARSAY_RUN_PATH=%s\nHEARSAY_BUNDLE_SHA=%s\nHEARSAY_CONFIG_HASH=%s\nHEARSAY_TRAIN=%s\nHEARSAY_BUDGET_USD=1.5\nHEARSAY_DEADLINE=%s\n' \
+    "$RUNNER_STORE" "$run_path" "$BUNDLE_SHA" "$cfg_sha" "$RUNNER_BOX_TRAIN" $(($(date -u +%s) + 3600)) >"$box/job.env"
+  # The container's environment: the image's Env and the instance's own variables (bin/box_environ.sh).
+  # Its optional names (HEARSAY_SMOKE_CHECK) are left to the test's own environment here.
+  FAKE_IMAGE_EXTRA="" "$REPO/tests/runner/bin/box_environ.sh" "$W/box-sandbox" "$W/init.environ" \
+    "CONTAINER_ID=$CONTAINER_ID" "CONTAINER_API_KEY=$CONTAINER_API_KEY"
+  export HEARSAY_INIT_ENVIRON=$W/init.environ
 }
 
 world_end() {

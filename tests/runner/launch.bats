@@ -9,7 +9,7 @@ teardown() { world_end; }
 @test "pilot launch provisions: id on stdout, ledger row at creation, chain running before PROVISIONED" {
   ( exec 3>&-; while :; do ps -eo args >>"$W/ps.txt"; sleep 0.1; done ) &
   sampler=$!
-  run launch --yes pilot
+  LAPTOP_ONLY=1 PYTHONPATH=/nowhere run launch --yes pilot
   kill "$sampler"
   echo "$output"; [ "$status" -eq 0 ]
   id=${lines[${#lines[@]}-1]}
@@ -28,6 +28,10 @@ teardown() { world_end; }
   wait_for 10 test -s "$W/boxes/box-$port/run/train.config_sha"
   [ "$(cat "$W/boxes/box-$port/run/train.config_sha")" = "$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)" ]
   [ "$(cat "$W/boxes/box-$port/run/train.config_sha")" = "$(cat "$RUNNER_STATE/jobs/pilot/config_hash")" ]
+  # the box's trainer ran with the container's environment and job.env's, none of the laptop's own
+  grep -qx HEARSAY_WEIGHTS_DIR "$W/boxes/box-$port/run/train.env_names"
+  grep -qx HEARSAY_DEADLINE "$W/boxes/box-$port/run/train.env_names"
+  [ "$(grep -cx -e LAPTOP_ONLY -e PYTHONPATH -e RUNNER_STATE "$W/boxes/box-$port/run/train.env_names")" -eq 0 ]
   no_secrets "$W/boxes/ssh.log" "$RUNNER_STATE/runner.log" "$W/ps.txt"
   grep -q "launch.sh --yes pilot" "$W/ps.txt"   # the sampler did see the launcher
   [[ "$output" != *SECRET* ]]
@@ -97,9 +101,36 @@ teardown() { world_end; }
 @test "PROVISIONED is never written before the chain runs: a failed chain start is destroyed" {
   HEARSAY_SMOKE_CHECK="$REPO/tests/runner/bin/smoke_fail.sh" run launch --yes probe
   [ "$status" -eq 1 ]
-  [[ "$output" == *"runner: the chain on instance "*" failed at start (see the box's entry.log)"* ]]
+  # the box's own REASON, read from the store, on the operator's terminal: the box is destroyed next
+  [[ "$output" == *"runner: the chain on instance "*" failed at start: SMOKE: the image's smoke check failed (exit 1): smoke: CUDA not visible"* ]]
+  [[ "$output" == *"(runner/status.sh --why probe has its log lines once the box is gone)"* ]]
   [ -z "$(grep PROVISIONED "$RUNNER_STATE/runner.log")" ]
   [ "$(cat "$RUNNER_STATE"/archive/probe-*/result)" = LAUNCH_FAILED ]
+  [ "$(live_count)" -eq 0 ]
+}
+
+@test "a training config the trainer refuses is refused on the laptop: exit 2, its own message, nothing rented" {
+  echo '{"train": {"epochs": 3, "batch_size": 7}}' >"$RUNNER_TRAIN_CONFIG"
+  RUNNER_BOX_TRAIN="hearsay train --cpu-smoke" run launch --yes pilot
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"runner: the trainer refuses $RUNNER_TRAIN_CONFIG (exit 2): hearsay train: config: batch_size=7: must be even (half per class)"* ]]
+  [[ "$output" == *"check it with: hearsay train --cpu-smoke --check-config --config $RUNNER_TRAIN_CONFIG --pilot)" ]]
+  [ "$(created_count)" -eq 0 ]
+  [ ! -d "$RUNNER_STATE/jobs/pilot" ]
+  echo '{"train": {"epochs": 3}, "trian": {}}' >"$RUNNER_TRAIN_CONFIG"   # unknown section, a fold job
+  RUNNER_BOX_TRAIN="hearsay train --cpu-smoke" run launch --yes --no-pilot-gate fold 1
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"hearsay train: unknown config sections ['trian']"* ]]
+  [ "$(created_count)" -eq 0 ]
+}
+
+@test "a box that fails after PROVISIONED: the reaper prints its REASON on stderr" {
+  FAKE_TRAIN_RC=7 FAKE_TRAIN_S=0.5 run launch --yes pilot
+  [ "$status" -eq 0 ]
+  wait_for 30 test -s "$W/bucket/hearsay/runs/pilot/REASON"
+  wait_for 30 grep -q " FAIL " "$W/bucket/hearsay/runs/pilot/STATUS"
+  run reaper_once
+  [[ "$output" == *"runner: job pilot FAILED on its box: TRAINING: trainer exit 7 ("*"(runner/status.sh --why pilot)"* ]]
   [ "$(live_count)" -eq 0 ]
 }
 

@@ -7,6 +7,7 @@
     hearsay train --bundle bundle/ --pilot --out runs/pilot --config pilot.json
     torchrun --nproc-per-node 4 -m hearsay.cli train --bundle bundle/ --fold 0 --out runs/fold0
     hearsay train --bundle demo_out/bundle --fold 0 --out /tmp/f0 --cpu-smoke   # tiny, on CPU
+    hearsay train --check-config --config train.json --fold 3   # what runner/launch.sh runs first
 
 Jobs (hearsay.folds.train_ids, with the bundle's fold file config): `--fold K` trains on inner
 folds != K plus extra rows (minus the extra families excluded for K) and validates on fold K;
@@ -31,6 +32,9 @@ unknown keys are errors; the resolved config is RUN_DIR/config.json and its sha2
 JSON) is the config hash that --resume must match. `--resume` continues from the store's latest
 complete checkpoint and refuses when there is none; `--resume auto` (what a rented box runs)
 starts fresh when the store holds no complete checkpoint and continues otherwise.
+`--check-config` only loads and resolves the config exactly as a run would (same flags, same code),
+prints its config hash and exits 0, or 2 with the run's own message; no bundle, device or store
+is touched (runner/launch.sh runs it on the laptop before renting a box).
 
 Source mix: `train.source_mix` "proportional" (default), "equal", or a table of shares per class
 {"bonafide": {SOURCE: SHARE, ...}, "spoof": {...}} naming every training source of that class,
@@ -65,12 +69,13 @@ import torch
 from hearsay import augment
 from hearsay import store as stores
 from hearsay.model import WeightsError
-from hearsay.train.config import resolve_config, sections
+from hearsay.train.config import config_hash, resolve_config, sections
 from hearsay.train.errors import (
     EXIT_ERROR,
     EXIT_OK,
     EXIT_RATES,
     EXIT_STORE,
+    EXIT_USAGE,
     EXIT_WEIGHTS,
     ConfigError,
     DeviceRefused,
@@ -156,12 +161,12 @@ def _backoff_s() -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hearsay train", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bundle", type=Path, required=True, help="bundle dir (hearsay bundle)")
+    ap.add_argument("--bundle", type=Path, help="bundle dir (hearsay bundle); required to train")
     job = ap.add_mutually_exclusive_group(required=True)
     job.add_argument("--fold", type=int, choices=range(5), help="train the fold-K model")
     job.add_argument("--full", action="store_true", help="train the full model")
     job.add_argument("--pilot", action="store_true", help="folds 0-3, validate on fold 4")
-    ap.add_argument("--out", type=Path, required=True, help="run dir (docs/INTERFACES.md)")
+    ap.add_argument("--out", type=Path, help="run dir (docs/INTERFACES.md); required to train")
     ap.add_argument("--store", help="checkpoint store: remote:path (rclone) or a folder; "
                                     "default the run dir")
     ap.add_argument("--resume", nargs="?", const="yes", choices=("yes", "auto"),
@@ -172,13 +177,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", type=Path, help="JSON overrides {train, model, crop, augment}")
     ap.add_argument("--no-verify-bundle", action="store_true",
                     help="trust bundle_meta.json's tree-sha instead of re-hashing every file")
+    ap.add_argument("--check-config", action="store_true",
+                    help="only load and resolve the config as this run would; exit 0 or 2")
     args = ap.parse_args(argv)
     name = "full" if args.full else "pilot" if args.pilot else "fold"
+    if args.check_config:
+        return _check_config(args, name)
+    if args.bundle is None or args.out is None:
+        ap.error("--bundle and --out are required to train (only --check-config goes without)")
     from hearsay.bundle import BundleError
     try:
-        overrides = json.loads(args.config.read_text()) if args.config else None
-        resolved = resolve_config(name, args.fold, overrides=overrides,
-                                  cpu_smoke=args.cpu_smoke)
+        resolved = _load_config(args, name)
         resume = args.resume == "yes" or (args.resume == "auto" and stores.open_store(
             args.store, args.out).latest_checkpoint() is not None)
         meta = run(resolved, args.bundle, args.out, store_uri=args.store, resume=resume,
@@ -201,6 +210,26 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     print(f"hearsay train: complete: {meta['steps']} optimiser steps, {meta['epochs']} epochs "
           f"-> {args.out}")
+    return EXIT_OK
+
+
+def _load_config(args: argparse.Namespace, name: str) -> dict:
+    """The resolved config of this command line: --config's JSON over the presets (ConfigError,
+    json.JSONDecodeError, OSError)."""
+    overrides = json.loads(args.config.read_text()) if args.config else None
+    return resolve_config(name, args.fold, overrides=overrides, cpu_smoke=args.cpu_smoke)
+
+
+def _check_config(args: argparse.Namespace, name: str) -> int:
+    """--check-config: the run's own config loading, nothing else; its message on a refusal."""
+    try:
+        resolved = _load_config(args, name)
+    except (TrainError, json.JSONDecodeError, OSError) as err:
+        print(f"hearsay train: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    job = name if args.fold is None else f"{name} {args.fold}"
+    print(f"hearsay train: config {args.config or '(defaults)'} ok for {job}: "
+          f"config hash {config_hash(resolved)}")
     return EXIT_OK
 
 

@@ -3,8 +3,12 @@
 # Summary: stands in for `hearsay train` on the sandbox box: writes a checkpoint and run_meta.json
 # after $FAKE_TRAIN_S seconds (default 0.3); exits $FAKE_TRAIN_RC (default 0). Its argv is logged to
 # RUN_DIR/../train.args and the sha256 of the --config file it was given (or "none") to
-# RUN_DIR/../train.config_sha, so tests can check what the box asked for and what it trained on.
+# RUN_DIR/../train.config_sha, so tests can check what the box asked for and what it trained on;
+# the names (not values) of its environment go to RUN_DIR/../train.env_names.
+# `--check-config` (what runner/launch.sh asks before renting) is answered "ok" at once: the
+# launcher's tests of a refused config use the real `hearsay train`.
 set -euo pipefail
+case " $* " in *" --check-config "*) echo "fake_train: config not checked (stand-in)"; exit 0 ;; esac
 out="" config=""
 args="$*"
 while [ $# -gt 0 ]; do
@@ -12,6 +16,7 @@ while [ $# -gt 0 ]; do
 done
 mkdir -p "$out/checkpoints/epoch_0001"
 echo "$args" >"$out/../train.args"
+env | cut -d= -f1 | LC_ALL=C sort >"$out/../train.env_names"
 if [ -n "$config" ]; then sha256sum "$config" | cut -d' ' -f1; else echo none; fi >"$out/../train.config_sha"
 sleep "${FAKE_TRAIN_S:-0.3}"
 echo '{"complete": true}' >"$out/run_meta.json"
