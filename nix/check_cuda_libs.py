@@ -34,6 +34,20 @@ from pathlib import Path
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BAD = 0, 1, 2, 3
 TIMEOUT_S = 120  # one child: importing torch on a loaded CPU takes tens of seconds
 
+
+def int_query(call: str) -> str:
+    """Child code for a C call that fills one int through `ref` and returns a status (0 = ok)."""
+    fn = call.split("(")[0]
+    return f"""
+v = ctypes.c_int()
+ref = ctypes.byref(v)
+status = lib.{call}
+if status != 0:
+    raise SystemExit(f"{fn} returned {{status}}")
+print(v.value)
+"""
+
+
 # name -> (path under site-packages, code run in the child with `lib` = ctypes.CDLL(path)); the
 # code prints the version it got and raises on a non-zero status.
 LIBS = {
@@ -47,27 +61,9 @@ for f in ("cudnnGraphVersionCheck", "cudnnOpsVersionCheck", "cudnnCnnVersionChec
         raise SystemExit(f"{f}() returned cudnnStatus {status}")
 print(v)
 """),
-    "cublas": ("nvidia/cu13/lib/libcublas.so.13", """
-v = ctypes.c_int()
-status = lib.cublasGetProperty(0, ctypes.byref(v))  # 0: MAJOR_VERSION
-if status != 0:
-    raise SystemExit(f"cublasGetProperty returned {status}")
-print(v.value)
-"""),
-    "cufft": ("nvidia/cu13/lib/libcufft.so.12", """
-v = ctypes.c_int()
-status = lib.cufftGetVersion(ctypes.byref(v))
-if status != 0:
-    raise SystemExit(f"cufftGetVersion returned {status}")
-print(v.value)
-"""),
-    "nccl": ("nvidia/nccl/lib/libnccl.so.2", """
-v = ctypes.c_int()
-status = lib.ncclGetVersion(ctypes.byref(v))
-if status != 0:
-    raise SystemExit(f"ncclGetVersion returned {status}")
-print(v.value)
-"""),
+    "cublas": ("nvidia/cu13/lib/libcublas.so.13", int_query("cublasGetProperty(0, ref)")),  # MAJOR
+    "cufft": ("nvidia/cu13/lib/libcufft.so.12", int_query("cufftGetVersion(ref)")),
+    "nccl": ("nvidia/nccl/lib/libnccl.so.2", int_query("ncclGetVersion(ref)")),
 }
 TORCH = """
 import torch
