@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from hearsay import deploy
+from hearsay import deploy, deploy_session
 from hearsay.audio import ffmpeg_exe, load_audio, prepare_file
 from hearsay.deploy import allowed_cpus, main
 from hearsay.hashing import format_sums
@@ -204,16 +204,16 @@ def test_pinned_model_sha_is_accepted_when_it_matches(world, tmp_path, monkeypat
 
 
 def test_threads_follow_affinity_and_cgroup_quota(tmp_path, monkeypatch):
-    monkeypatch.setattr(deploy.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
-    monkeypatch.setattr(deploy, "_cgroup_quota", lambda: None)
+    monkeypatch.setattr(deploy_session.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(deploy_session, "_cgroup_quota", lambda: None)
     assert allowed_cpus() == 4
-    monkeypatch.setattr(deploy, "_cgroup_quota", lambda: 1.5)
+    monkeypatch.setattr(deploy_session, "_cgroup_quota", lambda: 1.5)
     assert allowed_cpus() == 2  # 1.5 CPUs of quota -> 2 threads
     monkeypatch.undo()
     (tmp_path / "cpu.max").write_text("150000 100000\n")
-    assert deploy._cgroup_quota(tmp_path) == 1.5
+    assert deploy_session._cgroup_quota(tmp_path) == 1.5
     (tmp_path / "cpu.max").write_text("max 100000\n")
-    assert deploy._cgroup_quota(tmp_path) is None
+    assert deploy_session._cgroup_quota(tmp_path) is None
 
 
 # --------------------------------------------------------------------------- no torch, for real
