@@ -74,7 +74,8 @@ rented_offers() { curl -fsS "$VAST_URL/_control/state" | jq -c '[.instances[].of
 
 @test "a box whose driver is older than the image's CUDA ends FAIL at STARTED, before the smoke check, with a REASON" {
   box_world
-  export PATH="$REPO/tests/runner/bin/gpu:$PATH" HEARSAY_DRIVER_CHECK="$REPO/runner/box/driver_check.sh"
+  # the box's PATH is the image's (entry.sh imports it), so the stand-in nvidia-smi is named directly
+  export HEARSAY_NVIDIA_SMI="$REPO/tests/runner/bin/gpu/nvidia-smi" HEARSAY_DRIVER_CHECK="$REPO/runner/box/driver_check.sh"
   FAKE_NVIDIA_CUDA=12.4 FAKE_NVIDIA_DRIVER=550.54.15 run "$REPO/runner/box/entry.sh" "$box"
   [ "$status" -eq 1 ]
   [ "$(sed -n 's/^entry: g-7 \([A-Z]*\)$/\1/p' <<<"$output" | tr '\n' ' ')" = "STARTED FAIL " ]
