@@ -59,11 +59,14 @@ teardown() { world_end; }
   [ ! -e "$dest" ]
   jq -c '.folds.config.family_exclusion.full = [] | .selection.outcome.dropped = [{"id": "a"}]' "$W/b2/bundle_meta.json" >"$W/meta" && mv "$W/meta" "$W/b2/bundle_meta.json"
   run "$REPO/runner/bundle_put.sh" "$W/b2"
-  [ "$status" -eq 3 ] && [ ! -e "$dest" ]
+  [ "$status" -eq 3 ]
+  [ ! -e "$dest" ]
   # where the fold file was read is no part of the identity
   jq -c '.selection.outcome.dropped = [] | .folds.path = "/elsewhere"' "$W/b2/bundle_meta.json" >"$W/meta" && mv "$W/meta" "$W/b2/bundle_meta.json"
   run "$REPO/runner/bundle_put.sh" "$W/b2"
-  [ "$status" -eq 0 ] && [ -f "$dest/VERIFIED" ] && [ -f "$dest/selection.json" ]
+  [ "$status" -eq 0 ]
+  [ -f "$dest/VERIFIED" ]
+  [ -f "$dest/selection.json" ]
 }
 
 @test "a bundle built before selection.json existed, whose meta records folds, is refused" {
