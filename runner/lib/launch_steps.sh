@@ -6,8 +6,6 @@
 # shellcheck source=runner/lib/bundles.sh
 . "$RUNNER_ROOT/lib/bundles.sh"
 
-sha256_of() { { sha256sum "$1" 2>/dev/null || shasum -a 256 "$1"; } | awk '{ print $1 }'; }
-
 hours_for() {
   case $1 in
     pilot) echo "$RUNNER_HOURS_PILOT" ;; fold) echo "$RUNNER_HOURS_FOLD" ;;
@@ -23,7 +21,7 @@ identity() {
   [ -r "$RUNNER_TRAIN_CONFIG" ] || die 2 "no training config at $RUNNER_TRAIN_CONFIG" "set RUNNER_TRAIN_CONFIG"
   bundle_sha=$(jq -r '.tree_sha // empty' "$RUNNER_BUNDLE_META" 2>/dev/null || true)
   [ -n "$bundle_sha" ] || die 2 "$RUNNER_BUNDLE_META has no tree_sha" "rebuild the bundle with hearsay bundle"
-  config_hash=$(sha256_of "$RUNNER_TRAIN_CONFIG")
+  config_hash=$(sha256_file "$RUNNER_TRAIN_CONFIG")
   step_check_config "$1"               # exit 2: the trainer refuses the config, nothing rented
   step_bundle_in_store "$bundle_sha"   # exit 14: no verified copy in the store, nothing rented
 }
@@ -323,7 +321,7 @@ step_provision() {
   envf=$(_vast_tmp)
   if [ "$kind" != probe ]; then   # a snapshot, so the bytes sent are the bytes hashed (or we stop)
     cp "$RUNNER_TRAIN_CONFIG" "$envf" || die 1 "cannot read $RUNNER_TRAIN_CONFIG" "set RUNNER_TRAIN_CONFIG"
-    [ "$(sha256_of "$envf")" = "$config_hash" ] || { rm -f "$envf"; die 1 "$RUNNER_TRAIN_CONFIG changed since it was hashed ($config_hash)" "launch again"; }
+    [ "$(sha256_file "$envf")" = "$config_hash" ] || { rm -f "$envf"; die 1 "$RUNNER_TRAIN_CONFIG changed since it was hashed ($config_hash)" "launch again"; }
     box_send_config "$host" "$port" "$envf" || { rm -f "$envf"; die 1 "ssh to $host:$port failed sending the training config" "check RUNNER_SSH and the box"; }
   fi
   {
