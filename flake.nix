@@ -70,7 +70,7 @@
           HEARSAY_FFMPEG = "${ffmpeg}/bin/ffmpeg";
           HF_HUB_OFFLINE = "1";
         };
-        # hearsay itself from the checkout (package-dir: hearsay -> src/hearsay, export -> export).
+        # hearsay itself from the checkout (src/hearsay; hearsay.export is inside the package).
         shellHook = ''
           export PYTHONPATH="$PWD/src''${PYTHONPATH:+:$PYTHONPATH}"
         '';

@@ -17,7 +17,7 @@ the command says that the identity changed).
 With --random-init the model is built in code, exported to MODEL_DIR first (no int8), then
 compared: parity of the numerics before any training.
 
---device cpu runs the same comparison under CPU bf16 autocast (scripts/device_check.sh's dry
+--device cpu runs the same comparison under CPU bf16 autocast (scripts/gpu_check.sh's dry
 mode uses it to prove the command end to end without a GPU). CPU bf16 is not the training
 numerics: that report goes into parity.json as "parity_b_cpu_check", never as "parity_b".
 

@@ -33,7 +33,7 @@ Hub's preupload answer says. An "lfs" file goes through xet when hf_xet is impor
 pins it) unless HF_HUB_DISABLE_XET=1 was set before the process started; else through the git-LFS
 batch API ("basic" transfer: a PUT to a signed URL, then verify). tests/test_publish_hf.py runs the
 real client against tests/fakes/fake_hf_hub.py with xet disabled: the regular and LFS paths are
-tested; xet and the real Hub have not been reached from the workplace that wrote this.
+tested; xet and the real Hub have not been reached yet.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from hearsay.train.step import (
 # The parts: hearsay.train.config (config, hash, exit-code errors), hearsay.train.prepare (what a
 # run builds before its first step: TrainRun), hearsay.train.data (rows, sampler, batches,
 # validation), hearsay.train.step (LR, optimiser groups, non-finite flag, RNG state).
-# Here: run -> _train (the epoch loop) -> _train_epoch / _end_epoch and their steps.
+# Here: train_epochs (the epoch loop) -> _train_epoch / _end_epoch and their steps.
 
 
 def train_epochs(r: TrainRun, stop_after_epoch: int | None) -> dict:

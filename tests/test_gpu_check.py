@@ -1,4 +1,4 @@
-"""scripts/device_check.sh: the one command a task lent a GPU runs (docs/RUNBOOK.md).
+"""scripts/gpu_check.sh: the one command an operator runs on a GPU machine (docs/RUNBOOK.md).
 
 The GPU figures cannot be measured here; what is tested is that the script runs end to end
 (dry run: the same steps on the CPU with tiny shapes), writes its files flat into $OUT, records a
@@ -19,14 +19,14 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "device_check.sh"
-FILES = {"device_check.log", "env.json", "preflight.txt", "ddp.json", "parity.json",
+SCRIPT = ROOT / "scripts" / "gpu_check.sh"
+FILES = {"gpu_check.log", "env.json", "preflight.txt", "ddp.json", "parity.json",
          "bench_score.txt", "bench_train.json", "summary.json"}
 STEPS = ["setup", "preflight", "ddp", "parity", "score", "train"]
 
 
 def run(out: Path, *args: str, py: str = sys.executable, timeout: int = 600, **env: str):
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith("DEVICE_CHECK_")}
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("GPU_CHECK_")}
     full = {**inherited, "OUT": str(out), "PY": py, **env}
     return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=full, text=True,
                           capture_output=True, timeout=timeout)
@@ -38,11 +38,11 @@ def steps(out: Path) -> dict:
 
 def test_help_and_usage_errors(tmp_path):
     r = run(tmp_path, "--help")
-    assert r.returncode == 0 and "Usage: bash scripts/device_check.sh" in r.stdout
+    assert r.returncode == 0 and "Usage: bash scripts/gpu_check.sh" in r.stdout
     assert run(tmp_path, "--bogus").returncode == 2
-    r = run(tmp_path, DEVICE_CHECK_STEPS="parity gpu")
+    r = run(tmp_path, GPU_CHECK_STEPS="parity gpu")
     assert r.returncode == 2 and "unknown step 'gpu'" in r.stderr
-    assert run(tmp_path, DEVICE_CHECK_TOTAL_S="7m").returncode == 2
+    assert run(tmp_path, GPU_CHECK_TOTAL_S="7m").returncode == 2
     r = run(tmp_path, "--help")
     assert "preflight" in r.stdout and "torchrun" in r.stdout and "NCCL" in r.stdout
     assert not any(tmp_path.iterdir())  # usage errors write nothing
@@ -75,7 +75,7 @@ def test_dry_run_writes_every_file_flat_in_out(tmp_path):
     assert env["ready"] and env["import hearsay.export.parity"].startswith(str(ROOT / "src"))
     # the summary table closes the output: its title, a header, a row per step
     assert "DRY RUN" in r.stdout.splitlines()[-(len(STEPS) + 2)]
-    assert "device_check summary" in (tmp_path / "device_check.log").read_text()
+    assert "gpu_check summary" in (tmp_path / "gpu_check.log").read_text()
 
 
 FAKE_PY = """#!/usr/bin/env bash
@@ -84,7 +84,7 @@ FAKE_PY = """#!/usr/bin/env bash
 case "$*" in
   "-m hearsay.cli parity"*) exec sleep 120 ;;
   "scripts/bench_score.py"*) echo "end-to-end: 9.0 clips/s wall, 50.0 audio-s/s (1 s wall)" ;;
-  "scripts/device_check.py env"*) echo '{"ready": true, "dry_run": false}' > "$3/env.json" ;;
+  "scripts/gpu_check.py env"*) echo '{"ready": true, "dry_run": false}' > "$3/env.json" ;;
   *) exec REAL "$@" ;;
 esac
 """
@@ -95,8 +95,8 @@ def test_a_timed_out_step_is_recorded_and_the_next_one_runs(tmp_path):
     fake.write_text(FAKE_PY.replace("REAL", sys.executable))
     fake.chmod(0o755)
     out = tmp_path / "out"
-    r = run(out, py=str(fake), timeout=60, DEVICE_CHECK_STEPS="parity score",
-            DEVICE_CHECK_MAX_S_PARITY="2")
+    r = run(out, py=str(fake), timeout=60, GPU_CHECK_STEPS="parity score",
+            GPU_CHECK_MAX_S_PARITY="2")
     assert r.returncode == 1, r.stdout  # a step failed: not a clean run
     s = steps(out)
     assert s["parity"]["rc"] == 124 and s["parity"]["timed_out"] and s["parity"]["seconds"] < 20
@@ -109,8 +109,8 @@ def test_a_spent_budget_skips_the_step_instead_of_running_it_unbounded(tmp_path)
     fake = tmp_path / "fakepy"
     fake.write_text(FAKE_PY.replace("REAL", sys.executable))
     fake.chmod(0o755)
-    r = run(tmp_path / "out", py=str(fake), timeout=60, DEVICE_CHECK_STEPS="score",
-            DEVICE_CHECK_TOTAL_S="0")  # `timeout 0` would mean no limit at all
+    r = run(tmp_path / "out", py=str(fake), timeout=60, GPU_CHECK_STEPS="score",
+            GPU_CHECK_TOTAL_S="0")  # `timeout 0` would mean no limit at all
     assert r.returncode == 1
     assert steps(tmp_path / "out")["score"]["skipped"]
 

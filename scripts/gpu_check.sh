@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Usage: bash scripts/device_check.sh [--dry-run | --help]
-# Summary: the GPU checks and figures in ONE device call, each step under its own timeout
+# Usage: bash scripts/gpu_check.sh [--dry-run | --help]
+# Summary: the GPU checks and figures in ONE command on any machine with an NVIDIA GPU (a rented
+#   box, a workstation), each step under its own timeout
 #   inside one total budget; a failed or timed-out step is recorded and the next runs, and
 #   summary.json is rewritten after every step (a figure is kept as soon as it exists).
 #     setup   carried wheels (.whl/) -> /tmp/site when soundfile/soxr are missing; PYTHONPATH
@@ -13,46 +14,46 @@
 #     ddp     torchrun --standalone, one rank per GPU (at most 2), NCCL: hearsay train, 2
 #             epochs at the preflight's sizes, DDP(device_ids), a readout per step (logits
 #             all-reduced), checkpoints with every rank's RNG and logs (all_gather_object)
-#             (scripts/device_check.py ddp)                                    -> ddp.json
+#             (scripts/gpu_check.py ddp)                                    -> ddp.json
 #     parity  hearsay parity, XLS-R-300M shape (12 layers, random init): GPU bf16 and fp32 vs
-#             onnxruntime fp32 CPU over 50 clips of 3-8 s (issue 5)          -> parity.json
-#     score   scripts/bench_score.py --shape xlsr --device cuda --clips 512 (issue 4)
+#             onnxruntime fp32 CPU over 50 clips of 3-8 s                    -> parity.json
+#     score   scripts/bench_score.py --shape xlsr --device cuda --clips 512
 #                                                                         -> bench_score.txt
 #     train   scripts/bench_train_gpu.py --compile: raw step vs real trainer, 64 x 4 s crops,
-#             12 layers, bf16, fine-tune and frozen, eager and compiled (issue 3)
+#             12 layers, bf16, fine-tune and frozen, eager and compiled
 #                                                                        -> bench_train.json
-#   Everything lands in $OUT (the device tool's folder; a new temp folder when unset):
-#   device_check.log (all output), env.json, preflight.txt, ddp.json, parity.json,
-#   bench_score.txt, bench_train.json, summary.json: eight files, flat (the tool returns at
-#   most 8, at most 2 folders deep).
-#   The device call (docs/RUNBOOK.md, "When a task is lent a GPU"):
-#     run(command="bash scripts/device_check.sh", carry=[".whl"], timeout_s=540)
-#   after scripts/fetch_device_wheels.sh has filled .whl/ here.
-# Dry run (--dry-run or DEVICE_CHECK_DRY=1): the same steps on the CPU with tiny shapes
+#   Everything lands in $OUT (a new temp folder when unset): gpu_check.log (all output),
+#   env.json, preflight.txt, ddp.json, parity.json, bench_score.txt, bench_train.json,
+#   summary.json: eight files, flat, so a remote run copies back one folder.
+#   On the GPU machine, from a checkout of this revision (docs/RUNBOOK.md section 5):
+#     scripts/fetch_gpu_wheels.sh     # on a machine with the registry: fills .whl/
+#     OUT=gpu-out bash scripts/gpu_check.sh
+# Dry run (--dry-run or GPU_CHECK_DRY=1): the same steps on the CPU with tiny shapes
 #   (preflight with HEARSAY_SMOKE_DEVICE=cpu, ddp as 2 gloo ranks of the --cpu-smoke preset,
 #   parity --random-init tiny --device cpu, bench_score --shape tiny, bench_train --dry-run),
 #   no wheel install, no GPU check: proves the script end to end before GPU minutes are spent.
 #   Its figures check the plumbing only; they are not measurements.
 # Environment:
-#   OUT                     output folder (the device tool sets it)
+#   OUT                     output folder (default: a new temp folder)
 #   PY                      python (default python3; dry run: .venv/bin/python when present)
-#   DEVICE_CHECK_STEPS      steps in order (default "preflight ddp parity score train"), e.g.
+#   GPU_CHECK_STEPS      steps in order (default "preflight ddp parity score train"), e.g.
 #                           "train" to rerun one
-#   DEVICE_CHECK_TOTAL_S    total budget in seconds, setup included (default 470; dry run 900)
-#   DEVICE_CHECK_MAX_S_<STEP>  one step's cap, e.g. DEVICE_CHECK_MAX_S_PARITY=150
-#   DEVICE_CHECK_SITE       where the carried wheels are installed (default /tmp/site)
-#   DEVICE_CHECK_TRAIN_VARIANTS  train step: only these bench_train_gpu variants, e.g.
+#   GPU_CHECK_TOTAL_S    total budget in seconds, setup included (default 470; dry run 900)
+#   GPU_CHECK_MAX_S_<STEP>  one step's cap, e.g. GPU_CHECK_MAX_S_PARITY=150
+#   GPU_CHECK_SITE       where the carried wheels are installed (default /tmp/site)
+#   GPU_CHECK_TRAIN_VARIANTS  train step: only these bench_train_gpu variants, e.g.
 #                           "fine-tune+compile,frozen+compile" to rerun what a timeout cut off
 # Exit codes: 0 every step exited 0; 1 a step failed, timed out or was skipped (summary.json
 #   says which; parity exits 1 when its gate fails); 2 usage; 3 setup failed (wheel install,
 #   an import, or no CUDA device outside the dry run): no step ran.
 #
-# Time arithmetic (a drawn task has 15 min of device time in all, machine start included):
+# Time arithmetic (sized so the whole check, machine start and copies included, fits a
+# 15-minute GPU rental with room to rerun one step):
 #   machine start 1-2 min, then this script's budget of 470 s (< 8 min), then ~20 s of transfers:
 #   ~10.5 min, leaving ~4.5 min, enough to rerun one step at once on the still-warm machine (e.g.
-#   DEVICE_CHECK_STEPS=score DEVICE_CHECK_TOTAL_S=150) but not for a fresh machine, so call
-#   give_back right after. The tool's timeout_s (540) sits above 450 so the script's own
-#   deadline ends a slow step first and the summary is still written.
+#   GPU_CHECK_STEPS=score GPU_CHECK_TOTAL_S=150) but not for a fresh machine, so release the
+#   machine right after. A remote runner's own limit should sit above the budget (e.g. 540 s)
+#   so the script's deadline ends a slow step first and the summary is still written.
 #   setup  <= 45 s: pip install of 4 small wheels ~5 s; torch import, CUDA init and ten
 #     8192^3 bf16 products (11 TFLOP, ~15 ms at ~790 TFLOP/s) ~15 s.
 #   preflight <= 60 s, ddp <= 60 s (estimates, not yet measured on a GPU): a torch import and
@@ -73,7 +74,7 @@
 #     trainer runs (~15-25 s each with worker start-up); --compile: 4 compilations of ~30-90 s
 #     each (first on this image: the unknown). bench_train_gpu prints each variant's line as it
 #     finishes (flushed into the log) and rewrites bench_train.json after each, so a timeout
-#     keeps the variants already done; DEVICE_CHECK_TRAIN_VARIANTS reruns only the rest.
+#     keeps the variants already done; GPU_CHECK_TRAIN_VARIANTS reruns only the rest.
 set -euo pipefail
 [ -n "${RUNNER_DEBUG:-}" ] && set -x
 
@@ -81,25 +82,25 @@ usage() { sed -n '2,/^# Exit codes/p' "$0" | sed 's/^# \{0,1\}//'; }
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-dry="${DEVICE_CHECK_DRY:-0}"
+dry="${GPU_CHECK_DRY:-0}"
 case "${1:-}" in
   -h | --help) usage; exit 0 ;;
   --dry-run) dry=1 ;;
   "") ;;
-  *) echo "device_check: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  *) echo "gpu_check: unknown argument $1 (see --help)" >&2; exit 2 ;;
 esac
 [ "$dry" = 1 ] || dry=0
-steps="${DEVICE_CHECK_STEPS:-preflight ddp parity score train}"
+steps="${GPU_CHECK_STEPS:-preflight ddp parity score train}"
 for s in $steps; do
   case "$s" in preflight | ddp | parity | score | train) ;;
-    *) echo "device_check: unknown step '$s' in DEVICE_CHECK_STEPS" \
+    *) echo "gpu_check: unknown step '$s' in GPU_CHECK_STEPS" \
          "(preflight, ddp, parity, score, train)" >&2
        exit 2 ;;
   esac
 done
-total="${DEVICE_CHECK_TOTAL_S:-$([ "$dry" = 1 ] && echo 900 || echo 470)}"
+total="${GPU_CHECK_TOTAL_S:-$([ "$dry" = 1 ] && echo 900 || echo 470)}"
 if ! [[ "$total" =~ ^[0-9]+$ ]]; then
-  echo "device_check: DEVICE_CHECK_TOTAL_S=$total is not a whole number of seconds" >&2
+  echo "gpu_check: GPU_CHECK_TOTAL_S=$total is not a whole number of seconds" >&2
   exit 2
 fi
 if [ -z "${PY:-}" ]; then
@@ -107,13 +108,13 @@ if [ -z "${PY:-}" ]; then
   [ "$dry" = 1 ] && [ -x .venv/bin/python ] && PY="$root/.venv/bin/python"
 fi
 out="${OUT:-}"
-if [ -z "$out" ]; then out="$(mktemp -d /tmp/device-check-out.XXXXXX)"; fi
+if [ -z "$out" ]; then out="$(mktemp -d /tmp/gpu-check-out.XXXXXX)"; fi
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 # a step that dies must not leave an older run's file to be quoted as its figure
-rm -f "$out"/{device_check.log,env.json,preflight.txt,ddp.json,parity.json,bench_score.txt} \
+rm -f "$out"/{gpu_check.log,env.json,preflight.txt,ddp.json,parity.json,bench_score.txt} \
   "$out"/{bench_train.json,summary.json}
-work="$(mktemp -d /tmp/device-check-work.XXXXXX)"
+work="$(mktemp -d /tmp/gpu-check-work.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 # temp folders of the steps (bundles, the 640 MB parity model, inductor's cache) live in $work,
 # so a step killed at its limit leaves nothing behind
@@ -121,19 +122,19 @@ export TMPDIR="$work" PYTHONUNBUFFERED=1
 # the device reaches no network: no step may wait on the Hub (random init reads no weights)
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 tsv="$work/steps.tsv"
-site="${DEVICE_CHECK_SITE:-/tmp/site}"  # where the carried wheels are installed
+site="${GPU_CHECK_SITE:-/tmp/site}"  # where the carried wheels are installed
 : >"$tsv"
 
 # Per-step cap (s) and the least a later step needs (s) before it is worth starting.
 step_max() {
   case "$1" in
     # a dry run's caps are loose: the CPU it proves the script on may be a busy shared one
-    setup) echo "${DEVICE_CHECK_MAX_S_SETUP:-$([ "$dry" = 1 ] && echo 180 || echo 45)}" ;;
-    preflight) echo "${DEVICE_CHECK_MAX_S_PREFLIGHT:-$([ "$dry" = 1 ] && echo 240 || echo 60)}" ;;
-    ddp) echo "${DEVICE_CHECK_MAX_S_DDP:-$([ "$dry" = 1 ] && echo 300 || echo 60)}" ;;
-    parity) echo "${DEVICE_CHECK_MAX_S_PARITY:-150}" ;;
-    score) echo "${DEVICE_CHECK_MAX_S_SCORE:-90}" ;;
-    train) echo "${DEVICE_CHECK_MAX_S_TRAIN:-$total}" ;;
+    setup) echo "${GPU_CHECK_MAX_S_SETUP:-$([ "$dry" = 1 ] && echo 180 || echo 45)}" ;;
+    preflight) echo "${GPU_CHECK_MAX_S_PREFLIGHT:-$([ "$dry" = 1 ] && echo 240 || echo 60)}" ;;
+    ddp) echo "${GPU_CHECK_MAX_S_DDP:-$([ "$dry" = 1 ] && echo 300 || echo 60)}" ;;
+    parity) echo "${GPU_CHECK_MAX_S_PARITY:-150}" ;;
+    score) echo "${GPU_CHECK_MAX_S_SCORE:-90}" ;;
+    train) echo "${GPU_CHECK_MAX_S_TRAIN:-$total}" ;;
   esac
 }
 step_min() {
@@ -159,9 +160,9 @@ limit() {
 run_step() {
   local name="$1" lim="$2" capture="$3" rc=0 t0=$SECONDS
   shift 3
-  echo "=== device_check: $name (limit ${lim} s) $(date -u +%H:%M:%S) UTC: $*"
+  echo "=== gpu_check: $name (limit ${lim} s) $(date -u +%H:%M:%S) UTC: $*"
   if [ "$lim" -lt 1 ]; then  # `timeout 0` would mean no limit at all
-    echo "device_check: $name skipped: only ${lim} s of the ${total} s budget left"
+    echo "gpu_check: $name skipped: only ${lim} s of the ${total} s budget left"
     printf '%s\t-1\t0\t%s\n' "$name" "$lim" >>"$tsv"
     return 0
   fi
@@ -175,17 +176,17 @@ run_step() {
   fi
   set -e
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-    echo "device_check: $name TIMED OUT after ${lim} s"
+    echo "gpu_check: $name TIMED OUT after ${lim} s"
   fi
-  echo "=== device_check: $name rc=$rc in $((SECONDS - t0)) s"
+  echo "=== gpu_check: $name rc=$rc in $((SECONDS - t0)) s"
   printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - t0))" "$lim" >>"$tsv"
 }
 
 setup() {
   if [ "$dry" = 0 ] && ! "$PY" -c "import soundfile, soxr" 2>/dev/null; then
     if ! compgen -G ".whl/*.whl" >/dev/null; then
-      echo "device_check: soundfile/soxr missing and no .whl/ here (run" \
-        "scripts/fetch_device_wheels.sh on the dev machine, then carry [\".whl\"])"
+      echo "gpu_check: soundfile/soxr missing and no .whl/ here (run" \
+        "scripts/fetch_gpu_wheels.sh on the dev machine, then carry [\".whl\"])"
       return 3
     fi
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -196,7 +197,7 @@ setup() {
   local flag=""
   [ "$dry" = 1 ] && flag=--dry-run
   # shellcheck disable=SC2086 # flag is empty or one word
-  timeout -k 10 "$(step_max setup)" "$PY" scripts/device_check.py env "$out" $flag
+  timeout -k 10 "$(step_max setup)" "$PY" scripts/gpu_check.py env "$out" $flag
 }
 
 preflight() {
@@ -211,7 +212,7 @@ ddp() {
   local flag=""
   [ "$dry" = 1 ] && flag=--dry-run
   # shellcheck disable=SC2086 # flag is empty or one word
-  run_step ddp "$1" "" "$PY" scripts/device_check.py ddp "$out" "$work/ddp" $flag
+  run_step ddp "$1" "" "$PY" scripts/gpu_check.py ddp "$out" "$work/ddp" $flag
 }
 
 parity() {
@@ -243,22 +244,22 @@ train() {
       --json "$out/bench_train.json"
   else
     local only=()
-    [ -n "${DEVICE_CHECK_TRAIN_VARIANTS:-}" ] && only=(--variants "$DEVICE_CHECK_TRAIN_VARIANTS")
+    [ -n "${GPU_CHECK_TRAIN_VARIANTS:-}" ] && only=(--variants "$GPU_CHECK_TRAIN_VARIANTS")
     run_step train "$1" "" "$PY" scripts/bench_train_gpu.py --compile --clips 512 \
       ${only[@]+"${only[@]}"} --json "$out/bench_train.json"
   fi
 }
 
 main() {
-  echo "device_check: $([ "$dry" = 1 ] && echo "DRY RUN (CPU, tiny shapes)" || echo "GPU run")" \
+  echo "gpu_check: $([ "$dry" = 1 ] && echo "DRY RUN (CPU, tiny shapes)" || echo "GPU run")" \
     "$(date -u '+%Y-%m-%d %H:%M:%S') UTC, steps: $steps, budget ${total} s, out $out," \
     "git $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
   local rc=0 t0=$SECONDS
   setup || rc=$?
   printf 'setup\t%s\t%s\t%s\n' "$rc" "$((SECONDS - t0))" "$(step_max setup)" >>"$tsv"
   if [ "$rc" != 0 ]; then
-    echo "device_check: setup failed (rc $rc; env.json says what is missing): no step run"
-    "$PY" scripts/device_check.py summary "$out" "$tsv" || true
+    echo "gpu_check: setup failed (rc $rc; env.json says what is missing): no step run"
+    "$PY" scripts/gpu_check.py summary "$out" "$tsv" || true
     return 3
   fi
   # shellcheck disable=SC2206 # word splitting of the step list is the point
@@ -272,11 +273,11 @@ main() {
       score) score "$lim" ;;
       train) train "$lim" ;;
     esac
-    # the figures so far, kept even if a later step or the device call dies
-    "$PY" scripts/device_check.py summary "$out" "$tsv" >/dev/null 2>&1 || true
+    # the figures so far, kept even if a later step or the remote command dies
+    "$PY" scripts/gpu_check.py summary "$out" "$tsv" >/dev/null 2>&1 || true
   done
-  "$PY" scripts/device_check.py summary "$out" "$tsv"
+  "$PY" scripts/gpu_check.py summary "$out" "$tsv"
 }
 
-main 2>&1 | tee "$out/device_check.log"
+main 2>&1 | tee "$out/gpu_check.log"
 exit "${PIPESTATUS[0]}"

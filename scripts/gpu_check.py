@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""Helpers of scripts/device_check.sh: the machine check before the steps, the summary after.
+"""Helpers of scripts/gpu_check.sh: the machine check before the steps, the summary after.
 
-    python3 scripts/device_check.py env OUT_DIR [--dry-run]   # -> OUT_DIR/env.json
-    python3 scripts/device_check.py summary OUT_DIR STEPS_TSV  # -> OUT_DIR/summary.json + table
-    python3 scripts/device_check.py ddp OUT_DIR WORK_DIR [--dry-run]   # -> OUT_DIR/ddp.json
+    python3 scripts/gpu_check.py env OUT_DIR [--dry-run]   # -> OUT_DIR/env.json
+    python3 scripts/gpu_check.py summary OUT_DIR STEPS_TSV  # -> OUT_DIR/summary.json + table
+    python3 scripts/gpu_check.py ddp OUT_DIR WORK_DIR [--dry-run]   # -> OUT_DIR/ddp.json
 
 `env` records what the figures were measured on (python, torch, CUDA, the GPU, package versions,
 where hearsay was imported from) and, on a GPU, the card as found: a bf16 8192^3 matrix product
-rate on random data (a ceiling to read the other figures against; KINDS.md saw 769-798 TFLOP/s
-on an H200 here) and one read-only nvidia-smi query. It imports every module the steps need, so
+rate on random data (a ceiling to read the other figures against; 769-798 TFLOP/s were seen
+on an H200) and one read-only nvidia-smi query. It imports every module the steps need, so
 a missing wheel fails here, in seconds, not after minutes of another step.
 
 `ddp` runs `hearsay train` under torchrun (python -m torch.distributed.run --standalone): one
@@ -19,9 +19,9 @@ optimiser step (the logits all-reduced), both epochs' checkpoints (every rank's 
 through all_gather_object) and the final model; ddp.json (world size, backend, exit code,
 seconds, steps, readouts, losses, the rates' balance) is written as soon as the run ends.
 
-`summary` reads each step's rc/seconds/limit (STEPS_TSV, written by device_check.sh) and the
-files the steps left in OUT_DIR, and prints one short table (the device reply carries the end of
-the output). Figures are copied from the steps' own outputs, never recomputed.
+`summary` reads each step's rc/seconds/limit (STEPS_TSV, written by gpu_check.sh) and the
+files the steps left in OUT_DIR, and prints one short table (a remote run's log ends with
+it). Figures are copied from the steps' own outputs, never recomputed.
 
 Exit codes: env: 0 ready, 3 not ready (an import failed, or no CUDA device outside --dry-run);
 summary: 0 every step exited 0, 1 a step failed, timed out or was skipped; ddp: the trainer's
@@ -230,7 +230,7 @@ def summary(out: Path, steps_tsv: Path) -> int:
         steps.append({"step": name, "rc": int(rc), "seconds": int(seconds), "limit_s": int(limit),
                       "timed_out": rc in ("124", "137"), "skipped": rc == "-1"})
     try:
-        log_text = (out / "device_check.log").read_text(errors="replace")
+        log_text = (out / "gpu_check.log").read_text(errors="replace")
     except OSError:
         log_text = ""
     env_info = read_json(out / "env.json") or {}
@@ -244,7 +244,7 @@ def summary(out: Path, steps_tsv: Path) -> int:
     (out / "summary.json").write_text(json.dumps(result, indent=1) + "\n")
     dry = " (DRY RUN: checks the plumbing, no figure is a measurement)" \
         if env_info.get("dry_run") else ""
-    print(f"\ndevice_check summary: {result['machine']}, bf16 matmul "
+    print(f"\ngpu_check summary: {result['machine']}, bf16 matmul "
           f"{result['bf16_matmul_8192_tflops']} TFLOP/s, {result['date']}{dry}")
     print(f"{'step':<9} {'rc':>4} {'s':>5} {'limit':>5}  figures")
     for s in steps:
