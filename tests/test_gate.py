@@ -11,8 +11,8 @@ import pytest
 from hearsay import gate, metrics
 
 GOOD_SHORTCUTS = {"stream_shortcuts": {"per_source": {
-    "studio": {"auc": {"duration_s": 0.52, "peak": 0.6, "leading_silence_s": 0.4}},
-    "all": {"auc": {"duration_s": 0.5, "peak": 0.55, "leading_silence_s": 0.45}}}}}
+    "studio": {"auc": {"duration_s": 0.52, "peak": 0.6, "lead_silence_s": 0.4}},
+    "all": {"auc": {"duration_s": 0.5, "peak": 0.55, "lead_silence_s": 0.45}}}}}
 
 
 def frame(prefix, split, n, sep, seed):

@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from hearsay import audio, metrics
-from hearsay.augment.rates import SHORTCUT_GATE as SEPARABLE_BOUND  # 0.85, the shortcut bound
+from hearsay.metrics import SHORTCUT_BOUND as SEPARABLE_BOUND  # 0.85, the shortcut bound
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT = 0, 2, 3  # module docstring
 FEATURES = ("duration_s", "lead_silence_s", "trail_silence_s", "rms_dbfs", "peak_dbfs",

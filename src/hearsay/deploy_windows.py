@@ -23,7 +23,6 @@ numpy, onnxruntime (through hearsay.deploy) and hearsay.windows only: never torc
 from __future__ import annotations
 
 import argparse
-import math
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -34,13 +33,9 @@ import numpy as np
 from hearsay import windows
 from hearsay.audio import SAMPLE_RATE, AudioError, trim_silence
 from hearsay.deploy_io import RowSink, new_row, note_header
+from hearsay.logits import sigmoid  # both modes of hearsay-score use it
 
 WINDOW_COLUMNS = ["path", "start_s", "end_s", "logit", "score"]  # --windows-csv, one row a window
-
-
-def sigmoid(z: float) -> float:
-    """1 / (1 + e^-z) without overflow at any logit (both modes of hearsay-score use it)."""
-    return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
 
 
 @dataclass

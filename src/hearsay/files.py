@@ -2,7 +2,7 @@
 
     from hearsay.files import write_atomic, write_json
     write_atomic(Path("scores.csv"), text)        # temp file beside it, fsync, os.replace
-    write_json(run_dir / "run_meta.json", meta)   # indented, sorted keys
+    write_json(run_dir / "run_meta.json", meta)   # indented, sorted keys, atomic too
 """
 
 from __future__ import annotations
@@ -27,5 +27,6 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def write_json(path: Path, data: dict) -> None:
-    """Indented, sorted JSON (config.json, run_meta.json); paths and the like as strings."""
-    path.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+    """Indented, sorted JSON (config.json, run_meta.json); paths and the like as strings; written
+    through write_atomic, so a reader (or a box killed mid-write) never sees half of it."""
+    write_atomic(path, json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")

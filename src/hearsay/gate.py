@@ -41,10 +41,8 @@ from pathlib import Path
 import numpy as np
 
 from hearsay import metrics
-from hearsay.augment.rates import SHORTCUT_GATE
-from hearsay.metrics import READING_OF_RECORD, READINGS, reading_name
+from hearsay.metrics import READING_OF_RECORD, READINGS, SHORTCUT_BOUND, reading_name
 
-SHORTCUT_BOUND = SHORTCUT_GATE  # 0.85: max(AUC, 1 - AUC) at or above it is a shortcut
 RECORD = reading_name(*READING_OF_RECORD)
 
 

@@ -94,7 +94,7 @@ def test_shortcut_auc_detects_a_planted_duration_shortcut():
     json.dumps(out)
 
 
-@pytest.mark.parametrize("feature", ["leading_silence_s", "peak"])
+@pytest.mark.parametrize("feature", ["lead_silence_s", "peak"])
 def test_shortcut_auc_detects_planted_silence_and_peak_shortcuts(feature):
     """Spoof clips (shorter than the crop, so never cut) carry 0.3 s of leading silence (bona
     fide clips 0.3 s more speech instead: same durations), or one loud click."""
@@ -103,7 +103,7 @@ def test_shortcut_auc_detects_planted_silence_and_peak_shortcuts(feature):
     for label in augment.LABELS:
         for _ in range(30):
             x = speechlike(rng.uniform(0.6, 0.9), rng)
-            if feature == "leading_silence_s":
+            if feature == "lead_silence_s":
                 lead = (np.zeros(int(0.3 * SR), np.float32) if label == "spoof"
                         else speechlike(0.3, rng))
                 x = np.concatenate([lead, x])
@@ -132,6 +132,6 @@ def test_shortcut_auc_stays_low_without_a_shortcut():
 
 def test_shortcut_auc_of_a_one_class_source_is_unknown_not_ok():
     recs = [{"source": "s", "label": "spoof", "duration_s": 1.0, "peak": 1.0,
-             "leading_silence_s": 0.0}] * 20
+             "lead_silence_s": 0.0}] * 20
     out = augment.stream_shortcut_aucs(recs)
     assert out["status"] == "unknown" and out["per_source"]["s"]["auc"]["duration_s"] is None

@@ -22,11 +22,12 @@ import numpy as np
 from hearsay import audio, metrics
 from hearsay.augment.recipe import SAMPLE_RATE, TYPES, family
 from hearsay.manifest import LABELS
+from hearsay.metrics import SHORTCUT_BOUND
 
 log = logging.getLogger("hearsay.augment")  # the stage's logger name, as before the split
 
-SHORTCUT_GATE = 0.85  # a trivial feature separating the classes this well is a shortcut
-STREAM_FEATURES = ("duration_s", "peak", "leading_silence_s")
+SHORTCUT_GATE = SHORTCUT_BOUND  # hearsay.metrics: a trivial feature this separating is a shortcut
+STREAM_FEATURES = ("duration_s", "peak", "lead_silence_s")
 
 
 class AugmentRateError(RuntimeError):
@@ -126,13 +127,13 @@ def stream_record(source: str, label: str, wave: np.ndarray, n_valid: int,
     """Trivial features of one realised model input (after crop, augmentation, finish).
 
     duration_s: valid samples / rate; peak: max |x| over valid samples (after normalisation:
-    the crest factor); leading_silence_s: start of the span hearsay.audio.trim_silence keeps.
+    the crest factor); lead_silence_s: start of the span hearsay.audio.trim_silence keeps.
     """
     valid = np.asarray(wave[:n_valid])
     start, _ = audio.trim_silence(valid)
     return {"source": str(source), "label": str(label), "duration_s": n_valid / rate,
             "peak": float(np.max(np.abs(valid))) if n_valid else 0.0,
-            "leading_silence_s": start / rate}
+            "lead_silence_s": start / rate}
 
 
 def auc(scores_pos: Sequence[float], scores_neg: Sequence[float]) -> float:

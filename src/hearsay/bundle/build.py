@@ -61,6 +61,7 @@ from hearsay.bundle.select import SelectionConfig, SelectionError, check_names, 
 from hearsay.folds import FoldError, SplitsConfig, apply_folds, check_no_holdout_leak, load_folds
 from hearsay.hashing import sha256_file
 from hearsay.manifest import INNER_FOLDS, ManifestError, read_manifest, resolve_path, validate
+from hearsay.metrics import SHORTCUT_BOUND
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REJECTED, EXIT_TOO_MANY_FAILURES = 0, 1, 2, 3, 4
 STAMP_EVERY = 25  # clips between saves of the resume sidecar
@@ -74,7 +75,7 @@ class BundleConfig:
     codecs: tuple[str, ...] = tuple(codecs.CODECS)  # codec copies to make (missing encoders skip)
     max_fail_frac: float = 0.005  # decode failures / rows above this fail the build
     workers: int = 0  # processes; 0 = every CPU this process may use
-    auc_warn: float = 0.85  # diagnostics: a trivial feature separating this well is a warning
+    auc_warn: float = SHORTCUT_BOUND  # diagnostics: a feature separating this well is a warning
 
     def settings_key(self) -> str:
         """Digest of what a FLAC depends on; a change invalidates every resumed FLAC."""

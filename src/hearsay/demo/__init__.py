@@ -55,7 +55,8 @@ def stage_data(out: Path, ctx: dict) -> None:
 
 def _check_pinned_splits(fresh: Path) -> None:
     """In a source checkout, the fresh demo folds must equal the pinned splits/demo.folds.json."""
-    from hearsay.folds import FoldError, sha256_file, verify_sha
+    from hearsay.folds import FoldError, verify_sha
+    from hearsay.hashing import sha256_file
 
     pinned = Path(__file__).resolve().parents[3] / "splits" / "demo.folds.json"
     if not pinned.is_file():
@@ -145,11 +146,10 @@ def stage_assemble(out: Path, ctx: dict) -> None:
     import json
     import os
 
-    import numpy as np
-
     from hearsay import assemble, gate, metrics, report
     from hearsay.bundle import load_bundle
-    from hearsay.model import sha256_file
+    from hearsay.hashing import sha256_file
+    from hearsay.logits import sigmoid
 
     bundle = load_bundle(out / "bundle")
     stamp = out / "models" / "demo"
@@ -173,7 +173,7 @@ def stage_assemble(out: Path, ctx: dict) -> None:
     def by_length(frame):  # the trivial bar: clip length as the logit
         out = frame[["path", "fold", "split"]].copy()
         out["logit"] = (rows.loc[out["path"], "duration"].astype(float).to_numpy() - mu) / sd
-        out["score"] = 1 / (1 + np.exp(-out["logit"]))
+        out["score"] = sigmoid(out["logit"].to_numpy())
         return out
 
     test = df[df["split"] == "test"]
