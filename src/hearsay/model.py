@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hearsay import config
+from hearsay import config, run_dir
 from hearsay.hashing import sha256_file
 
 WEIGHTS_ENV = "HEARSAY_WEIGHTS_DIR"
@@ -327,9 +327,9 @@ def save_detector(det: Detector, directory: str | os.PathLike, extra_config: dic
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    save_file(state_dict_for_save(det), str(directory / "model.safetensors"))
+    save_file(state_dict_for_save(det), str(directory / run_dir.WEIGHTS))
     config = {"model": det.cfg.to_dict(), **(extra_config or {})}
-    (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    (directory / run_dir.CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     return directory
 
 
@@ -338,7 +338,7 @@ def state_dict_for_save(det: Detector) -> dict[str, torch.Tensor]:
 
 
 def _find_config(directory: Path) -> dict:
-    for name in ("config.json", "state.json"):
+    for name in (run_dir.CONFIG, run_dir.STATE):
         for where in (directory, directory.parent, directory.parent.parent):
             p = where / name
             if p.is_file():
@@ -353,14 +353,7 @@ def _find_config(directory: Path) -> dict:
 def checkpoint_weights(directory: str | os.PathLike) -> Path:
     """The weights file of a checkpoint dir (DIR/model.safetensors) or of a run dir
     (DIR/final/model.safetensors): what load_detector reads and parity.json hashes."""
-    directory = Path(directory)
-    if not (directory / "model.safetensors").is_file() and (directory / "final").is_dir():
-        directory = directory / "final"
-    weights = directory / "model.safetensors"
-    if not weights.is_file():
-        raise FileNotFoundError(f"{weights} not found (pass a run dir with final/ or a "
-                                "checkpoint dir)")
-    return weights
+    return run_dir.weights_of(Path(directory))
 
 
 def load_detector(directory: str | os.PathLike, device: str = "cpu"):

@@ -31,6 +31,7 @@ import numpy as np
 
 from hearsay import gate as gating
 from hearsay import metrics, readouts
+from hearsay import run_dir as run_dirs
 from hearsay.hashing import git_sha
 from hearsay.metrics import PI_OF_RECORD
 
@@ -191,11 +192,11 @@ def what_was_run(done: dict, bundle, results: dict, about: dict) -> list[str]:
     pin, metas = done["pin"], done["metas"]
     run_dir = Path(pin["runs"].get("full", {}).get("dir", "") or ".")
     try:
-        cfg = json.loads((run_dir / "config.json").read_text())
+        cfg = json.loads(run_dirs.config_path(run_dir).read_text())
     except (OSError, ValueError):
         cfg = {}
     mc, tc = cfg.get("model") or {}, cfg.get("train") or {}
-    n_par = _param_count(run_dir / "final" / "model.safetensors")
+    n_par = _param_count(run_dirs.weights(run_dir))
     oof, hold = results["out-of-fold"], results["holdout clean"]
     lines = ["## What was run", ""]
     lines.append(f"- Corpus: {about.get('corpus') or 'the bundle named under Identity'}; "

@@ -92,15 +92,16 @@ def stage_train(out: Path, ctx: dict, preset: dict | None = None) -> None:
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
+    from hearsay import protocol
     from hearsay.deploy import allowed_cpus
     from hearsay.train import config as train_config
 
     preset = train_config.demo_overrides() if preset is None else preset
     runs, jobs = {}, {}
-    for key in ("fold0", "fold1", "fold2", "fold3", "fold4", "full"):
+    for key in protocol.RUN_KEYS:
         runs[key] = out / "runs" / key
         shutil.rmtree(runs[key], ignore_errors=True)
-        jobs[key] = ("full", None) if key == "full" else ("fold", int(key[4:]))
+        jobs[key] = protocol.run_job(key)
     workers = min(2, allowed_cpus())
     # spawn, not fork: the parent has torch loaded, and a forked copy of its thread pools can hang
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
@@ -146,7 +147,7 @@ def stage_assemble(out: Path, ctx: dict) -> None:
     import json
     import os
 
-    from hearsay import assemble, gate, metrics, report
+    from hearsay import assemble, gate, metrics, protocol, report, run_dir
     from hearsay.bundle import load_bundle
     from hearsay.hashing import sha256_file
     from hearsay.logits import sigmoid
@@ -154,13 +155,13 @@ def stage_assemble(out: Path, ctx: dict) -> None:
     bundle = load_bundle(out / "bundle")
     stamp = out / "models" / "demo"
     stamp.mkdir(parents=True, exist_ok=True)
-    runs = {key: out / "runs" / key for key in assemble.RUN_KEYS}  # named, never "the latest"
-    metas = {k: json.loads((d / "run_meta.json").read_text()) for k, d in runs.items()}
+    runs = {key: out / "runs" / key for key in protocol.RUN_KEYS}  # named, never "the latest"
+    metas = {k: run_dir.read_meta(d) for k, d in runs.items()}
     pin = {"name": "demo", "bundle_tree_sha": bundle.tree_sha,
            "min_steps": min(int(m.get("total_steps") or m["steps"]) for m in metas.values()),
            "parity": None,  # the export stage runs after this one
            "runs": {k: {"dir": os.path.relpath(d, stamp), "config_hash": metas[k]["config_hash"],
-                        "weights_sha256": sha256_file(d / "final" / "model.safetensors")}
+                        "weights_sha256": sha256_file(run_dir.weights(d))}
                     for k, d in runs.items()}}
     pin_path = stamp / "final_runs.json"
     pin_path.write_text(json.dumps(pin, indent=2) + "\n")

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from hearsay import audio, augment, crops, metrics
+from hearsay import audio, augment, crops, metrics, protocol
 from hearsay.bundle import clip_rel
 from hearsay.train import shares
 from hearsay.train.config import TrainConfig
@@ -37,7 +37,7 @@ def plan_job(bundle, job: str, fold: int | None):
 
     df = bundle.manifest
     scfg = SplitsConfig.from_dict((bundle.meta.get("folds") or {}).get("config") or {})
-    key = {"fold": str(fold), "pilot": "4", "full": "full"}[job]
+    key = protocol.exclusion_key(job, fold)
     val = None
     listed = sorted(scfg.family_exclusion.get(key, []))
     derived: list[str] = []

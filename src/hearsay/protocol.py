@@ -1,0 +1,70 @@
+"""The fold protocol: which run trains on which rows and which run scores them (docs/INTERFACES.md,
+"Fold files" and "Pin file"). Every stage that names a run or a split takes it from here.
+
+    from hearsay.protocol import RUN_KEYS, SPLITS, run_job, run_key, scorer_of
+    RUN_KEYS                      # ("fold0", ..., "fold4", "full"): the six runs of a campaign
+    run_job("fold3")              # ("fold", 3)      run_job("full") -> ("full", None)
+    run_key("fold", 3)            # "fold3"
+    SPLITS["inner_oof"]           # ("0", ..., "4"): the manifest folds each score split holds
+    scorer_of("inner_oof", "2")   # "fold2": an inner row is scored by the model that did not
+                                  # train on it; holdout and test rows by the full model
+
+The rules, once: the model of fold k trains on the inner folds other than k (plus extra rows),
+validates on k and scores k; the pilot trains on folds 0-3 and validates on fold 4 (it is never
+scored or pinned); the full model trains on every inner fold and scores holdout and test.
+Holdout and test rows never train any model (hearsay.folds.check_no_holdout_leak holds the bundle
+to it). Stdlib only.
+"""
+
+from __future__ import annotations
+
+from hearsay.manifest import INNER_FOLDS
+
+N_FOLDS = len(INNER_FOLDS)  # 5 fold models
+RUN_KEYS = tuple(f"fold{k}" for k in range(N_FOLDS)) + ("full",)
+FOLD_KEYS = RUN_KEYS[:N_FOLDS]
+PILOT_VALIDATION_FOLD = INNER_FOLDS[-1]  # the pilot trains on 0-3 and validates on "4"
+
+# score split -> the manifest folds whose rows it holds (core rows only: hearsay.score)
+SPLITS = {"inner_oof": INNER_FOLDS, "holdout": ("holdout",), "test": ("test",)}
+
+
+def run_key(job: str, fold: int | None = None) -> str:
+    """("fold", 3) -> "fold3"; ("full", None) -> "full"."""
+    if job == "full":
+        return "full"
+    if job == "fold" and fold is not None and 0 <= int(fold) < N_FOLDS:
+        return f"fold{int(fold)}"
+    raise ValueError(f"no campaign run for job {job!r} fold {fold!r} "
+                     f"(fold 0..{N_FOLDS - 1} or full)")
+
+
+def run_job(key: str) -> tuple[str, int | None]:
+    """"fold3" -> ("fold", 3); "full" -> ("full", None)."""
+    if key not in RUN_KEYS:
+        raise ValueError(f"run {key!r} is not one of {', '.join(RUN_KEYS)}")
+    return ("full", None) if key == "full" else ("fold", int(key[4:]))
+
+
+def validation_fold(job: str, fold: int | None = None) -> str | None:
+    """The manifest fold a job validates on (its family-exclusion key too): fold k -> "k",
+    the pilot -> "4", the full model -> None (no validation split)."""
+    if job == "pilot":
+        return PILOT_VALIDATION_FOLD
+    return None if job == "full" else run_key(job, fold)[4:]
+
+
+def exclusion_key(job: str, fold: int | None = None) -> str:
+    """The key of a fold file's family_exclusion for a job: "0".."4" or "full"."""
+    return validation_fold(job, fold) or "full"
+
+
+def scorer_of(split: str, fold: str | None = None) -> str:
+    """The run that scores a row of `split` (inner rows: their own fold k -> "fold{k}")."""
+    if split == "inner_oof":
+        if str(fold) not in INNER_FOLDS:
+            raise ValueError(f"inner row with fold {fold!r}: one of {', '.join(INNER_FOLDS)}")
+        return f"fold{fold}"
+    if split in ("holdout", "test"):
+        return "full"
+    raise ValueError(f"split {split!r}: one of {', '.join(SPLITS)}")
