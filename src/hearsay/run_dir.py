@@ -5,7 +5,8 @@ spelled once: every stage that reads or writes a run goes through these names.
       config.json             the resolved training config + its hash     config_path(run)
       run_meta.json           job, fold, bundle, steps, history, complete  meta_path(run)
       state.json              resume state (rank logs, RNG)
-      checkpoints/epoch_NNNN/ model + optimiser, sha256-checked            checkpoint_dir(run, n)
+      checkpoints/epoch_NNNN/ model.safetensors, optimizer.safetensors,    checkpoint_dir(run, n)
+                              state.json (the sha256 of both)
       final/                  model.safetensors + config.json              final_dir(run)
 
     from hearsay import run_dir
@@ -29,6 +30,7 @@ STATE = "state.json"
 CHECKPOINTS = "checkpoints"
 FINAL = "final"
 WEIGHTS = "model.safetensors"   # inside final/ and inside every checkpoint
+OPTIMIZER = "optimizer.safetensors"  # a checkpoint's optimiser tensors + RNG states
 
 
 class RunDirError(FileNotFoundError):
@@ -52,8 +54,13 @@ def weights(run: Path) -> Path:
     return final_dir(run) / WEIGHTS
 
 
+def checkpoint_name(epoch: int) -> str:
+    """epoch 3 -> "epoch_0003" (the store's folder and marker names use it too)."""
+    return f"epoch_{epoch:04d}"
+
+
 def checkpoint_dir(run: Path, epoch: int) -> Path:
-    return Path(run) / CHECKPOINTS / f"epoch_{epoch:04d}"
+    return Path(run) / CHECKPOINTS / checkpoint_name(epoch)
 
 
 def read_meta(run: Path) -> dict:

@@ -31,9 +31,10 @@ import sys
 import time
 from pathlib import Path
 
+from hearsay import run_dir
 from hearsay.hashing import sha256_file
 
-CKPT_DIR = "checkpoints"
+CKPT_DIR = run_dir.CHECKPOINTS
 CKPT_RE = re.compile(r"^epoch_(\d{4,})$")
 MARK_SUFFIX = ".complete"  # checkpoints/epoch_NNNN.complete: the folder beside it arrived whole
 REMOTE_RE = re.compile(r"^(?:rclone:)?([A-Za-z0-9_][A-Za-z0-9_.\-]*):(.*)$")
@@ -62,7 +63,7 @@ def guard(rel: str) -> str:
 
 
 def ckpt_name(epoch: int) -> str:
-    return f"epoch_{epoch:04d}"
+    return run_dir.checkpoint_name(epoch)
 
 
 def latest_epoch(names: list[str]) -> int | None:
@@ -138,7 +139,7 @@ class Store:
         name = ckpt_name(epoch)
         self.push_dir(Path(local), f"{CKPT_DIR}/{name}")
         mark = Path(local).with_name(name + MARK_SUFFIX)
-        mark.write_text(sha256_file(Path(local) / "state.json") + "\n")
+        mark.write_text(sha256_file(Path(local) / run_dir.STATE) + "\n")
         self.push_file(mark, f"{CKPT_DIR}/{name}{MARK_SUFFIX}")
 
     def _push(self, local: Path, rel: str) -> None:

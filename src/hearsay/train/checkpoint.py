@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from hearsay import run_dir
 from hearsay.hashing import sha256_file
 from hearsay.store import StoreError
 
@@ -70,13 +71,13 @@ def write_checkpoint(directory: Path, model: dict[str, torch.Tensor], optimizer_
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     save_file({k: v.detach().to("cpu").contiguous() for k, v in model.items()},
-              str(tmp / "model.safetensors"))
+              str(tmp / run_dir.WEIGHTS))
     tensors, optim_meta = flatten_optimizer(optimizer_sd)
     tensors.update({f"rng.{k}": v.detach().to("cpu").contiguous() for k, v in rng.items()})
-    save_file(tensors, str(tmp / "optimizer.safetensors"))
-    files = {n: sha256_file(tmp / n) for n in ("model.safetensors", "optimizer.safetensors")}
+    save_file(tensors, str(tmp / run_dir.OPTIMIZER))
+    files = {n: sha256_file(tmp / n) for n in (run_dir.WEIGHTS, run_dir.OPTIMIZER)}
     full = {**state, "optimizer": optim_meta, "files": files}
-    (tmp / "state.json").write_text(json.dumps(full, indent=1, sort_keys=True) + "\n")
+    (tmp / run_dir.STATE).write_text(json.dumps(full, indent=1, sort_keys=True) + "\n")
     shutil.rmtree(directory, ignore_errors=True)
     tmp.rename(directory)
     return directory
@@ -85,14 +86,14 @@ def write_checkpoint(directory: Path, model: dict[str, torch.Tensor], optimizer_
 def read_checkpoint(directory: Path) -> Checkpoint:
     """Read and verify (sha256 of both tensor files against state.json)."""
     directory = Path(directory)
-    state = json.loads((directory / "state.json").read_text())
+    state = json.loads((directory / run_dir.STATE).read_text())
     for name, want in state["files"].items():
         got = sha256_file(directory / name)
         if got != want:
             raise StoreError(f"{directory / name} has sha256 {got}, state.json says {want}: "
                              "the checkpoint is damaged (pull it again)")
-    model = load_file(str(directory / "model.safetensors"))
-    tensors = load_file(str(directory / "optimizer.safetensors"))
+    model = load_file(str(directory / run_dir.WEIGHTS))
+    tensors = load_file(str(directory / run_dir.OPTIMIZER))
     rng = {k[4:]: v for k, v in tensors.items() if k.startswith("rng.")}
     optim = unflatten_optimizer(tensors, state.pop("optimizer"))
     return Checkpoint(model=model, optimizer=optim, rng=rng, state=state)

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from hearsay import augment, crops
+from hearsay import augment, crops, run_dir
 from hearsay import store as stores
 from hearsay.bundle import Bundle
 from hearsay.files import write_json
@@ -302,6 +302,6 @@ def build_run(resolved: dict, bundle_dir, out: Path, *, store_uri: str | None, r
         raise ResumeRefused(f"{store.uri} already holds checkpoints (latest epoch {latest}): "
                             "pass --resume to continue that run, or use a fresh --out/--store")
     if rank == 0:
-        write_json(out / "config.json", {**resolved, "config_hash": chash})
+        write_json(run_dir.config_path(out), {**resolved, "config_hash": chash})
     r.meta = _run_meta(r, data, resume)
     return r
