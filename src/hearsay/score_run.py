@@ -104,15 +104,9 @@ def score_one(bundle, run: Path, split: str, fold, aug, cfg: scoring.ScoreConfig
         df, side = readouts.score_holdout_variant(bundle, run, aug, cfg)
     else:
         df, side = scoring.score_split(bundle, run, split, fold, cfg, aug)
+    from hearsay.export.parity_box import device_name
+
     return df, {**side, "device_name": device_name(cfg.device)}
-
-
-def device_name(device: str) -> str:
-    if device.startswith("cuda"):
-        import torch
-
-        return torch.cuda.get_device_name(device)
-    return device
 
 
 def ensure_scores(bundle, run: Path, key: str, weights_sha: str, out_dir: Path,

@@ -58,6 +58,15 @@ def inputs(bundle, rows) -> list[np.ndarray]:
             for rec in rows.to_dict("records")]
 
 
+def device_name(device: str) -> str:
+    """The GPU's name on CUDA ("NVIDIA H200"), else the device string."""
+    if device.startswith("cuda"):
+        import torch
+
+        return torch.cuda.get_device_name(device)
+    return device
+
+
 def wave_sha(w: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(w, dtype=np.float32).tobytes()).hexdigest()
 
@@ -85,8 +94,6 @@ def record(bundle, run: Path, out: Path, n: int, cfg) -> dict:
     det.eval()
     z = torch_logits(det, waves, batched=False, device=cfg.device, bf16=cfg.precision == "bf16")
     z32 = torch_logits(det, waves, batched=False, device=cfg.device, bf16=False)
-    from hearsay.score_run import device_name
-
     data = {"kind": KIND, "checkpoint_sha256": sha, "bundle_tree_sha": bundle.tree_sha,
             "device": cfg.device, "device_name": device_name(cfg.device),
             "precision": cfg.precision, "max_s": MAX_S, "min_s": MIN_S,
