@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: runner/collect.sh [--name NAME] --min-steps N OUT_DIR
+# Usage: runner/collect.sh [--name NAME] [--no-parity] --min-steps N OUT_DIR
 # Summary: bring the six finished runs (fold0-4, full) back from the store and pin them for hearsay assemble
 #
 # The runs are those of this bundle and training config (RUNNER_BUNDLE_META, RUNNER_TRAIN_CONFIG, as
@@ -9,17 +9,26 @@
 # bundle's tree-sha. Then OUT_DIR/final_runs.json is written for `hearsay assemble --pinned`:
 # each run by its path, with the TRAINER's config hash (run_meta.json's config_hash: the sha256 of
 # the resolved config, what assemble checks; the runner's sha256 of train.json only names the
-# store folder) and the sha256 of final/model.safetensors; min_steps = --min-steps; parity null.
+# store folder) and the sha256 of final/model.safetensors; min_steps = --min-steps.
+# Each run's scores/ (what its box scored after training: hearsay score-run) comes back into
+# OUT_DIR/scores/ (its files are named by job: fold3_inner_oof.csv, full_test.csv, … + sidecars), where
+# hearsay assemble verifies and reuses them. The pin's parity record requires parity A and B:
+#   "parity": {"file": "export/parity.json", "require": ["parity_a", "parity_b"],
+#              "box_logits": "scores/full_parity_logits.json"}
+# so `hearsay export onnx OUT_DIR/runs/full --out OUT_DIR/export` and `hearsay parity OUT_DIR/export
+# --box-logits OUT_DIR/scores/full_parity_logits.json --bundle B` run before assemble (whose F6
+# checks the record). The full run must have brought its parity logits back, unless --no-parity.
 # An old OUT_DIR/final_runs.json is removed before anything is pulled: a collect that fails leaves
 # no pin, never one describing other runs.
 #
 #   --name NAME      the pin's name (default: OUT_DIR's base name) -> outputs/detector_scores/NAME.csv
+#   --no-parity      pin without parity B: "parity": {"waived": "…"} (recorded; assemble skips F6)
 #   --min-steps N    required: the optimiser steps assemble holds every run to, from the recipe
 #                    (epochs x steps per epoch); never the runs' own planned count, which holds a
 #                    run to nothing
 #
 # Exit codes: 0 pinned; 1 the old pin cannot be removed; 2 usage (--min-steps is required); 3 a run
-#   is missing from the store or not complete (each named); 4 a run's identity is wrong (job, fold
+#   is missing from the store or not complete (each named), or the full run has no parity logits; 4 a run's identity is wrong (job, fold
 #   or bundle); 6 the store could not be read; 10 missing dependency or store credentials; 12 remote
 #   path refused.
 set -euo pipefail
@@ -31,11 +40,12 @@ export RUNNER_SCRIPT=collect
 # shellcheck source=runner/lib/bundles.sh
 . "$RUNNER_ROOT/lib/bundles.sh"
 
-name="" min_steps="" out=""
+name="" min_steps="" out="" no_parity=0
 while [ $# -gt 0 ]; do
   case $1 in
     -h | --help) usage_from "$0"; exit 0 ;;
     --name) name=${2:?--name needs a value}; shift ;;
+    --no-parity) no_parity=1 ;;
     --min-steps)
       min_steps=${2:-}
       case $min_steps in '' | *[!0-9]* | 0*) die 2 "--min-steps needs a whole number of steps above 0" "--min-steps 2000" ;; esac
@@ -73,6 +83,10 @@ for job in fold0 fold1 fold2 fold3 fold4 full; do
   done
   # shellcheck disable=SC2086
   $RUNNER_RCLONE copy "$src/final" "$dest/final" </dev/null 2>/dev/null || true
+  mkdir -p "$out/scores"
+  rm -f "$out/scores/${job}_"*   # only what the store holds now: a stale file never stands in
+  # shellcheck disable=SC2086  # the box's scores (none for a run scored nowhere: assemble scores it)
+  $RUNNER_RCLONE copy --include "${job}_*" "$src/scores" "$out/scores" </dev/null 2>/dev/null || true
   if [ "$(jq -r '.complete // false' "$dest/run_meta.json" 2>/dev/null)" != true ] || [ ! -s "$dest/final/model.safetensors" ]; then
     missing="$missing $job"
     continue
@@ -90,14 +104,24 @@ if [ -n "$missing" ]; then
   die 3 "not complete in the store for bundle $bundle and config $cfg:$missing" "let those jobs reach DONE (runner/status.sh --why JOB), or relaunch them"
 fi
 
-# 2. the pin file, written whole or not at all
+# 2. the parity record: parity A and B required (box logits brought back), or waived by the operator
+box_logits=scores/full_parity_logits.json
+if [ "$no_parity" = 1 ]; then
+  parity='{"waived": "runner/collect.sh --no-parity: the operator pinned without parity B"}'
+else
+  [ -s "$out/$box_logits" ] || die 3 "the full run brought back no $box_logits (its box records parity B's logits after training)" \
+    "relaunch the full job with this runner, or pin without parity B: runner/collect.sh --no-parity"
+  parity=$(jq -n --arg b "$box_logits" '{file: "export/parity.json", require: ["parity_a", "parity_b"], box_logits: $b}')
+fi
+
+# 3. the pin file, written whole or not at all
 runs_json=$(for job in fold0 fold1 fold2 fold3 fold4 full; do
   jq -n --arg k "$job" --arg dir "runs/$job" --arg w "$(sha256_file "$out/runs/$job/final/model.safetensors")" \
     --arg c "$(jq -r .config_hash "$out/runs/$job/run_meta.json")" '{($k): {dir: $dir, config_hash: $c, weights_sha256: $w}}'
 done | jq -s 'add')
-jq -n --arg name "$name" --arg b "$bundle" --argjson m "$min_steps" --argjson runs "$runs_json" \
-  '{name: $name, bundle_tree_sha: $b, min_steps: $m, parity: null, runs: $runs}' >"$out/final_runs.json.tmp"
+jq -n --arg name "$name" --arg b "$bundle" --argjson m "$min_steps" --argjson runs "$runs_json" --argjson p "$parity" \
+  '{name: $name, bundle_tree_sha: $b, min_steps: $m, parity: $p, runs: $runs}' >"$out/final_runs.json.tmp"
 mv -f "$out/final_runs.json.tmp" "$out/final_runs.json"
 log_event "collected six runs of bundle $bundle config $cfg into $out"
-say "six runs of bundle $bundle (train.json sha256 $cfg) pinned in $out/final_runs.json"
+say "six runs of bundle $bundle (train.json sha256 $cfg) pinned in $out/final_runs.json; $(find "$out/scores" -name '*.csv' | wc -l | tr -d ' ') box score file(s) in $out/scores; parity: $(jq -c . <<<"$parity")"
 printf '%s\n' "$out/final_runs.json"

@@ -111,7 +111,8 @@ scenario() {
     export RUNNER_BOX_TRAIN="$repo/tests/runner/bin/fake_train.sh" HEARSAY_PUSH_WAIT_S=0.1 HEARSAY_BOX_WAIT_S=20
     # what reaches a box (fake_ssh.sh starts it from an empty environment): the test image's smoke
     # check in its container environment, the fakes' knobs and timings in the ssh session
-    export FAKE_IMAGE_EXTRA="HEARSAY_SMOKE_CHECK"
+    export HEARSAY_SCORE_RUN="$repo/tests/runner/bin/fake_score.sh"   # the fake run has no model to score
+    export FAKE_IMAGE_EXTRA="HEARSAY_SMOKE_CHECK HEARSAY_SCORE_RUN"
     export FAKE_SSH_PASS="VAST_URL FAKE_TRAIN_S FAKE_TRAIN_RC HEARSAY_PUSH_WAIT_S HEARSAY_BOX_WAIT_S HEARSAY_STOP_WAIT_S"
     export RUNNER_BUNDLE_META=$W/bundle/bundle_meta.json RUNNER_TRAIN_CONFIG=$W/train.json
     # a stand-in bundle with its real tree-sha, in the store and VERIFIED (as runner/bundle_put.sh

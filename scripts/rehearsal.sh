@@ -23,14 +23,19 @@
 #   kill_resume        fold2's box killed after its first checkpoint (the host vanished: processes
 #                      killed, instance destroyed), the job relaunched: it resumes from the store
 #   all_done           every job DONE, its box destroyed by the reaper
-#   collect            runner/collect.sh: the six runs back, final_runs.json written
-#   assemble           hearsay assemble --pinned (F1-F6)
-#   export             hearsay export onnx (parity A)
+#   collect            runner/collect.sh: the six runs and their boxes' scores back, final_runs.json
+#                      written with the parity record (parity A + B required)
+#   box_scores         every run's rows were scored on its box after training (hearsay score-run,
+#                      the trainer's CPU fp32 here), in the store with sidecars naming its weights
+#   export             hearsay export onnx into models/<stamp>/export (parity A)
+#   parity             hearsay parity --box-logits: ONNX fp32 here vs the full box's logits (B)
+#   assemble           hearsay assemble --pinned (F1-F6, F6 on the parity record), reusing every
+#                      box file: meta.json "rescored_here" must be 0
 #   deploy             hearsay-score on the corpus audio with the exported model
 #   teardown           reaper stopped; runner/teardown_check.sh exits 0
 #   ledger             ledger rows = instances the API created, every row closed
-# --short (what make test runs): a small corpus, then bundle_put, reaper, one job (fold0, pilot
-# gate overridden) killed and resumed, all_done, teardown, ledger.
+# --short (what make test runs): a small corpus, then bundle_put, reaper, one job (fold2, pilot
+# gate overridden) killed and resumed, all_done, box_scores, teardown, ledger.
 #
 # WORK_DIR (default: a new folder under $TMPDIR) keeps everything, logs included (WORK_DIR/logs).
 # Exit codes: 0 every stage passed; 1 a stage failed (named on stderr); 2 usage.
@@ -250,14 +255,15 @@ do_collect() {
 do_assemble() {
   hearsay assemble --pinned "$W/models/rehearsal/final_runs.json" --bundle "$W/bundle" \
     --ledger "$LEDGER" --outputs "$W/outputs" --reports "$W/reports"
-  say_detail "$(($(wc -l <"$W/outputs/detector_scores/rehearsal.csv") - 1)) rows, F1-F5 passed (F6: the pin asks no parity record)"
+  assemble_used_box_scores
+  say_detail "$(($(wc -l <"$W/outputs/detector_scores/rehearsal.csv") - 1)) rows, F1-F6 passed (F6: parity A and B); rescored_here 0: every file from the boxes"
 }
 do_export() {
-  hearsay export onnx "$W/models/rehearsal/runs/full" --out "$W/export" --no-int8
-  say_detail "parity A max |dlogit| $(jq -r '.parity_a.max_abs_dlogit' "$W/export/parity.json")"
+  hearsay export onnx "$W/models/rehearsal/runs/full" --out "$EXPORT" --no-int8
+  say_detail "parity A max |dlogit| $(jq -r '.parity_a.max_abs_dlogit' "$EXPORT/parity.json")"
 }
 do_deploy() {
-  hearsay-score "$W/corpus/audio" -o "$W/deploy_scores.csv" --model "$W/export"
+  hearsay-score "$W/corpus/audio" -o "$W/deploy_scores.csv" --model "$EXPORT"
   say_detail "$(($(wc -l <"$W/deploy_scores.csv") - 1)) clips scored"
 }
 do_teardown() {
@@ -273,6 +279,42 @@ do_ledger() {
   [ "$rows" = "$created" ] || { fail "ledger rows $rows != instances created $created"; return 1; }
   say_detail "$rows rentals in the ledger = $created creations, all closed"
 }
+
+# --- box scoring and parity B: each box scores its run's rows after training, the full box records
+# the parity B logits; the laptop compares ONNX with them and assembles without scoring a clip ---
+EXPORT=$W/models/rehearsal/export   # where the pin's parity record points (runner/collect.sh)
+# do_box_scores: every file of each finished job's rows is in its store folder, scored on its box
+# in the trainer's precision (CPU fp32 here), its sidecar naming the run's own weights.
+do_box_scores() {
+  local j f n=0 want got weights
+  for j in $JOBS; do
+    weights=$(sha256sum "$(run_dir "$j")/final/model.safetensors" | cut -d' ' -f1)
+    want=1
+    [ "$j" != full ] || want=6
+    got=0
+    for f in "$(run_dir "$j")/scores/${j}_"*.csv; do
+      [ -f "$f.meta.json" ] || { fail "$f: no sidecar"; return 1; }
+      [ "$(jq -r '"\(.config.device) \(.config.precision) \(.weights_sha256)"' "$f.meta.json")" = "cpu fp32 $weights" ] \
+        || { fail "$f.meta.json: not scored on its box with the run's weights ($(jq -c .config "$f.meta.json"))"; return 1; }
+      got=$((got + 1))
+    done
+    [ "$got" -eq "$want" ] || { fail "$j: $got score file(s) in the store, expected $want"; return 1; }
+    n=$((n + got))
+  done
+  say_detail "$n file(s) scored on the boxes (cpu fp32, the trainer's): $(find "$(run_dir "${JOBS%% *}")/scores" -maxdepth 1 -name '*.csv' | sed 's|.*/||' | LC_ALL=C sort | tr '\n' ' ')…"
+}
+do_parity() {
+  hearsay parity "$EXPORT" --box-logits "$W/models/rehearsal/scores/full_parity_logits.json" --bundle "$W/bundle"
+  [ "$(jq -r .parity_b.passed "$EXPORT/parity.json")" = true ] || { fail "parity B did not pass"; return 1; }
+  say_detail "$(jq -r '.parity_b | "\(.clips) test clips, ONNX fp32 here vs the box (\(.box_device) \(.box_precision)): spearman \(.box_vs_ort.spearman), max |dlogit| \(.box_vs_ort.max_abs_dlogit)"' "$EXPORT/parity.json")"
+}
+# assemble_used_box_scores: assemble scored no clip here, and its F6 read the parity record.
+assemble_used_box_scores() {
+  local meta=$W/models/rehearsal/meta.json
+  [ "$(jq -r .rescored_here "$meta")" = 0 ] || { fail "assemble re-scored $(jq -r .rescored_here "$meta") rows here: $(jq -c .scoring.files_scored_here "$meta")"; return 1; }
+  [ "$(jq -r '.checks | index("F6") != null' "$meta")" = true ] || { fail "F6 did not run"; return 1; }
+}
+# --- end box scoring and parity B ---
 
 stage corpus do_corpus
 stage bundle do_bundle
@@ -292,6 +334,7 @@ if [ "$short" = 1 ]; then
   stage launch do_fan_out
   stage kill_resume do_kill_resume
   stage all_done do_all_done
+  stage box_scores do_box_scores
 else
   stage pilot do_pilot
   stage pilot_gate do_pilot_gate
@@ -299,8 +342,10 @@ else
   stage kill_resume do_kill_resume
   stage all_done do_all_done
   stage collect do_collect
-  stage assemble do_assemble
+  stage box_scores do_box_scores
   stage export do_export
+  stage parity do_parity
+  stage assemble do_assemble
   stage deploy do_deploy
 fi
 stage teardown do_teardown

@@ -26,7 +26,10 @@
 #   --resume auto --config BOX_DIR/train.json`, RUN = STORE/runs/JOB/BUNDLE_SHA/CONFIG_HASH, so a
 #   job's first launch starts fresh and a relaunch of the same bundle + config resumes from its
 #   latest complete checkpoint) → PUSHING (the run directory to RUN; three failed pushes end the run
-#   FAIL) → DONE | FAIL. Every FAIL this script names (the trainer's exit code and its last 20 lines
+#   FAIL) → SCORING (fold and full jobs: `hearsay score-run`, or $HEARSAY_SCORE_RUN, scores the run's
+#   rows of record on this device in the trainer's precision, the full job also the parity B
+#   logits; RUN/scores pulled first so a relaunch keeps what is scored, then pushed there; a scorer
+#   failure is a FAIL with its exit code and last lines in REASON) → DONE | FAIL. Every FAIL this script names (the trainer's exit code and its last 20 lines
 #   included) is also written to RUN_PATH/REASON (runner/status.sh --why JOB).
 # BOX_DIR/CHAIN says "GEN running" once training has started (what the launcher waits for) or
 # "GEN failed". On EXIT and ERR the box writes FAIL unless DONE was written, and destroys itself
@@ -34,7 +37,7 @@
 # The deadline (HEARSAY_DEADLINE) holds in every phase after job.env: the trainer is stopped at it
 # and what it has pushed; a smoke check, pull or push still running at it is stopped (TERM) and the
 # run ends FAIL with a REASON naming the phase (the wait for job.env is bounded by HEARSAY_BOX_WAIT_S).
-# Exit codes: 0 DONE; 1 FAIL (the run failed, a push failed three times, the bundle could not be
+# Exit codes: 0 DONE; 1 FAIL (the run failed, scoring failed, a push failed three times, the bundle could not be
 #   pulled or is not the launched tree-sha, train.json is missing or not the hashed config, or the
 #   host driver cannot run the image's CUDA: runner/box/driver_check.sh's exit 18/19 in REASON);
 #   3 no job.env in time. A deadline that passes is a FAIL (1).
@@ -123,6 +126,7 @@ if [ "$HEARSAY_KIND" != probe ]; then
   box_train "$run_store" ${sel[@]+"${sel[@]}"}
   box_status PUSHING
   box_push "$BOX_DIR/run" "$run_store" || box_fail "checkpoint push to $run_store failed 3 times"
+  case $HEARSAY_KIND in fold | full) box_status SCORING; box_score "$run_store" ;; esac
 else
   echo "$HEARSAY_GEN running" >"$BOX_DIR/CHAIN"
 fi

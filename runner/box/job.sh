@@ -8,6 +8,7 @@
 #   box_watchdog PID the box's hard deadline in every phase: past it, entry.sh (PID) is stopped
 #   box_pull_bundle  bundles/<HEARSAY_BUNDLE_SHA> into BOX_DIR/bundle, its tree-sha checked
 #   box_train        the trainer, start-or-resume, its exit code and last lines kept on failure
+#   box_score        a fold or full run scores its own rows here (+ parity B logits), pushed
 # shellcheck disable=SC2154  # phase is entry.sh's
 
 # Every variable the chain needs, in one place, each with the one source it is imported from
@@ -18,13 +19,15 @@
 #   BOX_VAST_NAMES   vast.ai's container variables, same source and rule (the box destroys itself
 #                    with them)
 #   BOX_OPTION_NAMES image settings a real box leaves unset (the smoke check's override, device and
-#                    subset), imported from the same source when present there
+#                    subset; the scorer's command line and parity clip count), imported from the
+#                    same source when present there
 #   BOX_JOB_NAMES    job.env, written by runner/launch.sh (runner/lib/launch_steps.sh step_provision);
 #                    each one missing there is a FAIL naming it (HEARSAY_FOLD is empty but for folds)
 BOX_IMAGE_NAMES="PATH LD_LIBRARY_PATH HF_HUB_OFFLINE TRANSFORMERS_OFFLINE HEARSAY_WEIGHTS_DIR
   HEARSAY_WEIGHTS_SHA256 HEARSAY_FFMPEG HEARSAY_VERSION HEARSAY_GIT_SHA SSL_CERT_FILE TMPDIR HOME"
 BOX_VAST_NAMES="CONTAINER_ID CONTAINER_API_KEY"
-BOX_OPTION_NAMES="HEARSAY_SMOKE_CHECK HEARSAY_SMOKE_DEVICE HEARSAY_SMOKE_ONLY"
+BOX_OPTION_NAMES="HEARSAY_SMOKE_CHECK HEARSAY_SMOKE_DEVICE HEARSAY_SMOKE_ONLY HEARSAY_SCORE_RUN
+  HEARSAY_PARITY_CLIPS"
 BOX_JOB_NAMES="HEARSAY_JOB HEARSAY_KIND HEARSAY_FOLD HEARSAY_GEN HEARSAY_STORE HEARSAY_RUN_PATH
   HEARSAY_BUNDLE_SHA HEARSAY_CONFIG_HASH HEARSAY_TRAIN HEARSAY_BUDGET_USD HEARSAY_DEADLINE"
 BOX_ENV_NAMES=$(echo "$BOX_IMAGE_NAMES $BOX_VAST_NAMES $BOX_OPTION_NAMES" | tr -s '\n ' '  ')
@@ -184,4 +187,25 @@ box_train() {
   done
   wait "$train" || rc=$?
   [ "$rc" -eq 0 ] || box_fail "trainer exit $rc ($HEARSAY_TRAIN; see hearsay train --help for the codes)" "$BOX_DIR/train.log"
+}
+
+# box_score STORE: after the run is pushed, a fold or full run scores its own rows where it trained
+# (`$HEARSAY_SCORE_RUN --run BOX_DIR/run --bundle BOX_DIR/bundle --out BOX_DIR/run/scores`, default
+# `hearsay score-run`: the trainer's device and precision, the files hearsay assemble reuses); the
+# full job adds --parity-clips $HEARSAY_PARITY_CLIPS (50): the logits of parity B. STORE/scores is
+# pulled first, so a relaunched box keeps each file whose sidecar still names these weights; then
+# BOX_DIR/run/scores is pushed to STORE/scores. A non-zero exit is a FAIL whose REASON carries the
+# scorer's exit code and last lines (never a DONE without scores); three failed pushes too.
+box_score() {
+  local store=$1 rc=0 scorer=${HEARSAY_SCORE_RUN:-hearsay score-run}
+  local -a extra=()
+  [ "$HEARSAY_KIND" != full ] || extra=(--parity-clips "${HEARSAY_PARITY_CLIPS:-50}")
+  mkdir -p "$BOX_DIR/run/scores"
+  box_rclone copy "$store/scores" "$BOX_DIR/run/scores" </dev/null 2>/dev/null || true   # a first launch has none
+  # shellcheck disable=SC2086  # the scorer is a command line by design
+  $scorer --run "$BOX_DIR/run" --bundle "$BOX_DIR/bundle" --out "$BOX_DIR/run/scores" ${extra[@]+"${extra[@]}"} \
+    </dev/null >>"$BOX_DIR/score.log" 2>&1 || rc=$?
+  [ "$rc" -eq 0 ] || box_fail "scoring exit $rc ($scorer; hearsay score-run --help lists the codes): the trained run is in the store, its scores are not" "$BOX_DIR/score.log"
+  box_push "$BOX_DIR/run/scores" "$store/scores" || box_fail "score push to $store/scores failed 3 times"
+  echo "entry: $(tail -n 1 "$BOX_DIR/score.log")" >&2
 }

@@ -10,7 +10,8 @@ Runs are taken ONLY from the pin file; nothing is ever chosen by modification ti
     {"name": "<stamp>",                      # -> outputs/detector_scores/<name>.csv
      "bundle_tree_sha": "<sha>",             # every run and the bundle must carry this
      "min_steps": 2000,                      # training budget: a shorter run is refused
-     "parity": null | {"file": "../../export/parity.json", "require": ["parity_a", "parity_b"]},
+     "parity": null | {"waived": "<why>"} |
+               {"file": "export/parity.json", "require": ["parity_a", "parity_b"], ...},
      "runs": {"fold0": {"dir": "...", "config_hash": "...", "weights_sha256": "..."},
               ... "fold4": {...},
               "full":  {"dir": "...", "config_hash": "...", "weights_sha256": "..."}}}
@@ -20,8 +21,12 @@ tree-sha, steps >= min_steps, sha256 of final/model.safetensors = the pinned one
 fold model scores its own inner fold, the full model scores holdout, test, the augmented
 holdout and the holdout readouts (hearsay.readouts: every codec on the same clean rows,
 fixed-seed test-length crops, whole clips up to 14 s). Per-run files go under
-models/<stamp>/scores/, reused only when their sidecar names the same weights, bundle and
-settings. The assembled file (inner_oof, holdout, test rows) is written,
+models/<stamp>/scores/, where runner/collect.sh puts the files each box scored after training
+(`hearsay score-run`, GPU bf16); a file is reused only when its sidecar names the pinned weights
+sha256, this bundle, the split, fold and settings (device and precision are recorded, not
+compared: parity B bounds that gap). What is missing or refused is scored here, each file named
+with why; --rescore scores all here. meta.json "rescored_here" = rows scored on this machine (0
+when every box scored its own). The assembled file (inner_oof, holdout, test rows) is written,
 read back from disk, and checked:
 
   F1 row counts per split equal the manifest's core rows
@@ -29,7 +34,9 @@ read back from disk, and checked:
   F3 every path appears once
   F4 test rows are in manifest order
   F5 scores are finite, in [0, 1] and equal sigmoid(logit)
-  F6 the export parity record is present and passed, when the pin requires one
+  F6 the export parity record is present, passed (parity_a and parity_b) and of the pinned full
+     weights, when the pin requires one (collect's default: export and parity run BEFORE
+     assemble); a pin whose parity says {"waived": ...} (collect --no-parity) records the waiver
 
 Then models/<stamp>/meta.json and <reports>/<stamp>.md (+ PNG plots) are written (hearsay.report).
 
@@ -58,8 +65,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import readouts
 from hearsay import score as scoring
+from hearsay import score_run
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_CHECK = 0, 2, 3, 4, 5  # module docstring
 
@@ -105,7 +112,7 @@ def load_pin(path: Path) -> dict:
             raise PinError(f"{path}: runs.{key} needs exactly {sorted(RUN_FIELDS)}, got "
                            f"{sorted(run)}")
         run["dir"] = (path.parent / run["dir"]).resolve()
-    if pin["parity"] is not None:
+    if pin["parity"] is not None and not pin["parity"].get("waived"):
         pin["parity"]["file"] = (path.parent / pin["parity"]["file"]).resolve()
     pin["stamp_dir"] = path.parent
     return pin
@@ -147,43 +154,22 @@ def validate_run(key: str, spec: dict, pin: dict) -> dict:
 # --------------------------------------------------------------------------- per-run scores
 
 
-def jobs_of(key: str) -> list[tuple[str, int | None, bool | str]]:
-    """(split, fold, augmented) each pinned run scores; augmented "codecs" is the codec readout
-    (hearsay.readouts.score_codec_panel: every codec copy of the same holdout rows);
-    "test_length" and "whole" the holdout at fixed-seed test-length crops and up to 14 s."""
-    if key == "full":
-        return [("holdout", None, False), ("holdout", None, True), ("holdout", None, "codecs"),
-                ("holdout", None, "test_length"), ("holdout", None, "whole"),
-                ("test", None, False)]
-    return [("inner_oof", int(key[4:]), False)]
+jobs_of = score_run.jobs_of  # (split, fold, augmented) each pinned run scores
 
 
-def run_scores(bundle, pin: dict, key: str, cfg: scoring.ScoreConfig) -> dict:
-    """{(split, augmented): csv path} for one pinned run, scoring what is not cached."""
-    out = {}
-    for split, fold, aug in jobs_of(key):
-        suffix = "" if aug is False else "_aug" if aug is True else f"_{aug}"
-        csv = pin["stamp_dir"] / "scores" / f"{key}_{split}{suffix}.csv"
-        side = scoring.sidecar(csv)
-        want = {"weights_sha256": pin["runs"][key]["weights_sha256"],
-                "bundle_tree_sha": bundle.tree_sha, "split": split, "fold": fold,
-                "augmented": aug, "aug_seed": cfg.aug_seed,
-                "max_s": readouts.WHOLE_MAX_S if aug == "whole" else cfg.max_s}
-        if csv.is_file() and side.is_file():
-            have = json.loads(side.read_text())
-            conf = have.get("config", {})
-            have = {**have, "max_s": conf.get("max_s"), "aug_seed": conf.get("aug_seed")}
-            if all(have.get(k) == v for k, v in want.items()):
-                out[(split, aug)] = csv
-                continue
-        if aug == "codecs":
-            df, meta = readouts.score_codec_panel(bundle, pin["runs"][key]["dir"], cfg)
-        elif aug in ("test_length", "whole"):
-            df, meta = readouts.score_holdout_variant(bundle, pin["runs"][key]["dir"], aug, cfg)
-        else:
-            df, meta = scoring.score_split(bundle, pin["runs"][key]["dir"], split, fold, cfg, aug)
-        out[(split, aug)] = scoring.write_scores(df, meta, csv)
-    return out
+def run_scores(bundle, pin: dict, key: str, cfg: scoring.ScoreConfig, force: bool = False,
+               scored: list | None = None) -> dict:
+    """{(split, augmented): csv path} for one pinned run: each file under models/<stamp>/scores/
+    reused when its sidecar (from a box's `hearsay score-run` or an earlier assemble) names the
+    pinned weights, this bundle, the split, fold and settings; else scored here, said on stderr
+    and appended to `scored` as (file, why, rows)."""
+    files, here = score_run.ensure_scores(
+        bundle, pin["runs"][key]["dir"], key, pin["runs"][key]["weights_sha256"],
+        pin["stamp_dir"] / "scores", cfg, force,
+        say=lambda m: print(f"hearsay assemble: {key}: {m}", file=sys.stderr))
+    if scored is not None:
+        scored.extend(here)
+    return files
 
 
 def core_rows(manifest, split: str):
@@ -278,6 +264,8 @@ def check_f6_parity(pin: dict) -> dict | None:
     spec = pin["parity"]
     if spec is None:
         return None
+    if spec.get("waived"):  # the operator's explicit choice at collect (--no-parity), recorded
+        return {"waived": spec["waived"]}
     path = Path(spec["file"])
     if not path.is_file():
         raise CheckFailed("F6", f"parity record {path} missing (run hearsay export / parity)")
@@ -286,6 +274,10 @@ def check_f6_parity(pin: dict) -> dict | None:
         got = record.get(part)
         if not isinstance(got, dict) or got.get("passed") is not True:
             raise CheckFailed("F6", f"{path}: {part} absent or not passed")
+    want = pin["runs"]["full"]["weights_sha256"]
+    if record.get("checkpoint_sha256") not in (None, want):
+        raise CheckFailed("F6", f"{path} is the export of checkpoint {record['checkpoint_sha256']}"
+                          f", not the pinned full run's {want} (export runs/full again)")
     return record
 
 
@@ -306,7 +298,7 @@ def check_written(out_csv: Path, manifest, files: dict, metas: dict, pin: dict):
 
 
 def assemble(pin_path: Path, bundle, outputs: Path, cfg: scoring.ScoreConfig | None = None,
-             ) -> dict:
+             rescore: bool = False) -> dict:
     """Validate, score, write and check. Returns what the report needs (paths, frames, metas)."""
     cfg = cfg or scoring.ScoreConfig()
     pin = load_pin(pin_path)
@@ -314,7 +306,15 @@ def assemble(pin_path: Path, bundle, outputs: Path, cfg: scoring.ScoreConfig | N
         raise PinError(f"bundle tree-sha {bundle.tree_sha} differs from the pinned "
                        f"{pin['bundle_tree_sha']} (assemble with the bundle the runs used)")
     metas = {key: validate_run(key, pin["runs"][key], pin) for key in RUN_KEYS}
-    files = {key: run_scores(bundle, pin, key, cfg) for key in RUN_KEYS}
+    scored: list = []
+    files = {key: run_scores(bundle, pin, key, cfg, rescore, scored) for key in RUN_KEYS}
+    n_files = sum(len(jobs_of(k)) for k in RUN_KEYS)
+    scoring_record = {"rescored_here": sum(n for *_, n in scored),  # rows scored on this machine
+                      "files_scored_here": {f: why for f, why, _ in scored},
+                      "files_reused": n_files - len(scored), "device": cfg.device,
+                      "reuse_rule": "sidecar: weights sha256, bundle tree-sha, split, fold, "
+                                    "max_s, aug_seed (device and precision recorded, not "
+                                    "compared)"}
     out_csv = Path(outputs) / "detector_scores" / f"{pin['name']}.csv"
     out_csv.parent.mkdir(parents=True, exist_ok=True)
     frame = assemble_frame(bundle.manifest, files)
@@ -322,7 +322,7 @@ def assemble(pin_path: Path, bundle, outputs: Path, cfg: scoring.ScoreConfig | N
     frame.to_csv(out_csv, index=False, float_format="%.9g")
     df, parity = check_written(out_csv, bundle.manifest, files, metas, pin)
     return {"pin": pin, "metas": metas, "files": files, "scores_csv": out_csv, "scores": df,
-            "parity": parity, "score_config": cfg}
+            "parity": parity, "score_config": cfg, "scoring": scoring_record}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -343,7 +343,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="folder receiving detector_scores/<name>.csv")
     ap.add_argument("--reports", type=Path, default=Path("docs/reports"),
                     help="folder receiving <stamp>.md and <stamp>/ plots")
-    ap.add_argument("--device", default="cpu", help="torch device for scoring")
+    ap.add_argument("--device", default="cpu", help="torch device for what is scored here")
+    ap.add_argument("--rescore", action="store_true",
+                    help="score every per-run file here, reusing none (the boxes' included)")
     ap.add_argument("--no-verify-bundle", action="store_true",
                     help="skip re-hashing the bundle tree (default: verify it matches its sha)")
     args = ap.parse_args(argv)
@@ -355,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         bundle = scoring.load_bundle(args.bundle, verify=not args.no_verify_bundle)
         done = assemble(args.pinned, bundle, args.outputs,
-                        scoring.ScoreConfig(device=args.device))
+                        scoring.ScoreConfig(device=args.device), rescore=args.rescore)
         meta = report.write_all(done, bundle, bars=bars, probe=args.probe, ledger=args.ledger,
                                 reports=args.reports)
     except CheckFailed as err:
@@ -368,6 +370,9 @@ def main(argv: list[str] | None = None) -> int:
             ValueError) as err:
         print(f"hearsay assemble: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    sc = done["scoring"]
+    print(f"hearsay assemble: rescored_here {sc['rescored_here']} rows in "
+          f"{len(sc['files_scored_here'])} file(s); {sc['files_reused']} file(s) reused")
     print(f"hearsay assemble: {done['scores_csv']} ({len(done['scores'])} rows, F1-F6 passed); "
           f"gate: {meta['gate']['outcome']}; report {meta['report']}")
     return EXIT_OK

@@ -23,13 +23,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bundle": ("hearsay.bundle.build", "manifest -> trimmed 16 kHz FLAC bundle with codec copies"),
     "train": ("hearsay.train", "fine-tune the detector (CUDA; --cpu-smoke for a tiny CPU run)"),
     "score": ("hearsay.score", "score a bundle split with a checkpoint -> CSV"),
+    "score-run": ("hearsay.score_run", "a trained run scores its own rows on its box (+ parity "
+                  "B logits)"),
     "metrics": ("hearsay.metrics", "EER, minDCF, actDCF, AUC, Cllr (+ breakdowns) of a score CSV"),
     "corpus-probe": ("hearsay.corpus_probe", "is a corpus separable from its peers on trivial "
                      "features? (+ the drop rule)"),
     "compare": ("hearsay.compare", "rank recipes on their inner-fold runs (the ablation)"),
     "assemble": ("hearsay.assemble", "pinned fold + full runs -> score file, meta.json, report"),
     "export": ("hearsay.export.onnx_export", "checkpoint -> model.onnx (+ int8) with parity.json"),
-    "parity": ("hearsay.export.parity", "GPU bf16 vs CPU onnxruntime fp32 logits (run on a box)"),
+    "parity": ("hearsay.export.parity", "box or GPU bf16 logits vs CPU onnxruntime fp32"),
     "publish": ("hearsay.publish", "upload / download a checkpoint, verifying every sha256"),
 }
 

@@ -129,7 +129,8 @@ def score_holdout_variant(bundle, run: Path, variant: str, cfg=None):
     det, _ = load_detector(wfile.parent, device=cfg.device)
     logits = np.full(len(waves), np.nan)
     for batch in scoring.length_batches([len(w) for w in waves], cfg):
-        logits[batch] = scoring.run_model(det, [waves[i] for i in batch], cfg.device)
+        logits[batch] = scoring.run_model(det, [waves[i] for i in batch], cfg.device,
+                                           cfg.precision)
     import pandas as pd
 
     out = pd.DataFrame({"path": rows["path"].astype(str).to_numpy(),

@@ -324,7 +324,10 @@ def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = No
             "convention": metrics.CONVENTION, "metrics": results, "gate": g, "probe": g["probe"],
             "counts": readouts.class_counts(df, key), "codec_readout": codec,
             "identity": identity, "parity": done.get("parity"), "spend": spend(ledger),
-            "checks": ["F1", "F2", "F3", "F4", "F5"] + (["F6"] if pin["parity"] else []),
+            "rescored_here": (done.get("scoring") or {}).get("rescored_here"),
+            "scoring": done.get("scoring"),
+            "checks": ["F1", "F2", "F3", "F4", "F5"]
+            + (["F6"] if pin["parity"] and not pin["parity"].get("waived") else []),
             "report": str(report_md), "bar_note": (about or {}).get("bar"),
             "opening": what_was_run(done, bundle, results, about or {}),
             "plots": {k: str(v) for k, v in plots.items()}}

@@ -81,8 +81,11 @@ class ScoreConfig:
     aug_seed: int = 20261130  # seed of the augmented slice: fixed, the same for every model
     device: str = "cpu"  # torch device for the model
     hop_s: float | None = None  # None: one input of max_s per clip; S: windows every S s (max)
+    precision: str = "fp32"  # "bf16": CUDA bf16 autocast, the trainer's (hearsay score-run)
 
     def __post_init__(self):
+        if self.precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision={self.precision!r}: fp32 or bf16")
         if not 0 < self.max_s <= 15.0:
             raise ValueError(f"max_s={self.max_s}: must be in (0, 15] (the bundle caps at 15 s)")
         if self.hop_s is not None and not 0 < self.hop_s <= self.max_s:
@@ -214,14 +217,16 @@ def length_batches(lengths: list[int], cfg: ScoreConfig) -> list[list[int]]:
     return out
 
 
-def run_model(det, waves: list[np.ndarray], device: str = "cpu") -> np.ndarray:
-    """Logits (B,) float64 of one padded batch."""
+def run_model(det, waves: list[np.ndarray], device: str = "cpu",
+              precision: str = "fp32") -> np.ndarray:
+    """Logits (B,) float64 of one padded batch (bf16: under autocast on the device, as training)."""
     import torch
 
     from hearsay import crops
 
     values, mask = crops.pad_batch(waves, [len(w) for w in waves])
-    with torch.inference_mode():
+    amp = torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16")
+    with torch.inference_mode(), amp:
         logits = det(torch.from_numpy(values).to(device), torch.from_numpy(mask).to(device))
     return logits.float().cpu().numpy().astype(np.float64).reshape(-1)
 
@@ -246,7 +251,7 @@ def score_rows(det, root: Path, rows, augs: list[str], cfg: ScoreConfig) -> np.n
             waves = [model_input(root, recs[i], augs[i], cfg) for i in batch]
         except audio.AudioError as err:
             raise ScoreError(f"bundle clip unreadable: {err} (rebuild the bundle)") from None
-        logits[batch] = run_model(det, waves, cfg.device)
+        logits[batch] = run_model(det, waves, cfg.device, cfg.precision)
     return logits
 
 
@@ -259,7 +264,8 @@ def score_windows(det, root: Path, recs: list, augs: list[str], cfg: ScoreConfig
             waves = window_inputs(root, rec, aug, cfg)
         except audio.AudioError as err:
             raise ScoreError(f"bundle clip unreadable: {err} (rebuild the bundle)") from None
-        z = np.concatenate([run_model(det, waves[s : s + cfg.max_batch], cfg.device)
+        z = np.concatenate([run_model(det, waves[s : s + cfg.max_batch], cfg.device,
+                                      cfg.precision)
                             for s in range(0, len(waves), cfg.max_batch)])
         best[i], count[i], mean[i] = z.max(), len(z), z.mean()
     return best, count, mean

@@ -20,6 +20,9 @@ put_run() {
   echo '{}' >"$d/final/config.json" && echo '{}' >"$d/config.json"
   printf '{"job": "%s", "fold": %s, "complete": true, "bundle_tree_sha": "%s", "config_hash": "trainer-%s", "steps": 18, "total_steps": 18}\n' \
     "$kind" "$fold" "${2:-$BUNDLE_SHA}" "$1" >"$d/run_meta.json"
+  mkdir -p "$d/scores"                                          # what its box scored (hearsay score-run)
+  echo "path,score" >"$d/scores/$1_x.csv" && echo '{}' >"$d/scores/$1_x.csv.meta.json"
+  [ "$1" != full ] || echo '{"kind": "hearsay parity-b box logits"}' >"$d/scores/full_parity_logits.json"
 }
 
 @test "six finished runs come back and are pinned with the trainer's config hash and their weights' sha256" {
@@ -27,11 +30,36 @@ put_run() {
   [ "$status" -eq 0 ]
   pin=$W/models/camp/final_runs.json
   [ "${lines[${#lines[@]}-1]}" = "$pin" ]
-  [ "$(jq -r '.name, .bundle_tree_sha, .min_steps, .parity' "$pin" | tr '\n' ' ')" = "camp $BUNDLE_SHA 2000 null " ]
+  [ "$(jq -r '.name, .bundle_tree_sha, .min_steps' "$pin" | tr '\n' ' ')" = "camp $BUNDLE_SHA 2000 " ]
   [ "$(jq -r '.runs.fold3.config_hash' "$pin")" = trainer-fold3 ]        # not the runner's train.json sha256
   [ "$(jq -r '.runs.full.weights_sha256' "$pin")" = "$(sha256sum "$W/models/camp/runs/full/final/model.safetensors" | cut -d' ' -f1)" ]
   [ ! -e "$W/models/camp/runs/fold0/checkpoints" ]                    # checkpoints stay in the store
   python -c 'import sys; from pathlib import Path; from hearsay.assemble import load_pin; p = load_pin(Path(sys.argv[1])); assert p["runs"]["fold2"]["dir"].is_dir()' "$pin"
+}
+
+@test "the box scores come back beside the runs and the pin requires parity A and B from the box logits" {
+  echo stale >"$W/s" && mkdir -p "$W/models/camp/scores" && cp "$W/s" "$W/models/camp/scores/fold2_old.csv"
+  run "$REPO/runner/collect.sh" --min-steps 18 "$W/models/camp"
+  [ "$status" -eq 0 ]
+  pin=$W/models/camp/final_runs.json
+  [ "$(jq -c .parity "$pin")" = '{"file":"export/parity.json","require":["parity_a","parity_b"],"box_logits":"scores/full_parity_logits.json"}' ]
+  for job in fold0 fold1 fold2 fold3 fold4 full; do [ -f "$W/models/camp/scores/${job}_x.csv.meta.json" ]; done
+  [ -s "$W/models/camp/scores/full_parity_logits.json" ]
+  [ ! -e "$W/models/camp/scores/fold2_old.csv" ]                # only what the store holds now
+  [[ "$output" == *"6 box score file(s) in $W/models/camp/scores"* ]]
+  python -c 'import sys; from pathlib import Path; from hearsay.assemble import load_pin; p = load_pin(Path(sys.argv[1])); assert p["parity"]["file"] == Path(sys.argv[1]).parent.resolve() / "export" / "parity.json"' "$pin"
+}
+
+@test "without the full run's parity logits no pin is written, unless the operator waives parity B (recorded)" {
+  rm "$W/bucket/hearsay/runs/full/$BUNDLE_SHA/$cfg/scores/full_parity_logits.json"
+  run "$REPO/runner/collect.sh" --min-steps 18 "$W/models/camp"
+  [ "$status" -eq 3 ]
+  [[ "$output" == *"the full run brought back no scores/full_parity_logits.json"*"runner/collect.sh --no-parity"* ]]
+  [ ! -e "$W/models/camp/final_runs.json" ]
+  run "$REPO/runner/collect.sh" --no-parity --min-steps 18 "$W/models/camp"
+  [ "$status" -eq 0 ]
+  [ "$(jq -r .parity.waived "$W/models/camp/final_runs.json")" = "runner/collect.sh --no-parity: the operator pinned without parity B" ]
+  python -c 'import sys; from pathlib import Path; from hearsay.assemble import load_pin, check_f6_parity; assert "waived" in check_f6_parity(load_pin(Path(sys.argv[1])))' "$W/models/camp/final_runs.json"
 }
 
 @test "a run missing or not complete is named, and no pin is written" {

@@ -103,6 +103,49 @@ phases() { sed -n 's/^entry: g-7 \([A-Z]*\)$/\1/p' "$1" | tr '\n' ' '; }
   [[ "$output" == *"trainer exit 7 ("* ]]
 }
 
+# as_job KIND [FOLD]: the box's job.env turned into a fold or full job's (its run folder in the store).
+as_job() {
+  local job=$1
+  [ "$1" != fold ] || job=fold$2
+  sed -i -e "s|^HEARSAY_JOB=.*|HEARSAY_JOB=$job|" -e "s|^HEARSAY_KIND=.*|HEARSAY_KIND=$1|" \
+    -e "s|^HEARSAY_FOLD=.*|HEARSAY_FOLD=${2:-}|" "$box/job.env"
+  runs=$W/bucket/hearsay/runs/$job/$BUNDLE_SHA/$cfg_sha
+}
+
+@test "a fold job scores its rows after the run is pushed, and the scores reach RUN/scores in the store" {
+  as_job fold 1
+  run "$REPO/runner/box/entry.sh" "$box"
+  [ "$status" -eq 0 ]
+  [ "$(phases <(printf '%s\n' "$output"))" = "STARTED SMOKE TRAINING PUSHING SCORING DONE " ]
+  [ "$(cat "$box/score.args")" = "--run $box/run --bundle $box/bundle --out $box/run/scores" ]
+  [ -f "$runs/scores/fake_scores.csv.meta.json" ]
+  [ -f "$runs/run_meta.json" ]
+  [[ "$output" == *"entry: hearsay score-run: stand-in: 1 file(s)"* ]]
+}
+
+@test "the full job asks the scorer for the parity B logits, and a relaunch finds the store's scores first" {
+  as_job full
+  mkdir -p "$runs/scores"
+  echo "path,score" >"$runs/scores/full_test.csv"               # scored by an earlier box of this run
+  run "$REPO/runner/box/entry.sh" "$box"
+  [ "$status" -eq 0 ]
+  [[ "$(cat "$box/score.args")" == *"--out $box/run/scores --parity-clips 50" ]]
+  grep -qx "./full_test.csv" "$box/score.found"
+}
+
+@test "a scoring failure is a FAIL with the scorer's exit code and last lines in REASON, never DONE" {
+  as_job fold 3
+  FAKE_SCORE_RC=3 run "$REPO/runner/box/entry.sh" "$box"
+  [ "$status" -eq 1 ]
+  [ "$(phases <(printf '%s\n' "$output"))" = "STARTED SMOKE TRAINING PUSHING SCORING FAIL " ]
+  [[ "$output" == *"entry: scoring exit 3 ($HEARSAY_SCORE_RUN; "*"the trained run is in the store, its scores are not"* ]]
+  [ "$(cut -d' ' -f1-2 <<<"$(status_of pilot)")" = "g-7 FAIL" ]
+  grep -q "^scoring exit 3 " "$W/bucket/hearsay/runs/pilot/REASON"
+  grep -q "stand-in failure (exit 3)" "$W/bucket/hearsay/runs/pilot/REASON"
+  [ ! -e "$runs/scores/fake_scores.csv" ]
+  [ "$(cat "$box/CHAIN")" = "g-7 failed" ]
+}
+
 @test "started with an empty environment, the chain takes each variable it needs from the container and job.env" {
   printf 'OTHER=x\0' >>"$HEARSAY_INIT_ENVIRON"                  # not a name the box imports
   printf '#!/usr/bin/env bash\nenv >"%s/train.env"\nexec %s "$@"\n' "$box" "$RUNNER_BOX_TRAIN" >"$W/train_env.sh"

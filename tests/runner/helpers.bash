@@ -27,11 +27,12 @@ world() {
   export RUNNER_REAPER_POLL_S=0.3 RUNNER_REAPER_MAX_BACKOFF_S=1
   export RUNNER_REAPER_MODE=off              # tests run runner/reaper.sh --once themselves
   export RUNNER_BOX_TRAIN="$REPO/tests/runner/bin/fake_train.sh" HEARSAY_SMOKE_CHECK="$REPO/tests/runner/bin/smoke_ok.sh"
+  export HEARSAY_SCORE_RUN="$REPO/tests/runner/bin/fake_score.sh"   # the fake trainer's run has no model to score
   export HEARSAY_PUSH_WAIT_S=0.1 HEARSAY_BOX_WAIT_S=30 FAKE_TRAIN_S=0.3
   # What reaches a box (bin/fake_ssh.sh starts it from an empty environment): the test image's
   # smoke check (in its container environment) and, in the ssh session, the fakes' knobs and timings.
-  export FAKE_IMAGE_EXTRA="HEARSAY_SMOKE_CHECK"
-  export FAKE_SSH_PASS="VAST_URL FAKE_TRAIN_S FAKE_TRAIN_RC HEARSAY_PUSH_WAIT_S HEARSAY_BOX_WAIT_S HEARSAY_DESTROY_TRIES HEARSAY_STOP_WAIT_S RUNNER_DEBUG"
+  export FAKE_IMAGE_EXTRA="HEARSAY_SMOKE_CHECK HEARSAY_SCORE_RUN"
+  export FAKE_SSH_PASS="VAST_URL FAKE_TRAIN_S FAKE_TRAIN_RC FAKE_SCORE_RC HEARSAY_PUSH_WAIT_S HEARSAY_BOX_WAIT_S HEARSAY_DESTROY_TRIES HEARSAY_STOP_WAIT_S RUNNER_DEBUG"
   export RUNNER_BUNDLE_META=$W/bundle/bundle_meta.json RUNNER_TRAIN_CONFIG=$W/train.json
   small_bundle "$W/bundle"
   mkdir -p "$W/bucket/hearsay/bundles"                      # in the store, as runner/bundle_put.sh leaves it

@@ -2,7 +2,8 @@
 # The short rehearsal (scripts/rehearsal.sh --short): the real launcher, reaper and box entry with
 # the real `hearsay train --cpu-smoke` on a small demo bundle in a local rclone store. One job's
 # first launch must start fresh (a box that asks the trainer for a refusing resume fails here),
-# its box is killed after the first checkpoint and the relaunch must resume from the store.
+# its box is killed after the first checkpoint and the relaunch must resume from the store; the
+# relaunched box scores the run's own rows (hearsay score-run) into the store.
 
 @test "short rehearsal: bundle in the store, one job killed mid-training and resumed, teardown and ledger hold" {
   REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
@@ -11,5 +12,6 @@
   [ "$status" -eq 0 ]
   [[ "$output" == *"rehearsal: kill_resume  ok"*"killed with "*" complete checkpoint(s) in the store; fold2 relaunched"* ]]
   [[ "$output" == *"fold2 resumed from epoch "* ]]
+  [[ "$output" == *"rehearsal: box_scores   ok"*"1 file(s) scored on the boxes (cpu fp32, the trainer's): fold2_inner_oof.csv"* ]]
   [[ "$output" == *"rehearsal: every stage passed"* ]]
 }

@@ -3,13 +3,19 @@
     hearsay parity MODEL_DIR --checkpoint RUN_DIR            # on a CUDA box, after training
     hearsay parity MODEL_DIR --random-init xlsr300m-12       # XLS-R-300M shape, 12 layers
     hearsay parity MODEL_DIR --random-init tiny --device cpu # checks the command, no figure
+    hearsay parity MODEL_DIR --box-logits models/S/scores/full_parity_logits.json --bundle B
+                                                             # on the laptop, after collect
 
 Parity A (export correctness): PyTorch fp32 on CPU vs onnxruntime fp32, clips of mixed lengths,
 one by one and as one padded batch: max |delta logit| <= 1e-4.
 
 Parity B (training numerics): the model's bf16 logits on the GPU (autocast, as in training) vs
 onnxruntime fp32 on CPU over 50 clips of 3-8 s: Spearman > 0.99 and max |delta logit| < 0.05.
-GPU fp32 (TF32 off) vs onnxruntime is measured too, to tell precision from export bugs. The
+GPU fp32 (TF32 off) vs onnxruntime is measured too, to tell precision from export bugs.
+--box-logits FILE (with --bundle) needs no GPU: the full job's box recorded its logits on 50 test
+clips after training (hearsay score-run --parity-clips, hearsay.export.parity_box), and
+onnxruntime fp32 on this CPU is compared with them, same gate; the record says the box's
+device and precision (a CPU box, as in the rehearsal, trains and records in fp32). The
 result is written into MODEL_DIR/parity.json ("parity_b"). parity.json is not listed in
 SHA256SUMS, so the folder's identity (the sha256 of SHA256SUMS, which a deploy pin holds) is the
 same before and after (a folder exported before that rule lists it: its line is refreshed, and
@@ -97,12 +103,19 @@ def main(argv: list[str] | None = None) -> int:
     src.add_argument("--checkpoint", type=Path, help="run dir / checkpoint the folder came from")
     src.add_argument("--random-init", choices=SHAPES,
                      help="build this shape in code and export it to MODEL_DIR first")
+    src.add_argument("--box-logits", type=Path, metavar="FILE",
+                     help="the full job's full_parity_logits.json: compare ONNX with them here")
+    ap.add_argument("--bundle", type=Path, help="with --box-logits: the bundle of the runs")
     ap.add_argument("--clips", type=int, default=50, help="clips, lengths spread over 3-8 s")
     ap.add_argument("--seed", type=int, default=0, help="RNG seed of the synthetic clips")
     ap.add_argument("--device", default="cuda",
                     help="torch device of the bf16/fp32 side: cuda (default), cuda:N, or cpu "
                     "(CPU bf16: checks the command only, recorded as parity_b_cpu_check)")
     args = ap.parse_args(argv)
+    if args.box_logits is not None:
+        if args.bundle is None:
+            ap.error("--box-logits needs --bundle (the clips are rebuilt from it)")
+        return from_box(args.model_dir, args.box_logits, args.bundle)
     import torch
 
     on_gpu = args.device != "cpu"
@@ -144,6 +157,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hearsay parity: {args.model_dir}/SHA256SUMS lists parity.json (an older "
               "export): refreshed, so the folder's identity changed; re-export to keep it "
               "fixed", file=sys.stderr)
+    print(json.dumps(report, indent=2))
+    return EXIT_OK if report["passed"] else EXIT_GATE
+
+
+def from_box(model_dir: Path, box_file: Path, bundle_dir: Path) -> int:
+    """--box-logits: parity_b from the box's logits, written into MODEL_DIR/parity.json."""
+    from hearsay import score as scoring
+    from hearsay.deploy import ModelError
+    from hearsay.export import parity_box
+
+    try:
+        bundle = scoring.load_bundle(bundle_dir)
+        report = parity_box.compare(model_dir, box_file, bundle)
+    except (ModelError, scoring.ScoreError, OSError, ValueError, KeyError) as err:
+        print(f"hearsay parity: {err}", file=sys.stderr)
+        return EXIT_MODEL
+    pj = model_dir / "parity.json"
+    pj.write_text(json.dumps({**json.loads(pj.read_text()), "parity_b": report}, indent=2)
+                  + "\n")
     print(json.dumps(report, indent=2))
     return EXIT_OK if report["passed"] else EXIT_GATE
 
