@@ -37,7 +37,7 @@ ablation_hours_used() {
   for j in $(jobs_list); do
     printf '%s %s %s\n' "$(rec_get "$j" instance)" "$(rec_get "$j" created_at)" "$(rec_get "$j" deadline)"
   done >"$recs"
-  cat "$LEDGER" "$RUNNER_STATE/ledger.spool" 2>/dev/null | awk -F, -v recs="$recs" \
+  { cat "$LEDGER" 2>/dev/null; cat "$RUNNER_STATE/ledger.spool" 2>/dev/null; true; } | awk -F, -v recs="$recs" \
     -v dflt="$(calc 'h * f' h="$RUNNER_HOURS_ABLATION" f="$RUNNER_DEADLINE_FACTOR")" '
     function num(x) { return x ~ /^[0-9]+(\.[0-9]+)?$/ }
     BEGIN { while ((getline line < recs) > 0) { split(line, f, " "); if (num(f[2]) && num(f[3])) max[f[1]] = (f[3] - f[2]) / 3600 } }

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hearsay import compare, metrics, readouts
 from hearsay import gate as gating
-from hearsay import metrics, readouts
 from hearsay.hashing import git_sha
 from hearsay.metrics import PI_OF_RECORD
 
@@ -238,6 +238,8 @@ def markdown(meta: dict, plots: dict) -> str:
     lines = [f"# Campaign report: {meta['name']}", "", *meta.get("opening", []),
              f"Conventions: {metrics.CONVENTION}.", "",
              *gating.markdown(meta["gate"], meta.get("bar_note"))]
+    if meta.get("ablation"):  # the recipe decision that chose what these runs trained
+        lines += [compare.markdown(meta["ablation"]), ""]
     lines += ["## Metrics", "", HEAD]
     lines += [_row(name, m) for name, m in meta["metrics"].items()]
     for name, m in meta["metrics"].items():
@@ -269,8 +271,10 @@ def markdown(meta: dict, plots: dict) -> str:
 
 def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = None,
               ledger: Path | None = None,
-              reports: Path = Path("docs/reports"), about: dict | None = None) -> dict:
+              reports: Path = Path("docs/reports"), about: dict | None = None,
+              ablation: dict | None = None) -> dict:
     """meta.json + the markdown report + plots for an assembled campaign; returns meta.
+    `ablation`: the recipe decision (hearsay compare's JSON), recorded as meta "ablation".
 
     `about` (optional): {"corpus": what the clips are, "bar": what the bar detector is and, for a
     bar that any model passes, that it is one} - words for the report's opening and gate line."""
@@ -325,6 +329,7 @@ def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = No
             "identity": identity, "parity": done.get("parity"), "spend": spend(ledger),
             "checks": ["F1", "F2", "F3", "F4", "F5"] + (["F6"] if pin["parity"] else []),
             "report": str(report_md), "bar_note": (about or {}).get("bar"),
+            "ablation": ablation,
             "opening": what_was_run(done, bundle, results, about or {}),
             "plots": {k: str(v) for k, v in plots.items()}}
     rel = {k: str(Path(v).relative_to(reports)) for k, v in plots.items()}
