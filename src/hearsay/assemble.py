@@ -358,14 +358,15 @@ def main(argv: list[str] | None = None) -> int:
     from hearsay import report
 
     try:
-        from hearsay.compare import load_decision
+        from hearsay import compare
 
-        ablation = None if args.ablation is None else load_decision(args.ablation)
+        ablation = None if args.ablation is None else compare.load_decision(args.ablation)
         bundle = scoring.load_bundle(args.bundle, verify=not args.no_verify_bundle)
         done = assemble(args.pinned, bundle, args.outputs,
                         scoring.ScoreConfig(device=args.device))
         meta = report.write_all(done, bundle, bars=bars, probe=args.probe, ledger=args.ledger,
-                                reports=args.reports, ablation=ablation)
+                                reports=args.reports, ablation=ablation,
+                                ablation_md=ablation and compare.markdown(ablation))
     except CheckFailed as err:
         print(f"hearsay assemble: check failed: {err}", file=sys.stderr)
         return EXIT_CHECK

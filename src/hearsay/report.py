@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import compare, metrics, readouts
 from hearsay import gate as gating
+from hearsay import metrics, readouts
 from hearsay.hashing import git_sha
 from hearsay.metrics import PI_OF_RECORD
 
@@ -234,12 +234,12 @@ def what_was_run(done: dict, bundle, results: dict, about: dict) -> list[str]:
     return lines + [""]
 
 
-def markdown(meta: dict, plots: dict) -> str:
+def markdown(meta: dict, plots: dict, ablation_md: str | None = None) -> str:
     lines = [f"# Campaign report: {meta['name']}", "", *meta.get("opening", []),
              f"Conventions: {metrics.CONVENTION}.", "",
              *gating.markdown(meta["gate"], meta.get("bar_note"))]
-    if meta.get("ablation"):  # the recipe decision that chose what these runs trained
-        lines += [compare.markdown(meta["ablation"]), ""]
+    if ablation_md:  # the recipe decision that chose what these runs trained
+        lines += [ablation_md, ""]
     lines += ["## Metrics", "", HEAD]
     lines += [_row(name, m) for name, m in meta["metrics"].items()]
     for name, m in meta["metrics"].items():
@@ -272,9 +272,10 @@ def markdown(meta: dict, plots: dict) -> str:
 def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = None,
               ledger: Path | None = None,
               reports: Path = Path("docs/reports"), about: dict | None = None,
-              ablation: dict | None = None) -> dict:
+              ablation: dict | None = None, ablation_md: str | None = None) -> dict:
     """meta.json + the markdown report + plots for an assembled campaign; returns meta.
-    `ablation`: the recipe decision (hearsay compare's JSON), recorded as meta "ablation".
+    `ablation`: the recipe decision (hearsay compare's JSON), recorded as meta "ablation";
+    `ablation_md`: its report section (hearsay.compare.markdown).
 
     `about` (optional): {"corpus": what the clips are, "bar": what the bar detector is and, for a
     bar that any model passes, that it is one} - words for the report's opening and gate line."""
@@ -333,7 +334,7 @@ def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = No
             "opening": what_was_run(done, bundle, results, about or {}),
             "plots": {k: str(v) for k, v in plots.items()}}
     rel = {k: str(Path(v).relative_to(reports)) for k, v in plots.items()}
-    report_md.write_text(markdown(meta, rel))
+    report_md.write_text(markdown(meta, rel, ablation_md))
     (pin["stamp_dir"] / "meta.json").write_text(
         json.dumps(metrics.jsonable(meta), indent=2, allow_nan=False, default=str) + "\n")
     return meta
