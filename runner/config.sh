@@ -28,6 +28,8 @@
 : "${RUNNER_HOURS_FOLD:=4}"
 : "${RUNNER_HOURS_FULL:=5}"
 : "${RUNNER_HOURS_PROBE:=0.25}"
+: "${RUNNER_HOURS_ABLATION:=0.5}"            # one ablation rental (runner/launch.sh ablate); its most: x FACTOR
+: "${RUNNER_ABLATION_GPU_HOURS:=2}"          # cap on all ablation rentals' GPU-hours (ledger: spent + open at most)
 : "${RUNNER_DEADLINE_FACTOR:=1.5}"           # reaper destroys at created + FACTOR * estimated hours
 : "${RUNNER_UNKNOWN_COMMIT_H:=1}"            # hours charged to a listed instance with no record of ours
 
@@ -67,7 +69,9 @@
 # --- identity of what a job trains (pilot gate) -------------------------------------------------------
 : "${RUNNER_BUNDLE_META:=bundle/bundle_meta.json}"  # local copy of the bundle's meta: its tree_sha
 : "${RUNNER_TRAIN_CONFIG:=${RUNNER_ROOT}/../configs/train.json}"  # `hearsay train --config` JSON:
-#   its sha256 is the config hash; its exact bytes go to the box as BOX_DIR/train.json (not for probe)
+#   its sha256 is the config hash; its exact bytes go to the box as BOX_DIR/train.json (not for probe);
+#   without train.epochs it is the recipe the pilot gate keys on (runner/lib/recipe.sh)
+: "${RUNNER_RECIPES:=${RUNNER_ROOT}/../configs/recipes}"  # ablation recipes: NAME.json, a training config each
 
 # A site file (RUNNER_CONFIG) may set any of the above.
 if [ -n "${RUNNER_CONFIG:-}" ]; then

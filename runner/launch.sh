@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: runner/launch.sh [--yes] [--no-pilot-gate] pilot | full | fold N | probe
+# Usage: runner/launch.sh [--yes] [--no-pilot-gate] [--any-epochs] pilot | full | fold N | probe | ablate RECIPE fold N
 # Summary: rent one GPU box for one training job, start its chain, and never leave it billing
 #
 # In order, under one launch lock shared by every job (concurrent launches wait their turn, up to
@@ -19,7 +19,21 @@
 # its absence; a box that cannot be confirmed gone is recorded ORPHAN for runner/reaper.sh.
 #
 #   --yes            scripted go-ahead (no prompt)
-#   --no-pilot-gate  let fold/full run without a DONE pilot of the same bundle + config (logged)
+#   --no-pilot-gate  let fold/full run without a DONE pilot of the same bundle + recipe, and without
+#                    checking the epoch count E (logged)
+#   --any-epochs     let fold/full run with a train.epochs other than the E recorded for the recipe
+#                    (runner/epochs.sh; logged)
+#
+# The pilot gate keys on the recipe: RUNNER_TRAIN_CONFIG without its step budget (train.epochs;
+# runner/lib/recipe.sh), so a pilot of 1 epoch clears finals of 3; and a fold/full config must set
+# train.epochs to the E recorded for its bundle + recipe (runner/epochs.sh from-pilot | set E).
+#
+# ablate RECIPE fold N: job ablate-RECIPE-foldN trains RUNNER_RECIPES/RECIPE.json (a training config,
+# RECIPE of [a-z0-9_]) on inner fold N, validating on fold N (the box runs a fold job; its store
+# folder is runs/ablate-RECIPE-foldN/..., apart from the finals'). No pilot gate; instead, under the
+# launch lock, the GPU-hours of every ablation rental in the ledger (closed: their hours; open: their
+# most, to the deadline) + this job's most (RUNNER_HOURS_ABLATION x RUNNER_DEADLINE_FACTOR) must fit
+# RUNNER_ABLATION_GPU_HOURS, else exit 15 before anything is rented.
 #
 # Settings: runner/config.sh (each overridable by an environment variable of the same name).
 # Prints the instance id on stdout when PROVISIONED.
@@ -36,7 +50,8 @@
 #   11 no API key (or a key file readable by others); 12 remote path refused; 13 no reaper running
 #   and none could be started (RUNNER_REAPER_MODE); 14 the store holds no verified copy of the
 #   bundle (RUNNER_STORE/bundles/<tree_sha>/VERIFIED: runner/bundle_put.sh BUNDLE_DIR), checked
-#   before any offer is searched.
+#   before any offer is searched; 15 the ablation GPU-hour cap (RUNNER_ABLATION_GPU_HOURS) would be
+#   passed, or the ledger's ablation hours cannot be read.
 set -euo pipefail
 export RUNNER_SCRIPT=launch
 # shellcheck source=runner/lib/common.sh
@@ -60,15 +75,22 @@ export RUNNER_SCRIPT=launch
 # shellcheck source=runner/lib/launch_steps.sh
 . "$RUNNER_ROOT/lib/launch_steps.sh"
 
-yes=0 gate=1 kind="" fold=""
+yes=0 gate=1 any_epochs=0 kind="" fold="" recipe=""
 # mixed WORD: a second job word (fold 3 pilot, fold 3 fold 4) is a usage error, never a merged job.
-mixed() { die 2 "one job per launch: got $kind${fold:+ $fold} and then $1" "runner/launch.sh pilot | full | fold N | probe"; }
+mixed() { die 2 "one job per launch: got ${recipe:+ablate $recipe }$kind${fold:+ $fold} and then $1" "runner/launch.sh pilot | full | fold N | probe | ablate RECIPE fold N"; }
 while [ $# -gt 0 ]; do
   case $1 in
     -h | --help) usage_from "$0"; exit 0 ;;
     --yes) yes=1 ;;
     --no-pilot-gate) gate=0 ;;
-    pilot | full | probe) [ -z "$kind" ] || mixed "$1"; kind=$1 ;;
+    --any-epochs) any_epochs=1 ;;
+    pilot | full | probe) [ -z "$kind$recipe" ] || mixed "$1"; kind=$1 ;;
+    ablate)
+      [ -z "$kind$recipe" ] || mixed "$1"
+      recipe=${2:-}
+      case $recipe in '' | *[!a-z0-9_]*) die 2 "ablate needs a recipe name of a-z, 0-9 and _" "runner/launch.sh ablate core_only fold 0" ;; esac
+      [ "${3:-}" = fold ] || die 2 "ablate $recipe needs an inner fold" "runner/launch.sh ablate $recipe fold 0"
+      shift ;;
     fold)
       [ -z "$kind" ] || mixed "$1"
       kind="fold"
@@ -79,8 +101,13 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ -n "$kind" ] || die 2 "no job given" "runner/launch.sh pilot | full | fold N | probe"
+[ -n "$kind" ] || die 2 "no job given" "runner/launch.sh pilot | full | fold N | probe | ablate RECIPE fold N"
 job=$kind$fold
+if [ -n "$recipe" ]; then   # the recipe's own config and job name: never a final's store folder
+  RUNNER_TRAIN_CONFIG=$RUNNER_RECIPES/$recipe.json
+  [ -r "$RUNNER_TRAIN_CONFIG" ] || die 2 "no recipe $recipe: $RUNNER_TRAIN_CONFIG is missing" "write its training config there (RUNNER_RECIPES, docs/RUNBOOK.md)"
+  job=ablate-$recipe-$job
+fi
 # stdout is for the instance id only. Closed, it is reopened on /dev/null (said), so no later command
 # that writes to it can fail and be mistaken for a refusal; the id is in the record either way.
 if ! (exec 9>&1) 2>/dev/null; then   # duplicating fd 1 fails only when it is closed
@@ -107,7 +134,8 @@ lock_take "$budget_lock" $((RUNNER_LAUNCH_WAIT_S * 10)) \
   || die 4 "another launch held the budget lock for over RUNNER_LAUNCH_WAIT_S=$RUNNER_LAUNCH_WAIT_S s" "wait for it (runner/status.sh), then launch again"
 
 step_previous "$job"                      # exit 4/5 unless the old record is cleared
-step_pilot_gate "$job" "$kind" "$gate"    # exit 6 for fold/full without a DONE pilot
+step_pilot_gate "$job" "$kind" "$gate" "$any_epochs"  # exit 6: fold/full without a DONE pilot or E
+step_ablation_cap                         # exit 15: an ablation past RUNNER_ABLATION_GPU_HOURS
 step_budget "$kind"                       # sets offer dph credit estimate; exit 3/8
 step_go_ahead "$yes"                      # exit 6 without a yes
 step_reaper                               # a live reaper, or one started; exit 13

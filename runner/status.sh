@@ -7,7 +7,9 @@
 #
 #   --why JOB   read the store instead: the job's last STATUS line and, after a FAIL, the REASON its
 #               box left (the failing step, the trainer's exit code and last lines), so why a job
-#               failed is known after the box is gone
+#               failed is known after the box is gone; and its trainer's last validation readout
+#               (READOUT: minDCF at pi 0.3, EER, AUC; for the pilot, fold 4) from its run folder,
+#               that of the record's bundle + config (or RUNNER_BUNDLE_META + RUNNER_TRAIN_CONFIG)
 #
 # Exit codes: 0 printed; 2 usage; 3 (--why) the store has no STATUS for JOB or cannot be read.
 set -euo pipefail
@@ -31,6 +33,18 @@ case ${1:-} in
     echo "STATUS $line"
     # shellcheck disable=SC2086
     RCLONE_CONFIG="$RUNNER_RCLONE_CONF" $RUNNER_RCLONE cat "$p/REASON" </dev/null 2>/dev/null | sed 's/^/  /' || true
+    # shellcheck source=runner/lib/bundles.sh
+    . "$RUNNER_ROOT/lib/bundles.sh"
+    b=$(rec_get "$2" bundle_sha) c=$(rec_get "$2" config_hash)
+    [ -n "$b" ] || b=$(jq -r '.tree_sha // empty' "$RUNNER_BUNDLE_META" 2>/dev/null || true)
+    [ -n "$c" ] || c=$(sha256_file "$RUNNER_TRAIN_CONFIG" 2>/dev/null || true)
+    readout=""
+    if [ -n "$b" ] && [ -n "$c" ] && rp=$(store_run_path "$2" "$b" "$c"); then
+      # shellcheck disable=SC2086
+      readout=$(RCLONE_CONFIG="$RUNNER_RCLONE_CONF" $RUNNER_RCLONE cat "$rp/readout.json" </dev/null 2>/dev/null) || readout=""
+    fi
+    [ -z "$readout" ] || printf '%s\n' "$readout" | jq -r 'def r: if type == "number" then . * 10000 | round / 10000 else . end;
+        "READOUT epoch \(.epoch) step \(.step)\(if .epoch_end then " (epoch end)" else "" end): minDCF(pi \(.pi)) \(.min_dcf | r) EER \(.eer | r) AUC \(.auc | r) on \(.n) validation clips"' 2>/dev/null || true
     exit 0 ;;
   '') ;;
   *) die 2 "unknown argument: $1" "see runner/status.sh --help" ;;

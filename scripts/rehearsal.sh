@@ -17,9 +17,16 @@
 #   corpus, bundle     hearsay demo-data, splits make, bundle
 #   bundle_put         runner/bundle_put.sh: into the store, verified by tree-sha
 #   reaper             runner/reaper.sh started (one for the whole campaign)
-#   pilot, pilot_gate  a fold launch is refused before the pilot; the pilot reaches DONE and the
-#                      reaper's destroy opens the gate for this bundle + training config
-#   fan_out            fold0-4 and full launched at once
+#   pilot, pilot_gate  a fold launch is refused before the pilot; the pilot (1 epoch, its own config
+#                      of the campaign's recipe) reaches DONE and the reaper's destroy opens the gate
+#                      for this bundle + recipe
+#   pilot_e            runner/epochs.sh from-pilot applies the E rule (--factor 3 on the 1-epoch
+#                      pilot: E = 3); a fold launch trained for another epoch count is refused;
+#                      train.json gets E
+#   ablation           two tiny recipes (RUNNER_RECIPES: base, lr_high) on inner fold 0 under the
+#                      GPU-hour cap; runner/collect_ablation.sh pins each (scored here), hearsay
+#                      compare ranks them: models/ablation/decision.json (assemble --ablation)
+#   fan_out            fold0-4 and full launched at once, at E
 #   kill_resume        fold2's box killed after its first checkpoint (the host vanished: processes
 #                      killed, instance destroyed), the job relaunched: it resumes from the store
 #   all_done           every job DONE, its box destroyed by the reaper
@@ -176,19 +183,56 @@ why() { "$REPO/runner/status.sh" --why "$1" 2>&1 | head -n 8 | tr '\n' ' '; }
 # done_by_reaper JOB: its record archived by the reaper with result DONE.
 done_by_reaper() { [ ! -d "$RUNNER_STATE/jobs/$1" ] && [ "$(archived_result "$1")" = DONE ]; }
 gone() { [ ! -d "$RUNNER_STATE/jobs/$1" ] && [ -n "$(archived_result "$1")" ]; }
+# --- pilot -> E, ablation (begin) ------------------------------------------------------------------
+# The pilot trains the campaign's recipe for 1 epoch (its own config: train.json's recipe, another
+# epoch count); the E rule turns its fold-4 readout into the finals' epoch count.
+recipe_of() { bash -c '. "$1/runner/lib/common.sh" && . "$1/runner/lib/bundles.sh" && . "$1/runner/lib/recipe.sh" && recipe_hash "$2"' _ "$REPO" "$1"; }
 do_pilot() {
-  local rc=0
+  local rc=0 pdir readout
   launch fold 0 || rc=$?
   [ "$rc" -eq 6 ] || { fail "fold 0 before the pilot: exit $rc, expected 6 (no DONE pilot)"; return 1; }
-  launch pilot
+  jq -c '.train.epochs = 1' "$RUNNER_TRAIN_CONFIG" >"$W/pilot.json"
+  RUNNER_TRAIN_CONFIG=$W/pilot.json launch pilot
   wait_until 900 "pilot ended and destroyed" gone pilot
-  done_by_reaper pilot || { fail "pilot ended $(archived_result pilot): $(why pilot)"; return 1; }
-  say_detail "fold 0 refused before it (exit 6); pilot $(jq -r '.steps' "$(run_dir pilot)/run_meta.json") steps, DONE"
+  done_by_reaper pilot || { fail "pilot ended $(archived_result pilot): $(RUNNER_TRAIN_CONFIG=$W/pilot.json why pilot)"; return 1; }
+  pdir=$W/bucket/hearsay/runs/pilot/$BUNDLE/$(sha256sum "$W/pilot.json" | cut -d' ' -f1)
+  readout=$(RUNNER_TRAIN_CONFIG=$W/pilot.json "$REPO/runner/status.sh" --why pilot | grep '^READOUT') \
+    || { fail "runner/status.sh --why pilot shows no READOUT of the pilot"; return 1; }
+  say_detail "fold 0 refused before it (exit 6); pilot $(jq -r '.steps' "$pdir/run_meta.json") steps, DONE; $readout"
 }
 do_pilot_gate() {
-  [ -f "$RUNNER_STATE/pilots/$BUNDLE-$(cfg_sha)" ] || { fail "no pilot marker for bundle $BUNDLE config $(cfg_sha)"; return 1; }
-  say_detail "pilots/$BUNDLE-$(cfg_sha | cut -c1-12)…"
+  [ -f "$RUNNER_STATE/pilots/$BUNDLE-$(recipe_of "$RUNNER_TRAIN_CONFIG")" ] || { fail "no pilot marker for bundle $BUNDLE recipe $(recipe_of "$RUNNER_TRAIN_CONFIG")"; return 1; }
+  say_detail "pilots/$BUNDLE-$(recipe_of "$RUNNER_TRAIN_CONFIG" | cut -c1-12)… (the recipe: train.json without train.epochs)"
 }
+do_pilot_e() {
+  local e rc=0
+  e=$("$REPO/runner/epochs.sh" from-pilot --pilot-config "$W/pilot.json" --factor 3 | tail -n 1)
+  [ "$e" = 3 ] || { fail "E from the 1-epoch pilot x 3 is $e, expected 3"; return 1; }
+  RUNNER_TRAIN_CONFIG=$W/pilot.json launch fold 0 || rc=$?   # 1 epoch, not E
+  [ "$rc" -eq 6 ] || { fail "a fold launch at 1 epoch with E = 3 recorded: exit $rc, expected 6"; return 1; }
+  jq -c --argjson e "$e" '.train.epochs = $e' "$RUNNER_TRAIN_CONFIG" >"$W/train.e.json" && mv "$W/train.e.json" "$RUNNER_TRAIN_CONFIG"
+  say_detail "E = $e ($(sed -n 2p "$RUNNER_STATE/epochs/$BUNDLE-$(recipe_of "$RUNNER_TRAIN_CONFIG")" | cut -c1-60)…); fold 0 at 1 epoch refused (exit 6)"
+}
+# Two tiny recipes on inner fold 0, each one rental under RUNNER_ABLATION_GPU_HOURS (2 x 0.5 h x
+# the deadline factor 1.5 = 1.5 h of 2 h), pinned, scored here, ranked by hearsay compare.
+ABLATION_DECISION=""   # set once the ablation stage passed (assemble --ablation)
+do_ablation() {
+  local r dir=$W/models/ablation
+  export RUNNER_RECIPES=$W/recipes
+  mkdir -p "$RUNNER_RECIPES" "$dir"
+  echo '{"train": {"epochs": 1, "batches_per_epoch": 6}}' >"$RUNNER_RECIPES/base.json"
+  echo '{"train": {"epochs": 1, "batches_per_epoch": 6, "lr_head": 0.03}}' >"$RUNNER_RECIPES/lr_high.json"
+  for r in base lr_high; do launch ablate "$r" fold 0 >"$LOGS/launch.ablate-$r.out" 2>"$LOGS/launch.ablate-$r.err"; done
+  for r in base lr_high; do
+    wait_until 900 "ablate-$r-fold0 ended and destroyed" gone "ablate-$r-fold0"
+    done_by_reaper "ablate-$r-fold0" || { fail "ablate-$r-fold0 ended $(archived_result "ablate-$r-fold0")"; return 1; }
+    "$REPO/runner/collect_ablation.sh" --score "$W/bundle" "$r" 0 "$dir/$r" >/dev/null
+  done
+  hearsay compare --recipe "base=$dir/base/ablation_runs.json" --recipe "lr_high=$dir/lr_high/ablation_runs.json" \
+    --bundle "$W/bundle" --json "$dir/decision.json" --markdown "$dir/decision.md"
+  say_detail "2 recipes on fold 0, $(jq -r .n_clips "$dir/decision.json") clips; chosen $(jq -r .chosen "$dir/decision.json"), flips: $(jq -r '.flips | length' "$dir/decision.json"); $(grep -o 'ablation cap: [^<]*' "$RUNNER_STATE/runner.log" | tail -n 1)"
+}
+# --- pilot -> E, ablation (end) --------------------------------------------------------------------
 JOBS="fold0 fold1 fold2 fold3 fold4 full"
 do_fan_out() {
   local j pids="" rc=0 p
@@ -254,7 +298,7 @@ do_collect() {
 }
 do_assemble() {
   hearsay assemble --pinned "$W/models/rehearsal/final_runs.json" --bundle "$W/bundle" \
-    --ledger "$LEDGER" --outputs "$W/outputs" --reports "$W/reports"
+    --ledger "$LEDGER" --outputs "$W/outputs" --reports "$W/reports" ${ABLATION_DECISION:+--ablation "$ABLATION_DECISION"}
   assemble_used_box_scores
   say_detail "$(($(wc -l <"$W/outputs/detector_scores/rehearsal.csv") - 1)) rows, F1-F6 passed (F6: parity A and B); rescored_here 0: every file from the boxes"
 }
@@ -338,6 +382,9 @@ if [ "$short" = 1 ]; then
 else
   stage pilot do_pilot
   stage pilot_gate do_pilot_gate
+  stage pilot_e do_pilot_e           # pilot -> E, ablation (begin)
+  stage ablation do_ablation
+  ABLATION_DECISION=$W/models/ablation/decision.json   # (end) set in the stage's subshell; here too
   stage fan_out do_fan_out
   stage kill_resume do_kill_resume
   stage all_done do_all_done

@@ -2,26 +2,32 @@
 # runner/lib/launch_steps.sh — the steps of runner/launch.sh, in the order it runs them. They share
 # the launcher's globals: job kind fold gen offer dph credit estimate instance host port launch_lock
 # budget_lock.
-# shellcheck disable=SC2154  # kind, fold, job, launch_lock and budget_lock are set by runner/launch.sh
+# shellcheck disable=SC2154  # kind, fold, job, recipe, launch_lock and budget_lock are set by runner/launch.sh
 # shellcheck source=runner/lib/bundles.sh
 . "$RUNNER_ROOT/lib/bundles.sh"
+# shellcheck source=runner/lib/recipe.sh
+. "$RUNNER_ROOT/lib/recipe.sh"
 
+# hours_for KIND: the budget estimate's hours (an ablation's fold job: RUNNER_HOURS_ABLATION).
 hours_for() {
+  [ -z "${recipe:-}" ] || { echo "$RUNNER_HOURS_ABLATION"; return 0; }
   case $1 in
     pilot) echo "$RUNNER_HOURS_PILOT" ;; fold) echo "$RUNNER_HOURS_FOLD" ;;
     full) echo "$RUNNER_HOURS_FULL" ;; *) echo "$RUNNER_HOURS_PROBE" ;;
   esac
 }
 
-# identity KIND: sets bundle_sha and config_hash (what the pilot gate compares).
+# identity KIND: sets bundle_sha, config_hash (sha256 of the file: the store folder, what the box
+# checks) and recipe_hash (the same config without its step budget: what the pilot gate compares).
 identity() {
-  bundle_sha=none config_hash=none
+  bundle_sha=none config_hash=none recipe_hash=none
   [ "$1" = probe ] && return 0
   [ -r "$RUNNER_BUNDLE_META" ] || die 2 "no bundle meta at $RUNNER_BUNDLE_META" "set RUNNER_BUNDLE_META to the bundle's bundle_meta.json"
   [ -r "$RUNNER_TRAIN_CONFIG" ] || die 2 "no training config at $RUNNER_TRAIN_CONFIG" "set RUNNER_TRAIN_CONFIG"
   bundle_sha=$(jq -r '.tree_sha // empty' "$RUNNER_BUNDLE_META" 2>/dev/null || true)
   [ -n "$bundle_sha" ] || die 2 "$RUNNER_BUNDLE_META has no tree_sha" "rebuild the bundle with hearsay bundle"
   config_hash=$(sha256_file "$RUNNER_TRAIN_CONFIG")
+  recipe_hash=$(recipe_hash "$RUNNER_TRAIN_CONFIG") || die 2 "$RUNNER_TRAIN_CONFIG is not JSON" "fix the config; check it with: hearsay train --check-config --config $RUNNER_TRAIN_CONFIG"
   step_check_config "$1"               # exit 2: the trainer refuses the config, nothing rented
   step_bundle_in_store "$bundle_sha"   # exit 14: no verified copy in the store, nothing rented
 }
@@ -76,17 +82,53 @@ step_previous() {
   say "old record of job $job cleared (its instance ${id:-none} is confirmed absent)"
 }
 
-# step_pilot_gate JOB KIND GATE: fold/full need a DONE pilot of the same bundle tree-sha + config hash.
+# step_pilot_gate JOB KIND GATE ANY_EPOCHS: fold/full need a DONE pilot of the same bundle tree-sha +
+# recipe hash (the config without its epoch count: a short pilot clears longer finals), and the
+# config's train.epochs must be the E recorded for that recipe (runner/epochs.sh) unless ANY_EPOCHS
+# is 1 (--any-epochs, logged). GATE 0 (--no-pilot-gate, logged) skips both. An ablation's fold job
+# (a recipe of its own, job ablate-*) is not gated: runner/launch.sh ablate caps it in GPU-hours.
 step_pilot_gate() {
   identity "$2"
   case $2 in fold | full) ;; *) return 0 ;; esac
-  [ -f "$RUNNER_STATE/pilots/$bundle_sha-$config_hash" ] && return 0
+  [ -z "${recipe:-}" ] || return 0
   if [ "$3" = 0 ]; then
-    say "pilot gate overridden (--no-pilot-gate): no DONE pilot for bundle $bundle_sha config $config_hash"
-    log_event "pilot gate OVERRIDDEN for $1 (bundle $bundle_sha config $config_hash)"
+    say "pilot gate overridden (--no-pilot-gate): DONE pilot and epoch count E not checked for bundle $bundle_sha recipe $recipe_hash"
+    log_event "pilot gate OVERRIDDEN for $1 (bundle $bundle_sha recipe $recipe_hash config $config_hash)"
     return 0
   fi
-  die 6 "no DONE pilot for bundle $bundle_sha and config $config_hash" "run runner/launch.sh pilot first, or pass --no-pilot-gate"
+  [ -f "$RUNNER_STATE/pilots/$bundle_sha-$recipe_hash" ] \
+    || die 6 "no DONE pilot for bundle $bundle_sha and recipe $recipe_hash ($RUNNER_TRAIN_CONFIG without train.epochs)" "run runner/launch.sh pilot first, or pass --no-pilot-gate"
+  step_epochs "$1" "$4"
+}
+
+# step_epochs JOB ANY_EPOCHS: the config's train.epochs = the E recorded for bundle + recipe.
+step_epochs() {
+  local e have
+  e=$(recorded_epochs "$bundle_sha" "$recipe_hash")
+  have=$(config_epochs "$RUNNER_TRAIN_CONFIG")
+  [ -n "$e" ] && [ "$have" = "$e" ] && return 0
+  if [ "$2" = 1 ]; then
+    say "epoch check overridden (--any-epochs): train.epochs ${have:-unset}, recorded E ${e:-none}"
+    log_event "epoch check OVERRIDDEN for $1 (train.epochs ${have:-unset}, recorded E ${e:-none}, recipe $recipe_hash)"
+    return 0
+  fi
+  [ -n "$e" ] || die 6 "no epoch count E recorded for bundle $bundle_sha and recipe $recipe_hash" "record the pilot's: runner/epochs.sh from-pilot (or your own: runner/epochs.sh set E), or pass --any-epochs"
+  die 6 "$RUNNER_TRAIN_CONFIG sets train.epochs ${have:-unset}, the recorded E is $e" "set \"epochs\": $e in its train section, or pass --any-epochs"
+}
+
+# step_ablation_cap: an ablation's rental must fit RUNNER_ABLATION_GPU_HOURS: the hours of every
+# ablation rental in the ledger (closed: spent; open: at their most, ablation_hours_used) plus this
+# job's most (RUNNER_HOURS_ABLATION x RUNNER_DEADLINE_FACTOR, where the reaper ends it). Exit 15.
+step_ablation_cap() {
+  local used mine
+  [ -n "${recipe:-}" ] || return 0
+  used=$(ablation_hours_used) || die 15 "cannot read the ablation hours from $LEDGER" "fix the ledger (runner/ledger.sh names bad rows)"
+  mine=$(calc 'h * f' h="$RUNNER_HOURS_ABLATION" f="$RUNNER_DEADLINE_FACTOR") || die 15 "cannot compute this job's hours" "check RUNNER_HOURS_ABLATION and RUNNER_DEADLINE_FACTOR"
+  is_number "$RUNNER_ABLATION_GPU_HOURS" || die 15 "RUNNER_ABLATION_GPU_HOURS=$RUNNER_ABLATION_GPU_HOURS is not a number" "set it in runner/config.sh"
+  if ! awk -v u="$used" -v m="$mine" -v c="$RUNNER_ABLATION_GPU_HOURS" 'BEGIN { exit !(u + m <= c + 1e-9) }' </dev/null; then
+    die 15 "ablation GPU-hour cap: $used h used or committed by ablation rentals + $mine h for $job > RUNNER_ABLATION_GPU_HOURS=$RUNNER_ABLATION_GPU_HOURS" "fewer recipes or folds, a lower RUNNER_HOURS_ABLATION, or raise RUNNER_ABLATION_GPU_HOURS deliberately"
+  fi
+  log_event "ablation cap: $used h + $mine h for $job <= $RUNNER_ABLATION_GPU_HOURS h"
 }
 
 # commitments_of LISTFILE: print the dollars already committed, from every job record of ours and a
@@ -245,6 +287,8 @@ step_create() {
   rec_set "$1" dph "$dph"
   rec_set "$1" bundle_sha "$bundle_sha"
   rec_set "$1" config_hash "$config_hash"
+  rec_set "$1" recipe_hash "$recipe_hash"
+  rec_set "$1" recipe "${recipe:-}"
   rec_set "$1" created_at "$(now)"
   rec_set "$1" deadline "$dl"
   rec_set "$1" state CREATING

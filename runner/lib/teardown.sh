@@ -96,9 +96,10 @@ finish_job() {
       return 1
     fi
     if [ "$reason" = DONE ] && [ "$(rec_get "$job" kind)" = pilot ]; then
-      if ! { mkdir -p "$RUNNER_STATE/pilots" \
-        && printf '%s\n' "$(rec_get "$job" gen)" >"$RUNNER_STATE/pilots/$(rec_get "$job" bundle_sha)-$(rec_get "$job" config_hash)"; } 2>/dev/null; then
-        say "job $job: could not record the DONE pilot (free space under RUNNER_STATE)"
+      # keyed on the recipe (the config without its epoch count: runner/lib/recipe.sh)
+      if ! { [ -n "$(rec_get "$job" recipe_hash)" ] && mkdir -p "$RUNNER_STATE/pilots" \
+        && printf '%s\n' "$(rec_get "$job" gen)" >"$RUNNER_STATE/pilots/$(rec_get "$job" bundle_sha)-$(rec_get "$job" recipe_hash)"; } 2>/dev/null; then
+        say "job $job: could not record the DONE pilot (no recipe_hash in its record, or no space under RUNNER_STATE)"
       fi
     fi
     say "instance $id of job $job destroyed (confirmed: absent from a successful listing)"

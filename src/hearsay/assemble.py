@@ -2,7 +2,7 @@
 
     hearsay assemble --pinned models/<stamp>/final_runs.json --bundle BUNDLE \\
         [--bar BAR_DIR [--bar2 BAR_DIR]] [--probe PROBE.csv] [--ledger docs/ledger.csv] \\
-        [--outputs outputs] [--reports docs/reports]
+        [--ablation decision.json] [--outputs outputs] [--reports docs/reports]
 
 Runs are taken ONLY from the pin file; nothing is ever chosen by modification time, name order or
 "latest". The pin file (JSON, unknown keys are errors; relative paths are relative to its folder):
@@ -50,6 +50,9 @@ shortcut AUC of a pinned run at 0.85 or beyond. --bar2 DIR is judged the same wa
 beside, never gating. Every decision is read at pi 0.3 and 0.5 in both cost directions, and a
 reading that flips it is named. This campaign's own probe record goes into its meta.json, so its
 models/<stamp>/ can be the next campaign's --bar.
+
+--ablation FILE: the ablation's decision (`hearsay compare --json`) goes into meta.json
+"ablation" and the report's recipe-comparison section, as the record of why this recipe.
 
 Exit codes: 0 assembled (a failed gate is a valid, recorded outcome: see meta.json "gate"),
 2 usage, 3 bad input (missing bundle/run/file), 4 the pin file or a pinned run was refused,
@@ -343,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="folder receiving detector_scores/<name>.csv")
     ap.add_argument("--reports", type=Path, default=Path("docs/reports"),
                     help="folder receiving <stamp>.md and <stamp>/ plots")
+    ap.add_argument("--ablation", type=Path, default=None, metavar="DECISION_JSON",
+                    help="the ablation's decision (hearsay compare --json): into meta + report")
     ap.add_argument("--device", default="cpu", help="torch device for what is scored here")
     ap.add_argument("--rescore", action="store_true",
                     help="score every per-run file here, reusing none (the boxes' included)")
@@ -355,11 +360,15 @@ def main(argv: list[str] | None = None) -> int:
     from hearsay import report
 
     try:
+        from hearsay import compare
+
+        ablation = None if args.ablation is None else compare.load_decision(args.ablation)
         bundle = scoring.load_bundle(args.bundle, verify=not args.no_verify_bundle)
         done = assemble(args.pinned, bundle, args.outputs,
                         scoring.ScoreConfig(device=args.device), rescore=args.rescore)
         meta = report.write_all(done, bundle, bars=bars, probe=args.probe, ledger=args.ledger,
-                                reports=args.reports)
+                                reports=args.reports, ablation=ablation,
+                                ablation_md=ablation and compare.markdown(ablation))
     except CheckFailed as err:
         print(f"hearsay assemble: check failed: {err}", file=sys.stderr)
         return EXIT_CHECK

@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "splits": ("hearsay.folds", "make / verify fold files pinned in splits/SHA256SUMS"),
     "bundle": ("hearsay.bundle.build", "manifest -> trimmed 16 kHz FLAC bundle with codec copies"),
     "train": ("hearsay.train", "fine-tune the detector (CUDA; --cpu-smoke for a tiny CPU run)"),
+    "pilot-epochs": ("hearsay.pilot", "the pilot's fold-4 readouts -> the finals' epoch count"),
     "score": ("hearsay.score", "score a bundle split with a checkpoint -> CSV"),
     "score-run": ("hearsay.score_run", "a trained run scores its own rows on its box (+ parity "
                   "B logits)"),

@@ -179,6 +179,20 @@ def markdown(d: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+DECISION_KEYS = {"reading", "readings", "recipes", "ranking", "chosen", "flips"}
+
+
+def load_decision(path: Path) -> dict:
+    """A decision JSON this command wrote (what `hearsay assemble --ablation` records);
+    ValueError naming the fix when it is not one."""
+    d = json.loads(Path(path).read_text())
+    missing = sorted(DECISION_KEYS - set(d)) if isinstance(d, dict) else sorted(DECISION_KEYS)
+    if missing:
+        raise ValueError(f"{path}: not a hearsay compare decision (no {missing}): write it with "
+                         "hearsay compare --json")
+    return d
+
+
 def parse_recipe(text: str) -> tuple[str, Path]:
     name, sep, source = text.partition("=")
     if not sep or not name or not source:

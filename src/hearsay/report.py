@@ -235,10 +235,12 @@ def what_was_run(done: dict, bundle, results: dict, about: dict) -> list[str]:
     return lines + [""]
 
 
-def markdown(meta: dict, plots: dict) -> str:
+def markdown(meta: dict, plots: dict, ablation_md: str | None = None) -> str:
     lines = [f"# Campaign report: {meta['name']}", "", *meta.get("opening", []),
              f"Conventions: {metrics.CONVENTION}.", "",
              *gating.markdown(meta["gate"], meta.get("bar_note"))]
+    if ablation_md:  # the recipe decision that chose what these runs trained
+        lines += [ablation_md, ""]
     lines += ["## Metrics", "", HEAD]
     lines += [_row(name, m) for name, m in meta["metrics"].items()]
     for name, m in meta["metrics"].items():
@@ -270,8 +272,11 @@ def markdown(meta: dict, plots: dict) -> str:
 
 def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = None,
               ledger: Path | None = None,
-              reports: Path = Path("docs/reports"), about: dict | None = None) -> dict:
+              reports: Path = Path("docs/reports"), about: dict | None = None,
+              ablation: dict | None = None, ablation_md: str | None = None) -> dict:
     """meta.json + the markdown report + plots for an assembled campaign; returns meta.
+    `ablation`: the recipe decision (hearsay compare's JSON), recorded as meta "ablation";
+    `ablation_md`: its report section (hearsay.compare.markdown).
 
     `about` (optional): {"corpus": what the clips are, "bar": what the bar detector is and, for a
     bar that any model passes, that it is one} - words for the report's opening and gate line."""
@@ -329,10 +334,11 @@ def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = No
             "checks": ["F1", "F2", "F3", "F4", "F5"]
             + (["F6"] if pin["parity"] and not pin["parity"].get("waived") else []),
             "report": str(report_md), "bar_note": (about or {}).get("bar"),
+            "ablation": ablation,
             "opening": what_was_run(done, bundle, results, about or {}),
             "plots": {k: str(v) for k, v in plots.items()}}
     rel = {k: str(Path(v).relative_to(reports)) for k, v in plots.items()}
-    report_md.write_text(markdown(meta, rel))
+    report_md.write_text(markdown(meta, rel, ablation_md))
     (pin["stamp_dir"] / "meta.json").write_text(
         json.dumps(metrics.jsonable(meta), indent=2, allow_nan=False, default=str) + "\n")
     return meta

@@ -125,6 +125,8 @@ put_status() { mkdir -p "$W/bucket/hearsay/runs/$1"; echo "$2" >"$W/bucket/hears
 no_secrets() { ! grep -h -e "$API_KEY" -e "$STORE_SECRET" "$@" 2>/dev/null | grep -v -e fake_vast.py -e start_fake_vast.sh; }
 
 launch() { "$REPO/runner/launch.sh" "$@"; }
+# recipe_of CONFIG: the recipe hash the pilot gate keys on (runner/lib/recipe.sh).
+recipe_of() { bash -c '. "$1/runner/lib/common.sh" && . "$1/runner/lib/bundles.sh" && . "$1/runner/lib/recipe.sh" && recipe_hash "$2"' _ "$REPO" "$1"; }
 reaper_once() { "$REPO/runner/reaper.sh" --once; }
 
 # own_label JOB GEN [DEADLINE]: a label as this RUNNER_STATE's launcher makes it
@@ -146,7 +148,7 @@ rent() {
   mkdir -p "$d"
   echo "$gen" >"$d/gen"; echo "$st" >"$d/state"; echo "$id" >"$d/instance"; echo pilot >"$d/kind"
   echo "$label" >"$d/label"; echo "$offer" >"$d/offer"; echo 0.5 >"$d/dph"
-  echo tree-aaaa >"$d/bundle_sha"; echo cfg >"$d/config_hash"
+  echo tree-aaaa >"$d/bundle_sha"; echo cfg >"$d/config_hash"; echo rcp >"$d/recipe_hash"
   date -u +%s >"$d/created_at"; echo "$dl" >"$d/deadline"
   [ -s "$LEDGER" ] || echo 'id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost' >"$LEDGER"
   echo "$id,$job,$gen,$offer,0.5,2026-11-30T00:00:00Z,,," >>"$LEDGER"

@@ -80,7 +80,7 @@ teardown() { world_end; }
   [[ "$output" == *"runner: no go-ahead (answer y, or pass --yes for scripted use)" ]]
   run launch --yes fold 3
   [ "$status" -eq 6 ]
-  [ "$output" = "runner: no DONE pilot for bundle $BUNDLE_SHA and config $(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1) (run runner/launch.sh pilot first, or pass --no-pilot-gate)" ]
+  [ "$output" = "runner: no DONE pilot for bundle $BUNDLE_SHA and recipe $(recipe_of "$RUNNER_TRAIN_CONFIG") ($RUNNER_TRAIN_CONFIG without train.epochs) (run runner/launch.sh pilot first, or pass --no-pilot-gate)" ]
   RUNNER_MARGIN_USD=1000 run launch --yes --no-pilot-gate fold 3
   [ "$status" -eq 3 ]
   grep -q "pilot gate OVERRIDDEN for fold3" "$RUNNER_STATE/runner.log"
@@ -281,12 +281,12 @@ teardown() { world_end; }
 }
 
 @test "the pilot gate credits only a DONE pilot of the same bundle and recipe" {
-  cfg=$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)
+  cfg=$(recipe_of "$RUNNER_TRAIN_CONFIG")
   other=0000000000000000000000000000000000000000000000000000000000000000
-  # done_pilot GEN BUNDLE CONFIG: a pilot box ended DONE by the reaper, as a real one is
+  # done_pilot GEN BUNDLE RECIPE: a pilot box ended DONE by the reaper, as a real one is
   done_pilot() {
     rent pilot PROVISIONED "$1" >/dev/null
-    echo "$2" >"$RUNNER_STATE/jobs/pilot/bundle_sha"; echo "$3" >"$RUNNER_STATE/jobs/pilot/config_hash"
+    echo "$2" >"$RUNNER_STATE/jobs/pilot/bundle_sha"; echo "$3" >"$RUNNER_STATE/jobs/pilot/recipe_hash"
     put_status pilot "$1 DONE 3"
     run reaper_once
     [ "$status" -eq 0 ]
@@ -297,8 +297,9 @@ teardown() { world_end; }
   [ "$(ls "$RUNNER_STATE/pilots" | wc -l)" -eq 2 ]
   RUNNER_MARGIN_USD=1000 run launch --yes fold 3
   [ "$status" -eq 6 ]
-  [ "$output" = "runner: no DONE pilot for bundle $BUNDLE_SHA and config $cfg (run runner/launch.sh pilot first, or pass --no-pilot-gate)" ]
+  [ "$output" = "runner: no DONE pilot for bundle $BUNDLE_SHA and recipe $cfg ($RUNNER_TRAIN_CONFIG without train.epochs) (run runner/launch.sh pilot first, or pass --no-pilot-gate)" ]
   done_pilot g-3 "$BUNDLE_SHA" "$cfg"               # the same bundle and recipe: the gate opens
+  "$REPO/runner/epochs.sh" set 3 2>/dev/null        # with the E its train.json has
   RUNNER_MARGIN_USD=1000 run launch --yes fold 3
   echo "$output"; [ "$status" -eq 3 ]               # past the gate, stopped at the budget
   [ "$(created_count)" -eq 3 ]

@@ -15,7 +15,7 @@ teardown() { world_end; }
   [ ! -d "$RUNNER_STATE/jobs/pilot" ]
   [ "$(open_rows)" -eq 0 ]
   grep -q "^$id,pilot,g-2,.*,2026-.*Z,[0-9.]*,[0-9.]*$" "$LEDGER"
-  [ "$(cat "$RUNNER_STATE/pilots/tree-aaaa-cfg")" = g-2 ]
+  [ "$(cat "$RUNNER_STATE/pilots/tree-aaaa-rcp")" = g-2 ]
   [ "$(cat "$RUNNER_STATE"/archive/pilot-g-2-*/result)" = DONE ]
 }
 

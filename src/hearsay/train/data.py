@@ -271,8 +271,10 @@ class ValBatches(torch.utils.data.Dataset):
 
 
 def validate(det, loader, val_rows: list[dict], device, amp, ddp: bool) -> dict:
-    """AUC (spoof positive) of the validation rows; each rank scores its share of the batches
-    (`ValBatches` on the loader's workers), the logits meet in one all-reduce on the device."""
+    """{"auc", "eer", "min_dcf", "pi", "n"} of the validation rows (spoof positive; minDCF
+    normalised, at pi = hearsay.metrics.PI_OF_RECORD, cost direction as stated); each rank scores
+    its share of the batches (`ValBatches` on the loader's workers), the logits meet in one
+    all-reduce on the device."""
     logits = torch.zeros(len(val_rows), device=device)
     det.eval()
     with torch.no_grad(), amp():
@@ -287,4 +289,17 @@ def validate(det, loader, val_rows: list[dict], device, amp, ddp: bool) -> dict:
         dist.all_reduce(logits)  # each row was scored on exactly one rank, zeros elsewhere
     scores = logits.cpu().numpy()  # one device->host read per readout
     is_spoof = np.array([r["label"] == "spoof" for r in val_rows])
-    return {"auc": metrics.auc(scores, is_spoof), "n": len(val_rows)}
+    return readout_metrics(scores, is_spoof)
+
+
+def readout_metrics(scores: np.ndarray, is_spoof: np.ndarray) -> dict:
+    """The readout of one validation pass: AUC (the tripwire reads it), EER and minDCF at pi
+    PI_OF_RECORD; EER and minDCF are None when one class is missing (AUC is then NaN)."""
+    scores = np.asarray(scores, np.float64)
+    if is_spoof.all() or not is_spoof.any():
+        return {"auc": float("nan"), "eer": None, "min_dcf": None,
+                "pi": metrics.PI_OF_RECORD, "n": len(scores)}
+    thr, p_miss, p_fa = metrics.operating_points(scores, is_spoof)
+    dcf, _ = metrics.min_dcf(p_miss, p_fa, thr, metrics.PI_OF_RECORD)
+    return {"auc": metrics.auc(scores, is_spoof), "eer": metrics.eer_from_points(p_miss, p_fa),
+            "min_dcf": dcf, "pi": metrics.PI_OF_RECORD, "n": len(scores)}

@@ -9,6 +9,7 @@ each epoch ended by a readout and a checkpoint. `hearsay.train.run` builds the r
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 
 import torch
@@ -88,7 +89,7 @@ def _train_epoch(r: TrainRun, epoch: int) -> None:
         if tc.val_every and r.step % tc.val_every == 0:
             r.t_loop += time.time() - t0
             check_pending(r.pending, r.hist["loss"], wait=True)
-            _readout(r)
+            _readout(r, epoch, epoch_end=False)
             t0 = time.time()
     check_pending(r.pending, r.hist["loss"], wait=True)
     r.t_loop += time.time() - t0
@@ -151,19 +152,43 @@ def _optimiser_step(r: TrainRun, epoch: int, group_loss: torch.Tensor, group_n: 
 # --------------------------------------------------------------------------- epoch end, finish
 
 
-def _readout(r: TrainRun) -> None:
-    """Validation AUC into the history, once per optimiser step at most (a val_every step that
-    ends an epoch reads out once); Tripwire (exit 5) at or below tripwire_auc. Every rank
-    scores its share and gets the same AUC, so all ranks stop together, with no broadcast."""
-    if r.val_rows is None or (r.hist["val"] and r.hist["val"][-1]["step"] == r.step):
+def _readout(r: TrainRun, epoch: int, *, epoch_end: bool) -> None:
+    """Validation AUC, EER and minDCF (pi 0.3) into the history as {"step", "epoch",
+    "epoch_end", "auc", "eer", "min_dcf", "pi", "n"}, once per optimiser step at most (a
+    val_every step that ends an epoch reads out once, marked epoch_end); rank 0 writes the last
+    one to RUN_DIR/readout.json and pushes it to the store (what `runner/status.sh --why JOB`
+    shows). Tripwire (exit 5) at or below tripwire_auc. Every rank scores its share and gets
+    the same AUC, so all ranks stop together, with no broadcast."""
+    if r.val_rows is None:
+        return
+    if r.hist["val"] and r.hist["val"][-1]["step"] == r.step:
+        if epoch_end and not r.hist["val"][-1].get("epoch_end"):
+            r.hist["val"][-1]["epoch_end"] = True
+            _push_readout(r)
         return
     tc = r.tc
     res = validate(r.det, r.val_loader, r.val_rows, r.device, r.amp, r.ddp)
-    r.hist["val"].append({"step": r.step, **res})
+    r.hist["val"].append({"step": r.step, "epoch": epoch, "epoch_end": epoch_end, **res})
+    _push_readout(r)
     if tc.tripwire_auc is not None and res["auc"] <= tc.tripwire_auc:
         raise Tripwire(f"validation AUC {res['auc']:.4f} <= "
                        f"{tc.tripwire_auc} at optimiser step {r.step}: the model ranks spoof "
                        "at or below bona fide (flipped labels or a broken pipeline?)")
+
+
+def _push_readout(r: TrainRun) -> None:
+    """Rank 0: the last readout (+ job, fold, tripwire bound) to RUN_DIR/readout.json, pushed.
+    A push that fails is said and training goes on: the readout is a progress report (it is in
+    run_meta and every checkpoint too), and the checkpoint push that follows fails the run."""
+    if r.rank != 0:
+        return
+    path = r.out / "readout.json"
+    write_json(path, {"job": r.resolved["job"], "fold": r.resolved["fold"],
+                      "tripwire_auc": r.tc.tripwire_auc, **r.hist["val"][-1]})
+    try:
+        r.store.push_file(path, "readout.json")
+    except stores.StoreError as err:
+        print(f"hearsay train: readout not pushed ({err}); training goes on", file=sys.stderr)
 
 
 def _end_epoch(r: TrainRun, epoch: int) -> None:
@@ -171,7 +196,7 @@ def _end_epoch(r: TrainRun, epoch: int) -> None:
     checkpoint (pushed to the store), the throughput and run_meta.json."""
     r.stream.flush()  # the records offered this epoch are in r.records (checkpointed below)
     r.meta["stream_records_skipped_batches"] = r.stream.skipped
-    _readout(r)
+    _readout(r, epoch, epoch_end=True)
     r.meta["rate_balance"] = r.rate_log.check_balanced(r.tc.rate_tol)
     shares.check_realised(r.tc, r.rate_log, r.meta)  # run_meta "source_mix"; exit 11 on drift
     r.meta["epochs"] = epoch
