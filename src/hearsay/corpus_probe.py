@@ -42,7 +42,8 @@ from pathlib import Path
 import numpy as np
 
 from hearsay import audio, metrics
-from hearsay.metrics import SHORTCUT_BOUND as SEPARABLE_BOUND  # 0.85, the shortcut bound
+from hearsay.shortcuts import SHORTCUT_BOUND as SEPARABLE_BOUND  # 0.85, the shortcut bound
+from hearsay.shortcuts import strength
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT = 0, 2, 3  # module docstring
 FEATURES = ("duration_s", "lead_silence_s", "trail_silence_s", "rms_dbfs", "peak_dbfs",
@@ -109,7 +110,7 @@ def separability(table, is_corpus, groups=None, seed: int = 0) -> dict:
             clf.fit(X[train], y[train])
             prob[test] = clf.predict_proba(X[test])[:, 1]
     a = metrics.auc(prob, y)
-    return {"auc": a, "strength": max(a, 1 - a), "n_corpus": n_pos, "n_peers": n_neg,
+    return {"auc": a, "strength": strength(a), "n_corpus": n_pos, "n_peers": n_neg,
             "folds": folds, "grouped": groups is not None and len(set(groups)) >= folds}
 
 

@@ -41,7 +41,9 @@ from pathlib import Path
 import numpy as np
 
 from hearsay import metrics
-from hearsay.metrics import READING_OF_RECORD, READINGS, SHORTCUT_BOUND, reading_name
+from hearsay.metrics import READING_OF_RECORD, READINGS, reading_name
+from hearsay.shortcuts import SHORTCUT_BOUND
+from hearsay.shortcuts import strength as shortcut_strength
 
 RECORD = reading_name(*READING_OF_RECORD)
 
@@ -216,7 +218,7 @@ def shortcut_check(metas: dict) -> dict:
                 if a is None:
                     unmeasured.append(f"{key}/{source}/{feat}: too few clips per class")
                     continue
-                strength = max(a, 1 - a)
+                strength = shortcut_strength(a)
                 worst[f"{source}/{feat}"] = strength
                 if strength >= SHORTCUT_BOUND:
                     flagged.append(f"{key}/{source}/{feat} AUC {a:.3f}")

@@ -53,11 +53,6 @@ import numpy as np
 
 from hearsay.manifest import LABELS
 
-# A trivial feature (duration, peak, leading silence, ...) that separates the classes with
-# max(AUC, 1 - AUC) at or above this is a shortcut: the bundle diagnostics warn, the training
-# stream's probe and the campaign gate refuse, the corpus probe calls the corpus separable.
-SHORTCUT_BOUND = 0.85
-
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT = 0, 2, 3  # module docstring
 
 PI_OF_RECORD = 0.3  # prior of the synthetic class for the metric of record

@@ -22,11 +22,11 @@ import numpy as np
 from hearsay import audio, metrics
 from hearsay.augment.recipe import SAMPLE_RATE, TYPES, family
 from hearsay.manifest import LABELS
-from hearsay.metrics import SHORTCUT_BOUND
+from hearsay.shortcuts import SHORTCUT_BOUND, strength
 
 log = logging.getLogger("hearsay.augment")  # the stage's logger name, as before the split
 
-SHORTCUT_GATE = SHORTCUT_BOUND  # hearsay.metrics: a trivial feature this separating is a shortcut
+SHORTCUT_GATE = SHORTCUT_BOUND  # hearsay.shortcuts: a trivial feature separating this well
 STREAM_FEATURES = ("duration_s", "peak", "lead_silence_s")
 
 
@@ -166,7 +166,7 @@ def stream_shortcut_aucs(records: Iterable[Mapping], gate: float = SHORTCUT_GATE
                 continue
             a = auc([r[feat] for r in spoof], [r[feat] for r in bona])
             entry["auc"][feat] = round(a, 6)
-            if max(a, 1 - a) >= gate:
+            if strength(a) >= gate:
                 entry["flagged"].append(feat)
                 warnings.append(f"{source}: {feat} AUC {a:.3f} (gate {gate}): the realised "
                                 "training stream carries a trivial shortcut")

@@ -61,7 +61,7 @@ from hearsay.bundle.select import SelectionConfig, SelectionError, check_names, 
 from hearsay.folds import FoldError, SplitsConfig, apply_folds, check_no_holdout_leak, load_folds
 from hearsay.hashing import sha256_file
 from hearsay.manifest import INNER_FOLDS, ManifestError, read_manifest, resolve_path, validate
-from hearsay.metrics import SHORTCUT_BOUND
+from hearsay.shortcuts import SHORTCUT_BOUND
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REJECTED, EXIT_TOO_MANY_FAILURES = 0, 1, 2, 3, 4
 STAMP_EVERY = 25  # clips between saves of the resume sidecar

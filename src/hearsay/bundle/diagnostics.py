@@ -12,6 +12,7 @@ import pandas as pd
 
 from hearsay import metrics
 from hearsay.manifest import split_of
+from hearsay.shortcuts import strength
 
 
 def source_duration_auc(before: pd.DataFrame, after: pd.DataFrame, results: dict) -> dict:
@@ -56,7 +57,7 @@ def diagnostics(bdf: pd.DataFrame, results: dict, auc_warn: float,
         for f in ("duration_s", "peak", "lead_silence_s"):
             auc = metrics.auc(sub[f].to_numpy(np.float64), sub["y"].to_numpy() == 1)
             aucs[name][f] = round(auc, 4)
-            if max(auc, 1 - auc) >= auc_warn:
+            if strength(auc) >= auc_warn:
                 warnings.append(f"trivial feature {f} separates the classes in scope {name} "
                                 f"(AUC {auc:.3f}; gate: max(AUC, 1-AUC) >= {auc_warn})")
     dups = []
@@ -73,7 +74,7 @@ def diagnostics(bdf: pd.DataFrame, results: dict, auc_warn: float,
         warnings.append(f"{len(core_test)} core clip(s) identical to a test clip: {core_test[:5]}")
     by_source = source_duration_auc(bdf if before is None else before, bdf, results)
     for src, a in by_source.items():
-        if a["after"] is not None and max(a["after"], 1 - a["after"]) >= auc_warn:
+        if a["after"] is not None and strength(a["after"]) >= auc_warn:
             warnings.append(f"trimmed duration separates the classes in source {src} "
                             f"(AUC {a['after']:.3f}): match it (selection match_duration)")
     return {"auc_gate": {"warn_at": auc_warn, "rule": "max(AUC, 1-AUC) >= warn_at",
