@@ -210,3 +210,28 @@ def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
             "calibration_clips": len(calib),
             "calibration": None if calibration is None else str(calibration),
             "lengths_s": [round(min(lengths), 3), round(max(lengths), 3)]}
+
+
+def conv_sensitivity(src: Path, calib: list[np.ndarray], waves: list[np.ndarray], gate,
+                     tmp: Path, threads: int = 0) -> list[dict]:
+    """The int8 gate of each encoder conv quantised alone, then of all and of all but the
+    first, against ORT fp32 of `src` on `waves` (the MatMuls stay fp32 here, so each row is the
+    conv's own error). -> [{"quantised": label, **gate_report}]."""
+    import onnx
+
+    from hearsay.deploy import make_session, run_logits
+    from hearsay.export import quantize_conv
+
+    convs = quantize_conv.encoder_convs(onnx.load(str(src), load_external_data=False))
+    fp32 = run_logits(make_session(src, threads), waves)
+    sets = [(f"conv {i}", [c]) for i, c in enumerate(convs)]
+    sets += [("all convs", convs), ("convs 1.. (first fp32)", convs[1:])]
+    rows = []
+    for label, nodes in sets:
+        if not nodes:
+            continue
+        dst = tmp / "sensitivity.onnx"
+        quantize_conv.quantize_convs(src, dst, nodes, calib)
+        rows.append({"quantised": label,
+                     **gate_report(fp32, run_logits(make_session(dst, threads), waves), gate)})
+    return rows

@@ -1,7 +1,7 @@
 """int8 of the conv feature encoder: static (calibrated) QDQ quantisation of its convolutions.
 
     (called by export/quantize.py's quantize_int8 when `hearsay export onnx --calibration BUNDLE`
-    names a bundle; the sensitivity table: scripts/bench_cpu_inference.py --conv-sensitivity)
+    names a bundle; the sensitivity table below: quantize.conv_sensitivity)
 
 The encoder's seven Conv1d (raw waveform -> 512 channels every 20 ms) are 39 of the 175 GFLOP of
 an 8 s clip on the XLS-R shape and were 43 % of the MatMul-only int8 model's time. Dynamic
@@ -21,10 +21,10 @@ The first conv reads the raw waveform (one channel, peaks of a normalised wave):
 most likely to lose from an 8-bit input, so the recipes are tried with it quantised and then
 without it, and the gate decides (`RECIPES` in quantize.py).
 
-Sensitivity (`sensitivity()`, 2026-12-02): each conv quantised alone (MatMuls fp32) against ORT
-fp32, on the demo's trained model (`make demo`'s runs/full, 32-channel CNN, fused export, fp32
-logit std 1.34), calibrated on 24 clips of the demo bundle, judged on 100 other clips of it
-(1.0-5.9 s), export gate (Spearman >= 0.995, agreement >= 99 %, max |dlogit| <= 0.05):
+Sensitivity (quantize.conv_sensitivity, 2026-12-02): each conv quantised alone (MatMuls fp32)
+against ORT fp32, on the demo's trained model (`make demo`'s runs/full, 32-channel CNN, fused
+export, fp32 logit std 1.34), calibrated on 24 clips of the demo bundle, judged on 100 other
+clips of it (1.0-5.9 s), export gate (Spearman >= 0.995, agreement >= 99 %, max |dlogit| <= 0.05):
 
     quantised                Spearman  agreement  max |dlogit|  rms |dlogit|
     conv 0 (raw waveform)     0.9369     92 %        1.95         0.56       failed
@@ -162,28 +162,3 @@ def _quantize_static(src: Path, dst: Path, convs: list[str], calib: list[np.ndar
                     per_channel=True, activation_type=QuantType.QUInt8,
                     weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax,
                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
-
-
-def sensitivity(src: Path, calib: list[np.ndarray], waves: list[np.ndarray], gate,
-                tmp: Path, threads: int = 0) -> list[dict]:
-    """The int8 gate of each encoder conv quantised alone, then of all and of all but the
-    first, against ORT fp32 of `src` on `waves` (the MatMuls stay fp32 here, so each row is the
-    conv's own error). -> [{"quantised": label, **gate_report}]."""
-    import onnx
-
-    from hearsay.deploy import make_session, run_logits
-    from hearsay.export.quantize import gate_report
-
-    convs = encoder_convs(onnx.load(str(src), load_external_data=False))
-    fp32 = run_logits(make_session(src, threads), waves)
-    sets = [(f"conv {i}", [c]) for i, c in enumerate(convs)]
-    sets += [("all convs", convs), ("convs 1.. (first fp32)", convs[1:])]
-    rows = []
-    for label, nodes in sets:
-        if not nodes:
-            continue
-        dst = tmp / "sensitivity.onnx"
-        quantize_convs(src, dst, nodes, calib)
-        rows.append({"quantised": label,
-                     **gate_report(fp32, run_logits(make_session(dst, threads), waves), gate)})
-    return rows
