@@ -1,5 +1,20 @@
 """CPU inference throughput: PyTorch eager fp32 vs onnxruntime fp32 vs onnxruntime int8.
 
+    .venv/bin/python scripts/bench_cpu_inference.py --engines eager,ort_fp32,ort_int8 \
+        --calibration demo_out/bundle --rounds 3          # per-engine processes (below)
+
+`--engines` times each engine in its own process (scripts/bench_engine_worker.py; torch is not
+loaded in any but eager's), interleaved: every round runs each engine once, the order rotated
+per round; per engine the median, min and max clips/s over the rounds and the median of the
+per-round ratios to eager. The models are what `hearsay export onnx --calibration BUNDLE`
+ships (fused fp32, int8 with the calibrated conv encoder when its gate holds); OpenVINO's
+engines (ov_fp32, ov_bf16, ov_int8 = NNCF post-training int8 on the same calibration clips,
+ortov_fp32 = onnxruntime's OpenVINO EP) read the plain (unfused) export and run under the
+interpreter `--python-openvino` / `--python-ort-openvino` names (a bench venv: they are not in
+the project's lock). The GEMM peaks are measured before and after the rounds (best counts).
+
+Without `--engines`, the older single-process bench:
+
     .venv/bin/python scripts/bench_cpu_inference.py                 # XLS-R-300M shape, 12 layers
     .venv/bin/python scripts/bench_cpu_inference.py --layers 2 --clips 4   # quick look
 
@@ -20,6 +35,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -40,6 +58,7 @@ from hearsay.export.quantize import (
 )
 from hearsay.model import Detector, ModelConfig
 
+WORKER = Path(__file__).with_name("bench_engine_worker.py")
 FRONT = {"sample_rate": 16_000, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0, "min_s": 0.5}
 
 
@@ -116,6 +135,136 @@ def interleaved(runs: dict, batches, rounds: int) -> dict:
     return {name: (sum(best[name]), logits[name]) for name in runs}
 
 
+def worker_python(engine: str, args) -> str:
+    if engine.startswith("ov_"):
+        return args.python_openvino or sys.executable
+    if engine.startswith("ortov"):
+        return args.python_ort_openvino or sys.executable
+    return sys.executable
+
+
+def run_worker(engine: str, d: Path, args, threads: int, gate: bool) -> dict:
+    out = d / f"{engine}.json"
+    out.unlink(missing_ok=True)
+    cmd = [worker_python(engine, args), str(WORKER), engine, str(d), str(out),
+           "--threads", str(threads)] + (["--gate"] if gate else [])
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.worker_timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {args.worker_timeout} s"}
+    if proc.returncode or not out.exists():
+        return {"error": f"exit {proc.returncode}: {proc.stderr.strip()[-600:]}"}
+    return json.loads(out.read_text())
+
+
+def install_mb(python: str, module: str) -> float | None:
+    """Size of an installed package's folder (MB): what an image would carry for it."""
+    try:
+        where = subprocess.run([python, "-c", f"import {module}, os; print(os.path.dirname("
+                                f"{module}.__file__))"], capture_output=True, text=True,
+                               timeout=120, check=True).stdout.strip()
+        du = subprocess.run(["du", "-sk", where], capture_output=True, text=True, check=True)
+        return round(int(du.stdout.split()[0]) / 1024, 1)
+    except (subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def per_process(args, threads: int) -> dict:
+    """The `--engines` bench (module docstring): returns the figures."""
+    import dataclasses
+
+    from hearsay.export import quantize_conv
+    from hearsay.export.onnx_export import ExportConfig, export_model
+    from hearsay.model import save_detector
+
+    engines = args.engines.split(",")
+    torch.manual_seed(0)
+    cfg = ModelConfig.tiny() if args.tiny else ModelConfig(
+        init="random", keep_layers=args.layers, train_top=0, hidden_dropout=0.0,
+        attention_dropout=0.0)
+    model = Detector(cfg).eval()
+    d = Path(tempfile.mkdtemp(prefix="bench-engines-"))
+    save_detector(model, d / "ckpt")
+    clips = probe.synthetic_clips(np.random.default_rng(0), args.clips, 8.0, 8.0, FRONT)
+    batches = [pad_batch(clips[i : i + args.batch]) for i in range(0, len(clips), args.batch)]
+    np.savez(d / "batches.npz", **{f"{k}{i}": a for i, b in enumerate(batches)
+                                   for k, a in zip("xm", b, strict=True)})
+    gate = QuantGate(clips=args.gate_clips)
+    t0 = time.perf_counter()
+    report = export_model(model, d / "export", ExportConfig(
+        gate=gate, calibration=None if args.calibration is None else str(args.calibration)))
+    res: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "threads": threads,
+                 "layers": args.layers, "clips": len(clips), "batch": args.batch,
+                 "rounds": args.rounds, "loadavg_start": os.getloadavg(),
+                 "export_s": round(time.perf_counter() - t0, 1),
+                 "fusion": {k: v for k, v in (report["fusion"] or {}).items() if k != "parity_a"},
+                 "parity_a_export": report["parity_a"]["max_abs_dlogit"],
+                 "int8_export_gate": {k: v for k, v in (report["int8"] or {}).items()
+                                      if k != "attempts"},
+                 "int8_export_attempts": [{k: a.get(k) for k in (
+                     "recipe", "spearman", "agreement", "max_abs_dlogit", "passed", "error")}
+                     for a in (report["int8"] or {}).get("attempts", [])],
+                 "versions": probe.versions(torch)}
+    if "ort_int8" in engines and not (d / "export" / "model.int8.onnx").exists():
+        engines.remove("ort_int8")  # nothing shipped to time: say so instead
+        res["ort_int8"] = {"errors": ["not shipped: every int8 recipe failed the export's gate"]}
+    export_onnx(model, d / "plain.onnx", "torchscript")
+    # the export's gate clips and calibration clips, drawn exactly as quantize_int8 draws them
+    rng, calib, real = np.random.default_rng(1), [], []
+    if args.calibration is not None:
+        calib, real = quantize_conv.bundle_clips(args.calibration, FRONT, gate.calibration_clips,
+                                                 gate.clips, rng)
+    top = max(0, gate.clips - len(real))
+    waves = real + (gate_clips(dataclasses.replace(gate, clips=top), FRONT, rng) if top else [])
+    np.savez(d / "gate.npz", **{f"g{i}": w for i, w in enumerate(waves)})
+    np.savez(d / "calib.npz", **{f"c{i}": w for i, w in enumerate(calib or waves[:24])})
+    if "ov_int8" in engines:
+        res["ov_int8_quantize"] = run_worker("ov_int8_quantize", d, args, threads, False)
+    gflop = flops_per_clip(cfg, int(np.mean([len(c) for c in clips])))
+    peak, peak8 = gemm_peak(threads), int8_gemm_peak(threads)
+    rounds: dict = {e: [] for e in engines}
+    for r in range(args.rounds):
+        for e in engines[r % len(engines):] + engines[: r % len(engines)]:
+            rounds[e].append(run_worker(e, d, args, threads, gate=r == 0))
+    peak, peak8 = max(peak, gemm_peak(threads)), max(peak8, int8_gemm_peak(threads))
+    res.update(loadavg_end=os.getloadavg(), gflop_per_clip=round(gflop / 1e9, 1),
+               gemm_peak_gflops=round(peak, 1), int8_gemm_peak_gops=round(peak8, 1))
+    eager = [x.get("seconds") for x in rounds.get("eager", [])]
+    first = {e: next((x for x in rs if "logits" in x), None) for e, rs in rounds.items()}
+    ref = (first.get("ort_fp32") or {}).get("gate_logits")
+    for e, rs in rounds.items():
+        ok = [x for x in rs if "seconds" in x]
+        if not rs:
+            continue
+        row: dict = {"errors": [x["error"] for x in rs if "error" in x]}
+        if ok:
+            cps = [len(clips) / x["seconds"] for x in ok]
+            ratios = [eager[i] / x["seconds"] for i, x in enumerate(rs)
+                      if "seconds" in x and i < len(eager) and eager[i]]
+            row.update(clips_per_s=round(float(np.median(cps)), 3),
+                       min=round(min(cps), 3), max=round(max(cps), 3),
+                       x_eager=round(float(np.median(ratios)), 2) if ratios else None,
+                       pct_of_fp32_peak=round(100 * np.median(cps) * gflop / 1e9 / peak, 1),
+                       pct_of_int8_peak=round(100 * np.median(cps) * gflop / 1e9 / peak8, 1),
+                       providers=ok[0].get("providers"), torch_loaded=ok[0]["torch_loaded"],
+                       load_s=round(ok[0]["load_s"], 1))
+            if first.get("eager") and first[e]:
+                row["max_abs_dlogit_vs_eager"] = float(np.max(np.abs(
+                    np.array(first[e]["logits"]) - np.array(first["eager"]["logits"]))))
+            if ref and first[e] and first[e].get("gate_logits") and e != "ort_fp32":
+                row["gate_vs_ort_fp32"] = gate_report(
+                    np.array(ref), np.array(first[e]["gate_logits"]), gate)
+        res[e] = row
+    res["install_mb"] = {"onnxruntime": install_mb(sys.executable, "onnxruntime"),
+                         "torch": install_mb(sys.executable, "torch")}
+    if args.python_openvino:
+        res["install_mb"]["openvino"] = install_mb(args.python_openvino, "openvino")
+    if args.python_ort_openvino:
+        res["install_mb"]["onnxruntime-openvino"] = install_mb(args.python_ort_openvino,
+                                                               "onnxruntime")
+    return res
+
+
 def add_fused(model, cfg: ModelConfig, tmp: Path, paths: dict, gates: dict) -> dict:
     """Export the fusable copy, fuse it both ways, quantise each; adds to `paths` and `gates`.
     int8 of the MultiHeadAttention graph is the shipped recipe unchanged (its q/k/v MatMuls
@@ -179,8 +328,23 @@ def main(argv: list[str] | None = None) -> int:
                     help="int8 gate clips (default: the export's 100; fewer = a weaker gate, "
                     "say so when quoting)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--engines", help="comma list of bench_engine_worker.py ENGINES: time each "
+                    "in its own process, interleaved (see the docstring)")
+    ap.add_argument("--calibration", type=Path, help="bundle whose clips calibrate int8")
+    ap.add_argument("--python-openvino", help="interpreter with openvino + nncf (ov_* engines)")
+    ap.add_argument("--python-ort-openvino",
+                    help="interpreter with onnxruntime-openvino (ortov_fp32)")
+    ap.add_argument("--tiny", action="store_true",
+                    help="--engines on the tiny test config (checks the bench runs; no figure)")
+    ap.add_argument("--worker-timeout", type=int, default=900, help="s per engine process")
     args = ap.parse_args(argv)
     threads = args.threads or allowed_cpus()
+    if args.engines:
+        res = per_process(args, threads)
+        print(json.dumps(res, indent=2))
+        if args.json:
+            args.json.write_text(json.dumps(res, indent=2) + "\n")
+        return 0
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     cfg = ModelConfig(init="random", keep_layers=args.layers, train_top=0,

@@ -210,7 +210,8 @@ def stage_export(out: Path, ctx: dict) -> None:
 
     model, _ = load_detector(out / "runs" / "full")
     weights_sha = sha256_file(checkpoint_weights(out / "runs" / "full"))  # parity --checkpoint
-    report = export_model(model, out / "export", ExportConfig(), checkpoint_sha256=weights_sha)
+    cfg = ExportConfig(calibration=str(out / "bundle"))  # the int8 conv ranges: the demo's clips
+    report = export_model(model, out / "export", cfg, checkpoint_sha256=weights_sha)
     a, q = report["parity_a"], report["int8"] or {}
     if not report["exporter"]:
         raise RuntimeError(f"export: parity A failed (max |dlogit| {a['max_abs_dlogit']:.2e} > "

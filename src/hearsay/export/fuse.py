@@ -2,8 +2,9 @@
 
     .venv/bin/python scripts/bench_cpu_inference.py --fused     # times it against the plain export
 
-`hearsay export` does not use this (docs/BENCHMARKS.md "CPU inference", 2026-12-01, says why: the
-gain was not clear of this machine's noise). It exists so the measurement can be repeated.
+`hearsay export onnx` ships the MultiHeadAttention form when the fused graph holds parity A
+(onnx_export.fuse_export; `--no-fuse` keeps the plain export). The gain measured on this machine
+was small against its noise (docs/BENCHMARKS.md "Attention fusion", 2026-12-01).
 
 onnxruntime's BERT fuser recognises attention only in a few exact node patterns. The Detector's
 TorchScript export matches none of them, so three export-only changes make it match, none of

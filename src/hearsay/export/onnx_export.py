@@ -12,11 +12,18 @@ model is rebuilt from the checkpoint's saved config). Steps:
      first that passes is kept (`--exporter` forces one). Every attempt is in parity.json.
   2. parity A: PyTorch fp32 CPU vs onnxruntime fp32 on clips of mixed lengths, one by one and as
      one padded batch: max |delta logit| <= 1e-4 (export/parity.py).
-  3. int8: onnxruntime dynamic quantisation of the transformer layers' MatMuls only, per channel
-     (conv front end, projection, pooling and head stay fp32: export/quantize.py says why).
-     Shipped as model.int8.onnx only when it passes its gate against fp32 on clips spread over
-     the deploy range (min_s .. max_s, 0.5-8 s): Spearman >= 0.995, the decision at the
-     threshold agrees on >= 99% of clips, and max |delta logit| <= 0.05.
+  2b. attention fusion (TorchScript export only; `--no-fuse` skips it): the same weights exported
+     in the form onnxruntime's transformer optimiser recognises and fused into MultiHeadAttention
+     per layer (export/fuse.py). The fused graph replaces model.onnx only when it holds parity A
+     too; otherwise the plain export stays. parity.json's "fusion" says which and why.
+  3. int8: onnxruntime dynamic quantisation of the transformer layers' MatMuls, per channel
+     (projection, pooling and head stay fp32: export/quantize.py says why); with
+     `--calibration BUNDLE` also static int8 of the conv feature encoder, calibrated on the
+     bundle's clips (export/quantize_conv.py; with the first conv, then without it, then no
+     conv, the first recipe whose gate holds). Shipped as model.int8.onnx only when it passes
+     its gate against fp32 (bundle clips not used for calibration, topped up with synthetic
+     clips spread over the deploy range min_s .. max_s, 0.5-8 s): Spearman >= 0.995, the
+     decision at the threshold agrees on >= 99% of clips, and max |delta logit| <= 0.05.
   4. front_end.json (what hearsay.audio.prepare is called with), parity.json (with the
      checkpoint's weights sha256, "checkpoint_sha256"), SHA256SUMS over the files that make a
      score (model.onnx, model.int8.onnx, front_end.json). Its own sha256 is the folder's
@@ -66,6 +73,8 @@ class ExportConfig:
     int8: bool = True  # try the int8 variant
     gate: QuantGate = QuantGate()  # int8 gate (clips, lengths, Spearman, agreement, max |dlogit|)
     seed: int = 0  # RNG seed of the synthetic parity clips
+    fuse: bool = True  # fuse attention (MultiHeadAttention) when the fused graph holds parity A
+    calibration: str | None = None  # bundle folder whose clips calibrate the int8 conv encoder
 
 
 def export_onnx(model, path: Path, exporter: str, opset: int = 17) -> None:
@@ -92,6 +101,28 @@ def export_onnx(model, path: Path, exporter: str, opset: int = 17) -> None:
                               dynamic_shapes=shapes, optimize=True, **names)
         else:
             raise ValueError(f"exporter {exporter!r} unknown (one of {EXPORTERS})")
+
+
+def fuse_export(model, out: Path, waves: list, windows: list | None, tol: float) -> dict:
+    """Step 2b: export `model`'s fusable copy, fuse attention, check parity A against `model`;
+    on a pass the fused graph becomes out/model.onnx. -> {"used", "ops", "parity_a" | "error"}."""
+    from hearsay.export import fuse
+
+    plain, fused = out / "model.fusable.onnx", out / "model.fused.onnx"
+    try:
+        export_onnx(fuse.fusable_copy(model), plain, "torchscript")
+        ops = fuse.fuse_file(plain, fused, model.cfg.num_heads, model.cfg.hidden_size,
+                             multi_head=True)  # q/k/v MatMuls stay: the int8 recipe finds them
+        report_a = probe.parity_a(model, fused, waves, tol, windows)
+    except Exception as err:  # noqa: BLE001 - a fuser that fails leaves the plain export
+        return {"used": False, "error": f"{type(err).__name__}: {str(err)[:500]}"}
+    finally:
+        plain.unlink(missing_ok=True)
+    used = bool(report_a["passed"] and ops.get("MultiHeadAttention", 0) > 0)
+    if used:
+        fused.replace(out / "model.onnx")
+    fused.unlink(missing_ok=True)
+    return {"used": used, "ops": ops, "parity_a": report_a}
 
 
 def write_sums(model_dir: Path, names: list[str]) -> None:
@@ -141,8 +172,14 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
         if report_a["passed"]:
             chosen = exporter
             break
+    fusion = None
+    if chosen == "torchscript" and cfg.fuse:  # 2b. the fusable export follows TorchScript's
+        fusion = fuse_export(model, out, waves, windows, cfg.parity_tol)
+        if fusion["used"]:
+            report_a = fusion["parity_a"]
     report: dict = {"checkpoint_sha256": checkpoint_sha256,
                     "exporter": chosen, "attempts": attempts, "parity_a": report_a,
+                    "fusion": fusion,
                     "int8": None, "parity_b": None, "config": asdict(cfg),
                     "versions": probe.versions(torch)}
     shipped = ["model.onnx", "front_end.json"]  # what makes a score: the folder's identity
@@ -150,7 +187,8 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
     if chosen and cfg.int8:
         try:
             int8 = quantize_int8(out / "model.onnx", out / "model.int8.onnx", cfg.gate, front,
-                                 np.random.default_rng(cfg.seed + 1))
+                                 np.random.default_rng(cfg.seed + 1),
+                                 None if cfg.calibration is None else Path(cfg.calibration))
         except Exception as err:  # noqa: BLE001 - e.g. ORT's shape inference on a dynamo graph
             int8 = {"passed": False, "error": f"{type(err).__name__}: {str(err)[:500]}"}
         report["int8"] = int8
@@ -188,13 +226,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-int8", action="store_true", help="skip the int8 variant")
     ap.add_argument("--int8-clips", type=int, default=d.gate.clips,
                     help="clips for the int8 gate")
+    ap.add_argument("--no-fuse", action="store_true",
+                    help="ship the plain export (no attention fusion)")
+    ap.add_argument("--calibration", type=Path, default=None, metavar="BUNDLE",
+                    help="bundle folder (hearsay bundle) whose clips calibrate the int8 conv "
+                    "encoder; without it only the layers' MatMuls are int8")
     ap.add_argument("--threshold", type=float, default=None,
                     help="decision threshold (logit) for the int8 agreement gate; default: the "
                     "median fp32 logit over the gate clips (the strictest place)")
     args = ap.parse_args(argv)
     gate = QuantGate(clips=args.int8_clips, threshold=args.threshold)
     cfg = ExportConfig(exporter=args.exporter, max_s=args.max_s, parity_clips=args.parity_clips,
-                       parity_max_s=args.parity_max_s, int8=not args.no_int8, gate=gate)
+                       parity_max_s=args.parity_max_s, int8=not args.no_int8, gate=gate,
+                       fuse=not args.no_fuse,
+                       calibration=None if args.calibration is None else str(args.calibration))
     try:
         from hearsay.model import load_detector
 
@@ -207,11 +252,12 @@ def main(argv: list[str] | None = None) -> int:
     report = export_model(model, args.out, cfg, checkpoint_sha256=weights_sha)
     a = report["parity_a"] or {}
     print(f"hearsay export: exporter={report['exporter']} parity A max|dlogit|="
-          f"{a.get('max_abs_dlogit')} passed={a.get('passed')}")
+          f"{a.get('max_abs_dlogit')} passed={a.get('passed')} "
+          f"fused={bool((report['fusion'] or {}).get('used'))}")
     if report["int8"]:
         q = report["int8"]
-        print(f"hearsay export: int8 spearman={q.get('spearman')} agreement="
-              f"{q.get('agreement')} shipped={q['passed']} {q.get('error', '')}")
+        print(f"hearsay export: int8 recipe={q.get('recipe')} spearman={q.get('spearman')} "
+              f"agreement={q.get('agreement')} shipped={q['passed']} {q.get('error', '')}")
     if not report["exporter"]:
         print(f"hearsay export: parity A failed for every exporter (see {args.out}/parity.json)",
               file=sys.stderr)

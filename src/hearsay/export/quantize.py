@@ -1,4 +1,5 @@
-"""int8 variant of an exported model: dynamic quantisation of the transformer layers' MatMuls.
+"""int8 variant of an exported model: dynamic quantisation of the transformer layers' MatMuls,
+and, given a calibration bundle, static quantisation of the conv feature encoder (quantize_conv.py).
 
     (called by `hearsay export onnx`; see export/onnx_export.py)
 
@@ -6,7 +7,9 @@ What is quantised (`layer_matmuls`): the six MatMuls of every transformer layer 
 FFN in, FFN out), per output channel, signed int8 weights, activations quantised on the fly.
 Everything else stays fp32:
 
-  * the conv feature encoder: XLS-R is known to break when it is quantised;
+  * the conv feature encoder, unless `hearsay export onnx --calibration BUNDLE` names real clips
+    to calibrate it on (static int8 needs activation ranges; quantize_conv.py, RECIPES below:
+    tried with every encoder conv, then with the first one fp32, then none; the gate decides);
   * the feature projection (conv features -> hidden), the first MatMul: it feeds h_0 and so every
     later state; quantised alone it moved the logits by rms 0.00087 (24 clips of 1-4 s);
   * the pooling attention (2 MatMuls) and the head (a Gemm, which onnxruntime's MatMul
@@ -50,6 +53,7 @@ Every figure (and the lengths used) lands in parity.json under "int8".
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +75,13 @@ class QuantGate:
     min_agreement: float = 0.99  # share of clips whose decision at the threshold agrees
     max_abs_dlogit: float = 0.05  # no clip's logit may move further (parity B's bf16 bound)
     threshold: float | None = None  # decision threshold (logit); None = median fp32 logit
+    calibration_clips: int = 24  # bundle clips that calibrate the static conv ranges (never gated)
+
+
+# The int8 recipes tried in turn when a calibration bundle is given; the first whose gate holds
+# is shipped: (label, which encoder convs are static int8 besides the layers' MatMuls).
+RECIPES = (("convs + layers", "all"), ("convs 1.. + layers (first conv fp32)", "skip_first"),
+           ("layers", "none"))
 
 
 def layer_matmuls(model) -> list[str]:
@@ -102,8 +113,11 @@ def quantize_file(src: Path, dst: Path, nodes: list[str] | None = None) -> list[
         nodes = layer_matmuls(onnx.load(str(src), load_external_data=False))
     if not nodes:
         raise ValueError("no nodes to quantise (onnxruntime would read [] as 'every node')")
+    # the fused graph's q/k/v MatMuls feed a com.microsoft op, whose output types onnx's shape
+    # inference cannot give: the quantiser is told they are float
     quantize_dynamic(str(src), str(dst), op_types_to_quantize=["MatMul"], per_channel=True,
-                     weight_type=QuantType.QInt8, nodes_to_quantize=list(nodes))
+                     weight_type=QuantType.QInt8, nodes_to_quantize=list(nodes),
+                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
     return list(nodes)
 
 
@@ -136,15 +150,88 @@ def gate_clips(gate: QuantGate, front: dict, rng: np.random.Generator) -> list[n
     return probe.synthetic_clips(rng, gate.clips, lo, hi, front)
 
 
-def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
-                  rng: np.random.Generator) -> dict:
-    """Write `dst` (int8) from `src` (fp32) and return its gate report (caller ships or drops)."""
-    from hearsay.deploy import make_session, run_logits
+def _recipe_convs(convs: list[str], which: str) -> list[str]:
+    return {"all": convs, "skip_first": convs[1:], "none": []}[which]
 
-    nodes = quantize_file(src, dst)
-    waves = gate_clips(gate, front, rng)
+
+def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
+                  rng: np.random.Generator, calibration: Path | None = None) -> dict:
+    """Write `dst` (int8) from `src` (fp32) and return its gate report (caller ships or drops).
+
+    Without `calibration` (a bundle folder): the layers' MatMuls only, gated on synthetic clips
+    over the deploy range. With it: `gate.calibration_clips` bundle clips calibrate the encoder
+    convs (quantize_conv.py), the gate runs on up to `gate.clips` other bundle clips (topped up
+    with synthetic ones), and RECIPES are tried in turn; the first that passes is written to
+    `dst`, every attempt is in the report's "attempts"."""
+    import onnx
+
+    from hearsay.deploy import make_session, run_logits
+    from hearsay.export import quantize_conv
+
+    nodes = layer_matmuls(onnx.load(str(src), load_external_data=False))
+    calib, real = [], []
+    recipes = RECIPES[-1:]
+    if calibration is not None:
+        calib, real = quantize_conv.bundle_clips(Path(calibration), front,
+                                                 gate.calibration_clips, gate.clips, rng)
+        recipes = RECIPES
+    top_up = max(0, gate.clips - len(real))
+    waves = real + (gate_clips(dataclasses.replace(gate, clips=top_up), front, rng)
+                    if top_up else [])
     fp32 = run_logits(make_session(src), waves)
-    int8 = run_logits(make_session(dst), waves)
+    convs = (quantize_conv.encoder_convs(onnx.load(str(src), load_external_data=False))
+             if calibration is not None else [])
+    attempts, best = [], None
+    for label, which in recipes:
+        chosen = _recipe_convs(convs, which)
+        try:
+            if chosen:
+                qdq = dst.with_suffix(".qdq.onnx")
+                try:
+                    quantize_conv.quantize_convs(src, qdq, chosen, calib)
+                    quantize_file(qdq, dst, nodes)
+                finally:
+                    qdq.unlink(missing_ok=True)
+            else:
+                quantize_file(src, dst, nodes)
+            report = gate_report(fp32, run_logits(make_session(dst), waves), gate)
+        except Exception as err:  # noqa: BLE001 - a recipe the quantiser cannot make: next one
+            if not chosen:
+                raise
+            report = {"passed": False, "error": f"{type(err).__name__}: {str(err)[:500]}"}
+        attempts.append({"recipe": label, "quantised_convs": len(chosen), **report})
+        if report["passed"]:
+            best = attempts[-1]
+            break
+    best = best or attempts[-1]
     lengths = [len(w) / SAMPLE_RATE for w in waves]
-    return {**gate_report(fp32, int8, gate), "quantised_matmuls": len(nodes),
+    return {**best, "quantised_matmuls": len(nodes), "attempts": attempts,
+            "gate_clips_bundle": len(real), "gate_clips_synthetic": len(waves) - len(real),
+            "calibration_clips": len(calib),
+            "calibration": None if calibration is None else str(calibration),
             "lengths_s": [round(min(lengths), 3), round(max(lengths), 3)]}
+
+
+def conv_sensitivity(src: Path, calib: list[np.ndarray], waves: list[np.ndarray], gate,
+                     tmp: Path, threads: int = 0) -> list[dict]:
+    """The int8 gate of each encoder conv quantised alone, then of all and of all but the
+    first, against ORT fp32 of `src` on `waves` (the MatMuls stay fp32 here, so each row is the
+    conv's own error). -> [{"quantised": label, **gate_report}]."""
+    import onnx
+
+    from hearsay.deploy import make_session, run_logits
+    from hearsay.export import quantize_conv
+
+    convs = quantize_conv.encoder_convs(onnx.load(str(src), load_external_data=False))
+    fp32 = run_logits(make_session(src, threads), waves)
+    sets = [(f"conv {i}", [c]) for i, c in enumerate(convs)]
+    sets += [("all convs", convs), ("convs 1.. (first fp32)", convs[1:])]
+    rows = []
+    for label, nodes in sets:
+        if not nodes:
+            continue
+        dst = tmp / "sensitivity.onnx"
+        quantize_conv.quantize_convs(src, dst, nodes, calib)
+        rows.append({"quantised": label,
+                     **gate_report(fp32, run_logits(make_session(dst, threads), waves), gate)})
+    return rows

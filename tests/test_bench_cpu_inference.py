@@ -1,0 +1,53 @@
+"""scripts/bench_cpu_inference.py --engines --tiny: the per-process CPU bench runs end to end on
+the tiny config (each engine its own process, torch only in eager's), so it cannot rot between
+the runs docs/BENCHMARKS.md ("CPU engines") records. No speed is asserted."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("bench_cpu_inference",
+                                                  SCRIPTS / "bench_cpu_inference.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_per_process_bench_times_every_engine_and_gates_int8(tmp_path, demo_bundle):
+    out = tmp_path / "bench.json"
+    argv = ["--engines", "eager,ort_fp32,ort_int8", "--tiny", "--clips", "2", "--batch", "2",
+            "--rounds", "2", "--gate-clips", "12", "--calibration", str(demo_bundle.root),
+            "--json", str(out)]
+    assert _script().main(argv) == 0
+    res = json.loads(out.read_text())
+    shipped = res["int8_export_gate"]["passed"]  # the tiny model may fail the export's gate
+    if not shipped:
+        assert res["ort_int8"]["errors"] == ["not shipped: every int8 recipe failed the "
+                                             "export's gate"]
+    for engine in ("eager", "ort_fp32") + (("ort_int8",) if shipped else ()):
+        row = res[engine]
+        assert row["errors"] == [] and row["clips_per_s"] > 0
+        assert row["min"] <= row["clips_per_s"] <= row["max"]
+        assert row["torch_loaded"] == (engine == "eager")  # the deploy side runs without torch
+    assert res["eager"]["x_eager"] == 1.0
+    assert res["ort_fp32"]["max_abs_dlogit_vs_eager"] <= 1e-4  # parity A of the shipped fp32
+    assert res["fusion"]["used"]
+    if shipped:
+        assert res["ort_int8"]["gate_vs_ort_fp32"]["passed"]
+    assert [a["recipe"] for a in res["int8_export_attempts"]][0] == "convs + layers"
+    assert res["int8_gemm_peak_gops"] > 0 and len(res["loadavg_start"]) == 3
+
+
+def test_worker_refuses_an_unknown_engine(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "bench_engine_worker.py"), "tpu",
+                           str(tmp_path), str(tmp_path / "o.json")], capture_output=True,
+                          text=True)
+    assert proc.returncode != 0 and "engine 'tpu' unknown" in proc.stderr
