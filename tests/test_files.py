@@ -5,31 +5,21 @@ import pytest
 from hearsay import files
 
 
-def test_write_is_atomic_when_replace_fails(tmp_path, monkeypatch):
-    target = tmp_path / "scores.csv"
-    target.write_text("old\n")
+@pytest.mark.parametrize("write, name, old, new", [
+    (files.write_atomic, "scores.csv", "old\n", "new\n"),
+    (files.write_json, "run_meta.json", '{"complete": true}\n', {"complete": False}),
+])
+def test_write_is_atomic_when_replace_fails(tmp_path, monkeypatch, write, name, old, new):
+    target = tmp_path / name
+    target.write_text(old)
 
     def boom(src, dst):
         raise OSError("disk gone")
 
     monkeypatch.setattr(files.os, "replace", boom)
     with pytest.raises(OSError):
-        files.write_atomic(target, "new\n")
-    assert target.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == [target.name]
-
-
-def test_write_json_is_atomic_when_replace_fails(tmp_path, monkeypatch):
-    target = tmp_path / "run_meta.json"
-    target.write_text('{"complete": true}\n')
-
-    def boom(src, dst):
-        raise OSError("disk gone")
-
-    monkeypatch.setattr(files.os, "replace", boom)
-    with pytest.raises(OSError):
-        files.write_json(target, {"complete": False})
-    assert target.read_text() == '{"complete": true}\n'
-    assert [p.name for p in tmp_path.iterdir()] == [target.name]
+        write(target, new)
+    assert target.read_text() == old and [p.name for p in tmp_path.iterdir()] == [target.name]
 
 
 def test_write_json_writes_sorted_indented_json(tmp_path):

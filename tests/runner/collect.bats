@@ -105,14 +105,7 @@ put_run() {
 }
 
 @test "collect hashes with shasum where sha256sum is missing (macOS)" {
-  nosha=$W/nosha
-  mkdir -p "$nosha"
-  for d in /usr/local/bin /usr/bin /bin; do
-    for f in "$d"/*; do
-      n=${f##*/}
-      if [ "$n" != sha256sum ] && [ ! -e "$nosha/$n" ]; then ln -s "$f" "$nosha/$n"; fi
-    done
-  done
+  nosha=$(bin_without sha256sum)
   PATH="$REPO/.venv/bin:$nosha" run "$REPO/runner/collect.sh" --min-steps 18 "$W/models/camp"
   echo "$output"
   [ "$status" -eq 0 ]

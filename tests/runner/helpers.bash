@@ -127,6 +127,19 @@ no_secrets() { ! grep -h -e "$API_KEY" -e "$STORE_SECRET" "$@" 2>/dev/null | gre
 launch() { "$REPO/runner/launch.sh" "$@"; }
 # recipe_of CONFIG: the recipe hash the pilot gate keys on (runner/lib/recipe.sh).
 recipe_of() { bash -c '. "$1/runner/lib/common.sh" && . "$1/runner/lib/bundles.sh" && . "$1/runner/lib/recipe.sh" && recipe_hash "$2"' _ "$REPO" "$1"; }
+# bin_without NAME: a folder of links to every command of /usr/local/bin, /usr/bin and /bin but
+# NAME (a machine without it, e.g. macOS without sha256sum); prints its path.
+bin_without() {
+  local dir=$W/bin-without-$1 d f n
+  mkdir -p "$dir"
+  for d in /usr/local/bin /usr/bin /bin; do
+    for f in "$d"/*; do
+      n=${f##*/}
+      if [ "$n" != "$1" ] && [ ! -e "$dir/$n" ]; then ln -s "$f" "$dir/$n"; fi
+    done
+  done
+  echo "$dir"
+}
 reaper_once() { "$REPO/runner/reaper.sh" --once; }
 
 # own_label JOB GEN [DEADLINE]: a label as this RUNNER_STATE's launcher makes it
