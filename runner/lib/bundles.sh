@@ -39,15 +39,16 @@ tree_sha_of_listing() {
 
 # local_tree_sha DIR: the tree-sha of a bundle folder on this machine.
 # sha256sum or, where that is missing (macOS), shasum -a 256: both print "HASH  PATH" lines.
+# shellcheck disable=SC2086  # $sum is a command and its words ("shasum -a 256")
 local_tree_sha() {
-  local sum=(sha256sum)
-  command -v sha256sum >/dev/null 2>&1 || sum=(shasum -a 256)
+  local sum=sha256sum
+  command -v sha256sum >/dev/null 2>&1 || sum="shasum -a 256"
   (
     cd "$1" || exit 1
     set -- manifest.csv selection.json audio codecs
     for p in "$@"; do [ -e "$p" ] && printf '%s\0' "$p"; done \
       | xargs -0 -I{} find {} -type f -print0 \
-      | xargs -0 -r "${sum[@]}" 2>/dev/null || true
+      | xargs -0 -r $sum 2>/dev/null || true
   ) | tree_sha_of_listing
 }
 
