@@ -31,6 +31,8 @@ import math
 import sys
 from pathlib import Path
 
+from hearsay import run_dir
+
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
 RULE = ("first epoch whose fold-4 minDCF (pi 0.3) is within tol of the lowest epoch-end "
         "minDCF, times factor, rounded up")
@@ -95,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not args.tol >= 0 or not args.factor >= 1:
         ap.error(f"--tol {args.tol} must be >= 0 and --factor {args.factor} >= 1")
-    path = args.run_dir / "run_meta.json"
+    path = run_dir.meta_path(args.run_dir)
     try:
         if not path.is_file():
             raise PilotError(f"{path}: not found (bring the pilot's run_meta.json back from "

@@ -38,7 +38,7 @@ import json
 import sys
 from pathlib import Path
 
-from hearsay import readouts
+from hearsay import readouts, run_dir
 from hearsay import score as scoring
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
@@ -135,7 +135,7 @@ def trainer_config(run: Path, device: str = "auto") -> scoring.ScoreConfig:
     if device == "auto":
         device = "cpu" if str(meta.get("device", "cpu")) == "cpu" else "cuda"
     bf16 = True
-    conf = run / "config.json"
+    conf = run_dir.config_path(run)
     if conf.is_file():
         bf16 = bool(json.loads(conf.read_text()).get("train", {}).get("bf16", True))
     precision = "bf16" if device.startswith("cuda") and bf16 else "fp32"
