@@ -5,6 +5,7 @@ spelled once: every stage that reads or writes a run goes through these names.
       config.json             the resolved training config + its hash     config_path(run)
       run_meta.json           job, fold, bundle, steps, history, complete  meta_path(run)
       state.json              resume state (rank logs, RNG)
+      readout.json            the last validation readout (what `runner/status.sh --why` shows)
       checkpoints/epoch_NNNN/ model.safetensors, optimizer.safetensors,    checkpoint_dir(run, n)
                               state.json (the sha256 of both)
       final/                  model.safetensors + config.json              final_dir(run)
@@ -27,6 +28,7 @@ from hearsay.files import write_json
 CONFIG = "config.json"
 META = "run_meta.json"
 STATE = "state.json"
+READOUT = "readout.json"
 CHECKPOINTS = "checkpoints"
 FINAL = "final"
 WEIGHTS = "model.safetensors"   # inside final/ and inside every checkpoint

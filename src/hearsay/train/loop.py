@@ -11,11 +11,12 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from hearsay import audio, augment
+from hearsay import audio, augment, run_dir
 from hearsay import store as stores
 from hearsay.augment import gpu as augment_gpu
 from hearsay.files import write_json
@@ -182,11 +183,11 @@ def _push_readout(r: TrainRun) -> None:
     run_meta and every checkpoint too), and the checkpoint push that follows fails the run."""
     if r.rank != 0:
         return
-    path = r.out / "readout.json"
+    path = Path(r.out) / run_dir.READOUT
     write_json(path, {"job": r.resolved["job"], "fold": r.resolved["fold"],
                       "tripwire_auc": r.tc.tripwire_auc, **r.hist["val"][-1]})
     try:
-        r.store.push_file(path, "readout.json")
+        r.store.push_file(path, run_dir.READOUT)
     except stores.StoreError as err:
         print(f"hearsay train: readout not pushed ({err}); training goes on", file=sys.stderr)
 
@@ -245,15 +246,15 @@ def _write_meta(r: TrainRun, **extra) -> dict:
                   wall_s=time.time() - r.t_start,
                   stream_shortcuts=augment.stream_shortcut_aucs(r.records), **extra)
     if r.rank == 0:
-        write_json(r.out / "run_meta.json", r.meta)
+        run_dir.write_meta(r.out, r.meta)
     return r.meta
 
 
 def _finish(r: TrainRun) -> None:
     """Rank 0: RUN_DIR/final (the model + its config), run_meta complete, all pushed."""
-    save_detector(r.det, r.out / "final",
+    save_detector(r.det, run_dir.final_dir(r.out),
                   extra_config={k: v for k, v in r.resolved.items() if k != "model"})
-    r.store.push_dir(r.out / "final", "final")
+    r.store.push_dir(run_dir.final_dir(r.out), run_dir.FINAL)
     _write_meta(r, complete=True)
-    r.store.push_file(r.out / "run_meta.json", "run_meta.json")
-    r.store.push_file(r.out / "config.json", "config.json")
+    r.store.push_file(run_dir.meta_path(r.out), run_dir.META)
+    r.store.push_file(run_dir.config_path(r.out), run_dir.CONFIG)
