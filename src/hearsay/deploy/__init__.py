@@ -55,9 +55,10 @@ SHA256SUMS must match, the chosen model file must be listed, and when $HEARSAY_M
 is set (the deploy image bakes it at build) the sha256 of SHA256SUMS itself must equal it, which
 pins every file of the folder. Default folder: $HEARSAY_MODEL_DIR, else /opt/hearsay/model.
 
-Imports numpy, soundfile, onnxruntime and hearsay's torch-free audio, windows and deploy_io
-modules only -- never torch (the deploy image has none; tests/test_deploy.py proves it in a
-venv without torch).
+The package (this module; io.py: the input walk and the CSV rows; session.py: onnxruntime;
+windowed.py: windowed scoring; __main__.py: `python -m hearsay.deploy`) imports numpy,
+soundfile, onnxruntime and hearsay's torch-free audio and windows modules only -- never torch
+(the deploy image has none; tests/test_deploy.py proves it in a venv without torch).
 
 Exit codes: 0 every file scored (or some failed without --strict), 1 some files failed (--strict),
 2 usage (bad arguments, CLIPS_DIR missing, --resume on another model's rows), 3 model folder
@@ -79,9 +80,10 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import deploy_io, deploy_windows, windows
+from hearsay import windows
 from hearsay.audio import SAMPLE_RATE, AudioError, prepare
-from hearsay.deploy_io import (  # noqa: F401
+from hearsay.deploy import io, windowed
+from hearsay.deploy.io import (  # noqa: F401
     AUDIO_EXTS,
     COLUMNS,
     OutputError,
@@ -91,7 +93,7 @@ from hearsay.deploy_io import (  # noqa: F401
     find_audio,
     new_row,
 )
-from hearsay.deploy_session import allowed_cpus, make_session, pad_batch, run_logits  # noqa: F401  (export/ and the demo call them here)
+from hearsay.deploy.session import allowed_cpus, make_session, pad_batch, run_logits  # noqa: F401  (export/ and the demo call them here)
 from hearsay.hashing import SumsError, read_sums, sha256_file
 
 DEFAULT_MODEL_DIR = "/opt/hearsay/model"
@@ -202,12 +204,12 @@ def model_input(path: Path, row: dict, scorer: Scorer) -> np.ndarray | None:
     """(N,) float32 model input of one file, or None with the reason in row["error"]."""
     try:
         wave, info = windows.decode(path)  # (N,) float32 @ 16 kHz: the windowed mode's decode
-        deploy_io.note_header(row, len(wave), info.header_s)
+        io.note_header(row, len(wave), info.header_s)
         x = prepare(wave, **scorer.front)
         if len(x) < scorer.min_samples:
             raise AudioError(path, f"too short after trimming ({len(x) / SAMPLE_RATE:.3f} s"
                              f" < {scorer.min_samples / SAMPLE_RATE:g} s)")
-        deploy_windows.first_window_span(row, wave, x, scorer.front["top_db"])
+        windowed.first_window_span(row, wave, x, scorer.front["top_db"])
         return x
     except AudioError as err:
         row["error"] = err.reason
@@ -230,7 +232,7 @@ def score_chunk(root: Path, paths: list[Path], scorer: Scorer, cfg: ScoreConfig)
         logits = run_logits(scorer.session, waves, cfg.batch_size)
         for slot, logit in zip(slots, logits, strict=True):
             rows[slot]["logit"] = f"{float(logit):.6f}"
-            rows[slot]["score"] = f"{deploy_windows.sigmoid(float(logit)):.6f}"
+            rows[slot]["score"] = f"{windowed.sigmoid(float(logit)):.6f}"
             rows[slot]["mean_logit"] = rows[slot]["logit"]  # one window
     return rows
 
@@ -247,7 +249,7 @@ def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) 
     scorer = load_scorer(model_dir, cfg)
     files, _ = find_audio(root)
     chunks = (iter_chunks(root, files, scorer, cfg) if cfg.first_window else
-              deploy_windows.iter_window_chunks(root, files, scorer, cfg))
+              windowed.iter_window_chunks(root, files, scorer, cfg))
     return [row for chunk in chunks for row in chunk]
 
 
@@ -277,20 +279,19 @@ def run(args, cfg: ScoreConfig) -> int:
         print(f"hearsay-score: --hop-s {cfg.hop_s:g} must be in (0, {scorer.front['max_s']:g}] "
               "(the window length, front_end.json max_s)", file=sys.stderr)
         return EXIT_USAGE
-    kept, kept_windows = (deploy_io.resume_rows(args, scorer.model_sha,
-                                                deploy_windows.WINDOW_COLUMNS)
+    kept, kept_windows = (io.resume_rows(args, scorer.model_sha, windowed.WINDOW_COLUMNS)
                           if args.resume else ([], []))
     done = {r["path"] for r in kept}
-    todo = [f for f in files if deploy_io.csv_path(args.clips, f) not in done]
+    todo = [f for f in files if io.csv_path(args.clips, f) not in done]
     progress, sink, win_sink = Progress(len(files), args.progress), None, None
     try:
         sink = RowSink(args.output, keep=kept)
-        win_sink = deploy_windows.WindowSink(args.windows_csv, keep=kept_windows)
+        win_sink = windowed.WindowSink(args.windows_csv, keep=kept_windows)
         if kept:
             progress.update(kept)
         chunks = (iter_chunks(args.clips, todo, scorer, cfg) if cfg.first_window else
-                  deploy_windows.iter_window_chunks(args.clips, todo, scorer, cfg,
-                                                    win_sink.write, progress.audio))
+                  windowed.iter_window_chunks(args.clips, todo, scorer, cfg,
+                                              win_sink.write, progress.audio))
         for rows in chunks:
             sink.write(rows)
             progress.update(rows)
@@ -339,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true",
                     help="with -o: keep the complete rows of OUTPUT.partial (an interrupted run "
                     "with the same options and model) and score only the files not in it")
-    deploy_windows.add_window_args(ap, ScoreConfig.hop_s)
+    windowed.add_window_args(ap, ScoreConfig.hop_s)
     args = ap.parse_args(argv)  # argparse exits 2 on usage errors
     if not args.clips.is_dir():
         print(f"hearsay-score: {args.clips} is not a folder (pass a folder of clips; in a "
@@ -348,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.batch_size < 1 or args.threads < 0:
         print("hearsay-score: --batch-size must be >= 1 and --threads >= 0", file=sys.stderr)
         return EXIT_USAGE
-    usage = deploy_windows.window_usage_error(args) or (
+    usage = windowed.window_usage_error(args) or (
         "--resume needs -o FILE (it goes on from FILE.partial)"
         if args.resume and args.output is None else "")
     if usage:
@@ -359,8 +360,8 @@ def main(argv: list[str] | None = None) -> int:
                       first_window=args.first_window, hop_s=args.hop_s,
                       window_chunk=4 * args.batch_size)
     try:  # before any work: a run must not score for an hour and then fail to write
-        deploy_io.check_writable(args.output)
-        deploy_io.check_writable(args.windows_csv)
+        io.check_writable(args.output)
+        io.check_writable(args.windows_csv)
     except OutputError as err:
         print(f"hearsay-score: {err}", file=sys.stderr)
         return EXIT_OUTPUT
@@ -375,7 +376,3 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     finally:
         signal.signal(signal.SIGTERM, old)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -32,7 +32,7 @@ import numpy as np
 
 from hearsay import windows
 from hearsay.audio import SAMPLE_RATE, AudioError, trim_silence
-from hearsay.deploy_io import RowSink, new_row, note_header
+from hearsay.deploy.io import RowSink, new_row, note_header
 from hearsay.logits import sigmoid  # both modes of hearsay-score use it
 
 WINDOW_COLUMNS = ["path", "start_s", "end_s", "logit", "score"]  # --windows-csv, one row a window
