@@ -10,7 +10,8 @@ import onnx
 import pytest
 import torch
 
-from hearsay.deploy import ModelError, model_sums, pad_batch, verify_model_dir
+from hearsay.crops import pad_batch
+from hearsay.deploy import ModelError, model_sums, verify_model_dir
 from hearsay.export import onnx_export, parity, probe
 from hearsay.export.onnx_export import ExportConfig, export_model
 from hearsay.export.quantize import QuantGate, gate_report, layer_matmuls, quantize_file
@@ -66,7 +67,7 @@ def test_parity_a_holds_on_mixed_lengths_and_a_padded_batch(exported):
     # independently: a fresh padded batch with lengths the export never saw (incl. > 3 s)
     rng = np.random.default_rng(7)
     waves = [rng.standard_normal(n).astype(np.float32) for n in (5_000, 23_456, 61_000)]
-    x, mask = pad_batch(waves)
+    x, mask = pad_batch(waves, [len(w) for w in waves])
     with torch.no_grad():
         want = det(torch.from_numpy(x), torch.from_numpy(mask)).numpy()
     got = probe.ort_logits(out / "model.onnx", waves, batched=True)

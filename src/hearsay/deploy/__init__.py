@@ -93,7 +93,7 @@ from hearsay.deploy.io import (  # noqa: F401
     find_audio,
     new_row,
 )
-from hearsay.deploy.session import allowed_cpus, make_session, pad_batch, run_logits  # noqa: F401  (export/ and the demo call them here)
+from hearsay.deploy.session import allowed_cpus, make_session, run_logits  # noqa: F401  (export/ and the demo call them here)
 from hearsay.hashing import SumsError, read_sums, sha256_file
 
 DEFAULT_MODEL_DIR = "/opt/hearsay/model"

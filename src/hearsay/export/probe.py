@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from hearsay.audio import SAMPLE_RATE, AudioError, prepare
+from hearsay.crops import pad_batch
 
 
 def versions(torch) -> dict:
@@ -99,13 +100,12 @@ def torch_logits(model, waves: list[np.ndarray], *, batched: bool, device: str =
     """Logits (N,) from the PyTorch model: one clip per call, or all clips as one padded batch."""
     import torch
 
-    from hearsay.deploy import pad_batch
-
     groups = [waves] if batched else [[w] for w in waves]
     out = []
     with torch.no_grad():
         for group in groups:
-            x, mask = (torch.from_numpy(a).to(device) for a in pad_batch(group))
+            padded = pad_batch(group, [len(w) for w in group])  # every sample valid
+            x, mask = (torch.from_numpy(a).to(device) for a in padded)
             with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16,
                                 enabled=bf16):
                 out.append(model(x, mask).float().cpu().numpy().reshape(-1))
@@ -113,13 +113,13 @@ def torch_logits(model, waves: list[np.ndarray], *, batched: bool, device: str =
 
 
 def ort_logits(model_path: Path, waves: list[np.ndarray], *, batched: bool) -> np.ndarray:
-    from hearsay.deploy import make_session, pad_batch
+    from hearsay.deploy import make_session
 
     session = make_session(model_path)
     groups = [waves] if batched else [[w] for w in waves]
     out = []
     for group in groups:
-        x, mask = pad_batch(group)
+        x, mask = pad_batch(group, [len(w) for w in group])
         out.append(session.run(["logits"], {"input_values": x, "attention_mask": mask})[0])
     return np.concatenate([np.asarray(o, dtype=np.float32).reshape(-1) for o in out])
 
