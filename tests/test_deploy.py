@@ -25,7 +25,8 @@ from hearsay import deploy
 from hearsay.audio import ffmpeg_exe, load_audio, prepare_file
 from hearsay.deploy import allowed_cpus, main
 from hearsay.deploy import session as deploy_session
-from hearsay.hashing import format_sums
+from hearsay.hashing import format_sums, sha256_file
+from hearsay.model_dir import model_sums
 
 REPO = Path(__file__).resolve().parents[1]
 LOCK = REPO / "requirements.lock"
@@ -185,11 +186,11 @@ def test_model_problems_exit_3_and_leave_the_old_output(world, tmp_path, monkeyp
     elif damage == "pin_mismatch":
         monkeypatch.setenv("HEARSAY_MODEL_SUMS_SHA256", "f" * 64)
     elif damage == "front_end_changed":  # a consistent folder, but not the pinned one
-        monkeypatch.setenv("HEARSAY_MODEL_SUMS_SHA256", deploy.sha256_file(bad / "SHA256SUMS"))
+        monkeypatch.setenv("HEARSAY_MODEL_SUMS_SHA256", sha256_file(bad / "SHA256SUMS"))
         front = json.loads((bad / "front_end.json").read_text())
         (bad / "front_end.json").write_text(json.dumps({**front, "max_s": 4.0}))
-        sums = deploy.model_sums(bad)
-        sums["front_end.json"] = deploy.sha256_file(bad / "front_end.json")
+        sums = model_sums(bad)
+        sums["front_end.json"] = sha256_file(bad / "front_end.json")
         (bad / "SHA256SUMS").write_text(format_sums(sums))
     elif damage == "int8_absent":
         args += ["--variant", "int8"]
@@ -200,7 +201,7 @@ def test_model_problems_exit_3_and_leave_the_old_output(world, tmp_path, monkeyp
 
 def test_pinned_model_sha_is_accepted_when_it_matches(world, tmp_path, monkeypatch):
     model, _, clips, _ = world
-    monkeypatch.setenv("HEARSAY_MODEL_SUMS_SHA256", deploy.sha256_file(model / "SHA256SUMS"))
+    monkeypatch.setenv("HEARSAY_MODEL_SUMS_SHA256", sha256_file(model / "SHA256SUMS"))
     assert main([str(clips), "-o", str(tmp_path / "o.csv"), "--model", str(model)]) == 0
 
 
@@ -572,7 +573,7 @@ def test_rows_name_the_whole_model_folder_not_only_model_onnx(world, tmp_path):
     shutil.copytree(model, other)
     front = json.loads((other / "front_end.json").read_text())
     (other / "front_end.json").write_text(json.dumps({**front, "top_db": 30.0}))
-    sums = deploy.model_sums(other)
+    sums = model_sums(other)
     sums["front_end.json"] = hashlib.sha256((other / "front_end.json").read_bytes()).hexdigest()
     (other / "SHA256SUMS").write_text(format_sums(sums))
     ids = set()
