@@ -45,7 +45,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hearsay.deploy import allowed_cpus, make_session, pad_batch, run_logits
+from hearsay.crops import pad_batch
+from hearsay.deploy import allowed_cpus, make_session, run_logits
 from hearsay.export import probe
 from hearsay.export.onnx_export import export_onnx
 from hearsay.export.quantize import (
@@ -186,7 +187,8 @@ def per_process(args, threads: int) -> dict:
     d = Path(tempfile.mkdtemp(prefix="bench-engines-"))
     save_detector(model, d / "ckpt")
     clips = probe.synthetic_clips(np.random.default_rng(0), args.clips, 8.0, 8.0, FRONT)
-    batches = [pad_batch(clips[i : i + args.batch]) for i in range(0, len(clips), args.batch)]
+    batches = [pad_batch(b, [len(w) for w in b]) for b in
+               (clips[i : i + args.batch] for i in range(0, len(clips), args.batch))]
     np.savez(d / "batches.npz", **{f"{k}{i}": a for i, b in enumerate(batches)
                                    for k, a in zip("xm", b, strict=True)})
     gate = QuantGate(clips=args.gate_clips)
@@ -352,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
     model = Detector(cfg).eval()
     rng = np.random.default_rng(0)
     clips = probe.synthetic_clips(rng, args.clips, 8.0, 8.0, FRONT)
-    batches = [pad_batch(clips[i : i + args.batch]) for i in range(0, len(clips), args.batch)]
+    batches = [pad_batch(b, [len(w) for w in b]) for b in
+               (clips[i : i + args.batch] for i in range(0, len(clips), args.batch))]
     gflop = flops_per_clip(cfg, int(np.mean([len(c) for c in clips])))
     peak, peak8 = gemm_peak(threads), int8_gemm_peak(threads)
     res: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "threads": threads,

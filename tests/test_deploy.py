@@ -21,10 +21,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from hearsay import deploy, deploy_session
+from hearsay import deploy
 from hearsay.audio import ffmpeg_exe, load_audio, prepare_file
 from hearsay.deploy import allowed_cpus, main
-from hearsay.hashing import format_sums
+from hearsay.deploy import session as deploy_session
+from hearsay.hashing import format_sums, sha256_file
+from hearsay.model_dir import model_sums
 
 REPO = Path(__file__).resolve().parents[1]
 LOCK = REPO / "requirements.lock"
@@ -184,11 +186,11 @@ def test_model_problems_exit_3_and_leave_the_old_output(world, tmp_path, monkeyp
     elif damage == "pin_mismatch":
         monkeypatch.setenv("HEARSAY_MODEL_SUMS_SHA256", "f" * 64)
     elif damage == "front_end_changed":  # a consistent folder, but not the pinned one
-        monkeypatch.setenv("HEARSAY_MODEL_SUMS_SHA256", deploy.sha256_file(bad / "SHA256SUMS"))
+        monkeypatch.setenv("HEARSAY_MODEL_SUMS_SHA256", sha256_file(bad / "SHA256SUMS"))
         front = json.loads((bad / "front_end.json").read_text())
         (bad / "front_end.json").write_text(json.dumps({**front, "max_s": 4.0}))
-        sums = deploy.model_sums(bad)
-        sums["front_end.json"] = deploy.sha256_file(bad / "front_end.json")
+        sums = model_sums(bad)
+        sums["front_end.json"] = sha256_file(bad / "front_end.json")
         (bad / "SHA256SUMS").write_text(format_sums(sums))
     elif damage == "int8_absent":
         args += ["--variant", "int8"]
@@ -199,7 +201,7 @@ def test_model_problems_exit_3_and_leave_the_old_output(world, tmp_path, monkeyp
 
 def test_pinned_model_sha_is_accepted_when_it_matches(world, tmp_path, monkeypatch):
     model, _, clips, _ = world
-    monkeypatch.setenv("HEARSAY_MODEL_SUMS_SHA256", deploy.sha256_file(model / "SHA256SUMS"))
+    monkeypatch.setenv("HEARSAY_MODEL_SUMS_SHA256", sha256_file(model / "SHA256SUMS"))
     assert main([str(clips), "-o", str(tmp_path / "o.csv"), "--model", str(model)]) == 0
 
 
@@ -225,6 +227,12 @@ BLOCK_TORCH = textwrap.dedent("""
             if name.split(".")[0] in ("torch", "transformers", "torchaudio"):
                 raise ImportError(f"blocked: hearsay.deploy imported {name}")
     sys.meta_path.insert(0, _NoTorch())
+    import importlib, pkgutil
+    import hearsay.deploy
+    for module in pkgutil.iter_modules(hearsay.deploy.__path__, "hearsay.deploy."):
+        importlib.import_module(module.name)  # every module of the package, __main__ too
+    print("imported:", *sorted(m for m in sys.modules if m.startswith("hearsay.")),
+          file=sys.stderr)
     from hearsay.deploy import main
     rc = main(sys.argv[1:])
     assert not any(m.split(".")[0] == "torch" for m in sys.modules), "torch got imported"
@@ -239,6 +247,10 @@ def test_deploy_never_imports_torch_even_when_scoring(world, tmp_path):
                            "-o", str(tmp_path / "o.csv")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert len(read_csv(tmp_path / "o.csv")) == 10
+    package = REPO / "src" / "hearsay" / "deploy"
+    modules = {f"hearsay.deploy.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__"}
+    imported = set(re.search(r"^imported: (.*)$", proc.stderr, re.M).group(1).split())
+    assert modules and modules <= imported, f"not imported under the block: {modules - imported}"
 
 
 def _pins(names: list[str]) -> list[str]:
@@ -561,7 +573,7 @@ def test_rows_name_the_whole_model_folder_not_only_model_onnx(world, tmp_path):
     shutil.copytree(model, other)
     front = json.loads((other / "front_end.json").read_text())
     (other / "front_end.json").write_text(json.dumps({**front, "top_db": 30.0}))
-    sums = deploy.model_sums(other)
+    sums = model_sums(other)
     sums["front_end.json"] = hashlib.sha256((other / "front_end.json").read_bytes()).hexdigest()
     (other / "SHA256SUMS").write_text(format_sums(sums))
     ids = set()
@@ -584,7 +596,7 @@ def test_both_modes_score_any_logit_with_one_stable_sigmoid(world, logit, score)
     scorer = deploy.Scorer(session=Session(), model_sha="", front=front, min_samples=400)
     cfg = deploy.ScoreConfig(first_window=True)
     for rows in (deploy.score_chunk(clips, [clips / "a.wav"], scorer, cfg),
-                 list(deploy.deploy_windows.windowed_rows(clips, [clips / "a.wav"], scorer,
+                 list(deploy.windowed.windowed_rows(clips, [clips / "a.wav"], scorer,
                                                           deploy.ScoreConfig()))):
         assert (rows[0]["score"], rows[0]["error"]) == (score, "")
 
@@ -609,13 +621,13 @@ def test_a_long_file_writes_window_rows_per_batch_and_resume_finishes_it(world, 
     assert kept == read_csv(ref_w)[:8]
     assert [r["path"] for r in read_csv(tmp_path / "s.csv.partial")] == ["a.wav"]
     monkeypatch.undo()
-    scored, cut = [], deploy.deploy_windows.file_windows
+    scored, cut = [], deploy.windowed.file_windows
 
     def file_windows(path, *rest):
         scored.append(path.name)
         return cut(path, *rest)
 
-    monkeypatch.setattr(deploy.deploy_windows, "file_windows", file_windows)
+    monkeypatch.setattr(deploy.windowed, "file_windows", file_windows)
     assert main([*args, "-o", str(out), "--windows-csv", str(out_w), "--resume"]) == 0
     assert scored == ["long.flac"]  # a.wav was complete in the partial file
     assert out.read_text() == ref.read_text() and out_w.read_text() == ref_w.read_text()

@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+from hearsay.model_dir import ONNX, PARITY  # stdlib only: the folder's file names
+
 EXIT_OK, EXIT_USAGE = 0, 2  # common to every command (module docstring)
 
 # command -> (module, one-line summary). Keep in pipeline order: `hearsay --help` prints it.
@@ -31,7 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                      "features? (+ the drop rule)"),
     "compare": ("hearsay.compare", "rank recipes on their inner-fold runs (the ablation)"),
     "assemble": ("hearsay.assemble", "pinned fold + full runs -> score file, meta.json, report"),
-    "export": ("hearsay.export.onnx_export", "checkpoint -> model.onnx (+ int8) with parity.json"),
+    "export": ("hearsay.export.onnx_export", f"checkpoint -> {ONNX} (+ int8) with {PARITY}"),
     "parity": ("hearsay.export.parity", "box or GPU bf16 logits vs CPU onnxruntime fp32"),
     "publish": ("hearsay.publish", "upload / download a checkpoint, verifying every sha256"),
 }

@@ -10,12 +10,13 @@ import onnx
 import pytest
 import torch
 
-from hearsay.deploy import ModelError, model_sums, pad_batch, verify_model_dir
+from hearsay.crops import pad_batch
 from hearsay.export import onnx_export, parity, probe
 from hearsay.export.onnx_export import ExportConfig, export_model
 from hearsay.export.quantize import QuantGate, gate_report, layer_matmuls, quantize_file
 from hearsay.hashing import sha256_file
 from hearsay.model import Detector, ModelConfig, save_detector
+from hearsay.model_dir import ModelError, model_sums, verify
 
 
 def tiny_detector(seed: int = 0) -> Detector:
@@ -66,7 +67,7 @@ def test_parity_a_holds_on_mixed_lengths_and_a_padded_batch(exported):
     # independently: a fresh padded batch with lengths the export never saw (incl. > 3 s)
     rng = np.random.default_rng(7)
     waves = [rng.standard_normal(n).astype(np.float32) for n in (5_000, 23_456, 61_000)]
-    x, mask = pad_batch(waves)
+    x, mask = pad_batch(waves, [len(w) for w in waves])
     with torch.no_grad():
         want = det(torch.from_numpy(x), torch.from_numpy(mask)).numpy()
     got = probe.ort_logits(out / "model.onnx", waves, batched=True)
@@ -90,7 +91,7 @@ def test_failed_parity_leaves_no_manifest_so_the_scorer_refuses(tmp_path):
     assert report["attempts"][0]["max_abs_dlogit"] == pytest.approx(1e-3, rel=1e-2)
     assert not (tmp_path / "SHA256SUMS").exists()
     with pytest.raises(ModelError, match="SHA256SUMS"):
-        verify_model_dir(tmp_path)
+        verify(tmp_path)
 
 
 def test_int8_is_shipped_exactly_when_its_gate_passes(exported, tmp_path):
@@ -173,7 +174,7 @@ def test_export_cli_exit_codes(tmp_path, capsys):
     rc = onnx_export.main(["onnx", str(run), "--out", str(out), "--no-int8",
                            "--parity-clips", "4"])
     assert rc == 0 and (out / "SHA256SUMS").exists()
-    verify_model_dir(out)
+    verify(out)
     assert onnx_export.main(["onnx", str(tmp_path / "nope"), "--out", str(out)]) == 3
     assert onnx_export.main(["tflite", str(run), "--out", str(out)]) == 2
     assert "only format is onnx" in capsys.readouterr().err
@@ -272,7 +273,7 @@ def test_parity_json_binds_the_checkpoint_and_parity_refuses_another(tmp_path, c
         in (0, 1)  # the export's own checkpoint is accepted: the CPU check runs
     data = json.loads((out / "parity.json").read_text())
     assert data["parity_b_cpu_check"]["clips"] == 3 and data["checkpoint_sha256"] == recorded
-    verify_model_dir(out)
+    verify(out)
     assert (out / "SHA256SUMS").read_bytes() == identity  # a pin taken at export still holds
 
 

@@ -203,6 +203,7 @@ def stage_assemble(out: Path, ctx: dict) -> None:
 def stage_export(out: Path, ctx: dict) -> None:
     """6: export the full run to demo_out/export/ (hearsay export onnx): model.onnx, parity A,
     the int8 variant only if it passes its gate, front_end.json, SHA256SUMS, parity.json."""
+    from hearsay import model_dir
     from hearsay.export.onnx_export import ExportConfig, export_model
     from hearsay.export.probe import checkpoint_weights
     from hearsay.hashing import sha256_file
@@ -215,13 +216,13 @@ def stage_export(out: Path, ctx: dict) -> None:
     a, q = report["parity_a"], report["int8"] or {}
     if not report["exporter"]:
         raise RuntimeError(f"export: parity A failed (max |dlogit| {a['max_abs_dlogit']:.2e} > "
-                           f"{a['tolerance']:.0e}); see {out / 'export' / 'parity.json'}")
+                           f"{a['tolerance']:.0e}); see {out / 'export' / model_dir.PARITY}")
     print(f"[demo] export: {report['exporter']}, parity A max |dlogit| "
           f"{a['max_abs_dlogit']:.2e} over {a['clips']} clips; int8 spearman "
           f"{q.get('spearman', float('nan')):.4f} agreement {q.get('agreement', float('nan')):.3f}"
           f" -> {'shipped' if q.get('passed') else 'not shipped'}")
     ctx["export"] = out / "export"
-    ctx["parity"] = out / "export" / "parity.json"
+    ctx["parity"] = out / "export" / model_dir.PARITY
 
 
 def stage_deploy(out: Path, ctx: dict) -> None:

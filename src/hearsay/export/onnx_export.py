@@ -39,7 +39,6 @@ unloadable.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
 from dataclasses import asdict, dataclass
@@ -47,10 +46,11 @@ from pathlib import Path
 
 import numpy as np
 
+from hearsay import model_dir
 from hearsay.audio import BAND_LIMIT_HZ, SAMPLE_RATE, TRIM_TOP_DB
 from hearsay.export import probe
 from hearsay.export.quantize import QuantGate, quantize_int8
-from hearsay.hashing import format_sums, sha256_file
+from hearsay.hashing import sha256_file
 
 EXIT_OK, EXIT_PARITY, EXIT_USAGE, EXIT_CHECKPOINT = 0, 1, 2, 3
 EXPORTERS = ("torchscript", "dynamo")
@@ -108,7 +108,7 @@ def fuse_export(model, out: Path, waves: list, windows: list | None, tol: float)
     on a pass the fused graph becomes out/model.onnx. -> {"used", "ops", "parity_a" | "error"}."""
     from hearsay.export import fuse
 
-    plain, fused = out / "model.fusable.onnx", out / "model.fused.onnx"
+    plain, fused = out / "model.fusable.onnx", out / "model.fused.onnx"  # scratch, removed
     try:
         export_onnx(fuse.fusable_copy(model), plain, "torchscript")
         ops = fuse.fuse_file(plain, fused, model.cfg.num_heads, model.cfg.hidden_size,
@@ -120,15 +120,9 @@ def fuse_export(model, out: Path, waves: list, windows: list | None, tol: float)
         plain.unlink(missing_ok=True)
     used = bool(report_a["passed"] and ops.get("MultiHeadAttention", 0) > 0)
     if used:
-        fused.replace(out / "model.onnx")
+        fused.replace(out / model_dir.ONNX)
     fused.unlink(missing_ok=True)
     return {"used": used, "ops": ops, "parity_a": report_a}
-
-
-def write_sums(model_dir: Path, names: list[str]) -> None:
-    """SHA256SUMS in sha256sum's format ('<hex>  <name>'), names sorted."""
-    sums = {n: sha256_file(model_dir / n) for n in names}
-    (model_dir / "SHA256SUMS").write_text(format_sums(sums))
 
 
 def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
@@ -143,12 +137,10 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
     import torch
 
     out.mkdir(parents=True, exist_ok=True)
-    for stale in ("SHA256SUMS", "model.onnx", "model.int8.onnx", "parity.json"):
-        (out / stale).unlink(missing_ok=True)
+    model_dir.clear(out)
     model = model.eval().float().cpu()
-    front = {"sample_rate": SAMPLE_RATE, "max_s": cfg.max_s, "cutoff_hz": cfg.cutoff_hz,
-             "top_db": cfg.top_db, "min_s": cfg.min_s}
-    (out / "front_end.json").write_text(json.dumps(front, indent=2) + "\n")
+    front = model_dir.front_end(cfg.max_s, cfg.cutoff_hz, cfg.top_db, cfg.min_s)
+    model_dir.write_front_end(out, front)
     rng = np.random.default_rng(cfg.seed)
     waves = probe.synthetic_clips(rng, cfg.parity_clips, cfg.parity_min_s, cfg.parity_max_s,
                                    front)
@@ -160,8 +152,8 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
     attempts, chosen, report_a = [], None, None
     for exporter in order:
         try:
-            export_onnx(model, out / "model.onnx", exporter, cfg.opset)
-            report_a = probe.parity_a(model, out / "model.onnx", waves, cfg.parity_tol,
+            export_onnx(model, out / model_dir.ONNX, exporter, cfg.opset)
+            report_a = probe.parity_a(model, out / model_dir.ONNX, waves, cfg.parity_tol,
                                        windows)
         except Exception as err:  # noqa: BLE001 - an exporter that crashes is a failed attempt
             attempts.append({"exporter": exporter, "passed": False,
@@ -182,24 +174,24 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
                     "fusion": fusion,
                     "int8": None, "parity_b": None, "config": asdict(cfg),
                     "versions": probe.versions(torch)}
-    shipped = ["model.onnx", "front_end.json"]  # what makes a score: the folder's identity
+    shipped = [model_dir.ONNX, model_dir.FRONT_END]  # what makes a score: the identity
     # 3. int8, gated against ORT fp32 (no torch needed: both sides are onnxruntime).
     if chosen and cfg.int8:
         try:
-            int8 = quantize_int8(out / "model.onnx", out / "model.int8.onnx", cfg.gate, front,
+            int8 = quantize_int8(out / model_dir.ONNX, out / model_dir.INT8, cfg.gate, front,
                                  np.random.default_rng(cfg.seed + 1),
                                  None if cfg.calibration is None else Path(cfg.calibration))
         except Exception as err:  # noqa: BLE001 - e.g. ORT's shape inference on a dynamo graph
             int8 = {"passed": False, "error": f"{type(err).__name__}: {str(err)[:500]}"}
         report["int8"] = int8
         if int8["passed"]:
-            shipped.append("model.int8.onnx")
+            shipped.append(model_dir.INT8)
         else:
-            (out / "model.int8.onnx").unlink(missing_ok=True)
+            (out / model_dir.INT8).unlink(missing_ok=True)
     # 4. parity.json (the record, not listed), then the manifest over every shipped file.
-    (out / "parity.json").write_text(json.dumps(report, indent=2) + "\n")
+    model_dir.write_parity(out, report)
     if chosen:
-        write_sums(out, shipped)
+        model_dir.write_sums(out, shipped)
     return report
 
 
@@ -259,8 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hearsay export: int8 recipe={q.get('recipe')} spearman={q.get('spearman')} "
               f"agreement={q.get('agreement')} shipped={q['passed']} {q.get('error', '')}")
     if not report["exporter"]:
-        print(f"hearsay export: parity A failed for every exporter (see {args.out}/parity.json)",
-              file=sys.stderr)
+        print(f"hearsay export: parity A failed for every exporter (see "
+              f"{args.out}/{model_dir.PARITY})", file=sys.stderr)
         return EXIT_PARITY
     return EXIT_OK
 

@@ -53,6 +53,7 @@ from hearsay.export.probe import (
     torch_logits,
     versions,
 )
+from hearsay.model_dir import PARITY, SUMS, ModelError, refresh_sum, update_parity, verify
 
 EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_MODEL, EXIT_NO_CUDA = 0, 1, 2, 3, 4
 SHAPES = ("tiny", "xlsr300m-12")
@@ -98,7 +99,7 @@ def _build(shape: str):
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hearsay parity", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model_dir", type=Path, help="exported model folder (parity.json updated)")
+    ap.add_argument("model_dir", type=Path, help=f"exported model folder ({PARITY} updated)")
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoint", type=Path, help="run dir / checkpoint the folder came from")
     src.add_argument("--random-init", choices=SHAPES,
@@ -123,9 +124,6 @@ def main(argv: list[str] | None = None) -> int:
         print("hearsay parity: no CUDA device here, parity B cannot be measured (run it on a "
               "GPU box after training; parity A runs in `hearsay export onnx`)", file=sys.stderr)
         return EXIT_NO_CUDA
-    from hearsay.deploy import ModelError, model_sums, sha256_file, verify_model_dir
-    from hearsay.hashing import format_sums
-
     try:
         if args.random_init:
             from hearsay.export.onnx_export import ExportConfig, export_model
@@ -135,10 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from hearsay.model import load_detector
 
-            verify_model_dir(args.model_dir)
+            verify(args.model_dir)
             check_checkpoint(args.model_dir, args.checkpoint)  # before the (slow) load
             model, _ = load_detector(args.checkpoint)
-        onnx_path, _, front = verify_model_dir(args.model_dir)
+        onnx_path, _, front = verify(args.model_dir)
     except (ModelError, OSError, ValueError) as err:
         print(f"hearsay parity: {err}", file=sys.stderr)
         return EXIT_MODEL
@@ -146,15 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     waves = synthetic_clips(np.random.default_rng(args.seed), args.clips, 3.0, 8.0, front)
     report = parity_b(model, onnx_path, waves, device=args.device)
     report["versions"] = versions(torch)
-    pj = args.model_dir / "parity.json"
-    data = json.loads(pj.read_text())
-    data["parity_b" if on_gpu else "parity_b_cpu_check"] = report
-    pj.write_text(json.dumps(data, indent=2) + "\n")
-    sums = model_sums(args.model_dir)
-    if "parity.json" in sums:  # exported before parity.json left the identity: keep it valid
-        sums["parity.json"] = sha256_file(pj)
-        (args.model_dir / "SHA256SUMS").write_text(format_sums(sums))
-        print(f"hearsay parity: {args.model_dir}/SHA256SUMS lists parity.json (an older "
+    update_parity(args.model_dir, {"parity_b" if on_gpu else "parity_b_cpu_check": report})
+    if refresh_sum(args.model_dir, PARITY):  # exported before parity.json left the identity
+        print(f"hearsay parity: {args.model_dir}/{SUMS} lists {PARITY} (an older "
               "export): refreshed, so the folder's identity changed; re-export to keep it "
               "fixed", file=sys.stderr)
     print(json.dumps(report, indent=2))
@@ -164,7 +156,6 @@ def main(argv: list[str] | None = None) -> int:
 def from_box(model_dir: Path, box_file: Path, bundle_dir: Path) -> int:
     """--box-logits: parity_b from the box's logits, written into MODEL_DIR/parity.json."""
     from hearsay import score as scoring
-    from hearsay.deploy import ModelError
     from hearsay.export import parity_box
 
     try:
@@ -173,9 +164,7 @@ def from_box(model_dir: Path, box_file: Path, bundle_dir: Path) -> int:
     except (ModelError, scoring.ScoreError, OSError, ValueError, KeyError) as err:
         print(f"hearsay parity: {err}", file=sys.stderr)
         return EXIT_MODEL
-    pj = model_dir / "parity.json"
-    pj.write_text(json.dumps({**json.loads(pj.read_text()), "parity_b": report}, indent=2)
-                  + "\n")
+    update_parity(model_dir, {"parity_b": report})
     print(json.dumps(report, indent=2))
     return EXIT_OK if report["passed"] else EXIT_GATE
 

@@ -116,15 +116,15 @@ def gate(a: np.ndarray, ort: np.ndarray) -> dict:
 
 def compare(model_dir: Path, box_file: Path, bundle) -> dict:
     """parity.json's "parity_b": ONNX fp32 on this CPU vs the box's logits on the same clips."""
-    from hearsay.deploy import verify_model_dir
     from hearsay.export.probe import ort_logits
+    from hearsay.model_dir import read_parity, verify
 
     box = json.loads(Path(box_file).read_text())
     if box.get("kind") != KIND:
         raise ValueError(f"{box_file} is not a box parity file (hearsay score-run --parity-clips "
                          "writes full_parity_logits.json)")
-    onnx_path, _, _ = verify_model_dir(model_dir)
-    want = json.loads((Path(model_dir) / "parity.json").read_text()).get("checkpoint_sha256")
+    onnx_path, _, _ = verify(model_dir)
+    want = read_parity(model_dir).get("checkpoint_sha256")
     if box.get("checkpoint_sha256") != want:
         raise ValueError(f"{box_file} holds logits of checkpoint {box.get('checkpoint_sha256')}, "
                          f"{model_dir} was exported from {want}: export the run the box scored")

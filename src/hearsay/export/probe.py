@@ -11,13 +11,14 @@ one by one and as one padded batch: max |delta logit| <= 1e-4. Parity B is hears
 
 from __future__ import annotations
 
-import json
 import platform
 from pathlib import Path
 
 import numpy as np
 
 from hearsay.audio import SAMPLE_RATE, AudioError, prepare
+from hearsay.crops import pad_batch
+from hearsay.model_dir import PARITY, prepare_args, read_parity
 
 
 def versions(torch) -> dict:
@@ -35,7 +36,7 @@ def synthetic_clips(rng: np.random.Generator, n: int, min_s: float, max_s: float
     through hearsay.audio.prepare with the model folder's front end (trim, band-limit, cap,
     normalise) -- the same path as scoring."""
     sr = int(front.get("sample_rate", SAMPLE_RATE))
-    kwargs = {"max_s": front["max_s"], "cutoff_hz": front["cutoff_hz"], "top_db": front["top_db"]}
+    kwargs = prepare_args(front)
     lengths = np.linspace(min_s, max_s, n) if n > 1 else np.array([max_s])
     clips = []
     for seconds in rng.permutation(lengths):
@@ -82,9 +83,9 @@ def check_checkpoint(model_dir: Path, checkpoint: Path) -> str:
     from hearsay.hashing import sha256_file
 
     got = sha256_file(checkpoint_weights(checkpoint))
-    want = json.loads((Path(model_dir) / "parity.json").read_text()).get("checkpoint_sha256")
+    want = read_parity(model_dir).get("checkpoint_sha256")
     if want is None:
-        raise ValueError(f"{model_dir}/parity.json records no checkpoint_sha256 (exported from a "
+        raise ValueError(f"{model_dir}/{PARITY} records no checkpoint_sha256 (exported from a "
                          "model built in code): re-export it with `hearsay export onnx "
                          f"{checkpoint} --out {model_dir}`")
     if got != want:
@@ -99,13 +100,12 @@ def torch_logits(model, waves: list[np.ndarray], *, batched: bool, device: str =
     """Logits (N,) from the PyTorch model: one clip per call, or all clips as one padded batch."""
     import torch
 
-    from hearsay.deploy import pad_batch
-
     groups = [waves] if batched else [[w] for w in waves]
     out = []
     with torch.no_grad():
         for group in groups:
-            x, mask = (torch.from_numpy(a).to(device) for a in pad_batch(group))
+            padded = pad_batch(group, [len(w) for w in group])  # every sample valid
+            x, mask = (torch.from_numpy(a).to(device) for a in padded)
             with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16,
                                 enabled=bf16):
                 out.append(model(x, mask).float().cpu().numpy().reshape(-1))
@@ -113,13 +113,13 @@ def torch_logits(model, waves: list[np.ndarray], *, batched: bool, device: str =
 
 
 def ort_logits(model_path: Path, waves: list[np.ndarray], *, batched: bool) -> np.ndarray:
-    from hearsay.deploy import make_session, pad_batch
+    from hearsay.deploy import make_session
 
     session = make_session(model_path)
     groups = [waves] if batched else [[w] for w in waves]
     out = []
     for group in groups:
-        x, mask = pad_batch(group)
+        x, mask = pad_batch(group, [len(w) for w in group])
         out.append(session.run(["logits"], {"input_values": x, "attention_mask": mask})[0])
     return np.concatenate([np.asarray(o, dtype=np.float32).reshape(-1) for o in out])
 

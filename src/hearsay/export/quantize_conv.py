@@ -81,10 +81,11 @@ def bundle_clips(root: Path, front: dict, calib: int, gate: int,
     them. Raises ValueError when the bundle has fewer than `calib` usable clips."""
     from hearsay.audio import AudioError, prepare_file
     from hearsay.bundle import load_bundle
+    from hearsay.model_dir import prepare_args
 
     b = load_bundle(root)
     ids = list(b.manifest["id"])
-    kwargs = {"max_s": front["max_s"], "cutoff_hz": front["cutoff_hz"], "top_db": front["top_db"]}
+    kwargs = prepare_args(front)
     min_n = int(front["min_s"] * front["sample_rate"])
     waves: list[np.ndarray] = []
     for i in rng.permutation(len(ids)):

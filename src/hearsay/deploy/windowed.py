@@ -17,7 +17,8 @@ file's length. The file's row gets:
 
 and --windows-csv FILE gets one WINDOW_COLUMNS row per window, in the same order.
 
-numpy, onnxruntime (through hearsay.deploy) and hearsay.windows only: never torch.
+numpy, onnxruntime (through hearsay.deploy), hearsay.windows and hearsay.model_dir only: never
+torch.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ import numpy as np
 
 from hearsay import windows
 from hearsay.audio import SAMPLE_RATE, AudioError, trim_silence
-from hearsay.deploy_io import RowSink, new_row, note_header
+from hearsay.deploy.io import RowSink, new_row, note_header
 from hearsay.logits import sigmoid  # both modes of hearsay-score use it
+from hearsay.model_dir import FRONT_END
 
 WINDOW_COLUMNS = ["path", "start_s", "end_s", "logit", "score"]  # --windows-csv, one row a window
 
@@ -59,7 +61,7 @@ def windowed_rows(root: Path, files: list[Path], scorer, cfg,
     in file and window order (a long file's windows reach --windows-csv batch by batch, before
     its row). `on_audio(s)` hears of every pass: the trimmed seconds it newly covered."""
     if scorer.front.get("max_s") is None:
-        raise ValueError("front_end.json has no max_s: windows need the deploy length")
+        raise ValueError(f"{FRONT_END} has no max_s: windows need the deploy length")
     waiting: deque[_FileWindows] = deque()
     pending: list[tuple[_FileWindows, int, np.ndarray]] = []  # (file, window index, wave)
 

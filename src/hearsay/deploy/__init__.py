@@ -55,9 +55,11 @@ SHA256SUMS must match, the chosen model file must be listed, and when $HEARSAY_M
 is set (the deploy image bakes it at build) the sha256 of SHA256SUMS itself must equal it, which
 pins every file of the folder. Default folder: $HEARSAY_MODEL_DIR, else /opt/hearsay/model.
 
-Imports numpy, soundfile, onnxruntime and hearsay's torch-free audio, windows and deploy_io
-modules only -- never torch (the deploy image has none; tests/test_deploy.py proves it in a
-venv without torch).
+The package (this module; io.py: the input walk and the CSV rows; session.py: onnxruntime;
+windowed.py: windowed scoring; __main__.py: `python -m hearsay.deploy`) imports numpy,
+soundfile, onnxruntime and hearsay's torch-free audio, windows, crops and model_dir (the model
+folder) modules only -- never torch (the deploy image has none; tests/test_deploy.py proves it
+in a venv without torch).
 
 Exit codes: 0 every file scored (or some failed without --strict), 1 some files failed (--strict),
 2 usage (bad arguments, CLIPS_DIR missing, --resume on another model's rows), 3 model folder
@@ -69,7 +71,6 @@ missing, incomplete or sha mismatch, 4 no audio file under CLIPS_DIR (often a mi
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -79,9 +80,10 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import deploy_io, deploy_windows, windows
+from hearsay import windows
 from hearsay.audio import SAMPLE_RATE, AudioError, prepare
-from hearsay.deploy_io import (  # noqa: F401
+from hearsay.deploy import io, windowed
+from hearsay.deploy.io import (  # noqa: F401
     AUDIO_EXTS,
     COLUMNS,
     OutputError,
@@ -91,18 +93,21 @@ from hearsay.deploy_io import (  # noqa: F401
     find_audio,
     new_row,
 )
-from hearsay.deploy_session import allowed_cpus, make_session, pad_batch, run_logits  # noqa: F401  (export/ and the demo call them here)
-from hearsay.hashing import SumsError, read_sums, sha256_file
+from hearsay.deploy.session import allowed_cpus, make_session, run_logits  # noqa: F401  (export/ and the demo call them here)
+from hearsay.model_dir import (  # noqa: F401  (model_sums: callers import it from here)
+    FRONT_END,
+    INT8,
+    ONNX,
+    ModelError,
+    model_sums,
+)
+from hearsay.model_dir import verify as verify_model_dir
 
 DEFAULT_MODEL_DIR = "/opt/hearsay/model"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL, EXIT_NO_AUDIO, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 EXIT_OUTPUT = 5  # -o / --windows-csv not writable (checked before anything is scored)
 EXIT_CLOSED = 141  # stdout closed by its reader (`| head`): 128 + SIGPIPE, as a shell reports it
 MIN_SAMPLES = 400  # one frame of the CNN front end (25 ms @ 16 kHz)
-
-
-class ModelError(Exception):
-    """The model folder is missing, incomplete or does not match its SHA256SUMS (exit 3)."""
 
 
 @dataclass(frozen=True)
@@ -115,62 +120,6 @@ class ScoreConfig:
     hop_s: float = windows.HOP_S  # window hop (s); windows are max_s long (front_end.json)
     window_chunk: int = 32  # windows cut ahead of scoring (32 x 8 s = 16 MB): bounds memory;
     #                         hearsay-score sets 4 x --batch-size, as chunk
-
-
-# --------------------------------------------------------------------------- model folder
-
-
-def model_sums(model_dir: Path) -> dict[str, str]:
-    """The model folder's SHA256SUMS (sha256sum's format) -> {name: hex}; ModelError if bad."""
-    sums_path = model_dir / "SHA256SUMS"
-    if not sums_path.is_file():
-        raise ModelError(f"{sums_path} not found (export the model with `hearsay export onnx`)")
-    try:
-        return read_sums(sums_path)
-    except SumsError as e:
-        raise ModelError(f"{e}; re-export the model (`hearsay export onnx`)") from None
-
-
-def verify_model_dir(model_dir: Path, variant: str = "fp32") -> tuple[Path, str, dict]:
-    """Check every file in SHA256SUMS; return (model path, the folder's identity, front end).
-
-    The identity is the sha256 of SHA256SUMS itself (which lists every file that makes a score:
-    the model files and front_end.json): what $HEARSAY_MODEL_SUMS_SHA256 pins and every row's
-    model_sums_sha256 names.
-
-    The front end dict holds prepare()'s kwargs (max_s, cutoff_hz, top_db) and min_s: clips
-    shorter than that after trimming are refused, as the bundle drops them from training."""
-    if not model_dir.is_dir():
-        raise ModelError(f"model folder {model_dir} not found (pass --model DIR or set "
-                         "HEARSAY_MODEL_DIR)")
-    sums = model_sums(model_dir)
-    name = {"fp32": "model.onnx", "int8": "model.int8.onnx"}[variant]
-    for required in ("model.onnx", name, "front_end.json"):
-        if required not in sums:
-            raise ModelError(f"{model_dir}: {required} is not listed in SHA256SUMS (for int8: "
-                             "it did not pass its parity gate; use --variant fp32)")
-    for fname, want in sums.items():
-        path = model_dir / fname
-        if not path.is_file():
-            raise ModelError(f"{path} listed in SHA256SUMS but missing")
-        got = sha256_file(path)
-        if got != want:
-            raise ModelError(f"{path}: sha256 {got} does not match SHA256SUMS {want} "
-                             "(re-export or re-download the model folder)")
-    identity = sha256_file(model_dir / "SHA256SUMS")
-    pinned = os.environ.get("HEARSAY_MODEL_SUMS_SHA256")  # the deploy image bakes it
-    if pinned:  # SHA256SUMS lists every file (all checked above): its sha pins the whole folder
-        got = identity
-        if got != pinned:
-            raise ModelError(f"{model_dir}/SHA256SUMS: sha256 {got} is not the pinned "
-                             f"HEARSAY_MODEL_SUMS_SHA256 {pinned} (wrong model folder mounted "
-                             "or baked)")
-    front = json.loads((model_dir / "front_end.json").read_text())
-    if int(front.get("sample_rate", SAMPLE_RATE)) != SAMPLE_RATE:
-        raise ModelError(f"front_end.json sample_rate {front['sample_rate']} != {SAMPLE_RATE}")
-    kwargs = {"max_s": front["max_s"], "cutoff_hz": front["cutoff_hz"], "top_db": front["top_db"],
-              "min_s": float(front.get("min_s", 0.0))}
-    return model_dir / name, identity, kwargs
 
 
 # --------------------------------------------------------------------------- scoring a folder
@@ -202,12 +151,12 @@ def model_input(path: Path, row: dict, scorer: Scorer) -> np.ndarray | None:
     """(N,) float32 model input of one file, or None with the reason in row["error"]."""
     try:
         wave, info = windows.decode(path)  # (N,) float32 @ 16 kHz: the windowed mode's decode
-        deploy_io.note_header(row, len(wave), info.header_s)
+        io.note_header(row, len(wave), info.header_s)
         x = prepare(wave, **scorer.front)
         if len(x) < scorer.min_samples:
             raise AudioError(path, f"too short after trimming ({len(x) / SAMPLE_RATE:.3f} s"
                              f" < {scorer.min_samples / SAMPLE_RATE:g} s)")
-        deploy_windows.first_window_span(row, wave, x, scorer.front["top_db"])
+        windowed.first_window_span(row, wave, x, scorer.front["top_db"])
         return x
     except AudioError as err:
         row["error"] = err.reason
@@ -230,7 +179,7 @@ def score_chunk(root: Path, paths: list[Path], scorer: Scorer, cfg: ScoreConfig)
         logits = run_logits(scorer.session, waves, cfg.batch_size)
         for slot, logit in zip(slots, logits, strict=True):
             rows[slot]["logit"] = f"{float(logit):.6f}"
-            rows[slot]["score"] = f"{deploy_windows.sigmoid(float(logit)):.6f}"
+            rows[slot]["score"] = f"{windowed.sigmoid(float(logit)):.6f}"
             rows[slot]["mean_logit"] = rows[slot]["logit"]  # one window
     return rows
 
@@ -247,7 +196,7 @@ def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) 
     scorer = load_scorer(model_dir, cfg)
     files, _ = find_audio(root)
     chunks = (iter_chunks(root, files, scorer, cfg) if cfg.first_window else
-              deploy_windows.iter_window_chunks(root, files, scorer, cfg))
+              windowed.iter_window_chunks(root, files, scorer, cfg))
     return [row for chunk in chunks for row in chunk]
 
 
@@ -275,22 +224,21 @@ def run(args, cfg: ScoreConfig) -> int:
         return EXIT_NO_AUDIO
     if not cfg.first_window and not 0 < cfg.hop_s <= scorer.front["max_s"]:
         print(f"hearsay-score: --hop-s {cfg.hop_s:g} must be in (0, {scorer.front['max_s']:g}] "
-              "(the window length, front_end.json max_s)", file=sys.stderr)
+              f"(the window length, {FRONT_END} max_s)", file=sys.stderr)
         return EXIT_USAGE
-    kept, kept_windows = (deploy_io.resume_rows(args, scorer.model_sha,
-                                                deploy_windows.WINDOW_COLUMNS)
+    kept, kept_windows = (io.resume_rows(args, scorer.model_sha, windowed.WINDOW_COLUMNS)
                           if args.resume else ([], []))
     done = {r["path"] for r in kept}
-    todo = [f for f in files if deploy_io.csv_path(args.clips, f) not in done]
+    todo = [f for f in files if io.csv_path(args.clips, f) not in done]
     progress, sink, win_sink = Progress(len(files), args.progress), None, None
     try:
         sink = RowSink(args.output, keep=kept)
-        win_sink = deploy_windows.WindowSink(args.windows_csv, keep=kept_windows)
+        win_sink = windowed.WindowSink(args.windows_csv, keep=kept_windows)
         if kept:
             progress.update(kept)
         chunks = (iter_chunks(args.clips, todo, scorer, cfg) if cfg.first_window else
-                  deploy_windows.iter_window_chunks(args.clips, todo, scorer, cfg,
-                                                    win_sink.write, progress.audio))
+                  windowed.iter_window_chunks(args.clips, todo, scorer, cfg,
+                                              win_sink.write, progress.audio))
         for rows in chunks:
             sink.write(rows)
             progress.update(rows)
@@ -328,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{DEFAULT_MODEL_DIR})")
     ap.add_argument("--strict", action="store_true", help="exit 1 when any file failed")
     ap.add_argument("--variant", choices=["fp32", "int8"], default="fp32",
-                    help="model.onnx (fp32) or model.int8.onnx (only present if it passed parity)")
+                    help=f"{ONNX} (fp32) or {INT8} (only present if it passed parity)")
     ap.add_argument("--batch-size", type=int, default=ScoreConfig.batch_size,
                     help="clips per onnxruntime call (rows are written every 4 batches)")
     ap.add_argument("--threads", type=int, default=0,
@@ -339,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true",
                     help="with -o: keep the complete rows of OUTPUT.partial (an interrupted run "
                     "with the same options and model) and score only the files not in it")
-    deploy_windows.add_window_args(ap, ScoreConfig.hop_s)
+    windowed.add_window_args(ap, ScoreConfig.hop_s)
     args = ap.parse_args(argv)  # argparse exits 2 on usage errors
     if not args.clips.is_dir():
         print(f"hearsay-score: {args.clips} is not a folder (pass a folder of clips; in a "
@@ -348,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.batch_size < 1 or args.threads < 0:
         print("hearsay-score: --batch-size must be >= 1 and --threads >= 0", file=sys.stderr)
         return EXIT_USAGE
-    usage = deploy_windows.window_usage_error(args) or (
+    usage = windowed.window_usage_error(args) or (
         "--resume needs -o FILE (it goes on from FILE.partial)"
         if args.resume and args.output is None else "")
     if usage:
@@ -359,8 +307,8 @@ def main(argv: list[str] | None = None) -> int:
                       first_window=args.first_window, hop_s=args.hop_s,
                       window_chunk=4 * args.batch_size)
     try:  # before any work: a run must not score for an hour and then fail to write
-        deploy_io.check_writable(args.output)
-        deploy_io.check_writable(args.windows_csv)
+        io.check_writable(args.output)
+        io.check_writable(args.windows_csv)
     except OutputError as err:
         print(f"hearsay-score: {err}", file=sys.stderr)
         return EXIT_OUTPUT
@@ -375,7 +323,3 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     finally:
         signal.signal(signal.SIGTERM, old)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

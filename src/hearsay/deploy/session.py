@@ -4,7 +4,8 @@ for a list of prepared waves batched by length.
     session = make_session(Path("model/model.onnx"))          # intra-op threads = allowed_cpus()
     logits = run_logits(session, [wave, ...], batch_size=8)   # (N,) float32, high = synthetic
 
-numpy + onnxruntime only (the deploy image has no torch); `hearsay.deploy` re-exports these.
+numpy, onnxruntime and the torch-free hearsay.crops (whose pad_batch makes the trainer's batches
+too) only: the deploy image has no torch. `hearsay.deploy` re-exports these.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import os
 from pathlib import Path
 
 import numpy as np
+
+from hearsay.crops import pad_batch  # the one padding: training's batches and these
 
 
 def allowed_cpus() -> int:
@@ -56,24 +59,13 @@ def make_session(model_path: Path, threads: int = 0):
     return ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
 
 
-def pad_batch(waves: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Right-pad with zeros -> input_values (B, T) float32, attention_mask (B, T) int64."""
-    t = max(len(w) for w in waves)
-    x = np.zeros((len(waves), t), dtype=np.float32)
-    mask = np.zeros((len(waves), t), dtype=np.int64)
-    for i, w in enumerate(waves):
-        x[i, : len(w)] = w
-        mask[i, : len(w)] = 1
-    return x, mask
-
-
 def run_logits(session, waves: list[np.ndarray], batch_size: int = 8) -> np.ndarray:
     """Logits (N,) for prepared waves, batched by length (sorted, so little padding)."""
     order = sorted(range(len(waves)), key=lambda i: len(waves[i]))
     logits = np.empty(len(waves), dtype=np.float32)
     for s in range(0, len(order), batch_size):
         idx = order[s : s + batch_size]
-        x, mask = pad_batch([waves[i] for i in idx])
+        x, mask = pad_batch([waves[i] for i in idx], [len(waves[i]) for i in idx])  # all valid
         out = session.run(["logits"], {"input_values": x, "attention_mask": mask})[0]
         logits[idx] = np.asarray(out, dtype=np.float32).reshape(-1)
     return logits

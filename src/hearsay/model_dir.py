@@ -1,0 +1,161 @@
+"""The exported model folder `hearsay export onnx CHECKPOINT --out MODEL_DIR` writes and
+`hearsay-score --model MODEL_DIR` reads (docs/INTERFACES.md, "Exported model folder"), spelled
+once: export, parity and the scorer go through these names.
+
+    MODEL_DIR/
+      model.onnx         fp32: input_values (B, T), attention_mask (B, T) -> logits (B,)   ONNX
+      model.int8.onnx    only when it passed its gate against fp32                          INT8
+      front_end.json     hearsay.audio.prepare's arguments + sample_rate, min_s    write_front_end
+      SHA256SUMS         sha256 of the files above (the ones that make a score);   write_sums
+                         its own sha256 is the folder's identity, what
+                         $HEARSAY_MODEL_SUMS_SHA256 pins and every score row names
+      parity.json        the folder's record (parity A, fusion, int8, parity B),   update_parity
+                         beside SHA256SUMS, not in it: adding to it keeps the identity
+
+    from hearsay import model_dir
+    path, identity, front = model_dir.verify(folder, "int8")   # ModelError names what is wrong
+    x = prepare(wave, **model_dir.prepare_args(front))         # the front end, as in training
+    model_dir.update_parity(folder, {"parity_b": report})      # atomic (hearsay.files)
+
+Stdlib only (plus hearsay.hashing and hearsay.files): the deploy image imports it, torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from hearsay.files import write_atomic
+from hearsay.hashing import SumsError, format_sums, read_sums, sha256_file
+
+ONNX = "model.onnx"
+INT8 = "model.int8.onnx"
+FRONT_END = "front_end.json"
+SUMS = "SHA256SUMS"
+PARITY = "parity.json"
+VARIANTS = {"fp32": ONNX, "int8": INT8}  # hearsay-score --variant -> the model file
+PIN = "HEARSAY_MODEL_SUMS_SHA256"  # the identity a deploy image bakes in (environment variable)
+SAMPLE_RATE = 16_000  # Hz: the one rate a front_end.json may name (hearsay.audio.SAMPLE_RATE)
+
+
+class ModelError(Exception):
+    """The model folder is missing, incomplete or does not match its SHA256SUMS (hearsay-score
+    exits 3); the message names the file and the fix."""
+
+
+# --------------------------------------------------------------------------- front_end.json
+
+
+def front_end(max_s: float, cutoff_hz: float, top_db: float, min_s: float) -> dict:
+    """front_end.json's content, in its key order (its bytes are part of the identity)."""
+    return {"sample_rate": SAMPLE_RATE, "max_s": max_s, "cutoff_hz": cutoff_hz,
+            "top_db": top_db, "min_s": min_s}
+
+
+def prepare_args(front: dict) -> dict:
+    """hearsay.audio.prepare's keyword arguments from a front end: max_s, cutoff_hz, top_db."""
+    return {"max_s": front["max_s"], "cutoff_hz": front["cutoff_hz"], "top_db": front["top_db"]}
+
+
+def write_front_end(folder: Path, front: dict) -> None:
+    write_atomic(Path(folder) / FRONT_END, json.dumps(front, indent=2) + "\n")
+
+
+def read_front_end(folder: Path) -> dict:
+    """front_end.json as written; ModelError unless it names SAMPLE_RATE (or no rate)."""
+    front = json.loads((Path(folder) / FRONT_END).read_text())
+    if int(front.get("sample_rate", SAMPLE_RATE)) != SAMPLE_RATE:
+        raise ModelError(f"{FRONT_END} sample_rate {front['sample_rate']} != {SAMPLE_RATE}")
+    return front
+
+
+# --------------------------------------------------------------------------- SHA256SUMS
+
+
+def write_sums(folder: Path, names: list[str]) -> None:
+    """SHA256SUMS over `names` in sha256sum's format ('<hex>  <name>'), names sorted."""
+    folder = Path(folder)
+    write_atomic(folder / SUMS, format_sums({n: sha256_file(folder / n) for n in names}))
+
+
+def model_sums(folder: Path) -> dict[str, str]:
+    """The folder's SHA256SUMS -> {name: hex}; ModelError if it is missing or malformed."""
+    path = Path(folder) / SUMS
+    if not path.is_file():
+        raise ModelError(f"{path} not found (export the model with `hearsay export onnx`)")
+    try:
+        return read_sums(path)
+    except SumsError as e:
+        raise ModelError(f"{e}; re-export the model (`hearsay export onnx`)") from None
+
+
+def refresh_sum(folder: Path, name: str) -> bool:
+    """Rewrite `name`'s line in SHA256SUMS from the file as it is now, if it is listed there
+    (the identity then changes); False, and nothing written, if it is not listed."""
+    folder = Path(folder)
+    sums = model_sums(folder)
+    if name not in sums:
+        return False
+    sums[name] = sha256_file(folder / name)
+    write_atomic(folder / SUMS, format_sums(sums))
+    return True
+
+
+def verify(folder: Path, variant: str = "fp32") -> tuple[Path, str, dict]:
+    """Check every file in SHA256SUMS; return (model path, the folder's identity, front end).
+
+    The identity is the sha256 of SHA256SUMS itself (which lists every file that makes a score:
+    the model files and front_end.json): what $HEARSAY_MODEL_SUMS_SHA256 pins, when it is set,
+    and every row's model_sums_sha256 names.
+
+    The front end dict holds prepare()'s kwargs (max_s, cutoff_hz, top_db) and min_s: clips
+    shorter than that after trimming are refused, as the bundle drops them from training."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ModelError(f"model folder {folder} not found (pass --model DIR or set "
+                         "HEARSAY_MODEL_DIR)")
+    sums = model_sums(folder)
+    name = VARIANTS[variant]
+    for required in (ONNX, name, FRONT_END):
+        if required not in sums:
+            raise ModelError(f"{folder}: {required} is not listed in {SUMS} (for int8: "
+                             "it did not pass its parity gate; use --variant fp32)")
+    for fname, want in sums.items():
+        path = folder / fname
+        if not path.is_file():
+            raise ModelError(f"{path} listed in {SUMS} but missing")
+        got = sha256_file(path)
+        if got != want:
+            raise ModelError(f"{path}: sha256 {got} does not match {SUMS} {want} "
+                             "(re-export or re-download the model folder)")
+    identity = sha256_file(folder / SUMS)
+    pinned = os.environ.get(PIN)  # the deploy image bakes it
+    if pinned and identity != pinned:  # SUMS lists every file (all checked): it pins the folder
+        raise ModelError(f"{folder}/{SUMS}: sha256 {identity} is not the pinned {PIN} {pinned} "
+                         "(wrong model folder mounted or baked)")
+    front = read_front_end(folder)
+    return folder / name, identity, {**prepare_args(front),
+                                     "min_s": float(front.get("min_s", 0.0))}
+
+
+# --------------------------------------------------------------------------- the whole folder
+
+
+def clear(folder: Path) -> None:
+    """Remove what an export writes, SHA256SUMS first: a folder cleared halfway is refused."""
+    for stale in (SUMS, ONNX, INT8, PARITY):
+        (Path(folder) / stale).unlink(missing_ok=True)
+
+
+def read_parity(folder: Path) -> dict:
+    return json.loads((Path(folder) / PARITY).read_text())
+
+
+def write_parity(folder: Path, report: dict) -> None:
+    write_atomic(Path(folder) / PARITY, json.dumps(report, indent=2) + "\n")
+
+
+def update_parity(folder: Path, entries: dict) -> None:
+    """parity.json with `entries` set (parity_b, parity_b_cpu_check), the rest as it was."""
+    write_parity(folder, {**read_parity(folder), **entries})

@@ -1,0 +1,149 @@
+"""The exported model folder, spelled once (hearsay.model_dir): its manifest, its strict check,
+its front end, its parity record, and no other module spelling its file names."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from hearsay import audio, deploy, model_dir, windows
+from hearsay.hashing import sha256_file
+from hearsay.model_dir import FRONT_END, INT8, ONNX, PARITY, SUMS, ModelError
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "hearsay"
+
+
+@pytest.fixture
+def folder(tmp_path) -> Path:
+    """A consistent model folder (the model file's bytes are a stand-in: nothing runs it)."""
+    out = tmp_path / "model"
+    out.mkdir()
+    (out / ONNX).write_bytes(b"fp32 graph")
+    (out / INT8).write_bytes(b"int8 graph")
+    # not the export defaults, so an argument taken from anywhere else shows
+    model_dir.write_front_end(out, model_dir.front_end(4.0, 3_000.0, 30.0, 0.25))
+    model_dir.write_parity(out, {"checkpoint_sha256": "c" * 64, "parity_a": {"passed": True}})
+    model_dir.write_sums(out, [ONNX, INT8, FRONT_END])
+    return out
+
+
+def test_sums_round_trip_in_sha256sum_format(folder):
+    sums = model_dir.model_sums(folder)
+    assert sums == {n: sha256_file(folder / n) for n in (ONNX, INT8, FRONT_END)}
+    assert (folder / SUMS).read_text() == "".join(
+        f"{sha256_file(folder / n)}  {n}\n" for n in sorted(sums))  # what sha256sum -c reads
+    path, identity, _ = model_dir.verify(folder, "int8")
+    assert path == folder / INT8 and identity == sha256_file(folder / SUMS)
+
+
+@pytest.mark.parametrize("damage", ["tampered", "missing", "unlisted", "no_sums", "malformed",
+                                    "pin", "sample_rate"])
+def test_a_folder_that_is_not_what_its_manifest_says_is_refused(folder, damage, monkeypatch):
+    if damage == "tampered":
+        (folder / ONNX).write_bytes(b"fp32 graph, one byte changed")
+    elif damage == "missing":
+        (folder / INT8).unlink()
+    elif damage == "unlisted":
+        model_dir.write_sums(folder, [INT8, FRONT_END])
+    elif damage == "no_sums":
+        (folder / SUMS).unlink()
+    elif damage == "malformed":
+        (folder / SUMS).write_text("not a sha  model.onnx\n")
+    elif damage == "pin":
+        monkeypatch.setenv(model_dir.PIN, "f" * 64)
+    elif damage == "sample_rate":
+        front = json.loads((folder / FRONT_END).read_text())
+        model_dir.write_front_end(folder, {**front, "sample_rate": 8_000})
+        model_dir.write_sums(folder, [ONNX, INT8, FRONT_END])
+    with pytest.raises(ModelError):
+        model_dir.verify(folder)
+
+
+def test_the_pinned_identity_is_accepted(folder, monkeypatch):
+    monkeypatch.setenv(model_dir.PIN, sha256_file(folder / SUMS))
+    assert model_dir.verify(folder)[1] == sha256_file(folder / SUMS)
+
+
+def test_front_end_arguments_are_the_ones_the_scorer_prepares_with(folder, tmp_path, monkeypatch):
+    front = model_dir.read_front_end(folder)
+    args = model_dir.prepare_args(front)
+    assert args == {"max_s": 4.0, "cutoff_hz": 3_000.0, "top_db": 30.0}
+    assert model_dir.SAMPLE_RATE == audio.SAMPLE_RATE == front["sample_rate"]
+    monkeypatch.setattr(deploy, "make_session", lambda path, threads=0: None)  # no graph here
+    scorer = deploy.load_scorer(folder)
+    assert scorer.front == args and scorer.min_samples == 0.25 * audio.SAMPLE_RATE
+    rng = np.random.default_rng(0)
+    t = np.arange(6 * audio.SAMPLE_RATE) / audio.SAMPLE_RATE
+    wave = (0.3 * np.sin(2 * np.pi * 200 * t) * (t > 0.5) + 0.001 * rng.standard_normal(len(t)))
+    sf.write(tmp_path / "a.wav", wave.astype(np.float32), audio.SAMPLE_RATE)
+    got = deploy.model_input(tmp_path / "a.wav", {}, scorer)
+    want = audio.prepare(windows.decode(tmp_path / "a.wav")[0], **args)
+    assert len(want) == 4 * audio.SAMPLE_RATE  # front_end.json's max_s, not a default's 8 s
+    np.testing.assert_array_equal(got, want)
+
+
+def test_parity_updates_keep_the_record_and_the_identity(folder):
+    identity = (folder / SUMS).read_bytes()
+    model_dir.update_parity(folder, {"parity_b": {"passed": True}})
+    assert model_dir.read_parity(folder) == {"checkpoint_sha256": "c" * 64,
+                                             "parity_a": {"passed": True},
+                                             "parity_b": {"passed": True}}
+    assert (folder / PARITY).read_text().startswith('{\n  "checkpoint_sha256"')  # indent 2
+    assert not model_dir.refresh_sum(folder, PARITY)  # not listed: nothing rewritten
+    assert (folder / SUMS).read_bytes() == identity
+
+
+def test_an_older_export_listing_parity_json_gets_its_line_refreshed(folder):
+    model_dir.write_sums(folder, [ONNX, FRONT_END, PARITY])
+    model_dir.update_parity(folder, {"parity_b": {"passed": False}})
+    with pytest.raises(ModelError, match="does not match"):
+        model_dir.verify(folder)
+    assert model_dir.refresh_sum(folder, PARITY)
+    model_dir.verify(folder)
+
+
+def test_clear_removes_what_an_export_writes(folder):
+    model_dir.clear(folder)
+    assert sorted(p.name for p in folder.iterdir()) == [FRONT_END]  # rewritten first by export
+
+
+def test_model_dir_imports_the_standard_library_and_two_hearsay_leaves_only():
+    code = ("import sys, hearsay.model_dir; "
+            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('hearsay', 'numpy', 'torch', 'onnxruntime', 'soundfile', 'soxr'))))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True).stdout.split()
+    assert set(out) == {"hearsay", "hearsay.model_dir", "hearsay.files", "hearsay.hashing"}
+
+
+def _literals(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every string constant in `path` but its docstrings (f-string parts too)."""
+    tree = ast.parse(path.read_text())
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+def test_no_other_module_spells_the_model_folders_file_names():
+    """Every other module says model_dir.ONNX, FRONT_END, ...; SHA256SUMS is checked in export/
+    and deploy/ only (the fold files and published releases have their own)."""
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        if path == SRC / "model_dir.py":
+            continue
+        names = [ONNX, INT8, FRONT_END, PARITY]
+        if path.parent.name in ("export", "deploy"):
+            names.append(SUMS)
+        found += [f"{path.relative_to(SRC)}:{line}: {text!r}" for line, text in _literals(path)
+                  if any(name in text for name in names)]
+    assert not found, "spell these with hearsay.model_dir's names:\n" + "\n".join(found)
