@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from fakes.fake_runs import TREE_SHA, make_bundle, make_run
 
-from hearsay import assemble, readouts, score
-from hearsay.model import sha256_file
+from hearsay import assemble, readouts, score, score_file
+from hearsay.hashing import sha256_file
 
 
 def write_pin(stamp_dir, runs, min_steps=50, parity=None, name="camp", **extra):
@@ -54,7 +54,7 @@ def run_checks(df, camp, pin=None):
 def test_assembled_file_has_every_core_row_once_and_passes_f1_to_f6(camp):
     _, bundle, _, _, done = camp
     df = reread(done)
-    assert list(df.columns) == score.COLUMNS
+    assert list(df.columns) == score_file.COLUMNS
     m = bundle.manifest
     core = m[m["train_scope"] == "core"]
     assert sorted(df["path"]) == sorted(core["path"])  # extra rows never scored
@@ -199,12 +199,12 @@ def test_pin_file_with_unknown_key_or_missing_run_is_refused(camp, tmp_path):
 def test_cached_run_scores_are_reused_only_when_their_sidecar_matches(camp):
     _, bundle, _, pin, done = camp
     csv = done["files"]["full"][("test", False)]
-    side = json.loads(score.sidecar(csv).read_text())
+    side = json.loads(score_file.sidecar(csv).read_text())
     side["weights_sha256"] = "0" * 64
-    score.sidecar(csv).write_text(json.dumps(side))
+    score_file.sidecar(csv).write_text(json.dumps(side))
     p = assemble.load_pin(pin)
     assemble.run_scores(bundle, p, "full", score.ScoreConfig())  # rescored, sidecar rewritten
-    assert json.loads(score.sidecar(csv).read_text())["weights_sha256"] == \
+    assert json.loads(score_file.sidecar(csv).read_text())["weights_sha256"] == \
         p["runs"]["full"]["weights_sha256"]
 
 
@@ -291,7 +291,7 @@ def test_the_holdout_is_also_scored_at_test_length_crops_and_whole_up_to_14s(cam
     for variant in ("test_length", "whole"):
         df = pd.read_csv(full[("holdout", variant)])
         assert list(df["path"]) == list(clean["path"])
-    side = json.loads(score.sidecar(full[("holdout", "whole")]).read_text())
+    side = json.loads(score_file.sidecar(full[("holdout", "whole")]).read_text())
     assert side["config"]["max_s"] == readouts.WHOLE_MAX_S == 14.0
     rows = score.select_rows(bundle.manifest, "holdout")
     test = score.select_rows(bundle.manifest, "test")["duration"].astype(float).to_numpy()

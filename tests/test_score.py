@@ -11,7 +11,7 @@ import pytest
 import torch
 from fakes.fake_runs import TREE_SHA, make_bundle, make_run
 
-from hearsay import audio, crops, score
+from hearsay import audio, crops, score, score_file
 from hearsay.model import load_detector
 
 SR = audio.SAMPLE_RATE
@@ -30,7 +30,7 @@ def test_scores_are_the_models_logits_on_the_training_front_end(world):
     bundle, runs = world
     df, side = score.score_split(bundle, runs["full"], "holdout")
     rows = bundle.manifest[bundle.manifest["fold"] == "holdout"]
-    assert list(df["path"]) == list(rows["path"]) and list(df.columns) == score.COLUMNS
+    assert list(df["path"]) == list(rows["path"]) and list(df.columns) == score_file.COLUMNS
     det, _ = load_detector(runs["full"])
     for (_, r), logit in zip(rows.iterrows(), df["logit"], strict=True):
         x = crops.test_input(audio.load_audio(bundle.root / r["flac"]), 8.0)
@@ -111,12 +111,33 @@ def test_cli_writes_csv_and_sidecar(world, tmp_path, monkeypatch):
                      "-o", str(out)])
     assert rc == 0
     df = pd.read_csv(out)
-    assert list(df.columns) == score.COLUMNS and len(df) == 3
-    side = json.loads(score.sidecar(out).read_text())
+    assert list(df.columns) == score_file.COLUMNS and len(df) == 3
+    side = json.loads(score_file.sidecar(out).read_text())
     assert side["split"] == "test" and side["n_rows"] == 3
     rc = score.main(["--bundle", str(bundle.root), "--run", str(runs["full"]), "--split",
                      "inner_oof", "--fold", "1", "-o", str(tmp_path / "x.csv")])
     assert rc == 4
+
+
+def test_cli_a_run_without_its_meta_or_its_weights_is_bad_input_naming_the_fix(
+        world, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    bundle, runs = world
+    monkeypatch.setattr(score, "load_bundle", lambda _p: bundle)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    unfinished = tmp_path / "unfinished"
+    shutil.copytree(runs["full"], unfinished)
+    (unfinished / "final" / "model.safetensors").unlink()
+    for run, said in ((bare, "no run_meta.json at or above"),
+                      (unfinished, "no final/model.safetensors under")):
+        rc = score.main(["--bundle", str(bundle.root), "--run", str(run), "--split", "test",
+                         "-o", str(tmp_path / "x.csv")])
+        err = capsys.readouterr().err
+        assert rc == score.EXIT_BAD_INPUT and err.startswith(f"hearsay score: {said} {run}")
+        assert "(pass a run dir" in err or "(is the run complete?" in err
+    assert not (tmp_path / "x.csv").exists()
 
 
 def test_cli_on_a_real_bundle_scores_clean_and_augmented_holdout(demo_bundle, tmp_path):

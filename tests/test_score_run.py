@@ -10,7 +10,7 @@ import pytest
 from fakes.fake_runs import make_bundle, make_run
 from test_assemble import write_pin
 
-from hearsay import assemble, score, score_run
+from hearsay import assemble, score, score_file, score_run
 from hearsay.export import parity, parity_box
 from hearsay.export.onnx_export import main as export_main
 
@@ -54,7 +54,7 @@ def test_box_files_are_byte_for_byte_what_assemble_writes_and_are_reused(boxes):
         for (split, aug), csv in here["files"][key].items():
             other = box["files"][key][(split, aug)]
             assert csv.read_bytes() == other.read_bytes(), csv.name
-            a, b = (json.loads(score.sidecar(p).read_text()) for p in (csv, other))
+            a, b = (json.loads(score_file.sidecar(p).read_text()) for p in (csv, other))
             assert {**a, "run": ""} == {**b, "run": ""}, csv.name
             assert b["config"]["device"] == "cpu" and b["config"]["precision"] == "fp32"
 
@@ -65,7 +65,7 @@ def test_a_box_file_of_other_weights_or_bundle_is_refused_and_rescored_saying_wh
     shutil.copytree(root / "models" / "box" / "scores", stamp / "scores")
     for name, field in (("full_test.csv", "weights_sha256"), ("fold3_inner_oof.csv",
                                                               "bundle_tree_sha")):
-        side = score.sidecar(stamp / "scores" / name)
+        side = score_file.sidecar(stamp / "scores" / name)
         side.write_text(json.dumps({**json.loads(side.read_text()), field: "0" * 40}))
     done = assemble.assemble(write_pin(stamp, runs), bundle, root / "o3")
     got = done["scoring"]["files_scored_here"]

@@ -68,12 +68,12 @@ from pathlib import Path
 
 import numpy as np
 
+from hearsay import run_dir, score_file, score_run
 from hearsay import score as scoring
-from hearsay import score_run
+from hearsay.protocol import FOLD_KEYS, RUN_KEYS, SPLITS, run_job
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_CHECK = 0, 2, 3, 4, 5  # module docstring
 
-RUN_KEYS = ("fold0", "fold1", "fold2", "fold3", "fold4", "full")
 PIN_KEYS = {"name", "bundle_tree_sha", "min_steps", "parity", "runs"}
 RUN_FIELDS = {"dir", "config_hash", "weights_sha256"}
 SCORE_TOL = 1e-6  # |score - sigmoid(logit)| allowed in the written CSV (it keeps 9 digits)
@@ -123,14 +123,14 @@ def load_pin(path: Path) -> dict:
 
 def validate_run(key: str, spec: dict, pin: dict) -> dict:
     """The run's run_meta.json after every pinned identity has been checked."""
-    from hearsay.model import sha256_file
+    from hearsay.hashing import sha256_file
 
     run = Path(spec["dir"])
-    meta_file = run / "run_meta.json"
+    meta_file = run_dir.meta_path(run)
     if not meta_file.is_file():
         raise PinError(f"{key}: {meta_file} missing (pin a completed hearsay train run)")
-    meta = json.loads(meta_file.read_text())
-    want_job, want_fold = ("full", None) if key == "full" else ("fold", int(key[4:]))
+    meta = run_dir.read_meta(run)
+    want_job, want_fold = run_job(key)
     problems = []
     if meta.get("job") != want_job:
         problems.append(f"job {meta.get('job')!r} (want {want_job!r})")
@@ -145,10 +145,11 @@ def validate_run(key: str, spec: dict, pin: dict) -> dict:
                         f"(pinned {pin['bundle_tree_sha']!r})")
     if not isinstance(meta.get("steps"), int) or meta["steps"] < int(pin["min_steps"]):
         problems.append(f"steps {meta.get('steps')!r} < min_steps {pin['min_steps']}")
-    weights = run / "final" / "model.safetensors"
+    weights = run_dir.weights(run)
     got = sha256_file(weights) if weights.is_file() else "missing"
     if got != spec["weights_sha256"]:
-        problems.append(f"final/model.safetensors sha256 {got} (pinned {spec['weights_sha256']})")
+        problems.append(f"{weights.relative_to(run)} sha256 {got} "
+                        f"(pinned {spec['weights_sha256']})")
     if problems:
         raise PinError(f"{key} ({run}): " + "; ".join(problems))
     return meta
@@ -168,7 +169,7 @@ def run_scores(bundle, pin: dict, key: str, cfg: scoring.ScoreConfig, force: boo
     and appended to `scored` as (file, why, rows)."""
     files, here = score_run.ensure_scores(
         bundle, pin["runs"][key]["dir"], key, pin["runs"][key]["weights_sha256"],
-        pin["stamp_dir"] / "scores", cfg, force,
+        score_file.per_run_dir(pin["stamp_dir"]), cfg, force,
         say=lambda m: print(f"hearsay assemble: {key}: {m}", file=sys.stderr))
     if scored is not None:
         scored.extend(here)
@@ -183,33 +184,30 @@ def assemble_frame(manifest, files: dict):
     """inner_oof (manifest order) + holdout + test rows from the per-run files."""
     import pandas as pd
 
-    inner = pd.concat([pd.read_csv(files[f"fold{k}"][("inner_oof", False)], dtype={"fold": str})
-                       for k in range(5)])
+    inner = pd.concat([score_file.read(files[key][("inner_oof", False)]) for key in FOLD_KEYS])
     order = {p: i for i, p in enumerate(core_rows(manifest, "inner_oof")["path"])}
     inner = inner.assign(_o=inner["path"].map(order)).sort_values("_o", kind="stable")
     parts = [inner.drop(columns="_o")]
     for split in ("holdout", "test"):
-        parts.append(pd.read_csv(files["full"][(split, False)], dtype={"fold": str}))
-    return pd.concat(parts, ignore_index=True)[scoring.COLUMNS]
+        parts.append(score_file.read(files["full"][(split, False)]))
+    return pd.concat(parts, ignore_index=True)[score_file.COLUMNS]
 
 
 # --------------------------------------------------------------------------- F1-F6
 
 
 def check_f1_counts(df, manifest) -> None:
-    for split in scoring.SPLITS:
+    for split in SPLITS:
         want, got = len(core_rows(manifest, split)), int((df["split"] == split).sum())
         if want != got:
             raise CheckFailed("F1", f"{split}: {got} rows written, manifest has {want} core rows")
-    if len(df) != sum(len(core_rows(manifest, s)) for s in scoring.SPLITS):
+    if len(df) != sum(len(core_rows(manifest, s)) for s in SPLITS):
         raise CheckFailed("F1", f"{len(df)} rows written: rows of no known split present")
 
 
 def check_f2_inner_provenance(df, manifest, files: dict, metas: dict) -> None:
     """Each inner row: its fold is the manifest's, and exactly one fold-model file scored it,
     that of the model whose fold is the row's fold, with the same score."""
-    import pandas as pd
-
     inner = df[df["split"] == "inner_oof"]
     fold_of = dict(zip(manifest["path"].astype(str), manifest["fold"].astype(str), strict=True))
     bad = [p for p, f in zip(inner["path"], inner["fold"], strict=True) if fold_of.get(p) != str(f)]
@@ -217,8 +215,8 @@ def check_f2_inner_provenance(df, manifest, files: dict, metas: dict) -> None:
         raise CheckFailed("F2", f"{len(bad)} inner row(s) carry a fold other than the "
                           f"manifest's, e.g. {bad[0]!r}")
     seen: dict[str, list] = {}
-    for key in RUN_KEYS[:5]:
-        per = pd.read_csv(files[key][("inner_oof", False)], dtype={"fold": str})
+    for key in FOLD_KEYS:
+        per = score_file.read(files[key][("inner_oof", False)])
         for p, logit in zip(per["path"], per["logit"], strict=True):
             seen.setdefault(p, []).append((metas[key]["fold"], logit))
     for p, f, logit in zip(inner["path"], inner["fold"], inner["logit"], strict=True):
@@ -249,7 +247,7 @@ def check_f4_test_order(df, manifest) -> None:
 
 
 def check_f5_scores(df) -> None:
-    from scipy.special import expit
+    from hearsay.logits import sigmoid
 
     s, lg = df["score"].to_numpy(float), df["logit"].to_numpy(float)
     if not (np.isfinite(s).all() and np.isfinite(lg).all()):
@@ -257,7 +255,7 @@ def check_f5_scores(df) -> None:
                           "score/logit value(s)")
     if s.min() < 0 or s.max() > 1:
         raise CheckFailed("F5", f"scores outside [0, 1]: min {s.min()}, max {s.max()}")
-    worst = float(np.max(np.abs(expit(lg) - s))) if len(s) else 0.0
+    worst = float(np.max(np.abs(sigmoid(lg) - s))) if len(s) else 0.0
     if worst > SCORE_TOL:
         raise CheckFailed("F5", f"score differs from sigmoid(logit) by up to {worst:.3g}")
 
@@ -286,9 +284,7 @@ def check_f6_parity(pin: dict) -> dict | None:
 
 def check_written(out_csv: Path, manifest, files: dict, metas: dict, pin: dict):
     """Read the written score file back and run F1-F6 on it; returns (frame, parity record)."""
-    import pandas as pd
-
-    df = pd.read_csv(out_csv, dtype={"fold": str, "path": str})
+    df = score_file.read(out_csv)
     check_f1_counts(df, manifest)
     check_f2_inner_provenance(df, manifest, files, metas)
     check_f3_unique(df)
@@ -315,14 +311,11 @@ def assemble(pin_path: Path, bundle, outputs: Path, cfg: scoring.ScoreConfig | N
     scoring_record = {"rescored_here": sum(n for *_, n in scored),  # rows scored on this machine
                       "files_scored_here": {f: why for f, why, _ in scored},
                       "files_reused": n_files - len(scored), "device": cfg.device,
-                      "reuse_rule": "sidecar: weights sha256, bundle tree-sha, split, fold, "
-                                    "max_s, aug_seed (device and precision recorded, not "
-                                    "compared)"}
-    out_csv = Path(outputs) / "detector_scores" / f"{pin['name']}.csv"
-    out_csv.parent.mkdir(parents=True, exist_ok=True)
+                      "reuse_rule": score_file.REUSE_RULE}
+    out_csv = score_file.assembled_path(outputs, pin["name"])
     frame = assemble_frame(bundle.manifest, files)
     scoring.no_extra_rows(frame, bundle.manifest)
-    frame.to_csv(out_csv, index=False, float_format="%.9g")
+    score_file.write_csv(frame, out_csv)
     df, parity = check_written(out_csv, bundle.manifest, files, metas, pin)
     return {"pin": pin, "metas": metas, "files": files, "scores_csv": out_csv, "scores": df,
             "parity": parity, "score_config": cfg, "scoring": scoring_record}

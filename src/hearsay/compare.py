@@ -34,16 +34,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
-from hearsay import metrics
+from hearsay import metrics, score_file
 from hearsay.metrics import READING_OF_RECORD, READINGS, reading_name
+from hearsay.protocol import FOLD_KEYS, run_job
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
 RECORD = reading_name(*READING_OF_RECORD)
-PER_RUN = re.compile(r"fold([0-4])_inner_oof\.csv")
 
 
 class CompareError(Exception):
@@ -55,28 +54,30 @@ class CompareRefused(CompareError):
 
 
 def read_csv(path: Path):
-    import pandas as pd
-
+    """A score CSV or the key CSV, read as score files are (hearsay.score_file.read)."""
     if not Path(path).is_file():
         raise CompareError(f"{path}: not found")
-    return pd.read_csv(path, dtype={"path": str, "fold": str}, keep_default_na=False,
-                       na_values=[""])
+    return score_file.read(path)
+
+
+def is_inner_file(name: str) -> bool:
+    """fold<k>_inner_oof.csv: a fold run's per-run file of its inner rows."""
+    f = score_file.parse_name(name)
+    return f is not None and f.key in FOLD_KEYS and f.split == "inner_oof" and f.aug is False
 
 
 def _pin_files(pin_file: Path) -> list[Path]:
     pin = json.loads(pin_file.read_text())
     files = []
     for key, run in sorted((pin.get("runs") or {}).items()):
-        m = re.fullmatch(r"fold([0-4])", key)
-        if not m:
+        if key not in FOLD_KEYS:
             continue
-        csv = pin_file.parent / "scores" / f"{key}_inner_oof.csv"
-        side = Path(str(csv) + ".meta.json")
-        if not side.is_file():
+        csv = score_file.per_run_dir(pin_file.parent) / score_file.file_name(key, "inner_oof")
+        if not score_file.sidecar(csv).is_file():
             raise CompareRefused(f"{csv}: no sidecar (score the pinned run with hearsay assemble)")
-        have = json.loads(side.read_text())
+        have, fold = score_file.read_sidecar(csv), str(run_job(key)[1])
         if (have.get("weights_sha256") != run.get("weights_sha256")
-                or have.get("split") != "inner_oof" or str(have.get("fold")) != m.group(1)):
+                or have.get("split") != "inner_oof" or str(have.get("fold")) != fold):
             raise CompareRefused(f"{csv}: its sidecar names weights {have.get('weights_sha256')}"
                                  f", split {have.get('split')}, fold {have.get('fold')}; the pin "
                                  f"names {run.get('weights_sha256')} for {key}")
@@ -94,7 +95,7 @@ def recipe_files(source: Path) -> list[Path]:
     if source.is_file():
         return [source]
     for folder in (source, source / "scores"):
-        found = sorted(p for p in folder.glob("*.csv") if PER_RUN.fullmatch(p.name))
+        found = sorted(p for p in folder.glob("*.csv") if is_inner_file(p.name))
         if found:
             return found
     raise CompareError(f"{source}: no pin file, score CSV or fold<k>_inner_oof.csv files")

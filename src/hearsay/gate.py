@@ -42,17 +42,11 @@ import numpy as np
 
 from hearsay import metrics
 from hearsay.metrics import READING_OF_RECORD, READINGS, reading_name
+from hearsay.score_file import read as read_scores  # a bar's CSV is read as ours are
 from hearsay.shortcuts import SHORTCUT_BOUND
 from hearsay.shortcuts import strength as shortcut_strength
 
 RECORD = reading_name(*READING_OF_RECORD)
-
-
-def read_scores(path: Path):
-    import pandas as pd
-
-    return pd.read_csv(path, dtype={"path": str, "fold": str}, keep_default_na=False,
-                       na_values=[""])
 
 
 def combine(outcomes) -> str:

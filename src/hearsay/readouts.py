@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import metrics
+from hearsay import metrics, run_dir, score_file
 from hearsay import score as scoring
 from hearsay.metrics import PI_OF_RECORD
 
@@ -54,16 +54,17 @@ def score_codec_panel(bundle, run: Path, cfg: scoring.ScoreConfig | None = None)
     """(frame, sidecar): the full model on every codec copy of the codec readout's rows, with no
     other augmentation. Columns path, fold, split, score, logit, codec; a row per (clip, codec)."""
     import pandas as pd
-    from scipy.special import expit
 
-    from hearsay.model import load_detector, sha256_file
+    from hearsay.hashing import sha256_file
+    from hearsay.logits import expit
+    from hearsay.model import load_detector
 
     cfg = cfg or scoring.ScoreConfig()
     run = Path(run)
-    meta = scoring.find_run_meta(run)
+    meta = run_dir.find_meta(run)
     scoring.check_protocol(meta, bundle.tree_sha, "holdout", None)
     rows, codecs = codec_panel_rows(bundle.manifest)
-    wfile = scoring.weights_file(run)
+    wfile = run_dir.weights_of(run)
     det, _ = load_detector(wfile.parent, device=cfg.device)
     parts = []
     for c in codecs:
@@ -73,7 +74,7 @@ def score_codec_panel(bundle, run: Path, cfg: scoring.ScoreConfig | None = None)
                                    "split": "holdout", "score": expit(logits), "logit": logits,
                                    "codec": c}))
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-        columns=[*scoring.COLUMNS, "codec"])
+        columns=[*score_file.COLUMNS, "codec"])
     scoring.no_extra_rows(out, bundle.manifest)
     side = {"run": str(run), "job": meta.get("job"), "run_fold": meta.get("fold"),
             "config_hash": meta.get("config_hash"), "weights_sha256": sha256_file(wfile),
@@ -109,9 +110,9 @@ def test_length_inputs(root: Path, rows, test_durations, seed: int = TEST_LENGTH
 def score_holdout_variant(bundle, run: Path, variant: str, cfg=None):
     """(frame, sidecar) of the full model on the holdout as `variant`: "test_length" (the
     fixed-seed test-length crops) or "whole" (each clip up to WHOLE_MAX_S)."""
-    from scipy.special import expit
-
-    from hearsay.model import load_detector, sha256_file
+    from hearsay.hashing import sha256_file
+    from hearsay.logits import expit
+    from hearsay.model import load_detector
 
     cfg = cfg or scoring.ScoreConfig()
     if variant == "whole":
@@ -120,12 +121,12 @@ def score_holdout_variant(bundle, run: Path, variant: str, cfg=None):
         return df, {**side, "augmented": variant}
     if variant != "test_length":
         raise ValueError(f"holdout variant {variant!r}: test_length or whole")
-    meta = scoring.find_run_meta(Path(run))
+    meta = run_dir.find_meta(Path(run))
     scoring.check_protocol(meta, bundle.tree_sha, "holdout", None)
     rows = scoring.select_rows(bundle.manifest, "holdout")
     test = scoring.select_rows(bundle.manifest, "test")["duration"].astype(float).to_numpy()
     waves = test_length_inputs(Path(bundle.root), rows, test)
-    wfile = scoring.weights_file(Path(run))
+    wfile = run_dir.weights_of(Path(run))
     det, _ = load_detector(wfile.parent, device=cfg.device)
     logits = np.full(len(waves), np.nan)
     for batch in scoring.length_batches([len(w) for w in waves], cfg):

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from hearsay import gate as gating
-from hearsay import metrics, readouts
+from hearsay import metrics, readouts, score_file
 from hearsay import run_dir as run_dirs
 from hearsay.hashing import git_sha
 from hearsay.metrics import PI_OF_RECORD
@@ -46,13 +46,6 @@ def key_frame(manifest):
     """The metrics key of a bundle manifest: path, label + breakdown columns."""
     return manifest[[c for c in KEY_COLUMNS if c in manifest.columns]].astype(
         {"path": str}).drop_duplicates("path")
-
-
-def read_scores(path: Path):
-    import pandas as pd
-
-    return pd.read_csv(path, dtype={"path": str, "fold": str}, keep_default_na=False,
-                       na_values=[""])
 
 
 def spend(ledger: Path | None) -> dict:
@@ -286,19 +279,19 @@ def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = No
     df = done["scores"]
     oof = df[df["split"] == "inner_oof"]
     holdout = df[df["split"] == "holdout"]
-    aug = read_scores(files["full"][("holdout", True)])
+    aug = score_file.read(files["full"][("holdout", True)])
     sets = {"out-of-fold": oof, "holdout clean": holdout, "holdout augmented": aug}
     for variant, name in (("test_length", "holdout test-length crops"),
                           ("whole", "holdout whole clips <= 14 s")):
         if ("holdout", variant) in files["full"]:
-            sets[name] = read_scores(files["full"][("holdout", variant)])
+            sets[name] = score_file.read(files["full"][("holdout", variant)])
     results = {name: metrics.evaluate(frame, key, PI_OF_RECORD) for name, frame in sets.items()}
-    probe_frame = None if probe is None else read_scores(probe)
+    probe_frame = None if probe is None else score_file.read(probe)
     g = gating.judge(oof, holdout, key, [gating.load_bar(b) for b in bars], probe_frame, probe,
                      done["metas"])
     codec = None
     if ("holdout", "codecs") in files["full"]:
-        panel = read_scores(files["full"][("holdout", "codecs")])
+        panel = score_file.read(files["full"][("holdout", "codecs")])
         codec = readouts.codec_readout(holdout, panel, key)
     metas = done["metas"]
     identity = {

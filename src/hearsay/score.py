@@ -31,10 +31,10 @@ into windows of max_s every S seconds, exactly as hearsay-score cuts long files;
 highest window logit (two more columns: windows, mean_logit). The augmented slice is drawn on
 the whole clip before it is cut.
 
-Output CSV: path, fold, split, score, logit (+ augmentation, codec with --augmented), manifest
-order; score = sigmoid(logit), logit high = synthetic. Beside it, `<csv>.meta.json` records the
-run identity (job, fold, config hash, weights sha256), bundle tree-sha, split, fold, max_s and
-aug_seed: `hearsay assemble` checks it before reusing the file.
+Output CSV (hearsay.score_file): path, fold, split, score, logit (+ augmentation, codec with
+--augmented), manifest order; score = sigmoid(logit), logit high = synthetic. Beside it,
+`<csv>.meta.json` records the run identity (job, fold, config hash, weights sha256), bundle
+tree-sha, split, fold, max_s and aug_seed: `hearsay assemble` checks it before reusing the file.
 
 Exit codes: 0 written, 2 usage, 3 bad input (bundle, run or clip unreadable), 4 refused (bundle
 tree-sha differs from the run's, inner_oof rows asked of a model that trained on them, or an extra
@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import zlib
 from dataclasses import dataclass
@@ -53,14 +52,10 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import audio
-from hearsay.manifest import INNER_FOLDS
+from hearsay import audio, run_dir, score_file
+from hearsay.protocol import N_FOLDS, SPLITS
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
-
-SPLITS = {"inner_oof": INNER_FOLDS, "holdout": ("holdout",), "test": ("test",)}
-COLUMNS = ["path", "fold", "split", "score", "logit"]
-AUG_COLUMNS = ["augmentation", "codec"]
 
 
 class ScoreError(Exception):
@@ -110,23 +105,6 @@ def select_rows(manifest, split: str, fold: int | None = None):
     if "train_scope" in manifest.columns:
         keep &= manifest["train_scope"].astype(str) != "extra"
     return manifest[keep]
-
-
-def find_run_meta(run: Path) -> dict:
-    """run_meta.json of a run dir, or of the run above a checkpoint dir."""
-    for where in (run, run.parent, run.parent.parent):
-        p = where / "run_meta.json"
-        if p.is_file():
-            return json.loads(p.read_text())
-    raise ScoreError(f"no run_meta.json at or above {run} (pass a run dir written by hearsay "
-                     "train)")
-
-
-def weights_file(run: Path) -> Path:
-    for p in (run / "final" / "model.safetensors", run / "model.safetensors"):
-        if p.is_file():
-            return p
-    raise ScoreError(f"no final/model.safetensors under {run} (is the run complete?)")
 
 
 def check_protocol(meta: dict, bundle_sha: str, split: str, fold: int | None) -> None:
@@ -278,18 +256,19 @@ def score_split(bundle, run: Path, split: str, fold: int | None = None,
                 cfg: ScoreConfig = ScoreConfig(), augmented: bool = False):
     """(scores DataFrame, sidecar dict) of one split scored by one run."""
     import pandas as pd
-    from scipy.special import expit
 
-    from hearsay.model import load_detector, sha256_file
+    from hearsay.hashing import sha256_file
+    from hearsay.logits import expit
+    from hearsay.model import load_detector
 
     run = Path(run)
-    meta = find_run_meta(run)
+    meta = run_dir.find_meta(run)  # RunDirError (an OSError: exit 3) names what is missing
     if split == "inner_oof" and fold is None and meta.get("job") == "fold":
         fold = meta.get("fold")
     check_protocol(meta, bundle.tree_sha, split, fold)
     rows = select_rows(bundle.manifest, split, fold)
     augs = aug_plan(rows, cfg.aug_seed) if augmented else ["none"] * len(rows)
-    wfile = weights_file(run)
+    wfile = run_dir.weights_of(run)
     det, _ = load_detector(wfile.parent, device=cfg.device)
     logits = score_rows(det, Path(bundle.root), rows, augs, cfg) if len(rows) else np.zeros(0)
     extra = {}
@@ -320,18 +299,6 @@ def no_extra_rows(scores, manifest) -> None:
         raise ScoreRefused(str(err)) from None
 
 
-def write_scores(df, side: dict, out_csv: Path) -> Path:
-    out_csv = Path(out_csv)
-    out_csv.parent.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out_csv, index=False, float_format="%.9g")
-    sidecar(out_csv).write_text(json.dumps(side, indent=2, sort_keys=True) + "\n")
-    return out_csv
-
-
-def sidecar(csv_path: Path) -> Path:
-    return Path(str(csv_path) + ".meta.json")
-
-
 def load_bundle(path: Path, verify: bool = False):
     """The bundle through its own reader (hearsay.bundle); `verify` re-hashes its tree."""
     from hearsay.bundle import BundleError
@@ -350,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", type=Path, required=True,
                     help="run dir (uses final/) or a checkpoint dir under it")
     ap.add_argument("--split", required=True, choices=list(SPLITS), help="rows to score")
-    ap.add_argument("--fold", type=int, choices=range(5), default=None,
+    ap.add_argument("--fold", type=int, choices=range(N_FOLDS), default=None,
                     help="inner fold (inner_oof only; default: the fold run's own fold)")
     ap.add_argument("--max-s", type=float, default=ScoreConfig.max_s,
                     help="seconds of each clip the model sees (8 deploy default, 14 diagnostic)")
@@ -369,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
                           hop_s=args.hop_s)
         bundle = load_bundle(args.bundle)
         df, side = score_split(bundle, args.run, args.split, args.fold, cfg, args.augmented)
-        write_scores(df, side, args.out)
+        score_file.write(df, side, args.out)
     except ScoreRefused as err:
         print(f"hearsay score: refused: {err}", file=sys.stderr)
         return EXIT_REFUSED

@@ -8,15 +8,16 @@
 The rows are those assemble asks of the run (`jobs_of`): a fold-K run scores inner_oof fold K;
 the full run scores holdout, the augmented holdout, the codec panel, the test-length crops, the
 whole clips up to 14 s, and test. Each file is <key>_<split><suffix>.csv (key fold0-4 or full,
-from run_meta.json) with its `.meta.json` sidecar, byte for byte what assemble writes for the
-same model, settings and precision (the sidecar's "run" is the scoring machine's path).
+from run_meta.json) with its `.meta.json` sidecar (hearsay.score_file), byte for byte what
+assemble writes for the same model, settings and precision (the sidecar's "run" is the scoring
+machine's path).
 
 Device and precision are the trainer's: run_meta "device" "cpu" -> CPU fp32; a GPU -> cuda with
 bf16 autocast when the run trained in bf16 (config.json train.bf16), as `hearsay train` does.
 Both are in every sidecar (config.device, config.precision, and device_name).
 
 A file whose sidecar already names the same weights sha256, bundle tree-sha, split, fold and
-settings (`refusal`) is kept: a relaunched box does not score twice.
+settings (hearsay.score_file.refusal) is kept: a relaunched box does not score twice.
 
 The reuse rule (assemble): device and precision are recorded, not compared. A GPU bf16 file is
 reused exactly like a CPU fp32 one; parity B (hearsay.export.parity_box) measures the gap on the
@@ -38,8 +39,9 @@ import json
 import sys
 from pathlib import Path
 
-from hearsay import readouts, run_dir
+from hearsay import readouts, run_dir, score_file
 from hearsay import score as scoring
+from hearsay.protocol import N_FOLDS, run_job, run_key
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
 PARITY_FILE = "full_parity_logits.json"
@@ -53,47 +55,24 @@ def jobs_of(key: str) -> list[tuple[str, int | None, bool | str]]:
         return [("holdout", None, False), ("holdout", None, True), ("holdout", None, "codecs"),
                 ("holdout", None, "test_length"), ("holdout", None, "whole"),
                 ("test", None, False)]
-    return [("inner_oof", int(key[4:]), False)]
+    return [("inner_oof", run_job(key)[1], False)]
 
 
 def key_of(meta: dict) -> str:
     """fold0-4 or full, from run_meta.json; a pilot (or anything else) is refused."""
     if meta.get("job") == "full":
         return "full"
-    if meta.get("job") == "fold" and meta.get("fold") in range(5):
-        return f"fold{meta['fold']}"
+    if meta.get("job") == "fold" and meta.get("fold") in range(N_FOLDS):
+        return run_key("fold", meta["fold"])
     raise scoring.ScoreRefused(f"a {meta.get('job')!r} run (fold {meta.get('fold')!r}) has no "
                                "rows of record: only fold0-4 and full runs are scored")
-
-
-def file_name(key: str, split: str, aug) -> str:
-    suffix = "" if aug is False else "_aug" if aug is True else f"_{aug}"
-    return f"{key}_{split}{suffix}.csv"
 
 
 def wanted(weights_sha: str, bundle_sha: str, split: str, fold, aug,
            cfg: scoring.ScoreConfig) -> dict:
     """What a reusable file's sidecar must say (device and precision are not compared)."""
-    return {"weights_sha256": weights_sha, "bundle_tree_sha": bundle_sha, "split": split,
-            "fold": fold, "augmented": aug, "aug_seed": cfg.aug_seed,
-            "max_s": readouts.WHOLE_MAX_S if aug == "whole" else cfg.max_s}
-
-
-def refusal(csv: Path, want: dict) -> str | None:
-    """None when `csv` may be reused, else why not (in words)."""
-    side = scoring.sidecar(csv)
-    if not csv.is_file():
-        return "missing"
-    if not side.is_file():
-        return "no sidecar"
-    try:
-        have = json.loads(side.read_text())
-    except ValueError:
-        return "sidecar unreadable"
-    conf = have.get("config", {})
-    have = {**have, "max_s": conf.get("max_s"), "aug_seed": conf.get("aug_seed")}
-    bad = [f"{k} {have.get(k)!r} (want {v!r})" for k, v in want.items() if have.get(k) != v]
-    return "sidecar names " + ", ".join(bad) if bad else None
+    return score_file.wanted(weights_sha, bundle_sha, split, fold, aug, aug_seed=cfg.aug_seed,
+                             max_s=readouts.WHOLE_MAX_S if aug == "whole" else cfg.max_s)
 
 
 def score_one(bundle, run: Path, split: str, fold, aug, cfg: scoring.ScoreConfig):
@@ -112,11 +91,11 @@ def score_one(bundle, run: Path, split: str, fold, aug, cfg: scoring.ScoreConfig
 def ensure_scores(bundle, run: Path, key: str, weights_sha: str, out_dir: Path,
                   cfg: scoring.ScoreConfig, force: bool = False, say=None):
     """({(split, aug): csv}, [(file, why, rows)] scored here) for one run: each file reused when
-    its sidecar passes `refusal`, else (or with `force`) scored and written."""
+    its sidecar passes score_file.refusal, else (or with `force`) scored and written."""
     out, scored = {}, []
     for split, fold, aug in jobs_of(key):
-        csv = Path(out_dir) / file_name(key, split, aug)
-        why = "--rescore" if force else refusal(
+        csv = Path(out_dir) / score_file.file_name(key, split, aug)
+        why = "--rescore" if force else score_file.refusal(
             csv, wanted(weights_sha, bundle.tree_sha, split, fold, aug, cfg))
         if why is None:
             out[(split, aug)] = csv
@@ -124,14 +103,14 @@ def ensure_scores(bundle, run: Path, key: str, weights_sha: str, out_dir: Path,
         if say:
             say(f"scoring {csv.name} here ({why})")
         df, side = score_one(bundle, Path(run), split, fold, aug, cfg)
-        out[(split, aug)] = scoring.write_scores(df, side, csv)
+        out[(split, aug)] = score_file.write(df, side, csv)
         scored.append((csv.name, why, len(df)))
     return out, scored
 
 
 def trainer_config(run: Path, device: str = "auto") -> scoring.ScoreConfig:
     """The scoring settings of record on the trainer's device and in its precision."""
-    meta = scoring.find_run_meta(run)
+    meta = run_dir.find_meta(run)
     if device == "auto":
         device = "cpu" if str(meta.get("device", "cpu")) == "cpu" else "cuda"
     bf16 = True
@@ -153,14 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parity-clips", type=int, default=0, metavar="N",
                     help="full run: also record the logits of N test clips for parity B")
     args = ap.parse_args(argv)
-    from hearsay.model import sha256_file
+    from hearsay.hashing import sha256_file
 
     try:
-        meta = scoring.find_run_meta(args.run)
+        meta = run_dir.find_meta(args.run)
         key = key_of(meta)
         cfg = trainer_config(args.run, args.device)
         bundle = scoring.load_bundle(args.bundle)
-        weights = sha256_file(scoring.weights_file(args.run))
+        weights = sha256_file(run_dir.weights_of(args.run))
         _, scored = ensure_scores(bundle, args.run, key, weights, args.out, cfg,
                                   say=lambda m: print(f"hearsay score-run: {m}", file=sys.stderr))
         if args.parity_clips:

@@ -75,11 +75,12 @@ def record(bundle, run: Path, out: Path, n: int, cfg) -> dict:
     """Write the box's parity file for `run` (kept when it already names these weights)."""
     import torch
 
-    from hearsay import score as scoring
+    from hearsay import run_dir
     from hearsay.export.probe import torch_logits
-    from hearsay.model import load_detector, sha256_file
+    from hearsay.hashing import sha256_file
+    from hearsay.model import load_detector
 
-    wfile = scoring.weights_file(Path(run))
+    wfile = run_dir.weights_of(Path(run))
     sha = sha256_file(wfile)
     if out.is_file():
         have = json.loads(out.read_text())
