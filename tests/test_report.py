@@ -195,6 +195,10 @@ def test_codec_readout_scores_every_codec_on_the_clean_rows_and_reports_the_gap(
         clean["n_bonafide"] + clean["n_spoof"]  # the clean row is the codec rows' clips only
     assert c["gap"]["mp3"] == pytest.approx(0.0, abs=1e-12)  # a rescaled logit ranks alike
     assert c["gap"]["opus"] > 0.5  # inverted scores: a large codec gap
+    # the rows name their clips by a sha256 of the sorted paths: one figure for every row, and
+    # the same in every process (Python's hash() of a str is salted per process)
+    shas = {c["rows"][k]["paths_sha"] for k in c["rows"]}
+    assert len(shas) == 1 and all(len(s) == 64 and int(s, 16) >= 0 for s in shas)
 
 
 def test_class_counts_are_clips_per_class_not_rows():

@@ -14,6 +14,7 @@ augmentation per clip) stays in the metrics as "holdout augmented", not as a cod
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -158,7 +159,10 @@ def codec_readout(clean_holdout, panel, key) -> dict:
     for name, frame in rows.items():
         j = metrics.join(frame, key)
         m = metrics.compute(j["rank"].to_numpy(), j["is_spoof"].to_numpy(), None, PI_OF_RECORD)
-        m["paths_sha"] = hash(tuple(sorted(frame["path"])))  # same clips in every row
+        # sha256 of the sorted paths, one a line: the same clips in every row, and the same
+        # figure in every run (Python's hash() of strings changes per process)
+        m["paths_sha"] = hashlib.sha256("".join(f"{p}\n" for p in sorted(frame["path"]))
+                                        .encode()).hexdigest()
         out["rows"][name] = m
     base = out["rows"]["clean"]["min_dcf"]
     out["gap"] = {c: (None if base is None or out["rows"][c]["min_dcf"] is None
