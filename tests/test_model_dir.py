@@ -1,9 +1,9 @@
 """The exported model folder, spelled once (hearsay.model_dir): its manifest, its strict check,
-its front end, its parity record, and no other module spelling its file names."""
+its front end and its parity record (tests/test_artefact_layout.py: no other module spells its
+file names)."""
 
 from __future__ import annotations
 
-import ast
 import json
 import subprocess
 import sys
@@ -121,29 +121,3 @@ def test_model_dir_imports_the_standard_library_and_two_hearsay_leaves_only():
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                          text=True).stdout.split()
     assert set(out) == {"hearsay", "hearsay.model_dir", "hearsay.files", "hearsay.hashing"}
-
-
-def _literals(path: Path) -> list[tuple[int, str]]:
-    """(line, text) of every string constant in `path` but its docstrings (f-string parts too)."""
-    tree = ast.parse(path.read_text())
-    docs = {id(node.body[0].value) for node in ast.walk(tree)
-            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-            and node.body and isinstance(node.body[0], ast.Expr)
-            and isinstance(node.body[0].value, ast.Constant)}
-    return [(n.lineno, n.value) for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
-
-
-def test_no_other_module_spells_the_model_folders_file_names():
-    """Every other module says model_dir.ONNX, FRONT_END, ...; SHA256SUMS is checked in export/
-    and deploy/ only (the fold files and published releases have their own)."""
-    found = []
-    for path in sorted(SRC.rglob("*.py")):
-        if path == SRC / "model_dir.py":
-            continue
-        names = [ONNX, INT8, FRONT_END, PARITY]
-        if path.parent.name in ("export", "deploy"):
-            names.append(SUMS)
-        found += [f"{path.relative_to(SRC)}:{line}: {text!r}" for line, text in _literals(path)
-                  if any(name in text for name in names)]
-    assert not found, "spell these with hearsay.model_dir's names:\n" + "\n".join(found)

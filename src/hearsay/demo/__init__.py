@@ -194,7 +194,7 @@ def stage_assemble(out: Path, ctx: dict) -> None:
     print(f"[demo] assemble: {len(df)} rows, F1-F5 passed; gate {meta['gate']['outcome']} "
           f"({meta['gate'].get('why', '')})")
     ctx["pin"] = pin_path
-    ctx["detector_scores"] = done["scores_csv"]
+    ctx["scores_csv"] = done["scores_csv"]
     ctx["model_meta"] = stamp / "meta.json"
     ctx["report"] = Path(meta["report"])
     ctx["metrics"] = meta["metrics"]
