@@ -27,11 +27,17 @@ lint: install
 	@# fails the test (use `run !` or `[ ... ]`); their warnings are the harness's shared globals
 	$(VENV)/bin/shellcheck --shell=bats --severity=error tests/runner/*.bats
 
+# The runner's bats tests mostly wait on polls and deadlines, so they run BATS_JOBS at a time when
+# GNU parallel is there (each test has its own temp world: fake API, store, boxes), one at a time
+# otherwise. --durations / --timing print the slowest tests: where the time goes.
+BATS_JOBS ?= 2
 test: install lint
 	scripts/system-deps.sh
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q --durations=15
 	@if [ -d tests/runner ] && ls tests/runner/*.bats >/dev/null 2>&1; then \
-		PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/bats tests/runner; fi
+		jobs=""; if command -v parallel >/dev/null; then jobs="--jobs $(BATS_JOBS)"; fi; \
+		echo "bats --timing $$jobs tests/runner"; \
+		PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/bats --timing $$jobs tests/runner; fi
 
 # The whole campaign on this machine: the real runner, boxes running the real entry.sh and trainer,
 # only vast.ai (tests/fakes/fake_vast.py) and ssh stood in for. Work dir: $(REHEARSAL_DIR).

@@ -6,9 +6,10 @@
 #   nix-bin       - parses and evaluates flake.nix offline
 #   make          - the README's commands
 #   jq, curl      - the runner judges every vastai answer with jq; its tests drive the fake API with curl
+#   parallel      - GNU parallel: bats runs the runner's suites two at a time with it (--jobs)
 # Python tools (ffmpeg, bats, rclone, vastai, shellcheck) come from the pinned wheels instead.
 set -euo pipefail
-pkgs=(podman runc debootstrap nix-bin make jq curl)
+pkgs=(podman runc debootstrap nix-bin make jq curl parallel)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -6,7 +6,8 @@
 # and, once its destruction is confirmed, a closing row: the same first six columns with
 # destroyed_confirmed, hours and cost filled. A rental is open while its id has no closing row;
 # rentals = distinct ids (runner/ledger.sh sums it that way). Each row is written once per id.
-# An append that fails (full disk, stuck lock) is retried RUNNER_LEDGER_TRIES times and said loudly
+# An append that fails (full disk, stuck lock) is retried RUNNER_LEDGER_TRIES times (the n-th after
+# n x RUNNER_LEDGER_BACKOFF_S s, default 1) and said loudly
 # on stderr and in the event log. The row then waits in the spool, $RUNNER_STATE/ledger.spool (the
 # state folder, not the ledger's), and every later ledger write and every reaper cycle appends the
 # spooled rows first, in order: a row with no job record behind it (an adopted instance) is kept
@@ -15,6 +16,7 @@
 
 LEDGER_HEADER='id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost'
 : "${RUNNER_LEDGER_TRIES:=5}"
+: "${RUNNER_LEDGER_BACKOFF_S:=1}"   # seconds: the n-th retry waits n x this
 
 # _ledger_has ID open|closed: the ledger already holds that row.
 _ledger_has() {
@@ -83,7 +85,7 @@ _ledger_add() {
       fi
       lock_drop "$LEDGER.lock"
     fi
-    sleep "$try"
+    sleep "$(awk -v n="$try" -v b="$RUNNER_LEDGER_BACKOFF_S" 'BEGIN { print n * b }')"
   done
   if printf '%s\n' "$3" >>"$(_ledger_spool)" 2>/dev/null; then
     echo "runner: LEDGER WRITE FAILED after $try tries: $3 (is the disk under $LEDGER full, or $LEDGER.lock stuck?) - the row is spooled in $(_ledger_spool) and appended by the next ledger write or reaper cycle" >&2

@@ -69,7 +69,7 @@ CSV
   head -c 100000 /dev/zero >"$mnt/fill" 2>/dev/null || true     # the disk is full now, but for
   truncate -s -4096 "$mnt/fill"                                   # one page (room for a lock's owner)
   run bash -c ". '$REPO/runner/lib/common.sh'; . '$REPO/runner/lib/ledger.sh'
-    export RUNNER_STATE='$BATS_TEST_TMPDIR/st' RUNNER_LEDGER_TRIES=2
+    export RUNNER_STATE='$BATS_TEST_TMPDIR/st' RUNNER_LEDGER_TRIES=2 RUNNER_LEDGER_BACKOFF_S=0.05
     mkdir -p \"\$RUNNER_STATE\"
     for i in \$(seq 10 90); do ledger_complete \$i fold1 g\$i 9 1.0 1796000000 1796005400 || exit 1; done"
   echo "$output"
