@@ -53,9 +53,10 @@ job_failed() {
   n=$((n + 1))
   delay=$(calc 'p * 2 ^ (n > 20 ? 20 : n - 1)' p="$RUNNER_REAPER_POLL_S" n="$n")   # capped below anyway
   ! gt "$delay" "$RUNNER_REAPER_JOB_BACKOFF_S" || delay=$RUNNER_REAPER_JOB_BACKOFF_S
+  # the record before the words: whoever reads "N in a row" finds N in jobs/JOB/retry
+  rec_set "$1" retry "$n $(($(now) + ${delay%.*}))" 2>/dev/null || true   # unwritable: retried every cycle
   say "job $1 not finished this cycle ($n in a row): next try in ${delay%.*}s (the other jobs go on)"
   log_event "reaper: job $1 not finished this cycle ($n in a row), next try in ${delay%.*}s"
-  rec_set "$1" retry "$n $(($(now) + ${delay%.*}))" 2>/dev/null || true   # unwritable: retried every cycle
 }
 
 # reap_job JOB LISTFILE: act on one record, first rule that applies wins.
