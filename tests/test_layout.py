@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-MAX_LINES = 410  # STYLE: one module per stage, each under ~400 lines
+MAX_LINES = 400  # STYLE: one module per stage, each under ~400 lines
 
 
 def modules() -> dict[str, Path]:

@@ -38,6 +38,7 @@ import sys
 from pathlib import Path
 
 from hearsay import metrics, score_file
+from hearsay.files import jsonable
 from hearsay.metrics import READING_OF_RECORD, READINGS, reading_name
 from hearsay.protocol import FOLD_KEYS, run_job
 
@@ -236,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     for name, source in args.recipe:
         d["recipes"][name].update(source=str(source), files=[str(f) for f in files[name]])
-    text = json.dumps(metrics.jsonable(d), indent=2, allow_nan=False) + "\n"
+    text = json.dumps(jsonable(d), indent=2, allow_nan=False) + "\n"
     if args.json is None:
         sys.stdout.write(text)
     else:

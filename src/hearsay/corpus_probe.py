@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from hearsay import audio, metrics
+from hearsay.files import jsonable
 from hearsay.shortcuts import SHORTCUT_BOUND as SEPARABLE_BOUND  # 0.85, the shortcut bound
 from hearsay.shortcuts import strength
 
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ProbeError, OSError, ValueError) as err:
         print(f"hearsay corpus-probe: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    text = json.dumps(metrics.jsonable(out), indent=2) + "\n"
+    text = json.dumps(jsonable(out), indent=2) + "\n"
     if args.json is None:
         sys.stdout.write(text)
     else:

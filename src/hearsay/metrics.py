@@ -51,6 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hearsay.files import jsonable
 from hearsay.manifest import LABELS
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT = 0, 2, 3  # module docstring
@@ -283,17 +284,6 @@ def rank_values(frame) -> np.ndarray:
         return frame["logit"].to_numpy(float)
     s = frame["score"].to_numpy(float).clip(1e-15, 1 - 1e-15)
     return np.log(s) - np.log1p(-s)
-
-
-def jsonable(obj):
-    """A copy with non-finite floats as strings ("inf", "-inf", "nan"): strict JSON has none."""
-    if isinstance(obj, dict):
-        return {k: jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
-    return obj
 
 
 def length_bucket(seconds: float) -> str:

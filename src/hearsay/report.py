@@ -32,6 +32,7 @@ import numpy as np
 from hearsay import gate as gating
 from hearsay import metrics, readouts, score_file
 from hearsay import run_dir as run_dirs
+from hearsay.files import jsonable
 from hearsay.hashing import git_sha
 from hearsay.metrics import PI_OF_RECORD
 
@@ -333,5 +334,5 @@ def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = No
     rel = {k: str(Path(v).relative_to(reports)) for k, v in plots.items()}
     report_md.write_text(markdown(meta, rel, ablation_md))
     (pin["stamp_dir"] / "meta.json").write_text(
-        json.dumps(metrics.jsonable(meta), indent=2, allow_nan=False, default=str) + "\n")
+        json.dumps(jsonable(meta), indent=2, allow_nan=False, default=str) + "\n")
     return meta

@@ -147,8 +147,9 @@ def stage_assemble(out: Path, ctx: dict) -> None:
     import json
     import os
 
-    from hearsay import assemble, gate, metrics, protocol, report, run_dir
+    from hearsay import assemble, gate, protocol, report, run_dir
     from hearsay.bundle import load_bundle
+    from hearsay.files import jsonable
     from hearsay.hashing import sha256_file
     from hearsay.logits import sigmoid
 
@@ -187,7 +188,7 @@ def stage_assemble(out: Path, ctx: dict) -> None:
     record = gate.bar_record("clip-length bar", bar[bar["split"] == "inner_oof"],
                              report.key_frame(bundle.manifest), by_length(probe),
                              stamp / "probe_test_bonafide.csv")
-    (bar_dir / "meta.json").write_text(json.dumps(metrics.jsonable(record), indent=2) + "\n")
+    (bar_dir / "meta.json").write_text(json.dumps(jsonable(record), indent=2) + "\n")
     meta = report.write_all(done, bundle, bars=[bar_dir],
                             probe=stamp / "probe_test_bonafide.csv", ledger=out / "ledger.csv",
                             reports=out / "reports", about=DEMO_ABOUT)
