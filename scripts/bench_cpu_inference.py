@@ -45,8 +45,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from hearsay.cpu_engine import allowed_cpus, make_session, run_logits
 from hearsay.crops import pad_batch
-from hearsay.deploy import allowed_cpus, make_session, run_logits
 from hearsay.export import probe
 from hearsay.export.onnx_export import export_onnx
 from hearsay.export.quantize import (

@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from hearsay import deploy
+from hearsay import cpu_engine, deploy
 from hearsay.audio import ffmpeg_exe, load_audio, prepare_file
-from hearsay.deploy import allowed_cpus, main
-from hearsay.deploy import session as deploy_session
+from hearsay.cpu_engine import allowed_cpus
+from hearsay.deploy import main
 from hearsay.hashing import format_sums, sha256_file
 from hearsay.model_dir import model_sums
 
@@ -206,16 +206,16 @@ def test_pinned_model_sha_is_accepted_when_it_matches(world, tmp_path, monkeypat
 
 
 def test_threads_follow_affinity_and_cgroup_quota(tmp_path, monkeypatch):
-    monkeypatch.setattr(deploy_session.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
-    monkeypatch.setattr(deploy_session, "_cgroup_quota", lambda: None)
+    monkeypatch.setattr(cpu_engine.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(cpu_engine, "_cgroup_quota", lambda: None)
     assert allowed_cpus() == 4
-    monkeypatch.setattr(deploy_session, "_cgroup_quota", lambda: 1.5)
+    monkeypatch.setattr(cpu_engine, "_cgroup_quota", lambda: 1.5)
     assert allowed_cpus() == 2  # 1.5 CPUs of quota -> 2 threads
     monkeypatch.undo()
     (tmp_path / "cpu.max").write_text("150000 100000\n")
-    assert deploy_session._cgroup_quota(tmp_path) == 1.5
+    assert cpu_engine._cgroup_quota(tmp_path) == 1.5
     (tmp_path / "cpu.max").write_text("max 100000\n")
-    assert deploy_session._cgroup_quota(tmp_path) is None
+    assert cpu_engine._cgroup_quota(tmp_path) is None
 
 
 # --------------------------------------------------------------------------- no torch, for real

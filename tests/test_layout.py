@@ -122,3 +122,15 @@ def test_every_module_is_short_enough_to_read():
     long = {name: n for name, path in modules().items()
             if (n := len(path.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines (split them by concern): {long}"
+
+
+def test_the_deploy_scorer_is_a_leaf():
+    """No other module imports hearsay.deploy: what the export, the demo and the benchmarks share
+    with the scorer (the CPU engine, the model folder, the windows) lives in modules of its own."""
+    graph = import_graph(modules())
+    def in_deploy(name: str) -> bool:
+        return name == "hearsay.deploy" or name.startswith("hearsay.deploy.")
+
+    importers = sorted(name for name, deps in graph.items()
+                       if not in_deploy(name) and any(in_deploy(d) for d in deps))
+    assert not importers, f"modules importing the scorer (import what it shares): {importers}"

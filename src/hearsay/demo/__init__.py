@@ -93,7 +93,7 @@ def stage_train(out: Path, ctx: dict, preset: dict | None = None) -> None:
     from multiprocessing import get_context
 
     from hearsay import protocol
-    from hearsay.deploy import allowed_cpus
+    from hearsay.cpu_engine import allowed_cpus
     from hearsay.train import config as train_config
 
     preset = train_config.demo_overrides() if preset is None else preset

@@ -55,11 +55,11 @@ SHA256SUMS must match, the chosen model file must be listed, and when $HEARSAY_M
 is set (the deploy image bakes it at build) the sha256 of SHA256SUMS itself must equal it, which
 pins every file of the folder. Default folder: $HEARSAY_MODEL_DIR, else /opt/hearsay/model.
 
-The package (this module; io.py: the input walk and the CSV rows; session.py: onnxruntime;
-windowed.py: windowed scoring; __main__.py: `python -m hearsay.deploy`) imports numpy,
-soundfile, onnxruntime and hearsay's torch-free audio, windows, crops and model_dir (the model
-folder) modules only -- never torch (the deploy image has none; tests/test_deploy.py proves it
-in a venv without torch).
+The package (this module; io.py: the input walk and the CSV rows; windowed.py: windowed
+scoring; __main__.py: `python -m hearsay.deploy`) imports numpy, soundfile, onnxruntime and
+hearsay's torch-free audio, windows, crops, cpu_engine (the onnxruntime session) and model_dir
+(the model folder) modules only -- never torch (the deploy image has none;
+tests/test_deploy.py proves it in a venv without torch).
 
 Exit codes: 0 every file scored (or some failed without --strict), 1 some files failed (--strict),
 2 usage (bad arguments, CLIPS_DIR missing, --resume on another model's rows), 3 model folder
@@ -82,6 +82,7 @@ import numpy as np
 
 from hearsay import windows
 from hearsay.audio import SAMPLE_RATE, AudioError, prepare
+from hearsay.cpu_engine import make_session, run_logits
 from hearsay.deploy import io, windowed
 from hearsay.deploy.io import (  # noqa: F401
     AUDIO_EXTS,
@@ -93,7 +94,6 @@ from hearsay.deploy.io import (  # noqa: F401
     find_audio,
     new_row,
 )
-from hearsay.deploy.session import allowed_cpus, make_session, run_logits  # noqa: F401  (export/ and the demo call them here)
 from hearsay.model_dir import (  # noqa: F401  (model_sums: callers import it from here)
     FRONT_END,
     INT8,

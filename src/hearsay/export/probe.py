@@ -113,7 +113,7 @@ def torch_logits(model, waves: list[np.ndarray], *, batched: bool, device: str =
 
 
 def ort_logits(model_path: Path, waves: list[np.ndarray], *, batched: bool) -> np.ndarray:
-    from hearsay.deploy import make_session
+    from hearsay.cpu_engine import make_session
 
     session = make_session(model_path)
     groups = [waves] if batched else [[w] for w in waves]

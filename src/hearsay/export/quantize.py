@@ -165,7 +165,7 @@ def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
     `dst`, every attempt is in the report's "attempts"."""
     import onnx
 
-    from hearsay.deploy import make_session, run_logits
+    from hearsay.cpu_engine import make_session, run_logits
     from hearsay.export import quantize_conv
 
     nodes = layer_matmuls(onnx.load(str(src), load_external_data=False))
@@ -219,7 +219,7 @@ def conv_sensitivity(src: Path, calib: list[np.ndarray], waves: list[np.ndarray]
     conv's own error). -> [{"quantised": label, **gate_report}]."""
     import onnx
 
-    from hearsay.deploy import make_session, run_logits
+    from hearsay.cpu_engine import make_session, run_logits
     from hearsay.export import quantize_conv
 
     convs = quantize_conv.encoder_convs(onnx.load(str(src), load_external_data=False))

@@ -1,11 +1,12 @@
-"""hearsay-score's onnxruntime side: the CPUs this process may use, the CPU session, and logits
-for a list of prepared waves batched by length.
+"""The CPU engine: the CPUs this process may use, an onnxruntime CPU session, and logits for a
+list of prepared waves batched by length. hearsay-score scores with it; the export's int8 gate,
+its front-end probe and the CPU benchmarks measure the same engine through it.
 
     session = make_session(Path("model/model.onnx"))          # intra-op threads = allowed_cpus()
     logits = run_logits(session, [wave, ...], batch_size=8)   # (N,) float32, high = synthetic
 
 numpy, onnxruntime and the torch-free hearsay.crops (whose pad_batch makes the trainer's batches
-too) only: the deploy image has no torch. `hearsay.deploy` re-exports these.
+too) only: the deploy image has no torch.
 """
 
 from __future__ import annotations
