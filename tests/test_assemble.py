@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from fakes.fake_runs import TREE_SHA, make_bundle, make_run
 
-from hearsay import assemble, readouts, score, score_file
+from hearsay import assemble, protocol, readouts, score, score_file
 from hearsay.hashing import sha256_file
 
 
@@ -293,8 +293,8 @@ def test_the_holdout_is_also_scored_at_test_length_crops_and_whole_up_to_14s(cam
         assert list(df["path"]) == list(clean["path"])
     side = json.loads(score_file.sidecar(full[("holdout", "whole")]).read_text())
     assert side["config"]["max_s"] == readouts.WHOLE_MAX_S == 14.0
-    rows = score.select_rows(bundle.manifest, "holdout")
-    test = score.select_rows(bundle.manifest, "test")["duration"].astype(float).to_numpy()
+    rows = protocol.split_rows(bundle.manifest, "holdout")
+    test = protocol.split_rows(bundle.manifest, "test")["duration"].astype(float).to_numpy()
     a = readouts.test_length_inputs(bundle.root, rows, test)
     b = readouts.test_length_inputs(bundle.root, rows, test)  # fixed seed: the same crops
     assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))

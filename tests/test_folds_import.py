@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from hearsay import folds as fo
-from hearsay import score
+from hearsay import protocol
 from hearsay.demo.corpus import DemoDataConfig, manifest_rows
 from hearsay.manifest import scorable
 from hearsay.train.data import plan_job
@@ -77,7 +77,7 @@ def test_an_extra_row_keeping_inner_fold_k_never_trains_fold_k_and_is_never_scor
     train, val, _ = plan_job(bundle, "fold", 2)
     assert not kept & set(train["id"]) and not kept & set(val["id"])
     assert not kept & set(scorable(df)["id"])
-    assert not kept & set(score.select_rows(df, "inner_oof", fold=2)["id"])
+    assert not kept & set(protocol.split_rows(df, "inner_oof", fold=2)["id"])
     # the bundle stage records the imported file's pinned sha and its config
     from hearsay.bundle.build import _prepare_manifest
 

@@ -70,7 +70,7 @@ import numpy as np
 
 from hearsay import run_dir, score_file, score_run
 from hearsay import score as scoring
-from hearsay.protocol import FOLD_KEYS, RUN_KEYS, SPLITS, run_job
+from hearsay.protocol import FOLD_KEYS, RUN_KEYS, SPLITS, run_job, split_rows
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_CHECK = 0, 2, 3, 4, 5  # module docstring
 
@@ -177,7 +177,7 @@ def run_scores(bundle, pin: dict, key: str, cfg: scoring.ScoreConfig, force: boo
 
 
 def core_rows(manifest, split: str):
-    return scoring.select_rows(manifest, split)
+    return split_rows(manifest, split)
 
 
 def assemble_frame(manifest, files: dict):

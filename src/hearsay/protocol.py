@@ -8,12 +8,13 @@
     SPLITS["inner_oof"]           # ("0", ..., "4"): the manifest folds each score split holds
     scorer_of("inner_oof", "2")   # "fold2": an inner row is scored by the model that did not
                                   # train on it; holdout and test rows by the full model
+    split_rows(manifest, "inner_oof", fold=2)   # the core rows a split (or one inner fold) holds
 
 The rules, once: the model of fold k trains on the inner folds other than k (plus extra rows),
 validates on k and scores k; the pilot trains on folds 0-3 and validates on fold 4 (it is never
 scored or pinned); the full model trains on every inner fold and scores holdout and test.
 Holdout and test rows never train any model (hearsay.folds.check_no_holdout_leak holds the bundle
-to it). Stdlib only.
+to it). Stdlib only (split_rows is handed a pandas frame).
 """
 
 from __future__ import annotations
@@ -68,3 +69,19 @@ def scorer_of(split: str, fold: str | None = None) -> str:
     if split in ("holdout", "test"):
         return "full"
     raise ValueError(f"split {split!r}: one of {', '.join(SPLITS)}")
+
+
+def split_rows(manifest, split: str, fold: int | None = None):
+    """Core rows of `split` (fold K only with `fold`), in manifest order. Extra rows never.
+    ValueError names the splits when `split` is none of them."""
+    if split not in SPLITS:
+        raise ValueError(f"--split {split!r}: one of {', '.join(SPLITS)}")
+    folds = manifest["fold"].astype(str)
+    keep = folds.isin(SPLITS[split])
+    if fold is not None:
+        if split != "inner_oof":
+            raise ValueError("--fold only applies to --split inner_oof")
+        keep &= folds == str(fold)
+    if "train_scope" in manifest.columns:
+        keep &= manifest["train_scope"].astype(str) != "extra"
+    return manifest[keep]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import metrics, run_dir, score_file
+from hearsay import metrics, protocol, run_dir, score_file
 from hearsay import score as scoring
 from hearsay.metrics import PI_OF_RECORD
 
@@ -43,7 +43,7 @@ def codec_panel_rows(manifest):
 
     The codecs are every codec any holdout row has a copy of; a row lacking one is left out, so
     each codec (and the clean reference) is scored on exactly the same clips."""
-    rows = scoring.select_rows(manifest, "holdout")
+    rows = protocol.split_rows(manifest, "holdout")
     ids = [set(filter(None, str(c).split(";"))) if isinstance(c, str) else set()
            for c in (rows["codec_ids"] if "codec_ids" in rows.columns else [""] * len(rows))]
     codecs = sorted(set().union(*ids)) if ids else []
@@ -124,8 +124,8 @@ def score_holdout_variant(bundle, run: Path, variant: str, cfg=None):
         raise ValueError(f"holdout variant {variant!r}: test_length or whole")
     meta = run_dir.find_meta(Path(run))
     scoring.check_protocol(meta, bundle.tree_sha, "holdout", None)
-    rows = scoring.select_rows(bundle.manifest, "holdout")
-    test = scoring.select_rows(bundle.manifest, "test")["duration"].astype(float).to_numpy()
+    rows = protocol.split_rows(bundle.manifest, "holdout")
+    test = protocol.split_rows(bundle.manifest, "test")["duration"].astype(float).to_numpy()
     waves = test_length_inputs(Path(bundle.root), rows, test)
     wfile = run_dir.weights_of(Path(run))
     det, _ = load_detector(wfile.parent, device=cfg.device)

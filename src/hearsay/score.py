@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from hearsay import audio, run_dir, score_file
-from hearsay.protocol import N_FOLDS, SPLITS
+from hearsay.protocol import N_FOLDS, SPLITS, split_rows
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
 
@@ -90,21 +90,6 @@ class ScoreConfig:
 
 
 # --------------------------------------------------------------------------- rows
-
-
-def select_rows(manifest, split: str, fold: int | None = None):
-    """Core rows of `split` (fold K only with `fold`), in manifest order. Extra rows never."""
-    if split not in SPLITS:
-        raise ScoreError(f"--split {split!r}: one of {', '.join(SPLITS)}")
-    folds = manifest["fold"].astype(str)
-    keep = folds.isin(SPLITS[split])
-    if fold is not None:
-        if split != "inner_oof":
-            raise ScoreError("--fold only applies to --split inner_oof")
-        keep &= folds == str(fold)
-    if "train_scope" in manifest.columns:
-        keep &= manifest["train_scope"].astype(str) != "extra"
-    return manifest[keep]
 
 
 def check_protocol(meta: dict, bundle_sha: str, split: str, fold: int | None) -> None:
@@ -266,7 +251,10 @@ def score_split(bundle, run: Path, split: str, fold: int | None = None,
     if split == "inner_oof" and fold is None and meta.get("job") == "fold":
         fold = meta.get("fold")
     check_protocol(meta, bundle.tree_sha, split, fold)
-    rows = select_rows(bundle.manifest, split, fold)
+    try:
+        rows = split_rows(bundle.manifest, split, fold)
+    except ValueError as err:  # an unknown split, or --fold off inner_oof
+        raise ScoreError(str(err)) from None
     augs = aug_plan(rows, cfg.aug_seed) if augmented else ["none"] * len(rows)
     wfile = run_dir.weights_of(run)
     det, _ = load_detector(wfile.parent, device=cfg.device)

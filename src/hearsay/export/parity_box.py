@@ -36,9 +36,9 @@ KIND = "hearsay parity-b box logits"
 
 def parity_rows(manifest, n: int):
     """The first `n` test core rows of at least MIN_S s in manifest order, then shorter ones."""
-    from hearsay import score as scoring
+    from hearsay import protocol
 
-    rows = scoring.select_rows(manifest, "test")
+    rows = protocol.split_rows(manifest, "test")
     long = rows["duration"].astype(float) >= MIN_S if "duration" in rows.columns else True
     picked = list(rows[long].index[:n])
     picked += list(rows.index.difference(picked, sort=False)[: n - len(picked)])
