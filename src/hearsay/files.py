@@ -1,9 +1,10 @@
-"""Writing files so that a reader never sees half of one (stdlib only: the deploy image uses it).
+"""Writing files so that a reader never sees half of one, and JSON that strict readers accept
+(stdlib only: the deploy image uses it).
 
-    from hearsay.files import write_atomic, write_json
-    write_atomic(Path("scores.csv"), text)        # temp file beside it, fsync, os.replace
-    write_json(run_dir / "run_meta.json", meta)   # indented, sorted keys, atomic too
-    json.dumps(jsonable(metrics), allow_nan=False) # inf / nan as strings: strict JSON
+    from hearsay.files import jsonable, write_atomic, write_json
+    write_atomic(Path("scores.csv"), text)          # temp file beside it, fsync, os.replace
+    write_json(run_dir / "run_meta.json", meta)     # indented, sorted keys, atomic too
+    json.dumps(jsonable(metrics), allow_nan=False)  # inf / nan as strings: strict JSON
 """
 
 from __future__ import annotations
