@@ -7,7 +7,9 @@
 loaded in any but eager's), interleaved: every round runs each engine once, the order rotated
 per round; per engine the median, min and max clips/s over the rounds and the median of the
 per-round ratios to eager. The models are what `hearsay export onnx --calibration BUNDLE`
-ships (fused fp32, int8 with the calibrated conv encoder when its gate holds); OpenVINO's
+ships (fused fp32, int8 with the conv encoder row-wise or calibrated when its gate holds;
+ort_int8_layers = that fp32 graph with only the layers' MatMuls int8, the recipe before the
+convs, gated like the shipped one, to compare inside one run); OpenVINO's
 engines (ov_fp32, ov_bf16, ov_int8 = NNCF post-training int8 on the same calibration clips,
 ortov_fp32 = onnxruntime's OpenVINO EP) read the plain (unfused) export and run under the
 interpreter `--python-openvino` / `--python-ort-openvino` names (a bench venv: they are not in
@@ -210,6 +212,8 @@ def per_process(args, threads: int) -> dict:
     if "ort_int8" in engines and not (d / "export" / "model.int8.onnx").exists():
         engines.remove("ort_int8")  # nothing shipped to time: say so instead
         res["ort_int8"] = {"errors": ["not shipped: every int8 recipe failed the export's gate"]}
+    if "ort_int8_layers" in engines:  # the shipped fp32 graph, its layers' MatMuls int8 only
+        quantize_file(d / "export" / "model.onnx", d / "int8_layers.onnx")
     export_onnx(model, d / "plain.onnx", "torchscript")
     # the export's gate clips and calibration clips, drawn exactly as quantize_int8 draws them
     rng, calib, real = np.random.default_rng(1), [], []

@@ -14,7 +14,7 @@ from hearsay.export import fuse, onnx_export, quantize_conv
 from hearsay.export.onnx_export import ExportConfig, export_model
 from hearsay.export.quantize import QuantGate, layer_matmuls
 from hearsay.model import Detector, ModelConfig
-from hearsay.model_dir import model_sums
+from hearsay.model_dir import model_sums, read_front_end
 
 # A tiny random-init model's logits spread over hundredths, so its int8 error sits near the export
 # gate's edge (0.995 / 99 %) by chance; the shipping logic is tested against a gate it clears by a
@@ -91,23 +91,84 @@ def test_encoder_convs_are_the_feature_encoders_not_the_positional_conv(calibrat
         quantize_conv.encoder_convs(m)
 
 
-def test_calibrated_int8_runs_the_encoder_convs_in_int8_and_ships_on_its_gate(calibrated,
-                                                                            tmp_path):
+def test_int8_runs_every_encoder_conv_but_the_first_row_wise_and_ships_on_its_gate(
+        calibrated, tmp_path):
     out, report = calibrated
     q = report["int8"]
     convs = len(ModelConfig.tiny().conv_dim)
     assert q["passed"] and "model.int8.onnx" in model_sums(out), q
-    assert q["quantised_convs"] >= convs - 1  # every conv, or every conv but the first
+    assert q["recipe"] == "row-wise convs 1.. + layers" and len(q["attempts"]) == 1
+    assert q["quantised_convs"] == convs - 1 and q["conv_recipes_skipped"] is None
     assert q["calibration_clips"] == GATE.calibration_clips
     assert q["gate_clips_bundle"] > 0 and q["clips"] == GATE.clips
-    assert [a["recipe"] for a in q["attempts"]][-1] == q["recipe"]
-    run = session_ops(out / "model.int8.onnx", tmp_path)  # QDQ fused at load: int8 kernels
+    ops = ops_of(out / "model.int8.onnx")
+    # kernels 3 (convs 1-4: two taps parts) and 2 (convs 5-6: one), two weight digits each
+    kernels = ModelConfig.tiny().conv_kernel[1:]
+    assert ops.count("MatMulIntegerToFloat") == sum(2 * (1 + (k == 3)) for k in kernels)
+    assert ops.count("Conv") == 2  # the first encoder conv and the positional conv stay fp32
+    # onnxruntime cancels the Transposes the GEMM form adds against the LayerNorm's own
+    fp32_run = session_ops(out / "model.onnx", tmp_path)
+    assert session_ops(out / "model.int8.onnx", tmp_path).count("Transpose") <= \
+        fp32_run.count("Transpose")
+
+
+def test_the_static_conv_recipes_quantise_with_qdq_when_the_row_wise_one_fails(
+        calibrated, demo_bundle, tmp_path, monkeypatch):
+    from hearsay.export import quantize, quantize_rows
+
+    def refuse(src, dst, convs):
+        raise ValueError("row-wise form refused in this test")
+
+    monkeypatch.setattr(quantize_rows, "quantize_convs_rowwise", refuse)
+    out, _ = calibrated
+    dst = tmp_path / "model.int8.onnx"
+    q = quantize.quantize_int8(out / "model.onnx", dst, GATE, read_front_end(out),
+                               np.random.default_rng(1), demo_bundle.root)
+    convs = len(ModelConfig.tiny().conv_dim)
+    assert "refused in this test" in q["attempts"][0]["error"]
+    assert q["passed"] and q["quantised_convs"] >= convs - 1, q  # every conv, or all but one
+    run = session_ops(dst, tmp_path)  # QDQ fused at load: int8 kernels
     assert run.count("QLinearConv") == q["quantised_convs"]
     assert run.count("Conv") + run.count("FusedConv") == convs + 1 - q["quantised_convs"]
 
 
+def test_a_graph_whose_encoder_convs_are_not_found_keeps_them_fp32(calibrated, tmp_path,
+                                                                   monkeypatch):
+    from hearsay.export import quantize
+
+    def not_found(model):
+        raise ValueError("0 encoder Conv nodes before the first MatMul")
+
+    monkeypatch.setattr(quantize_conv, "encoder_convs", not_found)
+    out, _ = calibrated
+    q = quantize.quantize_int8(out / "model.onnx", tmp_path / "int8.onnx", GATE,
+                               read_front_end(out), np.random.default_rng(1))
+    assert [a["recipe"] for a in q["attempts"]] == ["layers"]
+    assert "0 encoder Conv nodes" in q["conv_recipes_skipped"]
+
+
+def test_the_int8_gate_refuses_a_sabotaged_row_wise_conv(tmp_path, monkeypatch):
+    from hearsay.export import quantize_rows
+
+    real = quantize_rows.weight_digits
+
+    def second_digit_too_coarse(w):  # the residual digit at the first digit's scale
+        (q1, s1), (q2, _) = real(w)
+        return [(q1, s1), (q2, s1)]
+
+    monkeypatch.setattr(quantize_rows, "weight_digits", second_digit_too_coarse)
+    q = export_model(tiny_detector(), tmp_path, ExportConfig(gate=GATE, fuse=False, **FAST))["int8"]
+    first = q["attempts"][0]
+    assert first["recipe"] == "row-wise convs 1.. + layers" and not first["passed"], first
+    assert q["recipe"] == "layers" and q["quantised_convs"] == 0  # MatMuls only, if anything
+    if q["passed"]:
+        assert "MatMulIntegerToFloat" not in ops_of(tmp_path / "model.int8.onnx")
+
+
 def test_the_int8_gate_refuses_a_sabotaged_conv_quantisation(tmp_path, monkeypatch,
                                                             demo_bundle):
+    from hearsay.export import quantize
+
     real = quantize_conv.quantize_convs
 
     def wrong_scales(src, dst, convs, calib):  # each output channel's weight scale off by 0.2-1.8x
@@ -125,6 +186,7 @@ def test_the_int8_gate_refuses_a_sabotaged_conv_quantisation(tmp_path, monkeypat
         return done
 
     monkeypatch.setattr(quantize_conv, "quantize_convs", wrong_scales)
+    monkeypatch.setattr(quantize, "RECIPES", quantize.RECIPES[1:])  # the static ones, then none
     cfg = ExportConfig(gate=GATE, calibration=str(demo_bundle.root), fuse=False, **FAST)
     q = export_model(tiny_detector(), tmp_path, cfg)["int8"]
     conv_attempts = [a for a in q["attempts"] if a["quantised_convs"]]

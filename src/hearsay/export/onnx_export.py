@@ -17,13 +17,15 @@ model is rebuilt from the checkpoint's saved config). Steps:
      per layer (export/fuse.py). The fused graph replaces model.onnx only when it holds parity A
      too; otherwise the plain export stays. parity.json's "fusion" says which and why.
   3. int8: onnxruntime dynamic quantisation of the transformer layers' MatMuls, per channel
-     (projection, pooling and head stay fp32: export/quantize.py says why); with
-     `--calibration BUNDLE` also static int8 of the conv feature encoder, calibrated on the
-     bundle's clips (export/quantize_conv.py; with the first conv, then without it, then no
-     conv, the first recipe whose gate holds). Shipped as model.int8.onnx only when it passes
-     its gate against fp32 (bundle clips not used for calibration, topped up with synthetic
-     clips spread over the deploy range min_s .. max_s, 0.5-8 s): Spearman >= 0.995, the
-     decision at the threshold agrees on >= 99% of clips, and max |delta logit| <= 0.05.
+     (projection, pooling and head stay fp32: export/quantize.py says why), and the conv
+     feature encoder but its first conv as integer GEMMs quantised per frame row at run time
+     (export/quantize_rows.py). When that fails its gate: with `--calibration BUNDLE` static
+     int8 of the encoder, calibrated on the bundle's clips (export/quantize_conv.py; with the
+     first conv, then without it), then the layers alone; the first recipe whose gate holds.
+     Shipped as model.int8.onnx only when it passes its gate against fp32 (bundle clips not
+     used for calibration, topped up with synthetic clips spread over the deploy range min_s ..
+     max_s, 0.5-8 s): Spearman >= 0.995, the decision at the threshold agrees on >= 99% of
+     clips, and max |delta logit| <= 0.05.
   4. front_end.json (what hearsay.audio.prepare is called with), parity.json (with the
      checkpoint's weights sha256, "checkpoint_sha256"), SHA256SUMS over the files that make a
      score (model.onnx, model.int8.onnx, front_end.json). Its own sha256 is the folder's
@@ -221,8 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-fuse", action="store_true",
                     help="ship the plain export (no attention fusion)")
     ap.add_argument("--calibration", type=Path, default=None, metavar="BUNDLE",
-                    help="bundle folder (hearsay bundle) whose clips calibrate the int8 conv "
-                    "encoder; without it only the layers' MatMuls are int8")
+                    help="bundle folder (hearsay bundle): its clips join the int8 gate and "
+                    "calibrate the static conv recipes, tried when the row-wise one fails")
     ap.add_argument("--threshold", type=float, default=None,
                     help="decision threshold (logit) for the int8 agreement gate; default: the "
                     "median fp32 logit over the gate clips (the strictest place)")

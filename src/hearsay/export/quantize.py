@@ -1,15 +1,19 @@
-"""int8 variant of an exported model: dynamic quantisation of the transformer layers' MatMuls,
-and, given a calibration bundle, static quantisation of the conv feature encoder (quantize_conv.py).
+"""int8 variant of an exported model: dynamic quantisation of the transformer layers' MatMuls and
+of the conv feature encoder (quantize_rows.py), or, given a calibration bundle and when that
+fails its gate, static quantisation of the encoder (quantize_conv.py).
 
     (called by `hearsay export onnx`; see export/onnx_export.py)
 
 What is quantised (`layer_matmuls`): the six MatMuls of every transformer layer (q, k, v, out,
-FFN in, FFN out), per output channel, signed int8 weights, activations quantised on the fly.
-Everything else stays fp32:
+FFN in, FFN out), per output channel, signed int8 weights, activations quantised on the fly;
+and the encoder's convs but the first, as integer GEMMs with two-digit int8 weights and one
+activation scale per frame row, found at run time (quantize_rows.py says why that form). RECIPES
+below are tried in turn and the gate decides: the row-wise convs + layers; with
+`--calibration BUNDLE` then the static QDQ convs (every conv, then all but the first); last the
+layers alone. Everything else stays fp32:
 
-  * the conv feature encoder, unless `hearsay export onnx --calibration BUNDLE` names real clips
-    to calibrate it on (static int8 needs activation ranges; quantize_conv.py, RECIPES below:
-    tried with every encoder conv, then with the first one fp32, then none; the gate decides);
+  * the first encoder conv (the raw waveform: the most sensitive conv, and only 0.3 of the
+    encoder's 39 GFLOP per 8 s clip);
   * the feature projection (conv features -> hidden), the first MatMul: it feeds h_0 and so every
     later state; quantised alone it moved the logits by rms 0.00087 (24 clips of 1-4 s);
   * the pooling attention (2 MatMuls) and the head (a Gemm, which onnxruntime's MatMul
@@ -78,10 +82,13 @@ class QuantGate:
     calibration_clips: int = 24  # bundle clips that calibrate the static conv ranges (never gated)
 
 
-# The int8 recipes tried in turn when a calibration bundle is given; the first whose gate holds
-# is shipped: (label, which encoder convs are static int8 besides the layers' MatMuls).
-RECIPES = (("convs + layers", "all"), ("convs 1.. + layers (first conv fp32)", "skip_first"),
-           ("layers", "none"))
+# The int8 recipes, tried in turn; the first whose gate holds is shipped: (label, which encoder
+# convs are int8 besides the layers' MatMuls, and how). "rowwise" (quantize_rows.py: every conv
+# but the first, activations quantised per frame row at run time) needs no calibration; the
+# static ones (quantize_conv.py) are tried only with a calibration bundle.
+RECIPES = (("row-wise convs 1.. + layers", "rowwise"), ("convs + layers", "all"),
+           ("convs 1.. + layers (first conv fp32)", "skip_first"), ("layers", "none"))
+STATIC = ("all", "skip_first")  # the recipes that need calibration clips
 
 
 def layer_matmuls(model) -> list[str]:
@@ -151,49 +158,66 @@ def gate_clips(gate: QuantGate, front: dict, rng: np.random.Generator) -> list[n
 
 
 def _recipe_convs(convs: list[str], which: str) -> list[str]:
-    return {"all": convs, "skip_first": convs[1:], "none": []}[which]
+    return {"rowwise": convs[1:], "all": convs, "skip_first": convs[1:], "none": []}[which]
+
+
+def _write_recipe(src: Path, dst: Path, which: str, convs: list[str], nodes: list[str],
+                  calib: list[np.ndarray]) -> None:
+    """`dst` = `src` with the layers' MatMuls (`nodes`) dynamic int8 and `convs` int8 the way
+    recipe `which` says (RECIPES)."""
+    from hearsay.export import quantize_conv, quantize_rows
+
+    if not convs:
+        quantize_file(src, dst, nodes)
+        return
+    tmp = dst.with_suffix(".step.onnx")
+    try:
+        if which == "rowwise":  # the MatMul quantiser first: it cannot type the com.microsoft GEMMs
+            quantize_file(src, tmp, nodes)
+            quantize_rows.quantize_convs_rowwise(tmp, dst, convs)
+        else:
+            quantize_conv.quantize_convs(src, tmp, convs, calib)
+            quantize_file(tmp, dst, nodes)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
                   rng: np.random.Generator, calibration: Path | None = None) -> dict:
     """Write `dst` (int8) from `src` (fp32) and return its gate report (caller ships or drops).
 
-    Without `calibration` (a bundle folder): the layers' MatMuls only, gated on synthetic clips
-    over the deploy range. With it: `gate.calibration_clips` bundle clips calibrate the encoder
-    convs (quantize_conv.py), the gate runs on up to `gate.clips` other bundle clips (topped up
-    with synthetic ones), and RECIPES are tried in turn; the first that passes is written to
-    `dst`, every attempt is in the report's "attempts"."""
+    RECIPES are tried in turn, the first that passes is written to `dst`, and every attempt is
+    in the report's "attempts". Without `calibration` (a bundle folder) the static conv recipes
+    are skipped and the gate runs on synthetic clips over the deploy range. With it,
+    `gate.calibration_clips` bundle clips calibrate the static recipes (quantize_conv.py) and
+    the gate runs on up to `gate.clips` other bundle clips, topped up with synthetic ones."""
     import onnx
 
     from hearsay.cpu_engine import make_session, run_logits
     from hearsay.export import quantize_conv
 
-    nodes = layer_matmuls(onnx.load(str(src), load_external_data=False))
+    graph = onnx.load(str(src), load_external_data=False)
+    nodes = layer_matmuls(graph)
+    try:
+        convs, no_convs = quantize_conv.encoder_convs(graph), None
+    except ValueError as err:  # a graph whose convs cannot be found keeps them fp32
+        convs, no_convs = [], str(err)
     calib, real = [], []
-    recipes = RECIPES[-1:]
+    recipes = [r for r in RECIPES if r[1] not in STATIC]
     if calibration is not None:
         calib, real = quantize_conv.bundle_clips(Path(calibration), front,
                                                  gate.calibration_clips, gate.clips, rng)
-        recipes = RECIPES
+        recipes = list(RECIPES)
+    recipes = [r for r in recipes if convs or r[1] == "none"]
     top_up = max(0, gate.clips - len(real))
     waves = real + (gate_clips(dataclasses.replace(gate, clips=top_up), front, rng)
                     if top_up else [])
     fp32 = run_logits(make_session(src), waves)
-    convs = (quantize_conv.encoder_convs(onnx.load(str(src), load_external_data=False))
-             if calibration is not None else [])
     attempts, best = [], None
     for label, which in recipes:
         chosen = _recipe_convs(convs, which)
         try:
-            if chosen:
-                qdq = dst.with_suffix(".qdq.onnx")
-                try:
-                    quantize_conv.quantize_convs(src, qdq, chosen, calib)
-                    quantize_file(qdq, dst, nodes)
-                finally:
-                    qdq.unlink(missing_ok=True)
-            else:
-                quantize_file(src, dst, nodes)
+            _write_recipe(src, dst, which, chosen, nodes, calib)
             report = gate_report(fp32, run_logits(make_session(dst), waves), gate)
         except Exception as err:  # noqa: BLE001 - a recipe the quantiser cannot make: next one
             if not chosen:
@@ -206,6 +230,7 @@ def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
     best = best or attempts[-1]
     lengths = [len(w) / SAMPLE_RATE for w in waves]
     return {**best, "quantised_matmuls": len(nodes), "attempts": attempts,
+            "conv_recipes_skipped": no_convs,
             "gate_clips_bundle": len(real), "gate_clips_synthetic": len(waves) - len(real),
             "calibration_clips": len(calib),
             "calibration": None if calibration is None else str(calibration),

@@ -1,15 +1,16 @@
 """int8 of the conv feature encoder: static (calibrated) QDQ quantisation of its convolutions.
 
     (called by export/quantize.py's quantize_int8 when `hearsay export onnx --calibration BUNDLE`
-    names a bundle; the sensitivity table below: quantize.conv_sensitivity)
+    names a bundle and the row-wise recipe, quantize_rows.py, failed its gate; the sensitivity
+    table below: quantize.conv_sensitivity)
 
 The encoder's seven Conv1d (raw waveform -> 512 channels every 20 ms) are 39 of the 175 GFLOP of
-an 8 s clip on the XLS-R shape and were 43 % of the MatMul-only int8 model's time. Dynamic
-quantisation cannot reach them (onnxruntime quantises only MatMul / Attention on the fly), so they
-are quantised statically: QuantizeLinear / DequantizeLinear pairs around each chosen Conv (QDQ
-format), weights signed int8 per output channel, activations uint8 with one scale per tensor,
-the scales taken from the min / max each tensor reaches over the calibration clips. onnxruntime
-fuses every DQ -> Conv -> Q into one QLinearConv at session load.
+an 8 s clip on the XLS-R shape and were 43 % of the MatMul-only int8 model's time. onnxruntime's
+dynamic quantiser reaches only MatMul / Attention, so here they are quantised statically
+(quantize_rows.py rewrites them as GEMMs instead): QuantizeLinear / DequantizeLinear pairs
+around each chosen Conv (QDQ format), weights signed int8 per output channel, activations uint8
+with one scale per tensor, the scales taken from the min / max each tensor reaches over the
+calibration clips. onnxruntime fuses every DQ -> Conv -> Q into one QLinearConv at session load.
 
 Calibration clips are real audio: clips of the bundle (audio/<id>.flac, the trimmed copies the
 training read) prepared exactly as hearsay-score prepares them, each fed alone at its own length,
@@ -39,8 +40,9 @@ clips of it (1.0-5.9 s), export gate (Spearman >= 0.995, agreement >= 99 %, max 
 
 The first conv is by far the most sensitive (an 8-bit raw waveform); the others keep the ranking
 (Spearman >= 0.9996) but each moves single logits past the 0.05 bound on this model, so its
-export ships the MatMul-only recipe. On the XLS-R shape (random init, logit std 0.04) the
-picture is in docs/BENCHMARKS.md ("CPU engines").
+static recipe fails there. On the XLS-R shape (random init, logit std 0.04) the picture is in
+docs/BENCHMARKS.md ("CPU engines"); quantize_rows.py shows where the error comes from (the
+weights' rounding, which one scale per tensor of activations adds to).
 """
 
 from __future__ import annotations

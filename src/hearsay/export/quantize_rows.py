@@ -1,0 +1,200 @@
+"""int8 of the conv feature encoder without calibration: each Conv becomes integer GEMMs over
+its input frames, every frame row quantised on the fly with its own scale.
+
+    (called by export/quantize.py's quantize_int8: the recipe "row-wise convs 1.. + layers")
+
+Why not the static QDQ recipe (quantize_conv.py): its two errors measured apart, convs 1-6
+rounded to int8 in PyTorch and the MatMuls left fp32, against fp32 on 100 bundle clips of
+1.0-5.9 s (scripts/conv_int8_error.py CHECKPOINT --bundle demo_out/bundle, 2026-12-03; the XLS-R
+shape is the bench's random-init 12-layer checkpoint, fp32 logit std 0.047; the demo's is
+`make demo`'s runs/full, std 1.38):
+
+    convs 1-6                                 XLS-R rms / max |dlogit|   demo rms / max |dlogit|
+    weights int8 per channel, acts fp32          0.0095 / 0.0137           0.042 / 0.158
+    weights fp32, acts uint8 per tensor          0.0012 / 0.0043           0.018 / 0.054
+    weights fp32, acts uint8 per GEMM row        0.0007 / 0.0021           0.010 / 0.037
+    weights int8, acts per row                   0.0095 / 0.0144           0.043 / 0.139
+    two-digit weights, acts per row              0.0007 / 0.0022           0.010 / 0.032
+
+The weights' rounding is the larger error: it is the same on every frame, so the pooling's
+average over frames keeps it, where the activations' rounding is noise that averages out. So
+here the weights carry two int8 digits (w ~ q1*s1 + q2*s1/254: the residual of the first digit
+is at most s1/2, which the second digit's 127 steps of s1/254 cover) and the activations one
+scale per row of the GEMM, found at run time (no calibration set, no range that a loud clip
+can overrun). As shipped, with the layers' MatMuls int8 too, the export's gate (100 bundle
+clips) gave Spearman 0.9991, agreement 100 %, max |dlogit| 0.0040 on the XLS-R shape and
+0.99986 / 100 % / 0.041 on the demo's model, and the int8 model ran about 9 % more clips/s than
+with the encoder fp32 (docs/BENCHMARKS.md, "The conv encoder in int8, row-wise").
+
+Conv -> GEMMs. A conv with kernel k and stride s (s <= k <= 2s: XLS-R's 3/2 and 2/2) reads, for
+output frame t, input frames s*t .. s*t+k-1. In the frame-major layout X (B, T, C) the first s of
+them are row t of X[:, :s*T'] reshaped to (B*T', s*C), and the other k-s are frames s*t+s+i,
+strided slices of X. Each part is one GEMM against the matching taps of the weight:
+
+    Y = sum over parts [ rowscale_p * (Q(part_p) - ZP) @ (q1 + q2/254) * s1 ] + bias   (B*T', N)
+
+Q() is QuantizeLinear with one scale per row and the fixed zero point ZP (onnxruntime's integer
+GEMM takes one zero point for all of A). The scale is max(row max / (255 - ZP), GELU_FLOOR / ZP):
+the codes then reach down to -ZP * scale <= -0.17, below the least value GELU takes
+(-0.16997), which every encoder conv after the first reads. Anything lower saturates and the gate
+judges it. Each digit is one com.microsoft MatMulIntegerToFloat (uint8 x int8, per-column
+scale); onnxruntime removes the Transposes this adds against the LayerNorm's own.
+
+The first conv (the raw waveform, one channel: 0.3 of 39 conv GFLOP per 8 s clip, and the most
+sensitive) stays fp32.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+ZP = 16  # uint8 zero point of every activation row
+GELU_FLOOR = 0.17  # > -min GELU(x) = 0.16997: the lowest value the codes must reach (see above)
+DIGIT = 254.0  # the second weight digit's scale is the first's / DIGIT
+
+
+def weight_digits(w: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(K, N) float weights -> [(q1, s1), (q2, s2)]: int8 codes and per-column scales with
+    w ~ q1 * s1 + q2 * s2, s2 = s1 / DIGIT; |w - that| <= s2 / 2 per weight."""
+    s1 = np.maximum(np.abs(w).max(axis=0), 1e-12) / 127.0
+    q1 = np.clip(np.round(w / s1), -127, 127)
+    s2 = s1 / DIGIT
+    q2 = np.clip(np.round((w - q1 * s1) / s2), -127, 127)
+    return [(q1.astype(np.int8), s1.astype(np.float32)),
+            (q2.astype(np.int8), s2.astype(np.float32))]
+
+
+class _Builder:
+    """Nodes and initializers of one conv's replacement, names prefixed by the conv's."""
+
+    def __init__(self, prefix: str, opset: int):
+        self.prefix, self.opset = prefix, opset
+        self.nodes, self.inits, self._made = [], [], set()
+
+    def const(self, name: str, value) -> str:
+        from onnx import numpy_helper
+
+        full = f"{self.prefix}/{name}"
+        if full not in self._made:
+            self._made.add(full)
+            self.inits.append(numpy_helper.from_array(np.asarray(value), full))
+        return full
+
+    def op(self, op_type: str, inputs: list[str], output: str | None = None, **attrs) -> str:
+        from onnx import helper
+
+        out = output or f"{self.prefix}/{op_type}_{len(self.nodes)}"
+        domain = "com.microsoft" if op_type == "MatMulIntegerToFloat" else ""
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name=f"{out}_node",
+                                           domain=domain, **attrs))
+        return out
+
+    def row_max(self, x: str) -> str:  # (M, K) -> (M,); ReduceMax took axes as input from 18
+        if self.opset >= 18:
+            return self.op("ReduceMax", [x, self.const("axis1", np.array([1], np.int64))],
+                           keepdims=0)
+        return self.op("ReduceMax", [x], axes=[1], keepdims=0)
+
+
+def _array(model, name: str) -> np.ndarray:
+    from onnx import numpy_helper
+
+    for t in model.graph.initializer:
+        if t.name == name:
+            return numpy_helper.to_array(t)
+    for n in model.graph.node:
+        if n.op_type == "Constant" and n.output[0] == name:
+            return numpy_helper.to_array(n.attribute[0].t)
+    raise ValueError(f"{name}: not a constant (a conv's weight must be)")
+
+
+def _replace(model, node, opset: int) -> _Builder:
+    """The GEMM form of Conv `node` (module docstring), writing the conv's own output name."""
+    from onnx import helper
+
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    w = _array(model, node.input[1]).astype(np.float64)  # (N, C, k)
+    n_out, c_in, k = w.shape
+    s = int(attrs.get("strides", [1])[0])
+    if (attrs.get("group", 1) != 1 or any(attrs.get("pads", [0])) or
+            any(d != 1 for d in attrs.get("dilations", [1])) or not s <= k <= 2 * s):
+        raise ValueError(f"{node.name}: only group-1 unpadded convs with stride <= kernel <= "
+                         f"2 x stride have the row-wise form (kernel {k}, stride {s}, {attrs})")
+    bias = (_array(model, node.input[2]).astype(np.float32) if len(node.input) > 2
+            else np.zeros(n_out, np.float32))
+    b = _Builder(node.name, opset)
+    i64 = lambda v: np.array(v, np.int64)  # noqa: E731
+    x = b.op("Transpose", [node.input[0]], perm=[0, 2, 1])  # (B, C, T) -> (B, T, C)
+    shape = b.op("Shape", [x])
+    batch = b.op("Gather", [shape, b.const("i0", i64([0]))], axis=0)  # (1,)
+    frames = b.op("Gather", [shape, b.const("i1", i64([1]))], axis=0)
+    # T' = (T - k) // s + 1 output frames; s*T' input frames feed the first s taps
+    t_out = b.op("Add", [b.op("Div", [b.op("Sub", [frames, b.const("k", i64([k]))]),
+                                      b.const("s", i64([s]))]), b.const("one", i64([1]))])
+    span = b.op("Mul", [t_out, b.const("s", i64([s]))])
+    axis1 = b.const("i1", i64([1]))
+    head = b.op("Slice", [x, b.const("i0", i64([0])), span, axis1])
+    taps = [(b.op("Reshape", [head, b.const("rows_head", i64([-1, s * c_in]))]),
+             w[:, :, :s].transpose(2, 1, 0).reshape(s * c_in, n_out))]  # rows: tap-major
+    for i in range(k - s):  # frames s*t + s + i: every s-th frame from s + i
+        tail = b.op("Slice", [x, b.const(f"from{i}", i64([s + i])),
+                              b.op("Add", [span, b.const(f"from{i}", i64([s + i]))]), axis1,
+                              b.const("s", i64([s]))])
+        taps.append((b.op("Reshape", [tail, b.const("rows_tail", i64([-1, c_in]))]),
+                     w[:, :, s + i].T))
+    parts = []
+    for j, (rows, wj) in enumerate(taps):
+        scale = b.op("Max", [b.op("Div", [b.row_max(rows),
+                                          b.const("levels", np.float32(255 - ZP))]),
+                             b.const("min_scale", np.float32(GELU_FLOOR / ZP))])  # (M,)
+        zero = b.op("Expand", [b.const("zp", np.uint8(ZP)), b.op("Shape", [scale])])
+        codes = b.op("QuantizeLinear", [rows, scale, zero], axis=0)  # (M, K) uint8
+        digits = [b.op("MatMulIntegerToFloat",
+                       [codes, b.const(f"w{j}_{d}", q), b.const("one_f", np.float32(1.0)),
+                        b.const(f"w{j}_{d}_scale", sd), b.const("zp", np.uint8(ZP))])
+                  for d, (q, sd) in enumerate(weight_digits(wj))]
+        acc = b.op("Add", digits)
+        parts.append(b.op("Mul", [acc, b.op("Unsqueeze", [scale, axis1])]))
+    y = parts[0]
+    for p in parts[1:]:
+        y = b.op("Add", [y, p])
+    y = b.op("Add", [y, b.const("bias", bias)])  # (B*T', N)
+    y = b.op("Reshape", [y, b.op("Concat", [batch, t_out, b.const("n", i64([n_out]))], axis=0)])
+    b.op("Transpose", [y], output=node.output[0], perm=[0, 2, 1])  # (B, N, T')
+    return b
+
+
+def quantize_convs_rowwise(src: Path, dst: Path, convs: list[str]) -> list[str]:
+    """Write `dst`: `src` with the Conv nodes named in `convs` in the row-wise int8 form
+    (module docstring); every other node as it is. Returns the nodes replaced. Raises
+    ValueError for an empty list or a conv that has no such form."""
+    import onnx
+    from onnx import helper
+
+    if not convs:
+        raise ValueError("no Conv nodes to quantise")
+    m = onnx.load(str(src))
+    opset = next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
+    chosen, found, nodes = set(convs), [], []
+    for n in m.graph.node:
+        if n.name in chosen and n.op_type == "Conv":
+            b = _replace(m, n, opset)
+            nodes.extend(b.nodes)
+            m.graph.initializer.extend(b.inits)
+            found.append(n.name)
+        else:
+            nodes.append(n)
+    if set(found) != chosen:
+        raise ValueError(f"Conv nodes not in {src}: {sorted(chosen - set(found))}")
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    used = {i for n in m.graph.node for i in n.input}
+    keep = [t for t in m.graph.initializer if t.name in used]  # the fp32 conv weights go
+    del m.graph.initializer[:]
+    m.graph.initializer.extend(keep)
+    if not any(o.domain == "com.microsoft" for o in m.opset_import):
+        m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    onnx.save(m, str(dst))
+    return found
