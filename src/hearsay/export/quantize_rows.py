@@ -24,7 +24,8 @@ scale per row of the GEMM, found at run time (no calibration set, no range that 
 can overrun). As shipped, with the layers' MatMuls int8 too, the export's gate (100 bundle
 clips) gave Spearman 0.9991, agreement 100 %, max |dlogit| 0.0040 on the XLS-R shape and
 0.99986 / 100 % / 0.041 on the demo's model, and the int8 model ran about 9 % more clips/s than
-with the encoder fp32 (docs/BENCHMARKS.md, "The conv encoder in int8, row-wise").
+with the encoder fp32 (median of one interleaved run, the ranges overlapping: docs/BENCHMARKS.md,
+"The conv encoder in int8, row-wise").
 
 Conv -> GEMMs. A conv with kernel k and stride s (s <= k <= 2s: XLS-R's 3/2 and 2/2) reads, for
 output frame t, input frames s*t .. s*t+k-1. In the frame-major layout X (B, T, C) the first s of
