@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from scipy.stats import spearmanr
 
+    from hearsay.export.onnx_export import ExportConfig
     from hearsay.export.quantize_conv import bundle_clips
     from hearsay.model import load_detector
     from hearsay.model_dir import front_end
@@ -102,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     scheme = {"name": "fp32"}
     for layer in model.backbone.feature_extractor.conv_layers[1:]:  # the first conv stays fp32
         layer.forward = rounded_conv(layer, scheme)
-    front = front_end(8.0, 7250.0, 40.0, 0.5)
+    cfg = ExportConfig()  # clips prepared as the export's gate prepares them
+    front = front_end(cfg.max_s, cfg.cutoff_hz, cfg.top_db, cfg.min_s)
     _, waves = bundle_clips(args.bundle, front, 0, args.clips, np.random.default_rng(args.seed))
 
     def logits() -> np.ndarray:
