@@ -9,7 +9,9 @@ per round; per engine the median, min and max clips/s over the rounds and the me
 per-round ratios to eager. The models are what `hearsay export onnx --calibration BUNDLE`
 ships (fused fp32, int8 with the conv encoder row-wise or calibrated when its gate holds;
 ort_int8_layers = that fp32 graph with only the layers' MatMuls int8, the recipe before the
-convs, gated like the shipped one, to compare inside one run); OpenVINO's
+convs; ort_int8_two_digit = the row-wise encoder with two weight digits and no mean
+correction, the recipe without a bundle; each gated like the shipped one, to compare inside
+one run); OpenVINO's
 engines (ov_fp32, ov_bf16, ov_int8 = NNCF post-training int8 on the same calibration clips,
 ortov_fp32 = onnxruntime's OpenVINO EP) read the plain (unfused) export and run under the
 interpreter `--python-openvino` / `--python-ort-openvino` names (a bench venv: they are not in
@@ -58,6 +60,7 @@ from hearsay.export.quantize import (
     layer_matmuls,
     quantize_file,
     quantize_int8,
+    write_recipe,
 )
 from hearsay.model import Detector, ModelConfig
 
@@ -214,6 +217,12 @@ def per_process(args, threads: int) -> dict:
         res["ort_int8"] = {"errors": ["not shipped: every int8 recipe failed the export's gate"]}
     if "ort_int8_layers" in engines:  # the shipped fp32 graph, its layers' MatMuls int8 only
         quantize_file(d / "export" / "model.onnx", d / "int8_layers.onnx")
+    if "ort_int8_two_digit" in engines:  # the row-wise encoder with two weight digits, no mean
+        import onnx
+
+        fp32 = onnx.load(str(d / "export" / "model.onnx"), load_external_data=False)
+        write_recipe(d / "export" / "model.onnx", d / "int8_two_digit.onnx", "rowwise",
+                      quantize_conv.encoder_convs(fp32)[1:], layer_matmuls(fp32), [])
     export_onnx(model, d / "plain.onnx", "torchscript")
     # the export's gate clips and calibration clips, drawn exactly as quantize_int8 draws them
     rng, calib, real = np.random.default_rng(1), [], []

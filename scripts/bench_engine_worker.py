@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-ENGINES = ("eager", "ort_fp32", "ort_int8", "ort_int8_layers", "ortov_fp32", "ov_fp32",
-           "ov_bf16", "ov_int8", "ov_int8_quantize")
+ENGINES = ("eager", "ort_fp32", "ort_int8", "ort_int8_layers", "ort_int8_two_digit",
+           "ortov_fp32", "ov_fp32", "ov_bf16", "ov_int8", "ov_int8_quantize")
 
 
 def threads_allowed() -> int:
@@ -100,6 +100,8 @@ def build(engine: str, d: Path, threads: int):
         return ort_runner(d / "export" / name, threads)
     if engine == "ort_int8_layers":  # the layers' MatMuls only: the recipe before the convs
         return ort_runner(d / "int8_layers.onnx", threads)
+    if engine == "ort_int8_two_digit":  # the row-wise encoder, two digits: the bundle-less one
+        return ort_runner(d / "int8_two_digit.onnx", threads)
     if engine == "ortov_fp32":
         return ort_runner(d / "plain.onnx", threads, "OpenVINOExecutionProvider")
     if engine in ("ov_fp32", "ov_bf16"):

@@ -23,8 +23,8 @@ def _script():
 
 def test_per_process_bench_times_every_engine_and_gates_int8(tmp_path, demo_bundle):
     out = tmp_path / "bench.json"
-    argv = ["--engines", "eager,ort_fp32,ort_int8,ort_int8_layers", "--tiny", "--clips", "2",
-            "--batch", "2", "--rounds", "2", "--gate-clips", "12",
+    argv = ["--engines", "eager,ort_fp32,ort_int8,ort_int8_layers,ort_int8_two_digit", "--tiny",
+            "--clips", "2", "--batch", "2", "--rounds", "2", "--gate-clips", "12",
             "--calibration", str(demo_bundle.root), "--json", str(out)]
     assert _script().main(argv) == 0
     res = json.loads(out.read_text())
@@ -45,7 +45,10 @@ def test_per_process_bench_times_every_engine_and_gates_int8(tmp_path, demo_bund
     layers = res["ort_int8_layers"]  # the layers-only recipe, timed and gated beside it
     assert layers["errors"] == [] and layers["clips_per_s"] > 0 and not layers["torch_loaded"]
     assert "spearman" in layers["gate_vs_ort_fp32"]
-    assert [a["recipe"] for a in res["int8_export_attempts"]][0] == "row-wise convs 1.. + layers"
+    two = res["ort_int8_two_digit"]  # the bundle-less row-wise recipe, beside it too
+    assert two["errors"] == [] and two["clips_per_s"] > 0 and "spearman" in two["gate_vs_ort_fp32"]
+    assert [a["recipe"] for a in res["int8_export_attempts"]][0] == \
+        "row-wise convs 1.., one digit, mean-corrected + layers"
     assert res["int8_gemm_peak_gops"] > 0 and len(res["loadavg_start"]) == 3
 
 

@@ -97,14 +97,16 @@ def test_int8_runs_every_encoder_conv_but_the_first_row_wise_and_ships_on_its_ga
     q = report["int8"]
     convs = len(ModelConfig.tiny().conv_dim)
     assert q["passed"] and "model.int8.onnx" in model_sums(out), q
-    assert q["recipe"] == "row-wise convs 1.. + layers" and len(q["attempts"]) == 1
+    # with a bundle the one-digit, mean-corrected recipe comes first, and holds here
+    assert q["recipe"] == "row-wise convs 1.., one digit, mean-corrected + layers"
+    assert len(q["attempts"]) == 1
     assert q["quantised_convs"] == convs - 1 and q["conv_recipes_skipped"] is None
     assert q["calibration_clips"] == GATE.calibration_clips
     assert q["gate_clips_bundle"] > 0 and q["clips"] == GATE.clips
     ops = ops_of(out / "model.int8.onnx")
-    # kernels 3 (convs 1-4: two taps parts) and 2 (convs 5-6: one), two weight digits each
+    # kernels 3 (convs 1-4: two taps parts) and 2 (convs 5-6: one), one weight digit each
     kernels = ModelConfig.tiny().conv_kernel[1:]
-    assert ops.count("MatMulIntegerToFloat") == sum(2 * (1 + (k == 3)) for k in kernels)
+    assert ops.count("MatMulIntegerToFloat") == sum(1 + (k == 3) for k in kernels)
     assert ops.count("Conv") == 2  # the first encoder conv and the positional conv stay fp32
     # onnxruntime cancels the Transposes the GEMM form adds against the LayerNorm's own
     fp32_run = session_ops(out / "model.onnx", tmp_path)
@@ -112,11 +114,55 @@ def test_int8_runs_every_encoder_conv_but_the_first_row_wise_and_ships_on_its_ga
         fp32_run.count("Transpose")
 
 
-def test_the_static_conv_recipes_quantise_with_qdq_when_the_row_wise_one_fails(
+def test_a_wrong_mean_correction_fails_the_gate_and_the_two_digit_recipe_ships(
         calibrated, demo_bundle, tmp_path, monkeypatch):
     from hearsay.export import quantize, quantize_rows
 
-    def refuse(src, dst, convs):
+    real = quantize_rows.conv_input_means
+
+    def means_far_off(*args, **kwargs):  # the bias corrected for a mean frame 50x too loud
+        return {c: 50 * m for c, m in real(*args, **kwargs).items()}
+
+    monkeypatch.setattr(quantize_rows, "conv_input_means", means_far_off)
+    out, _ = calibrated
+    dst = tmp_path / "model.int8.onnx"
+    q = quantize.quantize_int8(out / "model.onnx", dst, GATE, read_front_end(out),
+                               np.random.default_rng(1), demo_bundle.root)
+    first = q["attempts"][0]
+    assert first["recipe"].startswith("row-wise convs 1.., one digit") and not first["passed"]
+    assert q["passed"] and q["recipe"] == "row-wise convs 1.. + layers", q
+    kernels = ModelConfig.tiny().conv_kernel[1:]  # two digits again
+    assert ops_of(dst).count("MatMulIntegerToFloat") == sum(2 * (1 + (k == 3)) for k in kernels)
+
+
+def test_the_conv_input_means_are_the_mean_frames_the_encoder_reads(calibrated, demo_bundle,
+                                                                     tmp_path):
+    from hearsay.export import quantize_rows
+
+    out, _ = calibrated
+    m = onnx.load(str(out / "model.onnx"))
+    convs = quantize_conv.encoder_convs(m)
+    waves = [np.random.default_rng(i).normal(0, 0.1, n).astype(np.float32)
+             for i, n in enumerate((16000, 23456))]
+    means = quantize_rows.conv_input_means(out / "model.onnx", convs[1:], waves, tmp_path)
+    assert list(tmp_path.iterdir()) == []  # the copy with extra outputs is gone
+    # conv 1 reads the first conv's GELU output: the same from PyTorch, frame-weighted
+    det = tiny_detector()
+    with torch.no_grad():
+        feats = [det.backbone.feature_extractor.conv_layers[0](torch.from_numpy(w)[None, None])
+                 for w in waves]  # (1, C, T) each
+    want = torch.cat([f[0] for f in feats], dim=1).mean(dim=1).numpy()
+    np.testing.assert_allclose(means[convs[1]], want, rtol=1e-4, atol=1e-5)
+    assert len(means) == len(convs) - 1
+    with pytest.raises(ValueError, match="not in"):
+        quantize_rows.conv_input_means(out / "model.onnx", ["nope"], waves, tmp_path)
+
+
+def test_the_static_conv_recipes_quantise_with_qdq_when_the_row_wise_ones_fail(
+        calibrated, demo_bundle, tmp_path, monkeypatch):
+    from hearsay.export import quantize, quantize_rows
+
+    def refuse(src, dst, convs, means=None):
         raise ValueError("row-wise form refused in this test")
 
     monkeypatch.setattr(quantize_rows, "quantize_convs_rowwise", refuse)
@@ -125,7 +171,7 @@ def test_the_static_conv_recipes_quantise_with_qdq_when_the_row_wise_one_fails(
     q = quantize.quantize_int8(out / "model.onnx", dst, GATE, read_front_end(out),
                                np.random.default_rng(1), demo_bundle.root)
     convs = len(ModelConfig.tiny().conv_dim)
-    assert "refused in this test" in q["attempts"][0]["error"]
+    assert all("refused in this test" in a["error"] for a in q["attempts"][:2])
     assert q["passed"] and q["quantised_convs"] >= convs - 1, q  # every conv, or all but one
     run = session_ops(dst, tmp_path)  # QDQ fused at load: int8 kernels
     assert run.count("QLinearConv") == q["quantised_convs"]
@@ -186,7 +232,7 @@ def test_the_int8_gate_refuses_a_sabotaged_conv_quantisation(tmp_path, monkeypat
         return done
 
     monkeypatch.setattr(quantize_conv, "quantize_convs", wrong_scales)
-    monkeypatch.setattr(quantize, "RECIPES", quantize.RECIPES[1:])  # the static ones, then none
+    monkeypatch.setattr(quantize, "RECIPES", quantize.RECIPES[2:])  # the static ones, then none
     cfg = ExportConfig(gate=GATE, calibration=str(demo_bundle.root), fuse=False, **FAST)
     q = export_model(tiny_detector(), tmp_path, cfg)["int8"]
     conv_attempts = [a for a in q["attempts"] if a["quantised_convs"]]

@@ -64,6 +64,30 @@ def test_the_row_wise_conv_gives_the_fp32_conv_at_every_length(tmp_path, kernel,
         assert np.abs(got - ref).max() <= 0.01 * np.abs(ref).max(), (frames, got - ref)
 
 
+@pytest.mark.parametrize("kernel, stride", [(3, 2), (2, 2)])
+def test_one_digit_with_the_mean_correction_keeps_the_mean_frame_of_the_fp32_conv(
+        tmp_path, kernel, stride):
+    conv_graph(tmp_path / "fp32.onnx", kernel, stride, c_in=64, c_out=32)
+    rng = np.random.default_rng(1)
+    # a mean that differs between channels, as post-GELU features do
+    x = gelu(rng.normal(0, 1.0, (2, 64, 300)) + rng.normal(0.3, 0.4, (1, 64, 1)))
+    mean = x.astype(np.float64).mean(axis=(0, 2))  # (C,): the input's mean frame
+    quantize_rows.quantize_convs_rowwise(tmp_path / "fp32.onnx", tmp_path / "plain.onnx",
+                                         ["conv"], {"conv": np.zeros(64)})  # no correction
+    quantize_rows.quantize_convs_rowwise(tmp_path / "fp32.onnx", tmp_path / "mean.onnx",
+                                         ["conv"], {"conv": mean})
+    ops = [n.op_type for n in onnx.load(str(tmp_path / "mean.onnx")).graph.node]
+    assert ops.count("MatMulIntegerToFloat") == 1 + kernel - stride  # one digit per part
+    ref = make_session(tmp_path / "fp32.onnx", 1).run(None, {"x": x})[0]  # (B, N, T')
+    err = {k: make_session(tmp_path / f"{k}.onnx", 1).run(None, {"x": x})[0] - ref
+           for k in ("plain", "mean")}
+    # the weights' rounding, the same on every frame, leaves a mean error per output channel
+    # that pooling keeps; the correction takes most of it away (frame-to-frame noise stays)
+    bias = {k: np.abs(e.mean(axis=(0, 2))).mean() for k, e in err.items()}
+    assert bias["mean"] < bias["plain"] / 4, bias
+    assert np.abs(err["mean"]).max() <= 0.02 * np.abs(ref).max()
+
+
 def test_a_conv_without_the_row_wise_form_is_refused(tmp_path):
     conv_graph(tmp_path / "padded.onnx", 3, 2, pads=1)
     with pytest.raises(ValueError, match="row-wise form"):

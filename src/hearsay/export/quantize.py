@@ -83,12 +83,15 @@ class QuantGate:
 
 
 # The int8 recipes, tried in turn; the first whose gate holds is shipped: (label, which encoder
-# convs are int8 besides the layers' MatMuls, and how). "rowwise" (quantize_rows.py: every conv
-# but the first, activations quantised per frame row at run time) needs no calibration; the
-# static ones (quantize_conv.py) are tried only with a calibration bundle.
-RECIPES = (("row-wise convs 1.. + layers", "rowwise"), ("convs + layers", "all"),
+# convs are int8 besides the layers' MatMuls, and how). The row-wise ones (quantize_rows.py:
+# every conv but the first, activations quantised per frame row at run time): "rowwise_mean"
+# with one weight digit and the bias corrected by the calibration clips' mean frame,
+# "rowwise" with two digits and no calibration. The static ones (quantize_conv.py) and
+# "rowwise_mean" are tried only with a calibration bundle.
+RECIPES = (("row-wise convs 1.., one digit, mean-corrected + layers", "rowwise_mean"),
+           ("row-wise convs 1.. + layers", "rowwise"), ("convs + layers", "all"),
            ("convs 1.. + layers (first conv fp32)", "skip_first"), ("layers", "none"))
-STATIC = ("all", "skip_first")  # the recipes that need calibration clips
+CALIBRATED = ("rowwise_mean", "all", "skip_first")  # the recipes that need calibration clips
 
 
 def layer_matmuls(model) -> list[str]:
@@ -158,10 +161,11 @@ def gate_clips(gate: QuantGate, front: dict, rng: np.random.Generator) -> list[n
 
 
 def _recipe_convs(convs: list[str], which: str) -> list[str]:
-    return {"rowwise": convs[1:], "all": convs, "skip_first": convs[1:], "none": []}[which]
+    return {"rowwise_mean": convs[1:], "rowwise": convs[1:], "all": convs,
+            "skip_first": convs[1:], "none": []}[which]
 
 
-def _write_recipe(src: Path, dst: Path, which: str, convs: list[str], nodes: list[str],
+def write_recipe(src: Path, dst: Path, which: str, convs: list[str], nodes: list[str],
                   calib: list[np.ndarray]) -> None:
     """`dst` = `src` with the layers' MatMuls (`nodes`) dynamic int8 and `convs` int8 the way
     recipe `which` says (RECIPES)."""
@@ -172,9 +176,11 @@ def _write_recipe(src: Path, dst: Path, which: str, convs: list[str], nodes: lis
         return
     tmp = dst.with_suffix(".step.onnx")
     try:
-        if which == "rowwise":  # the MatMul quantiser first: it cannot type the com.microsoft GEMMs
-            quantize_file(src, tmp, nodes)
-            quantize_rows.quantize_convs_rowwise(tmp, dst, convs)
+        if which in ("rowwise", "rowwise_mean"):
+            means = (quantize_rows.conv_input_means(src, convs, calib, dst.parent)
+                     if which == "rowwise_mean" else None)
+            quantize_file(src, tmp, nodes)  # first: it cannot type the com.microsoft GEMMs
+            quantize_rows.quantize_convs_rowwise(tmp, dst, convs, means)
         else:
             quantize_conv.quantize_convs(src, tmp, convs, calib)
             quantize_file(tmp, dst, nodes)
@@ -203,7 +209,7 @@ def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
     except ValueError as err:  # a graph whose convs cannot be found keeps them fp32
         convs, no_convs = [], str(err)
     calib, real = [], []
-    recipes = [r for r in RECIPES if r[1] not in STATIC]
+    recipes = [r for r in RECIPES if r[1] not in CALIBRATED]
     if calibration is not None:
         calib, real = quantize_conv.bundle_clips(Path(calibration), front,
                                                  gate.calibration_clips, gate.clips, rng)
@@ -217,7 +223,7 @@ def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
     for label, which in recipes:
         chosen = _recipe_convs(convs, which)
         try:
-            _write_recipe(src, dst, which, chosen, nodes, calib)
+            write_recipe(src, dst, which, chosen, nodes, calib)
             report = gate_report(fp32, run_logits(make_session(dst), waves), gate)
         except Exception as err:  # noqa: BLE001 - a recipe the quantiser cannot make: next one
             if not chosen:

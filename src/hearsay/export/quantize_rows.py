@@ -111,8 +111,9 @@ def _array(model, name: str) -> np.ndarray:
     raise ValueError(f"{name}: not a constant (a conv's weight must be)")
 
 
-def _replace(model, node, opset: int) -> _Builder:
-    """The GEMM form of Conv `node` (module docstring), writing the conv's own output name."""
+def _replace(model, node, opset: int, mean: np.ndarray | None = None) -> _Builder:
+    """The GEMM form of Conv `node` (module docstring), writing the conv's own output name.
+    With `mean` (C,), the conv input's mean frame: one weight digit, the bias corrected."""
     from onnx import helper
 
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
@@ -152,11 +153,18 @@ def _replace(model, node, opset: int) -> _Builder:
                              b.const("min_scale", np.float32(GELU_FLOOR / ZP))])  # (M,)
         zero = b.op("Expand", [b.const("zp", np.uint8(ZP)), b.op("Shape", [scale])])
         codes = b.op("QuantizeLinear", [rows, scale, zero], axis=0)  # (M, K) uint8
-        digits = [b.op("MatMulIntegerToFloat",
-                       [codes, b.const(f"w{j}_{d}", q), b.const("one_f", np.float32(1.0)),
-                        b.const(f"w{j}_{d}_scale", sd), b.const("zp", np.uint8(ZP))])
-                  for d, (q, sd) in enumerate(weight_digits(wj))]
-        acc = b.op("Add", digits)
+        if mean is None:
+            digits = weight_digits(wj)
+        else:  # one digit; the bias takes back what its rounding costs the mean frame
+            digits = weight_digits(wj)[:1]
+            (q1, s1), = digits
+            rows_mean = np.tile(mean, len(wj) // c_in)  # (K,): the part's taps, tap-major
+            bias = bias + (rows_mean @ (wj - q1 * s1.astype(np.float64))).astype(np.float32)
+        outs = [b.op("MatMulIntegerToFloat",
+                     [codes, b.const(f"w{j}_{d}", q), b.const("one_f", np.float32(1.0)),
+                      b.const(f"w{j}_{d}_scale", sd), b.const("zp", np.uint8(ZP))])
+                for d, (q, sd) in enumerate(digits)]
+        acc = b.op("Add", outs) if len(outs) > 1 else outs[0]
         parts.append(b.op("Mul", [acc, b.op("Unsqueeze", [scale, axis1])]))
     y = parts[0]
     for p in parts[1:]:
@@ -167,9 +175,48 @@ def _replace(model, node, opset: int) -> _Builder:
     return b
 
 
-def quantize_convs_rowwise(src: Path, dst: Path, convs: list[str]) -> list[str]:
+def conv_input_means(src: Path, convs: list[str], waves: list[np.ndarray], dst_dir: Path,
+                     threads: int = 0) -> dict[str, np.ndarray]:
+    """{conv name: (C,) float64}, the mean frame of each conv's input over every frame of
+    `waves` (prepared clips, run one by one by onnxruntime fp32 on `src`; a copy of `src` with
+    those inputs as outputs is written under `dst_dir` and removed). Raises ValueError for a
+    name that is no Conv of `src`."""
+    import tempfile
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    from hearsay.cpu_engine import make_session
+
+    m = onnx.load(str(src))
+    inputs = {n.name: n.input[0] for n in m.graph.node if n.op_type == "Conv" and n.name in convs}
+    if set(inputs) != set(convs):
+        raise ValueError(f"Conv nodes not in {src}: {sorted(set(convs) - set(inputs))}")
+    names = sorted(set(inputs.values()))
+    m.graph.output.extend(helper.make_tensor_value_info(t, TensorProto.FLOAT, None)
+                          for t in names)
+    sums = dict.fromkeys(names, 0.0)
+    frames = dict.fromkeys(names, 0)
+    with tempfile.TemporaryDirectory(dir=Path(dst_dir)) as tmp:
+        onnx.save(m, str(Path(tmp) / "taps.onnx"))
+        session = make_session(Path(tmp) / "taps.onnx", threads)
+        masked = "attention_mask" in {i.name for i in session.get_inputs()}
+        for w in waves:
+            feed = {"input_values": np.asarray(w, np.float32)[None, :]}  # one clip: no padding
+            if masked:
+                feed["attention_mask"] = np.ones_like(feed["input_values"], dtype=np.int64)
+            outs = session.run(names, feed)
+            for t, o in zip(names, outs, strict=True):  # (1, C, T) each: T the input's frames
+                sums[t] = sums[t] + o[0].astype(np.float64).sum(axis=1)
+                frames[t] += o.shape[2]
+    return {c: sums[t] / frames[t] for c, t in inputs.items()}
+
+
+def quantize_convs_rowwise(src: Path, dst: Path, convs: list[str],
+                           means: dict[str, np.ndarray] | None = None) -> list[str]:
     """Write `dst`: `src` with the Conv nodes named in `convs` in the row-wise int8 form
-    (module docstring); every other node as it is. Returns the nodes replaced. Raises
+    (module docstring); every other node as it is. With `means` (conv_input_means), one weight
+    digit and the mean-corrected bias; without, two digits. Returns the nodes replaced. Raises
     ValueError for an empty list or a conv that has no such form."""
     import onnx
     from onnx import helper
@@ -181,7 +228,7 @@ def quantize_convs_rowwise(src: Path, dst: Path, convs: list[str]) -> list[str]:
     chosen, found, nodes = set(convs), [], []
     for n in m.graph.node:
         if n.name in chosen and n.op_type == "Conv":
-            b = _replace(m, n, opset)
+            b = _replace(m, n, opset, None if means is None else means[n.name])
             nodes.extend(b.nodes)
             m.graph.initializer.extend(b.inits)
             found.append(n.name)
