@@ -19,9 +19,11 @@ model is rebuilt from the checkpoint's saved config). Steps:
   3. int8: onnxruntime dynamic quantisation of the transformer layers' MatMuls, per channel
      (projection, pooling and head stay fp32: export/quantize.py says why), and the conv
      feature encoder but its first conv as integer GEMMs quantised per frame row at run time
-     (export/quantize_rows.py). When that fails its gate: with `--calibration BUNDLE` static
-     int8 of the encoder, calibrated on the bundle's clips (export/quantize_conv.py; with the
-     first conv, then without it), then the layers alone; the first recipe whose gate holds.
+     (export/quantize_rows.py): with `--calibration BUNDLE` first with one weight digit and the
+     bias corrected by the calibration clips' mean frame, then with two digits. When those fail
+     their gate: with a bundle static int8 of the encoder, calibrated on the bundle's clips
+     (export/quantize_conv.py; with the first conv, then without it), then the layers alone;
+     the first recipe whose gate holds.
      Shipped as model.int8.onnx only when it passes its gate against fp32 (bundle clips not
      used for calibration, topped up with synthetic clips spread over the deploy range min_s ..
      max_s, 0.5-8 s): Spearman >= 0.995, the decision at the threshold agrees on >= 99% of
@@ -223,8 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-fuse", action="store_true",
                     help="ship the plain export (no attention fusion)")
     ap.add_argument("--calibration", type=Path, default=None, metavar="BUNDLE",
-                    help="bundle folder (hearsay bundle): its clips join the int8 gate and "
-                    "calibrate the static conv recipes, tried when the row-wise one fails")
+                    help="bundle folder (hearsay bundle): its clips join the int8 gate, give "
+                    "the one-digit row-wise conv recipe its mean frames (tried first) and "
+                    "calibrate the static conv recipes, tried when the row-wise ones fail")
     ap.add_argument("--threshold", type=float, default=None,
                     help="decision threshold (logit) for the int8 agreement gate; default: the "
                     "median fp32 logit over the gate clips (the strictest place)")

@@ -6,11 +6,12 @@ fails its gate, static quantisation of the encoder (quantize_conv.py).
 
 What is quantised (`layer_matmuls`): the six MatMuls of every transformer layer (q, k, v, out,
 FFN in, FFN out), per output channel, signed int8 weights, activations quantised on the fly;
-and the encoder's convs but the first, as integer GEMMs with two-digit int8 weights and one
-activation scale per frame row, found at run time (quantize_rows.py says why that form). RECIPES
-below are tried in turn and the gate decides: the row-wise convs + layers; with
-`--calibration BUNDLE` then the static QDQ convs (every conv, then all but the first); last the
-layers alone. Everything else stays fp32:
+and the encoder's convs but the first, as integer GEMMs with one activation scale per frame
+row, found at run time, and int8 weights of one digit with a mean-corrected bias (needs
+calibration clips) or of two digits (quantize_rows.py says why those forms). RECIPES below are
+tried in turn and the gate decides: with `--calibration BUNDLE` the one-digit row-wise convs +
+layers first; the two-digit row-wise convs + layers; with a bundle then the static QDQ convs
+(every conv, then all but the first); last the layers alone. Everything else stays fp32:
 
   * the first encoder conv (the raw waveform: the most sensitive conv, and only 0.3 of the
     encoder's 39 GFLOP per 8 s clip);

@@ -1,7 +1,7 @@
 """int8 of the conv feature encoder: static (calibrated) QDQ quantisation of its convolutions.
 
     (called by export/quantize.py's quantize_int8 when `hearsay export onnx --calibration BUNDLE`
-    names a bundle and the row-wise recipe, quantize_rows.py, failed its gate; the sensitivity
+    names a bundle and the row-wise recipes, quantize_rows.py, failed their gate; the sensitivity
     table below: quantize.conv_sensitivity)
 
 The encoder's seven Conv1d (raw waveform -> 512 channels every 20 ms) are 39 of the 175 GFLOP of

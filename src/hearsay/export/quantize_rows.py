@@ -1,7 +1,9 @@
-"""int8 of the conv feature encoder without calibration: each Conv becomes integer GEMMs over
-its input frames, every frame row quantised on the fly with its own scale.
+"""int8 of the conv feature encoder: each Conv becomes integer GEMMs over its input frames,
+every frame row quantised on the fly with its own scale; two int8 digits per weight, or, given
+calibration clips, one digit and a bias that takes back the rounding's cost to the mean frame.
 
-    (called by export/quantize.py's quantize_int8: the recipe "row-wise convs 1.. + layers")
+    (called by export/quantize.py's quantize_int8: the recipes "row-wise convs 1.., one digit,
+    mean-corrected + layers" (with a bundle) and "row-wise convs 1.. + layers")
 
 Why not the static QDQ recipe (quantize_conv.py): its two errors measured apart, convs 1-6
 rounded to int8 in PyTorch and the MatMuls left fp32, against fp32 on 100 bundle clips of
@@ -40,6 +42,19 @@ the codes then reach down to -ZP * scale <= -0.17, below the least value GELU ta
 (-0.16997), which every encoder conv after the first reads. Anything lower saturates and the gate
 judges it. Each digit is one com.microsoft MatMulIntegerToFloat (uint8 x int8, per-column
 scale); onnxruntime removes the Transposes this adds against the LayerNorm's own.
+
+One digit, the mean corrected (`means`, from conv_input_means on calibration clips). The
+second digit doubles the encoder's integer GEMMs. What makes it needed is the part of the
+first digit's rounding that the pooling keeps: the error on frame t is x_t @ dW (dW = W - q1*s1,
+the same on every frame), and its mean over the frames is mean(x) @ dW. Post-GELU features have
+a large mean (about 0.28 per channel on the XLS-R shape, spread 0.3-0.4 between channels), so
+that term dominates. With one digit the bias becomes b + m @ dW, m the calibration clips' mean
+input frame (constant: a clip's score does not depend on its batch); what is left,
+(x_t - m) @ dW, is noise across frames and clips. On the XLS-R shape (random init, 12 layers)
+this recipe holds the export's gate about as well as two digits (docs/BENCHMARKS.md, "One
+weight digit, the mean corrected"); on `make demo`'s trained 32-channel model it moved one
+logit by 0.082, past the 0.05 bound (Spearman 0.99957, rms 0.027 on 100 bundle clips), so
+there the two-digit recipe ships. The gate decides per model, as for every recipe.
 
 The first conv (the raw waveform, one channel: 0.3 of 39 conv GFLOP per 8 s clip, and the most
 sensitive) stays fp32.
