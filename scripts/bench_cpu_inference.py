@@ -222,7 +222,7 @@ def per_process(args, threads: int) -> dict:
 
         fp32 = onnx.load(str(d / "export" / "model.onnx"), load_external_data=False)
         write_recipe(d / "export" / "model.onnx", d / "int8_two_digit.onnx", "rowwise",
-                      quantize_conv.encoder_convs(fp32)[1:], layer_matmuls(fp32), [])
+                     quantize_conv.encoder_convs(fp32)[1:], layer_matmuls(fp32), [])
     export_onnx(model, d / "plain.onnx", "torchscript")
     # the export's gate clips and calibration clips, drawn exactly as quantize_int8 draws them
     rng, calib, real = np.random.default_rng(1), [], []

@@ -135,8 +135,7 @@ def test_a_wrong_mean_correction_fails_the_gate_and_the_two_digit_recipe_ships(
     assert ops_of(dst).count("MatMulIntegerToFloat") == sum(2 * (1 + (k == 3)) for k in kernels)
 
 
-def test_the_conv_input_means_are_the_mean_frames_the_encoder_reads(calibrated, demo_bundle,
-                                                                     tmp_path):
+def test_the_conv_input_means_are_the_mean_frames_the_encoder_reads(calibrated, tmp_path):
     from hearsay.export import quantize_rows
 
     out, _ = calibrated
@@ -156,6 +155,8 @@ def test_the_conv_input_means_are_the_mean_frames_the_encoder_reads(calibrated, 
     assert len(means) == len(convs) - 1
     with pytest.raises(ValueError, match="not in"):
         quantize_rows.conv_input_means(out / "model.onnx", ["nope"], waves, tmp_path)
+    with pytest.raises(ValueError, match="no clips"):
+        quantize_rows.conv_input_means(out / "model.onnx", convs[1:], [], tmp_path)
 
 
 def test_the_static_conv_recipes_quantise_with_qdq_when_the_row_wise_ones_fail(

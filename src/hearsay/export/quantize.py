@@ -167,7 +167,7 @@ def _recipe_convs(convs: list[str], which: str) -> list[str]:
 
 
 def write_recipe(src: Path, dst: Path, which: str, convs: list[str], nodes: list[str],
-                  calib: list[np.ndarray]) -> None:
+                 calib: list[np.ndarray]) -> None:
     """`dst` = `src` with the layers' MatMuls (`nodes`) dynamic int8 and `convs` int8 the way
     recipe `which` says (RECIPES)."""
     from hearsay.export import quantize_conv, quantize_rows

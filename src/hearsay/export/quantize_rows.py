@@ -195,7 +195,7 @@ def conv_input_means(src: Path, convs: list[str], waves: list[np.ndarray], dst_d
     """{conv name: (C,) float64}, the mean frame of each conv's input over every frame of
     `waves` (prepared clips, run one by one by onnxruntime fp32 on `src`; a copy of `src` with
     those inputs as outputs is written under `dst_dir` and removed). Raises ValueError for a
-    name that is no Conv of `src`."""
+    name that is no Conv of `src`, or no clips."""
     import tempfile
 
     import onnx
@@ -203,6 +203,8 @@ def conv_input_means(src: Path, convs: list[str], waves: list[np.ndarray], dst_d
 
     from hearsay.cpu_engine import make_session
 
+    if not waves:
+        raise ValueError("no clips to take the mean frames from (pass --calibration BUNDLE)")
     m = onnx.load(str(src))
     inputs = {n.name: n.input[0] for n in m.graph.node if n.op_type == "Conv" and n.name in convs}
     if set(inputs) != set(convs):
