@@ -215,14 +215,15 @@ def per_process(args, threads: int) -> dict:
     if "ort_int8" in engines and not (d / "export" / "model.int8.onnx").exists():
         engines.remove("ort_int8")  # nothing shipped to time: say so instead
         res["ort_int8"] = {"errors": ["not shipped: every int8 recipe failed the export's gate"]}
-    if "ort_int8_layers" in engines:  # the shipped fp32 graph, its layers' MatMuls int8 only
-        quantize_file(d / "export" / "model.onnx", d / "int8_layers.onnx")
+    if {"ort_int8_layers", "ort_int8_two_digit"} & set(engines):  # the shipped fp32 graph,
+        quantize_file(d / "export" / "model.onnx", d / "int8_layers.onnx")  # MatMuls int8 only
     if "ort_int8_two_digit" in engines:  # the row-wise encoder with two weight digits, no mean
         import onnx
 
         fp32 = onnx.load(str(d / "export" / "model.onnx"), load_external_data=False)
         write_recipe(d / "export" / "model.onnx", d / "int8_two_digit.onnx", "rowwise",
-                     quantize_conv.encoder_convs(fp32)[1:], layer_matmuls(fp32), [])
+                     quantize_conv.encoder_convs(fp32)[1:], layer_matmuls(fp32), [],
+                     d / "int8_layers.onnx")
     export_onnx(model, d / "plain.onnx", "torchscript")
     # the export's gate clips and calibration clips, drawn exactly as quantize_int8 draws them
     rng, calib, real = np.random.default_rng(1), [], []

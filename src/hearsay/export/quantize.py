@@ -167,26 +167,28 @@ def _recipe_convs(convs: list[str], which: str) -> list[str]:
 
 
 def write_recipe(src: Path, dst: Path, which: str, convs: list[str], nodes: list[str],
-                 calib: list[np.ndarray]) -> None:
+                 calib: list[np.ndarray], layers: Path) -> None:
     """`dst` = `src` with the layers' MatMuls (`nodes`) dynamic int8 and `convs` int8 the way
-    recipe `which` says (RECIPES)."""
+    recipe `which` says (RECIPES). `layers` is `src` with `nodes` already int8 (quantize_file),
+    made once and read by every recipe that starts from it: "none" and the row-wise ones."""
+    import shutil
+
     from hearsay.export import quantize_conv, quantize_rows
 
     if not convs:
-        quantize_file(src, dst, nodes)
-        return
-    tmp = dst.with_suffix(".step.onnx")
-    try:
-        if which in ("rowwise", "rowwise_mean"):
-            means = (quantize_rows.conv_input_means(src, convs, calib, dst.parent)
-                     if which == "rowwise_mean" else None)
-            quantize_file(src, tmp, nodes)  # first: it cannot type the com.microsoft GEMMs
-            quantize_rows.quantize_convs_rowwise(tmp, dst, convs, means)
-        else:
+        shutil.copyfile(layers, dst)
+    elif which in ("rowwise", "rowwise_mean"):
+        means = (quantize_rows.conv_input_means(src, convs, calib, dst.parent)
+                 if which == "rowwise_mean" else None)
+        # on the int8 MatMuls, not before them: that quantiser cannot type these GEMMs
+        quantize_rows.quantize_convs_rowwise(layers, dst, convs, means)
+    else:  # static: QDQ convs on the fp32 graph, then the MatMuls
+        tmp = dst.with_suffix(".step.onnx")
+        try:
             quantize_conv.quantize_convs(src, tmp, convs, calib)
             quantize_file(tmp, dst, nodes)
-    finally:
-        tmp.unlink(missing_ok=True)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
@@ -221,19 +223,24 @@ def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
                     if top_up else [])
     fp32 = run_logits(make_session(src), waves)
     attempts, best = [], None
-    for label, which in recipes:
-        chosen = _recipe_convs(convs, which)
-        try:
-            write_recipe(src, dst, which, chosen, nodes, calib)
-            report = gate_report(fp32, run_logits(make_session(dst), waves), gate)
-        except Exception as err:  # noqa: BLE001 - a recipe the quantiser cannot make: next one
-            if not chosen:
-                raise
-            report = {"passed": False, "error": f"{type(err).__name__}: {str(err)[:500]}"}
-        attempts.append({"recipe": label, "quantised_convs": len(chosen), **report})
-        if report["passed"]:
-            best = attempts[-1]
-            break
+    layers = dst.with_suffix(".layers.onnx")  # the layers' MatMuls int8: once for every recipe
+    try:
+        quantize_file(src, layers, nodes)
+        for label, which in recipes:
+            chosen = _recipe_convs(convs, which)
+            try:
+                write_recipe(src, dst, which, chosen, nodes, calib, layers)
+                report = gate_report(fp32, run_logits(make_session(dst), waves), gate)
+            except Exception as err:  # noqa: BLE001 - a recipe the quantiser cannot make: next
+                if not chosen:
+                    raise
+                report = {"passed": False, "error": f"{type(err).__name__}: {str(err)[:500]}"}
+            attempts.append({"recipe": label, "quantised_convs": len(chosen), **report})
+            if report["passed"]:
+                best = attempts[-1]
+                break
+    finally:
+        layers.unlink(missing_ok=True)
     best = best or attempts[-1]
     lengths = [len(w) / SAMPLE_RATE for w in waves]
     return {**best, "quantised_matmuls": len(nodes), "attempts": attempts,
