@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -176,7 +177,21 @@ def install_mb(python: str, module: str) -> float | None:
 
 
 def per_process(args, threads: int) -> dict:
-    """The `--engines` bench (module docstring): returns the figures."""
+    """The `--engines` bench (module docstring): returns the figures. It works in `--keep-work`
+    when given, else in a temp folder removed at the end, failed or not: on the XLS-R shape the
+    checkpoint, the exports and the int8 copies are about 2 GB a run."""
+    if args.keep_work is not None:
+        args.keep_work.mkdir(parents=True, exist_ok=True)
+        return measure_engines(args, threads, args.keep_work)
+    d = Path(tempfile.mkdtemp(prefix="bench-engines-"))
+    try:
+        return measure_engines(args, threads, d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def measure_engines(args, threads: int, d: Path) -> dict:
+    """per_process's work, in the folder `d`."""
     import dataclasses
 
     from hearsay.export import quantize_conv
@@ -189,7 +204,6 @@ def per_process(args, threads: int) -> dict:
         init="random", keep_layers=args.layers, train_top=0, hidden_dropout=0.0,
         attention_dropout=0.0)
     model = Detector(cfg).eval()
-    d = Path(tempfile.mkdtemp(prefix="bench-engines-"))
     save_detector(model, d / "ckpt")
     clips = probe.synthetic_clips(np.random.default_rng(0), args.clips, 8.0, 8.0, FRONT)
     batches = [pad_batch(b, [len(w) for w in b]) for b in
@@ -352,6 +366,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="interpreter with onnxruntime-openvino (ortov_fp32)")
     ap.add_argument("--tiny", action="store_true",
                     help="--engines on the tiny test config (checks the bench runs; no figure)")
+    ap.add_argument("--keep-work", type=Path,
+                    help="--engines: work in this folder and keep it (models, clips; about 2 GB "
+                    "on the XLS-R shape); default: a temp folder removed at the end")
     ap.add_argument("--worker-timeout", type=int, default=900, help="s per engine process")
     args = ap.parse_args(argv)
     threads = args.threads or allowed_cpus()

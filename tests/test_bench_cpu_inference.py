@@ -8,7 +8,10 @@ import importlib.util
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+import pytest
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
@@ -21,8 +24,11 @@ def _script():
     return mod
 
 
-def test_per_process_bench_times_every_engine_and_gates_int8(tmp_path, demo_bundle):
+def test_per_process_bench_times_every_engine_and_gates_int8(tmp_path, demo_bundle,
+                                                            monkeypatch):
     out = tmp_path / "bench.json"
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # its work folder goes here
+    (tmp_path / "tmp").mkdir()
     argv = ["--engines", "eager,ort_fp32,ort_int8,ort_int8_layers,ort_int8_two_digit", "--tiny",
             "--clips", "2", "--batch", "2", "--rounds", "2", "--gate-clips", "12",
             "--calibration", str(demo_bundle.root), "--json", str(out)]
@@ -50,6 +56,27 @@ def test_per_process_bench_times_every_engine_and_gates_int8(tmp_path, demo_bund
     assert [a["recipe"] for a in res["int8_export_attempts"]][0] == \
         "row-wise convs 1.., one digit, mean-corrected + layers"
     assert res["int8_gemm_peak_gops"] > 0 and len(res["loadavg_start"]) == 3
+    # the models and clips are not left behind (torch keeps its own compile cache there)
+    assert list((tmp_path / "tmp").glob("bench-engines-*")) == []
+
+
+def test_per_process_bench_removes_its_work_folder_when_a_stage_fails(tmp_path, monkeypatch):
+    bench, seen = _script(), []
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def fails(args, threads, d):
+        (d / "model.onnx").write_bytes(b"x" * 1024)
+        seen.append(d)
+        raise RuntimeError("export failed")
+
+    monkeypatch.setattr(bench, "measure_engines", fails)
+    with pytest.raises(RuntimeError, match="export failed"):
+        bench.main(["--engines", "eager", "--tiny"])
+    assert seen and not seen[0].exists()
+    # --keep-work keeps what it worked on, where it was told
+    with pytest.raises(RuntimeError):
+        bench.main(["--engines", "eager", "--tiny", "--keep-work", str(tmp_path / "kept")])
+    assert seen[1] == tmp_path / "kept" and (seen[1] / "model.onnx").exists()
 
 
 def test_worker_refuses_an_unknown_engine(tmp_path):
