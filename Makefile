@@ -10,7 +10,7 @@ install: $(STAMP)
 # requirements.lock pins every package to one wheel (CPython 3.11, manylinux x86_64) and its
 # sha256; pip refuses any file whose hash differs. The trainer image is built from the same lines
 # (nix/lock_to_nix.py). The project itself goes in editable without resolving anything else.
-# A new .venv is about 6 GiB installed (torch's CUDA wheels), and pip unpacks each wheel before
+# A new .venv is about 5.8 GiB installed (torch's CUDA wheels), and pip unpacks each wheel before
 # installing it: VENV_FREE_GB asks for that much free first, so a full disk says so at once.
 VENV_FREE_GB ?= 8
 $(STAMP): requirements.lock pyproject.toml
