@@ -113,6 +113,7 @@ wait_for() {
 }
 
 none_live() { [ "$(live_count)" -eq 0 ]; }
+process_gone() { ! kill -0 "$1" 2>/dev/null; }
 created_is() { [ "$(created_count)" -eq "$1" ]; }
 
 # A box writes STATUS at RUNNER_STORE/runs/JOB/STATUS.
