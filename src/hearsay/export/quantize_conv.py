@@ -105,6 +105,12 @@ def bundle_clips(root: Path, front: dict, calib: int, gate: int,
     return waves[:calib], waves[calib:]
 
 
+def clip_feed(w: np.ndarray) -> dict:
+    """The exported model's inputs for one prepared wave (T,), unpadded: (1, T) each."""
+    return {"input_values": w[None, :].astype(np.float32),
+            "attention_mask": np.ones((1, len(w)), dtype=np.int64)}
+
+
 class _Reader:
     """onnxruntime CalibrationDataReader over prepared waves: one clip per batch, unpadded."""
 
@@ -113,10 +119,7 @@ class _Reader:
 
     def get_next(self) -> dict | None:
         w = next(self._it, None)
-        if w is None:
-            return None
-        return {"input_values": w[None, :].astype(np.float32),
-                "attention_mask": np.ones((1, len(w)), dtype=np.int64)}
+        return None if w is None else clip_feed(w)
 
 
 def quantize_convs(src: Path, dst: Path, convs: list[str], calib: list[np.ndarray]) -> list[str]:

@@ -71,15 +71,18 @@ GELU_FLOOR = 0.17  # > -min GELU(x) = 0.16997: the lowest value the codes must r
 DIGIT = 254.0  # the second weight digit's scale is the first's / DIGIT
 
 
-def weight_digits(w: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+def weight_digits(w: np.ndarray, count: int = 2) -> list[tuple[np.ndarray, np.ndarray]]:
     """(K, N) float weights -> [(q1, s1), (q2, s2)]: int8 codes and per-column scales with
-    w ~ q1 * s1 + q2 * s2, s2 = s1 / DIGIT; |w - that| <= s2 / 2 per weight."""
+    w ~ q1 * s1 + q2 * s2, s2 = s1 / DIGIT; |w - that| <= s2 / 2 per weight. count=1: the
+    first digit alone, [(q1, s1)]."""
     s1 = np.maximum(np.abs(w).max(axis=0), 1e-12) / 127.0
     q1 = np.clip(np.round(w / s1), -127, 127)
-    s2 = s1 / DIGIT
-    q2 = np.clip(np.round((w - q1 * s1) / s2), -127, 127)
-    return [(q1.astype(np.int8), s1.astype(np.float32)),
-            (q2.astype(np.int8), s2.astype(np.float32))]
+    digits = [(q1.astype(np.int8), s1.astype(np.float32))]
+    if count > 1:
+        s2 = s1 / DIGIT
+        q2 = np.clip(np.round((w - q1 * s1) / s2), -127, 127)
+        digits.append((q2.astype(np.int8), s2.astype(np.float32)))
+    return digits
 
 
 class _Builder:
@@ -171,7 +174,7 @@ def _replace(model, node, opset: int, mean: np.ndarray | None = None) -> _Builde
         if mean is None:
             digits = weight_digits(wj)
         else:  # one digit; the bias takes back what its rounding costs the mean frame
-            digits = weight_digits(wj)[:1]
+            digits = weight_digits(wj, count=1)
             (q1, s1), = digits
             rows_mean = np.tile(mean, len(wj) // c_in)  # (K,): the part's taps, tap-major
             bias = bias + (rows_mean @ (wj - q1 * s1.astype(np.float64))).astype(np.float32)
@@ -202,6 +205,7 @@ def conv_input_means(src: Path, convs: list[str], waves: list[np.ndarray], dst_d
     from onnx import TensorProto, helper
 
     from hearsay.cpu_engine import make_session
+    from hearsay.export.quantize_conv import clip_feed
 
     if not waves:
         raise ValueError("no clips to take the mean frames from (pass --calibration BUNDLE)")
@@ -217,12 +221,8 @@ def conv_input_means(src: Path, convs: list[str], waves: list[np.ndarray], dst_d
     with tempfile.TemporaryDirectory(dir=Path(dst_dir)) as tmp:
         onnx.save(m, str(Path(tmp) / "taps.onnx"))
         session = make_session(Path(tmp) / "taps.onnx", threads)
-        masked = "attention_mask" in {i.name for i in session.get_inputs()}
         for w in waves:
-            feed = {"input_values": np.asarray(w, np.float32)[None, :]}  # one clip: no padding
-            if masked:
-                feed["attention_mask"] = np.ones_like(feed["input_values"], dtype=np.int64)
-            outs = session.run(names, feed)
+            outs = session.run(names, clip_feed(w))  # one clip: no padding
             for t, o in zip(names, outs, strict=True):  # (1, C, T) each: T the input's frames
                 sums[t] = sums[t] + o[0].astype(np.float64).sum(axis=1)
                 frames[t] += o.shape[2]
