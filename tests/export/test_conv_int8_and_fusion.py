@@ -32,6 +32,12 @@ def ops_of(path: Path) -> list[str]:
     return [n.op_type for n in onnx.load(str(path)).graph.node]
 
 
+def row_wise_gemms(digits: int) -> int:
+    """MatMulIntegerToFloat nodes of the tiny encoder's convs 1.. in the row-wise form: kernel 3
+    (convs 1-4) has two taps parts, kernel 2 (convs 5-6) one; one GEMM per part and digit."""
+    return sum(digits * (1 + (k == 3)) for k in ModelConfig.tiny().conv_kernel[1:])
+
+
 def session_ops(path: Path, tmp: Path) -> list[str]:
     """Op types of the graph onnxruntime actually runs (after its own fusions at load)."""
     import onnxruntime as ort
@@ -104,9 +110,7 @@ def test_int8_runs_every_encoder_conv_but_the_first_row_wise_and_ships_on_its_ga
     assert q["calibration_clips"] == GATE.calibration_clips
     assert q["gate_clips_bundle"] > 0 and q["clips"] == GATE.clips
     ops = ops_of(out / "model.int8.onnx")
-    # kernels 3 (convs 1-4: two taps parts) and 2 (convs 5-6: one), one weight digit each
-    kernels = ModelConfig.tiny().conv_kernel[1:]
-    assert ops.count("MatMulIntegerToFloat") == sum(1 + (k == 3) for k in kernels)
+    assert ops.count("MatMulIntegerToFloat") == row_wise_gemms(digits=1)
     assert ops.count("Conv") == 2  # the first encoder conv and the positional conv stay fp32
     # onnxruntime cancels the Transposes the GEMM form adds against the LayerNorm's own
     fp32_run = session_ops(out / "model.onnx", tmp_path)
@@ -131,8 +135,7 @@ def test_a_wrong_mean_correction_fails_the_gate_and_the_two_digit_recipe_ships(
     first = q["attempts"][0]
     assert first["recipe"].startswith("row-wise convs 1.., one digit") and not first["passed"]
     assert q["passed"] and q["recipe"] == "row-wise convs 1.. + layers", q
-    kernels = ModelConfig.tiny().conv_kernel[1:]  # two digits again
-    assert ops_of(dst).count("MatMulIntegerToFloat") == sum(2 * (1 + (k == 3)) for k in kernels)
+    assert ops_of(dst).count("MatMulIntegerToFloat") == row_wise_gemms(digits=2)  # two again
 
 
 def test_the_conv_input_means_are_the_mean_frames_the_encoder_reads(calibrated, tmp_path):
