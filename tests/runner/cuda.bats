@@ -36,6 +36,9 @@ rented_offers() { curl -fsS "$VAST_URL/_control/state" | jq -c '[.instances[].of
   RUNNER_LOCK=$W/lock run launch --yes probe                   # a CUDA 12.4 torch may run there
   echo "$output"; [ "$status" -eq 0 ]
   [ "$(rented_offers)" = "$(offers '[.offers[] | select(.cuda_max_good < 13.0) | .id]')" ]
+  # the probe's box ends its job and destroys itself; until then a second launch of the job is
+  # refused earlier, for its previous instance (exit 4), and never reaches the lock
+  wait_for 120 none_live
   grep -v '^nvidia-cuda-runtime==' "$REPO/requirements.lock" >"$W/lock"
   RUNNER_LOCK=$W/lock run launch --yes probe
   [ "$status" -eq 8 ]
