@@ -285,7 +285,8 @@ def markdown(g: dict, bar_note: str | None = None) -> list[str]:
         lines.append("")
     if g.get("probe"):
         p = g["probe"]
-        lines += [f"Probe ({p['file']}, n={p['n']}): our false-alarm rate "
+        lines += [f"Probe ({Path(p['file']).name if p['file'] else 'in memory'}, n={p['n']}): "
+                  "our false-alarm rate "
                   f"{_fmt(p['false_alarm_rate'])} at the out-of-fold minDCF threshold "
                   f"{_fmt(p['threshold'])}.", ""]
     s = g["shortcuts"]
