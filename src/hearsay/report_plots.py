@@ -17,7 +17,7 @@ from hearsay import metrics
 
 LEGEND_OUTSIDE = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), "borderaxespad": 0.0,
                   "fontsize": 8}
-SMOOTH_STEPS = 25  # moving-average window (optimiser steps) of the plotted training loss
+SMOOTH_STEPS = 51  # widest centred moving-average window (optimiser steps) of the loss line
 
 
 def _plt():
@@ -94,12 +94,18 @@ def plot_hist(sets: dict, path: Path, threshold: float | None = None) -> Path:
     return _save(fig, path)
 
 
-def _smooth(y: np.ndarray, k: int) -> np.ndarray:
-    """Trailing moving average over min(k, len) steps (the first points average fewer)."""
+def smooth_window(n_steps: int) -> int:
+    """Odd window of the loss line: a tenth of the run, at most SMOOTH_STEPS, at least 1."""
+    return max(1, min(SMOOTH_STEPS, n_steps // 10) // 2 * 2 + 1)
+
+
+def smooth(y: np.ndarray, k: int) -> np.ndarray:
+    """Centred moving average over k (odd) steps; near the ends the window shrinks to the steps
+    there are, so the line neither lags nor runs short."""
     c = np.cumsum(np.r_[0.0, y])
-    i = np.arange(1, len(y) + 1)
-    lo = np.maximum(0, i - k)
-    return (c[i] - c[lo]) / (i - lo)
+    i = np.arange(len(y))
+    lo, hi = np.maximum(0, i - k // 2), np.minimum(len(y), i + k // 2 + 1)
+    return (c[hi] - c[lo]) / (hi - lo)
 
 
 def plot_curves(histories: dict, path: Path) -> Path | None:
@@ -113,19 +119,24 @@ def plot_curves(histories: dict, path: Path) -> Path | None:
     plt = _plt()
     fig, (ax_l, ax_a, ax_d) = plt.subplots(3, 1, figsize=(7.0, 8.0), dpi=110, sharex=True)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    k = smooth_window(min(len(h["loss"]) for h in runs.values()))
     for i, (name, h) in enumerate(runs.items()):
         c = colours[i % len(colours)]
         loss = np.asarray(h["loss"], np.float64)
         steps = np.arange(1, len(loss) + 1)
         ax_l.plot(steps, loss, c=c, lw=0.5, alpha=0.25)
-        ax_l.plot(steps, _smooth(loss, SMOOTH_STEPS), c=c, lw=1.3, label=name)
+        ax_l.plot(steps, smooth(loss, k), c=c, lw=1.3, label=name)
         val = [v for v in h.get("val") or [] if v.get("auc") is not None]
         if val:
             vs = [v["step"] for v in val]
             ax_a.plot(vs, [v["auc"] for v in val], c=c, marker="o", ms=3, label=name)
             ax_d.plot(vs, [v.get("min_dcf") for v in val], c=c, marker="o", ms=3, label=name)
+    tops = [max(np.quantile(h["loss"], 0.98), smooth(np.asarray(h["loss"], float), k).max())
+            for h in runs.values()]
+    ax_l.set_ylim(top=1.05 * max(tops))  # a rare spike above the 98th percentile runs off the top
     ax_l.set_ylabel("training loss (BCE)")
-    ax_l.set_title(f"training loss (line: mean of the last {SMOOTH_STEPS} steps)", fontsize=9)
+    ax_l.set_title(f"training loss (faint: each step; line: centred mean of {k} steps)",
+                   fontsize=9)
     ax_a.set_ylabel("validation AUC")
     ax_a.axhline(0.5, c="grey", ls="--", lw=0.8)
     ax_d.set_ylabel("validation minDCF 0.3")
@@ -135,6 +146,10 @@ def plot_curves(histories: dict, path: Path) -> Path | None:
     ax_l.legend(**LEGEND_OUTSIDE)
     if ax_a.lines[1:]:  # beside the chance line, a run with readouts
         ax_a.legend(**LEGEND_OUTSIDE)
+    else:
+        for ax in (ax_a, ax_d):
+            ax.text(0.5, 0.5, "no validation readouts recorded", ha="center",
+                    transform=ax.transAxes, color="grey")
     fig.tight_layout()
     return _save(fig, path)
 
