@@ -90,7 +90,8 @@ def written(tmp_path_factory):
                 "fold": 0, "tripwire": "not applicable: the full model has no validation split",
                 "history": {"loss": list(np.linspace(0.7, 0.3, 40) + 0.02 * np.sin(np.arange(40))),
                             "val": []},
-                "layer_weights": [0.2, 0.3, 0.5]}
+                "layer_weights": {"states": ["h_0", "h_1", "h_2"], "weights": [0.2, 0.3, 0.5],
+                                  "verdict": "not applicable: top_k 3 covers all 3 states"}}
     (root / "full").mkdir()
     (root / "full" / "config.json").write_text(json.dumps(
         {"model": {"train_top": 0, "keep_layers": 2}, "train": {"source_mix": "proportional"},

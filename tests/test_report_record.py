@@ -21,7 +21,8 @@ def test_backbone_frozen_and_trained_parameters_come_from_the_run_or_say_not_rec
     pin = {"runs": {"a": run(tmp_path, "a", {"train_top": 0, "keep_layers": 12}),
                     "b": run(tmp_path, "b", {"train_top": 4, "keep_layers": 12}),
                     "c": {"dir": str(tmp_path / "gone")}}}
-    metas = {"a": {"trainable_params": 1234567, "layer_weights": [0.25, 0.75]},
+    metas = {"a": {"trainable_backbone_params": 1234567,
+                   "layer_weights": {"weights": [0.25, 0.75], "verdict": "not applicable"}},
              "b": {}, "c": {}}
     rec = report_record.training_record(pin, metas)
     assert rec["a"]["backbone"] == "whole backbone frozen"
@@ -33,6 +34,7 @@ def test_backbone_frozen_and_trained_parameters_come_from_the_run_or_say_not_rec
     md = "\n".join(report_record.markdown(rec))
     assert "| a | whole backbone frozen | 1,234,567 |" in md
     assert "| b | top 4 of 12 transformer layers trained (CNN frozen) | not recorded |" in md
+    assert "Learned layer weights (plot below): a: not applicable; b: not recorded" in md
 
 
 def test_every_readout_is_read_against_the_tripwire_bound_at_its_boundary(tmp_path):

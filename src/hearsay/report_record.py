@@ -24,14 +24,12 @@ from pathlib import Path
 
 from hearsay import run_dir as run_dirs
 
-# run_meta keys the trainer may record (older runs lack them: "not recorded", never a guess)
-TRAINABLE_KEYS = ("trainable_params", "trainable_backbone_params")
-LAYER_WEIGHT_KEYS = ("layer_weights",)
+# run_meta keys the trainer records (older runs lack them: "not recorded", never a guess):
+# the backbone's trainable parameter count, and {"weights": [softmax weight per kept hidden
+# state h_0 … h_L], "verdict": the "concentrated at the top" rule's words, ...}
+TRAINABLE_KEY = "trainable_backbone_params"
+LAYER_WEIGHTS_KEY = "layer_weights"
 NOT_RECORDED = "not recorded"
-
-
-def _first(meta: dict, keys: tuple) -> object:
-    return next((meta[k] for k in keys if meta.get(k) is not None), None)
 
 
 def _config(spec: dict) -> dict:
@@ -50,13 +48,12 @@ def _tripwire(meta: dict, bound: float | None) -> dict:
 
 
 def _layer_weights(meta: dict):
-    """The softmax weights of the weighted layer sum as a list of floats, or None."""
-    w = _first(meta, LAYER_WEIGHT_KEYS)
-    if isinstance(w, dict):  # {"softmax": [...]} or {"weights": [...]}
-        w = w.get("softmax") or w.get("weights")
+    """(softmax weights of the weighted layer sum as floats, the rule's verdict) or Nones."""
+    rec = meta.get(LAYER_WEIGHTS_KEY)
+    w = rec.get("weights") if isinstance(rec, dict) else None
     if isinstance(w, list) and w and all(isinstance(x, (int, float)) for x in w):
-        return [float(x) for x in w]
-    return None
+        return [float(x) for x in w], rec.get("verdict")
+    return None, None
 
 
 def training_record(pin: dict, metas: dict) -> dict:
@@ -68,7 +65,8 @@ def training_record(pin: dict, metas: dict) -> dict:
         top, keep = mc.get("train_top"), mc.get("keep_layers")
         frozen = (NOT_RECORDED if top is None else "whole backbone frozen" if top == 0
                   else f"top {top} of {keep} transformer layers trained (CNN frozen)")
-        trainable = _first(meta, TRAINABLE_KEYS)
+        trainable = meta.get(TRAINABLE_KEY)
+        weights, verdict = _layer_weights(meta)
         mix = meta.get("source_mix") or {}
         bound = tc.get("tripwire_auc")
         out[key] = {"backbone": frozen, "train_top": top, "keep_layers": keep,
@@ -79,7 +77,8 @@ def training_record(pin: dict, metas: dict) -> dict:
                     "augmentation_rates": meta.get("rates") or NOT_RECORDED,
                     "p_aug": (cfg.get("augment") or {}).get("p_aug"),
                     "tripwire": _tripwire(meta, bound),
-                    "layer_weights": _layer_weights(meta) or NOT_RECORDED}
+                    "layer_weights": weights or NOT_RECORDED,
+                    "layer_weights_verdict": verdict}
     return out
 
 
@@ -135,8 +134,8 @@ def _reverb_rate(record: dict) -> float | None:
 def markdown(record: dict) -> list[str]:
     """The report's "How the runs trained" section."""
     lines = ["## How the runs trained", "",
-             "| run | backbone | parameters trained | source mix configured | realised (last "
-             "epoch) |", "|---|---|---|---|---|"]
+             "| run | backbone | backbone parameters trained | source mix configured | realised "
+             "(last epoch) |", "|---|---|---|---|---|"]
     for k, r in record.items():
         n = r["trainable_params"]
         lines.append(f"| {k} | {r['backbone']} | {n if isinstance(n, str) else f'{n:,}'} | "
@@ -159,6 +158,11 @@ def markdown(record: dict) -> list[str]:
     weights = {k: r["layer_weights"] for k, r in record.items()}
     if all(isinstance(w, str) for w in weights.values()):
         lines += [f"Learned layer weights: {NOT_RECORDED} in run_meta.", ""]
+    else:
+        lines += ["Learned layer weights (plot below): " + "; ".join(
+            f"{k}: {r['layer_weights_verdict'] or 'no verdict recorded'}"
+            if isinstance(r["layer_weights"], list) else f"{k}: {NOT_RECORDED}"
+            for k, r in record.items()) + ".", ""]
     return lines
 
 
