@@ -125,3 +125,13 @@ def test_the_loss_line_is_centred_and_keeps_every_step():
     assert report_plots.smooth(y, 3).tolist() == [0.5, 1, 2, 3, 4, 5, 6, 7, 8, 8.5]  # no lag
     assert report_plots.smooth_window(5) == 1 and report_plots.smooth_window(300) == 31
     assert report_plots.smooth_window(10_000) == report_plots.SMOOTH_STEPS
+
+
+def test_every_histogram_panel_draws_the_one_threshold_it_is_given(monkeypatch, tmp_path):
+    figs = capture(monkeypatch)
+    y = np.arange(40) % 2 == 1
+    sets = {"out-of-fold": (np.linspace(-2, 2, 40), y), "holdout": (np.linspace(5, 9, 40), y)}
+    report_plots.plot_hist(sets, tmp_path / "h.png", 0.25)
+    for ax in figs[0].axes:
+        assert [tuple(line.get_xdata()) for line in ax.lines] == [(0.25, 0.25)]
+        assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
