@@ -270,6 +270,7 @@ def test_the_report_gives_per_fold_spread_and_seeded_intervals(written):
         assert lo <= b["value_min_dcf"] <= hi and b["seed"] == report.report_stats.BOOTSTRAP_SEED
     md = Path(meta["report"]).read_text()
     assert "## Uncertainty" in md and "numpy Generator seed 20261204" in md
+    assert "± sd undefined" in md  # one fold has no spread
 
 
 def test_the_report_states_what_the_runs_recorded_and_what_they_did_not(written):

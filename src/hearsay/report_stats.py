@@ -166,8 +166,9 @@ def uncertainty_lines(u: dict) -> list[str]:
     lines += [f"| {k} | {f['n_bonafide']} | {f['n_spoof']} | {_f(f['min_dcf'])} | "
               f"{_f(f['eer'])} | {_f(f['auc'])} |" for k, f in pf["folds"].items()]
     sp = pf["spread"]
-    cell = {k: (f"{_f(v['mean'])} ± {_f(v['std'])} ({_f(v['min'])} - {_f(v['max'])})"
-                if v["n"] else "undefined") for k, v in sp.items()}
+    cell = {k: (f"{_f(v['mean'])} ± {_f(v['std']) if v['std'] is not None else 'sd undefined'}"
+                f" ({_f(v['min'])} - {_f(v['max'])})" if v["n"] else "undefined")
+            for k, v in sp.items()}
     lines.append(f"| mean ± sd (min - max) over {sp['min_dcf']['n']} folds | | | "
                  f"{cell['min_dcf']} | {cell['eer']} | {cell['auc']} |")
     return lines + [""]
