@@ -196,7 +196,11 @@ def plot_layer_weights(weights: dict, path: Path) -> Path | None:
         ax.plot(np.arange(len(w)), w, marker="o", ms=3, label=name)
     n = max(len(w) for w in weights.values())
     ax.axhline(1.0 / n, c="grey", ls="--", lw=0.8, label="uniform")
-    ax.set_xlabel("hidden state (0 = stem output, k = transformer layer k)")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # one tick per state, never 0.25
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("hidden state h_k (h_0 = input to layer 1, h_k = output of layer k)")
     ax.set_ylabel("softmax weight")
     ax.set_title("learned layer weights of the weighted layer sum", fontsize=9)
     ax.grid(True, lw=0.3)
