@@ -112,7 +112,8 @@ def written(tmp_path_factory):
     (root / "bar" / "meta.json").write_text(json.dumps({"name": "weak bar"}))
     probe = hold[hkey["label"] == "bonafide"].assign(path=lambda f: "probe-" + f["path"])
     probe.to_csv(root / "probe.csv", index=False)
-    meta = report.write_all(done, bundle, bars=[root / "bar"], ledger=root / "none.csv",
+    meta = report.write_all(done, bundle, bars=[root / "bar", root / "gone"],
+                            ledger=root / "none.csv",
                             reports=root / "reports", probe=root / "probe.csv")
     return root, meta
 
@@ -257,6 +258,7 @@ def test_the_report_names_no_absolute_path(written):
     assert str(root) not in md and "/work/" not in md and "/tmp" not in md
     assert "from the ledger none.csv" in md  # the spend line names the ledger by its name
     assert "Probe (probe.csv, n=30)" in md  # and the probe line its probe file
+    assert "gone/meta.json missing" in md  # a missing second bar, by its folder's name
 
 
 def test_the_report_gives_per_fold_spread_and_seeded_intervals(written):
