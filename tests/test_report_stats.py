@@ -50,6 +50,13 @@ def test_a_clip_at_the_threshold_is_called_synthetic_one_below_is_not():
                    "labelled": False}
 
 
+def test_an_infinite_threshold_calls_nothing_synthetic():
+    rank, y = scores(20)
+    c = report_stats.at_threshold(rank, y, np.inf)
+    assert c["called_synthetic"] == 0 and c["p_miss"] == 1.0 and c["p_fa"] == 0.0
+    assert c["dcf"] == pytest.approx(1.0)  # = always answering bona fide at pi 0.3
+
+
 def test_the_carried_out_of_fold_threshold_gives_the_out_of_fold_min_dcf_there():
     rank, y = scores()
     m = metrics.compute(rank, y)

@@ -130,9 +130,10 @@ def _f(v, spec=".4f") -> str:
 def operating_lines(op: dict) -> list[str]:
     lines = ["## Operating point: the out-of-fold threshold on every set", "",
              f"Synthetic is called at logit >= {_f(op['threshold'])}: the out-of-fold minDCF "
-             f"threshold (pi {PI_OF_RECORD}), chosen on the inner clips only and carried "
-             "unchanged to the holdout and test (a set's own minDCF threshold would be chosen on "
-             "the clips it is judged on). DCF is at this threshold, minDCF at the set's own.", "",
+             f"threshold (pi {PI_OF_RECORD}), chosen on the fold models' scores of the inner "
+             "clips only and carried unchanged to the full model's holdout and test scores (a "
+             "set's own minDCF threshold would be chosen on the clips it is judged on). DCF is at "
+             "this threshold, minDCF at the set's own.", "",
              "| set | clips | synthetic caught | synthetic missed | bona fide false alarms | "
              "bona fide passed | miss rate | false-alarm rate | DCF 0.3 | minDCF 0.3 |",
              "|---|---|---|---|---|---|---|---|---|---|"]
