@@ -135,3 +135,17 @@ def test_every_histogram_panel_draws_the_one_threshold_it_is_given(monkeypatch, 
     for ax in figs[0].axes:
         assert [tuple(line.get_xdata()) for line in ax.lines] == [(0.25, 0.25)]
         assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
+
+
+def test_the_codec_readout_legend_sits_outside_the_bars(monkeypatch, tmp_path):
+    import matplotlib.pyplot as plt
+
+    from hearsay import readouts
+
+    figs = []
+    monkeypatch.setattr(plt, "close", figs.append)
+    row = {"eer": 0.6, "min_dcf": 1.0}
+    codec = {"n_clips": 18, "rows": {c: row for c in ("clean", "mp3", "opus")}}
+    assert readouts.plot_codecs(codec, tmp_path / "c.png") == tmp_path / "c.png"
+    ax = figs[0].axes[0]
+    assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
