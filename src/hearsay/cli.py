@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "corpus-probe": ("hearsay.corpus_probe", "is a corpus separable from its peers on trivial "
                      "features? (+ the drop rule)"),
     "compare": ("hearsay.compare", "rank recipes on their inner-fold runs (the ablation)"),
+    "bar": ("hearsay.bar", "an earlier detector's scores + meta.json -> the gate's bar folder"),
     "assemble": ("hearsay.assemble", "pinned fold + full runs -> score file, meta.json, report"),
     "export": ("hearsay.export.onnx_export", f"checkpoint -> {ONNX} (+ int8) with {PARITY}"),
     "parity": ("hearsay.export.parity", "box or GPU bf16 logits vs CPU onnxruntime fp32"),
