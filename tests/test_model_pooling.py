@@ -66,10 +66,9 @@ def test_a_mean_pooled_checkpoint_is_rebuilt_mean_pooled(tmp_path):
     assert cfg.pooling == "mean" and isinstance(back.pool, MaskedMeanPool)
 
 
-@pytest.mark.parametrize("pooling", ["attentive", "mean"])
-def test_both_poolings_export_to_onnx_with_parity_and_int8_finds_the_layers(tmp_path, pooling):
-    torch.manual_seed(0)
-    det = Detector(ModelConfig.tiny(pooling=pooling)).eval()
+def test_a_mean_pooled_model_exports_with_parity_and_int8_finds_its_layers(tmp_path):
+    # the attentive default's export: tests/export/test_export.py
+    det = mean_detector()
     report = export_model(det, tmp_path / "m", ExportConfig(gate=QuantGate(clips=8)))
     assert report["exporter"] and report["parity_a"]["passed"], report["parity_a"]
     assert "error" not in (report["int8"] or {}), report["int8"]
