@@ -134,8 +134,8 @@ def build(roots: list[Path], field: str, value: str, manifest, out: Path,
         raise BarRefused(f"{chosen['scores_csv']}: needs a `logit` or `score` column "
                          f"(it has {list(scores.columns)})")
     inner, hold = split_rows(manifest, "inner_oof"), split_rows(manifest, "holdout")
-    record = {"holdout": check_rows(scores, hold, "holdout"),
-              "inner": check_rows(scores, inner, "inner")}
+    sets = {"holdout": check_rows(scores, hold, "holdout"),
+            "inner": check_rows(scores, inner, "inner")}
     ours = manifest.loc[list(inner.index) + list(hold.index), ["path", "fold"]].astype(str)
     ours["split"] = ["inner_oof"] * len(inner) + ["holdout"] * len(hold)
     rows = ours.merge(scores[["path", *have]].astype({"path": str}), on="path", how="left")
@@ -154,7 +154,7 @@ def build(roots: list[Path], field: str, value: str, manifest, out: Path,
               "source": {"dir": str(Path(chosen["dir"]).resolve()),
                          "scores_csv": str(Path(chosen["scores_csv"]).resolve()),
                          "scores_sha256": sha256_file(Path(chosen["scores_csv"]))},
-              "scores_csv": "scores.csv", **record, "probe": own}
+              "scores_csv": "scores.csv", **sets, "probe": own}
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     score_file.write_csv(rows, out / "scores.csv")
