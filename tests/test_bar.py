@@ -53,6 +53,14 @@ def test_the_bar_is_the_candidate_named_by_the_field_not_the_newest(tmp_path, ma
     assert set(loaded["scores"]["path"]) == set(manifest["path"][~manifest["fold"].eq("test")])
 
 
+def test_a_rerun_into_a_bar_folder_among_the_candidates_picks_the_detector_again(tmp_path,
+                                                                               manifest):
+    root = tmp_path / "earlier"
+    candidate(root, "la", {"train": "la"}, manifest)
+    for _ in range(2):  # the bar folder, written under --from, carries train=la as well
+        assert bar.build([root], "train", "la", manifest, root / "bar")["name"] == "la"
+
+
 def test_a_nested_field_picks_and_an_ambiguous_or_absent_value_is_refused(tmp_path, manifest):
     root = tmp_path / "earlier"
     candidate(root, "a", {"train": "la", "runs": {"full": {"config_hash": "abc"}}}, manifest)

@@ -77,10 +77,12 @@ def candidates(roots: list[Path]) -> list[Path]:
     return found
 
 
-def pick(roots: list[Path], field: str, value: str) -> Path:
-    """The one candidate whose meta.json `field` is `value` (compared as text)."""
+def pick(roots: list[Path], field: str, value: str, skip: Path | None = None) -> Path:
+    """The one candidate whose meta.json `field` is `value` (compared as text); `skip` (the
+    folder being written, whose meta.json carries the field too) is never a candidate."""
     said = {d: field_value(json.loads((d / "meta.json").read_text()), field)
-            for d in candidates(roots)}
+            for d in candidates(roots)
+            if skip is None or d.resolve() != Path(skip).resolve()}
     hits = [d for d, v in said.items() if v is not None and str(v) == value]
     if len(hits) == 1:
         return hits[0]
@@ -125,7 +127,7 @@ def build(roots: list[Path], field: str, value: str, manifest, out: Path,
     from hearsay.hashing import sha256_file
     from hearsay.report import key_frame
 
-    chosen = gate.load_bar(pick(roots, field, value))
+    chosen = gate.load_bar(pick(roots, field, value, skip=out))
     if chosen["scores"] is None:
         raise FileNotFoundError(chosen["why"])
     scores = chosen["scores"].drop_duplicates("path")
