@@ -36,7 +36,9 @@ MLAAD: `fake/<language>/<model_name>/*.wav` with a `meta.csv` per model folder (
   `<lang>/by_book/<gender>/<speaker>/<book>/wavs/<file>.wav` (M-AILABS loaders' docs). MLAAD
   holds no bona fide audio. -> generator = the model folder's name, group = the M-AILABS
   speaker (`mailabs:<lang>/<speaker>`); a row whose original_file has no by_book/<gender>/<speaker>
-  part is refused (or dropped and counted with --skip-ungrouped).
+  part is refused (or dropped and counted with --skip-ungrouped). A later column such as
+  `reference_speaker` (the voice a cloning model was given) is not read: the group is the reader
+  of the text source only.
 
 Anything else (a line with another column count, an unknown label or system id, a missing column,
 a clip whose file is missing) is refused, naming the file and line and the fix: these importers
