@@ -332,6 +332,7 @@ def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = No
             + (["F6"] if pin["parity"] and not pin["parity"].get("waived") else []),
             "report": str(report_md), "bar_note": (about or {}).get("bar"),
             "ablation": ablation, **stats, "training": training,
+            "layer_weights": {k: m.get("layer_weights") for k, m in metas.items()},
             "opening": what_was_run(done, bundle, results, about or {}),
             "plots": {k: str(v) for k, v in plots.items()}}
     rel = {k: str(Path(v).relative_to(reports)) for k, v in plots.items()}

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from hearsay import audio, augment, run_dir
+from hearsay import audio, augment, layer_weights, run_dir
 from hearsay import store as stores
 from hearsay.augment import gpu as augment_gpu
 from hearsay.files import write_json
@@ -201,6 +201,7 @@ def _end_epoch(r: TrainRun, epoch: int) -> None:
     r.meta["rate_balance"] = r.rate_log.check_balanced(r.tc.rate_tol)
     shares.check_realised(r.tc, r.rate_log, r.meta)  # run_meta "source_mix"; exit 11 on drift
     r.meta["epochs"] = epoch
+    r.meta["layer_weights"] = layer_weights.readout(r.det, r.tc.layer_rule)
     rng = all_rank_rng(r.device, r.det.generator, r.ddp, r.world)  # every rank takes part
     logs = _all_rank_logs(r)  # a collective too
     if r.rank == 0:

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from hearsay import augment, crops, run_dir
+from hearsay import augment, crops, layer_weights, run_dir
 from hearsay import store as stores
 from hearsay.bundle import Bundle
 from hearsay.files import write_json
@@ -266,6 +266,7 @@ def _run_meta(r: TrainRun, data: JobData, resume: bool) -> dict:
             "quotas": r.sampler.state(0)["quotas"], "crop_cap_s": data.cap_s,
             "sources_without_quota": r.sampler.without_quota,
             "family_exclusion": data.family_exclusion,
+            "trainable_backbone_params": layer_weights.trainable_backbone_params(r.det),
             "tripwire": ("off (config)" if tc.tripwire_auc is None else
                          "not applicable: the full model has no validation split"
                          if r.val_rows is None else f"abort when AUC <= {tc.tripwire_auc}"),
