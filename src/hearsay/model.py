@@ -131,6 +131,16 @@ class ModelConfig:
         return cfg
 
 
+@torch.compiler.disable
+def _draw_uniform(size: tuple[int, int], gen: torch.Generator | None,
+                  device: torch.device) -> torch.Tensor:
+    """U[0, 1) of `size` from `gen` (SpecAugment's span starts), always run eagerly: dynamo
+    cannot trace a draw from an explicit generator with symbolic sizes, so torch.compile
+    breaks the graph here and the draw is the very call eager makes (same generator, same
+    numbers: seeded, checkpointed and resumed exactly as without compile)."""
+    return torch.rand(size, generator=gen, device=device)
+
+
 class AttentiveStatsPool(nn.Module):
     """Masked attentive statistics: (B, T', D), (B, T') bool -> (B, 2D) weighted mean and std."""
 
@@ -228,7 +238,7 @@ class Detector(nn.Module):
         gen = self.generator
         if cfg.mask_time_prob > 0:
             p_start = cfg.mask_time_prob / cfg.mask_time_length  # expected masked fraction ≈ prob
-            starts = torch.rand(b, t, generator=gen, device=h.device) < p_start
+            starts = _draw_uniform((b, t), gen, h.device) < p_start
             span = torch.ones(1, 1, cfg.mask_time_length, device=h.device)
             # a frame is masked if a span started in the previous mask_time_length frames
             covered = F.conv1d(F.pad(starts.float().unsqueeze(1), (cfg.mask_time_length - 1, 0)),
@@ -237,7 +247,7 @@ class Detector(nn.Module):
             h = torch.where(covered, self.backbone.masked_spec_embed.to(h.dtype), h)
         if cfg.mask_feature_prob > 0:
             p_start = cfg.mask_feature_prob / cfg.mask_feature_length
-            starts = torch.rand(b, d, generator=gen, device=h.device) < p_start
+            starts = _draw_uniform((b, d), gen, h.device) < p_start
             span = torch.ones(1, 1, cfg.mask_feature_length, device=h.device)
             covered = F.conv1d(F.pad(starts.float().unsqueeze(1),
                                      (cfg.mask_feature_length - 1, 0)), span).squeeze(1) > 0

@@ -43,7 +43,7 @@ from hearsay.train.data import (
     plan_job,
 )
 from hearsay.train.errors import ConfigError, ResumeRefused
-from hearsay.train.step import optimizer_groups, rank_rng, set_rng_state
+from hearsay.train.step import compile_forward, optimizer_groups, rank_rng, set_rng_state
 
 ROW_COLUMNS = ["id", "flac", "label", "source", "codec_ids", "duration"]  # what workers read
 
@@ -210,7 +210,7 @@ def _model(tc: TrainConfig, mc, device: torch.device, rank: int, local_rank: int
 
         model = DistributedDataParallel(det, device_ids=None if cpu else [local_rank])
     return ModelParts(det=det, base_sha=base_sha, opt=opt, trainable=trainable, model=model,
-                      fwd=torch.compile(model) if tc.compile and not cpu else model,
+                      fwd=compile_forward(model) if tc.compile and not cpu else model,
                       use_amp=device.type == "cuda" and tc.bf16)
 
 
