@@ -63,6 +63,11 @@ def main() -> int:
     ap.add_argument("--clips", type=int, default=64)
     ap.add_argument("--max-s", type=float, default=8.0)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="feeding processes for the end-to-end pass (default: score-run's, "
+                         "min(8, cores - 1) on cuda, 0 on cpu)")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default=None,
+                    help="default: bf16 on cuda (score-run's, the trainer's), fp32 on cpu")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -72,11 +77,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-score-") as tmp:
         bundle = fake_bundle(Path(tmp) / "bundle", args.clips, rng)
         run = fake_run(Path(tmp) / "run", cfg, 0)
-        scfg = score.ScoreConfig(max_s=args.max_s, device=args.device)
+        from hearsay.score_run import feeding_workers
+
+        workers = feeding_workers(args.device) if args.workers is None else args.workers
+        precision = args.precision or ("bf16" if args.device.startswith("cuda") else "fp32")
+        scfg = score.ScoreConfig(max_s=args.max_s, device=args.device, precision=precision)
         audio_s = float(np.minimum(bundle.manifest["duration"], args.max_s).sum())
         score.score_split(bundle, run, "holdout", cfg=scfg)  # warm-up (lazy imports, kernels)
         t0, c0 = time.perf_counter(), time.process_time()
-        df, _ = score.score_split(bundle, run, "holdout", cfg=scfg)
+        df, _ = score.score_split(bundle, run, "holdout", cfg=scfg, workers=workers)
         if args.device.startswith("cuda"):
             torch.cuda.synchronize()
         t_all, c_all = time.perf_counter() - t0, time.process_time() - c0
@@ -89,17 +98,19 @@ def main() -> int:
         batches = score.length_batches([len(w) for w in waves], scfg)
         t0, c0 = time.perf_counter(), time.process_time()
         for b in batches:
-            score.run_model(det, [waves[i] for i in b], args.device)
+            score.run_model(det, [waves[i] for i in b], args.device, precision)
         if args.device.startswith("cuda"):
             torch.cuda.synchronize()
         t_model, c_model = time.perf_counter() - t0, time.process_time() - c0
     n = len(df)
-    print(f"shape={args.shape} device={args.device} threads={torch.get_num_threads()} "
+    print(f"shape={args.shape} device={args.device} precision={precision} workers={workers} "
+          f"threads={torch.get_num_threads()} "
           f"clips={n} (3-8 s, max_s {args.max_s}) audio={audio_s:.0f} s "
           f"batches={len(batches)}")
     for name, t, c in (("end-to-end", t_all, c_all), ("model only", t_model, c_model)):
         print(f"{name}: {n / t:.1f} clips/s wall, {audio_s / t:.1f} audio-s/s ({t:.2f} s wall); "
               f"process CPU {c:.2f} s = {1000 * c / n:.1f} CPU-ms/clip")
+    print(f"end-to-end / model only: {t_model / t_all:.2f} (goal on a GPU: >= 0.8)")
     return 0
 
 

@@ -3,7 +3,9 @@
 `make_bundle` and `make_run` are reused by test_assemble / test_report.
 """
 
+import copy
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -39,6 +41,29 @@ def test_scores_are_the_models_logits_on_the_training_front_end(world):
         assert logit == pytest.approx(float(one), abs=1e-4)  # batched+padded == alone
     assert np.allclose(df["score"], 1 / (1 + np.exp(-df["logit"])))
     assert side["weights_sha256"] and side["bundle_tree_sha"] == TREE_SHA
+
+
+def test_feeding_processes_give_the_same_scores_in_manifest_order(world):
+    bundle, runs = world
+    cfg = score.ScoreConfig(max_batch=1)  # a batch per clip, so the workers run ahead
+    alone, side_alone = score.score_split(bundle, runs["full"], "holdout", cfg=cfg, augmented=True)
+    fed, side_fed = score.score_split(bundle, runs["full"], "holdout", cfg=cfg, augmented=True,
+                                      workers=2)
+    assert len(score.length_batches([1] * len(fed), cfg)) == len(fed) >= 4
+    pd.testing.assert_frame_equal(alone, fed)  # bit for bit: the same inputs, the same model
+    assert side_alone == side_fed  # how the batches were fed is not part of a score's identity
+
+
+def test_a_feeding_worker_s_unreadable_clip_is_bad_input(world, tmp_path):
+    bundle, runs = world
+    root = tmp_path / "bundle"
+    shutil.copytree(bundle.root, root)
+    rows = bundle.manifest[bundle.manifest["fold"] == "holdout"]
+    (root / rows.iloc[0]["flac"]).write_bytes(b"fLaC not really")
+    broken = copy.copy(bundle)
+    broken.root = root
+    with pytest.raises(score.ScoreError, match="unreadable"):
+        score.score_split(broken, runs["full"], "holdout", workers=1)
 
 
 def test_max_s_caps_what_the_model_sees(world):

@@ -194,8 +194,10 @@ def run_model(det, waves: list[np.ndarray], device: str = "cpu",
     return logits.float().cpu().numpy().astype(np.float64).reshape(-1)
 
 
-def score_rows(det, root: Path, rows, augs: list[str], cfg: ScoreConfig) -> np.ndarray:
-    """Logits of `rows` (manifest order), batched by capped length."""
+def score_rows(det, root: Path, rows, augs: list[str], cfg: ScoreConfig,
+               workers: int = 0) -> np.ndarray:
+    """Logits of `rows` (manifest order), batched by capped length; `workers` feeding
+    processes decode and prepare the batches ahead (0: in this process)."""
     import soundfile as sf
 
     cap_n = int(round(cfg.max_s * audio.SAMPLE_RATE))
@@ -209,13 +211,49 @@ def score_rows(det, root: Path, rows, augs: list[str], cfg: ScoreConfig) -> np.n
     if cfg.hop_s is not None:
         return score_windows(det, root, recs, augs, cfg)
     logits = np.full(len(recs), np.nan)
-    for batch in length_batches(lengths, cfg):
-        try:
-            waves = [model_input(root, recs[i], augs[i], cfg) for i in batch]
-        except audio.AudioError as err:
-            raise ScoreError(f"bundle clip unreadable: {err} (rebuild the bundle)") from None
-        logits[batch] = run_model(det, waves, cfg.device, cfg.precision)
+    batches = length_batches(lengths, cfg)
+    jobs = [(root, [recs[i] for i in b], [augs[i] for i in b], cfg) for b in batches]
+    try:
+        for batch, waves in zip(batches, prepared(jobs, workers), strict=True):
+            logits[batch] = run_model(det, waves, cfg.device, cfg.precision)
+    except audio.AudioError as err:
+        raise ScoreError(f"bundle clip unreadable: {err} (rebuild the bundle)") from None
     return logits
+
+
+def batch_inputs(root: Path, recs: list, augs: list[str], cfg: ScoreConfig) -> list[np.ndarray]:
+    """The model inputs of one batch (decode + front end): what a feeding worker computes."""
+    return [model_input(root, rec, aug, cfg) for rec, aug in zip(recs, augs, strict=True)]
+
+
+def prepared(jobs: list[tuple], workers: int):
+    """batch_inputs(*job) for each job, in order. workers > 0: computed ahead by a torch
+    DataLoader's worker processes (decoding and the front end run beside the model instead of
+    between its batches; 2 batches ahead per worker, so memory stays bounded)."""
+    if workers <= 0:
+        yield from (batch_inputs(*job) for job in jobs)
+        return
+    from torch.utils.data import DataLoader
+
+    yield from DataLoader(_Batches(jobs), batch_size=None, num_workers=workers,
+                          prefetch_factor=2, collate_fn=_as_is)
+
+
+class _Batches:
+    """A map-style dataset of batch jobs: item i is batch i's inputs."""
+
+    def __init__(self, jobs: list[tuple]):
+        self.jobs = jobs
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def __getitem__(self, i: int) -> list[np.ndarray]:
+        return batch_inputs(*self.jobs[i])
+
+
+def _as_is(waves: list[np.ndarray]) -> list[np.ndarray]:
+    return waves  # keep numpy: the default collate would turn each wave into a tensor
 
 
 def score_windows(det, root: Path, recs: list, augs: list[str], cfg: ScoreConfig):
@@ -238,8 +276,9 @@ def score_windows(det, root: Path, recs: list, augs: list[str], cfg: ScoreConfig
 
 
 def score_split(bundle, run: Path, split: str, fold: int | None = None,
-                cfg: ScoreConfig = ScoreConfig(), augmented: bool = False):
-    """(scores DataFrame, sidecar dict) of one split scored by one run."""
+                cfg: ScoreConfig = ScoreConfig(), augmented: bool = False, workers: int = 0):
+    """(scores DataFrame, sidecar dict) of one split scored by one run; `workers` feeding
+    processes (score_rows) change the speed, never a score, so no sidecar records them."""
     import pandas as pd
 
     from hearsay.hashing import sha256_file
@@ -258,7 +297,8 @@ def score_split(bundle, run: Path, split: str, fold: int | None = None,
     augs = aug_plan(rows, cfg.aug_seed) if augmented else ["none"] * len(rows)
     wfile = run_dir.weights_of(run)
     det, _ = load_detector(wfile.parent, device=cfg.device)
-    logits = score_rows(det, Path(bundle.root), rows, augs, cfg) if len(rows) else np.zeros(0)
+    logits = score_rows(det, Path(bundle.root), rows, augs, cfg, workers) if len(rows) \
+        else np.zeros(0)
     extra = {}
     if cfg.hop_s is not None:  # windowed readout: (max, count, mean) per row
         logits, n_win, mean = logits if len(rows) else (np.zeros(0),) * 3
