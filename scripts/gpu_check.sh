@@ -117,12 +117,13 @@ case "${1:-}" in
   *) echo "gpu_check: unknown argument $1 (see --help)" >&2; exit 2 ;;
 esac
 [ "$dry" = 1 ] || dry=0
+default_steps="preflight ddp parity score train"
 if [ "$quick" = 1 ]; then
-  steps="${GPU_CHECK_STEPS:-preflight ddp score train}"
+  default_steps="preflight ddp score train"
   GPU_CHECK_TOTAL_S="${GPU_CHECK_TOTAL_S:-420}"
   GPU_CHECK_TRAIN_CLIPS="${GPU_CHECK_TRAIN_CLIPS:-256}"
 fi
-steps="${GPU_CHECK_STEPS:-preflight ddp parity score train}"
+steps="${GPU_CHECK_STEPS:-$default_steps}"
 for s in $steps; do
   case "$s" in preflight | ddp | parity | score | train) ;;
     *) echo "gpu_check: unknown step '$s' in GPU_CHECK_STEPS" \
