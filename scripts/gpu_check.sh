@@ -62,6 +62,7 @@
 #                           "fine-tune+compile,frozen+compile" to rerun what a timeout cut off
 #                           (fine-tune, frozen, +compile, fine-tune+cudnn, frozen+b128)
 #   GPU_CHECK_TRAIN_CLIPS  the train step's synthetic bundle size (default 512; --quick 256)
+#   GPU_CHECK_SCORE_CLIPS  the score step's clips (default 512)
 # Exit codes: 0 every step exited 0; 1 a step failed, timed out or was skipped (summary.json
 #   says which; parity exits 1 when its gate fails); 2 usage; 3 setup failed (wheel install,
 #   an import, or no CUDA device outside the dry run): no step ran.
@@ -295,7 +296,7 @@ score() {
       --device cpu --clips 4
   else
     run_step score "$1" "$out/bench_score.txt" "$PY" scripts/bench_score.py --shape xlsr \
-      --device cuda --clips 512
+      --device cuda --clips "${GPU_CHECK_SCORE_CLIPS:-512}"
   fi
 }
 
