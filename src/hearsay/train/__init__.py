@@ -27,14 +27,17 @@ records are made on their own thread, hearsay.train.records). Each rank seeds it
 seed + rank and resumes with its own rate log and losses. Under torchrun each rank
 binds its GPU (LOCAL_RANK) and every collective runs on it (NCCL).
 
-Config: `--config FILE.json` = {"train": {…}, "model": {…}, "crop": {…}, "augment": {…}};
-unknown keys are errors; the resolved config is RUN_DIR/config.json and its sha256 (canonical
-JSON) is the config hash that --resume must match. `--resume` continues from the store's latest
+Config: `--config FILE.json` = {"train": {…}, "model": {…}, "crop": {…}, "augment": {…}}, then
+each `--set SECTION.KEY=VALUE` over it (VALUE read as JSON: 5e-4, false, null, [1, 2]); every
+value is checked for its type and range before any work (a string is not a number, "false" is
+not a boolean: exit 2 naming the key), unknown keys are errors with the nearest known key; the
+resolved config is RUN_DIR/config.json and its sha256 (canonical JSON) is the config hash
+that --resume must match. `--resume` continues from the store's latest
 complete checkpoint and refuses when there is none; `--resume auto` (what a rented box runs)
 starts fresh when the store holds no complete checkpoint and continues otherwise.
-`--check-config` only loads and resolves the config exactly as a run would (same flags, same code),
-prints its config hash and exits 0, or 2 with the run's own message; no bundle, device or store
-is touched (runner/launch.sh runs it on the laptop before renting a box).
+`--check-config` only loads, type-checks and resolves the config exactly as a run would (same
+flags, same code), prints its config hash and exits 0, or 2 with the run's own message; no
+bundle, device or store is touched (runner/launch.sh runs it on the laptop before renting a box).
 
 Source mix: `train.source_mix` "proportional" (default), "equal", or a table of shares per class
 {"bonafide": {SOURCE: SHARE, ...}, "spoof": {...}} naming every training source of that class,
@@ -175,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu-smoke", action="store_true",
                     help="tiny random-init model on the CPU (tests, demo): no CUDA needed")
     ap.add_argument("--config", type=Path, help="JSON overrides {train, model, crop, augment}")
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="override one config key over --config (repeatable; VALUE as JSON, "
+                         "e.g. --set train.lr_head=5e-4 --set train.bf16=false); recorded in "
+                         "the resolved config and its hash")
     ap.add_argument("--no-verify-bundle", action="store_true",
                     help="trust bundle_meta.json's tree-sha instead of re-hashing every file")
     ap.add_argument("--check-config", action="store_true",
@@ -217,7 +224,8 @@ def _load_config(args: argparse.Namespace, name: str) -> dict:
     """The resolved config of this command line: --config's JSON over the presets (ConfigError,
     json.JSONDecodeError, OSError)."""
     overrides = json.loads(args.config.read_text()) if args.config else None
-    return resolve_config(name, args.fold, overrides=overrides, cpu_smoke=args.cpu_smoke)
+    return resolve_config(name, args.fold, overrides=overrides, cpu_smoke=args.cpu_smoke,
+                          sets=args.set)
 
 
 def _check_config(args: argparse.Namespace, name: str) -> int:
