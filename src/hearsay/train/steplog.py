@@ -97,7 +97,8 @@ class StepLog:
                "gpu_mem_gib": (torch.cuda.max_memory_allocated(self.device) / 2**30
                                if self.device.type == "cuda" else None),
                "eta_s": per_step * (r.total_steps - r.step),
-               "wall_s": now - r.t_start}
+               "wall_s": now - r.t_start,
+               "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))}  # not a column
         self.t_last, self.clips_last, self.audio_last = now, r.clips, r.audio_s
         self.valid = self.samples = 0
         return row
