@@ -27,6 +27,12 @@ records are made on their own thread, hearsay.train.records). Each rank seeds it
 seed + rank and resumes with its own rate log and losses. Under torchrun each rank
 binds its GPU (LOCAL_RANK) and every collective runs on it (NCCL).
 
+Progress: rank 0 prints a line every `train.log_every` optimiser steps or `train.log_every_s`
+seconds (and at the first and last step): step/total, epoch, loss (mean since the last line), the
+learning rates of the top backbone layer and the head, grad norm, clips/s and valid audio-s/s
+over every GPU, padded share, GPU memory, ETA; the same rows go to RUN_DIR/train_log.csv and the
+latest to RUN_DIR/progress.json, pushed with the readouts and checkpoints (hearsay.train.steplog).
+
 Config: `--config FILE.json` = {"train": {…}, "model": {…}, "crop": {…}, "augment": {…}}, then
 each `--set SECTION.KEY=VALUE` over it (VALUE read as JSON: 5e-4, false, null, [1, 2]); every
 value is checked for its type and range before any work (a string is not a number, "false" is
