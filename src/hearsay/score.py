@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from hearsay import audio, run_dir, score_file
+from hearsay.progress import Progress, track
 from hearsay.protocol import N_FOLDS, SPLITS, split_rows
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
@@ -209,12 +210,14 @@ def score_rows(det, root: Path, rows, augs: list[str], cfg: ScoreConfig) -> np.n
     if cfg.hop_s is not None:
         return score_windows(det, root, recs, augs, cfg)
     logits = np.full(len(recs), np.nan)
-    for batch in length_batches(lengths, cfg):
-        try:
-            waves = [model_input(root, recs[i], augs[i], cfg) for i in batch]
-        except audio.AudioError as err:
-            raise ScoreError(f"bundle clip unreadable: {err} (rebuild the bundle)") from None
-        logits[batch] = run_model(det, waves, cfg.device, cfg.precision)
+    with Progress(len(recs), desc="scoring", unit="clip") as bar:
+        for batch in length_batches(lengths, cfg):
+            try:
+                waves = [model_input(root, recs[i], augs[i], cfg) for i in batch]
+            except audio.AudioError as err:
+                raise ScoreError(f"bundle clip unreadable: {err} (rebuild the bundle)") from None
+            logits[batch] = run_model(det, waves, cfg.device, cfg.precision)
+            bar.update(len(batch))
     return logits
 
 
@@ -222,7 +225,8 @@ def score_windows(det, root: Path, recs: list, augs: list[str], cfg: ScoreConfig
     """(max logit, window count, mean logit) per row, each (N,); windows batched by max_batch
     (windows of one clip are at most max_s long, so a batch stays under its budget)."""
     best, count, mean = (np.full(len(recs), np.nan) for _ in range(3))
-    for i, (rec, aug) in enumerate(zip(recs, augs, strict=True)):
+    for i, (rec, aug) in enumerate(track(zip(recs, augs, strict=True), total=len(recs),
+                                         desc="scoring (windows)", unit="clip")):
         try:
             waves = window_inputs(root, rec, aug, cfg)
         except audio.AudioError as err:

@@ -12,7 +12,7 @@ import pytest
 import torch
 from train_world import smoke
 
-from hearsay import run_dir
+from hearsay import progress, run_dir
 from hearsay import train as tr
 from hearsay.train import steplog
 from hearsay.train.step import lr_multiplier
@@ -111,4 +111,4 @@ def test_step_lrs_reads_the_top_backbone_layer_and_the_head(tmp_path):
 
 @pytest.mark.parametrize(("s", "text"), [(9.4, "9s"), (75, "1m15s"), (3725, "1h02m")])
 def test_duration_reads_as_hours_minutes_seconds(s, text):
-    assert steplog.duration(s) == text
+    assert progress.duration(s) == text

@@ -52,7 +52,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import soundfile as sf
-from tqdm import tqdm
 
 from hearsay import audio, codecs
 from hearsay.bundle import DIAG, META, STAMPS, clip_rel, tree_sha, write_identity
@@ -61,6 +60,7 @@ from hearsay.bundle.select import SelectionConfig, SelectionError, check_names, 
 from hearsay.folds import FoldError, SplitsConfig, apply_folds, check_no_holdout_leak, load_folds
 from hearsay.hashing import sha256_file
 from hearsay.manifest import INNER_FOLDS, ManifestError, read_manifest, resolve_path, validate
+from hearsay.progress import EVERY_S, Progress
 from hearsay.shortcuts import SHORTCUT_BOUND
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REJECTED, EXIT_TOO_MANY_FAILURES = 0, 1, 2, 3, 4
@@ -240,8 +240,8 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
             tasks.append({"id": rid, "src": str(src), "out": str(out), "cfg": wcfg,
                           "stamp": stamp})
     n_proc = min(_workers(cfg.workers), max(1, len(tasks)))
-    bar = tqdm(total=len(tasks), desc=f"bundle ({n_proc} proc)", unit="clip",
-               disable=not progress)
+    bar = Progress(len(tasks), desc=f"hearsay bundle ({n_proc} proc)", unit="clip",
+                   every_s=EVERY_S if progress else 0)
     def save_stamps() -> None:  # atomically, so an interrupted build resumes from here
         tmp = stamps_path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"settings": key, "entries": results}, indent=0))

@@ -34,6 +34,7 @@ import torch
 
 from hearsay import run_dir
 from hearsay import store as stores
+from hearsay.progress import duration
 
 COLUMNS = ("step", "total_steps", "epoch", "epochs", "loss", "lr_backbone", "lr_head",
            "grad_norm", "clips_per_s", "audio_s_per_s", "padded_share", "gpu_mem_gib", "eta_s",
@@ -148,16 +149,6 @@ def format_line(row: dict) -> str:
         parts.append(f"gpu_mem {row['gpu_mem_gib']:.1f} GiB")
     parts.append(f"eta {duration(row['eta_s'])}")
     return " ".join(parts)
-
-
-def duration(s: float) -> str:
-    """3725 -> '1h02m', 75 -> '1m15s', 9 -> '9s'."""
-    s = int(round(s))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s}s"
 
 
 def _mean(xs: list) -> float | None:
