@@ -36,9 +36,9 @@ Output CSV (hearsay.score_file): path, fold, split, score, logit (+ augmentation
 `<csv>.meta.json` records the run identity (job, fold, config hash, weights sha256), bundle
 tree-sha, split, fold, max_s and aug_seed: `hearsay assemble` checks it before reusing the file.
 
-Exit codes: 0 written, 2 usage, 3 bad input (bundle, run or clip unreadable), 4 refused (bundle
-tree-sha differs from the run's, inner_oof rows asked of a model that trained on them, or an extra
-row reached the table).
+Exit codes: 0 written, 2 usage (also a --device this machine lacks), 3 bad input (bundle, run or
+clip unreadable), 4 refused (bundle tree-sha differs from the run's, inner_oof rows asked of a
+model that trained on them, or an extra row reached the table).
 """
 
 from __future__ import annotations
@@ -91,6 +91,28 @@ class ScoreConfig:
 
 
 # --------------------------------------------------------------------------- rows
+
+
+def device_problem(device: str) -> str | None:
+    """Why `device` cannot score on this machine (a usage error, exit 2), or None: not a torch
+    device, not cpu/cuda, or CUDA asked where none is visible (or not that many GPUs)."""
+    import torch
+
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        return f"--device {device!r} is not a device ({err}); use cpu or cuda[:N]"
+    if d.type == "cpu":
+        return None
+    if d.type != "cuda":
+        return f"--device {device}: only cpu and cuda[:N] score here"
+    if not torch.cuda.is_available():
+        return (f"--device {device}: no CUDA device is visible on this machine "
+                "(torch.cuda.is_available() is False); use --device cpu")
+    if d.index is not None and d.index >= torch.cuda.device_count():
+        return (f"--device {device}: this machine has {torch.cuda.device_count()} CUDA "
+                f"device(s) (cuda:0..cuda:{torch.cuda.device_count() - 1})")
+    return None
 
 
 def check_protocol(meta: dict, bundle_sha: str, split: str, fold: int | None) -> None:
@@ -323,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     ap.add_argument("-o", "--out", type=Path, required=True, help="output CSV")
     args = ap.parse_args(argv)
+    if (why := device_problem(args.device)) is not None:
+        print(f"hearsay score: {why}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         cfg = ScoreConfig(max_s=args.max_s, aug_seed=args.aug_seed, device=args.device,
                           hop_s=args.hop_s)

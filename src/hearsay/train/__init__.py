@@ -53,8 +53,9 @@ per class are in run_meta "source_mix" at each epoch end; a table's are held wit
 
 Store retries: 3, the n-th after n x $HEARSAY_STORE_BACKOFF_S seconds (default 5).
 
-Exit codes: 0 run complete; 1 unexpected error; 2 usage or config error; 3 device refused (no
-CUDA and no --cpu-smoke); 4 non-finite loss or gradient norm; 5 AUC-direction tripwire
+Exit codes: 0 run complete; 1 unexpected error; 2 usage, config or input error (a config file
+missing, not JSON or with a bad value; a --bundle that is not a built, intact bundle); 3 device
+refused (no CUDA and no --cpu-smoke); 4 non-finite loss or gradient norm; 5 AUC-direction tripwire
 (validation AUC <= tripwire_auc); 6 store push/pull failed after retries; 7 resume refused
 (different bundle tree-sha, config hash or world size, no checkpoint, or a non-empty RUN_DIR
 without --resume); 8 pretrained weights refused (missing or sha256 not the pin); 9 augmentation
@@ -199,8 +200,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.bundle is None or args.out is None:
         ap.error("--bundle and --out are required to train (only --check-config goes without)")
     from hearsay.bundle import BundleError
-    try:
+    try:  # the config first: a bad one is refused before any bundle, device or store work
         resolved = _load_config(args, name)
+    except (TrainError, json.JSONDecodeError, OSError) as err:
+        print(f"hearsay train: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
         resume = args.resume == "yes" or (args.resume == "auto" and stores.open_store(
             args.store, args.out).latest_checkpoint() is not None)
         meta = run(resolved, args.bundle, args.out, store_uri=args.store, resume=resume,
@@ -218,7 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     except augment.AugmentRateError as err:
         print(f"hearsay train: {err}", file=sys.stderr)
         return EXIT_RATES
-    except (json.JSONDecodeError, OSError, BundleError) as err:
+    except BundleError as err:  # not a (built) bundle: the message names the command to build it
+        print(f"hearsay train: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except (json.JSONDecodeError, OSError) as err:
         print(f"hearsay train: {err}", file=sys.stderr)
         return EXIT_ERROR
     print(f"hearsay train: complete: {meta['steps']} optimiser steps, {meta['epochs']} epochs "
