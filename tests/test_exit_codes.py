@@ -170,3 +170,44 @@ def test_train_without_cuda_or_cpu_smoke_is_device_refused(tmp_path):
     code, err = _run(tr.main, ["--bundle", str(tmp_path), "--fold", "0", "--out",
                                str(tmp_path / "r")])
     assert code == terrors.EXIT_DEVICE and "--cpu-smoke" in err
+
+
+# --------------------------------------------------------------------------- every command
+
+
+def test_every_commands_help_lists_its_exit_codes_with_0_and_2():
+    import importlib
+
+    import hearsay.deploy as deploy
+    from hearsay.cli import COMMANDS
+
+    modules = {name: importlib.import_module(mod) for name, (mod, _) in COMMANDS.items()}
+    modules["hearsay-score"] = deploy
+    for name, module in modules.items():
+        assert "Exit codes" in (module.__doc__ or ""), name
+        assert {0, 2} <= listed_codes(module), name
+
+
+# --------------------------------------------------------------------------- hearsay pilot-epochs
+
+
+def test_pilot_epochs_reaches_every_listed_code_and_no_other(tmp_path):
+    import json
+
+    from hearsay import pilot
+
+    def run(job: str, auc: float):
+        d = tmp_path / f"{job}-{auc}"
+        d.mkdir()
+        val = [{"step": 4 * e, "epoch": e, "epoch_end": True, "auc": auc, "eer": 0.2,
+                "min_dcf": m, "pi": 0.3, "n": 10} for e, m in ((1, 0.5), (2, 0.31), (3, 0.3))]
+        (d / "run_meta.json").write_text(json.dumps({
+            "job": job, "fold": None, "complete": True, "epochs": 3, "history": {"val": val}}))
+        return str(d)
+
+    got = {}
+    got[0], _ = _run(pilot.main, [run("pilot", 0.8)])
+    got[2], _ = _run(pilot.main, [])
+    got[3], _ = _run(pilot.main, [str(tmp_path / "none")])
+    got[4], _ = _run(pilot.main, [run("full", 0.8)])
+    assert got == {c: c for c in listed_codes(pilot)}
