@@ -202,7 +202,8 @@ def _push_readout(r: TrainRun) -> None:
     except stores.StoreError as err:
         print(f"hearsay train: readout not pushed ({err}); training goes on", file=sys.stderr)
     if r.steplog is not None:
-        r.steplog.push(r.store)  # the per-step log's latest line goes with the readout
+        # the per-step log's latest line goes with the readout (its CSV with the checkpoint)
+        r.steplog.push(r.store, with_csv=False)
 
 
 def _end_epoch(r: TrainRun, epoch: int) -> None:

@@ -2,7 +2,8 @@
 RUN_DIR/train_log.csv every `train.log_every` optimiser steps or `train.log_every_s` seconds
 (whichever comes first; the first and the last step always), and the latest row as
 RUN_DIR/progress.json, pushed to the store with the readouts and checkpoints (what
-`runner/status.sh JOB` prints for a running box).
+`runner/status.sh JOB` prints for a running box; the CSV goes with the checkpoints: one small
+file more per readout).
 
     log = StepLog(r)           # rank 0 writes; the other ranks' StepLog does nothing
     log.batch(batch)           # each micro-batch: its clips, valid and padded samples (host ints)
@@ -118,14 +119,15 @@ class StepLog:
         tmp.write_text(json.dumps({**self.head, "line": line, **row}, sort_keys=True) + "\n")
         tmp.replace(self.latest)
 
-    def push(self, store) -> None:
-        """progress.json and train_log.csv into the store; a failed push is said, not fatal
+    def push(self, store, with_csv: bool = True) -> None:
+        """progress.json (and train_log.csv) into the store; a failed push is said, not fatal
         (progress reports, like the readout)."""
         if not self.on or not self.latest.exists():
             return
         try:
             store.push_file(self.latest, run_dir.PROGRESS)
-            store.push_file(self.csv, run_dir.TRAIN_LOG)
+            if with_csv:
+                store.push_file(self.csv, run_dir.TRAIN_LOG)
         except stores.StoreError as err:
             print(f"hearsay train: progress not pushed ({err}); training goes on",
                   file=sys.stderr)
