@@ -75,6 +75,20 @@ def test_score_on_a_device_this_machine_lacks_is_a_usage_error_naming_the_fix(tm
     assert not (tmp_path / "o.csv").exists()
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_score_run_and_assemble_on_a_device_this_machine_lacks_are_usage_errors(tmp_path):
+    from hearsay import assemble, score_run
+
+    run = make_run(tmp_path / "full", job="full", fold=None, seed=9)
+    code, err = _run(score_run.main, ["--run", str(run), "--bundle", str(tmp_path), "--out",
+                                      str(tmp_path / "s"), "--device", "cuda"])
+    assert code == score_run.EXIT_USAGE and "use --device cpu" in err
+    assert not (tmp_path / "s").exists()
+    code, err = _run(assemble.main, ["--pinned", str(tmp_path / "pin.json"), "--bundle",
+                                     str(tmp_path), "--device", "cuda"])
+    assert code == assemble.EXIT_USAGE and "use --device cpu" in err
+
+
 def test_device_problem_takes_the_cpu():
     assert score.device_problem("cpu") is None
 
