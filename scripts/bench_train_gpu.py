@@ -3,6 +3,7 @@
 
     .venv/bin/python scripts/bench_train_gpu.py                   # on a CUDA box (one GPU)
     .venv/bin/python scripts/bench_train_gpu.py --compile         # + torch.compile variants
+    .venv/bin/python scripts/bench_train_gpu.py --levers          # + cudnn.benchmark, frozen B x 2
     .venv/bin/python scripts/bench_train_gpu.py --json out.json   # also write the figures
     .venv/bin/python scripts/bench_train_gpu.py --freeze-cpu      # CPU: step time, CNN frozen
                                                                   # as transformers intends vs
@@ -26,7 +27,14 @@
     and stream_records_skipped_batches says whether that thread fell behind); the steady
     rate is taken from the trainer's per-step timestamps after --warmup optimiser steps (its
     audio-s/s: valid audio over the whole loop, from run_meta's throughput).
-The goal: (b) >= 0.9 x (a) at the same shapes, and >= 1,000 clips/s fine-tune.
+(c) --compile: at one fixed crop (--compile-crop-s, 4 s: one static graph per variant, as the
+    trainer compiles one per bucket), the raw step eager and compiled (compiled_over_eager,
+    warmup_s holds the compilation) and the compiled trainer.
+(d) --levers: the raw step with cudnn.benchmark on (the CNN's convolutions) and the frozen
+    recipe at twice the batch: levers that are not on by default, each with its own figure.
+The trainer's rows also carry valid_share (valid / computed audio: what the padding cut leaves
+on zeros) and batch_shapes (distinct (B, T) fed to the model: compiled graphs).
+The goal: (b) >= 0.9 x (a) at the same shapes, and >= 1,200 clips/s fine-tune.
 The synthetic bundle sits in the page cache: a real bundle on a slow disk can be slower.
 --json writes {"figures": [{"variant", "raw": {...}, "trainer": {...}, "trainer_over_raw"}, ...]}
 with clips_per_s, audio_s_per_s, steps, seconds and autocast in each of raw and trainer.
@@ -119,17 +127,26 @@ def recipe_lengths(bundle: Path | None, crop_s: float | None, k: int) -> list[fl
 
 
 def raw_step(mc: ModelConfig, batch: int, lengths: list[float], steps: int, warmup: int,
-             device: torch.device, compile_: bool) -> dict:
+             device: torch.device, compile_: bool, cudnn_benchmark: bool = False) -> dict:
     """(a): fwd + bwd + AdamW on synthetic on-device tensors, step i cropped to lengths[i];
-    steady rate after `warmup`. The Detector freezes its CNN as the trainer's does."""
+    steady rate after `warmup` (warmup_s: the warm-up steps' wall, compilation included).
+    The Detector freezes its CNN as the trainer's does. compile_: the trainer's
+    torch.compile (static shapes, one graph per length: hearsay.train.step.compile_forward;
+    on the CPU the aot_eager backend, the dry run's plumbing check); cudnn_benchmark: cuDNN
+    picks its convolution algorithms per shape (the CNN's lever)."""
     torch.manual_seed(0)
     det = Detector(mc).to(device).train()
     opt = torch.optim.AdamW(train_step.optimizer_groups(det, train_config.TrainConfig()))
-    fwd = torch.compile(det) if compile_ else det
+    fwd = det
+    if compile_:
+        fwd = (train_step.compile_forward(det) if device.type == "cuda"
+               else torch.compile(det, dynamic=False, backend="aot_eager"))
+    cudnn_was = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = cudnn_benchmark
     y = (torch.arange(batch, device=device) % 2).float()
     # bf16 on either device: on the CPU (--dry-run) this runs the autocast path, not for speed
     amp = torch.autocast(device.type, dtype=torch.bfloat16)
-    t0 = time.perf_counter()
+    t0 = t_start = time.perf_counter()
     for i in range(warmup + steps):
         if i == warmup:
             sync(device)
@@ -145,9 +162,12 @@ def raw_step(mc: ModelConfig, batch: int, lengths: list[float], steps: int, warm
         opt.zero_grad(set_to_none=True)
     sync(device)
     dt = time.perf_counter() - t0
+    torch.backends.cudnn.benchmark = cudnn_was
     audio_s = batch * sum(lengths[warmup: warmup + steps])
     return {"clips_per_s": batch * steps / dt, "audio_s_per_s": audio_s / dt,
-            "steps": steps, "seconds": dt, "autocast": autocast}
+            "steps": steps, "seconds": dt, "warmup_s": round(t0 - t_start, 2),
+            "autocast": autocast, "batch": batch, "compiled": compile_,
+            "cudnn_benchmark": cudnn_benchmark}
 
 
 def freeze_step_s(mc: ModelConfig, seconds: float, library_input_grad: bool) -> float:
@@ -183,8 +203,11 @@ def freeze_cpu(args) -> int:
     return 0
 
 
-def trainer(bundle: Path, model: dict, args, compile_: bool, cpu: bool, tmp: Path) -> dict:
-    """(b): hearsay.train.run on the synthetic bundle; steady rate from its step timestamps."""
+def trainer(bundle: Path, model: dict, args, compile_: bool, cpu: bool, tmp: Path,
+            crop_s: float | None = None) -> dict:
+    """(b): hearsay.train.run on the synthetic bundle; steady rate from its step timestamps.
+    crop_s: a fixed crop length instead of args.crop_s (the compiled variants' one shape)."""
+    crop_s = args.crop_s if crop_s is None else crop_s
     overrides = {
         "model": model,
         "train": {"batch_size": args.batch, "epochs": 1,
@@ -196,18 +219,22 @@ def trainer(bundle: Path, model: dict, args, compile_: bool, cpu: bool, tmp: Pat
                   "stream_records_max": args.stream_records,
                   "cpu_threads": 0},
     }
-    if args.crop_s is not None:  # a fixed length instead of the recipe's distribution
-        overrides["crop"] = {"p_test_dist": 0.0, "uniform_min_s": args.crop_s,
-                             "uniform_max_s": args.crop_s, "buckets_s": []}
+    if crop_s is not None:  # a fixed length instead of the recipe's distribution
+        overrides["crop"] = {"p_test_dist": 0.0, "uniform_min_s": crop_s,
+                             "uniform_max_s": crop_s, "buckets_s": []}
     cfg = train_config.resolve_config("full", None, overrides=overrides, cpu_smoke=cpu)
     out = tmp / f"run-{len(list(tmp.iterdir()))}"
     meta = train.run(cfg, bundle, out, verify_bundle=False)
+    tp = meta["throughput"]
     t = meta["step_t"]
     steps = len(t) - args.warmup
     dt = t[-1] - t[args.warmup - 1]
     shutil.rmtree(out, ignore_errors=True)
     return {"clips_per_s": args.batch * steps / dt,
-            "audio_s_per_s": meta["throughput"]["audio_s_per_s"],  # valid audio, whole run
+            "audio_s_per_s": tp["audio_s_per_s"],  # valid audio, whole run
+            # valid / computed audio (the padding cut's figure) and the shapes fed (graphs)
+            "valid_share": tp.get("valid_share"), "batch_shapes": tp.get("batch_shapes"),
+            "compiled": compile_ and not cpu, "crop_s": crop_s,
             "steps": steps, "seconds": dt, "workers": args.workers,
             "stream_records_max": args.stream_records,
             "stream_records_skipped_batches": meta.get("stream_records_skipped_batches"),
@@ -235,6 +262,11 @@ def main(argv: list[str] | None = None) -> int:
                     f"{shipped.stream_records_max})")
     ap.add_argument("--clips", type=int, default=1024, help="clips in the synthetic bundle")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile variants")
+    ap.add_argument("--compile-crop-s", type=float, default=4.0,
+                    help="the compiled variants' fixed crop length, s (one static graph: the "
+                         "recipe's buckets would compile one graph per length)")
+    ap.add_argument("--levers", action="store_true",
+                    help="also the raw-only levers: " + ", ".join(LEVERS))
     ap.add_argument("--variants", type=parse_variants, default=None,
                     help="only these, comma-separated, from " + ", ".join(VARIANTS) +
                          " (a rerun of what a timeout cut off; overrides --compile)")
@@ -264,7 +296,12 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(threads)
 
 
-VARIANTS = ("fine-tune", "frozen", "fine-tune+compile", "frozen+compile")
+# name+lever: "" raw and trainer at the recipe's lengths; "compile" raw eager vs compiled and
+# the compiled trainer, all at --compile-crop-s (one static graph); "cudnn" raw with
+# cudnn.benchmark; "b128" raw at twice --batch (the frozen recipe's larger batch)
+VARIANTS = ("fine-tune", "frozen", "fine-tune+compile", "frozen+compile", "fine-tune+cudnn",
+            "frozen+b128")
+LEVERS = ("fine-tune+cudnn", "frozen+b128")
 
 
 SHIPPED = Path(__file__).resolve().parents[1] / "configs" / "train.json"
@@ -277,17 +314,60 @@ def shipped_train() -> train_config.TrainConfig:
                                                              overrides=overrides))[0]
 
 
-def parse_variants(text: str) -> list[tuple[str, bool]]:
-    """'frozen,fine-tune+compile' -> [('frozen', False), ('fine-tune', True)]."""
+def parse_variants(text: str) -> list[tuple[str, str]]:
+    """'frozen,fine-tune+compile' -> [('frozen', ''), ('fine-tune', 'compile')]."""
     out = []
     for v in (t.strip() for t in text.split(",") if t.strip()):
         if v not in VARIANTS:
             raise argparse.ArgumentTypeError(
                 f"unknown variant {v!r} (one of {', '.join(VARIANTS)})")
-        out.append((v.removesuffix("+compile"), v.endswith("+compile")))
+        name, _, lever = v.partition("+")
+        out.append((name, lever))
     if not out:
         raise argparse.ArgumentTypeError("no variant named")
     return out
+
+
+def _variant(args, tmp: Path, bundle: Path, shape: dict, name: str, lever: str,
+             device: torch.device) -> dict:
+    """One row: {"variant", "raw", ["raw_eager", "compiled_over_eager"], ["trainer",
+    "trainer_over_raw"]}; the levers other than compile time the raw step only."""
+    mc = ModelConfig.from_dict(shape)
+    label = name + (f" + {lever}" if lever else "")
+    crop_s = args.compile_crop_s if lever == "compile" else args.crop_s
+    n = args.warmup + args.steps
+    lengths = recipe_lengths(bundle, crop_s, n)
+    batch = 2 * args.batch if lever == "b128" else args.batch
+    row: dict = {"variant": label, "crop_s": crop_s}
+    if lever == "compile":  # eager at the same fixed length: the compiled step's baseline
+        row["raw_eager"] = raw_step(mc, batch, lengths, args.steps, args.warmup, device, False)
+    row["raw"] = raw_step(mc, batch, lengths, args.steps, args.warmup, device,
+                          lever == "compile", cudnn_benchmark=lever == "cudnn")
+    if "raw_eager" in row:
+        row["compiled_over_eager"] = row["raw"]["clips_per_s"] / row["raw_eager"]["clips_per_s"]
+    if not args.skip_trainer and lever in ("", "compile"):
+        row["trainer"] = trainer(bundle, shape, args, lever == "compile", args.dry_run,
+                                 tmp / "runs", crop_s=crop_s)
+        row["trainer_over_raw"] = row["trainer"]["clips_per_s"] / row["raw"]["clips_per_s"]
+    return row
+
+
+def row_line(row: dict) -> str:
+    """The variant's printed line (gpu_check.sh's log keeps it if the JSON never comes)."""
+    raw, tr = row["raw"], row.get("trainer", {})
+    nan = float("nan")
+    line = (f"{row['variant']:<20} raw {raw['clips_per_s']:8.1f} clips/s "
+            f"{raw['audio_s_per_s']:8.1f} audio-s/s (B {raw['batch']}, warm-up "
+            f"{raw['warmup_s']:.0f} s)")
+    if "raw_eager" in row:
+        line += f" = {row['compiled_over_eager']:.2f} x eager at {row['crop_s']} s"
+    if tr:
+        share = tr.get("valid_share")
+        line += (f" | trainer {tr['clips_per_s']:8.1f} clips/s "
+                 f"({row.get('trainer_over_raw', nan):.2f} of raw), valid audio "
+                 f"{'?' if share is None else f'{100 * share:.0f}%'} of computed, "
+                 f"{tr.get('batch_shapes')} shapes")
+    return line
 
 
 def write_json(path: Path, results: dict) -> None:
@@ -300,6 +380,7 @@ def _bench(args) -> int:
     timeout keeps every variant already finished."""
     if args.dry_run:
         args.batch, args.crop_s, args.steps, args.warmup = 4, 1.0, 2, 1
+        args.compile_crop_s = 1.0
         args.workers, args.clips = 0, 16
         torch.set_num_threads(1)  # a tiny model gains nothing from threads (as --cpu-smoke)
         shapes = {"fine-tune": ModelConfig.tiny().to_dict(),
@@ -322,32 +403,24 @@ def _bench(args) -> int:
     print(f"bench_train_gpu: trainer with workers {args.workers}, stream_records_max "
           f"{args.stream_records} (the shipped configs/train.json: {shipped_train().workers}, "
           f"{shipped_train().stream_records_max})", flush=True)
-    variants = [(name, False) for name in shapes]
+    variants = [("fine-tune", "")]
     if args.compile:
-        variants += [(name, True) for name in shapes]
+        variants.append(("fine-tune", "compile"))
+    variants.append(("frozen", ""))
+    if args.levers:
+        variants += [parse_variants(v)[0] for v in LEVERS]
+    if args.compile:
+        variants.append(("frozen", "compile"))
     if args.variants is not None:
         variants = args.variants
     with tempfile.TemporaryDirectory(prefix="hearsay-bench-train-") as tmp:
         tmp = Path(tmp)
         bundle = synthetic_bundle(tmp / "bundle", args.clips)
         (tmp / "runs").mkdir()
-        for name, comp in variants:
-            mc = ModelConfig.from_dict(shapes[name])
-            label = name + (" + compile" if comp else "")
-            lengths = recipe_lengths(bundle or synthetic_bundle(tmp / "bundle", args.clips),
-                                     args.crop_s, args.warmup + args.steps)
-            raw = raw_step(mc, args.batch, lengths, args.steps, args.warmup, device, comp)
-            row = {"variant": label, "raw": raw}
-            if not args.skip_trainer:
-                row["trainer"] = trainer(bundle, shapes[name], args, comp, args.dry_run,
-                                         tmp / "runs")
-                row["trainer_over_raw"] = row["trainer"]["clips_per_s"] / raw["clips_per_s"]
+        for name, lever in variants:
+            row = _variant(args, tmp, bundle, shapes[name], name, lever, device)
             results["figures"].append(row)
-            tr = row.get("trainer", {})
-            print(f"{label:<22} raw {raw['clips_per_s']:8.1f} clips/s "
-                  f"{raw['audio_s_per_s']:8.1f} audio-s/s | trainer "
-                  f"{tr.get('clips_per_s', float('nan')):8.1f} clips/s "
-                  f"({row.get('trainer_over_raw', float('nan')):.2f} of raw)", flush=True)
+            print(row_line(row), flush=True)
             if args.json:
                 write_json(args.json, results)
     if args.dry_run:

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Usage: scripts/fetch_gpu_wheels.sh [--help]
-# Summary: download into .whl/ the wheels a bare GPU machine lacks for scripts/gpu_check.sh.
+# Summary: download into .whl/ the wheels a bare GPU machine (a rented box, a workstation with
+#   torch) lacks for scripts/gpu_check.sh, and put an ffmpeg beside them.
 #   A GPU machine image (python3 3.12, torch, onnxruntime, numpy, scipy, pandas ... preinstalled,
 #   no network) has no soundfile or soxr, which hearsay.audio imports at module level; soundfile
 #   needs cffi, cffi needs pycparser. Versions come from requirements.lock; the wheels are the
 #   cp312 manylinux x86-64 builds (that image's tags), fetched with pip's ordinary client, no deps.
-#   imageio-ffmpeg is NOT fetched: the checks read and write only FLAC (soundfile), and
-#   hearsay.audio imports imageio_ffmpeg only as a fallback decoder for other formats.
+#   ffmpeg: the preflight's synthetic bundle makes the five codec copies with ffmpeg, which a
+#   bare machine may lack. The imageio-ffmpeg wheel's binary of this machine's environment
+#   (python's imageio_ffmpeg, e.g. .venv's) is written xz-compressed to .whl/ffmpeg.xz (~50 MB
+#   from 165 MB; minutes on a small CPU; skipped when already there, newer than the binary);
+#   gpu_check.sh decompresses it. No imageio_ffmpeg here: said, and the wheels still come.
 #   hearsay itself does not travel as a wheel: gpu_check.sh puts src/ on PYTHONPATH
 #   (hearsay.export is inside the package).
 #   .whl/ is ignored by the project's .gitignore (/.whl/): copy it to the GPU machine with the
@@ -56,4 +60,12 @@ for n in "${names[@]}"; do
     exit 1
   fi
 done
+ff="$("$py" -c 'import imageio_ffmpeg; print(imageio_ffmpeg.get_ffmpeg_exe())' 2>/dev/null)" || ff=""
+if [ -z "$ff" ]; then
+  echo "fetch_gpu_wheels: no imageio_ffmpeg in $py: no $dest/ffmpeg.xz (the machine needs its" \
+    "own ffmpeg, or HEARSAY_FFMPEG)" >&2
+elif [ ! "$dest/ffmpeg.xz" -nt "$ff" ]; then
+  echo "fetch_gpu_wheels: compressing $ff -> $dest/ffmpeg.xz" >&2
+  xz -T2 -6 -c "$ff" >"$dest/ffmpeg.xz.part" && mv "$dest/ffmpeg.xz.part" "$dest/ffmpeg.xz"
+fi
 echo "fetch_gpu_wheels: ${pins[*]} -> $dest/ ($(du -sh "$dest" | cut -f1)); carry [\".whl\"]"

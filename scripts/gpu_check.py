@@ -45,6 +45,8 @@ PACKAGES = ("numpy", "scipy", "pandas", "onnx", "onnxruntime", "onnxscript", "tr
 # hearsay modules the three steps import: a missing wheel shows up here first
 MODULES = ("hearsay.audio", "hearsay.score", "hearsay.train", "hearsay.export.parity",
            "hearsay.export.onnx_export")
+ENCODERS = ("libmp3lame", "libopus", "aac", "libopencore_amrnb", "pcm_mulaw")  # codec copies
+LOCK = Path(__file__).resolve().parents[1] / "requirements.lock"
 SMI_FIELDS = ("name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem,"
               "temperature.gpu,power.draw,utilization.gpu")
 
@@ -63,6 +65,40 @@ def bf16_matmul_tflops(torch, n: int = 8192, reps: int = 10) -> float:
     end.record()
     torch.cuda.synchronize()
     return 2 * n**3 * reps / (start.elapsed_time(end) / 1e3) / 1e12
+
+
+def lock_differences(names) -> dict[str, str]:
+    """{package: "installed X, lock Y"} for each of `names` whose installed version (python's
+    package metadata) differs from requirements.lock's pin ("not installed" when absent)."""
+    from importlib import metadata
+
+    pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==([^ ;]+)", LOCK.read_text(), flags=re.M))
+    pins = {k.lower().replace("_", "-"): v for k, v in pins.items()}
+    diff = {}
+    for name in names:
+        want = pins.get(name.lower().replace("_", "-"))
+        try:
+            have = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            have = "not installed"
+        if want is not None and have != want:
+            diff[name] = f"installed {have}, lock {want}"
+    return diff
+
+
+def ffmpeg_info() -> dict:
+    """The ffmpeg the steps use (hearsay.audio's lookup: $HEARSAY_FFMPEG first, as gpu_check.sh
+    exports it) and the encoders of ENCODERS it lacks."""
+    try:
+        from hearsay import audio
+
+        exe = audio.ffmpeg_exe()
+        listed = subprocess.run([exe, "-hide_banner", "-encoders"], capture_output=True,
+                                text=True, timeout=30).stdout
+    except Exception as err:  # noqa: BLE001 - report any failure, the steps say the rest
+        return {"ffmpeg": f"MISSING ({type(err).__name__}: {err})"}
+    names = {ln.split()[1] for ln in listed.splitlines() if len(ln.split()) > 1}
+    return {"ffmpeg": exe, "ffmpeg_missing_encoders": [e for e in ENCODERS if e not in names]}
 
 
 def env(out: Path, dry: bool) -> int:
@@ -89,6 +125,8 @@ def env(out: Path, dry: bool) -> int:
             info[f"import {name}"] = importlib.import_module(name).__file__
         except Exception as err:  # noqa: BLE001
             info[f"import {name}"], ready = f"FAILED ({type(err).__name__}: {err})", False
+    info["lock_differs"] = lock_differences(("torch", *PACKAGES))
+    info.update(ffmpeg_info())
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
         info.update(gpu=p.name, capability=f"{p.major}.{p.minor}", sms=p.multi_processor_count,
@@ -142,17 +180,26 @@ def score_figures(out: Path) -> tuple[list[str], str]:
     return keep, "; ".join(rates) or "no rate lines"
 
 
-TRAIN_LINE = re.compile(r"^(fine-tune|frozen)( \+ compile)?\s+raw\s")
+TRAIN_LINE = re.compile(r"^(fine-tune|frozen)( \+ \w+)?\s+raw\s")
+
+
+def _train_row(r: dict) -> str:
+    """'fine-tune + compile: raw 900 (1.9x eager) trainer 850 (0.94), valid 86%' (clips/s)."""
+    text = f"{r['variant']}: raw {r['raw']['clips_per_s']:.0f}"
+    if "compiled_over_eager" in r:
+        text += f" ({r['compiled_over_eager']:.2f}x eager)"
+    if "trainer" in r:
+        share = r["trainer"].get("valid_share")
+        text += f" trainer {r['trainer']['clips_per_s']:.0f} ({r['trainer_over_raw']:.2f})"
+        text += "" if share is None else f" valid {100 * share:.0f}%"
+    return text
 
 
 def train_figures(out: Path, log_text: str) -> tuple[list, str]:
     data = read_json(out / "bench_train.json")
     if data:
         rows = data["figures"]
-        text = "; ".join(
-            f"{r['variant']}: raw {r['raw']['clips_per_s']:.0f}"
-            + (f" trainer {r['trainer']['clips_per_s']:.0f} ({r['trainer_over_raw']:.2f})"
-               if "trainer" in r else "") for r in rows)
+        text = "; ".join(_train_row(r) for r in rows)
         return rows, text + " clips/s"
     # killed before the JSON: the per-variant lines it printed (flushed) are what is left
     rows = [ln.strip() for ln in log_text.splitlines() if TRAIN_LINE.match(ln)]
@@ -240,11 +287,15 @@ def summary(out: Path, steps_tsv: Path) -> int:
     result = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "machine": env_info.get("gpu", "cpu (dry run)" if env_info.get("dry_run") else "?"),
               "bf16_matmul_8192_tflops": env_info.get("bf16_matmul_8192_tflops"),
+              "lock_differs": env_info.get("lock_differs"), "ffmpeg": env_info.get("ffmpeg"),
               "steps": steps, "figures": {k: v[0] for k, v in figures.items()}}
     (out / "summary.json").write_text(json.dumps(result, indent=1) + "\n")
     dry = " (DRY RUN: checks the plumbing, no figure is a measurement)" \
         if env_info.get("dry_run") else ""
-    print(f"\ngpu_check summary: {result['machine']}, bf16 matmul "
+    print(f"\nversions differing from requirements.lock: "
+          f"{env_info.get('lock_differs', '?') or 'none'}; ffmpeg {env_info.get('ffmpeg', '?')}"
+          f" (missing encoders: {env_info.get('ffmpeg_missing_encoders', '?')})")
+    print(f"gpu_check summary: {result['machine']}, bf16 matmul "
           f"{result['bf16_matmul_8192_tflops']} TFLOP/s, {result['date']}{dry}")
     print(f"{'step':<9} {'rc':>4} {'s':>5} {'limit':>5}  figures")
     for s in steps:

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Usage: bash scripts/gpu_check.sh [--dry-run | --help]
-# Summary: the GPU checks and figures in ONE command on any machine with an NVIDIA GPU (a rented
-#   box, a workstation), each step under its own timeout
+# Usage: bash scripts/gpu_check.sh [--dry-run | --quick | --help]
+# Summary: an operator's check of any machine with an NVIDIA GPU and torch (a rented box, a
+#   workstation): can it train and score hearsay, and how fast; ONE command, each step under
+#   its own timeout
 #   inside one total budget; a failed or timed-out step is recorded and the next runs, and
 #   summary.json is rewritten after every step (a figure is kept as soon as it exists).
 #     setup   carried wheels (.whl/) -> /tmp/site when soundfile/soxr are missing; PYTHONPATH
-#             src/ (hearsay, hearsay.export included; no wheel); env.json: versions, GPU, bf16 matmul rate
+#             src/ (hearsay, hearsay.export included; no wheel); an ffmpeg (below); env.json:
+#             versions (and which differ from requirements.lock), GPU, bf16 matmul rate, the
+#             ffmpeg and whether it has the five encoders (libmp3lame libopus aac
+#             libopencore_amrnb pcm_mulaw: the bundle's codec copies)
 #     preflight  the box's own preflight train check (container/trainer/smoke_check.sh,
 #             HEARSAY_SMOKE_ONLY=train, a local store): `hearsay train` on a synthetic bundle
 #             with the shipped config's code paths (bf16, fused AdamW, loader workers, pinned
@@ -19,15 +23,26 @@
 #             onnxruntime fp32 CPU over 50 clips of 3-8 s                    -> parity.json
 #     score   scripts/bench_score.py --shape xlsr --device cuda --clips 512
 #                                                                         -> bench_score.txt
-#     train   scripts/bench_train_gpu.py --compile: raw step vs real trainer, 64 x 4 s crops,
-#             12 layers, bf16, fine-tune and frozen, eager and compiled
+#     train   scripts/bench_train_gpu.py --compile --levers: raw step vs real trainer at the
+#             recipe's crop lengths, B 64, 12 layers, bf16, fine-tune and frozen; the trainer's
+#             valid audio share (what the padding cut leaves on zeros) and batch shapes; raw
+#             eager vs torch.compile (static shapes) at one 4 s crop and the compiled trainer;
+#             the raw-only levers cudnn.benchmark and the frozen recipe at B 128
 #                                                                        -> bench_train.json
 #   Everything lands in $OUT (a new temp folder when unset): gpu_check.log (all output),
 #   env.json, preflight.txt, ddp.json, parity.json, bench_score.txt, bench_train.json,
 #   summary.json: eight files, flat, so a remote run copies back one folder.
 #   On the GPU machine, from a checkout of this revision (docs/RUNBOOK.md section 5):
-#     scripts/fetch_gpu_wheels.sh     # on a machine with the registry: fills .whl/
+#     scripts/fetch_gpu_wheels.sh     # on a machine with the registry: fills .whl/ and
+#                                     # .whl/ffmpeg.xz (the wheel's ffmpeg, xz-compressed)
 #     OUT=gpu-out bash scripts/gpu_check.sh
+# ffmpeg (the preflight's codec copies need one with the five encoders), first found of:
+#   $HEARSAY_FFMPEG; $GPU_CHECK_FFMPEG_XZ (default .whl/ffmpeg.xz when present),
+#   decompressed into the work folder; `ffmpeg` on PATH (an image that has one); the
+#   imageio-ffmpeg wheel's binary. None: setup says so and the preflight and ddp steps fail.
+# --quick: the steps that a change to the trainer or the scorer needs, in ~7 minutes:
+#   GPU_CHECK_STEPS "preflight ddp score train", GPU_CHECK_TOTAL_S 420, a 256-clip bundle
+#   (any of these set in the environment wins).
 # Dry run (--dry-run or GPU_CHECK_DRY=1): the same steps on the CPU with tiny shapes
 #   (preflight with HEARSAY_SMOKE_DEVICE=cpu, ddp as 2 gloo ranks of the --cpu-smoke preset,
 #   parity --random-init tiny --device cpu, bench_score --shape tiny, bench_train --dry-run),
@@ -41,8 +56,12 @@
 #   GPU_CHECK_TOTAL_S    total budget in seconds, setup included (default 470; dry run 900)
 #   GPU_CHECK_MAX_S_<STEP>  one step's cap, e.g. GPU_CHECK_MAX_S_PARITY=150
 #   GPU_CHECK_SITE       where the carried wheels are installed (default /tmp/site)
+#   GPU_CHECK_FFMPEG_XZ  an xz-compressed ffmpeg to use (default .whl/ffmpeg.xz)
+#   HEARSAY_FFMPEG       an ffmpeg binary to use (wins over everything above)
 #   GPU_CHECK_TRAIN_VARIANTS  train step: only these bench_train_gpu variants, e.g.
 #                           "fine-tune+compile,frozen+compile" to rerun what a timeout cut off
+#                           (fine-tune, frozen, +compile, fine-tune+cudnn, frozen+b128)
+#   GPU_CHECK_TRAIN_CLIPS  the train step's synthetic bundle size (default 512; --quick 256)
 # Exit codes: 0 every step exited 0; 1 a step failed, timed out or was skipped (summary.json
 #   says which; parity exits 1 when its gate fails); 2 usage; 3 setup failed (wheel install,
 #   an import, or no CUDA device outside the dry run): no step ran.
@@ -67,6 +86,12 @@
 #   score  <= 90 s, expected 30-45 s: 512 FLACs written ~10 s; three passes (warm-up, end to
 #     end, model only) over 512 clips of 3-8 s = 2,800 audio-s x 22 GFLOP = 61 TFLOP per pass,
 #     GPU fp32 at ~30 TFLOP/s ~2 s, decode + front end on one core ~5 s per pass.
+#   --quick (420 s, no parity): setup 45 + preflight 60 + ddp 60 + score 90 = 255 s at most,
+#     ~150 s typical, leaving the train step 165-270 s: bundle of 256 clips ~10 s; eager
+#     fine-tune raw ~10 s + trainer ~25 s; fine-tune + compile: raw eager ~8 s, raw compiled
+#     (two static graphs: SpecAugment's draw breaks the graph) ~60-100 s (the unknown), the
+#     compiled trainer ~20 s (inductor's cache holds the graphs); frozen raw + trainer ~25 s;
+#     the two levers ~15 s; frozen + compile last: what the budget cuts first.
 #   train  the rest (>= 165 s, typically ~250 s), last because it is the longest and least
 #     certain: it inherits every second the others leave. Bundle of 512 clips x 6 FLACs ~20 s
 #     (--clips 512, not 1024: the trainer re-permutes its pools, the rate does not depend on it);
@@ -83,13 +108,20 @@ usage() { sed -n '2,/^# Exit codes/p' "$0" | sed 's/^# \{0,1\}//'; }
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 dry="${GPU_CHECK_DRY:-0}"
+quick=0
 case "${1:-}" in
   -h | --help) usage; exit 0 ;;
   --dry-run) dry=1 ;;
+  --quick) quick=1 ;;
   "") ;;
   *) echo "gpu_check: unknown argument $1 (see --help)" >&2; exit 2 ;;
 esac
 [ "$dry" = 1 ] || dry=0
+if [ "$quick" = 1 ]; then
+  steps="${GPU_CHECK_STEPS:-preflight ddp score train}"
+  GPU_CHECK_TOTAL_S="${GPU_CHECK_TOTAL_S:-420}"
+  GPU_CHECK_TRAIN_CLIPS="${GPU_CHECK_TRAIN_CLIPS:-256}"
+fi
 steps="${GPU_CHECK_STEPS:-preflight ddp parity score train}"
 for s in $steps; do
   case "$s" in preflight | ddp | parity | score | train) ;;
@@ -194,10 +226,38 @@ setup() {
     export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
   fi
   export PYTHONPATH="$root/src${PYTHONPATH:+:$PYTHONPATH}"  # hearsay (and hearsay.export), no wheel
+  find_ffmpeg
   local flag=""
   [ "$dry" = 1 ] && flag=--dry-run
   # shellcheck disable=SC2086 # flag is empty or one word
   timeout -k 10 "$(step_max setup)" "$PY" scripts/gpu_check.py env "$out" $flag
+}
+
+# find_ffmpeg: export HEARSAY_FFMPEG (every step's ffmpeg, the smoke check's too), first found
+# of: the variable as given, a carried xz-compressed binary, PATH's, the imageio-ffmpeg wheel's.
+find_ffmpeg() {
+  local xz="${GPU_CHECK_FFMPEG_XZ:-.whl/ffmpeg.xz}" found="" ff=""
+  if [ -n "${HEARSAY_FFMPEG:-}" ]; then
+    found="$HEARSAY_FFMPEG (HEARSAY_FFMPEG)"
+  elif [ -f "$xz" ]; then
+    # python's lzma: no xz binary needed on the machine
+    "$PY" -c 'import lzma, shutil, sys
+with lzma.open(sys.argv[1]) as src, open(sys.argv[2], "wb") as dst:
+    shutil.copyfileobj(src, dst)' "$xz" "$work/ffmpeg" && chmod +x "$work/ffmpeg" &&
+      export HEARSAY_FFMPEG="$work/ffmpeg" && found="$work/ffmpeg (from $xz)"
+  elif command -v ffmpeg >/dev/null; then
+    export HEARSAY_FFMPEG
+    HEARSAY_FFMPEG="$(command -v ffmpeg)" && found="$HEARSAY_FFMPEG (PATH)"
+  elif ff="$("$PY" -c 'import imageio_ffmpeg; print(imageio_ffmpeg.get_ffmpeg_exe())' \
+      2>/dev/null)"; then
+    export HEARSAY_FFMPEG="$ff" && found="$ff (the imageio-ffmpeg wheel)"
+  fi
+  if [ -n "$found" ]; then
+    echo "gpu_check: ffmpeg: $found"
+  else
+    echo "gpu_check: no ffmpeg (set HEARSAY_FFMPEG, carry .whl/ffmpeg.xz made by" \
+      "scripts/fetch_gpu_wheels.sh, or install one): the preflight and ddp steps will fail"
+  fi
 }
 
 preflight() {
@@ -240,12 +300,13 @@ score() {
 
 train() {
   if [ "$dry" = 1 ]; then
-    run_step train "$1" "" "$PY" scripts/bench_train_gpu.py --dry-run \
+    run_step train "$1" "" "$PY" scripts/bench_train_gpu.py --dry-run --levers \
       --json "$out/bench_train.json"
   else
     local only=()
     [ -n "${GPU_CHECK_TRAIN_VARIANTS:-}" ] && only=(--variants "$GPU_CHECK_TRAIN_VARIANTS")
-    run_step train "$1" "" "$PY" scripts/bench_train_gpu.py --compile --clips 512 \
+    run_step train "$1" "" "$PY" scripts/bench_train_gpu.py --compile --levers \
+      --clips "${GPU_CHECK_TRAIN_CLIPS:-512}" \
       ${only[@]+"${only[@]}"} --json "$out/bench_train.json"
   fi
 }

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from fakes.fake_runs import TREE_SHA, make_bundle, make_run
 
-from hearsay import assemble, protocol, readouts, score, score_file
+from hearsay import assemble, bar, gate, protocol, readouts, score, score_file
 from hearsay.hashing import sha256_file
 
 
@@ -209,7 +209,7 @@ def test_cached_run_scores_are_reused_only_when_their_sidecar_matches(camp):
 
 
 def test_cli_assembles_and_reports(camp, tmp_path, monkeypatch, capsys):
-    root, bundle, _, pin, _ = camp
+    root, bundle, runs, pin, _ = camp
     monkeypatch.setattr(score, "load_bundle", lambda _p, verify: bundle)
     rc = assemble.main(["--pinned", str(pin), "--bundle", str(bundle.root),
                         "--outputs", str(tmp_path / "o"), "--reports", str(tmp_path / "r"),
@@ -217,6 +217,9 @@ def test_cli_assembles_and_reports(camp, tmp_path, monkeypatch, capsys):
     assert rc == 0, capsys.readouterr().err
     meta = json.loads((pin.parent / "meta.json").read_text())
     assert meta["gate"]["outcome"] == "not measured" and meta["spend"]["status"] == "unknown"
+    for key, run in runs.items():  # each run's layer-weight readout, carried from its run_meta
+        assert meta["layer_weights"][key] == json.loads(
+            (run / "run_meta.json").read_text())["layer_weights"]
     assert (tmp_path / "r" / "s1.md").is_file()
     assert (tmp_path / "o" / "detector_scores" / "camp.csv").is_file()
     bad = json.loads(pin.read_text())
@@ -282,6 +285,21 @@ def test_a_campaign_folder_written_by_assemble_is_a_bar_for_the_next(camp, tmp_p
     with pytest.raises(SystemExit) as exit_:
         assemble.main(common + ["--bar2", str(tmp_path / "earlier")])
     assert exit_.value.code == 2
+
+
+def test_an_assembled_score_file_becomes_a_bar_picked_by_its_train_field(camp, tmp_path):
+    root, bundle, _, _, done = camp
+    earlier = tmp_path / "earlier" / "camp"
+    earlier.mkdir(parents=True)
+    (earlier / "meta.json").write_text(json.dumps({"name": "camp", "train": "demo-folds",
+                                                   "scores_csv": str(done["scores_csv"])}))
+    made = bar.build([tmp_path / "earlier"], "train", "demo-folds", bundle.manifest,
+                     tmp_path / "bar")
+    assert made["holdout"]["n"] == 4 and made["inner"]["n"] == 10
+    loaded = gate.load_bar(tmp_path / "bar")
+    assert loaded["why"] is None
+    assert sorted(loaded["scores"]["path"]) == sorted(
+        done["scores"].loc[done["scores"]["split"] != "test", "path"])
 
 
 def test_the_holdout_is_also_scored_at_test_length_crops_and_whole_up_to_14s(camp):

@@ -51,6 +51,9 @@ def test_the_ablation_decision_goes_into_meta_and_the_report(pin, tmp_path, monk
     report = (tmp_path / "r" / "s1.md").read_text()
     assert "## Recipe comparison: **core_extra**" in report
     assert "| core_only | 0.4000 | 0.4000 | 0.4000 | 0.4000 | 0.2000 | 0.8000 |" in report
+    # the chosen recipe's out-of-fold numbers are read on the folds that chose it: said so
+    assert 'Recipe-selection bias: the recipe "core_extra" was chosen on the pooled inner-fold ' \
+           "scores of 10 clips" in report
     (tmp_path / "bad.json").write_text(json.dumps({"chosen": "x"}))
     assert assemble.main([*common, "--ablation", str(tmp_path / "bad.json")]) == 3
     assert "not a hearsay compare decision" in capsys.readouterr().err

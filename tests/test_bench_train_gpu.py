@@ -8,6 +8,8 @@ import json
 import math
 from pathlib import Path
 
+import torch
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_train_gpu.py"
 RATES = ("clips_per_s", "audio_s_per_s")  # what BENCHMARKS.md tabulates for (a) and (b)
 
@@ -39,6 +41,7 @@ def test_dry_run_writes_raw_and_trainer_rates_and_their_ratio_per_variant(tmp_pa
         assert fig["trainer"]["gpu_augment"] is True  # the trainer's default: batched render
         assert fig["trainer"]["stream_records_max"] == 20000  # the shipped value, not a cut
         assert fig["trainer"]["stream_records_skipped_batches"] == 0
+        assert 0 < fig["trainer"]["valid_share"] <= 1 and fig["trainer"]["batch_shapes"] >= 1
         ratio = fig["trainer"]["clips_per_s"] / fig["raw"]["clips_per_s"]
         assert math.isclose(fig["trainer_over_raw"], ratio, rel_tol=1e-9)
     assert res["config"]["shipped"] == {"file": "configs/train.json", "workers": 8,
@@ -74,4 +77,15 @@ def test_variants_pick_a_rerun_and_the_json_keeps_what_finished_before_a_crash(t
     except KeyboardInterrupt:
         pass
     assert [f["variant"] for f in json.loads(out.read_text())["figures"]] == ["fine-tune"]
-    assert mod.parse_variants("frozen+compile") == [("frozen", True)]
+    assert mod.parse_variants("frozen+compile") == [("frozen", "compile")]
+    assert mod.parse_variants("fine-tune, frozen+b128") == [("fine-tune", ""), ("frozen", "b128")]
+
+
+def test_levers_time_the_raw_step_only_each_with_its_own_setting(tmp_path):
+    out = tmp_path / "bench.json"
+    assert _script().main(["--dry-run", "--levers", "--variants",
+                           "fine-tune+cudnn,frozen+b128", "--json", str(out)]) == 0
+    cudnn, b128 = json.loads(out.read_text())["figures"]
+    assert cudnn["raw"]["cudnn_benchmark"] and "trainer" not in cudnn
+    assert b128["raw"]["batch"] == 2 * cudnn["raw"]["batch"] and "trainer" not in b128
+    assert not torch.backends.cudnn.benchmark  # put back as found

@@ -199,3 +199,20 @@ def test_crops_and_augment_import_no_torch():
     code = ("import sys, hearsay.crops, hearsay.augment; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize(("longest", "n", "want"), [
+    (32000, 48000, 32000),  # exactly a bucket: that bucket
+    (32001, 48000, 48000),  # one sample over the 2 s bucket: the 3 s one (= the crop, no cut)
+    (32001, 64000, 48000),  # ... shorter than a 4 s crop: cut to 3 s
+    (100, 48000, 16000),  # a tiny clip: the first bucket
+    (16000, 16000, 16000),  # already the smallest bucket holding it
+    (48000, 48000, 48000),  # every clip fills the crop: no cut
+    (20000, 24000, 24000),  # a crop off the buckets (the class cap): no bucket in between
+])
+def test_cut_samples_is_the_smallest_bucket_holding_the_longest_clip(longest, n, want):
+    assert crops.cut_samples(longest, n, crops.CropConfig().buckets_s) == want
+
+
+def test_cut_samples_without_buckets_never_cuts():
+    assert crops.cut_samples(100, 48000, ()) == 48000

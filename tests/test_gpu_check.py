@@ -69,10 +69,13 @@ def test_dry_run_writes_every_file_flat_in_out(tmp_path):
     assert parity["parity_b"] is None  # a CPU check is never recorded as parity B
     assert parity["parity_b_cpu_check"]["clips"] == 3
     train = json.loads((tmp_path / "bench_train.json").read_text())
-    assert train["dry_run"] and [f["variant"] for f in train["figures"]] == ["fine-tune", "frozen"]
+    assert train["dry_run"] and [f["variant"] for f in train["figures"]] == [
+        "fine-tune", "frozen", "fine-tune + cudnn", "frozen + b128"]
+    assert 0 < train["figures"][0]["trainer"]["valid_share"] <= 1
     assert "end-to-end:" in (tmp_path / "bench_score.txt").read_text()
     env = json.loads((tmp_path / "env.json").read_text())
     assert env["ready"] and env["import hearsay.export.parity"].startswith(str(ROOT / "src"))
+    assert env["ffmpeg_missing_encoders"] == [] and "lock_differs" in env
     # the summary table closes the output: its title, a header, a row per step
     assert "DRY RUN" in r.stdout.splitlines()[-(len(STEPS) + 2)]
     assert "gpu_check summary" in (tmp_path / "gpu_check.log").read_text()
@@ -124,3 +127,35 @@ def test_gpu_run_without_cuda_stops_after_setup(tmp_path):
     env = json.loads((tmp_path / "env.json").read_text())
     assert not env["ready"] and "no CUDA device" in env["error"]
     assert not (tmp_path / "parity.json").exists()
+
+
+def _helpers():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_versions_that_differ_from_the_lock_are_named_and_equal_ones_are_not(tmp_path,
+                                                                            monkeypatch):
+    from importlib import metadata
+
+    mod = _helpers()
+    lock = tmp_path / "requirements.lock"
+    have = metadata.version("numpy")
+    lock.write_text(f"numpy=={have} --hash=sha256:00\npandas==0.0.1 --hash=sha256:00\n")
+    monkeypatch.setattr(mod, "LOCK", lock)
+    assert mod.lock_differences(["numpy", "pandas", "torch"]) == {
+        "pandas": f"installed {metadata.version('pandas')}, lock 0.0.1"}  # torch: no pin here
+
+
+def test_the_ffmpeg_in_use_and_its_missing_encoders_are_recorded(tmp_path, monkeypatch):
+    fake = tmp_path / "ffmpeg"
+    fake.write_text("#!/bin/sh\necho ' A..... aac  AAC'\necho ' A..... pcm_mulaw  mu-law'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("HEARSAY_FFMPEG", str(fake))
+    info = _helpers().ffmpeg_info()
+    assert info == {"ffmpeg": str(fake),
+                    "ffmpeg_missing_encoders": ["libmp3lame", "libopus", "libopencore_amrnb"]}

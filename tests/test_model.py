@@ -7,6 +7,7 @@ import hashlib
 import pytest
 import torch
 
+from hearsay import crops
 from hearsay.model import (
     XLSR_300M_SHA256,
     Detector,
@@ -206,3 +207,34 @@ def test_forward_traces_to_onnx_with_dynamic_batch_and_time(tmp_path, tiny):
         None, {"input_values": x2.numpy(), "attention_mask": m2.numpy()})[0]
     torch.testing.assert_close(torch.from_numpy(got), tiny(x2, m2).detach(),
                                atol=1e-4, rtol=1e-4)
+
+
+def test_cutting_a_batch_to_its_bucket_leaves_the_logits_unchanged(tiny):
+    # clips of 1.2 s and 0.7 s in a batch padded to a 3 s crop: cut to the 2 s bucket
+    x, m = _batch([19200, 11200], t=48000)
+    n = crops.cut_samples(int(m.sum(1).max()), x.shape[1], crops.CropConfig().buckets_s)
+    assert n == 32000
+    torch.testing.assert_close(tiny(x[:, :n], m[:, :n]), tiny(x, m), atol=1e-5, rtol=1e-4)
+
+
+def test_compiled_training_forward_with_dynamic_shapes_matches_eager():
+    """torch.compile (dynamic sizes, CPU, the tiny model) in training mode: SpecAugment's masks
+    come from the same generator draws as eager, so the logits and the generator's state after
+    the step are eager's. Backend aot_eager: dynamo's trace and AOT autograd's symbolic-shape
+    graph (where a generator draw with symbolic sizes fails), without inductor's C++ build,
+    which takes minutes on a small CPU (inductor's kernels run in scripts/gpu_check.sh)."""
+    torch.manual_seed(0)
+    det = Detector(ModelConfig.tiny(mask_time_prob=0.5, mask_time_length=2)).train()
+    compiled = torch.compile(det, dynamic=True, backend="aot_eager")
+    for lengths, t in (([16000, 12000], 16000), ([9600, 4800, 6400], 9600)):  # two shapes
+        x, m = _batch(lengths, t=t)
+        det.generator = torch.Generator().manual_seed(3)
+        want = det(x, m)
+        eager_state = det.generator.get_state()
+        det.generator = torch.Generator().manual_seed(3)
+        got = compiled(x, m)
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+        assert torch.equal(det.generator.get_state(), eager_state)
+        assert not torch.equal(eager_state, torch.Generator().manual_seed(3).get_state())
+    det.eval()
+    assert not torch.allclose(det(x, m), want)  # the masks were drawn and used

@@ -86,8 +86,16 @@ def written(tmp_path_factory):
     panel = pd.concat([hold.iloc[:40].assign(codec=c, logit=hold["logit"].iloc[:40] * f)
                        for c, f in (("mp3", 0.9), ("opus", -1.0))], ignore_index=True)
     panel.to_csv(stamp / "codecs.csv", index=False)
-    run_meta = {"config_hash": "c", "base_weights_sha": "b", "git_sha": "g", "steps": 10,
-                "fold": 0}
+    run_meta = {"config_hash": "c", "base_weights_sha": "b", "git_sha": "g", "steps": 40,
+                "fold": 0, "tripwire": "not applicable: the full model has no validation split",
+                "history": {"loss": list(np.linspace(0.7, 0.3, 40) + 0.02 * np.sin(np.arange(40))),
+                            "val": []},
+                "layer_weights": {"states": ["h_0", "h_1", "h_2"], "weights": [0.2, 0.3, 0.5],
+                                  "verdict": "not applicable: top_k 3 covers all 3 states"}}
+    (root / "full").mkdir()
+    (root / "full" / "config.json").write_text(json.dumps(
+        {"model": {"train_top": 0, "keep_layers": 2}, "train": {"source_mix": "proportional"},
+         "augment": {"p_aug": 0.65}}))
     done = {"pin": {"name": "s9", "stamp_dir": stamp, "parity": None,
                     "runs": {"full": {"dir": root / "full", "weights_sha256": "w"}}},
             "files": {"full": {("holdout", True): stamp / "aug.csv",
@@ -102,8 +110,11 @@ def written(tmp_path_factory):
     (root / "bar").mkdir()
     weak.to_csv(root / "bar" / "scores.csv", index=False)
     (root / "bar" / "meta.json").write_text(json.dumps({"name": "weak bar"}))
-    meta = report.write_all(done, bundle, bars=[root / "bar"], ledger=root / "none.csv",
-                            reports=root / "reports")
+    probe = hold[hkey["label"] == "bonafide"].assign(path=lambda f: "probe-" + f["path"])
+    probe.to_csv(root / "probe.csv", index=False)
+    meta = report.write_all(done, bundle, bars=[root / "bar", root / "gone"],
+                            ledger=root / "none.csv",
+                            reports=root / "reports", probe=root / "probe.csv")
     return root, meta
 
 
@@ -140,7 +151,9 @@ def test_report_markdown_links_readable_plots(written):
                   "same 40 holdout clips", "### Bar 1 (gate): weak bar"):
         assert words in md
     links = [line.split("(")[1].rstrip(")") for line in md.splitlines() if line.startswith("![")]
-    assert len(links) == 3  # DET, histograms, codec readout
+    assert [Path(rel).name for rel in links] == ["det.png", "hist.png", "codecs.png",
+                                                  "training.png", "reliability.png",
+                                                  "layer_weights.png"]
     for rel in links:
         img = imread(root / "reports" / rel)
         assert img.shape[0] > 300 and img.shape[1] > 300 and img.std() > 0.05  # not blank
@@ -209,3 +222,86 @@ def test_class_counts_are_clips_per_class_not_rows():
     assert got == {"fold 0": {"bonafide": 1, "spoof": 1, "unlabelled": 0},
                    "fold 1": {"bonafide": 0, "spoof": 1, "unlabelled": 0},
                    "holdout": {"bonafide": 0, "spoof": 1, "unlabelled": 0}}
+
+
+def test_the_threshold_on_holdout_and_test_is_the_out_of_fold_one(written):
+    root, meta = written
+    op = meta["operating_point"]
+    oof_thr = meta["metrics"]["out-of-fold"]["min_dcf_threshold"]
+    assert op["threshold"] == oof_thr
+    assert oof_thr != meta["metrics"]["holdout clean"]["min_dcf_threshold"]  # not the oracle
+    # the holdout's counts are those of ITS clips at the OUT-OF-FOLD threshold
+    hold = metrics_join(root, meta)
+    called = hold["rank"] >= oof_thr
+    c = op["sets"]["holdout clean"]
+    assert c["threshold"] == oof_thr
+    assert c["synthetic_called_synthetic"] == int((called & hold["is_spoof"]).sum())
+    assert c["bonafide_false_alarm"] == int((called & ~hold["is_spoof"]).sum())
+    assert c["synthetic_missed"] + c["synthetic_called_synthetic"] == 30
+    assert {"out-of-fold", "holdout clean", "holdout augmented"} <= set(op["sets"])
+    md = Path(meta["report"]).read_text()
+    assert f"logit >= {oof_thr:.4f}: the out-of-fold minDCF threshold" in md
+
+
+def metrics_join(root, meta):
+    """The clean holdout rows of the fixture joined to their labels."""
+    from hearsay import metrics
+
+    hold, hkey = synthetic(60, seed=3)
+    hold["path"] = hkey["path"] = "h" + hold["path"]
+    return metrics.join(hold, hkey)
+
+
+def test_the_report_names_no_absolute_path(written):
+    root, meta = written
+    md = Path(meta["report"]).read_text()
+    assert str(root) not in md and "/work/" not in md and "/tmp" not in md
+    assert "from the ledger none.csv" in md  # the spend line names the ledger by its name
+    assert "Probe (probe.csv, n=30)" in md  # and the probe line its probe file
+    assert "gone/meta.json missing" in md  # a missing second bar, by its folder's name
+
+
+def test_the_report_gives_per_fold_spread_and_seeded_intervals(written):
+    _, meta = written
+    u = meta["uncertainty"]
+    assert list(u["per_fold"]["folds"]) == ["fold 0"]
+    assert u["per_fold"]["spread"]["min_dcf"]["std"] is None  # one fold: no spread, never 0
+    for name in ("out-of-fold", "holdout clean"):
+        b = u["bootstrap"][name]
+        lo, hi = b["min_dcf"]
+        assert lo <= b["value_min_dcf"] <= hi and b["seed"] == report.report_stats.BOOTSTRAP_SEED
+    md = Path(meta["report"]).read_text()
+    assert "## Uncertainty" in md and "numpy Generator seed 20261204" in md
+    assert "± sd undefined" in md  # one fold has no spread
+
+
+def test_the_report_states_what_the_runs_recorded_and_what_they_did_not(written):
+    _, meta = written
+    r = meta["training"]["full"]
+    assert r["backbone"] == "whole backbone frozen"
+    assert r["trainable_params"] == "not recorded"  # the trainer did not record it: no guess
+    assert r["layer_weights"] == [0.2, 0.3, 0.5]
+    md = Path(meta["report"]).read_text()
+    for words in ("| full | whole backbone frozen | not recorded | proportional | not recorded",
+                  "not applicable: the full model has no validation split",
+                  "Physical replay is not covered", "reverb is simulated",
+                  "Recipe selection: no recipe comparison was recorded"):
+        assert words in md, words
+
+
+def test_breakdown_rows_below_the_minimum_are_folded_and_said_so():
+    row = {"eer": 0.1, "min_dcf": 0.2, "min_dcf_pi05": 0.2, "act_dcf": 0.3, "auc": 0.9,
+           "cllr": 0.5, "min_cllr": 0.4}
+    n = report.MIN_GROUP_CLIPS
+    groups = {"big": {**row, "n_bonafide": n, "n_spoof": n},
+              "small": {**row, "n_bonafide": n, "n_spoof": n - 1},
+              "none": {**dict.fromkeys(row), "n_bonafide": 0, "n_spoof": 5,
+                       "undefined": "no bona fide clips"}}
+    lines = "\n".join(report.breakdown_lines("holdout", {"generator": groups}))
+    assert f"| big | {n} | {n} |" in lines and "| small |" not in lines
+    assert f"Folded: 2 row(s) with fewer than {n} clips" in lines
+    assert f"small ({n}+{n - 1}), none (0+5)" in lines
+    only_small = "\n".join(report.breakdown_lines("holdout", {"generator": {
+        "small": groups["small"]}, "length": {"none": groups["none"]}}))
+    assert "###" not in only_small  # no table at all: one line says so
+    assert f"all 2 rows (generator, length) have fewer than {n}" in only_small

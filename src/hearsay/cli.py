@@ -21,6 +21,8 @@ EXIT_OK, EXIT_USAGE = 0, 2  # common to every command (module docstring)
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("hearsay.demo", "run every stage on the embedded synthetic demo corpus"),
     "demo-data": ("hearsay.demo.corpus", "write the synthetic two-class demo corpus + manifest"),
+    "manifest-import": ("hearsay.manifest_import", "ASVspoof 2019 LA / In-the-Wild / MLAAD "
+                        "metadata -> a manifest"),
     "splits": ("hearsay.folds", "make / verify fold files pinned in splits/SHA256SUMS"),
     "bundle": ("hearsay.bundle.build", "manifest -> trimmed 16 kHz FLAC bundle with codec copies"),
     "train": ("hearsay.train", "fine-tune the detector (CUDA; --cpu-smoke for a tiny CPU run)"),
@@ -32,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "corpus-probe": ("hearsay.corpus_probe", "is a corpus separable from its peers on trivial "
                      "features? (+ the drop rule)"),
     "compare": ("hearsay.compare", "rank recipes on their inner-fold runs (the ablation)"),
+    "bar": ("hearsay.bar", "an earlier detector's scores + meta.json -> the gate's bar folder"),
     "assemble": ("hearsay.assemble", "pinned fold + full runs -> score file, meta.json, report"),
     "export": ("hearsay.export.onnx_export", f"checkpoint -> {ONNX} (+ int8) with {PARITY}"),
     "parity": ("hearsay.export.parity", "box or GPU bf16 logits vs CPU onnxruntime fp32"),

@@ -27,6 +27,7 @@ Usage::
     wave, n_valid = crops.random_crop(clip, n, rng)          # (n,) float32, zero-padded
     x = crops.finish(wave, n_valid)                          # band-limit -> normalise
     input_values, attention_mask = crops.pad_batch([x, ...], [n_valid, ...])
+    n_cut = crops.cut_samples(max(n_valids), n, cfg.buckets_s)  # padding a batch needs
 """
 
 from __future__ import annotations
@@ -129,6 +130,21 @@ def _bucket(length: float, buckets: list[float], rng: np.random.Generator) -> fl
 def n_samples(length_s: float) -> int:
     """Crop length in samples at 16 kHz."""
     return int(round(length_s * SAMPLE_RATE))
+
+
+def cut_samples(longest_valid: int, n: int, buckets_s: Sequence[float]) -> int:
+    """Samples a batch padded to `n` needs: the smallest bucket (s) that holds its longest
+    valid clip (`longest_valid` samples) when that bucket is shorter than `n`, else `n`.
+
+    A batch whose clips are all shorter than the drawn crop is cut to that bucket: the model's
+    view is unchanged (valid frames see only valid samples, padded frames are masked), less
+    compute goes to zeros, and the lengths stay among the buckets (a bounded number of shapes
+    for torch.compile). No buckets: no cut (every length would be a new shape)."""
+    for b in buckets_s:
+        m = n_samples(b)
+        if longest_valid <= m < n:
+            return m
+    return n
 
 
 def crop_offset(len_x: int, n_samples: int, rng: np.random.Generator) -> int:

@@ -65,7 +65,8 @@ def load_bar(folder: Path) -> dict:
     out = {"dir": str(folder), "name": folder.name, "meta": {}, "scores": None, "why": None}
     meta_file = folder / "meta.json"
     if not meta_file.is_file():
-        out["why"] = f"{meta_file} missing (the bar folder is models/<stamp>/ of its campaign)"
+        out["why"] = (f"{folder.name}/meta.json missing (the bar folder is models/<stamp>/ of "
+                      "its campaign)")  # names no absolute path: it goes into the report
         return out
     meta = json.loads(meta_file.read_text())
     out["meta"], out["name"] = meta, str(meta.get("name") or folder.name)
@@ -74,7 +75,7 @@ def load_bar(folder: Path) -> dict:
     if not csv.is_file() and (folder / "scores.csv").is_file():
         csv = folder / "scores.csv"
     if not csv.is_file():
-        out["why"] = f"the bar's score file {csv} is missing"
+        out["why"] = f"the bar's score file {csv.name} is missing"
         return out
     out["scores_csv"], out["scores"] = str(csv), read_scores(csv)
     return out
@@ -285,7 +286,8 @@ def markdown(g: dict, bar_note: str | None = None) -> list[str]:
         lines.append("")
     if g.get("probe"):
         p = g["probe"]
-        lines += [f"Probe ({p['file']}, n={p['n']}): our false-alarm rate "
+        lines += [f"Probe ({Path(p['file']).name if p['file'] else 'in memory'}, n={p['n']}): "
+                  "our false-alarm rate "
                   f"{_fmt(p['false_alarm_rate'])} at the out-of-fold minDCF threshold "
                   f"{_fmt(p['threshold'])}.", ""]
     s = g["shortcuts"]

@@ -12,6 +12,7 @@ Shape of one forward (B clips, T samples @ 16 kHz, T' = frames @ 50 Hz, D = hidd
       --layer 1..keep_layers--> h_1 … h_L          (stable layer norm: pre-LN residual stream)
     mix = sum_l softmax(w)_l * layer_norm(h_l)      (B, T', D)   parameter-free LN per state
     attentive statistics over valid frames -> [mean, std] (B, 2D) -> linear -> logit (B,)
+      (pooling "mean": the masked mean over valid frames (B, D) -> linear -> logit)
 
 Architecture is written here, never downloaded. Pretrained weights come only from a local folder
 ($HEARSAY_WEIGHTS_DIR, default /opt/hearsay/weights/xls-r-300m) whose `pytorch_model.bin` has the
@@ -42,6 +43,7 @@ DEFAULT_WEIGHTS_DIR = "/opt/hearsay/weights/xls-r-300m"
 # facebook/wav2vec2-xls-r-300m @ 1a640f32ac3e39899438a2931f9924c02f080a54 (docs/DESIGN.md)
 XLSR_300M_SHA256 = "d5e490574712ad0a6736923b9ed11d4cd51c78609c36205f704fc4e87b11d2e0"
 WEIGHTS_FILE = "pytorch_model.bin"
+POOLINGS = ("attentive", "mean")  # ModelConfig.pooling
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,8 @@ class ModelConfig:
     attn_implementation: str = "sdpa"  # "sdpa" (fused) or "eager"
     layer_norm_states: bool = True  # parameter-free LayerNorm on each h_l before the weighted sum
     pool_hidden: int = 128  # attentive-statistics attention bottleneck width
+    pooling: str = "attentive"  # "attentive": masked attentive mean + std (B, 2D); "mean":
+    #                             masked mean over valid frames (B, D), no parameters
     init: str = "xls-r-300m"  # "xls-r-300m" = load the pinned local weights; "random" = tests
 
     def __post_init__(self):
@@ -83,6 +87,8 @@ class ModelConfig:
             raise ValueError("layerdrop must be 0 (every kept layer's output is pooled)")
         if self.attn_implementation not in ("sdpa", "eager"):
             raise ValueError(f"attn_implementation={self.attn_implementation!r}: use sdpa or eager")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"pooling={self.pooling!r}: use {' or '.join(POOLINGS)}")
         if self.init not in ("xls-r-300m", "random"):
             raise ValueError(f"init={self.init!r}: use 'xls-r-300m' or 'random'")
         if not len(self.conv_dim) == len(self.conv_kernel) == len(self.conv_stride):
@@ -125,6 +131,16 @@ class ModelConfig:
         return cfg
 
 
+@torch.compiler.disable
+def _draw_uniform(size: tuple[int, int], gen: torch.Generator | None,
+                  device: torch.device) -> torch.Tensor:
+    """U[0, 1) of `size` from `gen` (SpecAugment's span starts), always run eagerly: dynamo
+    cannot trace a draw from an explicit generator with symbolic sizes, so torch.compile
+    breaks the graph here and the draw is the very call eager makes (same generator, same
+    numbers: seeded, checkpointed and resumed exactly as without compile)."""
+    return torch.rand(size, generator=gen, device=device)
+
+
 class AttentiveStatsPool(nn.Module):
     """Masked attentive statistics: (B, T', D), (B, T') bool -> (B, 2D) weighted mean and std."""
 
@@ -142,6 +158,14 @@ class AttentiveStatsPool(nn.Module):
         return torch.cat([mean, std], dim=-1)
 
 
+class MaskedMeanPool(nn.Module):
+    """Masked mean: (B, T', D), (B, T') bool -> (B, D) mean over the valid frames."""
+
+    def forward(self, h: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        m = valid.unsqueeze(-1).to(h.dtype)  # (B, T', 1)
+        return (h * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)  # an empty row gives 0
+
+
 class Detector(nn.Module):
     """XLS-R backbone (kept layers) + softmax layer weights + attentive stats pooling + linear."""
 
@@ -155,8 +179,12 @@ class Detector(nn.Module):
         self.backbone.encoder.layer_norm = nn.Identity()
         n_states = cfg.keep_layers + 1  # h_0 (input to layer 1) … h_L
         self.layer_logits = nn.Parameter(torch.zeros(n_states))  # softmax -> layer weights
-        self.pool = AttentiveStatsPool(cfg.hidden_size, cfg.pool_hidden)
-        self.head = nn.Linear(2 * cfg.hidden_size, 1)
+        if cfg.pooling == "mean":
+            self.pool, pooled = MaskedMeanPool(), cfg.hidden_size
+        else:
+            self.pool, pooled = AttentiveStatsPool(cfg.hidden_size, cfg.pool_hidden), \
+                2 * cfg.hidden_size
+        self.head = nn.Linear(pooled, 1)
         self.generator: torch.Generator | None = None  # SpecAugment RNG (set by the trainer)
         self.apply_freeze()
 
@@ -210,7 +238,7 @@ class Detector(nn.Module):
         gen = self.generator
         if cfg.mask_time_prob > 0:
             p_start = cfg.mask_time_prob / cfg.mask_time_length  # expected masked fraction ≈ prob
-            starts = torch.rand(b, t, generator=gen, device=h.device) < p_start
+            starts = _draw_uniform((b, t), gen, h.device) < p_start
             span = torch.ones(1, 1, cfg.mask_time_length, device=h.device)
             # a frame is masked if a span started in the previous mask_time_length frames
             covered = F.conv1d(F.pad(starts.float().unsqueeze(1), (cfg.mask_time_length - 1, 0)),
@@ -219,7 +247,7 @@ class Detector(nn.Module):
             h = torch.where(covered, self.backbone.masked_spec_embed.to(h.dtype), h)
         if cfg.mask_feature_prob > 0:
             p_start = cfg.mask_feature_prob / cfg.mask_feature_length
-            starts = torch.rand(b, d, generator=gen, device=h.device) < p_start
+            starts = _draw_uniform((b, d), gen, h.device) < p_start
             span = torch.ones(1, 1, cfg.mask_feature_length, device=h.device)
             covered = F.conv1d(F.pad(starts.float().unsqueeze(1),
                                      (cfg.mask_feature_length - 1, 0)), span).squeeze(1) > 0

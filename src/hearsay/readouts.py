@@ -217,9 +217,9 @@ def plot_codecs(codec: dict, path: Path) -> Path | None:
     ax.set_xticks(x, names)
     ax.set_ylabel("lower is better")
     ax.set_title(f"codec readout: each row on the same {codec['n_clips']} holdout clips")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     ax.grid(True, axis="y", lw=0.3)
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")  # the legend sits right of the bars, in the PNG
     plt.close(fig)
     return path

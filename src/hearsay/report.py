@@ -1,4 +1,5 @@
-"""models/<stamp>/meta.json and <reports>/<stamp>.md (+ DET curves and score histograms as PNG).
+"""models/<stamp>/meta.json and <reports>/<stamp>.md (+ PNG plots: DET curves, score
+histograms, training curves, reliability diagram, codec readout, learned layer weights).
 
 Called by `hearsay assemble` after F1-F6 passed (see hearsay.assemble for the command):
 
@@ -14,7 +15,12 @@ record ("probe": false-alarm rate at our out-of-fold threshold, with its clips' 
 that a later campaign can take this folder as its bar); the gate (hearsay.gate: holdout and
 out-of-fold judged apart, probe against the bar's own rate, stream shortcuts, four readings);
 the identities (config hash per run, bundle tree-sha, base-weights sha, git sha of each run and
-of this checkout); the spend read from the ledger.
+of this checkout); the spend read from the ledger; "operating_point": the out-of-fold minDCF
+threshold carried unchanged to every holdout set and the test split, with confusion counts;
+"uncertainty": per-fold metrics with their spread and a seeded bootstrap interval of pooled
+out-of-fold and clean-holdout minDCF / EER (hearsay.report_stats); "reliability"; "training":
+what each run recorded (hearsay.report_record). The markdown names no absolute path, and folds
+breakdown rows with fewer than MIN_GROUP_CLIPS clips of a class into one line that says so.
 
 Spend: the sum of `cost` over the rentals of docs/ledger.csv (runner format: id,job,generation,
 offer,dph,created,destroyed_confirmed,hours,cost; append-only: a creation row per rental, then a
@@ -30,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from hearsay import gate as gating
-from hearsay import metrics, readouts, score_file
+from hearsay import metrics, readouts, report_plots, report_record, report_stats, score_file
 from hearsay import run_dir as run_dirs
 from hearsay.files import jsonable
 from hearsay.hashing import git_sha
@@ -38,6 +44,8 @@ from hearsay.metrics import PI_OF_RECORD
 
 KEY_COLUMNS = ["path", "label", "generator", "source", "duration"]
 HOLDOUT_CARRIES = 0.8  # holdout AUC from which the opening says the model carries over to it
+MIN_GROUP_CLIPS = 20  # per class: a breakdown row with fewer is folded (one clip moves its
+#                       minDCF by >= 0.05 at pi 0.3), its figures kept in meta.json
 
 
 # --------------------------------------------------------------------------- inputs
@@ -77,79 +85,6 @@ def spend(ledger: Path | None) -> dict:
             "open_rows": open_rows, "by_job": by_job, "source": str(ledger),
             "note": (f"{open_rows} rental(s) without confirmed destruction: the total is a "
                      "lower bound") if open_rows else "every rental closed"}
-
-
-# --------------------------------------------------------------------------- plots
-
-
-def _probit_ticks():
-    from scipy.stats import norm
-
-    ticks = [0.001, 0.01, 0.05, 0.2, 0.5, 0.8, 0.95]
-    return norm.ppf(ticks), [f"{100 * t:g}%" for t in ticks]
-
-
-def plot_det(curves: dict, path: Path) -> Path:
-    """DET curves (probit axes) of {name: (rank, is_spoof)}; undefined sets are skipped."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from scipy.stats import norm
-
-    fig, ax = plt.subplots(figsize=(5.5, 5.5), dpi=110)
-    for name, (rank, is_spoof) in curves.items():
-        if is_spoof.all() or not is_spoof.any():
-            continue
-        _, p_miss, p_fa = metrics.operating_points(rank, is_spoof)
-        eer = metrics.eer_from_points(p_miss, p_fa)
-        clip = (1e-3 / 2, 1 - 1e-3 / 2)
-        ax.plot(norm.ppf(np.clip(p_fa, *clip)), norm.ppf(np.clip(p_miss, *clip)),
-                drawstyle="steps-post", label=f"{name} (EER {100 * eer:.1f}%)")
-    pos, labels = _probit_ticks()
-    ax.set_xticks(pos, labels)
-    ax.set_yticks(pos, labels)
-    ax.set_xlim(pos[0], pos[-1])
-    ax.set_ylim(pos[0], pos[-1])
-    ax.plot([pos[0], pos[-1]], [pos[0], pos[-1]], ls=":", c="grey", lw=0.8)  # miss = fa (EER)
-    edge = pos[-1]  # chance: miss = 1 - fa, in probit axes the line y = -x
-    ax.plot([-edge, edge], [edge, -edge], ls="--", c="grey", lw=0.8, label="chance")
-    ax.set_xlabel("false alarm rate (bona fide called synthetic)")
-    ax.set_ylabel("miss rate (synthetic called bona fide)")
-    ax.set_title("DET (score high = synthetic)")
-    ax.grid(True, lw=0.3)
-    ax.legend(fontsize=8, loc="upper right")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-def plot_hist(sets: dict, path: Path, thresholds: dict | None = None) -> Path:
-    """Logit histograms per class, one panel per set {name: (rank, is_spoof)}."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(len(sets), 1, figsize=(6.5, 2.4 * len(sets)), dpi=110,
-                             squeeze=False)
-    for ax, (name, (rank, is_spoof)) in zip(axes[:, 0], sets.items(), strict=True):
-        bins = np.histogram_bin_edges(rank, bins=min(40, max(5, len(rank) // 4)))
-        ax.hist(rank[~is_spoof], bins=bins, alpha=0.6, label=f"bona fide (n={(~is_spoof).sum()})",
-                color="tab:blue")
-        ax.hist(rank[is_spoof], bins=bins, alpha=0.6, label=f"synthetic (n={is_spoof.sum()})",
-                color="tab:red")
-        thr = (thresholds or {}).get(name)
-        if thr is not None and np.isfinite(thr):
-            ax.axvline(thr, c="k", ls="--", lw=1, label="minDCF threshold (pi 0.3)")
-        ax.set_title(name, fontsize=9)
-        ax.set_xlabel("logit (high = synthetic)")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
 
 
 # --------------------------------------------------------------------------- meta + markdown
@@ -229,6 +164,30 @@ def what_was_run(done: dict, bundle, results: dict, about: dict) -> list[str]:
     return lines + [""]
 
 
+def breakdown_lines(name: str, breakdowns: dict) -> list[str]:
+    """One table per breakdown kind of a set, its rows with at least MIN_GROUP_CLIPS clips of
+    each class; the rest (and undefined rows) folded into one line naming them."""
+    lines, folded_all = [], True
+    for kind, groups in breakdowns.items():
+        big = {g: m for g, m in groups.items() if not m.get("undefined")
+               and min(m["n_bonafide"], m["n_spoof"]) >= MIN_GROUP_CLIPS}
+        small = [f"{g} ({m['n_bonafide']}+{m['n_spoof']})" for g, m in groups.items()
+                 if g not in big]
+        folded_all &= not big
+        if big:
+            lines += [f"### {name}: per {kind}", "", HEAD]
+            lines += [_row(g, m) for g, m in big.items()] + [""]
+        if small and big:
+            lines += [f"Folded: {len(small)} row(s) with fewer than {MIN_GROUP_CLIPS} clips of a "
+                      f"class or undefined (bona fide + synthetic): {', '.join(small)}.", ""]
+    if folded_all and breakdowns:
+        n = sum(len(g) for g in breakdowns.values())
+        lines = [f"- {name}: all {n} rows ({', '.join(breakdowns)}) have fewer than "
+                 f"{MIN_GROUP_CLIPS} clips of a class or are undefined: folded (meta.json "
+                 "holds them).", ""]
+    return lines
+
+
 def markdown(meta: dict, plots: dict, ablation_md: str | None = None) -> str:
     lines = [f"# Campaign report: {meta['name']}", "", *meta.get("opening", []),
              f"Conventions: {metrics.CONVENTION}.", "",
@@ -243,14 +202,19 @@ def markdown(meta: dict, plots: dict, ablation_md: str | None = None) -> str:
             lines += ["", f"{name}: read as if high meant bona fide, these decisions reverse: "
                       f"{', '.join(m['flips']) or 'none'}; scores look inverted (AUC < 0.5): "
                       f"{inverted}."]
+    if meta.get("operating_point"):
+        lines += [""] + report_stats.operating_lines(meta["operating_point"])
+    if meta.get("uncertainty"):
+        lines += report_stats.uncertainty_lines(meta["uncertainty"])
     lines += ["", "## Plots", ""] + [f"![{k}]({v})" for k, v in plots.items()]
     lines += readouts.counts_lines(meta.get("counts") or {})
     lines += readouts.codec_lines(meta.get("codec_readout"))
     lines += ["", "## Breakdowns", ""]
     for name, m in meta["metrics"].items():
-        for kind, groups in m["breakdowns"].items():
-            lines += [f"### {name}: per {kind}", "", HEAD]
-            lines += [_row(g_name, gm) for g_name, gm in groups.items()] + [""]
+        lines += breakdown_lines(name, m["breakdowns"])
+    if meta.get("training"):
+        lines += report_record.markdown(meta["training"])
+    lines += report_record.caveat_lines(meta.get("training") or {}, meta.get("ablation"))
     ids = meta["identity"]
     lines += ["## Identity", "", f"- bundle tree-sha: `{ids['bundle_tree_sha']}`",
               f"- base weights sha256: {', '.join(f'`{s}`' for s in ids['base_weights_sha'])}",
@@ -258,10 +222,36 @@ def markdown(meta: dict, plots: dict, ablation_md: str | None = None) -> str:
               f"of this assembly: `{ids['assemble_git_sha']}`"]
     lines += [f"- {k}: config `{r['config_hash']}`, weights `{r['weights_sha256']}`, "
               f"steps {r['steps']}" for k, r in ids["runs"].items()]
-    s = meta["spend"]
-    total = "unknown" if s["total_usd"] is None else f"${s['total_usd']:.2f}"
-    lines += ["", "## Spend", "", f"{total} ({s['status']}; {s['note']}; from {s['source']})", ""]
-    return "\n".join(lines)
+    lines += [""] + report_record.spend_lines(meta["spend"])
+    return "\n".join(lines) + "\n"
+
+
+def readings(joined: dict, results: dict, test) -> dict:
+    """The statistics beside the metrics (hearsay.report_stats) of {set: metrics.join()ed
+    frame}: the out-of-fold threshold carried to every set and to `test` (joined test rows or
+    None), per-fold spread, bootstrap intervals, reliability bins."""
+    thr = results["out-of-fold"]["min_dcf_threshold"]
+    op = {"threshold": thr, "from": "out-of-fold minDCF threshold", "pi": PI_OF_RECORD,
+          "sets": {}}
+    for name, j in {**joined, **({"test": test} if test is not None else {})}.items():
+        if thr is None or not len(j):
+            continue
+        op["sets"][name] = {**report_stats.at_threshold(j["rank"].to_numpy(float),
+                                                        j["is_spoof"].to_numpy(bool), thr),
+                            "own_min_dcf": (results.get(name) or {}).get("min_dcf")}
+    boot = {}
+    for name in ("out-of-fold", "holdout clean"):
+        j = joined[name]
+        boot[name] = {**report_stats.bootstrap_ci(j["rank"].to_numpy(float),
+                                                  j["is_spoof"].to_numpy(bool)),
+                      "value_min_dcf": results[name]["min_dcf"],
+                      "value_eer": results[name]["eer"]}
+    rel = {name: report_stats.reliability(joined[name]["logit"].to_numpy(float),
+                                          joined[name]["is_spoof"].to_numpy(bool))
+           for name in ("out-of-fold", "holdout clean") if "logit" in joined[name].columns}
+    return {"operating_point": op, "reliability": rel,
+            "uncertainty": {"bootstrap": boot,
+                            "per_fold": report_stats.per_fold(joined["out-of-fold"])}}
 
 
 def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = None,
@@ -306,15 +296,28 @@ def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = No
     reports = Path(reports)
     plot_dir = reports / stamp
     plot_dir.mkdir(parents=True, exist_ok=True)
-    curves = {}
-    for name, frame in sets.items():
-        j = metrics.join(frame, key)
-        curves[name] = (j["rank"].to_numpy(float), j["is_spoof"].to_numpy(bool))
-    thresholds = {n: r["min_dcf_threshold"] for n, r in results.items()}
-    plots = {"DET curves": plot_det(curves, plot_dir / "det.png"),
-             "score histograms": plot_hist(curves, plot_dir / "hist.png", thresholds)}
-    if readouts.plot_codecs(codec, plot_dir / "codecs.png"):
-        plots["codec readout"] = plot_dir / "codecs.png"
+    joined = {name: metrics.join(frame, key) for name, frame in sets.items()}
+    test = df[df["split"] == "test"]
+    stats = readings(joined, results, metrics.join(test, key) if len(test) else None)
+    training = report_record.training_record(pin, metas)
+    curves = {n: (j["rank"].to_numpy(float), j["is_spoof"].to_numpy(bool))
+              for n, j in joined.items()}
+    rp = report_plots
+    plots = {"DET curves": rp.plot_det(curves, plot_dir / "det.png"),
+             "score histograms": rp.plot_hist(curves, plot_dir / "hist.png",
+                                              stats["operating_point"]["threshold"])}
+    weights = {k: r["layer_weights"] for k, r in training.items()
+               if isinstance(r["layer_weights"], list)}
+    for title, made in (
+            ("codec readout", readouts.plot_codecs(codec, plot_dir / "codecs.png")),
+            ("training curves", rp.plot_curves({k: m.get("history") for k, m in metas.items()},
+                                               plot_dir / "training.png")),
+            ("reliability", rp.plot_reliability(stats["reliability"],
+                                                plot_dir / "reliability.png")),
+            ("learned layer weights", rp.plot_layer_weights(weights,
+                                                            plot_dir / "layer_weights.png"))):
+        if made:
+            plots[title] = made
     report_md = reports / f"{stamp}.md"
     meta = {"name": pin["name"], "stamp": stamp,
             "scores_csv": str(Path(done["scores_csv"]).resolve()),
@@ -328,7 +331,8 @@ def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = No
             "checks": ["F1", "F2", "F3", "F4", "F5"]
             + (["F6"] if pin["parity"] and not pin["parity"].get("waived") else []),
             "report": str(report_md), "bar_note": (about or {}).get("bar"),
-            "ablation": ablation,
+            "ablation": ablation, **stats, "training": training,
+            "layer_weights": {k: m.get("layer_weights") for k, m in metas.items()},
             "opening": what_was_run(done, bundle, results, about or {}),
             "plots": {k: str(v) for k, v in plots.items()}}
     rel = {k: str(Path(v).relative_to(reports)) for k, v in plots.items()}

@@ -12,7 +12,7 @@ import pandas as pd
 import soundfile as sf
 import torch
 
-from hearsay import audio
+from hearsay import audio, layer_weights
 from hearsay.model import Detector, ModelConfig, save_detector
 
 SR = audio.SAMPLE_RATE
@@ -65,6 +65,7 @@ def make_run(run: Path, job="fold", fold=0, seed=0, steps=100, tree_sha=TREE_SHA
     (run / "config.json").write_text((run / "final" / "config.json").read_text())
     meta = {"job": job, "fold": fold if job == "fold" else None, "config_hash": config_hash,
             "bundle_tree_sha": tree_sha, "base_weights_sha": "random-init", "git_sha": "g" * 40,
-            "steps": steps, "epochs": 1, "device": "cpu", "complete": True}
+            "steps": steps, "epochs": 1, "device": "cpu", "complete": True,
+            "layer_weights": layer_weights.readout(det, layer_weights.DEFAULT_RULE)}
     (run / "run_meta.json").write_text(json.dumps(meta))
     return run

@@ -11,7 +11,7 @@ import pytest
 import torch
 from train_world import make_easy_bundle, smoke
 
-from hearsay import augment
+from hearsay import augment, layer_weights
 from hearsay import store as stores
 from hearsay import train as tr
 from hearsay.model import load_detector
@@ -57,6 +57,11 @@ def test_accumulation_flushes_the_trailing_group_and_lr_ends_at_floor(bundle_dir
     assert on_disk["rate_balance"]["compared"]  # both classes of each source were compared
     det, mcfg = load_detector(run)
     assert mcfg.hidden_size == 32 and not det.training
+    # the learned layer weights (epoch end) and the trainable backbone size are in run_meta
+    assert on_disk["layer_weights"]["weights"] == pytest.approx(
+        torch.softmax(det.layer_logits.float(), 0).tolist())
+    assert on_disk["layer_weights"]["verdict"].startswith("not applicable")  # 3 states, top 3
+    assert on_disk["trainable_backbone_params"] == layer_weights.trainable_backbone_params(det) > 0
     ck, _ = load_detector(run / "checkpoints" / "epoch_0002")  # config found above it
     for (k, a), b in zip(det.state_dict().items(), ck.state_dict().values(), strict=True):
         assert torch.equal(a, b), k  # the last checkpoint is the final model

@@ -112,3 +112,13 @@ def test_step_lrs_reads_the_top_backbone_layer_and_the_head(tmp_path):
 @pytest.mark.parametrize(("s", "text"), [(9.4, "9s"), (75, "1m15s"), (3725, "1h02m")])
 def test_duration_reads_as_hours_minutes_seconds(s, text):
     assert progress.duration(s) == text
+
+
+def test_the_padded_share_is_of_the_samples_computed_after_the_padding_cut(tmp_path, capsys):
+    r = _fake_run(tmp_path, log_every=1)
+    r.meta = {"computed_audio_s": 10.0}  # before this line: not counted
+    log = steplog.StepLog(r)
+    log.batch({"input_values": torch.zeros(2, 100), "lengths": torch.tensor([10, 10])})
+    r.audio_s, r.meta["computed_audio_s"], r.step = 3.0, 14.0, 1  # 3 s valid of 4 s computed
+    log.after_step(r, 1)
+    assert float(_rows(tmp_path)[0]["padded_share"]) == pytest.approx(0.25)

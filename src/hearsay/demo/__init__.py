@@ -139,17 +139,21 @@ def stage_assemble(out: Path, ctx: dict) -> None:
     The demo is its own campaign lead: it writes models/demo/final_runs.json naming runs/fold0..4
     and runs/full by path, each with the config hash it was trained with and the sha256 of its
     final weights, and min_steps = the planned step count. The gate's bar is a trivial detector
-    (clip duration as the score; its folder models/demo/bar_duration/ holds its scores and its
-    own probe record): a model that detects beats it out-of-fold; on the holdout only one that
-    carries over to the unseen family does. The probe set is the test split's bona fide
-    clips. There is no ledger in the demo, so the spend reads "unknown".
+    (clip duration as the score): its score file and meta.json (train "none: clip duration")
+    under models/demo/earlier/duration/ become the bar folder models/demo/bar_duration/ the way
+    `hearsay bar --pick train=...` makes one (rows checked, its own probe record): a model
+    that detects beats it out-of-fold; on the holdout only one that carries over to the unseen
+    family does. The probe set is the test split's bona fide clips. There is no ledger in the
+    demo, so the spend reads "unknown".
     """
     import json
     import os
 
-    from hearsay import assemble, gate, protocol, report, run_dir
+    import pandas as pd
+
+    from hearsay import assemble, protocol, report, run_dir
+    from hearsay import bar as bars
     from hearsay.bundle import load_bundle
-    from hearsay.files import jsonable
     from hearsay.hashing import sha256_file
     from hearsay.logits import sigmoid
 
@@ -181,14 +185,15 @@ def stage_assemble(out: Path, ctx: dict) -> None:
     test = df[df["split"] == "test"]
     probe = test[rows.loc[test["path"], "label"].to_numpy() == "bonafide"]
     probe.to_csv(stamp / "probe_test_bonafide.csv", index=False)
-    bar_dir = stamp / "bar_duration"  # a bar folder as hearsay.gate reads it
-    bar_dir.mkdir(exist_ok=True)
-    bar = by_length(df[df["split"].isin(["inner_oof", "holdout"])])
-    bar.to_csv(bar_dir / "scores.csv", index=False)
-    record = gate.bar_record("clip-length bar", bar[bar["split"] == "inner_oof"],
-                             report.key_frame(bundle.manifest), by_length(probe),
-                             stamp / "probe_test_bonafide.csv")
-    (bar_dir / "meta.json").write_text(json.dumps(jsonable(record), indent=2) + "\n")
+    earlier = stamp / "earlier" / "duration"  # the earlier detector's own score file + meta
+    earlier.mkdir(parents=True, exist_ok=True)
+    by_length(pd.concat([df[df["split"].isin(["inner_oof", "holdout"])], probe])).to_csv(
+        earlier / "scores.csv", index=False)
+    (earlier / "meta.json").write_text(json.dumps({"name": "clip-length bar",
+                                                   "train": "none: clip duration"}) + "\n")
+    bar_dir = stamp / "bar_duration"  # the bar folder hearsay.gate reads (hearsay bar)
+    bars.build([stamp / "earlier"], "train", "none: clip duration", bundle.manifest, bar_dir,
+               probe=stamp / "probe_test_bonafide.csv")
     meta = report.write_all(done, bundle, bars=[bar_dir],
                             probe=stamp / "probe_test_bonafide.csv", ledger=out / "ledger.csv",
                             reports=out / "reports", about=DEMO_ABOUT)

@@ -100,17 +100,21 @@ def layer_matmuls(model) -> list[str]:
 
     Found by position, so the TorchScript and the dynamo graphs (whose node names differ) are
     treated alike: the MatMuls with a constant weight come, in graph order, as the feature
-    projection, PER_LAYER per layer, then the pooling attention's two; the head is a Gemm.
+    projection, PER_LAYER per layer, then the pooling attention's two (none with mean pooling);
+    the head is a Gemm.
     Raises ValueError when the graph does not have that shape (then nothing is quantised)."""
     consts = {t.name for t in model.graph.initializer}
     consts |= {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
     names = [n.name for n in model.graph.node
              if n.op_type == "MatMul" and len(n.input) == 2 and n.input[1] in consts]
-    body = names[1:-2]  # drop the feature projection (first) and the pooling attention (last 2)
-    if not body or len(body) % PER_LAYER or not all(names):
+    # drop the feature projection (first) and the attentive pooling's two (last; mean pooling
+    # has none: 1 + PER_LAYER * L MatMuls in all)
+    pooling = (len(names) - 1) % PER_LAYER
+    body = names[1:len(names) - pooling]
+    if not body or pooling not in (0, 2) or not all(names):
         raise ValueError(f"{len(names)} constant-weight MatMuls; expected 1 + {PER_LAYER} per "
-                         "layer + 2 (projection, layers, pooling), all named: export the "
-                         "Detector with export/onnx_export.py")
+                         "layer + 2 (projection, layers, attentive pooling; 0 with mean "
+                         "pooling), all named: export the Detector with export/onnx_export.py")
     return body
 
 

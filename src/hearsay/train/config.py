@@ -16,14 +16,14 @@ import dataclasses
 import hashlib
 import json
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 import torch
 from annotated_types import Ge, Gt, Le, Lt
 
-from hearsay import augment, config, crops
+from hearsay import augment, config, crops, layer_weights
 from hearsay.model import ModelConfig
 from hearsay.train.errors import ConfigError
 
@@ -73,6 +73,9 @@ class TrainConfig:
     seed: int = 0  # every random stream derives from this
     stream_records_max: int = 20000  # realised-stream clips kept for the shortcut AUCs
     rate_tol: float = 0.02  # allowed augmentation-rate gap between classes (+ 4 s.e.)
+    # the layer-weight readout's "concentrated at the top" rule (hearsay.layer_weights):
+    # {"top_k", "min_share", "advise_keep"}; its verdict is in run_meta "layer_weights"
+    layer_rule: dict = field(default_factory=lambda: dict(layer_weights.DEFAULT_RULE))
     # the per-step log (stdout + RUN_DIR/train_log.csv): a line every log_every optimiser steps
     # or log_every_s seconds, whichever comes first (0 = that trigger off; both 0 = no log)
     log_every: int = 50
@@ -91,6 +94,7 @@ class TrainConfig:
         elif self.source_mix not in ("proportional", "equal"):
             raise ValueError(f"source_mix={self.source_mix!r}: use proportional, equal or a "
                              'table of shares {"bonafide": {SOURCE: SHARE, ...}, "spoof": {...}}')
+        layer_weights.LayerRule.from_dict(self.layer_rule)  # ValueError naming the key
         if not 0 < self.share_tol < 1:
             raise ValueError(f"share_tol={self.share_tol}: a share gap in (0, 1), e.g. 0.02")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from hearsay import audio, augment, run_dir
+from hearsay import audio, augment, crops, layer_weights, run_dir
 from hearsay import store as stores
 from hearsay.augment import gpu as augment_gpu
 from hearsay.files import write_json
@@ -114,6 +114,7 @@ def _micro_batch(r: TrainRun, batch: dict, group_n: int, last: bool) -> torch.Te
     if tc.gpu_augment:  # augment_gpu: the numpy path's render + finish, batched
         iv = augment_gpu.train_batch(iv, am, batch["names"], batch["params"])
         r.stream.offer(iv, batch)  # a non-blocking copy; its records on their own thread
+    iv, am = _cut_padding(r, batch, iv, am)
     sync = r.model.no_sync() if r.ddp and not last else contextlib.nullcontext()
     with sync:
         with r.amp():
@@ -123,6 +124,21 @@ def _micro_batch(r: TrainRun, batch: dict, group_n: int, last: bool) -> torch.Te
         (loss / group_n).backward()
     _tally(r, batch)
     return loss.detach()
+
+
+def _cut_padding(r: TrainRun, batch: dict, iv: torch.Tensor, am: torch.Tensor):
+    """(B, T) -> (B, T_cut): the smallest crop bucket holding the batch's longest valid clip
+    (hearsay.crops.cut_samples; the longest length is read on the host, no device wait). Cut
+    after augmentation and the stream records, so they see the batch as drawn. Counts the
+    computed audio and the distinct batch shapes (one compiled graph each) into run_meta."""
+    n = crops.cut_samples(int(batch["lengths"].max()), iv.shape[1], r.ctx.crop.buckets_s)
+    iv, am = iv[:, :n], am[:, :n]
+    r.meta["computed_audio_s"] = r.meta.get("computed_audio_s", 0.0) + \
+        iv.shape[0] * n / audio.SAMPLE_RATE
+    shapes = r.meta.setdefault("batch_shapes", [])
+    if list(iv.shape) not in shapes:
+        shapes.append(list(iv.shape))
+    return iv, am
 
 
 def _tally(r: TrainRun, batch: dict) -> None:
@@ -215,13 +231,24 @@ def _end_epoch(r: TrainRun, epoch: int) -> None:
     r.meta["rate_balance"] = r.rate_log.check_balanced(r.tc.rate_tol)
     shares.check_realised(r.tc, r.rate_log, r.meta)  # run_meta "source_mix"; exit 11 on drift
     r.meta["epochs"] = epoch
+    r.meta["layer_weights"] = layer_weights.readout(r.det, r.tc.layer_rule)
     rng = all_rank_rng(r.device, r.det.generator, r.ddp, r.world)  # every rank takes part
     logs = _all_rank_logs(r)  # a collective too
     if r.rank == 0:
         _checkpoint(r, epoch, rng, logs)
     r.meta["throughput"] = {"clips_per_s": r.clips / max(r.t_loop, 1e-9),
-                            "audio_s_per_s": r.audio_s / max(r.t_loop, 1e-9)}
+                            "audio_s_per_s": r.audio_s / max(r.t_loop, 1e-9),
+                            **_padding_share(r)}
     _write_meta(r)  # rank 0 writes it; the others keep their own progress in r.meta
+
+
+def _padding_share(r: TrainRun) -> dict:
+    """This run's valid vs computed audio (s, this rank, since start or resume) and the shapes
+    the model was fed: valid_share 1 = no compute on padding."""
+    computed = r.meta.get("computed_audio_s", 0.0)
+    return {"valid_audio_s": round(r.audio_s, 3), "computed_audio_s": round(computed, 3),
+            "valid_share": round(r.audio_s / computed, 4) if computed else None,
+            "batch_shapes": len(r.meta.get("batch_shapes", []))}
 
 
 def _all_rank_logs(r: TrainRun) -> list[dict]:

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from hearsay import augment, crops, run_dir
+from hearsay import augment, crops, layer_weights, run_dir
 from hearsay import store as stores
 from hearsay.bundle import Bundle
 from hearsay.files import write_json
@@ -43,7 +43,7 @@ from hearsay.train.data import (
     plan_job,
 )
 from hearsay.train.errors import ConfigError, ResumeRefused
-from hearsay.train.step import optimizer_groups, rank_rng, set_rng_state
+from hearsay.train.step import compile_forward, optimizer_groups, rank_rng, set_rng_state
 
 ROW_COLUMNS = ["id", "flac", "label", "source", "codec_ids", "duration"]  # what workers read
 
@@ -211,7 +211,7 @@ def _model(tc: TrainConfig, mc, device: torch.device, rank: int, local_rank: int
 
         model = DistributedDataParallel(det, device_ids=None if cpu else [local_rank])
     return ModelParts(det=det, base_sha=base_sha, opt=opt, trainable=trainable, model=model,
-                      fwd=torch.compile(model) if tc.compile and not cpu else model,
+                      fwd=compile_forward(model) if tc.compile and not cpu else model,
                       use_amp=device.type == "cuda" and tc.bf16)
 
 
@@ -267,6 +267,7 @@ def _run_meta(r: TrainRun, data: JobData, resume: bool) -> dict:
             "quotas": r.sampler.state(0)["quotas"], "crop_cap_s": data.cap_s,
             "sources_without_quota": r.sampler.without_quota,
             "family_exclusion": data.family_exclusion,
+            "trainable_backbone_params": layer_weights.trainable_backbone_params(r.det),
             "tripwire": ("off (config)" if tc.tripwire_auc is None else
                          "not applicable: the full model has no validation split"
                          if r.val_rows is None else f"abort when AUC <= {tc.tripwire_auc}"),

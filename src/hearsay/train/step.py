@@ -46,6 +46,23 @@ def optimizer_groups(det: Detector, tc: TrainConfig) -> list[dict]:
     return groups
 
 
+# graphs torch.compile may keep per compiled function: the crop buckets (9) x batch sizes (a
+# trailing short batch) fit well under it; past it dynamo falls back to eager, silently slow
+COMPILE_GRAPH_LIMIT = 64
+
+
+def compile_forward(model: torch.nn.Module) -> torch.nn.Module:
+    """torch.compile with static shapes: one graph per (B, T) the crop buckets make (counted in
+    run_meta's throughput.batch_shapes). Dynamic sizes are not used: on CUDA, inductor's code
+    for the 12-layer model under symbolic sizes failed at run time (a reshape in a workspace
+    reduction), while the buckets bound the static graphs to a handful."""
+    import torch._dynamo
+
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit,
+                                               COMPILE_GRAPH_LIMIT)
+    return torch.compile(model, dynamic=False)
+
+
 def clip_gradients(params: list[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
     """The global grad norm before clipping (a 0-dim tensor on the device, checked for
     finiteness by the caller); the gradients are scaled down to `max_norm` when over it.

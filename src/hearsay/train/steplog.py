@@ -18,9 +18,10 @@ the means over the steps whose values have landed on the host since the previous
 reads them a step late: hearsay.train.step.check_pending); lr_* are the learning rates the
 optimiser used at this step (the backbone's top kept layer and the head; empty when the backbone
 is frozen); clips_per_s and audio_s_per_s count every GPU's clips over the wall time since the
-previous line (validation and checkpoints included); padded_share is the share of the batches'
-samples that are padding; gpu_mem_gib the peak allocated on this GPU (empty on the CPU); eta_s
-the remaining steps at this run's mean wall time per step so far.
+previous line (validation and checkpoints included); padded_share is the share of the samples
+the model computed that are padding (after the loop's padding cut); gpu_mem_gib the peak
+allocated on this GPU (empty on the CPU); eta_s the remaining steps at this run's mean wall time
+per step so far.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class StepLog:
         self.n_loss = len(r.hist["loss"])
         self.n_norm = len(r.hist.get("grad_norm", []))
         self.valid = self.samples = 0  # samples since the previous line (host ints)
+        self.computed_last = _computed(r)
 
     def batch(self, batch: dict) -> None:
         """A micro-batch's valid and total samples (the padded share's parts)."""
@@ -89,19 +91,27 @@ class StepLog:
         self.n_loss, self.n_norm = len(r.hist["loss"]), len(r.hist.get("grad_norm", []))
         lr_backbone, lr_head = step_lrs(r.opt)
         dt = max(now - self.t_last, 1e-9)
+        # padding: of the samples the model computed (after the loop's padding cut, when it
+        # makes one: run_meta "computed_audio_s"), else of the loader's batches
+        computed = _computed(r) - self.computed_last
+        if computed > 0:
+            padded = max(0.0, 1 - (r.audio_s - self.audio_last) / computed)
+        else:
+            padded = 1 - self.valid / self.samples if self.samples else None
         per_step = (now - self.t_first) / max(r.step - self.step_first, 1)
         row = {"step": r.step, "total_steps": r.total_steps, "epoch": epoch,
                "epochs": r.tc.epochs, "loss": _mean(losses), "lr_backbone": lr_backbone,
                "lr_head": lr_head, "grad_norm": _mean(norms),
                "clips_per_s": (r.clips - self.clips_last) * self.world / dt,
                "audio_s_per_s": (r.audio_s - self.audio_last) * self.world / dt,
-               "padded_share": 1 - self.valid / self.samples if self.samples else None,
+               "padded_share": padded,
                "gpu_mem_gib": (torch.cuda.max_memory_allocated(self.device) / 2**30
                                if self.device.type == "cuda" else None),
                "eta_s": per_step * (r.total_steps - r.step),
                "wall_s": now - r.t_start,
                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))}  # not a column
         self.t_last, self.clips_last, self.audio_last = now, r.clips, r.audio_s
+        self.computed_last = _computed(r)
         self.valid = self.samples = 0
         return row
 
@@ -151,6 +161,11 @@ def format_line(row: dict) -> str:
         parts.append(f"gpu_mem {row['gpu_mem_gib']:.1f} GiB")
     parts.append(f"eta {duration(row['eta_s'])}")
     return " ".join(parts)
+
+
+def _computed(r) -> float:
+    """Audio seconds the model computed so far (run_meta "computed_audio_s"; 0 without it)."""
+    return getattr(r, "meta", {}).get("computed_audio_s", 0.0)
 
 
 def _mean(xs: list) -> float | None:
