@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: runner/status.sh [--why JOB]
+# Usage: runner/status.sh [[--why] JOB]
 # Summary: every job at a glance: generation, state, instance, age, spend so far (local records only)
 #
 # Spend = $/h x hours since creation (the ledger has the confirmed figure once destroyed). Reads
@@ -8,8 +8,11 @@
 #   --why JOB   read the store instead: the job's last STATUS line and, after a FAIL, the REASON its
 #               box left (the failing step, the trainer's exit code and last lines), so why a job
 #               failed is known after the box is gone; and its trainer's last validation readout
-#               (READOUT: minDCF at pi 0.3, EER, AUC; for the pilot, fold 4) from its run folder,
-#               that of the record's bundle + config (or RUNNER_BUNDLE_META + RUNNER_TRAIN_CONFIG)
+#               (READOUT: minDCF at pi 0.3, EER, AUC; for the pilot, fold 4) and the latest line of its
+#               per-step log (PROGRESS: step/total, epoch, loss, LRs, grad norm, throughput, ETA, when)
+#               from its run folder, that of the record's bundle + config (or RUNNER_BUNDLE_META +
+#               RUNNER_TRAIN_CONFIG); the trainer pushes both with its readouts and checkpoints
+#   JOB         the same as --why JOB (how far a running box is)
 #
 # Exit codes: 0 printed; 2 usage; 3 (--why) the store has no STATUS for JOB or cannot be read.
 set -euo pipefail
@@ -20,7 +23,9 @@ export RUNNER_SCRIPT=status
 . "$RUNNER_ROOT/lib/state.sh"
 case ${1:-} in
   -h | --help) usage_from "$0"; exit 0 ;;
-  --why)
+  --why | [!-]*)
+    [ "$1" != --why ] || shift
+    set -- "" "${1:-}"   # the job is $2, as in `--why JOB`
     # shellcheck source=runner/lib/guard.sh
     . "$RUNNER_ROOT/lib/guard.sh"
     # shellcheck source=runner/lib/store.sh
@@ -38,13 +43,16 @@ case ${1:-} in
     b=$(rec_get "$2" bundle_sha) c=$(rec_get "$2" config_hash)
     [ -n "$b" ] || b=$(jq -r '.tree_sha // empty' "$RUNNER_BUNDLE_META" 2>/dev/null || true)
     [ -n "$c" ] || c=$(sha256_file "$RUNNER_TRAIN_CONFIG" 2>/dev/null || true)
-    readout=""
+    readout="" progress=""
     if [ -n "$b" ] && [ -n "$c" ] && rp=$(store_run_path "$2" "$b" "$c"); then
       # shellcheck disable=SC2086
       readout=$(RCLONE_CONFIG="$RUNNER_RCLONE_CONF" $RUNNER_RCLONE cat "$rp/readout.json" </dev/null 2>/dev/null) || readout=""
+      # shellcheck disable=SC2086
+      progress=$(RCLONE_CONFIG="$RUNNER_RCLONE_CONF" $RUNNER_RCLONE cat "$rp/progress.json" </dev/null 2>/dev/null) || progress=""
     fi
     [ -z "$readout" ] || printf '%s\n' "$readout" | jq -r 'def r: if type == "number" then . * 10000 | round / 10000 else . end;
         "READOUT epoch \(.epoch) step \(.step)\(if .epoch_end then " (epoch end)" else "" end): minDCF(pi \(.pi)) \(.min_dcf | r) EER \(.eer | r) AUC \(.auc | r) on \(.n) validation clips"' 2>/dev/null || true
+    [ -z "$progress" ] || printf '%s\n' "$progress" | jq -r '"PROGRESS \(.line | sub("^hearsay train: "; "")) (at \(.at))"' 2>/dev/null || true
     exit 0 ;;
   '') ;;
   *) die 2 "unknown argument: $1" "see runner/status.sh --help" ;;

@@ -55,8 +55,8 @@ models/<stamp>/ can be the next campaign's --bar.
 "ablation" and the report's recipe-comparison section, as the record of why this recipe.
 
 Exit codes: 0 assembled (a failed gate is a valid, recorded outcome: see meta.json "gate"),
-2 usage, 3 bad input (missing bundle/run/file), 4 the pin file or a pinned run was refused,
-5 a check F1-F6 failed on the written files.
+2 usage (also a --device this machine lacks), 3 bad input (missing bundle/run/file), 4 the pin
+file or a pinned run was refused, 5 a check F1-F6 failed on the written files.
 """
 
 from __future__ import annotations
@@ -350,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.bar2 is not None and args.bar is None:
         ap.error("--bar2 needs --bar (the first bar is the one that gates)")
     bars = [b for b in (args.bar, args.bar2) if b is not None]
+    if (why := scoring.device_problem(args.device)) is not None:
+        print(f"hearsay assemble: {why}", file=sys.stderr)
+        return EXIT_USAGE
     from hearsay import report
 
     try:

@@ -22,6 +22,7 @@ import numpy as np
 from hearsay import metrics, protocol, run_dir, score_file
 from hearsay import score as scoring
 from hearsay.metrics import PI_OF_RECORD
+from hearsay.progress import Progress
 
 
 def class_counts(df, key) -> dict:
@@ -130,9 +131,11 @@ def score_holdout_variant(bundle, run: Path, variant: str, cfg=None):
     wfile = run_dir.weights_of(Path(run))
     det, _ = load_detector(wfile.parent, device=cfg.device)
     logits = np.full(len(waves), np.nan)
-    for batch in scoring.length_batches([len(w) for w in waves], cfg):
-        logits[batch] = scoring.run_model(det, [waves[i] for i in batch], cfg.device,
-                                           cfg.precision)
+    with Progress(len(waves), desc="scoring (test lengths)", unit="clip") as bar:
+        for batch in scoring.length_batches([len(w) for w in waves], cfg):
+            logits[batch] = scoring.run_model(det, [waves[i] for i in batch], cfg.device,
+                                               cfg.precision)
+            bar.update(len(batch))
     import pandas as pd
 
     out = pd.DataFrame({"path": rows["path"].astype(str).to_numpy(),

@@ -6,6 +6,8 @@ spelled once: every stage that reads or writes a run goes through these names.
       run_meta.json           job, fold, bundle, steps, history, complete  meta_path(run)
       state.json              resume state (rank logs, RNG)
       readout.json            the last validation readout (what `runner/status.sh --why` shows)
+      train_log.csv           the per-step log's rows (hearsay.train.steplog)
+      progress.json           its latest line (what `runner/status.sh JOB` shows)
       checkpoints/epoch_NNNN/ model.safetensors, optimizer.safetensors,    checkpoint_dir(run, n)
                               state.json (the sha256 of both)
       final/                  model.safetensors + config.json              final_dir(run)
@@ -29,6 +31,8 @@ CONFIG = "config.json"
 META = "run_meta.json"
 STATE = "state.json"
 READOUT = "readout.json"
+TRAIN_LOG = "train_log.csv"  # the per-step log (hearsay.train.steplog)
+PROGRESS = "progress.json"  # the per-step log's latest line
 CHECKPOINTS = "checkpoints"
 FINAL = "final"
 WEIGHTS = "model.safetensors"   # inside final/ and inside every checkpoint

@@ -36,9 +36,9 @@ Output CSV (hearsay.score_file): path, fold, split, score, logit (+ augmentation
 `<csv>.meta.json` records the run identity (job, fold, config hash, weights sha256), bundle
 tree-sha, split, fold, max_s and aug_seed: `hearsay assemble` checks it before reusing the file.
 
-Exit codes: 0 written, 2 usage, 3 bad input (bundle, run or clip unreadable), 4 refused (bundle
-tree-sha differs from the run's, inner_oof rows asked of a model that trained on them, or an extra
-row reached the table).
+Exit codes: 0 written, 2 usage (also a --device this machine lacks), 3 bad input (bundle, run or
+clip unreadable), 4 refused (bundle tree-sha differs from the run's, inner_oof rows asked of a
+model that trained on them, or an extra row reached the table).
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from hearsay import audio, run_dir, score_file
+from hearsay.progress import Progress, track
 from hearsay.protocol import N_FOLDS, SPLITS, split_rows
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
@@ -90,6 +91,28 @@ class ScoreConfig:
 
 
 # --------------------------------------------------------------------------- rows
+
+
+def device_problem(device: str) -> str | None:
+    """Why `device` cannot score on this machine (a usage error, exit 2), or None: not a torch
+    device, not cpu/cuda, or CUDA asked where none is visible (or not that many GPUs)."""
+    import torch
+
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        return f"--device {device!r} is not a device ({err}); use cpu or cuda[:N]"
+    if d.type == "cpu":
+        return None
+    if d.type != "cuda":
+        return f"--device {device}: only cpu and cuda[:N] score here"
+    if not torch.cuda.is_available():
+        return (f"--device {device}: no CUDA device is visible on this machine "
+                "(torch.cuda.is_available() is False); use --device cpu")
+    if d.index is not None and d.index >= torch.cuda.device_count():
+        return (f"--device {device}: this machine has {torch.cuda.device_count()} CUDA "
+                f"device(s) (cuda:0..cuda:{torch.cuda.device_count() - 1})")
+    return None
 
 
 def check_protocol(meta: dict, bundle_sha: str, split: str, fold: int | None) -> None:
@@ -213,11 +236,13 @@ def score_rows(det, root: Path, rows, augs: list[str], cfg: ScoreConfig,
     logits = np.full(len(recs), np.nan)
     batches = length_batches(lengths, cfg)
     jobs = [(root, [recs[i] for i in b], [augs[i] for i in b], cfg) for b in batches]
-    try:
-        for batch, waves in zip(batches, prepared(jobs, workers), strict=True):
-            logits[batch] = run_model(det, waves, cfg.device, cfg.precision)
-    except audio.AudioError as err:
-        raise ScoreError(f"bundle clip unreadable: {err} (rebuild the bundle)") from None
+    with Progress(len(recs), desc="scoring", unit="clip") as bar:
+        try:
+            for batch, waves in zip(batches, prepared(jobs, workers), strict=True):
+                logits[batch] = run_model(det, waves, cfg.device, cfg.precision)
+                bar.update(len(batch))
+        except audio.AudioError as err:
+            raise ScoreError(f"bundle clip unreadable: {err} (rebuild the bundle)") from None
     return logits
 
 
@@ -260,7 +285,8 @@ def score_windows(det, root: Path, recs: list, augs: list[str], cfg: ScoreConfig
     """(max logit, window count, mean logit) per row, each (N,); windows batched by max_batch
     (windows of one clip are at most max_s long, so a batch stays under its budget)."""
     best, count, mean = (np.full(len(recs), np.nan) for _ in range(3))
-    for i, (rec, aug) in enumerate(zip(recs, augs, strict=True)):
+    for i, (rec, aug) in enumerate(track(zip(recs, augs, strict=True), total=len(recs),
+                                         desc="scoring (windows)", unit="clip")):
         try:
             waves = window_inputs(root, rec, aug, cfg)
         except audio.AudioError as err:
@@ -359,6 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     ap.add_argument("-o", "--out", type=Path, required=True, help="output CSV")
     args = ap.parse_args(argv)
+    if (why := device_problem(args.device)) is not None:
+        print(f"hearsay score: {why}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         cfg = ScoreConfig(max_s=args.max_s, aug_seed=args.aug_seed, device=args.device,
                           hop_s=args.hop_s)

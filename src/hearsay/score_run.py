@@ -27,7 +27,8 @@ again on the laptop when that is wanted.
 --parity-clips N (full run): also write full_parity_logits.json, the model's logits on N test
 clips in this precision, for parity B on the laptop (hearsay.export.parity_box).
 
-Exit codes: 0 written (or kept), 2 usage, 3 bad input (bundle, run or clip unreadable),
+Exit codes: 0 written (or kept), 2 usage (also a --device, or with auto the trainer's GPU, that
+this machine lacks), 3 bad input (bundle, run or clip unreadable),
 4 refused (bundle tree-sha differs from the run's, or a protocol violation: hearsay score's).
 """
 
@@ -151,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         meta = run_dir.find_meta(args.run)
         key = key_of(meta)
         cfg = trainer_config(args.run, args.device)
+        if (why := scoring.device_problem(cfg.device)) is not None:
+            print(f"hearsay score-run: {why}", file=sys.stderr)
+            return EXIT_USAGE
         bundle = scoring.load_bundle(args.bundle)
         weights = sha256_file(run_dir.weights_of(args.run))
         workers = args.workers if args.workers is not None else feeding_workers(cfg.device)

@@ -95,3 +95,20 @@ pilot_meta() {
   [ "$status" -eq 0 ]
   [ "${lines[1]}" = "READOUT epoch 2 step 8 (epoch end): minDCF(pi 0.3) 0.41 EER 0.2 AUC 0.8123 on 40 validation clips" ]
 }
+
+@test "status JOB shows a running job's latest per-step log line beside its readout" {
+  put_status pilot "g-9 RUNNING 1764460000"
+  d=$W/bucket/hearsay/runs/pilot/$BUNDLE_SHA/$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)
+  mkdir -p "$d"
+  echo '{"job": "pilot", "fold": null, "step": 8, "epoch": 2, "epoch_end": true, "auc": 0.8, "eer": 0.2, "min_dcf": 0.41, "pi": 0.3, "n": 40}' >"$d/readout.json"
+  echo '{"job": "pilot", "step": 120, "at": "2026-12-04T15:20:00Z", "line": "hearsay train: step 120/1000 epoch 1/4 loss 0.4123 eta 1h02m"}' >"$d/progress.json"
+  run "$REPO/runner/status.sh" pilot
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "STATUS g-9 RUNNING 1764460000" ]
+  [[ "${lines[1]}" == "READOUT epoch 2 step 8 (epoch end): "* ]]
+  [ "${lines[2]}" = "PROGRESS step 120/1000 epoch 1/4 loss 0.4123 eta 1h02m (at 2026-12-04T15:20:00Z)" ]
+  run "$REPO/runner/status.sh" --why pilot   # the same read
+  [ "${lines[2]}" = "PROGRESS step 120/1000 epoch 1/4 loss 0.4123 eta 1h02m (at 2026-12-04T15:20:00Z)" ]
+  run "$REPO/runner/status.sh" --why
+  [ "$status" -eq 2 ]
+}

@@ -33,5 +33,5 @@ setup() {
   [ "$status" -eq 0 ]
   [ "${#lines[@]}" -eq 1 ]
   run "$REPO/runner/status.sh" --help
-  [ "${lines[0]}" = "Usage: runner/status.sh [--why JOB]" ]
+  [ "${lines[0]}" = "Usage: runner/status.sh [[--why] JOB]" ]
 }

@@ -52,7 +52,7 @@ def _one_optimiser_step(grad_clip: float):
                               ddp=False, pending=[], hist={"loss": [], "lr": []}, step=0,
                               total_steps=10, opt=opt, step_t=[], t_start=time.time())
     loop._optimiser_step(r, 0, loss.detach(), 1)
-    lr = 0.1 * r.hist["lr"][0]
+    lr = r.hist["lr"][0]  # the real LR of the step
     update = [(b - p.detach()) / lr for b, p in zip(before, params, strict=True)]
     return grads, update, r.pending[0][0][2].item()
 

@@ -18,6 +18,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from hearsay import progress
+
 COLUMNS = ["path", "duration_s", "score", "logit", "model_sums_sha256", "error",
            "windows", "covered_s", "mean_logit", "peak_start_s", "peak_end_s", "header_s"]
 # A header that declares more (or less) audio than decodes by more than this is reported in the
@@ -205,47 +207,35 @@ def resume_rows(args, model_id: str, window_columns: list[str]
 
 
 class Progress:
-    """Files done on stderr: a tqdm bar on a terminal, else a plain line every `every_s` s."""
+    """Files done on stderr (hearsay.progress: a tqdm bar on a terminal, else a line every
+    `every_s` s with rate and ETA), the failed count and audio seconds as its note."""
 
     def __init__(self, total: int, every_s: float = 30.0, stream=None):
         self.total, self.every_s, self.done, self.failed = total, every_s, 0, 0
         self.short = 0  # rows whose header declares another length than decoded (header_s)
         self.audio_s = 0.0  # trimmed audio seconds scored so far (windowed runs report it)
         self.stream = sys.stderr if stream is None else stream
-        self.start = self.last = time.monotonic()
-        self.bar = None
-        if every_s > 0 and self.stream.isatty():
-            from tqdm import tqdm
+        self.start = time.monotonic()
+        self.bar = progress.Progress(total, desc="hearsay-score", unit="file", every_s=every_s,
+                                     stream=self.stream)
 
-            self.bar = tqdm(total=total, unit="file", file=self.stream, desc="hearsay-score")
+    def _note(self) -> str:
+        audio = f", {self.audio_s:.0f} audio s" if self.audio_s else ""
+        return f"{self.failed} failed{audio}"
 
     def update(self, rows: list[dict]) -> None:
         self.done += len(rows)
         self.failed += sum(1 for r in rows if r["error"])
         self.short += sum(1 for r in rows if r.get("header_s"))
-        if self.bar is not None:
-            self.bar.update(len(rows))
-        else:
-            self._line()
+        self.bar.update(len(rows), note=self._note())
 
     def audio(self, seconds: float) -> None:
         """More audio scored (inside a long file, before its row is done)."""
         self.audio_s += seconds
-        if self.bar is not None:
-            self.bar.set_postfix_str(f"{self.audio_s:.0f} audio s", refresh=True)
-        else:
-            self._line()
-
-    def _line(self) -> None:
-        if self.every_s > 0 and time.monotonic() - self.last >= self.every_s:
-            self.last = time.monotonic()
-            audio = f", {self.audio_s:.0f} audio s" if self.audio_s else ""
-            print(f"hearsay-score: {self.done}/{self.total} files ({self.failed} failed){audio}, "
-                  f"{self.last - self.start:.0f} s", file=self.stream, flush=True)
+        self.bar.update(0, note=self._note())
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+        self.bar.close()
 
     def summary(self, skipped: dict[str, int]) -> str:
         """'S/N scored, F failed, K skipped (k1 not audio, k2 hidden, ...)[, H header_s], T s'."""

@@ -55,6 +55,7 @@ from hearsay.audio import BAND_LIMIT_HZ, SAMPLE_RATE, TRIM_TOP_DB
 from hearsay.export import probe
 from hearsay.export.quantize import QuantGate, quantize_int8
 from hearsay.hashing import sha256_file
+from hearsay.progress import Progress
 
 EXIT_OK, EXIT_PARITY, EXIT_USAGE, EXIT_CHECKPOINT = 0, 1, 2, 3
 EXPORTERS = ("torchscript", "dynamo")
@@ -154,9 +155,12 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
     # 1-2. export, then parity A; keep the first exporter that passes.
     order = EXPORTERS if cfg.exporter == "auto" else (cfg.exporter,)
     attempts, chosen, report_a = [], None, None
+    bar = Progress(None, desc="hearsay export", unit="stage")  # a line as each stage starts
     for exporter in order:
         try:
+            bar.stage(f"export ({exporter})")
             export_onnx(model, out / model_dir.ONNX, exporter, cfg.opset)
+            bar.stage(f"parity A ({exporter}, {len(waves)} clips)")
             report_a = probe.parity_a(model, out / model_dir.ONNX, waves, cfg.parity_tol,
                                        windows)
         except Exception as err:  # noqa: BLE001 - an exporter that crashes is a failed attempt
@@ -170,6 +174,7 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
             break
     fusion = None
     if chosen == "torchscript" and cfg.fuse:  # 2b. the fusable export follows TorchScript's
+        bar.stage("fused export + parity A")
         fusion = fuse_export(model, out, waves, windows, cfg.parity_tol)
         if fusion["used"]:
             report_a = fusion["parity_a"]
@@ -181,6 +186,7 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
     shipped = [model_dir.ONNX, model_dir.FRONT_END]  # what makes a score: the identity
     # 3. int8, gated against ORT fp32 (no torch needed: both sides are onnxruntime).
     if chosen and cfg.int8:
+        bar.stage("int8 recipes + gate")
         try:
             int8 = quantize_int8(out / model_dir.ONNX, out / model_dir.INT8, cfg.gate, front,
                                  np.random.default_rng(cfg.seed + 1),
@@ -193,6 +199,7 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
         else:
             (out / model_dir.INT8).unlink(missing_ok=True)
     # 4. parity.json (the record, not listed), then the manifest over every shipped file.
+    bar.close()
     model_dir.write_parity(out, report)
     if chosen:
         model_dir.write_sums(out, shipped)

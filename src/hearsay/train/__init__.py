@@ -27,14 +27,23 @@ records are made on their own thread, hearsay.train.records). Each rank seeds it
 seed + rank and resumes with its own rate log and losses. Under torchrun each rank
 binds its GPU (LOCAL_RANK) and every collective runs on it (NCCL).
 
-Config: `--config FILE.json` = {"train": {…}, "model": {…}, "crop": {…}, "augment": {…}};
-unknown keys are errors; the resolved config is RUN_DIR/config.json and its sha256 (canonical
-JSON) is the config hash that --resume must match. `--resume` continues from the store's latest
+Progress: rank 0 prints a line every `train.log_every` optimiser steps or `train.log_every_s`
+seconds (and at the first and last step): step/total, epoch, loss (mean since the last line), the
+learning rates of the top backbone layer and the head, grad norm, clips/s and valid audio-s/s
+over every GPU, padded share, GPU memory, ETA; the same rows go to RUN_DIR/train_log.csv and the
+latest to RUN_DIR/progress.json, pushed with the readouts and checkpoints (hearsay.train.steplog).
+
+Config: `--config FILE.json` = {"train": {…}, "model": {…}, "crop": {…}, "augment": {…}}, then
+each `--set SECTION.KEY=VALUE` over it (VALUE read as JSON: 5e-4, false, null, [1, 2]); every
+value is checked for its type and range before any work (a string is not a number, "false" is
+not a boolean: exit 2 naming the key), unknown keys are errors with the nearest known key; the
+resolved config is RUN_DIR/config.json and its sha256 (canonical JSON) is the config hash
+that --resume must match. `--resume` continues from the store's latest
 complete checkpoint and refuses when there is none; `--resume auto` (what a rented box runs)
 starts fresh when the store holds no complete checkpoint and continues otherwise.
-`--check-config` only loads and resolves the config exactly as a run would (same flags, same code),
-prints its config hash and exits 0, or 2 with the run's own message; no bundle, device or store
-is touched (runner/launch.sh runs it on the laptop before renting a box).
+`--check-config` only loads, type-checks and resolves the config exactly as a run would (same
+flags, same code), prints its config hash and exits 0, or 2 with the run's own message; no
+bundle, device or store is touched (runner/launch.sh runs it on the laptop before renting a box).
 
 Source mix: `train.source_mix` "proportional" (default), "equal", or a table of shares per class
 {"bonafide": {SOURCE: SHARE, ...}, "spoof": {...}} naming every training source of that class,
@@ -44,8 +53,9 @@ per class are in run_meta "source_mix" at each epoch end; a table's are held wit
 
 Store retries: 3, the n-th after n x $HEARSAY_STORE_BACKOFF_S seconds (default 5).
 
-Exit codes: 0 run complete; 1 unexpected error; 2 usage or config error; 3 device refused (no
-CUDA and no --cpu-smoke); 4 non-finite loss or gradient norm; 5 AUC-direction tripwire
+Exit codes: 0 run complete; 1 unexpected error; 2 usage, config or input error (a config file
+missing, not JSON or with a bad value; a --bundle that is not a built, intact bundle); 3 device
+refused (no CUDA and no --cpu-smoke); 4 non-finite loss or gradient norm; 5 AUC-direction tripwire
 (validation AUC <= tripwire_auc); 6 store push/pull failed after retries; 7 resume refused
 (different bundle tree-sha, config hash or world size, no checkpoint, or a non-empty RUN_DIR
 without --resume); 8 pretrained weights refused (missing or sha256 not the pin); 9 augmentation
@@ -175,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu-smoke", action="store_true",
                     help="tiny random-init model on the CPU (tests, demo): no CUDA needed")
     ap.add_argument("--config", type=Path, help="JSON overrides {train, model, crop, augment}")
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="override one config key over --config (repeatable; VALUE as JSON, "
+                         "e.g. --set train.lr_head=5e-4 --set train.bf16=false); recorded in "
+                         "the resolved config and its hash")
     ap.add_argument("--no-verify-bundle", action="store_true",
                     help="trust bundle_meta.json's tree-sha instead of re-hashing every file")
     ap.add_argument("--check-config", action="store_true",
@@ -186,8 +200,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.bundle is None or args.out is None:
         ap.error("--bundle and --out are required to train (only --check-config goes without)")
     from hearsay.bundle import BundleError
-    try:
+    try:  # the config first: a bad one is refused before any bundle, device or store work
         resolved = _load_config(args, name)
+    except (TrainError, json.JSONDecodeError, OSError) as err:
+        print(f"hearsay train: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
         resume = args.resume == "yes" or (args.resume == "auto" and stores.open_store(
             args.store, args.out).latest_checkpoint() is not None)
         meta = run(resolved, args.bundle, args.out, store_uri=args.store, resume=resume,
@@ -205,7 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     except augment.AugmentRateError as err:
         print(f"hearsay train: {err}", file=sys.stderr)
         return EXIT_RATES
-    except (json.JSONDecodeError, OSError, BundleError) as err:
+    except BundleError as err:  # not a (built) bundle: the message names the command to build it
+        print(f"hearsay train: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except (json.JSONDecodeError, OSError) as err:
         print(f"hearsay train: {err}", file=sys.stderr)
         return EXIT_ERROR
     print(f"hearsay train: complete: {meta['steps']} optimiser steps, {meta['epochs']} epochs "
@@ -217,7 +238,8 @@ def _load_config(args: argparse.Namespace, name: str) -> dict:
     """The resolved config of this command line: --config's JSON over the presets (ConfigError,
     json.JSONDecodeError, OSError)."""
     overrides = json.loads(args.config.read_text()) if args.config else None
-    return resolve_config(name, args.fold, overrides=overrides, cpu_smoke=args.cpu_smoke)
+    return resolve_config(name, args.fold, overrides=overrides, cpu_smoke=args.cpu_smoke,
+                          sets=args.set)
 
 
 def _check_config(args: argparse.Namespace, name: str) -> int:

@@ -17,9 +17,11 @@ import hashlib
 import json
 import platform
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import torch
+from annotated_types import Ge, Gt, Le, Lt
 
 from hearsay import augment, config, crops, layer_weights
 from hearsay.model import ModelConfig
@@ -29,6 +31,17 @@ from hearsay.train.errors import ConfigError
 @dataclass(frozen=True)
 class TrainConfig:
     """Optimisation and loop settings (units in the comments)."""
+
+    # value ranges, checked with the types before any work (hearsay.config.from_dict)
+    RANGES: ClassVar[dict] = {
+        "epochs": (Ge(1),), "batch_size": (Ge(2),), "grad_accum": (Ge(1),),
+        "batches_per_epoch": (Ge(0),), "lr_backbone": (Ge(0),), "layer_decay": (Gt(0), Le(1)),
+        "lr_head": (Gt(0),), "weight_decay": (Ge(0),), "warmup_frac": (Ge(0), Le(1)),
+        "lr_floor": (Ge(0), Le(1)), "label_smoothing": (Ge(0), Lt(1)), "max_crop_s": (Ge(0),),
+        "val_every": (Ge(0),), "val_max_s": (Gt(0),), "val_batch": (Ge(1),),
+        "workers": (Ge(0),), "cpu_threads": (Ge(0),), "seed": (Ge(0),),
+        "stream_records_max": (Ge(0),), "rate_tol": (Gt(0),),
+        "log_every": (Ge(0),), "log_every_s": (Ge(0),)}
 
     epochs: int = 4  # passes; the pilot fixes this for the fold and full models
     batch_size: int = 64  # clips per micro-batch per GPU; even: half bona fide, half spoof
@@ -63,6 +76,10 @@ class TrainConfig:
     # the layer-weight readout's "concentrated at the top" rule (hearsay.layer_weights):
     # {"top_k", "min_share", "advise_keep"}; its verdict is in run_meta "layer_weights"
     layer_rule: dict = field(default_factory=lambda: dict(layer_weights.DEFAULT_RULE))
+    # the per-step log (stdout + RUN_DIR/train_log.csv): a line every log_every optimiser steps
+    # or log_every_s seconds, whichever comes first (0 = that trigger off; both 0 = no log)
+    log_every: int = 50
+    log_every_s: float = 60.0
 
     def __post_init__(self):
         if self.batch_size < 2 or self.batch_size % 2:
@@ -131,25 +148,42 @@ def demo_overrides() -> dict:
             "model": {"conv_dim": (32,) * 7}}  # twice the tiny CNN's random channels
 
 
-def _section(cls, d: dict):
-    return cls.from_dict(d) if hasattr(cls, "from_dict") else config.from_dict(cls, d)
+def _section(cls, d: dict, name: str = ""):
+    """The section's dataclass; its keys, types and ranges judged by hearsay.config (messages
+    name `name.key`), then the class's own from_dict where it has one."""
+    cfg = config.from_dict(cls, d, what=name or None)
+    return cls.from_dict(d) if hasattr(cls, "from_dict") else cfg
 
 
 def resolve_config(job: str, fold: int | None, *, overrides: dict | None = None,
-                   cpu_smoke: bool = False) -> dict:
+                   cpu_smoke: bool = False, sets: list[str] | None = None) -> dict:
     """{"job", "fold", "cpu_smoke", "train", "model", "crop", "augment"}, every section resolved
-    to all its fields. Order: code defaults <- cpu-smoke preset <- `overrides` (config file)."""
+    to all its fields, each value checked for type and range (hearsay.config). Order: code
+    defaults <- cpu-smoke preset <- `overrides` (config file) <- `sets` ("train.lr_head=5e-4",
+    the command line's --set), so a --set value is in the resolved config and its hash."""
     layers = [smoke_overrides()] if cpu_smoke else []
     layers.append(overrides or {})
+    try:
+        layers.append(config.parse_sets(sets or [], SECTIONS))
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     merged: dict = {name: {} for name in SECTIONS}
     for layer in layers:
+        if not isinstance(layer, dict):
+            raise ConfigError(f"config: a JSON object {{section: {{key: value}}}} is needed, "
+                              f"not {layer!r}")
         unknown = sorted(set(layer) - set(SECTIONS))
         if unknown:
-            raise ConfigError(f"unknown config sections {unknown} (known: {sorted(SECTIONS)})")
+            raise ConfigError(f"unknown config sections {unknown}"
+                              f"{config.did_you_mean(unknown, SECTIONS)} "
+                              f"(known: {sorted(SECTIONS)})")
         for name, values in layer.items():
+            if not isinstance(values, dict):
+                raise ConfigError(f"config section {name!r} = {values!r}: a JSON object "
+                                  "{KEY: VALUE, ...} is needed")
             merged[name].update(values)
     try:
-        resolved = {name: dataclasses.asdict(_section(cls, merged[name]))
+        resolved = {name: dataclasses.asdict(_section(cls, merged[name], name))
                     for name, cls in SECTIONS.items()}
     except (TypeError, ValueError) as err:
         raise ConfigError(f"config: {err}") from None

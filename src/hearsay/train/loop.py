@@ -34,6 +34,7 @@ from hearsay.train.step import (
     nonfinite_flag,
     queue_step,
 )
+from hearsay.train.steplog import StepLog, step_lrs
 
 # --------------------------------------------------------------------------- the run
 #
@@ -49,6 +50,9 @@ def train_epochs(r: TrainRun, stop_after_epoch: int | None) -> dict:
     An abort (exit 4-6, 9) still writes run_meta.json, with the reason under "aborted"."""
     # the device-augmented batches' stream records, on their own thread (hearsay.train.records)
     r.stream = StreamRecords(r.tc.stream_records_max, r.records, wait=r.device.type != "cuda")
+    r.hist.setdefault("grad_norm", [])  # a checkpoint written before grad norms were kept
+    r.hist.setdefault("lr_backbone", [])
+    r.steplog = StepLog(r)  # stdout + RUN_DIR/train_log.csv every log_every steps / s
     try:
         for epoch in range(r.start_epoch, r.tc.epochs + 1):
             _train_epoch(r, epoch)
@@ -89,10 +93,10 @@ def _train_epoch(r: TrainRun, epoch: int) -> None:
         group_loss = torch.zeros((), device=r.device)
         if tc.val_every and r.step % tc.val_every == 0:
             r.t_loop += time.time() - t0
-            check_pending(r.pending, r.hist["loss"], wait=True)
+            check_pending(r.pending, r.hist["loss"], wait=True, norms=r.hist["grad_norm"])
             _readout(r, epoch, epoch_end=False)
             t0 = time.time()
-    check_pending(r.pending, r.hist["loss"], wait=True)
+    check_pending(r.pending, r.hist["loss"], wait=True, norms=r.hist["grad_norm"])
     r.t_loop += time.time() - t0
 
 
@@ -146,6 +150,8 @@ def _tally(r: TrainRun, batch: dict) -> None:
         r.records.extend(batch["records"][: r.tc.stream_records_max - len(r.records)])
         r.stream.offered = len(r.records)
     r.clips += len(batch["labels"])
+    if getattr(r, "steplog", None) is not None:
+        r.steplog.batch(batch)
     r.audio_s += int(batch["lengths"].numpy().sum()) / audio.SAMPLE_RATE  # host copy
 
 
@@ -154,16 +160,21 @@ def _optimiser_step(r: TrainRun, epoch: int, group_loss: torch.Tensor, group_n: 
     tc = r.tc
     norm = clip_gradients(r.trainable, tc.grad_clip)
     flag = nonfinite_flag(group_loss, norm, r.ddp)
-    check_pending(r.pending, r.hist["loss"])  # the steps whose copies have landed; no wait
+    # the steps whose copies have landed; no wait
+    check_pending(r.pending, r.hist["loss"], norms=r.hist.get("grad_norm"))
     r.pending.append(queue_step(flag, group_loss / group_n, norm, r.step, epoch))
     mult = lr_multiplier(r.step, r.total_steps, tc.warmup_frac, tc.lr_floor)
     for g in r.opt.param_groups:
         g["lr"] = g["base_lr"] * mult
     r.opt.step()
     r.opt.zero_grad(set_to_none=True)
-    r.hist["lr"].append(mult)
+    lr_backbone, lr_head = step_lrs(r.opt)  # the real LRs of this step (not the multiplier)
+    r.hist["lr"].append(lr_head)
+    r.hist.setdefault("lr_backbone", []).append(lr_backbone)
     r.step_t.append(round(time.time() - r.t_start, 4))
     r.step += 1
+    if getattr(r, "steplog", None) is not None:
+        r.steplog.after_step(r, epoch)
 
 
 # --------------------------------------------------------------------------- epoch end, finish
@@ -206,6 +217,9 @@ def _push_readout(r: TrainRun) -> None:
         r.store.push_file(path, run_dir.READOUT)
     except stores.StoreError as err:
         print(f"hearsay train: readout not pushed ({err}); training goes on", file=sys.stderr)
+    if r.steplog is not None:
+        # the per-step log's latest line goes with the readout (its CSV with the checkpoint)
+        r.steplog.push(r.store, with_csv=False)
 
 
 def _end_epoch(r: TrainRun, epoch: int) -> None:
@@ -265,6 +279,8 @@ def _checkpoint(r: TrainRun, epoch: int, rng: dict, logs: list[dict]) -> None:
     local = checkpoint.write_checkpoint(r.out / stores.CKPT_DIR / name, r.det.state_dict(),
                                     r.opt.state_dict(), rng, state)
     r.store.publish_checkpoint(local, epoch)  # folder, then its marker: visible only when whole
+    if r.steplog is not None:
+        r.steplog.push(r.store)  # and the per-step log with it
 
 
 def _write_meta(r: TrainRun, **extra) -> dict:

@@ -96,6 +96,7 @@ class TrainRun:
     step_t: list[float] = field(default_factory=list)  # wall s since start at each step
     pending: list = field(default_factory=list)  # steps queued, not yet read (train_step)
     stream: object = None  # hearsay.train.records.StreamRecords over `records` (the loop's)
+    steplog: object = None  # hearsay.train.steplog.StepLog (the loop's)
 
     def amp(self):
         """The forward pass's autocast context: bf16 on CUDA when configured, off on CPU."""

@@ -107,11 +107,13 @@ def queue_step(flag: torch.Tensor, loss: torch.Tensor, norm: torch.Tensor, step:
     return host, event, step, epoch
 
 
-def check_pending(pending: list, losses: list | None = None, wait: bool = False) -> None:
+def check_pending(pending: list, losses: list | None = None, wait: bool = False,
+                  norms: list | None = None) -> None:
     """Read the queued steps whose copies have landed (host buffers), in order; append each
-    loss to `losses`; raise NonFinite on the first bad step. `wait=True` (readouts, the epoch
-    end) reads them all, waiting for the device; without it a step whose event has not fired
-    stays queued (event.query(): the loop never waits for the device).
+    loss to `losses` and each pre-clip grad norm to `norms`; raise NonFinite on the first bad
+    step. `wait=True` (readouts, the epoch end) reads them all, waiting for the device; without
+    it a step whose event has not fired stays queued (event.query(): the loop never waits for
+    the device).
 
     A bad step's flag is read a step or more later, its update already applied, but the run
     aborts before any checkpoint is written (the epoch end reads every step with wait=True),
@@ -129,6 +131,8 @@ def check_pending(pending: list, losses: list | None = None, wait: bool = False)
                             f"norm {norm}: aborting (lower the LR, check the inputs)")
         if losses is not None:
             losses.append(round(loss, 6))
+        if norms is not None:
+            norms.append(round(norm, 6))
 
 
 def rng_state(device: torch.device, gen: torch.Generator) -> dict[str, torch.Tensor]:
