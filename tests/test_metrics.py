@@ -10,7 +10,7 @@ from scipy.optimize import brentq
 from sklearn.isotonic import IsotonicRegression
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from hearsay import metrics
+from hearsay import metrics, metrics_cli
 
 TOL = 1e-9
 
@@ -165,7 +165,7 @@ def test_cli_json_carries_the_required_fields(tmp_path, capsys):
     scores, key = frames(1)
     scores.to_csv(tmp_path / "s.csv", index=False)
     key.to_csv(tmp_path / "k.csv", index=False)
-    rc = metrics.main([str(tmp_path / "s.csv"), "--key", str(tmp_path / "k.csv"), "--json"])
+    rc = metrics_cli.main([str(tmp_path / "s.csv"), "--key", str(tmp_path / "k.csv"), "--json"])
     assert rc == 0
     doc = json.loads(capsys.readouterr().out)
     for k in ("eer", "min_dcf", "act_dcf", "auc", "cllr", "min_cllr", "n_bonafide", "n_spoof",
@@ -178,13 +178,13 @@ def test_cli_refuses_a_scored_path_missing_from_the_key(tmp_path, capsys):
     scores, key = frames(2)
     scores.to_csv(tmp_path / "s.csv", index=False)
     key.iloc[1:].to_csv(tmp_path / "k.csv", index=False)
-    assert metrics.main([str(tmp_path / "s.csv"), "--key", str(tmp_path / "k.csv")]) == 3
+    assert metrics_cli.main([str(tmp_path / "s.csv"), "--key", str(tmp_path / "k.csv")]) == 3
     assert "not in the key" in capsys.readouterr().err
 
 
 def test_help_states_the_convention(capsys):
     with pytest.raises(SystemExit):
-        metrics.main(["--help"])
+        metrics_cli.main(["--help"])
     text = capsys.readouterr().out
     assert "score high = synthetic" in text and "prior of the synthetic class" in text
     assert "false alarm" in text and "Exit codes" in text

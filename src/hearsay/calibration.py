@@ -49,6 +49,8 @@ def threshold_at_fa_rate(rank, is_spoof, fa_rate: float) -> dict:
     if not 0 <= fa_rate <= 1:
         raise ValueError(f"false-alarm rate {fa_rate} must lie in [0, 1]")
     rank, is_spoof = np.asarray(rank, np.float64), np.asarray(is_spoof, bool)
+    if is_spoof.all() or not is_spoof.any():
+        raise ValueError("a threshold needs both classes (bona fide and synthetic clips)")
     thr, _, p_fa = metrics.operating_points(rank, is_spoof)
     i = int(np.argmax(p_fa <= fa_rate))  # p_fa falls with the threshold; +inf gives 0
     return {**_counts(rank, is_spoof, thr[i]), "target_fa_rate": fa_rate}

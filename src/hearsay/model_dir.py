@@ -10,7 +10,7 @@ once: export, parity and the scorer go through these names.
       front_end.json     hearsay.audio.prepare's arguments + sample_rate, min_s    write_front_end
       thresholds.json    out-of-fold decision thresholds + logit -> LLR            read_thresholds
                          calibration (from the campaign's meta.json; optional)
-      config.json        names the format: inputs, outputs, files, score rule      CONFIG
+      format.json        names the format: inputs, outputs, graphs, score rule     CONFIG
       README.md          the model card (data, recipe, metrics, gate, limits)      CARD
       SHA256SUMS         sha256 of the files above (the ones that make a score     write_sums
                          or a decision, and what describes them);
@@ -40,12 +40,12 @@ ONNX = "model.onnx"
 INT8 = "model.int8.onnx"
 PORTABLE = "model.portable.onnx"  # the unfused graph, when model.onnx holds fused operators
 THRESHOLDS = "thresholds.json"
-CONFIG = "config.json"
+CONFIG = "format.json"  # names the format (not config.json: a checkpoint's config)
 CARD = "README.md"
 FRONT_END = "front_end.json"
 SUMS = "SHA256SUMS"
 PARITY = "parity.json"
-VARIANTS = {"fp32": ONNX, "int8": INT8, "portable": PORTABLE}  # hearsay-score --variant -> the model file
+VARIANTS = {"fp32": ONNX, "int8": INT8, "portable": PORTABLE}  # --variant -> the model file
 PIN = "HEARSAY_MODEL_SUMS_SHA256"  # the identity a deploy image bakes in (environment variable)
 SAMPLE_RATE = 16_000  # Hz: the one rate a front_end.json may name (hearsay.audio.SAMPLE_RATE)
 

@@ -1,4 +1,4 @@
-"""The model folder's description files: thresholds.json, config.json and README.md (the card).
+"""The model folder's description files: thresholds.json, format.json and README.md (the card).
 
     hearsay export onnx runs/full --out export/ --meta models/<stamp>/meta.json
 
@@ -11,7 +11,7 @@ folder's identity: a decision read from thresholds.json is the folder's own).
                    sha256 of the meta.json it was copied from. Written only with --meta; a
                    meta.json of another checkpoint (its full run's weights sha256 is not this
                    checkpoint's) or one without "decision" is refused (MetaError).
-  config.json      names the format: FORMAT, the inputs and output, the front end file, every
+  format.json      names the format: FORMAT, the inputs and output, the front end file, every
                    graph with the operator domains it uses (read from the graph: "portable" =
                    standard ONNX operators only, loadable by any ONNX runtime), the score rule.
   README.md        the model card: data, recipe, metrics with intervals, the gate verdict,
@@ -73,7 +73,7 @@ def graph_domains(path: Path) -> list[str]:
 
 
 def config_file(folder: Path, graphs: list[str], front: dict, has_thresholds: bool) -> dict:
-    """config.json's content: the format and how to call the graphs in `folder`."""
+    """format.json's content: the format and how to call the graphs in `folder`."""
     described = {}
     for name in graphs:
         domains = graph_domains(Path(folder) / name)
@@ -128,7 +128,7 @@ def card(meta: dict | None, config: dict, parity_a: dict | None) -> str:
                            "uses " + ", ".join(x for x in d["domains"] if x)) + ")"
               for g, d in config["graphs"].items()]
     lines = [f"# hearsay speech-deepfake detector{': ' + meta['name'] if meta else ''}", "",
-             f"Format `{FORMAT}` version {FORMAT_VERSION} (config.json). Every file here is "
+             f"Format `{FORMAT}` version {FORMAT_VERSION} (format.json). Every file here is "
              "listed in SHA256SUMS; its sha256 is this folder's identity, named in every row "
              "hearsay-score writes.", "",
              "## Use", "",

@@ -34,10 +34,10 @@ model is rebuilt from the checkpoint's saved config). Steps:
   4. front_end.json (what hearsay.audio.prepare is called with), parity.json (with the
      checkpoint's weights sha256, "checkpoint_sha256"); with `--meta models/<stamp>/meta.json`
      thresholds.json (its out-of-fold thresholds and calibration; a meta.json whose full run is
-     another checkpoint is refused); config.json (the format) and README.md (the model card:
+     another checkpoint is refused); format.json (the format) and README.md (the model card:
      export/model_card.py); SHA256SUMS over the files that make a score or a decision and
      describe them (model.onnx, model.portable.onnx, model.int8.onnx, front_end.json,
-     thresholds.json, config.json, README.md). Its own sha256 is the folder's
+     thresholds.json, format.json, README.md). Its own sha256 is the folder's
      identity: what the deploy image pins and every hearsay-score row names. parity.json is the
      folder's record beside it, not listed, so `hearsay parity` adding parity B to it later
      leaves the identity (and a pin taken now) as it is.
@@ -218,7 +218,7 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
 
 def describe(out: Path, meta: dict | None, front: dict, report_a: dict, graphs: list[str]
              ) -> list[str]:
-    """4b. thresholds.json (with a meta.json), config.json and README.md; their names."""
+    """4b. thresholds.json (with a meta.json), format.json and README.md; their names."""
     import json
 
     from hearsay.export import model_card
