@@ -52,7 +52,9 @@ def threshold_at_fa_rate(rank, is_spoof, fa_rate: float) -> dict:
     if is_spoof.all() or not is_spoof.any():
         raise ValueError("a threshold needs both classes (bona fide and synthetic clips)")
     thr, _, p_fa = metrics.operating_points(rank, is_spoof)
-    i = int(np.argmax(p_fa <= fa_rate))  # p_fa falls with the threshold; +inf gives 0
+    n_b = int((~is_spoof).sum())
+    false_alarms = np.rint(p_fa * n_b)  # counts: 1 - 99/100 is not 0.01 in floating point
+    i = int(np.argmax(false_alarms <= fa_rate * n_b + 1e-9))  # falls with the threshold
     return {**_counts(rank, is_spoof, thr[i]), "target_fa_rate": fa_rate}
 
 
@@ -80,12 +82,19 @@ def fit_affine(logit, is_spoof) -> tuple[float, float]:
     w = np.where(y, 0.5 / n_s, 0.5 / n_b)  # (N,) prior-0.5 weights, summing to 1
     t = y.astype(np.float64)
     X = np.stack([x, np.ones_like(x)], axis=1)  # (N, 2): slope, offset
+    sign = np.where(y, -1.0, 1.0)  # loss of a clip: log(1 + exp(sign * llr))
+
+    def loss(th: np.ndarray) -> float:  # Cllr * ln 2 (nats)
+        return float(w @ np.logaddexp(0.0, sign * (X @ th)))
+
     theta = np.array([1.0, 0.0])  # start at the identity: the logit taken as LLR
     for _ in range(NEWTON_STEPS):
-        p = 1.0 / (1.0 + np.exp(-(X @ theta)))  # posterior of synthetic at prior 0.5
+        p = np.exp(-np.logaddexp(0.0, -(X @ theta)))  # sigmoid, no overflow: P(synthetic)
         grad = X.T @ (w * (p - t))
         hess = (X * (w * p * (1 - p))[:, None]).T @ X + RIDGE * np.eye(2)
-        step = np.linalg.solve(hess, grad)
+        step, before = np.linalg.solve(hess, grad), loss(theta)
+        while loss(theta - step) > before and np.abs(step).max() > 1e-12:
+            step = step / 2  # damped Newton: a far start (a very overconfident logit) converges
         theta = theta - step
         if np.abs(step).max() < 1e-10:
             break

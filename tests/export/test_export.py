@@ -35,7 +35,8 @@ def test_export_writes_the_interface_folder_with_a_true_manifest(exported):
     _, out, report = exported
     sums = model_sums(out)
     assert {"model.onnx", "front_end.json"} <= set(sums)
-    assert set(sums) <= {"model.onnx", "model.int8.onnx", "front_end.json"}  # parity.json: beside
+    assert set(sums) <= {"model.onnx", "model.int8.onnx", "model.portable.onnx",
+                         "front_end.json", "format.json", "README.md"}  # parity.json: beside
     for name, digest in sums.items():
         assert sha256_file(out / name) == digest
     front = json.loads((out / "front_end.json").read_text())
