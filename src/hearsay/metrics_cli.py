@@ -23,7 +23,7 @@ def drop_failed(scores):
     reason in `error` and no score; they are not clips to judge."""
     if "error" not in scores.columns:
         return scores, 0
-    failed = scores["error"].fillna("").astype(str).str.strip() != ""
+    failed = scores["error"].notna() & (scores["error"].astype(str).str.strip() != "")
     return scores[~failed].reset_index(drop=True), int(failed.sum())
 
 

@@ -196,7 +196,8 @@ def test_a_quantiser_crash_ships_fp32_and_records_why(tmp_path, monkeypatch):
     monkeypatch.setattr(onnx_export, "quantize_int8", crash)
     report = export_model(tiny_detector(), tmp_path, ExportConfig(parity_clips=3))
     assert report["int8"] == {"passed": False, "error": "RuntimeError: shape inference differs"}
-    assert set(model_sums(tmp_path)) == {"model.onnx", "front_end.json"}
+    assert set(model_sums(tmp_path)) == {"model.onnx", "model.portable.onnx", "front_end.json",
+                                         "format.json", "README.md"}
     assert not (tmp_path / "model.int8.onnx").exists()
 
 
