@@ -66,7 +66,8 @@ tests/test_deploy.py proves it in a venv without torch).
 
 Exit codes: 0 every file scored (or some failed without --strict), 1 some files failed (--strict),
 2 usage (bad arguments, CLIPS_DIR missing, --resume on another model's rows), 3 model folder
-missing, incomplete or sha mismatch (or without the --threshold name or the --llr calibration), 4 no audio file under CLIPS_DIR (often a mistyped mount),
+missing, incomplete or sha mismatch (or without the --threshold name or the --llr calibration),
+4 no audio file under CLIPS_DIR (often a mistyped mount),
 5 -o / --windows-csv not writable (in a container: --user "$(id -u)" or a writable mount),
 130 interrupted (finished rows kept), 141 stdout closed by its reader (`| head`).
 """
