@@ -22,7 +22,8 @@ OWNED = {
     "run_dir.py": [run_dir.CONFIG, run_dir.META, run_dir.STATE, run_dir.READOUT,
                    run_dir.CHECKPOINTS, run_dir.FINAL, run_dir.WEIGHTS, run_dir.OPTIMIZER],
     "score_file.py": [score_file.SIDECAR, score_file.DETECTOR_SCORES],
-    "model_dir.py": [model_dir.ONNX, model_dir.INT8, model_dir.FRONT_END, model_dir.PARITY],
+    "model_dir.py": [model_dir.ONNX, model_dir.INT8, model_dir.FRONT_END, model_dir.PARITY,
+                     model_dir.PORTABLE, model_dir.THRESHOLDS, model_dir.CONFIG],
     "bundle": [bundle.META, bundle.DIAG, bundle.IDENTITY],
 }
 # SHA256SUMS names three artefacts (the model folder, the fold files, a published checkpoint):

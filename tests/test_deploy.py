@@ -93,7 +93,7 @@ def test_scores_every_clip_in_sorted_order_and_lists_broken_ones(world, tmp_path
     assert main([str(clips), "-o", str(out), "--model", str(model)]) == 0
     assert out.read_text().splitlines()[0] == (
         "path,duration_s,score,logit,model_sums_sha256,error,"
-        "windows,covered_s,mean_logit,peak_start_s,peak_end_s,header_s")
+        "windows,covered_s,mean_logit,peak_start_s,peak_end_s,header_s,decision,llr")
     rows = read_csv(out)
     assert [r["path"] for r in rows] == sorted(expected)
     model_id = hashlib.sha256((model / "SHA256SUMS").read_bytes()).hexdigest()  # what pins it
@@ -391,7 +391,7 @@ def test_progress_lines_and_the_summary_go_to_stderr(world, tmp_path, capsys):
     model, _, clips, _ = world
     assert main([str(clips), "-o", str(tmp_path / "o.csv"), "--model", str(model),
                  "--batch-size", "1", "--progress", "1e-9", "--first-window"]) == 0
-    err = capsys.readouterr().err.splitlines()
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "decision" not in ln]
     assert [ln.split(" (")[0] for ln in err[:3]] == [
         "hearsay-score: 4/10 files", "hearsay-score: 8/10 files", "hearsay-score: 10/10 files"]
     assert re.fullmatch(r"hearsay-score: 6/10 scored, 4 failed, 2 skipped "
@@ -646,3 +646,52 @@ def test_resume_refuses_rows_of_another_model_and_needs_o(world, tmp_path, capsy
     assert f"holds rows of model {'0' * 64}" in capsys.readouterr().err
     assert main([str(clips), "--model", str(model), "--resume"]) == 2
     assert "--resume needs -o FILE" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- decision column (decide.py)
+
+
+def with_thresholds(model: Path, dest: Path, doc: dict) -> Path:
+    """A copy of `model` that ships `doc` as thresholds.json, listed in its SHA256SUMS."""
+    from hearsay import model_dir
+
+    shutil.copytree(model, dest)
+    model_dir.write_thresholds(dest, doc)
+    model_dir.write_sums(dest, [*model_sums(dest), model_dir.THRESHOLDS])
+    return dest
+
+
+def test_the_decision_column_uses_the_model_folders_threshold(world, tmp_path, capsys):
+    model, _, clips, expected = world
+    assert main([str(clips), "-o", str(tmp_path / "plain.csv"), "--model", str(model)]) == 0
+    assert "has no thresholds.json: the decision column stays empty" in capsys.readouterr().err
+    plain = read_csv(tmp_path / "plain.csv")
+    assert all(r["decision"] == r["llr"] == "" for r in plain)
+    logits = sorted(float(r["logit"]) for r in plain if r["logit"])
+    mid = (logits[1] + logits[2]) / 2  # two scored files below it, the rest above
+    folder = with_thresholds(model, tmp_path / "model", {
+        "default": "min_dcf", "thresholds": {"min_dcf": {"value": mid}, "eer": {"value": -1e9}},
+        "calibration": {"a": 2.0, "b": 1.0}})
+    out = tmp_path / "s.csv"
+    assert main([str(clips), "-o", str(out), "--model", str(folder), "--llr"]) == 0
+    assert f"decision = spoof at logit >= {mid:g} (min_dcf threshold)" in \
+        capsys.readouterr().err
+    rows = read_csv(out)
+    for r in rows:
+        if expected[r["path"]]:  # a file that failed gets no decision
+            assert r["decision"] == r["llr"] == ""
+            continue
+        x = float(r["logit"])
+        assert r["decision"] == ("spoof" if x >= mid else "bonafide")
+        assert float(r["llr"]) == pytest.approx(2 * x + 1, abs=1e-5)
+    assert [r["decision"] for r in rows].count("bonafide") == 2
+    for spec, want in (("eer", {"spoof"}), ("1e9", {"bonafide"})):
+        assert main([str(clips), "-o", str(out), "--model", str(folder), "--threshold",
+                     spec]) == 0
+        assert {r["decision"] for r in read_csv(out) if r["logit"]} == want
+        assert all(r["llr"] == "" for r in read_csv(out))  # --llr not asked
+    assert main([str(clips), "-o", str(out), "--model", str(folder), "--threshold",
+                 "fa_rate"]) == 3
+    assert "threshold 'fa_rate'" in capsys.readouterr().err
+    assert main([str(clips), "-o", str(out), "--model", str(model), "--llr"]) == 3
+    assert "--llr needs the calibration" in capsys.readouterr().err

@@ -10,7 +10,7 @@ from scipy.optimize import brentq
 from sklearn.isotonic import IsotonicRegression
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from hearsay import metrics
+from hearsay import metrics, metrics_cli
 
 TOL = 1e-9
 
@@ -165,7 +165,7 @@ def test_cli_json_carries_the_required_fields(tmp_path, capsys):
     scores, key = frames(1)
     scores.to_csv(tmp_path / "s.csv", index=False)
     key.to_csv(tmp_path / "k.csv", index=False)
-    rc = metrics.main([str(tmp_path / "s.csv"), "--key", str(tmp_path / "k.csv"), "--json"])
+    rc = metrics_cli.main([str(tmp_path / "s.csv"), "--key", str(tmp_path / "k.csv"), "--json"])
     assert rc == 0
     doc = json.loads(capsys.readouterr().out)
     for k in ("eer", "min_dcf", "act_dcf", "auc", "cllr", "min_cllr", "n_bonafide", "n_spoof",
@@ -178,13 +178,13 @@ def test_cli_refuses_a_scored_path_missing_from_the_key(tmp_path, capsys):
     scores, key = frames(2)
     scores.to_csv(tmp_path / "s.csv", index=False)
     key.iloc[1:].to_csv(tmp_path / "k.csv", index=False)
-    assert metrics.main([str(tmp_path / "s.csv"), "--key", str(tmp_path / "k.csv")]) == 3
+    assert metrics_cli.main([str(tmp_path / "s.csv"), "--key", str(tmp_path / "k.csv")]) == 3
     assert "not in the key" in capsys.readouterr().err
 
 
 def test_help_states_the_convention(capsys):
     with pytest.raises(SystemExit):
-        metrics.main(["--help"])
+        metrics_cli.main(["--help"])
     text = capsys.readouterr().out
     assert "score high = synthetic" in text and "prior of the synthetic class" in text
     assert "false alarm" in text and "Exit codes" in text
@@ -215,3 +215,56 @@ def test_the_four_readings_and_the_swapped_cost_direction():
     assert metrics.min_dcf_reading(z, np.zeros(300, bool), 0.3) == (None, None)
     with pytest.raises(metrics.MetricsError, match="cost direction"):
         metrics.min_dcf_reading(z, y, 0.3, "sideways")
+
+
+def scorer_csv(path, logits: dict[str, float | None]) -> None:
+    """A CSV as hearsay-score writes it (its columns): None = a file it could not read."""
+    from hearsay.deploy.io import COLUMNS
+
+    rows = [{"path": p, "model_sums_sha256": "f" * 64,
+             **({"logit": f"{v:.6f}", "score": f"{1 / (1 + math.exp(-v)):.6f}"} if v is not None
+                else {"logit": "", "score": "", "error": "undecodable"})}
+            for p, v in logits.items()]
+    pd.DataFrame(rows, columns=COLUMNS).to_csv(path, index=False)
+
+
+def test_cli_reads_the_scorers_csv_and_skips_its_failed_rows(tmp_path, capsys):
+    logits = {"b0.wav": -2.0, "b1.wav": -1.0, "b2.wav": 0.5, "bad.wav": None, "s0.wav": 1.0,
+              "s1.wav": 3.0}
+    scorer_csv(tmp_path / "s.csv", logits)
+    pd.DataFrame({"path": list(logits), "label": ["bonafide"] * 4 + ["spoof"] * 2}).to_csv(
+        tmp_path / "k.csv", index=False)
+    args = [str(tmp_path / "s.csv"), "--key", str(tmp_path / "k.csv")]
+    assert metrics_cli.main(args + ["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["failed_rows_skipped"] == 1
+    assert (doc["n_bonafide"], doc["n_spoof"]) == (3, 2)  # the failed clip is not a score
+    assert metrics_cli.main(args) == 0
+    assert "skipped 1 row(s) with an error" in capsys.readouterr().out
+
+
+def test_a_row_without_a_score_and_without_an_error_is_still_refused(tmp_path, capsys):
+    pd.DataFrame({"path": ["a", "b"], "logit": [1.0, None]}).to_csv(tmp_path / "s.csv",
+                                                                    index=False)
+    pd.DataFrame({"path": ["a", "b"], "label": ["spoof", "bonafide"]}).to_csv(
+        tmp_path / "k.csv", index=False)
+    assert metrics_cli.main([str(tmp_path / "s.csv"), "--key", str(tmp_path / "k.csv")]) == 3
+    assert "non-finite" in capsys.readouterr().err
+
+
+def test_fa_rate_prints_the_threshold_and_its_confusion_counts(tmp_path, capsys):
+    # 10 bona fide at logits 0..9, 4 synthetic at 5.5, 8.5, 9.5, 12
+    logits = {f"b{i}": float(i) for i in range(10)} | {"s0": 5.5, "s1": 8.5, "s2": 9.5,
+                                                          "s3": 12.0}
+    scorer_csv(tmp_path / "s.csv", logits)
+    pd.DataFrame({"path": list(logits), "label": ["bonafide"] * 10 + ["spoof"] * 4}).to_csv(
+        tmp_path / "k.csv", index=False)
+    args = [str(tmp_path / "s.csv"), "--key", str(tmp_path / "k.csv"), "--fa-rate", "0.1"]
+    assert metrics_cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert "synthetic when logit >= 8.500000" in out  # one false alarm (b9) of ten: 0.1
+    assert ("synthetic caught 3  synthetic missed 1  bona fide false alarms 1  bona fide "
+            "passed 9") in out
+    assert metrics_cli.main(args[:-1] + ["0.09", "--json"]) == 0  # under 1 in 10: none allowed
+    r = json.loads(capsys.readouterr().out)["at_fa_rate"]
+    assert (r["value"], r["bonafide_false_alarm"], r["synthetic_caught"]) == (9.5, 0, 2)

@@ -121,3 +121,44 @@ def test_model_dir_imports_the_standard_library_and_two_hearsay_leaves_only():
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                          text=True).stdout.split()
     assert set(out) == {"hearsay", "hearsay.model_dir", "hearsay.files", "hearsay.hashing"}
+
+
+# ---------------------------------------------------------------- thresholds.json
+
+
+THRESHOLDS_DOC = {"default": "min_dcf",
+                  "thresholds": {"min_dcf": {"value": 1.25}, "eer": {"value": -0.5},
+                                 "fa_rate": {"value": "inf"}},
+                  "calibration": {"a": 0.5, "b": -1.0}}
+
+
+def test_the_thresholds_file_is_part_of_the_folders_identity(folder):
+    before = sha256_file(folder / SUMS)
+    model_dir.write_thresholds(folder, THRESHOLDS_DOC)
+    model_dir.write_sums(folder, [ONNX, INT8, FRONT_END, model_dir.THRESHOLDS])
+    assert model_dir.THRESHOLDS in model_dir.model_sums(folder)
+    assert sha256_file(folder / SUMS) != before  # another decision, another identity
+    assert model_dir.read_thresholds(folder) == THRESHOLDS_DOC
+    doc = {**THRESHOLDS_DOC, "thresholds": {"min_dcf": {"value": 9.0}}}
+    model_dir.write_thresholds(folder, doc)  # a threshold changed after export
+    with pytest.raises(ModelError, match="thresholds.json: sha256"):
+        model_dir.verify(folder)
+
+
+def test_a_thresholds_file_outside_the_manifest_is_refused_and_none_is_none(folder):
+    assert model_dir.read_thresholds(folder) is None  # exported without --meta
+    model_dir.write_thresholds(folder, THRESHOLDS_DOC)  # dropped in by hand
+    with pytest.raises(ModelError, match="not listed in SHA256SUMS"):
+        model_dir.read_thresholds(folder)
+
+
+def test_a_threshold_is_a_name_in_the_file_or_a_logit():
+    assert model_dir.threshold(THRESHOLDS_DOC, "min_dcf") == ("min_dcf", 1.25)
+    assert model_dir.threshold(THRESHOLDS_DOC, "eer") == ("eer", -0.5)
+    assert model_dir.threshold(THRESHOLDS_DOC, "fa_rate") == ("fa_rate", float("inf"))
+    assert model_dir.threshold(THRESHOLDS_DOC, "-2.5") == ("value", -2.5)
+    assert model_dir.threshold(None, "0") == ("value", 0.0)
+    with pytest.raises(ModelError, match=r"it has \['eer', 'fa_rate', 'min_dcf'\]"):
+        model_dir.threshold(THRESHOLDS_DOC, "mindcf")
+    with pytest.raises(ModelError, match="has no thresholds.json"):
+        model_dir.threshold(None, "min_dcf")

@@ -305,3 +305,20 @@ def test_breakdown_rows_below_the_minimum_are_folded_and_said_so():
         "small": groups["small"]}, "length": {"none": groups["none"]}}))
     assert "###" not in only_small  # no table at all: one line says so
     assert f"all 2 rows (generator, length) have fewer than {n}" in only_small
+
+
+def test_meta_json_carries_the_out_of_fold_thresholds_and_calibration_the_export_ships(written):
+    root, meta = written
+    doc = json.loads((root / "models" / "s9" / "meta.json").read_text())
+    dec = doc["decision"]
+    oof = meta["metrics"]["out-of-fold"]
+    assert dec["set"] == {"name": "out-of-fold", "n_bonafide": oof["n_bonafide"],
+                          "n_spoof": oof["n_spoof"]}
+    assert dec["thresholds"]["min_dcf"]["value"] == oof["min_dcf_threshold"]
+    assert dec["thresholds"]["fa_rate"]["target_fa_rate"] == 0.01
+    assert dec["calibration"]["cllr_before"] == pytest.approx(oof["cllr"])
+    assert dec["calibration"]["cllr_after"] <= dec["calibration"]["cllr_before"]
+    md = Path(meta["report"]).read_text()
+    assert "## Thresholds and calibration shipped with the model" in md
+    assert (f"Cllr {dec['calibration']['cllr_before']:.4f} bits with the logit taken as LLR, "
+            f"{dec['calibration']['cllr_after']:.4f} after") in md

@@ -341,6 +341,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="folder receiving <stamp>.md and <stamp>/ plots")
     ap.add_argument("--ablation", type=Path, default=None, metavar="DECISION_JSON",
                     help="the ablation's decision (hearsay compare --json): into meta + report")
+    ap.add_argument("--fa-rate", type=float, default=0.01, metavar="RATE",
+                    help="false-alarm rate of the third out-of-fold threshold in meta.json "
+                    "\"decision\" (beside minDCF and EER), shipped by `hearsay export --meta`")
     ap.add_argument("--device", default="cpu", help="torch device for what is scored here")
     ap.add_argument("--rescore", action="store_true",
                     help="score every per-run file here, reusing none (the boxes' included)")
@@ -350,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.bar2 is not None and args.bar is None:
         ap.error("--bar2 needs --bar (the first bar is the one that gates)")
     bars = [b for b in (args.bar, args.bar2) if b is not None]
+    if not 0 <= args.fa_rate < 1:
+        ap.error("--fa-rate must lie in [0, 1)")
     if (why := scoring.device_problem(args.device)) is not None:
         print(f"hearsay assemble: {why}", file=sys.stderr)
         return EXIT_USAGE
@@ -364,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
                         scoring.ScoreConfig(device=args.device), rescore=args.rescore)
         meta = report.write_all(done, bundle, bars=bars, probe=args.probe, ledger=args.ledger,
                                 reports=args.reports, ablation=ablation,
-                                ablation_md=ablation and compare.markdown(ablation))
+                                ablation_md=ablation and compare.markdown(ablation),
+                                fa_rate=args.fa_rate)
     except CheckFailed as err:
         print(f"hearsay assemble: check failed: {err}", file=sys.stderr)
         return EXIT_CHECK

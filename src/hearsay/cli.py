@@ -30,7 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "score": ("hearsay.score", "score a bundle split with a checkpoint -> CSV"),
     "score-run": ("hearsay.score_run", "a trained run scores its own rows on its box (+ parity "
                   "B logits)"),
-    "metrics": ("hearsay.metrics", "EER, minDCF, actDCF, AUC, Cllr (+ breakdowns) of a score CSV"),
+    "metrics": ("hearsay.metrics_cli", "EER, minDCF, actDCF, AUC, Cllr (+ breakdowns) of a score "
+                "CSV"),
     "corpus-probe": ("hearsay.corpus_probe", "is a corpus separable from its peers on trivial "
                      "features? (+ the drop rule)"),
     "compare": ("hearsay.compare", "rank recipes on their inner-fold runs (the ablation)"),

@@ -1,6 +1,8 @@
 """Detection metrics of a score file: EER, minDCF, actDCF, AUC, Cllr, minCllr (+ breakdowns).
 
-    hearsay metrics SCORES.csv --key KEY.csv [--pi 0.3] [--json]
+    hearsay metrics SCORES.csv --key KEY.csv [--pi 0.3] [--fa-rate X] [--json]
+
+(the command line: hearsay.metrics_cli; this docstring is its --help)
 
 Conventions (stated here, in --help and in every report):
   * score high = synthetic. The positive class is `spoof` (synthetic), the negative `bonafide`.
@@ -37,21 +39,20 @@ Breakdowns (columns of the key or of the score file; absent columns are skipped)
                  Codecs of the augmented holdout are drawn on different clips: the codec readout
                  of hearsay.readouts compares them on the same clips
 
+Scorer CSVs (hearsay-score -o): rows with an `error` (a file that could not be scored) are
+skipped and counted, never read as a score. --fa-rate X prints the lowest threshold whose
+false-alarm rate is <= X on these scores and its confusion counts (hearsay.calibration).
+
 Exit codes: 0 metrics written, 2 usage, 3 bad input (missing column, unknown label, a scored path
-missing from the key, non-finite values).
+missing from the key, non-finite values in a row without an error).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 
-from hearsay.files import jsonable
 from hearsay.manifest import LABELS
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT = 0, 2, 3  # module docstring
@@ -366,35 +367,3 @@ def summary_lines(m: dict) -> list[str]:
             val = g.get("undefined") or f"eer={_fmt(g['eer'])} min_dcf={_fmt(g['min_dcf'])}"
             lines.append(f"  {kind}/{name}: n_b={g['n_bonafide']} n_s={g['n_spoof']} {val}")
     return lines
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="hearsay metrics", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("scores", type=Path, help="score CSV (path + logit and/or score)")
-    ap.add_argument("--key", type=Path, required=True,
-                    help="key CSV: path,label (bonafide/spoof) + optional breakdown columns")
-    ap.add_argument("--pi", type=float, default=PI_OF_RECORD,
-                    help="prior of the synthetic class (default 0.3, the metric of record)")
-    ap.add_argument("--json", action="store_true", help="print the metrics as JSON")
-    args = ap.parse_args(argv)
-    if not 0 < args.pi < 1:
-        ap.error("--pi must lie strictly between 0 and 1")
-    import pandas as pd
-
-    try:
-        scores = pd.read_csv(args.scores, keep_default_na=False, na_values=[""])
-        key = pd.read_csv(args.key, keep_default_na=False, na_values=[""])
-        m = evaluate(scores, key, args.pi)
-    except (MetricsError, OSError, pd.errors.ParserError) as err:
-        print(f"hearsay metrics: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if args.json:
-        print(json.dumps(jsonable(m), indent=2, allow_nan=False))
-    else:
-        print("\n".join(summary_lines(m)))
-    return EXIT_OK
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,8 +5,15 @@ once: export, parity and the scorer go through these names.
     MODEL_DIR/
       model.onnx         fp32: input_values (B, T), attention_mask (B, T) -> logits (B,)   ONNX
       model.int8.onnx    only when it passed its gate against fp32                          INT8
+      model.portable.onnx  the plain export (standard ONNX operators only), beside    PORTABLE
+                         a model.onnx with onnxruntime's fused attention; both held to parity A
       front_end.json     hearsay.audio.prepare's arguments + sample_rate, min_s    write_front_end
-      SHA256SUMS         sha256 of the files above (the ones that make a score);   write_sums
+      thresholds.json    out-of-fold decision thresholds + logit -> LLR            read_thresholds
+                         calibration (from the campaign's meta.json; optional)
+      format.json        names the format: inputs, outputs, graphs, score rule     CONFIG
+      README.md          the model card (data, recipe, metrics, gate, limits)      CARD
+      SHA256SUMS         sha256 of the files above (the ones that make a score     write_sums
+                         or a decision, and what describes them);
                          its own sha256 is the folder's identity, what
                          $HEARSAY_MODEL_SUMS_SHA256 pins and every score row names
       parity.json        the folder's record (parity A, fusion, int8, parity B),   update_parity
@@ -31,10 +38,14 @@ from hearsay.hashing import SumsError, format_sums, read_sums, sha256_file
 
 ONNX = "model.onnx"
 INT8 = "model.int8.onnx"
+PORTABLE = "model.portable.onnx"  # the unfused graph, when model.onnx holds fused operators
+THRESHOLDS = "thresholds.json"
+CONFIG = "format.json"  # names the format (not config.json: a checkpoint's config)
+CARD = "README.md"
 FRONT_END = "front_end.json"
 SUMS = "SHA256SUMS"
 PARITY = "parity.json"
-VARIANTS = {"fp32": ONNX, "int8": INT8}  # hearsay-score --variant -> the model file
+VARIANTS = {"fp32": ONNX, "int8": INT8, "portable": PORTABLE}  # --variant -> the model file
 PIN = "HEARSAY_MODEL_SUMS_SHA256"  # the identity a deploy image bakes in (environment variable)
 SAMPLE_RATE = 16_000  # Hz: the one rate a front_end.json may name (hearsay.audio.SAMPLE_RATE)
 
@@ -144,7 +155,7 @@ def verify(folder: Path, variant: str = "fp32") -> tuple[Path, str, dict]:
 
 def clear(folder: Path) -> None:
     """Remove what an export writes, SHA256SUMS first: a folder cleared halfway is refused."""
-    for stale in (SUMS, ONNX, INT8, PARITY):
+    for stale in (SUMS, ONNX, INT8, PORTABLE, THRESHOLDS, CONFIG, CARD, PARITY):
         (Path(folder) / stale).unlink(missing_ok=True)
 
 
@@ -159,3 +170,37 @@ def write_parity(folder: Path, report: dict) -> None:
 def update_parity(folder: Path, entries: dict) -> None:
     """parity.json with `entries` set (parity_b, parity_b_cpu_check), the rest as it was."""
     write_parity(folder, {**read_parity(folder), **entries})
+
+
+# --------------------------------------------------------------------------- thresholds.json
+
+
+def write_thresholds(folder: Path, content: dict) -> None:
+    write_atomic(Path(folder) / THRESHOLDS, json.dumps(content, indent=2) + "\n")
+
+
+def read_thresholds(folder: Path) -> dict | None:
+    """thresholds.json when SHA256SUMS lists it (None when the folder ships none); ModelError
+    when it is there but not listed: a decision must come from the folder's identity."""
+    folder = Path(folder)
+    if THRESHOLDS not in model_sums(folder):
+        if (folder / THRESHOLDS).exists():
+            raise ModelError(f"{folder / THRESHOLDS} is not listed in {SUMS} (re-export the "
+                             "model folder with `hearsay export onnx --meta`)")
+        return None
+    return json.loads((folder / THRESHOLDS).read_text())
+
+
+def threshold(thresholds: dict | None, spec: str) -> tuple[str, float]:
+    """(name, logit threshold) of `spec`: a name in thresholds.json ("min_dcf", "eer",
+    "fa_rate") or a number; ModelError naming the choices otherwise."""
+    named = (thresholds or {}).get("thresholds", {})
+    if spec in named:
+        return spec, float(named[spec]["value"])  # "inf" (strict JSON's spelling) too
+    try:
+        return "value", float(spec)
+    except ValueError:
+        pass
+    have = f"it has {sorted(named)}" if named else f"this model folder has no {THRESHOLDS}"
+    raise ModelError(f"threshold {spec!r}: pass a number (a logit) or a name; {have} "
+                     "(export with `hearsay export onnx --meta models/<stamp>/meta.json`)")

@@ -18,7 +18,9 @@ the identities (config hash per run, bundle tree-sha, base-weights sha, git sha 
 of this checkout); the spend read from the ledger; "operating_point": the out-of-fold minDCF
 threshold carried unchanged to every holdout set and the test split, with confusion counts;
 "uncertainty": per-fold metrics with their spread and a seeded bootstrap interval of pooled
-out-of-fold and clean-holdout minDCF / EER (hearsay.report_stats); "reliability"; "training":
+out-of-fold and clean-holdout minDCF / EER (hearsay.report_stats); "reliability"; "decision":
+the out-of-fold thresholds (minDCF, EER, a false-alarm rate) and logit -> LLR calibration that
+`hearsay export onnx --meta` ships in the model folder (hearsay.calibration); "training":
 what each run recorded (hearsay.report_record). The markdown names no absolute path, and folds
 breakdown rows with fewer than MIN_GROUP_CLIPS clips of a class into one line that says so.
 
@@ -35,8 +37,16 @@ from pathlib import Path
 
 import numpy as np
 
+from hearsay import (
+    calibration,
+    metrics,
+    readouts,
+    report_plots,
+    report_record,
+    report_stats,
+    score_file,
+)
 from hearsay import gate as gating
-from hearsay import metrics, readouts, report_plots, report_record, report_stats, score_file
 from hearsay import run_dir as run_dirs
 from hearsay.files import jsonable
 from hearsay.hashing import git_sha
@@ -206,6 +216,8 @@ def markdown(meta: dict, plots: dict, ablation_md: str | None = None) -> str:
         lines += [""] + report_stats.operating_lines(meta["operating_point"])
     if meta.get("uncertainty"):
         lines += report_stats.uncertainty_lines(meta["uncertainty"])
+    if meta.get("decision"):
+        lines += calibration.decision_lines(meta["decision"])
     lines += ["", "## Plots", ""] + [f"![{k}]({v})" for k, v in plots.items()]
     lines += readouts.counts_lines(meta.get("counts") or {})
     lines += readouts.codec_lines(meta.get("codec_readout"))
@@ -226,7 +238,8 @@ def markdown(meta: dict, plots: dict, ablation_md: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def readings(joined: dict, results: dict, test) -> dict:
+def readings(joined: dict, results: dict, test,
+             fa_rate: float = calibration.DEFAULT_FA_RATE) -> dict:
     """The statistics beside the metrics (hearsay.report_stats) of {set: metrics.join()ed
     frame}: the out-of-fold threshold carried to every set and to `test` (joined test rows or
     None), per-fold spread, bootstrap intervals, reliability bins."""
@@ -249,7 +262,11 @@ def readings(joined: dict, results: dict, test) -> dict:
     rel = {name: report_stats.reliability(joined[name]["logit"].to_numpy(float),
                                           joined[name]["is_spoof"].to_numpy(bool))
            for name in ("out-of-fold", "holdout clean") if "logit" in joined[name].columns}
-    return {"operating_point": op, "reliability": rel,
+    j = joined["out-of-fold"]  # the thresholds and calibration the model folder ships
+    decision = None if results["out-of-fold"].get("undefined") else \
+        calibration.decision_record(j["rank"].to_numpy(float), j["is_spoof"].to_numpy(bool),
+                                    fa_rate, "out-of-fold")
+    return {"operating_point": op, "reliability": rel, "decision": decision,
             "uncertainty": {"bootstrap": boot,
                             "per_fold": report_stats.per_fold(joined["out-of-fold"])}}
 
@@ -257,7 +274,8 @@ def readings(joined: dict, results: dict, test) -> dict:
 def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = None,
               ledger: Path | None = None,
               reports: Path = Path("docs/reports"), about: dict | None = None,
-              ablation: dict | None = None, ablation_md: str | None = None) -> dict:
+              ablation: dict | None = None, ablation_md: str | None = None,
+              fa_rate: float = calibration.DEFAULT_FA_RATE) -> dict:
     """meta.json + the markdown report + plots for an assembled campaign; returns meta.
     `ablation`: the recipe decision (hearsay compare's JSON), recorded as meta "ablation";
     `ablation_md`: its report section (hearsay.compare.markdown).
@@ -298,7 +316,7 @@ def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = No
     plot_dir.mkdir(parents=True, exist_ok=True)
     joined = {name: metrics.join(frame, key) for name, frame in sets.items()}
     test = df[df["split"] == "test"]
-    stats = readings(joined, results, metrics.join(test, key) if len(test) else None)
+    stats = readings(joined, results, metrics.join(test, key) if len(test) else None, fa_rate)
     training = report_record.training_record(pin, metas)
     curves = {n: (j["rank"].to_numpy(float), j["is_spoof"].to_numpy(bool))
               for n, j in joined.items()}

@@ -64,6 +64,8 @@ def test_export_ships_the_fused_graph_and_it_holds_parity_a(calibrated):
     assert ops_of(out / "model.onnx").count("MultiHeadAttention") == layers
     assert len(layer_matmuls(onnx.load(str(out / "model.onnx")))) == 6 * layers
     assert not (out / "model.fused.onnx").exists() and not (out / "model.fusable.onnx").exists()
+    assert "MultiHeadAttention" not in ops_of(out / "model.portable.onnx")  # shipped beside it
+    assert "model.portable.onnx" in model_sums(out)
 
 
 def test_a_fused_graph_that_fails_parity_a_is_not_shipped(tmp_path, monkeypatch):
@@ -83,7 +85,8 @@ def test_a_fused_graph_that_fails_parity_a_is_not_shipped(tmp_path, monkeypatch)
     assert not report["fusion"]["used"] and not report["fusion"]["parity_a"]["passed"]
     assert report["parity_a"]["passed"]  # the plain export's, which is what ships
     assert "MultiHeadAttention" not in ops_of(tmp_path / "model.onnx")
-    assert set(model_sums(tmp_path)) == {"model.onnx", "front_end.json"}
+    assert set(model_sums(tmp_path)) == {"model.onnx", "front_end.json", "format.json",
+                                         "README.md"}  # no fused graph: no portable beside it
 
 
 def test_encoder_convs_are_the_feature_encoders_not_the_positional_conv(calibrated):

@@ -35,7 +35,8 @@ def test_export_writes_the_interface_folder_with_a_true_manifest(exported):
     _, out, report = exported
     sums = model_sums(out)
     assert {"model.onnx", "front_end.json"} <= set(sums)
-    assert set(sums) <= {"model.onnx", "model.int8.onnx", "front_end.json"}  # parity.json: beside
+    assert set(sums) <= {"model.onnx", "model.int8.onnx", "model.portable.onnx",
+                         "front_end.json", "format.json", "README.md"}  # parity.json: beside
     for name, digest in sums.items():
         assert sha256_file(out / name) == digest
     front = json.loads((out / "front_end.json").read_text())
@@ -195,7 +196,8 @@ def test_a_quantiser_crash_ships_fp32_and_records_why(tmp_path, monkeypatch):
     monkeypatch.setattr(onnx_export, "quantize_int8", crash)
     report = export_model(tiny_detector(), tmp_path, ExportConfig(parity_clips=3))
     assert report["int8"] == {"passed": False, "error": "RuntimeError: shape inference differs"}
-    assert set(model_sums(tmp_path)) == {"model.onnx", "front_end.json"}
+    assert set(model_sums(tmp_path)) == {"model.onnx", "model.portable.onnx", "front_end.json",
+                                         "format.json", "README.md"}
     assert not (tmp_path / "model.int8.onnx").exists()
 
 
@@ -323,3 +325,64 @@ def test_the_demos_export_names_its_checkpoint_so_parity_accepts_it(tmp_path, mo
                       "cpu", "--clips", "3"])
     assert rc == 0, capsys.readouterr().err
     assert (export / "SHA256SUMS").read_bytes() == identity
+
+
+# ---------------------------------------------------------------- what the folder ships for others
+
+
+def campaign_meta(path: Path, weights_sha: str) -> Path:
+    """A meta.json as `hearsay assemble` writes it, cut to what the export reads."""
+    from hearsay import calibration
+    from hearsay.files import jsonable
+
+    rng = np.random.default_rng(0)
+    y = rng.random(200) < 0.5
+    logit = rng.normal(0, 1, 200) + 1.5 * y
+    meta = {"name": "tiny", "stamp": "2026-12-04",
+            "decision": calibration.decision_record(logit, y, 0.05),
+            "metrics": {"out-of-fold": {"n_bonafide": 100, "n_spoof": 100, "eer": 0.2,
+                                        "min_dcf": 0.5, "auc": 0.85, "cllr": 0.8}},
+            "uncertainty": {"bootstrap": {"out-of-fold": {"level": 0.95, "eer": [0.15, 0.25],
+                                                          "min_dcf": [0.4, 0.6]}}},
+            "gate": {"outcome": "pass", "why": "beats the bar"},
+            "identity": {"runs": {"full": {"weights_sha256": weights_sha}}}}
+    path.write_text(json.dumps(jsonable(meta)))
+    return path
+
+
+def test_export_with_meta_ships_thresholds_card_format_and_portable_graph(tmp_path):
+    meta = campaign_meta(tmp_path / "meta.json", "a" * 64)
+    out = tmp_path / "model"
+    report = export_model(tiny_detector(), out, ExportConfig(int8=False, parity_clips=3,
+                                                             meta=str(meta)),
+                          checkpoint_sha256="a" * 64)
+    sums = model_sums(out)
+    assert {"thresholds.json", "format.json", "README.md", "model.portable.onnx"} <= set(sums)
+    verify(out)  # every listed file is what SHA256SUMS says
+    shipped = json.loads((out / "thresholds.json").read_text())
+    recorded = json.loads(meta.read_text())["decision"]
+    assert shipped["thresholds"] == recorded["thresholds"]  # copied, not refitted
+    assert shipped["calibration"] == recorded["calibration"] and shipped["default"] == "min_dcf"
+    assert shipped["from"]["meta_json_sha256"] == sha256_file(meta)
+    fmt = json.loads((out / "format.json").read_text())
+    assert fmt["format"] == "hearsay-detector-onnx" and fmt["thresholds"] == "thresholds.json"
+    assert fmt["graphs"]["model.portable.onnx"] == {"domains": [""], "portable": True}
+    assert not fmt["graphs"]["model.onnx"]["portable"]  # fused: onnxruntime's own operators
+    assert "com.microsoft" in fmt["graphs"]["model.onnx"]["domains"]
+    assert report["portable"]["parity_a"]["passed"] and report["parity_a"]["passed"]  # both
+    card = (out / "README.md").read_text()
+    t = recorded["thresholds"]["min_dcf"]
+    for text in (f"| min_dcf | {t['value']:.4f} |", "## Gate: pass", "0.2000 (0.1500 - 0.2500)",
+                 "physical replay", "simulated", "hearsay-score clips/"):
+        assert text in card, text
+
+
+def test_export_refuses_the_meta_of_another_checkpoint(tmp_path, capsys):
+    run = tmp_path / "run"
+    save_detector(tiny_detector(0), run / "final")
+    meta = campaign_meta(tmp_path / "meta.json", "b" * 64)
+    rc = onnx_export.main(["onnx", str(run), "--out", str(tmp_path / "m"), "--no-int8",
+                           "--parity-clips", "2", "--meta", str(meta)])
+    assert rc == 2
+    assert "not this checkpoint's" in capsys.readouterr().err
+    assert not (tmp_path / "m" / "SHA256SUMS").exists()

@@ -217,7 +217,8 @@ def stage_export(out: Path, ctx: dict) -> None:
 
     model, _ = load_detector(out / "runs" / "full")
     weights_sha = sha256_file(checkpoint_weights(out / "runs" / "full"))  # parity --checkpoint
-    cfg = ExportConfig(calibration=str(out / "bundle"))  # real clips for the int8 gate
+    cfg = ExportConfig(calibration=str(out / "bundle"),  # real clips for the int8 gate
+                       meta=str(ctx["model_meta"]) if ctx.get("model_meta") else None)
     report = export_model(model, out / "export", cfg, checkpoint_sha256=weights_sha)
     a, q = report["parity_a"], report["int8"] or {}
     if not report["exporter"]:

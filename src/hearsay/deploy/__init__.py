@@ -11,7 +11,7 @@ files and dot-folders are not scored, only counted), scores every audio file (by
 soundfile, else ffmpeg, for the whole file) with the exported ONNX model, one CSV row per file:
 
     path,duration_s,score,logit,model_sums_sha256,error,
-    windows,covered_s,mean_logit,peak_start_s,peak_end_s,header_s      (one line in the file)
+    windows,covered_s,mean_logit,peak_start_s,peak_end_s,header_s,decision,llr   (one line)
 
 `path` is relative to CLIPS_DIR ('/'-separated; a byte of a name that is not UTF-8 written \\xNN,
 a backslash \\\\); `duration_s` is the decoded length in seconds (before trim/cap): only decoded
@@ -20,6 +20,9 @@ than 50 ms (a cut download); `score` = sigmoid(logit), high = synthetic; `model_
 the model folder's identity, the sha256 of its SHA256SUMS; a file that cannot be read gets empty
 score/logit and its reason in `error`, and the batch goes on. Every model input is built by
 hearsay.audio's front end with the model folder's front_end.json, exactly as in training.
+`decision` is spoof (logit >= threshold) or bonafide, at --threshold NAME|LOGIT: a name in the
+model folder's thresholds.json (default min_dcf, the out-of-fold minDCF threshold at pi 0.3;
+eer; fa_rate); `llr` (with --llr) the calibrated log-likelihood ratio (deploy/decide.py).
 
 WINDOWS (the default, for every file): each file is decoded in blocks, never whole in memory,
 and twice (pass 1 keeps only frame energies to find the trim span, pass 2 cuts the windows), so
@@ -63,7 +66,8 @@ tests/test_deploy.py proves it in a venv without torch).
 
 Exit codes: 0 every file scored (or some failed without --strict), 1 some files failed (--strict),
 2 usage (bad arguments, CLIPS_DIR missing, --resume on another model's rows), 3 model folder
-missing, incomplete or sha mismatch, 4 no audio file under CLIPS_DIR (often a mistyped mount),
+missing, incomplete or sha mismatch (or without the --threshold name or the --llr calibration),
+4 no audio file under CLIPS_DIR (often a mistyped mount),
 5 -o / --windows-csv not writable (in a container: --user "$(id -u)" or a writable mount),
 130 interrupted (finished rows kept), 141 stdout closed by its reader (`| head`).
 """
@@ -83,7 +87,7 @@ import numpy as np
 from hearsay import windows
 from hearsay.audio import SAMPLE_RATE, AudioError, prepare
 from hearsay.cpu_engine import make_session, run_logits
-from hearsay.deploy import io, windowed
+from hearsay.deploy import decide, io, windowed
 from hearsay.deploy.io import (  # noqa: F401
     AUDIO_EXTS,
     COLUMNS,
@@ -98,6 +102,7 @@ from hearsay.model_dir import (  # noqa: F401  (model_sums: callers import it fr
     FRONT_END,
     INT8,
     ONNX,
+    PORTABLE,
     ModelError,
     model_sums,
 )
@@ -197,7 +202,7 @@ def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) 
     files, _ = find_audio(root)
     chunks = (iter_chunks(root, files, scorer, cfg) if cfg.first_window else
               windowed.iter_window_chunks(root, files, scorer, cfg))
-    return [row for chunk in chunks for row in chunk]
+    return decide.load(model_dir, None, quiet=True).apply([r for c in chunks for r in c])
 
 
 def _interrupted(signum, frame):
@@ -216,6 +221,7 @@ def _stdout_gone() -> int:
 def run(args, cfg: ScoreConfig) -> int:
     """Score args.clips into args.output (or stdout), streaming rows; the exit code."""
     scorer = load_scorer(args.model, cfg)  # ModelError before any output is created
+    decider = decide.load(args.model, args.threshold, args.llr)
     files, skipped = find_audio(args.clips)
     if not files:
         print(f"hearsay-score: no audio files under {args.clips} ({sum(skipped.values())} other "
@@ -232,7 +238,7 @@ def run(args, cfg: ScoreConfig) -> int:
     todo = [f for f in files if io.csv_path(args.clips, f) not in done]
     progress, sink, win_sink = Progress(len(files), args.progress), None, None
     try:
-        sink = RowSink(args.output, keep=kept)
+        sink = RowSink(args.output, keep=decider.apply(kept))
         win_sink = windowed.WindowSink(args.windows_csv, keep=kept_windows)
         if kept:
             progress.update(kept)
@@ -240,7 +246,7 @@ def run(args, cfg: ScoreConfig) -> int:
                   windowed.iter_window_chunks(args.clips, todo, scorer, cfg,
                                               win_sink.write, progress.audio))
         for rows in chunks:
-            sink.write(rows)
+            sink.write(decider.apply(rows))
             progress.update(rows)
     except (KeyboardInterrupt, BrokenPipeError, OutputError) as err:
         for s in (sink, win_sink):
@@ -275,8 +281,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="exported model folder (default: $HEARSAY_MODEL_DIR or "
                     f"{DEFAULT_MODEL_DIR})")
     ap.add_argument("--strict", action="store_true", help="exit 1 when any file failed")
-    ap.add_argument("--variant", choices=["fp32", "int8"], default="fp32",
-                    help=f"{ONNX} (fp32) or {INT8} (only present if it passed parity)")
+    ap.add_argument("--variant", choices=["fp32", "int8", "portable"], default="fp32",
+                    help=f"{ONNX} (fp32), {INT8} (only present if it passed parity) or "
+                    f"{PORTABLE} (the unfused graph, shipped beside a fused {ONNX})")
     ap.add_argument("--batch-size", type=int, default=ScoreConfig.batch_size,
                     help="clips per onnxruntime call (rows are written every 4 batches)")
     ap.add_argument("--threads", type=int, default=0,
@@ -288,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="with -o: keep the complete rows of OUTPUT.partial (an interrupted run "
                     "with the same options and model) and score only the files not in it")
     windowed.add_window_args(ap, ScoreConfig.hop_s)
+    decide.add_args(ap)
     args = ap.parse_args(argv)  # argparse exits 2 on usage errors
     if not args.clips.is_dir():
         print(f"hearsay-score: {args.clips} is not a folder (pass a folder of clips; in a "

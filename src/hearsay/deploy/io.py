@@ -21,7 +21,8 @@ from pathlib import Path
 from hearsay import progress
 
 COLUMNS = ["path", "duration_s", "score", "logit", "model_sums_sha256", "error",
-           "windows", "covered_s", "mean_logit", "peak_start_s", "peak_end_s", "header_s"]
+           "windows", "covered_s", "mean_logit", "peak_start_s", "peak_end_s", "header_s",
+           "decision", "llr"]  # the last two: hearsay.deploy.decide
 # A header that declares more (or less) audio than decodes by more than this is reported in the
 # row's header_s (a cut download, a damaged copy): 50 ms is far above resampling's one sample.
 HEADER_TOLERANCE_S = 0.05

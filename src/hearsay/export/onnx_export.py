@@ -1,6 +1,7 @@
 """`hearsay export onnx CHECKPOINT --out DIR`: checkpoint -> model.onnx (+ int8) + parity.json.
 
-    hearsay export onnx demo_out/runs/full --out demo_out/export
+    hearsay export onnx demo_out/runs/full --out demo_out/export \
+        --meta demo_out/models/demo/meta.json
     hearsay-score clips/ --model demo_out/export
 
 CHECKPOINT is a run directory or checkpoint folder that `hearsay.model.load_detector` reads (the
@@ -14,8 +15,10 @@ model is rebuilt from the checkpoint's saved config). Steps:
      one padded batch: max |delta logit| <= 1e-4 (export/parity.py).
   2b. attention fusion (TorchScript export only; `--no-fuse` skips it): the same weights exported
      in the form onnxruntime's transformer optimiser recognises and fused into MultiHeadAttention
-     per layer (export/fuse.py). The fused graph replaces model.onnx only when it holds parity A
-     too; otherwise the plain export stays. parity.json's "fusion" says which and why.
+     per layer (export/fuse.py). The fused graph becomes model.onnx only when it holds parity A
+     too, and the plain export then ships beside it as model.portable.onnx (standard ONNX
+     operators only, for runtimes other than onnxruntime; its parity A in parity.json
+     "portable"); otherwise the plain export stays model.onnx. parity.json's "fusion" says why.
   3. int8: onnxruntime dynamic quantisation of the transformer layers' MatMuls, per channel
      (projection, pooling and head stay fp32: export/quantize.py says why), and the conv
      feature encoder but its first conv as integer GEMMs quantised per frame row at run time
@@ -29,15 +32,19 @@ model is rebuilt from the checkpoint's saved config). Steps:
      max_s, 0.5-8 s): Spearman >= 0.995, the decision at the threshold agrees on >= 99% of
      clips, and max |delta logit| <= 0.05.
   4. front_end.json (what hearsay.audio.prepare is called with), parity.json (with the
-     checkpoint's weights sha256, "checkpoint_sha256"), SHA256SUMS over the files that make a
-     score (model.onnx, model.int8.onnx, front_end.json). Its own sha256 is the folder's
+     checkpoint's weights sha256, "checkpoint_sha256"); with `--meta models/<stamp>/meta.json`
+     thresholds.json (its out-of-fold thresholds and calibration; a meta.json whose full run is
+     another checkpoint is refused); format.json (the format) and README.md (the model card:
+     export/model_card.py); SHA256SUMS over the files that make a score or a decision and
+     describe them (model.onnx, model.portable.onnx, model.int8.onnx, front_end.json,
+     thresholds.json, format.json, README.md). Its own sha256 is the folder's
      identity: what the deploy image pins and every hearsay-score row names. parity.json is the
      folder's record beside it, not listed, so `hearsay parity` adding parity B to it later
      leaves the identity (and a pin taken now) as it is.
 
 Exit codes: 0 exported and parity A passed, 1 parity A failed for every exporter tried (nothing
-is listed in SHA256SUMS, so hearsay-score refuses the folder), 2 usage, 3 checkpoint missing or
-unloadable.
+is listed in SHA256SUMS, so hearsay-score refuses the folder), 2 usage (and a --meta that is
+unreadable, of another checkpoint or without thresholds), 3 checkpoint missing or unloadable.
 """
 
 from __future__ import annotations
@@ -80,6 +87,7 @@ class ExportConfig:
     seed: int = 0  # RNG seed of the synthetic parity clips
     fuse: bool = True  # fuse attention (MultiHeadAttention) when the fused graph holds parity A
     calibration: str | None = None  # bundle folder whose clips calibrate the int8 conv encoder
+    meta: str | None = None  # models/<stamp>/meta.json: thresholds.json + the model card's facts
 
 
 def export_onnx(model, path: Path, exporter: str, opset: int = 17) -> None:
@@ -124,7 +132,8 @@ def fuse_export(model, out: Path, waves: list, windows: list | None, tol: float)
     finally:
         plain.unlink(missing_ok=True)
     used = bool(report_a["passed"] and ops.get("MultiHeadAttention", 0) > 0)
-    if used:
+    if used:  # the plain export stays beside it: standard operators, any ONNX runtime
+        (out / model_dir.ONNX).replace(out / model_dir.PORTABLE)
         fused.replace(out / model_dir.ONNX)
     fused.unlink(missing_ok=True)
     return {"used": used, "ops": ops, "parity_a": report_a}
@@ -141,6 +150,9 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
     """
     import torch
 
+    from hearsay.export import model_card
+
+    meta = None if cfg.meta is None else model_card.read_meta(Path(cfg.meta), checkpoint_sha256)
     out.mkdir(parents=True, exist_ok=True)
     model_dir.clear(out)
     model = model.eval().float().cpu()
@@ -172,18 +184,21 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
         if report_a["passed"]:
             chosen = exporter
             break
-    fusion = None
+    fusion, portable = None, None
     if chosen == "torchscript" and cfg.fuse:  # 2b. the fusable export follows TorchScript's
         bar.stage("fused export + parity A")
         fusion = fuse_export(model, out, waves, windows, cfg.parity_tol)
         if fusion["used"]:
+            portable = {"file": model_dir.PORTABLE, "parity_a": report_a}
             report_a = fusion["parity_a"]
     report: dict = {"checkpoint_sha256": checkpoint_sha256,
                     "exporter": chosen, "attempts": attempts, "parity_a": report_a,
-                    "fusion": fusion,
+                    "fusion": fusion, "portable": portable,
                     "int8": None, "parity_b": None, "config": asdict(cfg),
                     "versions": probe.versions(torch)}
     shipped = [model_dir.ONNX, model_dir.FRONT_END]  # what makes a score: the identity
+    if portable:
+        shipped.append(model_dir.PORTABLE)
     # 3. int8, gated against ORT fp32 (no torch needed: both sides are onnxruntime).
     if chosen and cfg.int8:
         bar.stage("int8 recipes + gate")
@@ -198,12 +213,32 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
             shipped.append(model_dir.INT8)
         else:
             (out / model_dir.INT8).unlink(missing_ok=True)
-    # 4. parity.json (the record, not listed), then the manifest over every shipped file.
+    # 4. parity.json (the record, not listed); thresholds, config and card; the manifest over
+    #    every shipped file.
     bar.close()
     model_dir.write_parity(out, report)
     if chosen:
+        shipped += describe(out, meta, front, report_a, shipped)
         model_dir.write_sums(out, shipped)
     return report
+
+
+def describe(out: Path, meta: dict | None, front: dict, report_a: dict, graphs: list[str]
+             ) -> list[str]:
+    """4b. thresholds.json (with a meta.json), format.json and README.md; their names."""
+    import json
+
+    from hearsay.export import model_card
+
+    written = []
+    if meta is not None:
+        model_dir.write_thresholds(out, model_card.thresholds_file(meta))
+        written.append(model_dir.THRESHOLDS)
+    config = model_card.config_file(out, [g for g in graphs if g.endswith(".onnx")], front,
+                                    meta is not None)
+    (out / model_dir.CONFIG).write_text(json.dumps(config, indent=2) + "\n")
+    (out / model_dir.CARD).write_text(model_card.card(meta, config, report_a))
+    return written + [model_dir.CONFIG, model_dir.CARD]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -238,12 +273,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threshold", type=float, default=None,
                     help="decision threshold (logit) for the int8 agreement gate; default: the "
                     "median fp32 logit over the gate clips (the strictest place)")
+    ap.add_argument("--meta", type=Path, default=None, metavar="META_JSON",
+                    help="models/<stamp>/meta.json of the campaign that pinned this checkpoint "
+                    "(hearsay assemble): its out-of-fold thresholds and calibration go into "
+                    f"{model_dir.THRESHOLDS} and its facts into the model card ({model_dir.CARD})")
     args = ap.parse_args(argv)
     gate = QuantGate(clips=args.int8_clips, threshold=args.threshold)
     cfg = ExportConfig(exporter=args.exporter, max_s=args.max_s, parity_clips=args.parity_clips,
                        parity_max_s=args.parity_max_s, int8=not args.no_int8, gate=gate,
                        fuse=not args.no_fuse,
-                       calibration=None if args.calibration is None else str(args.calibration))
+                       calibration=None if args.calibration is None else str(args.calibration),
+                       meta=None if args.meta is None else str(args.meta))
     try:
         from hearsay.model import load_detector
 
@@ -253,7 +293,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hearsay export: cannot load {args.checkpoint}: {err} (pass a run dir with "
               "final/model.safetensors + config.json)", file=sys.stderr)
         return EXIT_CHECKPOINT
-    report = export_model(model, args.out, cfg, checkpoint_sha256=weights_sha)
+    from hearsay.export.model_card import MetaError
+
+    try:
+        report = export_model(model, args.out, cfg, checkpoint_sha256=weights_sha)
+    except MetaError as err:
+        print(f"hearsay export: {err}", file=sys.stderr)
+        return EXIT_USAGE
     a = report["parity_a"] or {}
     print(f"hearsay export: exporter={report['exporter']} parity A max|dlogit|="
           f"{a.get('max_abs_dlogit')} passed={a.get('passed')} "

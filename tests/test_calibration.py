@@ -1,0 +1,96 @@
+"""hearsay.calibration: the out-of-fold thresholds (minDCF, EER, a false-alarm rate) and the
+affine logit -> LLR calibration that the model folder ships."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hearsay import calibration, metrics
+
+
+def gaussian_scores(seed: int = 0, n: int = 2000) -> tuple[np.ndarray, np.ndarray]:
+    """Two unit-variance Gaussians 2 apart: the true LLR is 2 * x - 2 for x = N(0|1) vs N(2|1)."""
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.4
+    x = rng.normal(0.0, 1.0, n) + 2.0 * y
+    return x, y
+
+
+def test_calibration_lowers_cllr_on_miscalibrated_scores():
+    x, y = gaussian_scores()
+    logit = 6.0 * (2 * x - 2) + 4.0  # overconfident and shifted: a bad LLR, a perfect ranking
+    cal = calibration.calibration(logit, y)
+    assert cal["cllr_after"] < 0.5 * cal["cllr_before"]
+    assert cal["cllr_after"] == pytest.approx(metrics.cllr(calibration.apply(logit, cal), y))
+    assert cal["cllr_after"] >= cal["min_cllr"] - 1e-9  # no monotone map beats PAV on its set
+    assert cal["cllr_after"] - cal["min_cllr"] < 0.05  # the true map is affine (PAV overfits)
+    assert cal["a"] == pytest.approx(1 / 6, rel=0.1)  # undoes the scale
+    assert cal["a"] * 4.0 + cal["b"] == pytest.approx(0.0, abs=0.15)  # and the shift
+
+
+def test_a_calibrated_logit_is_left_almost_as_it_is():
+    x, y = gaussian_scores(1)
+    cal = calibration.calibration(2 * x - 2, y)  # the true LLR
+    assert cal["a"] == pytest.approx(1.0, abs=0.1) and cal["b"] == pytest.approx(0.0, abs=0.15)
+    assert cal["cllr_after"] <= cal["cllr_before"] + 1e-12
+
+
+def test_separated_scores_give_a_finite_map():
+    logit = np.array([-3.0, -2.0, -1.0, 1.0, 2.0, 3.0])
+    y = logit > 0
+    a, b = calibration.fit_affine(logit, y)
+    assert np.isfinite([a, b]).all() and a > 0
+
+
+def test_min_dcf_threshold_is_the_metrics_threshold_and_eer_sits_at_the_crossing():
+    x, y = gaussian_scores(2, 500)
+    t = calibration.thresholds(x, y)
+    m = metrics.compute(x, y)
+    assert t["min_dcf"]["value"] == m["min_dcf_threshold"]
+    assert t["min_dcf"]["min_dcf"] == pytest.approx(m["min_dcf"])
+    e = t["eer"]
+    assert e["p_miss"] >= e["p_fa"]  # at the threshold: misses reached false alarms ...
+    below = x[x < e["value"]].max()  # ... one operating point lower they had not
+    p_miss = np.mean(x[y] < below)
+    p_fa = np.mean(x[~y] >= below)
+    assert p_miss < p_fa
+    assert e["eer"] == pytest.approx(m["eer"])
+
+
+@pytest.mark.parametrize(("target", "want_thr", "want_fa"), [
+    (0.01, 99.0, 1),     # exactly 1 of 100: allowed (<=)
+    (0.0099, 99.5, 0),   # just under: the next operating point, no false alarm
+    (0.02, 98.0, 2),     # two allowed
+])
+def test_fa_rate_threshold_on_both_sides_of_its_boundary(target, want_thr, want_fa):
+    bona = np.arange(100, dtype=float)  # 0 .. 99
+    spoof = np.array([99.5, 120.0, 50.0])
+    x = np.r_[bona, spoof]
+    y = np.r_[np.zeros(100, bool), np.ones(3, bool)]
+    r = calibration.threshold_at_fa_rate(x, y, target)
+    assert r["value"] == want_thr
+    assert r["bonafide_false_alarm"] == want_fa and r["p_fa"] == want_fa / 100
+    assert r["synthetic_caught"] + r["synthetic_missed"] == 3
+    assert r["bonafide_false_alarm"] + r["bonafide_passed"] == 100
+
+
+def test_thresholds_need_both_classes():
+    with pytest.raises(ValueError, match="both classes"):
+        calibration.thresholds(np.array([1.0, 2.0]), np.array([True, True]))
+    with pytest.raises(ValueError, match="both classes"):
+        calibration.threshold_at_fa_rate(np.array([1.0]), np.array([False]), 0.1)
+
+
+def test_decision_record_names_its_set_and_the_report_prints_cllr_before_and_after():
+    x, y = gaussian_scores(3, 300)
+    rec = calibration.decision_record(5 * x, y, 0.05, "out-of-fold")
+    assert rec["set"] == {"name": "out-of-fold", "n_bonafide": int((~y).sum()),
+                          "n_spoof": int(y.sum())}
+    assert set(rec["thresholds"]) == {"min_dcf", "eer", "fa_rate"}
+    assert rec["thresholds"]["fa_rate"]["target_fa_rate"] == 0.05
+    text = "\n".join(calibration.decision_lines(rec))
+    c = rec["calibration"]
+    assert f"{c['cllr_before']:.4f}" in text and f"{c['cllr_after']:.4f}" in text
+    with pytest.raises(ValueError, match="non-finite"):
+        calibration.decision_record(np.r_[x[:-1], np.inf], y)
