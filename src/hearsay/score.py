@@ -52,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import audio, run_dir, score_file
+from hearsay import audio, feed, run_dir, score_file
 from hearsay.progress import Progress, track
 from hearsay.protocol import N_FOLDS, SPLITS, split_rows
 
@@ -238,7 +238,8 @@ def score_rows(det, root: Path, rows, augs: list[str], cfg: ScoreConfig,
     jobs = [(root, [recs[i] for i in b], [augs[i] for i in b], cfg) for b in batches]
     with Progress(len(recs), desc="scoring", unit="clip") as bar:
         try:
-            for batch, waves in zip(batches, prepared(jobs, workers), strict=True):
+            inputs = feed.prepared(batch_inputs, jobs, workers)
+            for batch, waves in zip(batches, inputs, strict=True):
                 logits[batch] = run_model(det, waves, cfg.device, cfg.precision)
                 bar.update(len(batch))
         except audio.AudioError as err:
@@ -249,36 +250,6 @@ def score_rows(det, root: Path, rows, augs: list[str], cfg: ScoreConfig,
 def batch_inputs(root: Path, recs: list, augs: list[str], cfg: ScoreConfig) -> list[np.ndarray]:
     """The model inputs of one batch (decode + front end): what a feeding worker computes."""
     return [model_input(root, rec, aug, cfg) for rec, aug in zip(recs, augs, strict=True)]
-
-
-def prepared(jobs: list[tuple], workers: int):
-    """batch_inputs(*job) for each job, in order. workers > 0: computed ahead by a torch
-    DataLoader's worker processes (decoding and the front end run beside the model instead of
-    between its batches; 2 batches ahead per worker, so memory stays bounded)."""
-    if workers <= 0:
-        yield from (batch_inputs(*job) for job in jobs)
-        return
-    from torch.utils.data import DataLoader
-
-    yield from DataLoader(_Batches(jobs), batch_size=None, num_workers=workers,
-                          prefetch_factor=2, collate_fn=_as_is)
-
-
-class _Batches:
-    """A map-style dataset of batch jobs: item i is batch i's inputs."""
-
-    def __init__(self, jobs: list[tuple]):
-        self.jobs = jobs
-
-    def __len__(self) -> int:
-        return len(self.jobs)
-
-    def __getitem__(self, i: int) -> list[np.ndarray]:
-        return batch_inputs(*self.jobs[i])
-
-
-def _as_is(waves: list[np.ndarray]) -> list[np.ndarray]:
-    return waves  # keep numpy: the default collate would turn each wave into a tensor
 
 
 def score_windows(det, root: Path, recs: list, augs: list[str], cfg: ScoreConfig):

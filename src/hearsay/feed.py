@@ -1,0 +1,41 @@
+"""Inputs prepared ahead of the model by worker processes (hearsay score, score-run, assemble).
+
+    for waves in feed.prepared(score.batch_inputs, jobs, workers=8):  # fn(*job), in job order
+        logits = run_model(det, waves, ...)
+
+On a GPU the model outruns one decoding core (box scoring measured 73% of its wall in decoding
+and the front end), so `workers` processes of a torch DataLoader compute fn(*job) for the next
+jobs while the model runs this one. workers 0 computes them here, one after another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+
+def prepared(fn: Callable, jobs: Sequence[tuple], workers: int) -> Iterator:
+    """fn(*job) for each job, in order; workers > 0: 2 jobs ahead per worker (memory bounded)."""
+    if workers <= 0:
+        yield from (fn(*job) for job in jobs)
+        return
+    from torch.utils.data import DataLoader
+
+    yield from DataLoader(_Jobs(fn, jobs), batch_size=None, num_workers=workers,
+                          prefetch_factor=2, collate_fn=_as_is)
+
+
+class _Jobs:
+    """A map-style dataset: item i is fn(*jobs[i])."""
+
+    def __init__(self, fn: Callable, jobs: Sequence[tuple]):
+        self.fn, self.jobs = fn, jobs
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def __getitem__(self, i: int):
+        return self.fn(*self.jobs[i])
+
+
+def _as_is(item):
+    return item  # keep numpy: the default collate would turn each array into a tensor
