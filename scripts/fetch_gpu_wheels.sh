@@ -4,7 +4,8 @@
 #   torch) lacks for scripts/gpu_check.sh, and put an ffmpeg beside them.
 #   A GPU machine image (python3 3.12, torch, onnxruntime, numpy, scipy, pandas ... preinstalled,
 #   no network) has no soundfile or soxr, which hearsay.audio imports at module level; soundfile
-#   needs cffi, cffi needs pycparser. Versions come from requirements.lock; the wheels are the
+#   needs cffi, cffi needs pycparser; nor pydantic, which the configs' type check imports (with
+#   pydantic_core, annotated-types and typing-inspection; typing_extensions is there). Versions come from requirements.lock; the wheels are the
 #   cp312 manylinux x86-64 builds (that image's tags), fetched with pip's ordinary client, no deps.
 #   ffmpeg: the preflight's synthetic bundle makes the five codec copies with ffmpeg, which a
 #   bare machine may lack. The imageio-ffmpeg wheel's binary of this machine's environment
@@ -29,7 +30,7 @@ esac
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-names=(soundfile soxr cffi pycparser)
+names=(soundfile soxr cffi pycparser pydantic pydantic_core annotated-types typing-inspection)
 dest=.whl
 py="${PYTHON:-python3}"
 
@@ -44,7 +45,7 @@ for n in "${names[@]}"; do
 done
 
 mkdir -p "$dest"
-for n in "${names[@]}"; do rm -f "$dest/$n"-*.whl; done  # one version of each, or pip stops
+for n in "${names[@]}"; do rm -f "$dest/${n//-/_}"-*.whl; done  # one version of each, or pip stops
 # The device README's recipe: cp312, manylinux x86-64 tags, binary only, no dependencies.
 if ! "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
@@ -54,7 +55,7 @@ if ! "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.1
   exit 1
 fi
 for n in "${names[@]}"; do
-  count="$(find "$dest" -maxdepth 1 -name "$n-*.whl" | wc -l)"
+  count="$(find "$dest" -maxdepth 1 -name "${n//-/_}-*.whl" | wc -l)"  # wheel names use _
   if [ "$count" -ne 1 ]; then
     echo "fetch_gpu_wheels: $count wheels for $n in $dest (want exactly 1)" >&2
     exit 1

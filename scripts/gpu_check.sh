@@ -5,7 +5,7 @@
 #   its own timeout
 #   inside one total budget; a failed or timed-out step is recorded and the next runs, and
 #   summary.json is rewritten after every step (a figure is kept as soon as it exists).
-#     setup   carried wheels (.whl/) -> /tmp/site when soundfile/soxr are missing; PYTHONPATH
+#     setup   carried wheels (.whl/) -> /tmp/site when soundfile/soxr/pydantic are missing; PYTHONPATH
 #             src/ (hearsay, hearsay.export included; no wheel); an ffmpeg (below); env.json:
 #             versions (and which differ from requirements.lock), GPU, bf16 matmul rate, the
 #             ffmpeg and whether it has the five encoders (libmp3lame libopus aac
@@ -74,7 +74,7 @@
 #   GPU_CHECK_STEPS=score GPU_CHECK_TOTAL_S=150) but not for a fresh machine, so release the
 #   machine right after. A remote runner's own limit should sit above the budget (e.g. 540 s)
 #   so the script's deadline ends a slow step first and the summary is still written.
-#   setup  <= 45 s: pip install of 4 small wheels ~5 s; torch import, CUDA init and ten
+#   setup  <= 45 s: pip install of 8 small wheels ~5 s; torch import, CUDA init and ten
 #     8192^3 bf16 products (11 TFLOP, ~15 ms at ~790 TFLOP/s) ~15 s.
 #   preflight <= 60 s, ddp <= 60 s (estimates, not yet measured on a GPU): a torch import and
 #     CUDA start (~10 s), the synthetic bundle (~2 s: 32 clips, one codec copy), 2-4 optimiser
@@ -217,9 +217,9 @@ run_step() {
 }
 
 setup() {
-  if [ "$dry" = 0 ] && ! "$PY" -c "import soundfile, soxr" 2>/dev/null; then
+  if [ "$dry" = 0 ] && ! "$PY" -c "import soundfile, soxr, pydantic" 2>/dev/null; then
     if ! compgen -G ".whl/*.whl" >/dev/null; then
-      echo "gpu_check: soundfile/soxr missing and no .whl/ here (run" \
+      echo "gpu_check: soundfile/soxr/pydantic missing and no .whl/ here (run" \
         "scripts/fetch_gpu_wheels.sh on the dev machine, then carry [\".whl\"])"
       return 3
     fi
