@@ -92,8 +92,8 @@ def test_scores_every_clip_in_sorted_order_and_lists_broken_ones(world, tmp_path
     out = tmp_path / "scores.csv"
     assert main([str(clips), "-o", str(out), "--model", str(model)]) == 0
     assert out.read_text().splitlines()[0] == (
-        "path,duration_s,score,logit,model_sums_sha256,error,"
-        "windows,covered_s,mean_logit,peak_start_s,peak_end_s,header_s")
+        '"path","duration_s","score","logit","model_sums_sha256","error",'
+        '"windows","covered_s","mean_logit","peak_start_s","peak_end_s","header_s","variant"')
     rows = read_csv(out)
     assert [r["path"] for r in rows] == sorted(expected)
     model_id = hashlib.sha256((model / "SHA256SUMS").read_bytes()).hexdigest()  # what pins it
@@ -150,7 +150,8 @@ def test_csv_goes_to_stdout_without_output_flag(world, capsys):
     model, _, clips, expected = world
     assert main([str(clips), "--model", str(model)]) == 0
     captured = capsys.readouterr()
-    assert captured.out.startswith("path,duration_s,") and len(captured.out.splitlines()) == 11
+    assert captured.out.startswith('"path","duration_s",')
+    assert len(captured.out.splitlines()) == 11
     assert "6/10 scored, 4 failed" in captured.err
 
 
@@ -344,7 +345,7 @@ def test_rows_reach_stdout_chunk_by_chunk_before_the_run_ends(world, monkeypatch
     interrupt_on_call(monkeypatch, 3)
     assert main([str(clips), "--model", str(model), "--batch-size", "1", "--first-window"]) == 130
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == ",".join(deploy.COLUMNS) and len(lines) == 1 + 8
+    assert lines[0] == ",".join(f'"{c}"' for c in deploy.COLUMNS) and len(lines) == 1 + 8
 
 
 def test_sigterm_ends_a_real_run_with_the_finished_rows_kept(world, tmp_path):

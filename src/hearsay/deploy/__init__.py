@@ -83,7 +83,7 @@ import numpy as np
 from hearsay import windows
 from hearsay.audio import SAMPLE_RATE, AudioError, prepare
 from hearsay.cpu_engine import make_session, run_logits
-from hearsay.deploy import io, windowed
+from hearsay.deploy import io, resume, windowed
 from hearsay.deploy.io import (  # noqa: F401
     AUDIO_EXTS,
     COLUMNS,
@@ -93,6 +93,7 @@ from hearsay.deploy.io import (  # noqa: F401
     RowSink,
     find_audio,
     new_row,
+    say,
 )
 from hearsay.model_dir import (  # noqa: F401  (model_sums: callers import it from here)
     FRONT_END,
@@ -120,6 +121,8 @@ class ScoreConfig:
     hop_s: float = windows.HOP_S  # window hop (s); windows are max_s long (front_end.json)
     window_chunk: int = 32  # windows cut ahead of scoring (32 x 8 s = 16 MB): bounds memory;
     #                         hearsay-score sets 4 x --batch-size, as chunk
+    max_decode_s: float = windows.MAX_DECODE_S  # per file and decode pass: longer fails the file
+    max_decode_mb: int = windows.MAX_DECODE_MB  # ffmpeg's address space: more fails the file
 
 
 # --------------------------------------------------------------------------- scoring a folder
@@ -133,6 +136,7 @@ class Scorer:
     model_sha: str  # the model folder's identity (sha256 of SHA256SUMS), in every row
     front: dict  # prepare()'s kwargs: max_s, cutoff_hz, top_db
     min_samples: int  # shorter model inputs are refused (16 kHz samples)
+    variant: str = "fp32"  # the model file that scores (fp32 / int8): every row names it
 
     def logits(self, waves: list[np.ndarray], batch_size: int = 8) -> np.ndarray:
         """run_logits on this scorer's session (the windowed path calls it through here)."""
@@ -142,35 +146,67 @@ class Scorer:
 def load_scorer(model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> Scorer:
     """verify_model_dir + an onnxruntime session; raises ModelError before anything is scored."""
     model_path, model_sha, front = verify_model_dir(model_dir, cfg.variant)
+    max_s = front.get("max_s")
+    if max_s is not None and not (isinstance(max_s, int | float) and 0 < max_s < 3600):
+        raise ModelError(f"{model_dir}/{FRONT_END}: max_s {max_s!r} is not a window length in "
+                         "seconds (0 < max_s < 3600): re-export the model folder")
     # at least min_s, and never under one CNN frame (400 samples = 25 ms) or the model has no input
     min_samples = max(int(round(front.pop("min_s") * SAMPLE_RATE)), MIN_SAMPLES)
-    return Scorer(make_session(model_path, cfg.threads), model_sha, front, min_samples)
+    try:
+        session = make_session(model_path, cfg.threads)
+    except Exception as err:  # noqa: BLE001 - onnxruntime raises its own types for a bad graph
+        why = str(err).splitlines()[0] if str(err) else repr(err)
+        raise ModelError(f"{model_path} matches {model_dir}/SHA256SUMS but onnxruntime cannot "
+                         f"load it ({why}): re-export the model folder") from None
+    return Scorer(session, model_sha, front, min_samples, cfg.variant)
 
 
-def model_input(path: Path, row: dict, scorer: Scorer) -> np.ndarray | None:
+def model_input(path: Path, row: dict, scorer: Scorer,
+                cfg: ScoreConfig = ScoreConfig()) -> np.ndarray | None:
     """(N,) float32 model input of one file, or None with the reason in row["error"]."""
     try:
-        wave, info = windows.decode(path)  # (N,) float32 @ 16 kHz: the windowed mode's decode
+        wave, info = windows.decode(path, max_s=cfg.max_decode_s,  # (N,) float32 @ 16 kHz:
+                                    max_mb=cfg.max_decode_mb)     # the windowed mode's decode
         io.note_header(row, len(wave), info.header_s)
         x = prepare(wave, **scorer.front)
+        if not np.isfinite(x).all():
+            raise AudioError(path, "samples too large to score (the normalisation overflows; "
+                             "audio is -1..1)")
         if len(x) < scorer.min_samples:
             raise AudioError(path, f"too short after trimming ({len(x) / SAMPLE_RATE:.3f} s"
                              f" < {scorer.min_samples / SAMPLE_RATE:g} s)")
         windowed.first_window_span(row, wave, x, scorer.front["top_db"])
         return x
-    except AudioError as err:
-        row["error"] = err.reason
     except Exception as err:  # noqa: BLE001 - any per-file failure is that file's error
-        row["error"] = f"{type(err).__name__}: {err}"
+        row["error"] = failure_reason(err)
     return None
+
+
+def failure_reason(err: Exception) -> str:
+    """A row's error: the AudioError's reason, else a sentence (never a Python type name)."""
+    if isinstance(err, AudioError):
+        return err.reason
+    return f"could not be decoded ({err or 'no detail'})"
+
+
+def set_logit(row: dict, logit: float) -> bool:
+    """score/logit of a one-window row; a non-finite logit fails the row instead (False)."""
+    if not np.isfinite(logit):
+        row["error"] = f"the model gave a non-finite logit ({logit}) for this file"
+        return False
+    row["logit"] = f"{logit:.6f}"
+    row["score"] = f"{windowed.sigmoid(logit):.6f}"
+    row["mean_logit"] = row["logit"]  # one window
+    return True
 
 
 def score_chunk(root: Path, paths: list[Path], scorer: Scorer, cfg: ScoreConfig) -> list[dict]:
     """Rows of `paths`, in their order: decode all, then one ORT pass batched by length."""
     rows, waves, slots = [], [], []
     for path in paths:
-        row = new_row(root, path, scorer.model_sha)
-        x = model_input(path, row, scorer)
+        row = new_row(root, path, scorer.model_sha, scorer.variant)
+        with np.errstate(all="ignore"):  # overflow is checked (isfinite), not warned about
+            x = model_input(path, row, scorer, cfg)
         if x is not None:
             waves.append(x)
             slots.append(len(rows))
@@ -178,9 +214,9 @@ def score_chunk(root: Path, paths: list[Path], scorer: Scorer, cfg: ScoreConfig)
     if waves:
         logits = run_logits(scorer.session, waves, cfg.batch_size)
         for slot, logit in zip(slots, logits, strict=True):
-            rows[slot]["logit"] = f"{float(logit):.6f}"
-            rows[slot]["score"] = f"{windowed.sigmoid(float(logit)):.6f}"
-            rows[slot]["mean_logit"] = rows[slot]["logit"]  # one window
+            if not set_logit(rows[slot], float(logit)):
+                for k in ("windows", "covered_s", "peak_start_s", "peak_end_s"):
+                    rows[slot].pop(k, None)
     return rows
 
 
@@ -201,7 +237,7 @@ def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) 
 
 
 def _interrupted(signum, frame):
-    raise KeyboardInterrupt  # SIGTERM (docker stop) ends the run like Ctrl-C
+    raise KeyboardInterrupt  # SIGTERM (docker stop) and SIGHUP end the run like Ctrl-C
 
 
 def _stdout_gone() -> int:
@@ -218,20 +254,22 @@ def run(args, cfg: ScoreConfig) -> int:
     scorer = load_scorer(args.model, cfg)  # ModelError before any output is created
     files, skipped = find_audio(args.clips)
     if not files:
-        print(f"hearsay-score: no audio files under {args.clips} ({sum(skipped.values())} other "
-              "files skipped). In a container, mount the folder that holds the clips: "
-              'docker run --rm -v "$PWD:/data" hearsay-score clips/', file=sys.stderr)
+        say(f"hearsay-score: no audio files under {args.clips} ({sum(skipped.values())} other "
+            "files skipped). In a container, mount the folder that holds the clips: "
+            'docker run --rm -v "$PWD:/data" hearsay-score clips/')
         return EXIT_NO_AUDIO
     if not cfg.first_window and not 0 < cfg.hop_s <= scorer.front["max_s"]:
-        print(f"hearsay-score: --hop-s {cfg.hop_s:g} must be in (0, {scorer.front['max_s']:g}] "
-              f"(the window length, {FRONT_END} max_s)", file=sys.stderr)
+        say(f"hearsay-score: --hop-s {cfg.hop_s:g} must be in (0, {scorer.front['max_s']:g}] "
+            f"(the window length, {FRONT_END} max_s)")
         return EXIT_USAGE
-    kept, kept_windows = (io.resume_rows(args, scorer.model_sha, windowed.WINDOW_COLUMNS)
+    record = resume.run_record(args, cfg, scorer.model_sha)
+    kept, kept_windows = (resume.resume_rows(args, record, windowed.WINDOW_COLUMNS)
                           if args.resume else ([], []))
     done = {r["path"] for r in kept}
     todo = [f for f in files if io.csv_path(args.clips, f) not in done]
     progress, sink, win_sink = Progress(len(files), args.progress), None, None
     try:
+        resume.write_record(args.output, record)  # before the first row of FILE.partial
         sink = RowSink(args.output, keep=kept)
         win_sink = windowed.WindowSink(args.windows_csv, keep=kept_windows)
         if kept:
@@ -239,9 +277,12 @@ def run(args, cfg: ScoreConfig) -> int:
         chunks = (iter_chunks(args.clips, todo, scorer, cfg) if cfg.first_window else
                   windowed.iter_window_chunks(args.clips, todo, scorer, cfg,
                                               win_sink.write, progress.audio))
-        for rows in chunks:
-            sink.write(rows)
-            progress.update(rows)
+        with np.errstate(all="ignore"):  # overflow is checked (isfinite), not warned about
+            for rows in chunks:
+                sink.write(rows)
+                progress.update(rows)
+        win_sink.commit()
+        sink.commit()
     except (KeyboardInterrupt, BrokenPipeError, OutputError) as err:
         for s in (sink, win_sink):
             if s is not None:
@@ -251,19 +292,18 @@ def run(args, cfg: ScoreConfig) -> int:
         if isinstance(err, BrokenPipeError):
             return _stdout_gone()
         if isinstance(err, OutputError):
-            print(f"hearsay-score: {err}{kept}", file=sys.stderr)
+            say(f"hearsay-score: {err}{kept}")
             return EXIT_OUTPUT
-        print(f"hearsay-score: interrupted after {progress.done}/{len(files)} files{kept} "
-              "(--resume goes on from there)", file=sys.stderr)
+        say(f"hearsay-score: interrupted after {progress.done}/{len(files)} files{kept} "
+            "(--resume goes on from there)")
         return EXIT_INTERRUPTED
-    sink.commit()
-    win_sink.commit()
+    resume.drop_record(args.output)
     progress.close()
-    print(progress.summary(skipped), file=sys.stderr)
+    say(progress.summary(skipped))
     return EXIT_FAILED if (progress.failed and args.strict) else EXIT_OK
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="hearsay-score", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("clips", type=Path, help="folder of audio files (walked recursively)")
@@ -288,38 +328,60 @@ def main(argv: list[str] | None = None) -> int:
                     help="with -o: keep the complete rows of OUTPUT.partial (an interrupted run "
                     "with the same options and model) and score only the files not in it")
     windowed.add_window_args(ap, ScoreConfig.hop_s)
-    args = ap.parse_args(argv)  # argparse exits 2 on usage errors
+    ap.add_argument("--max-decode-s", type=float, default=ScoreConfig.max_decode_s,
+                    metavar="SECONDS", help="per-file decode time bound, each decode pass "
+                    f"(default {ScoreConfig.max_decode_s:g}): a file over it fails, so named")
+    ap.add_argument("--max-decode-mb", type=int, default=ScoreConfig.max_decode_mb, metavar="MIB",
+                    help="memory bound of ffmpeg's decode (its address space, default "
+                    f"{ScoreConfig.max_decode_mb}): a file that needs more fails with that reason")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    io.std_open()
+    code = _main(argv)
+    return io.std_flushed(code, failed_codes=(EXIT_OK, EXIT_FAILED), exit_output=EXIT_OUTPUT)
+
+
+def _main(argv: list[str] | None) -> int:
+    args = _parser().parse_args(argv)  # argparse exits 2 on usage errors
     if not args.clips.is_dir():
-        print(f"hearsay-score: {args.clips} is not a folder (pass a folder of clips; in a "
-              'container: docker run --rm -v "$PWD:/data" hearsay-score clips/)', file=sys.stderr)
+        say(f"hearsay-score: {args.clips} is not a folder (pass a folder of clips; in a "
+            'container: docker run --rm -v "$PWD:/data" hearsay-score clips/)')
         return EXIT_USAGE
     if args.batch_size < 1 or args.threads < 0:
-        print("hearsay-score: --batch-size must be >= 1 and --threads >= 0", file=sys.stderr)
+        say("hearsay-score: --batch-size must be >= 1 and --threads >= 0")
         return EXIT_USAGE
     usage = windowed.window_usage_error(args) or (
         "--resume needs -o FILE (it goes on from FILE.partial)"
-        if args.resume and args.output is None else "")
+        if args.resume and args.output is None else "") or (
+        "-o and --windows-csv name the same file: give the windows their own file"
+        if io.same_file(args.output, args.windows_csv) else "") or (
+        "--max-decode-s and --max-decode-mb must be > 0"
+        if not (args.max_decode_s > 0 and args.max_decode_mb > 0) else "")
     if usage:
-        print(f"hearsay-score: {usage}", file=sys.stderr)
+        say(f"hearsay-score: {usage}")
         return EXIT_USAGE
     cfg = ScoreConfig(batch_size=args.batch_size, chunk=4 * args.batch_size,
                       variant=args.variant, threads=args.threads,
                       first_window=args.first_window, hop_s=args.hop_s,
-                      window_chunk=4 * args.batch_size)
+                      window_chunk=4 * args.batch_size, max_decode_s=args.max_decode_s,
+                      max_decode_mb=args.max_decode_mb)
     try:  # before any work: a run must not score for an hour and then fail to write
         io.check_writable(args.output)
         io.check_writable(args.windows_csv)
     except OutputError as err:
-        print(f"hearsay-score: {err}", file=sys.stderr)
+        say(f"hearsay-score: {err}")
         return EXIT_OUTPUT
-    old = signal.signal(signal.SIGTERM, _interrupted)
+    old = {sig: signal.signal(sig, _interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         return run(args, cfg)
     except ModelError as err:
-        print(f"hearsay-score: {err}", file=sys.stderr)
+        say(f"hearsay-score: {err}")
         return EXIT_MODEL
     except ResumeError as err:
-        print(f"hearsay-score: {err}", file=sys.stderr)
+        say(f"hearsay-score: {err}")
         return EXIT_USAGE
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
