@@ -643,7 +643,12 @@ def test_resume_refuses_rows_of_another_model_and_needs_o(world, tmp_path, capsy
         writer.writeheader()
         writer.writerow(row)
         fh.write("b/c.flac,1.2")  # the line an interrupt cut: dropped, never parsed
+    import argparse  # the run record another model's run left beside its rows
+
+    other = argparse.Namespace(clips=clips, windows_csv=None)
+    deploy.resume.write_record(out, deploy.resume.run_record(other, deploy.ScoreConfig(),
+                                                             "0" * 64))
     assert main([str(clips), "-o", str(out), "--model", str(model), "--resume"]) == 2
-    assert f"holds rows of model {'0' * 64}" in capsys.readouterr().err
+    assert f"model_sums_sha256 '{'0' * 64}' -> " in capsys.readouterr().err
     assert main([str(clips), "--model", str(model), "--resume"]) == 2
     assert "--resume needs -o FILE" in capsys.readouterr().err
