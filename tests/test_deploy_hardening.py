@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from test_deploy import read_csv, speech_file, world  # noqa: F401  (world: the fixture)
+import test_deploy
+from test_deploy import read_csv, speech_file
 
 from hearsay import deploy
 from hearsay.audio import ffmpeg_exe
@@ -25,6 +26,7 @@ from hearsay.hashing import format_sums, sha256_file
 from hearsay.model_dir import model_sums
 
 SR = 16_000
+world = test_deploy.world  # the fixture: a tiny exported model and a folder of clips
 
 
 def run_cli(*args: str, **kw) -> subprocess.CompletedProcess:
