@@ -164,17 +164,23 @@ def gate_clips(gate: QuantGate, front: dict, rng: np.random.Generator) -> list[n
     return probe.synthetic_clips(rng, gate.clips, lo, hi, front)
 
 
-def long_file_windows(gate: QuantGate, front: dict, rng: np.random.Generator
-                      ) -> list[np.ndarray]:
-    """The windows hearsay-score scores in gate.long_files synthetic files of gate.long_s s:
-    hearsay.windows cuts them (trim once, windows of max_s every HOP_S, each band-limited and
-    normalised over its own samples), so the gate sees the scorer's full-length windows."""
+def long_file_windows(gate: QuantGate, front: dict, rng: np.random.Generator,
+                      sources: list[np.ndarray] | None = None) -> list[np.ndarray]:
+    """The windows hearsay-score scores in gate.long_files files of gate.long_s s: hearsay.windows
+    cuts them (trim once, windows of max_s every HOP_S, each band-limited and normalised over its
+    own samples), so the gate sees the scorer's full-length windows. A file is `sources` (bundle
+    clips) joined in random order when given, else synthetic (probe.voice_like)."""
     from hearsay.windows import HOP_S, wave_windows
 
     win_s = float(front["max_s"] if gate.max_s is None else gate.max_s)
+    n = int(gate.long_s * SAMPLE_RATE)
     out = []
     for _ in range(gate.long_files):
-        x = probe.voice_like(rng, gate.long_s, SAMPLE_RATE)
+        if sources:
+            picks = [sources[i] for i in rng.permutation(len(sources))]
+            x = np.concatenate(picks * (1 + n // max(1, sum(len(p) for p in picks))))[:n]
+        else:
+            x = probe.voice_like(rng, gate.long_s, SAMPLE_RATE)
         out += [w.wave for w in wave_windows(x, win_s, min(HOP_S, win_s),
                                              top_db=front["top_db"],
                                              cutoff_hz=front["cutoff_hz"])]
@@ -241,7 +247,7 @@ def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
     top_up = max(0, gate.clips - len(real))
     waves = real + (gate_clips(dataclasses.replace(gate, clips=top_up), front, rng)
                     if top_up else [])
-    long_windows = long_file_windows(gate, front, rng)  # the deploy range: long files too
+    long_windows = long_file_windows(gate, front, rng, real)  # the deploy range: long files
     waves += long_windows
     fp32 = run_logits(make_session(src), waves)
     attempts, best = [], None
@@ -267,7 +273,7 @@ def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
     lengths = [len(w) / SAMPLE_RATE for w in waves]
     return {**best, "quantised_matmuls": len(nodes), "attempts": attempts,
             "conv_recipes_skipped": no_convs,
-            "gate_clips_bundle": len(real), "gate_clips_synthetic": len(waves) - len(real),
+            "gate_clips_bundle": len(real), "gate_clips_synthetic": len(waves) - len(real) - len(long_windows),
             "calibration_clips": len(calib), "gate_windows_long": len(long_windows),
             "long_files": gate.long_files, "long_file_s": gate.long_s,
             "calibration": None if calibration is None else str(calibration),
