@@ -11,14 +11,23 @@ files and dot-folders are not scored, only counted), scores every audio file (by
 soundfile, else ffmpeg, for the whole file) with the exported ONNX model, one CSV row per file:
 
     path,duration_s,score,logit,model_sums_sha256,error,
-    windows,covered_s,mean_logit,peak_start_s,peak_end_s,header_s      (one line in the file)
+    windows,covered_s,mean_logit,peak_start_s,peak_end_s,header_s,variant   (one line in the file)
 
-`path` is relative to CLIPS_DIR ('/'-separated; a byte of a name that is not UTF-8 written \\xNN,
-a backslash \\\\); `duration_s` is the decoded length in seconds (before trim/cap): only decoded
-samples are scored, and `header_s` is the length the header declares when it differs by more
-than 50 ms (a cut download); `score` = sigmoid(logit), high = synthetic; `model_sums_sha256` is
-the model folder's identity, the sha256 of its SHA256SUMS; a file that cannot be read gets empty
-score/logit and its reason in `error`, and the batch goes on. Every model input is built by
+Every field is quoted and a row is one line (RFC 4180, CRLF). `path` is relative to CLIPS_DIR
+('/'-separated; a byte of a name that is not UTF-8, or a control character, written \\xNN, a
+backslash \\\\; a name starting with = + - @ or ' gets one leading ', so a spreadsheet does not
+run it as a formula); `duration_s` is the decoded length in seconds (before trim/cap): only
+decoded samples are scored, and `header_s` is the length the header declares when it differs
+by more than 50 ms (a cut download); `score` = sigmoid(logit), high = synthetic, always finite;
+`model_sums_sha256` is the model folder's identity, the sha256 of its SHA256SUMS, and `variant`
+(fp32 / int8) the model file that scored; a file that cannot be read (or whose samples or logit
+are not finite) gets empty score/logit and its reason in `error`, and the batch goes on.
+
+A file's name only ever names that file: the decoder is chosen by its bytes (soundfile reads
+the opened file; ffmpeg gets `file:` + its absolute path, file protocol only). FIFOs, devices
+and sockets are refused as not regular files. Each file's decode is bounded, per pass:
+--max-decode-s (default 600 s) of decoding and --max-decode-mb (default 1024 MiB) of ffmpeg
+address space; a file over a bound fails with that reason. Every model input is built by
 hearsay.audio's front end with the model folder's front_end.json, exactly as in training.
 
 WINDOWS (the default, for every file): each file is decoded in blocks, never whole in memory,
@@ -43,9 +52,13 @@ exported scores were made: use it to reproduce or compare with them.
 Rows stream in input order: windowed, file by file; with --first-window every 4 batches (4 x
 --batch-size files) they are written and flushed. With -o FILE they go to FILE.partial, renamed
 to FILE when the run completes (FILE is never half written); an interrupted run (Ctrl-C, SIGTERM
-/ docker stop) keeps FILE.partial with every finished row and exits 130. On stdout the finished
-rows are already out. --resume (same options) keeps FILE.partial's complete rows and scores the
-rest. -o and --windows-csv are checked writable before anything is scored. Progress goes to
+/ docker stop, SIGHUP) keeps FILE.partial with every finished row and exits 130. On stdout the
+finished rows are already out. --resume keeps FILE.partial's complete rows and scores the rest
+only when FILE.partial.json (the run record: clips folder and its device:inode, options that
+change a score, engine, model identity and variant) matches this run; otherwise it refuses
+(exit 2) naming what differs. -o and --windows-csv are checked before anything is scored: they
+must be writable regular files (a symlink, FIFO or device is refused: leave -o out and redirect
+stdout instead) and not the same file. Progress goes to
 stderr (a bar on a terminal, else a line every --progress seconds; windowed runs add the audio
 seconds scored, inside a long file too), then one summary line: scored, failed, skipped (by kind:
 hidden, not audio, symlink loop, unreadable), files whose header disagrees, seconds.
@@ -53,19 +66,24 @@ hidden, not audio, symlink loop, unreadable), files whose header disagrees, seco
 The model folder (docs/INTERFACES.md) is checked before anything is scored: every file listed in
 SHA256SUMS must match, the chosen model file must be listed, and when $HEARSAY_MODEL_SUMS_SHA256
 is set (the deploy image bakes it at build) the sha256 of SHA256SUMS itself must equal it, which
-pins every file of the folder. Default folder: $HEARSAY_MODEL_DIR, else /opt/hearsay/model.
+pins every file of the folder (set but empty is refused: an empty value never unpins).
+Default folder: $HEARSAY_MODEL_DIR, else /opt/hearsay/model.
 
-The package (this module; io.py: the input walk and the CSV rows; windowed.py: windowed
-scoring; __main__.py: `python -m hearsay.deploy`) imports numpy, soundfile, onnxruntime and
-hearsay's torch-free audio, windows, crops, cpu_engine (the onnxruntime session) and model_dir
-(the model folder) modules only -- never torch (the deploy image has none;
-tests/test_deploy.py proves it in a venv without torch).
+The package (this module; io.py: the input walk and the CSV rows; resume.py: the run record
+--resume checks; windowed.py: windowed scoring; __main__.py: `python -m hearsay.deploy`)
+imports numpy, soundfile, onnxruntime and hearsay's torch-free audio, windows, crops,
+cpu_engine (the onnxruntime session) and model_dir (the model folder) modules only -- never
+torch (the deploy image has none; tests/test_deploy.py proves it in a venv without torch).
 
 Exit codes: 0 every file scored (or some failed without --strict), 1 some files failed (--strict),
-2 usage (bad arguments, CLIPS_DIR missing, --resume on another model's rows), 3 model folder
-missing, incomplete or sha mismatch, 4 no audio file under CLIPS_DIR (often a mistyped mount),
-5 -o / --windows-csv not writable (in a container: --user "$(id -u)" or a writable mount),
-130 interrupted (finished rows kept), 141 stdout closed by its reader (`| head`).
+2 usage (bad arguments, CLIPS_DIR missing, --resume on another run's partial file, -o and
+--windows-csv the same file), 3 model folder missing, incomplete, sha mismatch, not loadable by
+onnxruntime, a front_end.json max_s that is no window length, or $HEARSAY_MODEL_SUMS_SHA256 set
+but empty or malformed, 4 no audio file under CLIPS_DIR (often a mistyped mount), 5 -o /
+--windows-csv not writable or not a regular file, or stdout failing (a full disk) (in a
+container: --user "$(id -u)" or a writable mount), 130 interrupted (Ctrl-C, SIGTERM, SIGHUP;
+finished rows kept), 141 stdout closed by its reader (`| head`). A closed stderr loses only the
+messages.
 """
 
 from __future__ import annotations
@@ -73,7 +91,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,15 +195,8 @@ def model_input(path: Path, row: dict, scorer: Scorer,
         windowed.first_window_span(row, wave, x, scorer.front["top_db"])
         return x
     except Exception as err:  # noqa: BLE001 - any per-file failure is that file's error
-        row["error"] = failure_reason(err)
+        row["error"] = io.failure_reason(err)
     return None
-
-
-def failure_reason(err: Exception) -> str:
-    """A row's error: the AudioError's reason, else a sentence (never a Python type name)."""
-    if isinstance(err, AudioError):
-        return err.reason
-    return f"could not be decoded ({err or 'no detail'})"
 
 
 def set_logit(row: dict, logit: float) -> bool:
@@ -240,15 +250,6 @@ def _interrupted(signum, frame):
     raise KeyboardInterrupt  # SIGTERM (docker stop) and SIGHUP end the run like Ctrl-C
 
 
-def _stdout_gone() -> int:
-    """stdout's reader closed it (`| head`): no traceback, nothing more flushed at exit."""
-    try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
-    return EXIT_CLOSED
-
-
 def run(args, cfg: ScoreConfig) -> int:
     """Score args.clips into args.output (or stdout), streaming rows; the exit code."""
     scorer = load_scorer(args.model, cfg)  # ModelError before any output is created
@@ -290,7 +291,8 @@ def run(args, cfg: ScoreConfig) -> int:
         progress.close()
         kept = f"; finished rows kept in {sink.partial}" if sink and sink.partial else ""
         if isinstance(err, BrokenPipeError):
-            return _stdout_gone()
+            io.stdout_gone()  # `| head`: no traceback, nothing more flushed at exit
+            return EXIT_CLOSED
         if isinstance(err, OutputError):
             say(f"hearsay-score: {err}{kept}")
             return EXIT_OUTPUT
@@ -325,8 +327,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="stderr not a terminal: a progress line every SECONDS (default 30); "
                     "a terminal gets a bar; 0 = no progress")
     ap.add_argument("--resume", action="store_true",
-                    help="with -o: keep the complete rows of OUTPUT.partial (an interrupted run "
-                    "with the same options and model) and score only the files not in it")
+                    help="with -o: keep the complete rows of OUTPUT.partial and score only the "
+                    "files not in it; refused (exit 2) unless OUTPUT.partial.json shows the same "
+                    "clips folder, options, engine and model")
     windowed.add_window_args(ap, ScoreConfig.hop_s)
     ap.add_argument("--max-decode-s", type=float, default=ScoreConfig.max_decode_s,
                     metavar="SECONDS", help="per-file decode time bound, each decode pass "

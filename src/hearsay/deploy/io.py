@@ -259,6 +259,20 @@ class RowSink:
                 pass
 
 
+def failure_reason(err: Exception) -> str:
+    """A row's error: an AudioError's reason, else a sentence (never a Python type name)."""
+    reason = getattr(err, "reason", None)  # hearsay.audio.AudioError (io imports no numpy)
+    return reason if isinstance(reason, str) else f"could not be decoded ({err or 'no detail'})"
+
+
+def stdout_gone() -> None:
+    """stdout's reader closed it: point fd 1 at /dev/null so nothing more is flushed at exit."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def std_open() -> None:
     """fds 0-2 open (on /dev/null if closed: no CSV opened later may become fd 2) and sys.stderr
     a real stream (Python sets it to None when fd 2 was closed, and print would then go to

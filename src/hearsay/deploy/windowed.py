@@ -33,7 +33,7 @@ import numpy as np
 
 from hearsay import windows
 from hearsay.audio import SAMPLE_RATE, AudioError, trim_silence
-from hearsay.deploy.io import RowSink, new_row, note_header
+from hearsay.deploy.io import RowSink, failure_reason, new_row, note_header
 from hearsay.logits import sigmoid  # both modes of hearsay-score use it
 from hearsay.model_dir import FRONT_END
 
@@ -106,8 +106,7 @@ def windowed_rows(root: Path, files: list[Path], scorer, cfg,
                     score_pending()
                     yield from finished()  # earlier files done while a long one is cut
         except Exception as err:  # noqa: BLE001 - any per-file failure is that file's error
-            fw.row["error"] = (err.reason if isinstance(err, AudioError) else
-                               f"could not be decoded ({err or 'no detail'})")
+            fw.row["error"] = failure_reason(err)
             fw.spans.clear()
             fw.logits.clear()
             pending[:] = [p for p in pending if p[0] is not fw]
