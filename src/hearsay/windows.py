@@ -38,11 +38,8 @@ from __future__ import annotations
 
 import math
 import os
-import resource
-import stat
 import subprocess
 import threading
-import time
 from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
@@ -53,12 +50,18 @@ import soundfile as sf
 import soxr
 
 from hearsay import audio
+from hearsay.file_input import (
+    MAX_DECODE_MB,
+    MAX_DECODE_S,
+    bounded,
+    ffmpeg_input,
+    limit_memory,
+    open_regular,
+)
 
 SR = audio.SAMPLE_RATE
 HOP_S = 4.0  # default hop (s): with 8 s windows every moment is seen by two windows
 BLOCK_S = 30.0  # decode block (s of the file's own rate): bounds decode memory
-MAX_DECODE_S = 600.0  # default decode time bound per file and pass (s; --max-decode-s)
-MAX_DECODE_MB = 1024  # default ffmpeg address-space bound (MiB; hearsay-score --max-decode-mb)
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,7 @@ def stream_audio(path: str | os.PathLike, block_s: float = BLOCK_S,
     stream_span() turn a soundfile read failure into an ffmpeg decode."""
     path = Path(path)
     info = DecodeInfo() if info is None else info
-    fh = _open_regular(path)
+    fh = open_regular(path)
     size = os.fstat(fh.fileno()).st_size
     if size == 0:
         fh.close()
@@ -191,49 +194,10 @@ def stream_audio(path: str | os.PathLike, block_s: float = BLOCK_S,
             known = 0 < snd.frames < 2**62  # libsndfile says SF_COUNT_MAX when it cannot tell
             info.header_s = snd.frames / snd.samplerate if known else None
             frames = _soundfile_frames(path, snd, block_s, fh)
-    yield from _bounded(path, _mono_16k(path, frames), info.max_s)
+    yield from bounded(path, _mono_16k(path, frames), info.max_s)
     if os.stat(path).st_size != size:
         raise audio.AudioError(path, f"file changed while it was read ({size} -> "
                                f"{os.stat(path).st_size} bytes): score it again once complete")
-
-
-_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK:
-          "a block device", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
-
-
-def _open_regular(path: Path):
-    """The file opened for reading; AudioError if it is missing or not a regular file (a FIFO is
-    opened non-blocking, so it is refused instead of waiting for a writer)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise audio.AudioError(path, "file not found") from None
-    except OSError as err:
-        raise audio.AudioError(path, f"cannot open ({err.strerror})") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
-        raise audio.AudioError(path, f"not a regular file ({kind}): only files are scored")
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")
-
-
-def _bounded(path: Path, blocks: Iterator[np.ndarray], max_s: float) -> Iterator[np.ndarray]:
-    """`blocks`, failing the file once producing them (decoding + resampling, not what the
-    consumer does between blocks) took longer than max_s seconds."""
-    spent = 0.0
-    with closing(blocks):
-        while True:
-            t0 = time.monotonic()
-            block = next(blocks, None)
-            spent += time.monotonic() - t0
-            if spent > max_s:
-                raise audio.AudioError(path, f"decoding took over {max_s:g} s (the per-file "
-                                       "bound: --max-decode-s)")
-            if block is None:
-                return
-            yield block
 
 
 def with_fallback(path: str | os.PathLike, consume, block_s: float = BLOCK_S,
@@ -273,19 +237,6 @@ def _soundfile_frames(path: Path, snd: sf.SoundFile, block_s: float, fh
             yield data, snd.samplerate
 
 
-def ffmpeg_input(path: str | os.PathLike) -> list[str]:
-    """ffmpeg's input arguments for a file NAME: only the file protocol, and the absolute path
-    behind `file:`, so no name is read as a URL or protocol (`file:x.m4a`, `concat:a|b`)."""
-    return ["-protocol_whitelist", "file", "-i", b"file:" + os.fsencode(os.path.abspath(path))]
-
-
-def _limit_memory(mb: int):
-    """preexec_fn: ffmpeg's address space at most `mb` MiB (a junk file cannot take the box)."""
-    def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (mb << 20, mb << 20))
-    return apply
-
-
 def _ffmpeg_frames(path: Path, block_s: float, info: DecodeInfo
                    ) -> Iterator[tuple[np.ndarray, int]]:
     """(frames, channels) float32 blocks at the file's own rate from an ffmpeg pipe.
@@ -297,7 +248,7 @@ def _ffmpeg_frames(path: Path, block_s: float, info: DecodeInfo
     cmd = [audio.ffmpeg_exe(), "-nostdin", "-v", "error", *ffmpeg_input(path),
            "-map", "0:a:0", "-c:a", "pcm_f32be", "-f", "au", "-bitexact", "pipe:1"]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, preexec_fn=_limit_memory(info.max_mb))
+                            stderr=subprocess.PIPE, preexec_fn=limit_memory(info.max_mb))
     errors: list[bytes] = []
     drain = threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)
     drain.start()
