@@ -367,3 +367,16 @@ def test_header_s_is_reported_when_the_header_declares_more_or_less_than_decodes
     io.note_header(row, 16_000, header_s)  # 1.000 s decoded
     assert row["duration_s"] == "1.000"
     assert (row["header_s"] == f"{header_s:.3f}") if flagged else row["header_s"] == ""
+
+
+def test_a_cut_wav_reports_the_length_its_header_declares(world, tmp_path):
+    model, _, clips, _ = world
+    root = tmp_path / "root"
+    root.mkdir()
+    data = (clips / "src.wav").read_bytes()  # 1.6 s of PCM_16
+    (root / "cut.wav").write_bytes(data[: len(data) // 2])
+    out = tmp_path / "s.csv"
+    assert main([str(root), "-o", str(out), "--model", str(model)]) == 0
+    (row,) = read_csv(out)
+    assert row["error"] == "" and float(row["duration_s"]) == pytest.approx(0.8, abs=0.01)
+    assert row["header_s"] == "1.600"

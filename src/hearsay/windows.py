@@ -193,11 +193,33 @@ def stream_audio(path: str | os.PathLike, block_s: float = BLOCK_S,
         else:
             known = 0 < snd.frames < 2**62  # libsndfile says SF_COUNT_MAX when it cannot tell
             info.header_s = snd.frames / snd.samplerate if known else None
+            declared = riff_data_frames(fh.fileno())  # a cut WAV: libsndfile trims its header
+            if declared is not None:
+                info.header_s = declared / snd.samplerate
             frames = _soundfile_frames(path, snd, block_s, fh)
     yield from bounded(path, _mono_16k(path, frames), info.max_s)
     if os.stat(path).st_size != size:
         raise audio.AudioError(path, f"file changed while it was read ({size} -> "
                                f"{os.stat(path).st_size} bytes): score it again once complete")
+
+
+def riff_data_frames(fd: int) -> int | None:
+    """The frames a RIFF/WAVE header's data chunk declares (its byte size / the fmt chunk's
+    block align), read with pread (the file position is untouched); None for anything else, or
+    a streaming WAV's unknown size (0 or 0xFFFFFFFF). libsndfile reports a cut WAV's frames as
+    what the file holds, so only this reading sees that the header promised more."""
+    head = os.pread(fd, 4096, 0)
+    if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+        return None
+    pos, align = 12, None
+    while pos + 8 <= len(head):
+        cid, size = head[pos : pos + 4], int.from_bytes(head[pos + 4 : pos + 8], "little")
+        if cid == b"fmt " and pos + 22 <= len(head):
+            align = int.from_bytes(head[pos + 20 : pos + 22], "little")  # nBlockAlign
+        elif cid == b"data":
+            return size // align if align and 0 < size < 0xFFFFFFFF else None
+        pos += 8 + size + (size & 1)  # chunks are word-aligned
+    return None
 
 
 def with_fallback(path: str | os.PathLike, consume, block_s: float = BLOCK_S,
