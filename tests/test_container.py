@@ -195,7 +195,7 @@ def test_docker_stop_ends_the_scorer_at_once_with_finished_rows_out(image, tmp_p
     finally:
         podman("rm", "-f", name)
     assert code == "130" and waited < 20, (code, waited)
-    assert out[0].startswith("path,") and 4 <= len(out) - 1 < N_STOP_CLIPS
+    assert out[0].startswith('"path",') and 4 <= len(out) - 1 < N_STOP_CLIPS
 
 
 @needs_podman
@@ -242,3 +242,62 @@ def test_build_script_builds_for_linux_amd64_with_the_folder_pin():
     assert "--build-arg HEARSAY_CONTEXT=build.sh" in line
     assert '--build-arg "MODEL_SUMS_SHA256=$want"' in line
     assert "want=${MODEL_SUMS_SHA256:-$(sha256sum \"$model/SHA256SUMS\"" in text
+
+
+@needs_podman
+def test_a_name_like_a_url_is_that_file_in_the_locked_image(image, tmp_path):
+    """The image's default CLIPS_DIR is "." (/data): `file:x.m4a` there must never be x.m4a."""
+    from hearsay.audio import ffmpeg_exe
+
+    _, data, _ = image
+    root = tmp_path / "names"
+    root.mkdir()
+    for name, src in (("x.m4a", "a.wav"), ("file:x.m4a", "sub/c.wav"), ("same.m4a", "sub/c.wav")):
+        subprocess.run([ffmpeg_exe(), "-v", "error", "-i", str(data / "clips" / src), "-c:a",
+                        "aac", str(root / name)], check=True)
+    (root / "same.m4a").write_bytes((root / "file:x.m4a").read_bytes())
+    proc = podman("run", "--rm", *LOCKED, "-v", f"{root}:/data:ro", IMAGE)  # CMD ["."]
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["path"]: r for r in csv.DictReader(io.StringIO(proc.stdout))}
+    assert rows["file:x.m4a"]["error"] == ""
+    assert rows["file:x.m4a"]["logit"] == rows["same.m4a"]["logit"] != rows["x.m4a"]["logit"]
+
+
+@needs_podman
+def test_resume_in_the_locked_image_refuses_another_folder_or_mode_and_finishes_its_own(
+        image, tmp_path):
+    """Stopped mid-run, the partial file is resumed only by the same folder and options: a
+    different host folder mounted at the same /data/clips (same names) or --first-window is
+    refused (exit 2), the same run goes on to a complete CSV."""
+    _, data, _ = image
+    rw, other = tmp_path / "rw", tmp_path / "other"
+    for folder in (rw, other):
+        (folder / "clips").mkdir(parents=True)
+        for i in range(300):
+            shutil.copy(data / "clips" / ("a.wav" if folder is rw else "sub/c.wav"),
+                        folder / "clips" / f"{i:03d}.wav")
+    os.chmod(rw, 0o777)  # the container's uid 12345 writes here
+    name = f"hearsay-resume-{uuid.uuid4().hex[:8]}"
+    podman("run", "-d", "--name", name, *LOCKED, "-v", f"{rw}:/data", IMAGE, "clips/", "-o",
+           "s.csv", "--batch-size", "1", check=True)
+    partial = rw / "s.csv.partial"
+    try:
+        for _ in range(600):  # up to 60 s for the first rows
+            if partial.exists() and len(partial.read_text().splitlines()) >= 4:
+                break
+            time.sleep(0.1)
+        podman("stop", "-t", "30", name, check=True)
+    finally:
+        podman("rm", "-f", name)
+    assert partial.exists() and not (rw / "s.csv").exists()
+    kept = partial.read_text()
+    mixed = podman("run", "--rm", *LOCKED, "-v", f"{rw}:/data", "-v",
+                   f"{other / 'clips'}:/data/clips:ro", IMAGE, "clips/", "-o", "s.csv",
+                   "--resume")
+    assert mixed.returncode == 2 and "clips_id" in mixed.stderr, mixed.stderr
+    mode = run_locked(rw, "clips/", "-o", "s.csv", "--resume", "--first-window", mount="")
+    assert mode.returncode == 2 and "first_window" in mode.stderr, mode.stderr
+    assert partial.read_text() == kept
+    same = run_locked(rw, "clips/", "-o", "s.csv", "--resume", mount="")
+    assert same.returncode == 0, same.stderr
+    assert len(list(csv.DictReader(io.StringIO((rw / "s.csv").read_text())))) == 300

@@ -92,8 +92,9 @@ def test_scores_every_clip_in_sorted_order_and_lists_broken_ones(world, tmp_path
     out = tmp_path / "scores.csv"
     assert main([str(clips), "-o", str(out), "--model", str(model)]) == 0
     assert out.read_text().splitlines()[0] == (
-        "path,duration_s,score,logit,model_sums_sha256,error,"
-        "windows,covered_s,mean_logit,peak_start_s,peak_end_s,header_s,decision,llr")
+        '"path","duration_s","score","logit","model_sums_sha256","error",'
+        '"windows","covered_s","mean_logit","peak_start_s","peak_end_s","header_s","variant",'
+        '"decision","llr"')
     rows = read_csv(out)
     assert [r["path"] for r in rows] == sorted(expected)
     model_id = hashlib.sha256((model / "SHA256SUMS").read_bytes()).hexdigest()  # what pins it
@@ -150,7 +151,8 @@ def test_csv_goes_to_stdout_without_output_flag(world, capsys):
     model, _, clips, expected = world
     assert main([str(clips), "--model", str(model)]) == 0
     captured = capsys.readouterr()
-    assert captured.out.startswith("path,duration_s,") and len(captured.out.splitlines()) == 11
+    assert captured.out.startswith('"path","duration_s",')
+    assert len(captured.out.splitlines()) == 11
     assert "6/10 scored, 4 failed" in captured.err
 
 
@@ -344,7 +346,7 @@ def test_rows_reach_stdout_chunk_by_chunk_before_the_run_ends(world, monkeypatch
     interrupt_on_call(monkeypatch, 3)
     assert main([str(clips), "--model", str(model), "--batch-size", "1", "--first-window"]) == 130
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == ",".join(deploy.COLUMNS) and len(lines) == 1 + 8
+    assert lines[0] == ",".join(f'"{c}"' for c in deploy.COLUMNS) and len(lines) == 1 + 8
 
 
 def test_sigterm_ends_a_real_run_with_the_finished_rows_kept(world, tmp_path):
@@ -642,8 +644,13 @@ def test_resume_refuses_rows_of_another_model_and_needs_o(world, tmp_path, capsy
         writer.writeheader()
         writer.writerow(row)
         fh.write("b/c.flac,1.2")  # the line an interrupt cut: dropped, never parsed
+    import argparse  # the run record another model's run left beside its rows
+
+    other = argparse.Namespace(clips=clips, windows_csv=None)
+    deploy.resume.write_record(out, deploy.resume.run_record(other, deploy.ScoreConfig(),
+                                                             "0" * 64))
     assert main([str(clips), "-o", str(out), "--model", str(model), "--resume"]) == 2
-    assert f"holds rows of model {'0' * 64}" in capsys.readouterr().err
+    assert f"model_sums_sha256 '{'0' * 64}' -> " in capsys.readouterr().err
     assert main([str(clips), "--model", str(model), "--resume"]) == 2
     assert "--resume needs -o FILE" in capsys.readouterr().err
 

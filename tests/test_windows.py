@@ -350,3 +350,14 @@ def test_hearsay_score_hop_reads_out_the_max_window_of_each_bundle_clip(tmp_path
         assert z_win >= z_plain - 1e-6
         if one == 1:
             assert z_win == pytest.approx(z_plain, abs=1e-6)
+
+
+def test_a_file_that_grows_while_it_is_decoded_fails_as_changed(tmp_path):
+    path = tmp_path / "growing.wav"
+    sf.write(path, np.zeros(SR * 70, dtype=np.float32) + 0.1, SR)  # 3 blocks of 30 s
+    blocks = windows.stream_audio(path)
+    next(blocks)
+    with open(path, "ab") as fh:  # a recorder still writing
+        fh.write(b"\0" * 4096)
+    with pytest.raises(audio.AudioError, match="changed while it was read"):
+        list(blocks)

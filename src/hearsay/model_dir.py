@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from hearsay.files import write_atomic
@@ -142,7 +143,11 @@ def verify(folder: Path, variant: str = "fp32") -> tuple[Path, str, dict]:
                              "(re-export or re-download the model folder)")
     identity = sha256_file(folder / SUMS)
     pinned = os.environ.get(PIN)  # the deploy image bakes it
-    if pinned and identity != pinned:  # SUMS lists every file (all checked): it pins the folder
+    if pinned is not None and not re.fullmatch(r"[0-9a-f]{64}", pinned):
+        raise ModelError(f"{PIN} is set to {pinned!r}, not a sha256 (64 lower-case hex): set "
+                         "it to the model folder's SHA256SUMS sha, or unset it (an empty value "
+                         "never switches the pin off)")
+    if pinned is not None and identity != pinned:  # SUMS lists every file: it pins the folder
         raise ModelError(f"{folder}/{SUMS}: sha256 {identity} is not the pinned {PIN} {pinned} "
                          "(wrong model folder mounted or baked)")
     front = read_front_end(folder)

@@ -50,6 +50,14 @@ import soundfile as sf
 import soxr
 
 from hearsay import audio
+from hearsay.file_input import (
+    MAX_DECODE_MB,
+    MAX_DECODE_S,
+    bounded,
+    ffmpeg_input,
+    limit_memory,
+    open_regular,
+)
 
 SR = audio.SAMPLE_RATE
 HOP_S = 4.0  # default hop (s): with 8 s windows every moment is seen by two windows
@@ -138,6 +146,9 @@ class DecodeInfo:
     decoder: str = "auto"  # "auto": soundfile, ffmpeg if it cannot open the file; or "ffmpeg"
     header_s: float | None = None  # the length the file's header declares (soundfile), if any
     sf_error: str = ""  # why soundfile gave up (it could not open or read the file)
+    size: int | None = None  # the file's bytes when first opened (a later pass must see the same)
+    max_s: float = MAX_DECODE_S  # decode time bound per pass (s): past it the file fails
+    max_mb: int = MAX_DECODE_MB  # ffmpeg's address space bound (MiB): past it the file fails
 
 
 class _SoundfileReadError(audio.AudioError):
@@ -150,52 +161,94 @@ def stream_audio(path: str | os.PathLike, block_s: float = BLOCK_S,
 
     Only the frames each read returned are yielded (a cut file ends where its data ends, never
     on a block of stale memory). `info.decoder` picks the decoder; info gets the header length.
-    Raises AudioError naming the file (missing, empty, undecodable, no samples, NaN/inf);
-    decode() and stream_span() turn a soundfile read failure into an ffmpeg decode."""
+    The decoder is chosen by the bytes, never by the name: soundfile reads the opened file (any
+    name, UTF-8 or not), ffmpeg gets `file:` + the absolute path with only the file protocol
+    allowed (a name like `file:x.m4a`, `concat:a|b` or `http:...` is a file name, nothing else).
+    Raises AudioError naming the file (missing, not a regular file, empty, undecodable, no
+    samples, NaN/inf, over the time or memory bound, changed while read); decode() and
+    stream_span() turn a soundfile read failure into an ffmpeg decode."""
     path = Path(path)
     info = DecodeInfo() if info is None else info
-    if not path.is_file():
-        raise audio.AudioError(path, "file not found")
-    if path.stat().st_size == 0:
+    fh = open_regular(path)
+    size = os.fstat(fh.fileno()).st_size
+    if size == 0:
+        fh.close()
         raise audio.AudioError(path, "empty file (0 bytes)")
+    if info.size is not None and size != info.size:
+        fh.close()
+        raise audio.AudioError(path, f"file changed while it was read ({info.size} -> {size} "
+                               "bytes): score it again once it is complete")
+    info.size = size
     if info.decoder == "ffmpeg":
-        frames = _ffmpeg_frames(path, block_s, info.sf_error)
+        fh.close()
+        frames = _ffmpeg_frames(path, block_s, info)
     else:
         try:
-            snd = sf.SoundFile(path)
+            snd = sf.SoundFile(fh)  # the opened file: no name reaches libsndfile
         except Exception as sf_err:  # noqa: BLE001 - libsndfile raises several types
-            info.decoder, info.sf_error = "ffmpeg", str(sf_err)
-            frames = _ffmpeg_frames(path, block_s, info.sf_error)
+            fh.close()
+            # libsndfile's own words (str() names the file object, which differs per process)
+            info.decoder, info.sf_error = "ffmpeg", getattr(sf_err, "error_string", str(sf_err))
+            frames = _ffmpeg_frames(path, block_s, info)
         else:
             known = 0 < snd.frames < 2**62  # libsndfile says SF_COUNT_MAX when it cannot tell
             info.header_s = snd.frames / snd.samplerate if known else None
-            frames = _soundfile_frames(path, snd, block_s)
-    yield from _mono_16k(path, frames)
+            declared = riff_data_frames(fh.fileno())  # a cut WAV: libsndfile trims its header
+            if declared is not None:
+                info.header_s = declared / snd.samplerate
+            frames = _soundfile_frames(path, snd, block_s, fh)
+    yield from bounded(path, _mono_16k(path, frames), info.max_s)
+    if os.stat(path).st_size != size:
+        raise audio.AudioError(path, f"file changed while it was read ({size} -> "
+                               f"{os.stat(path).st_size} bytes): score it again once complete")
 
 
-def with_fallback(path: str | os.PathLike, consume, block_s: float = BLOCK_S):
+def riff_data_frames(fd: int) -> int | None:
+    """The frames a RIFF/WAVE header's data chunk declares (its byte size / the fmt chunk's
+    block align), read with pread (the file position is untouched); None for anything else, or
+    a streaming WAV's unknown size (0 or 0xFFFFFFFF). libsndfile reports a cut WAV's frames as
+    what the file holds, so only this reading sees that the header promised more."""
+    head = os.pread(fd, 4096, 0)
+    if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+        return None
+    pos, align = 12, None
+    while pos + 8 <= len(head):
+        cid, size = head[pos : pos + 4], int.from_bytes(head[pos + 4 : pos + 8], "little")
+        if cid == b"fmt " and pos + 22 <= len(head):
+            align = int.from_bytes(head[pos + 20 : pos + 22], "little")  # nBlockAlign
+        elif cid == b"data":
+            return size // align if align and 0 < size < 0xFFFFFFFF else None
+        pos += 8 + size + (size & 1)  # chunks are word-aligned
+    return None
+
+
+def with_fallback(path: str | os.PathLike, consume, block_s: float = BLOCK_S,
+                  max_s: float = MAX_DECODE_S, max_mb: int = MAX_DECODE_MB):
     """consume(stream_audio(...)) -> (its result, DecodeInfo): the one decode both of
     hearsay-score's modes use. A file libsndfile opens but cannot read to its end (a cut FLAC)
-    is decoded again, whole, by ffmpeg: one decoder per file, never a splice of two."""
-    info = DecodeInfo()
+    is decoded again, whole, by ffmpeg: one decoder per file, never a splice of two.
+    max_s / max_mb: the per-file decode bounds (DecodeInfo)."""
+    info = DecodeInfo(max_s=max_s, max_mb=max_mb)
     try:
         return consume(stream_audio(path, block_s, info)), info
     except _SoundfileReadError as err:
-        info = DecodeInfo("ffmpeg", info.header_s, err.reason)
+        info = DecodeInfo("ffmpeg", info.header_s, err.reason, max_s=max_s, max_mb=max_mb)
         return consume(stream_audio(path, block_s, info)), info
 
 
-def decode(path: str | os.PathLike, block_s: float = BLOCK_S) -> tuple[np.ndarray, DecodeInfo]:
+def decode(path: str | os.PathLike, block_s: float = BLOCK_S, max_s: float = MAX_DECODE_S,
+           max_mb: int = MAX_DECODE_MB) -> tuple[np.ndarray, DecodeInfo]:
     """The whole file (N,) float32 at 16 kHz (the blocks joined) and its DecodeInfo."""
-    return with_fallback(path, lambda blocks: np.concatenate(list(blocks)), block_s)
+    return with_fallback(path, lambda blocks: np.concatenate(list(blocks)), block_s,
+                         max_s, max_mb)
 
 
-def _soundfile_frames(path: Path, snd: sf.SoundFile, block_s: float
+def _soundfile_frames(path: Path, snd: sf.SoundFile, block_s: float, fh
                       ) -> Iterator[tuple[np.ndarray, int]]:
     # SoundFile.blocks() is not used: it yields a full block even when the read returned fewer
     # frames (a cut MP3 whose header promises more), i.e. stale memory scored as audio.
     blocksize = max(1, int(block_s * snd.samplerate))
-    with snd:
+    with fh, snd:
         while True:
             try:
                 data = snd.read(blocksize, dtype="float32", always_2d=True)  # (<=blocksize, ch)
@@ -206,15 +259,18 @@ def _soundfile_frames(path: Path, snd: sf.SoundFile, block_s: float
             yield data, snd.samplerate
 
 
-def _ffmpeg_frames(path: Path, block_s: float, sf_error: str) -> Iterator[tuple[np.ndarray, int]]:
+def _ffmpeg_frames(path: Path, block_s: float, info: DecodeInfo
+                   ) -> Iterator[tuple[np.ndarray, int]]:
     """(frames, channels) float32 blocks at the file's own rate from an ffmpeg pipe.
 
     ffmpeg writes Sun AU (a 24-byte big-endian header: magic, data offset, size, encoding 6 =
-    float32, rate, channels) to stdout; stderr is drained by a thread so it can never block."""
-    cmd = [audio.ffmpeg_exe(), "-nostdin", "-v", "error", "-i", str(path),
+    float32, rate, channels) to stdout; stderr is drained by a thread so it can never block.
+    Its address space is bounded by info.max_mb (an allocation past it fails the file)."""
+    sf_error = info.sf_error
+    cmd = [audio.ffmpeg_exe(), "-nostdin", "-v", "error", *ffmpeg_input(path),
            "-map", "0:a:0", "-c:a", "pcm_f32be", "-f", "au", "-bitexact", "pipe:1"]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE, preexec_fn=limit_memory(info.max_mb))
     errors: list[bytes] = []
     drain = threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)
     drain.start()
@@ -224,6 +280,10 @@ def _ffmpeg_frames(path: Path, block_s: float, sf_error: str) -> Iterator[tuple[
         drain.join()
         lines = [ln for ln in b"".join(errors).decode(errors="replace").splitlines() if ln.strip()]
         why = lines[-1] if lines else default
+        if any("matches no streams" in ln for ln in lines):
+            why = "no audio stream (video or data only)"
+        elif "alloc" in why.lower() or proc.returncode in (-6, -9, -11):
+            why = f"{why}; over the decode memory bound {info.max_mb} MiB: --max-decode-mb"
         return audio.AudioError(path, f"undecodable ({why}); soundfile: {sf_error}")
 
     try:
@@ -248,6 +308,10 @@ def _ffmpeg_frames(path: Path, block_s: float, sf_error: str) -> Iterator[tuple[
         proc.stderr.close()
 
 
+_TOO_LARGE = ("samples too large to score (peak {:.3g}; audio is -1..1): float samples out of "
+              "range overflow the resampler or the normalisation")
+
+
 def _mono_16k(path: Path, frames: Iterator[tuple[np.ndarray, int]]) -> Iterator[np.ndarray]:
     """Mix down (float64 mean, as load_audio) and resample a stream of (frames, ch) blocks."""
     stream, total = None, 0
@@ -262,6 +326,8 @@ def _mono_16k(path: Path, frames: Iterator[tuple[np.ndarray, int]]) -> Iterator[
         if stream is None:
             stream = soxr.ResampleStream(rate, SR, 1, dtype="float32", quality="VHQ")
         out = stream.resample_chunk(wave, last=False)
+        if not np.isfinite(out).all():  # float samples near 3.4e38 overflow the filter
+            raise audio.AudioError(path, _TOO_LARGE.format(np.abs(data).max()))
         if len(out):
             yield out
     if total == 0:
@@ -287,9 +353,12 @@ def stream_rms(blocks: Iterable[np.ndarray]) -> tuple[int, np.ndarray, np.ndarra
 
 
 def stream_span(path: str | os.PathLike, top_db: float = audio.TRIM_TOP_DB,
-                block_s: float = BLOCK_S) -> tuple[int, tuple[int, int], DecodeInfo]:
+                block_s: float = BLOCK_S, max_s: float = MAX_DECODE_S,
+                max_mb: int = MAX_DECODE_MB) -> tuple[int, tuple[int, int], DecodeInfo]:
     """Pass 1: (decoded samples, trim span, DecodeInfo) of a file, holding only its frame RMS."""
-    (n, rms, carry), info = with_fallback(path, stream_rms, block_s)
+    (n, rms, carry), info = with_fallback(path, stream_rms, block_s, max_s, max_mb)
+    if not (np.isfinite(rms).all() and np.isfinite(carry).all()):  # energies overflowed
+        raise audio.AudioError(path, _TOO_LARGE.format(float("inf")))
     if n < audio.TRIM_FRAME:  # all of it is in carry: the one-short-frame rule
         return n, audio.trim_silence(carry, top_db), info
     return n, audio.voiced_span(rms, n, top_db, audio.TRIM_FRAME, audio.TRIM_HOP), info
@@ -297,18 +366,22 @@ def stream_span(path: str | os.PathLike, top_db: float = audio.TRIM_TOP_DB,
 
 def file_windows(path: str | os.PathLike, win_s: float = 8.0, hop_s: float = HOP_S, *,
                  top_db: float = audio.TRIM_TOP_DB,
-                 cutoff_hz: float | None = audio.BAND_LIMIT_HZ, block_s: float = BLOCK_S
+                 cutoff_hz: float | None = audio.BAND_LIMIT_HZ, block_s: float = BLOCK_S,
+                 max_s: float = MAX_DECODE_S, max_mb: int = MAX_DECODE_MB
                  ) -> tuple[int, tuple[int, int], Iterator[Window], DecodeInfo]:
     """(decoded samples, trim span, lazy windows, DecodeInfo) of a file; pass 2 runs as windows
-    are taken, with the decoder pass 1 settled on."""
-    n, span, info = stream_span(path, top_db, block_s)
+    are taken, with the decoder pass 1 settled on (each pass within the max_s/max_mb bounds)."""
+    n, span, info = stream_span(path, top_db, block_s, max_s, max_mb)
     if span[1] <= span[0]:
         raise audio.AudioError(path, "silent (nothing left after trimming)")
 
     def windows() -> Iterator[Window]:
         try:
             with closing(stream_audio(path, block_s, info)) as blocks:  # ends ffmpeg on early exit
-                yield from cut_windows(blocks, span, seconds(win_s), seconds(hop_s), cutoff_hz)
+                for w in cut_windows(blocks, span, seconds(win_s), seconds(hop_s), cutoff_hz):
+                    if not np.isfinite(w.wave).all():  # the normalisation overflowed
+                        raise audio.AudioError(path, _TOO_LARGE.format(float("inf")))
+                    yield w
         except audio.AudioError as err:
             raise audio.AudioError(path, err.reason) from None
 

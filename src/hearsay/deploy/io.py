@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import os
+import stat
 import sys
 import tempfile
 import time
@@ -22,7 +23,12 @@ from hearsay import progress
 
 COLUMNS = ["path", "duration_s", "score", "logit", "model_sums_sha256", "error",
            "windows", "covered_s", "mean_logit", "peak_start_s", "peak_end_s", "header_s",
-           "decision", "llr"]  # the last two: hearsay.deploy.decide
+           "variant", "decision", "llr"]  # variant: fp32 / int8, the model file that scored
+# (with the folder sha: the model's identity; the folder's SHA256SUMS lists both files);
+# decision, llr: hearsay.deploy.decide.
+# A name that starts with one of these is written with a leading ' (a spreadsheet would run it
+# as a formula); a name that starts with ' gets one more, so one leading ' is always removable.
+FORMULA_START = ("=", "+", "-", "@", "'")
 # A header that declares more (or less) audio than decodes by more than this is reported in the
 # row's header_s (a cut download, a damaged copy): 50 ms is far above resampling's one sample.
 HEADER_TOLERANCE_S = 0.05
@@ -30,17 +36,24 @@ HEADER_TOLERANCE_S = 0.05
 
 def csv_path(root: Path, path: Path) -> str:
     """`path` relative to `root`, '/'-separated, written losslessly as UTF-8 text: a byte that is
-    not UTF-8 (a name made on another system) becomes \\xNN and a backslash \\\\, so
-    `codecs.escape_decode(value.encode())[0]` gives the name's bytes back."""
+    not UTF-8 (a name made on another system) or a control character becomes \\xNN and a
+    backslash \\\\; a name starting with = + - @ or ' gets a leading ' (FORMULA_START). So
+    `codecs.escape_decode(value.removeprefix("'").encode())[0]` gives the name's bytes back."""
     raw = os.fsencode(path.relative_to(root).as_posix())
-    return raw.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")
+    text = _controls(raw.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace"))
+    return "'" + text if text.startswith(FORMULA_START) else text
 
 
-def new_row(root: Path, path: Path, model_id: str) -> dict:
-    """The CSV row of one file before it is scored: COLUMNS' first six, empty but path and model
-    (the model folder's identity: the sha256 of its SHA256SUMS)."""
+def _controls(text: str) -> str:
+    """Control characters (CR, LF, TAB, ...) as \\xNN: a row is always one line."""
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or ord(c) == 0x7F else c for c in text)
+
+
+def new_row(root: Path, path: Path, model_id: str, variant: str = "fp32") -> dict:
+    """The CSV row of one file before it is scored: empty but path and model (the model folder's
+    identity, the sha256 of its SHA256SUMS, and the variant that scores)."""
     return {"path": csv_path(root, path), "duration_s": "", "score": "", "logit": "",
-            "model_sums_sha256": model_id, "error": "", "header_s": ""}
+            "model_sums_sha256": model_id, "error": "", "header_s": "", "variant": variant}
 
 
 def note_header(row: dict, decoded: int, header_s: float | None, rate: int = 16_000) -> None:
@@ -98,13 +111,45 @@ def find_audio(root: Path) -> tuple[list[Path], Counter]:
 
 
 class OutputError(Exception):
-    """-o / --windows-csv cannot be written (exit 5)."""
+    """-o / --windows-csv cannot be written, or is not a regular file (exit 5)."""
+
+
+def say(message: str) -> None:
+    """One line on stderr; a stderr that is closed or gone (a hung-up terminal) loses the line,
+    never the run."""
+    try:
+        print(message, file=sys.stderr, flush=True)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _kind(path: Path) -> str:
+    """'' for a regular file or nothing there; else what `path` is (never followed)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:  # nothing there (or its folder cannot be: the write check says why)
+        return ""
+    if stat.S_ISLNK(mode):
+        return "a symlink"
+    if stat.S_ISREG(mode):
+        return ""
+    return {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device",
+            stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}.get(stat.S_IFMT(mode), "special")
 
 
 def check_writable(output: Path | None) -> None:
-    """OutputError unless FILE.partial can be created beside `output` (before any work)."""
+    """OutputError unless `output` and FILE.partial are regular files (or absent) and
+    FILE.partial can be created beside `output` (before any work). A symlink, FIFO or device
+    is refused: the temp file + rename would replace it, not write through it."""
     if output is None:
         return
+    for path in (output, partial_of(output)):
+        kind = _kind(path)
+        if kind:
+            raise OutputError(f"{path} is {kind}: -o and --windows-csv write a regular file "
+                              "through FILE.partial and a rename, which would replace it; pass "
+                              "a plain file path, or leave -o out and redirect stdout "
+                              "(> FILE, | program)")
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=output.parent, prefix=f".{output.name}."):
@@ -116,13 +161,26 @@ def check_writable(output: Path | None) -> None:
                           'docker run --user "$(id -u)" -v "$PWD:/data" ...') from None
 
 
+def partial_of(output: Path) -> Path:
+    """FILE.partial: where -o FILE's rows go until the run completes."""
+    return output.with_name(output.name + ".partial")
+
+
+def same_file(a: Path | None, b: Path | None) -> bool:
+    """Do -o and --windows-csv name one file (or one's .partial the other)?"""
+    if a is None or b is None:
+        return False
+    real = {os.path.realpath(p) for p in (a, partial_of(a))}
+    return bool(real & {os.path.realpath(p) for p in (b, partial_of(b))})
+
+
 class ResumeError(Exception):
     """--resume cannot use the partial file (other columns, another model): usage, exit 2."""
 
 
 def read_partial(partial: Path, columns: list[str]) -> list[dict]:
     """The complete rows of an interrupted run's FILE.partial ([] if there is none); a last line
-    cut by the interrupt (no newline) is dropped."""
+    cut by the interrupt (no newline) is dropped (a row is always one line: csv_path)."""
     if not partial.is_file():
         return []
     with open(partial, encoding="utf-8", newline="") as fh:
@@ -136,30 +194,40 @@ def read_partial(partial: Path, columns: list[str]) -> list[dict]:
 
 
 def _text(value) -> str:
-    """A value as UTF-8-safe text: a name's undecodable bytes (in an error message) as \\xNN."""
-    return str(value).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    """A value as one line of UTF-8-safe text: a name's undecodable bytes (in an error message)
+    and control characters as \\xNN."""
+    text = str(value).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return _controls(text)
 
 
 class RowSink:
     """CSV rows as they finish: stdout, or `-o FILE` through FILE.partial (flushed per chunk).
 
-    `commit()` fsyncs and renames FILE.partial to FILE (atomic: FILE is never half written).
-    Without commit (an interrupted run) FILE.partial stays with every finished row. `keep`:
-    rows written first (--resume: the partial file's complete rows, rewritten whole)."""
+    Every field is quoted (RFC 4180). `commit()` fsyncs and renames FILE.partial to FILE
+    (atomic: FILE is never half written). Without commit (an interrupted run) FILE.partial
+    stays with every finished row. `keep`: rows written first (--resume: the partial file's
+    complete rows, rewritten whole)."""
 
     def __init__(self, output: Path | None, columns: list[str] = COLUMNS,
                  keep: list[dict] | None = None):
         self.output = output
-        self.partial = None if output is None else output.with_name(output.name + ".partial")
+        self.partial = None if output is None else partial_of(output)
         try:
             if self.partial is not None:
                 self.partial.parent.mkdir(parents=True, exist_ok=True)
-                self.stream = open(self.partial, "w", newline="", encoding="utf-8")  # noqa: SIM115
+                # O_NOFOLLOW: a symlink planted at FILE.partial is refused, not written through
+                fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
+                             0o666)
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    os.close(fd)
+                    raise OSError(0, "not a regular file")
+                self.stream = open(fd, "w", newline="", encoding="utf-8")  # noqa: SIM115
             else:
                 self.stream = sys.stdout
         except OSError as err:
             raise OutputError(f"cannot write {self.partial}: {err.strerror or err}") from None
-        self.writer = csv.DictWriter(self.stream, fieldnames=columns, lineterminator="\n")
+        self.writer = csv.DictWriter(self.stream, fieldnames=columns, lineterminator="\r\n",
+                                     quoting=csv.QUOTE_ALL)
         self._io(self.writer.writeheader)
         self.write(keep or [])
 
@@ -178,33 +246,64 @@ class RowSink:
 
     def commit(self) -> None:
         if self.partial is not None:
-            os.fsync(self.stream.fileno())
-            self.stream.close()
-            os.replace(self.partial, self.output)
+            try:
+                os.fsync(self.stream.fileno())
+                self.stream.close()
+                os.replace(self.partial, self.output)
+            except OSError as err:
+                raise OutputError(f"finishing {self.output} failed: {err.strerror or err}; "
+                                  f"the rows are in {self.partial}") from None
 
     def abandon(self) -> None:
         if self.partial is not None:
-            self.stream.close()
+            try:
+                self.stream.close()
+            except OSError:
+                pass
 
 
-def resume_rows(args, model_id: str, window_columns: list[str]
-                ) -> tuple[list[dict], list[dict]]:
-    """--resume: the complete rows of -o's and --windows-csv's .partial files (the window rows
-    of files whose row is there only). ResumeError if they were made by another model."""
-    partial = args.output.with_name(args.output.name + ".partial")
-    kept = read_partial(partial, COLUMNS)
-    other = {r["model_sums_sha256"] for r in kept} - {model_id}
-    if other:
-        raise ResumeError(f"{partial} holds rows of model {sorted(other)[0]}, not this model's "
-                          f"{model_id}: remove it, or run without --resume")
-    done = {r["path"] for r in kept}
-    kept_windows = []
-    if args.windows_csv is not None:
-        wpartial = args.windows_csv.with_name(args.windows_csv.name + ".partial")
-        kept_windows = [r for r in read_partial(wpartial, window_columns) if r["path"] in done]
-    print(f"hearsay-score: --resume: {len(kept)} files already done in {partial}",
-          file=sys.stderr)
-    return kept, kept_windows
+def failure_reason(err: Exception) -> str:
+    """A row's error: an AudioError's reason, else a sentence (never a Python type name)."""
+    reason = getattr(err, "reason", None)  # hearsay.audio.AudioError (io imports no numpy)
+    return reason if isinstance(reason, str) else f"could not be decoded ({err or 'no detail'})"
+
+
+def stdout_gone() -> None:
+    """stdout's reader closed it: point fd 1 at /dev/null so nothing more is flushed at exit."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def std_open() -> None:
+    """fds 0-2 open (on /dev/null if closed: no CSV opened later may become fd 2) and sys.stderr
+    a real stream (Python sets it to None when fd 2 was closed, and print would then go to
+    stdout, inside the CSV)."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.dup2(os.open(os.devnull, os.O_RDWR), fd)
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+
+
+def std_flushed(code: int, failed_codes: tuple[int, ...], exit_output: int) -> int:
+    """Flush stdout and stderr now; one that cannot take its bytes (a full disk, a closed pipe)
+    is pointed at /dev/null so the interpreter's exit adds no "Exception ignored" and no
+    exit 120. stdout failing turns a code in `failed_codes` into `exit_output` (rows lost)."""
+    for stream, fd in ((sys.stdout, 1), (sys.stderr, 2)):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError) as err:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+            if fd == 1 and code in failed_codes:
+                say(f"hearsay-score: writing stdout failed ({err.strerror or err}): rows lost; "
+                    "pass -o FILE on a disk with room")
+                code = exit_output
+    return code
 
 
 class Progress:

@@ -33,7 +33,7 @@ import numpy as np
 
 from hearsay import windows
 from hearsay.audio import SAMPLE_RATE, AudioError, trim_silence
-from hearsay.deploy.io import RowSink, new_row, note_header
+from hearsay.deploy.io import RowSink, failure_reason, new_row, note_header
 from hearsay.logits import sigmoid  # both modes of hearsay-score use it
 from hearsay.model_dir import FRONT_END
 
@@ -95,10 +95,10 @@ def windowed_rows(root: Path, files: list[Path], scorer, cfg,
             yield finish_file(waiting.popleft())
 
     for path in files:
-        fw = _FileWindows(new_row(root, path, scorer.model_sha))
+        fw = _FileWindows(new_row(root, path, scorer.model_sha, scorer.variant))
         waiting.append(fw)
         try:
-            for w in file_windows(path, fw.row, scorer, cfg.hop_s):
+            for w in file_windows(path, fw.row, scorer, cfg):
                 fw.spans.append((w.start, w.end))
                 fw.logits.append(None)
                 pending.append((fw, len(fw.logits) - 1, w.wave))
@@ -106,8 +106,7 @@ def windowed_rows(root: Path, files: list[Path], scorer, cfg,
                     score_pending()
                     yield from finished()  # earlier files done while a long one is cut
         except Exception as err:  # noqa: BLE001 - any per-file failure is that file's error
-            fw.row["error"] = err.reason if isinstance(err, AudioError) else \
-                f"{type(err).__name__}: {err}"
+            fw.row["error"] = failure_reason(err)
             fw.spans.clear()
             fw.logits.clear()
             pending[:] = [p for p in pending if p[0] is not fw]
@@ -117,12 +116,14 @@ def windowed_rows(root: Path, files: list[Path], scorer, cfg,
     yield from finished()
 
 
-def file_windows(path: Path, row: dict, scorer, hop_s: float) -> Iterator[windows.Window]:
+def file_windows(path: Path, row: dict, scorer, cfg) -> Iterator[windows.Window]:
     """The windows of one file (lazy); duration_s goes into `row`, a too-short file raises."""
     front = scorer.front
-    n, (lo, hi), lazy, info = windows.file_windows(path, front["max_s"], hop_s,
+    n, (lo, hi), lazy, info = windows.file_windows(path, front["max_s"], cfg.hop_s,
                                                    top_db=front["top_db"],
-                                                   cutoff_hz=front["cutoff_hz"])
+                                                   cutoff_hz=front["cutoff_hz"],
+                                                   max_s=cfg.max_decode_s,
+                                                   max_mb=cfg.max_decode_mb)
     note_header(row, n, info.header_s)  # duration_s: decoded; header_s if the header disagrees
     if hi - lo < scorer.min_samples:
         raise AudioError(path, f"too short after trimming ({(hi - lo) / SAMPLE_RATE:.3f} s < "
@@ -133,7 +134,8 @@ def file_windows(path: Path, row: dict, scorer, hop_s: float) -> Iterator[window
 def window_rows(fw: _FileWindows, a: int, b: int) -> list[dict]:
     """--windows-csv rows of fw's windows a..b-1 (all scored)."""
     return [{"path": fw.row["path"], "start_s": f"{s / SAMPLE_RATE:.3f}",
-             "end_s": f"{e / SAMPLE_RATE:.3f}", "logit": f"{z:.6f}", "score": f"{sigmoid(z):.6f}"}
+             "end_s": f"{e / SAMPLE_RATE:.3f}", "logit": f"{z:.6f}" if np.isfinite(z) else "",
+             "score": f"{sigmoid(z):.6f}" if np.isfinite(z) else ""}
             for (s, e), z in zip(fw.spans[a:b], fw.logits[a:b], strict=True)]
 
 
@@ -143,6 +145,11 @@ def finish_file(fw: _FileWindows) -> dict:
     if row["error"] or not fw.logits:
         return row
     logits = np.asarray(fw.logits, dtype=np.float64)
+    if not np.isfinite(logits).all():  # never a NaN score: the row fails, with the window
+        k = int(np.flatnonzero(~np.isfinite(logits))[0])
+        row["error"] = (f"the model gave a non-finite logit ({logits[k]}) for the window at "
+                        f"{fw.spans[k][0] / SAMPLE_RATE:.3f} s")
+        return row
     peak = int(np.argmax(logits))  # the first of equal maxima
     lo, hi = fw.spans[0][0], fw.spans[-1][1]
     row.update(logit=f"{logits[peak]:.6f}", score=f"{sigmoid(logits[peak]):.6f}",

@@ -43,8 +43,9 @@ Quantising fewer of the layers' MatMuls does not help reliably: each kind alone 
 FFN out) moves the logits by rms 0.0011-0.0019 and the errors partly cancel.
 
 The gate compares onnxruntime int8 against onnxruntime fp32 on the same clips, synthetic, with
-lengths spread evenly over the deploy range (front_end.json's min_s .. max_s: 0.5-8 s), batched
-as hearsay-score batches them:
+lengths spread evenly over the deploy range (front_end.json's min_s .. max_s: 0.5-8 s), plus
+every window hearsay-score cuts from QuantGate.long_files synthetic files of long_s seconds
+(full max_s windows of long files, where int8 drifts most), batched as hearsay-score batches:
 
   * Spearman rank correlation of the logits >= 0.995 (the ranking, i.e. every threshold's ROC);
   * the decision at the threshold agrees on >= 99% of clips. The threshold is the fold's
@@ -81,6 +82,8 @@ class QuantGate:
     max_abs_dlogit: float = 0.05  # no clip's logit may move further (parity B's bf16 bound)
     threshold: float | None = None  # decision threshold (logit); None = median fp32 logit
     calibration_clips: int = 24  # bundle clips that calibrate the static conv ranges (never gated)
+    long_files: int = 4  # synthetic long files whose windows are gated too, cut as hearsay-score
+    long_s: float = 30.0  # cuts them (max_s windows every 4 s, each normalised over itself)
 
 
 # The int8 recipes, tried in turn; the first whose gate holds is shipped: (label, which encoder
@@ -165,6 +168,29 @@ def gate_clips(gate: QuantGate, front: dict, rng: np.random.Generator) -> list[n
     return probe.synthetic_clips(rng, gate.clips, lo, hi, front)
 
 
+def long_file_windows(gate: QuantGate, front: dict, rng: np.random.Generator,
+                      sources: list[np.ndarray] | None = None) -> list[np.ndarray]:
+    """The windows hearsay-score scores in gate.long_files files of gate.long_s s: hearsay.windows
+    cuts them (trim once, windows of max_s every HOP_S, each band-limited and normalised over its
+    own samples), so the gate sees the scorer's full-length windows. A file is `sources` (bundle
+    clips) joined in random order when given, else synthetic (probe.voice_like)."""
+    from hearsay.windows import HOP_S, wave_windows
+
+    win_s = float(front["max_s"] if gate.max_s is None else gate.max_s)
+    n = int(gate.long_s * SAMPLE_RATE)
+    out = []
+    for _ in range(gate.long_files):
+        if sources:
+            picks = [sources[i] for i in rng.permutation(len(sources))]
+            x = np.concatenate(picks * (1 + n // max(1, sum(len(p) for p in picks))))[:n]
+        else:
+            x = probe.voice_like(rng, gate.long_s, SAMPLE_RATE)
+        out += [w.wave for w in wave_windows(x, win_s, min(HOP_S, win_s),
+                                             top_db=front["top_db"],
+                                             cutoff_hz=front["cutoff_hz"])]
+    return out
+
+
 def _recipe_convs(convs: list[str], which: str) -> list[str]:
     return {"rowwise_mean": convs[1:], "rowwise": convs[1:], "all": convs,
             "skip_first": convs[1:], "none": []}[which]
@@ -225,6 +251,8 @@ def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
     top_up = max(0, gate.clips - len(real))
     waves = real + (gate_clips(dataclasses.replace(gate, clips=top_up), front, rng)
                     if top_up else [])
+    long_windows = long_file_windows(gate, front, rng, real)  # the deploy range: long files
+    waves += long_windows
     fp32 = run_logits(make_session(src), waves)
     attempts, best = [], None
     layers = dst.with_suffix(".layers.onnx")  # the layers' MatMuls int8: once for every recipe
@@ -249,8 +277,10 @@ def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
     lengths = [len(w) / SAMPLE_RATE for w in waves]
     return {**best, "quantised_matmuls": len(nodes), "attempts": attempts,
             "conv_recipes_skipped": no_convs,
-            "gate_clips_bundle": len(real), "gate_clips_synthetic": len(waves) - len(real),
-            "calibration_clips": len(calib),
+            "gate_clips_bundle": len(real),
+            "gate_clips_synthetic": len(waves) - len(real) - len(long_windows),
+            "calibration_clips": len(calib), "gate_windows_long": len(long_windows),
+            "long_files": gate.long_files, "long_file_s": gate.long_s,
             "calibration": None if calibration is None else str(calibration),
             "lengths_s": [round(min(lengths), 3), round(max(lengths), 3)]}
 

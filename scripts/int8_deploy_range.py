@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""The int8 gate on the deploy range, for an exported model folder: short clips up to max_s and
+the full-length windows hearsay-score cuts from long files.
+
+    .venv/bin/python scripts/int8_deploy_range.py MODEL_DIR --bundle BUNDLE
+    .venv/bin/python scripts/int8_deploy_range.py MODEL_DIR --bundle B --long-files 60 --long-s 20
+
+(1) re-runs the export's int8 gate (hearsay.export.quantize.quantize_int8, QuantGate defaults:
+100 clips + the windows of long_files x long_s s; --bundle calibrates and gives real clips) into
+a temporary file, and (2) when MODEL_DIR has model.int8.onnx, measures that shipped int8 against
+model.onnx on the windows of --long-files files of --long-s s joined from the bundle's clips
+(synthetic without --bundle). Prints one JSON object; record it in docs/BENCHMARKS.md with the
+command and the date. Nothing here is a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from hearsay.cpu_engine import make_session, run_logits
+from hearsay.export import quantize_conv
+from hearsay.export.quantize import QuantGate, long_file_windows, quantize_int8
+from hearsay.model_dir import INT8, ONNX, read_front_end
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model", type=Path, help="exported model folder (model.onnx, front_end.json)")
+    ap.add_argument("--bundle", type=Path, help="bundle folder: calibration and real clips")
+    ap.add_argument("--long-files", type=int, default=60, help="files for (2) (default 60)")
+    ap.add_argument("--long-s", type=float, default=20.0, help="their seconds (default 20)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    front = read_front_end(args.model)
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        report = quantize_int8(args.model / ONNX, Path(tmp) / "int8.onnx", QuantGate(), front,
+                               np.random.default_rng(args.seed), calibration=args.bundle)
+    keys = ("recipe", "passed", "max_abs_dlogit", "rms_dlogit", "spearman", "agreement")
+    out["gate"] = {**{k: report.get(k) for k in keys}, "clips": report.get("clips"),
+                   "gate_windows_long": report.get("gate_windows_long"),
+                   "attempts": [{k: a.get(k) for k in keys} for a in report["attempts"]]}
+    if (args.model / INT8).is_file():
+        rng = np.random.default_rng(args.seed + 1)
+        real = (quantize_conv.bundle_clips(args.bundle, front, 24, 100, rng)[1]
+                if args.bundle else None)
+        gate = dataclasses.replace(QuantGate(), long_files=args.long_files, long_s=args.long_s)
+        wins = long_file_windows(gate, front, rng, real)
+        d = np.abs(run_logits(make_session(args.model / ONNX), wins)
+                   - run_logits(make_session(args.model / INT8), wins))
+        out["shipped_int8_on_long_windows"] = {
+            "windows": len(wins), "max_abs_dlogit": float(d.max()),
+            "rms_dlogit": float(np.sqrt(np.mean(d**2))), "over_0.05": int((d > 0.05).sum())}
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
