@@ -42,8 +42,20 @@ def test_off_a_terminal_a_line_every_interval_with_rate_and_eta(clock):
     bar.update(0)
     assert out.getvalue().splitlines()[-1] == (
         "hearsay bundle: 31/100 clips (31%), 0.5 clips/s, eta 2m14s, 60 s [12 failed]")
-    bar.close()  # the closing line
-    assert len(out.getvalue().splitlines()) == 3 and "\r" not in out.getvalue()
+    bar.close()  # no closing line: the last line already says where it ended
+    assert len(out.getvalue().splitlines()) == 2 and "\r" not in out.getvalue()
+
+
+def test_off_a_terminal_the_closing_line_comes_when_the_count_moved_since_the_last(clock):
+    out = io.StringIO()
+    bar = progress.Progress(100, desc="hearsay bundle", unit="clip", every_s=30, stream=out)
+    clock[0] += 30
+    bar.update(30)  # due: a line
+    clock[0] += 5
+    bar.update(70)  # 5 s later: not due
+    bar.close()  # the count moved since the last line: the closing line says 100/100
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and lines[-1].startswith("hearsay bundle: 100/100 clips (100%)")
 
 
 def test_a_terminal_gets_a_bar():

@@ -259,9 +259,11 @@ def test_progress_counts_audio_seconds_inside_a_long_file(probe_model, tmp_path,
     assert deploy.main([str(clips), "-o", str(tmp_path / "s.csv"), "--model", str(probe_model),
                         "--batch-size", "1", "--progress", "1e-9"]) == 0
     lines = [ln for ln in capsys.readouterr().err.splitlines() if "audio s" in ln]
-    assert [ln.split(", ")[0].split(": ")[1] + " " + ln.split(", ")[1] for ln in lines] == [
-        "0/1 files (0 failed) 20 audio s", "0/1 files (0 failed) 36 audio s",
-        "0/1 files (0 failed) 40 audio s", "1/1 files (0 failed) 40 audio s"]
+    # 'hearsay-score: 0/1 files (0%), 0.0 files/s, 1 s [0 failed, 20 audio s]'
+    assert [ln.split(", ")[0].split(": ")[1] + " " + ln.rsplit("[", 1)[1].rstrip("]")
+            for ln in lines] == [
+        "0/1 files (0%) 0 failed, 20 audio s", "0/1 files (0%) 0 failed, 36 audio s",
+        "0/1 files (0%) 0 failed, 40 audio s", "1/1 files (100%) 0 failed, 40 audio s"]
 
 
 def test_window_options_that_cannot_work_are_usage_errors(probe_model, tmp_path, capsys):

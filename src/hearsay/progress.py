@@ -28,6 +28,7 @@ class Progress:
         self.total, self.desc, self.unit, self.every_s = total, desc, unit, every_s
         self.stream = sys.stderr if stream is None else stream
         self.done, self.note = 0, ""
+        self.shown = -1  # self.done when the last count line was written (none yet)
         self.start = self.last = time.monotonic()
         self.bar = None
         if every_s > 0 and _isatty(self.stream):
@@ -45,8 +46,14 @@ class Progress:
                 self.bar.set_postfix_str(note, refresh=False)
             self.bar.update(n)
         elif self.every_s > 0 and time.monotonic() - self.last >= self.every_s:
-            self.last = time.monotonic()
-            print(self.line(), file=self.stream, flush=True)
+            self.last, self.shown = time.monotonic(), self.done
+            self._say(self.line())
+
+    def _say(self, text: str) -> None:
+        try:
+            print(text, file=self.stream, flush=True)
+        except (OSError, ValueError):
+            pass  # stderr gone (closed, a full disk): the progress is lost, never the work
 
     def line(self) -> str:
         """'DESC: 1200/5000 clips (24%), 38.5 clips/s, eta 1m39s, 31 s [NOTE]'."""
@@ -75,18 +82,19 @@ class Progress:
         elif self.every_s > 0:
             self.last = time.monotonic()
             of = f"/{self.total}" if self.total else ""
-            print(f"{self.desc}: stage {self.done + 1}{of}: {name}, "
-                  f"{self.last - self.start:.0f} s", file=self.stream, flush=True)
+            self._say(f"{self.desc}: stage {self.done + 1}{of}: {name}, "
+                      f"{self.last - self.start:.0f} s")
 
     def close(self) -> None:
         """The bar closed; off a terminal a closing line when any line was due on the way."""
         if self.bar is not None:
             self.bar.close()
         elif self.every_s > 0 and (self.note and self.unit == "stage"):
-            print(f"{self.desc}: {self.done + 1} stages done, "
-                  f"{time.monotonic() - self.start:.0f} s", file=self.stream, flush=True)
-        elif self.every_s > 0 and time.monotonic() - self.start >= self.every_s:
-            print(self.line(), file=self.stream, flush=True)
+            self._say(f"{self.desc}: {self.done + 1} stages done, "
+                      f"{time.monotonic() - self.start:.0f} s")
+        elif self.every_s > 0 and time.monotonic() - self.start >= self.every_s and \
+                self.shown != self.done:  # the last line already says where it ended
+            self._say(self.line())
 
     def __enter__(self) -> Progress:
         return self
