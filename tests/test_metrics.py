@@ -215,3 +215,18 @@ def test_the_four_readings_and_the_swapped_cost_direction():
     assert metrics.min_dcf_reading(z, np.zeros(300, bool), 0.3) == (None, None)
     with pytest.raises(metrics.MetricsError, match="cost direction"):
         metrics.min_dcf_reading(z, y, 0.3, "sideways")
+
+
+@pytest.mark.parametrize("min_dcf, below", [(1.0, False), (1.0000001, False), (0.9999999, True)])
+def test_a_min_dcf_of_exactly_one_is_not_reported_as_better_than_the_trivial_detector(min_dcf,
+                                                                                        below):
+    d = metrics.decisions({"auc": 0.6, "min_dcf": min_dcf, "act_dcf": min_dcf})
+    assert d["min_dcf_below_1"] is below and d["act_dcf_below_1"] is below
+
+
+def test_an_inverted_detector_reads_min_dcf_one_and_is_no_better_than_trivial():
+    is_spoof = np.array([False] * 5 + [True] * 5)
+    m = metrics.with_opposite(-np.arange(10.0), is_spoof)  # every synthetic clip ranked lowest
+    assert m["min_dcf"] == 1.0 and m["opposite"]["min_dcf"] == 0.0
+    assert metrics.decisions(m)["min_dcf_below_1"] is False
+    assert "min_dcf_below_1" in m["flips"] and m["suspect_inverted"] is True
