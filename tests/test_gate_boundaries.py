@@ -4,10 +4,9 @@ shortcut measurements are missing in any way."""
 import numpy as np
 import pandas as pd
 import pytest
+from test_gate import GOOD_SHORTCUTS, campaign
 
 from hearsay import gate, metrics
-
-from test_gate import GOOD_SHORTCUTS, campaign
 
 
 def test_a_probe_clip_exactly_at_the_threshold_counts_as_a_false_alarm():

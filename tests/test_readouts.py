@@ -12,8 +12,9 @@ def manifest(codec_ids):
     """Holdout core rows with the given codec_ids, plus an inner row and an extra holdout row
     that hold every codec (neither belongs to the readout)."""
     n = len(codec_ids)
-    rows = pd.DataFrame({"id": [f"h{i}" for i in range(n)], "path": [f"h{i}.flac" for i in range(n)],
-                         "fold": "holdout", "train_scope": "core", "codec_ids": codec_ids})
+    rows = pd.DataFrame({"id": [f"h{i}" for i in range(n)],
+                         "path": [f"h{i}.flac" for i in range(n)], "fold": "holdout",
+                         "train_scope": "core", "codec_ids": codec_ids})
     more = pd.DataFrame({"id": ["i0", "x0"], "path": ["i0.flac", "x0.flac"],
                          "fold": ["0", "holdout"], "train_scope": ["core", "extra"],
                          "codec_ids": ["mp3;opus", "mp3;opus"]})

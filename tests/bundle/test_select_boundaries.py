@@ -5,8 +5,13 @@ spoof generators of the manifest."""
 import pandas as pd
 import pytest
 
-from hearsay.bundle.select import (MatchRule, SelectionConfig, SelectionError, SourceRule,
-                                   select_rows)
+from hearsay.bundle.select import (
+    MatchRule,
+    SelectionConfig,
+    SelectionError,
+    SourceRule,
+    select_rows,
+)
 
 
 def table(*specs):
