@@ -82,3 +82,84 @@ def test_a_drop_generators_name_that_is_no_spoof_generator_of_the_manifest_is_re
         select_rows(df, SelectionConfig(drop_generators=(name, "voc-a")))
     kept, _ = select_rows(df, SelectionConfig(drop_generators=("voc-a", "tts-b")))
     assert len(kept) == 2
+
+
+def key_order(ids, seed, rule, source):
+    """The documented cut order: ascending sha256(seed NUL rule NUL source NUL id)."""
+    import hashlib
+    return sorted(ids, key=lambda i: hashlib.sha256(
+        f"{seed}\0{rule}\0{source}\0{i}".encode()).hexdigest())
+
+
+def test_each_cut_keeps_the_rows_with_the_smallest_seeded_key_of_its_rule():
+    df = table(("x", "bonafide", "bonafide", [0.5] * 3 + [1.5] * 20),
+               ("x", "spoof", "voc-a", [0.5] * 9 + [1.5] * 8), ("x", "spoof", "voc-b", [1.5] * 6))
+    rule = SourceRule(match_duration=MatchRule(bin_s=1.0), cap_per_generator=5,
+                      cap_per_class={"bonafide": 12}, cap=20)
+    kept, out = select_rows(df, SelectionConfig(seed=11, sources={"x": rule}))
+    ids = lambda gen, secs: [i for i, g, s in zip(df["id"], df["generator"], df["trimmed_s"],  # noqa
+                                                   strict=True) if g == gen and s == secs]
+    want = set(key_order(ids("voc-a", 0.5), 11, "match_duration", "x")[:3])  # bin 0: 3 of 9
+    want |= set(ids("voc-a", 1.5)) | set(ids("voc-b", 1.5))  # bin 1: 14 spoof <= 20 bona fide
+    a = [i for i in key_order(list(want), 11, "cap_per_generator:voc-a", "x") if "voc-a" in i]
+    want -= set(a[5:])
+    want -= set(key_order(ids("voc-b", 1.5), 11, "cap_per_generator:voc-b", "x")[5:])
+    bona = key_order([i for i in df["id"] if "bonafide" in i], 11, "cap_per_class:bonafide", "x")
+    want |= set(bona[:12])
+    want = set(key_order(list(want), 11, "cap", "x")[:20])
+    assert set(kept) == want and len(kept) == 20
+    assert [b["bin_s"] for b in out["match_duration"]["x"]] == [[0.0, 1.0], [1.0, 2.0]]
+    reasons = {d["rule"]: d["reason"] for d in out["dropped"]}
+    assert reasons["match_duration"] == ("spoof over 1.0 x bonafide in trimmed-duration bin "
+                                         "[0.00, 1.00) s of source x")
+
+
+@pytest.mark.parametrize("secs, bin_k", [(1.9999, 7), (2.0, 8), (2.2499, 8), (2.25, 9)])
+def test_a_clip_exactly_on_a_bin_edge_falls_in_the_upper_bin(secs, bin_k):
+    df = table(("x", "bonafide", "bonafide", [secs]), ("x", "spoof", "voc-a", [secs] * 2))
+    _, out = select_rows(df, SelectionConfig(sources={"x": SourceRule(
+        match_duration=MatchRule(bin_s=0.25))}))
+    assert out["match_duration"]["x"][0]["bin_s"] == [bin_k * 0.25, (bin_k + 1) * 0.25]
+
+
+@pytest.mark.parametrize("rule, match", [
+    ({"match_duration": {"bin_s": 0}}, r"match_duration: bin_s and ratio must be > 0"),
+    ({"match_duration": {"ratio": 0}}, r"match_duration: bin_s and ratio must be > 0"),
+    ({"match_duration": {"subsample": "fake"}}, r"subsample 'fake' is not one of"),
+    ({"class_ratio": {"per_other": 0}}, r"class_ratio: per_other must be > 0"),
+    ({"cap_per_class": {"spoofs": 3}}, r"cap_per_class: keys \['spoofs'\] are not"),
+    ({"cap": -1}, r"caps must be whole numbers >= 0"),
+    ({"cap_per_generator": 2.5}, r"caps must be whole numbers >= 0"),
+    ({"cap_per_class": {"spoof": -2}}, r"caps must be whole numbers >= 0"),
+])
+def test_the_config_refuses_values_a_rule_cannot_work_with(rule, match):
+    with pytest.raises(SelectionError, match=r"selection sources\['x'\]" + ".*" + match):
+        SelectionConfig.from_dict({"sources": {"x": rule}})
+
+
+def test_the_config_accepts_the_smallest_working_values_and_round_trips():
+    d = {"seed": 3, "sources": {"x": {"cap": 0, "cap_per_generator": 0, "cap_per_class":
+                                      {"spoof": 0}, "match_duration": {"bin_s": 0.01,
+                                                                       "ratio": 0.01},
+                                      "class_ratio": {"per_other": 0.01}}}}
+    cfg = SelectionConfig.from_dict(d)
+    again = SelectionConfig.from_dict(cfg.to_dict())
+    assert again == cfg and cfg.to_dict()["sources"]["x"]["match_duration"]["bin_s"] == 0.01
+
+
+def test_an_unreadable_config_file_is_refused_naming_the_file(tmp_path):
+    (tmp_path / "s.json").write_text("{not json")
+    with pytest.raises(SelectionError, match=r"s\.json: not a readable selection config"):
+        SelectionConfig.from_file(tmp_path / "s.json")
+
+
+def test_select_bundle_keeps_decoded_rows_and_records_the_config_and_outcome():
+    from hearsay.bundle.select import select_bundle
+    df = table(("x", "bonafide", "bonafide", [0.0] * 3), ("x", "spoof", "voc-a", [0.0] * 3))
+    ok = [i for i in df["id"] if not i.endswith(".1")]  # the .1 rows failed to decode
+    secs = {i: 1.0 + n for n, i in enumerate(ok)}
+    cfg = SelectionConfig(sources={"x": SourceRule(min_trimmed_s=2.0)})
+    kept, meta = select_bundle(df.drop(columns="trimmed_s"), ok, secs, cfg, path="s.json")
+    assert kept == [i for i in ok if secs[i] >= 2.0]
+    assert meta["path"] == "s.json" and meta["config"] == cfg.to_dict()
+    assert meta["outcome"]["by_rule"] == {"min_trimmed_s": 1}
