@@ -7,6 +7,7 @@ import pytest
 
 from hearsay.bundle.select import (
     MatchRule,
+    RatioRule,
     SelectionConfig,
     SelectionError,
     SourceRule,
@@ -163,3 +164,54 @@ def test_select_bundle_keeps_decoded_rows_and_records_the_config_and_outcome():
     assert kept == [i for i in ok if secs[i] >= 2.0]
     assert meta["path"] == "s.json" and meta["config"] == cfg.to_dict()
     assert meta["outcome"]["by_rule"] == {"min_trimmed_s": 1}
+
+
+def test_class_ratio_can_cut_bona_fide_keeping_its_smallest_seeded_keys():
+    df = table(("x", "bonafide", "bonafide", [2.0] * 10), ("x", "spoof", "voc-a", [2.0] * 4))
+    rule = SourceRule(class_ratio=RatioRule(subsample="bonafide", per_other=1.5))
+    kept, out = select_rows(df, SelectionConfig(seed=5, sources={"x": rule}))
+    bona = [i for i in df["id"] if "bonafide" in i]
+    assert set(kept) == set(key_order(bona, 5, "class_ratio", "x")[:6]) | {
+        i for i in df["id"] if "voc-a" in i}
+    assert {d["reason"] for d in out["dropped"]} == {"bonafide over 1.5 x spoof in source x"}
+
+
+def test_every_cut_lists_its_reason_and_the_counts_before_and_after():
+    df = table(("x", "bonafide", "bonafide", [0.4, 2.0, 2.0, 2.0]),
+               ("x", "spoof", "voc-a", [2.0] * 4), ("x", "spoof", "voc-b", [2.0] * 2))
+    rule = SourceRule(min_trimmed_s=0.5, cap_per_generator=3, cap_per_class={"spoof": 4}, cap=5)
+    kept, out = select_rows(df, SelectionConfig(sources={"x": rule}))
+    reasons = {d["rule"]: d["reason"] for d in out["dropped"]}
+    assert reasons == {"min_trimmed_s": "trimmed duration 0.40 s < 0.5 s in source x",
+                       "cap_per_generator": "generator voc-a over 3 rows in source x",
+                       "cap_per_class": "spoof over 4 rows in source x",
+                       "cap": "over 5 rows in source x"}
+    assert out["counts"] == [
+        {"source": "x", "label": "bonafide", "generator": "bonafide", "before": 4,
+         "after": sum("bonafide" in i for i in kept)},
+        {"source": "x", "label": "spoof", "generator": "voc-a", "before": 4,
+         "after": sum("voc-a" in i for i in kept)},
+        {"source": "x", "label": "spoof", "generator": "voc-b", "before": 2,
+         "after": sum("voc-b" in i for i in kept)}]
+    gone = select_rows(df, SelectionConfig(drop_generators=("voc-b",)))[1]["counts"]
+    assert gone[-1] == {"source": "x", "label": "spoof", "generator": "voc-b", "before": 2,
+                        "after": 0}
+
+
+def test_the_match_record_counts_the_other_class_per_bin_including_empty_bins():
+    df = table(("x", "bonafide", "bonafide", [0.5, 0.5]), ("x", "spoof", "voc-a", [0.5, 1.0]))
+    _, out = select_rows(df, SelectionConfig(sources={"x": SourceRule(
+        match_duration=MatchRule(bin_s=1.0))}))
+    assert out["match_duration"]["x"] == [
+        {"bin_s": [0.0, 1.0], "bonafide": 2, "spoof": 1, "target": 2, "kept": 1},
+        {"bin_s": [1.0, 2.0], "bonafide": 0, "spoof": 1, "target": 0, "kept": 0}]
+
+
+def test_select_bundle_does_not_refuse_a_dropped_generator_whose_clips_all_failed_to_decode():
+    from hearsay.bundle.select import select_bundle
+    df = table(("x", "bonafide", "bonafide", [0.0] * 2), ("x", "spoof", "voc-a", [0.0] * 2),
+               ("x", "spoof", "voc-b", [0.0]))
+    ok = [i for i in df["id"] if "voc-b" not in i]  # voc-b's one clip failed to decode
+    kept, _ = select_bundle(df.drop(columns="trimmed_s"), ok, dict.fromkeys(ok, 2.0),
+                            SelectionConfig(drop_generators=("voc-b",)))
+    assert kept == ok
