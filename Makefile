@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install lint clean rehearsal
+.PHONY: demo test install lint clean rehearsal mutate
 
 install: $(STAMP)
 
@@ -50,5 +50,21 @@ rehearsal: install
 	rm -rf $(REHEARSAL_DIR)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" scripts/rehearsal.sh $(REHEARSAL_DIR)
 
+# Mutation testing of the modules that hold the campaign's rules (pyproject.toml [tool.mutmut]:
+# which modules, which tests). A development habit, never part of `make test`: mutmut and its
+# few extra packages come from requirements-dev.lock (hashed) into the same venv on first use.
+# MUTANTS narrows the run (mutmut's name globs), e.g. `make mutate MUTANTS='hearsay.gate.*'`;
+# the score per module is printed at the end (scripts/mutation_score.py), survivors with
+# `$(VENV)/bin/mutmut results` and `$(VENV)/bin/mutmut show NAME`. Work and results: mutants/.
+MUTANTS ?= hearsay.gate.* hearsay.bundle.select.* hearsay.protocol.* hearsay.metrics.* \
+	hearsay.compare.* hearsay.readouts.* hearsay.pilot.* hearsay.folds.*
+MUTATE_JOBS ?= 2
+mutate: install
+	$(VENV)/bin/mutmut --version >/dev/null 2>&1 || \
+		$(PY) -m pip install -q --require-hashes --no-deps -r requirements-dev.lock
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/mutmut run --max-children $(MUTATE_JOBS) \
+		$(foreach m,$(MUTANTS),'$(m)')
+	$(PY) scripts/mutation_score.py
+
 clean:
-	rm -rf demo_out rehearsal_out .pytest_cache .ruff_cache
+	rm -rf demo_out rehearsal_out .pytest_cache .ruff_cache mutants

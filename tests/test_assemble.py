@@ -319,3 +319,20 @@ def test_the_holdout_is_also_scored_at_test_length_crops_and_whole_up_to_14s(cam
     assert max(len(x) for x in a) <= int(round(test.max() * 16000)) + 1
     c = readouts.test_length_inputs(bundle.root, rows, test, seed=1)
     assert not all(len(x) == len(y) and np.array_equal(x, y) for x, y in zip(a, c, strict=True))
+
+
+@pytest.mark.parametrize("spec", [{}, {"require": None}, {"require": []},
+                                  {"require": ["parity_b"]}])
+def test_a_pin_without_parity_a_in_its_require_list_still_needs_parity_a(tmp_path, spec):
+    pin = {"parity": {"file": tmp_path / "parity.json", **spec},
+           "runs": {"full": {"weights_sha256": "a" * 64}}}
+    (tmp_path / "parity.json").write_text(json.dumps({"parity_b": {"passed": True}}))
+    with pytest.raises(assemble.CheckFailed, match="F6.*parity_a absent or not passed"):
+        assemble.check_f6_parity(pin)
+    (tmp_path / "parity.json").write_text(json.dumps({"parity_a": {"passed": False},
+                                                      "parity_b": {"passed": True}}))
+    with pytest.raises(assemble.CheckFailed, match="F6.*parity_a absent or not passed"):
+        assemble.check_f6_parity(pin)
+    ok = {"parity_a": {"passed": True}, "parity_b": {"passed": True}}
+    (tmp_path / "parity.json").write_text(json.dumps(ok))
+    assert assemble.check_f6_parity(pin) == ok

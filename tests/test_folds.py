@@ -160,3 +160,18 @@ def test_repo_pinned_demo_folds_verify_and_match_a_fresh_make(tmp_path, demo_df)
     pinned = fo.load_folds(REPO_SPLITS / "demo.folds.json")
     fresh = fo.write_folds(demo_df, DEMO_SPLITS, tmp_path, "demo")
     assert fo.sha256_file(fresh) == pinned.sha256
+
+
+def test_family_exclusion_drops_only_extra_rows_of_the_family():
+    df = pd.DataFrame({
+        "id": ["core_smear", "core_voc", "extra_smear", "extra_smear_v2", "extra_voc",
+               "extra_smearish", "extra_smear_f1"],
+        "generator": ["smear-a", "voc-a", "smear-b", "smear-b-v2", "voc-b", "smearish-a",
+                      "smear-c"],
+        "label": "spoof",
+        "train_scope": ["core", "core", "extra", "extra", "extra", "extra", "extra"],
+        "fold": ["1", "1", "extra", "extra", "extra", "extra", "1"]})
+    ids0 = fo.train_ids(df, DEMO_SPLITS, "0")
+    # core rows of the excluded family stay; extra rows of it (any version) go; others stay
+    assert ids0 == ["core_smear", "core_voc", "extra_voc", "extra_smearish"]
+    assert fo.train_ids(df, DEMO_SPLITS, "2") == list(df["id"])  # no exclusion for model 2

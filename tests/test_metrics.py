@@ -268,3 +268,18 @@ def test_fa_rate_prints_the_threshold_and_its_confusion_counts(tmp_path, capsys)
     assert metrics_cli.main(args[:-1] + ["0.09", "--json"]) == 0  # under 1 in 10: none allowed
     r = json.loads(capsys.readouterr().out)["at_fa_rate"]
     assert (r["value"], r["bonafide_false_alarm"], r["synthetic_caught"]) == (9.5, 0, 2)
+
+
+@pytest.mark.parametrize("min_dcf, below", [(1.0, False), (1.0000001, False), (0.9999999, True)])
+def test_a_min_dcf_of_exactly_one_is_not_reported_as_better_than_the_trivial_detector(min_dcf,
+                                                                                        below):
+    d = metrics.decisions({"auc": 0.6, "min_dcf": min_dcf, "act_dcf": min_dcf})
+    assert d["min_dcf_below_1"] is below and d["act_dcf_below_1"] is below
+
+
+def test_an_inverted_detector_reads_min_dcf_one_and_is_no_better_than_trivial():
+    is_spoof = np.array([False] * 5 + [True] * 5)
+    m = metrics.with_opposite(-np.arange(10.0), is_spoof)  # every synthetic clip ranked lowest
+    assert m["min_dcf"] == 1.0 and m["opposite"]["min_dcf"] == 0.0
+    assert metrics.decisions(m)["min_dcf_below_1"] is False
+    assert "min_dcf_below_1" in m["flips"] and m["suspect_inverted"] is True

@@ -46,3 +46,40 @@ def test_scorer_of_refuses_an_unknown_split_or_fold():
         protocol.scorer_of("extra")
     with pytest.raises(ValueError, match="fold 'holdout'"):
         protocol.scorer_of("inner_oof", "holdout")
+
+
+def test_refusals_name_the_runs_splits_and_folds_to_choose_from():
+    with pytest.raises(ValueError, match=r"^no campaign run for job 'fold' fold 7 "
+                                         r"\(fold 0\.\.4 or full\)$"):
+        protocol.run_key("fold", 7)
+    with pytest.raises(ValueError, match=r"^run 'pilot' is not one of "
+                                         r"fold0, fold1, fold2, fold3, fold4, full$"):
+        protocol.run_job("pilot")
+    with pytest.raises(ValueError, match=r"^inner row with fold '7': one of 0, 1, 2, 3, 4$"):
+        protocol.scorer_of("inner_oof", "7")
+    with pytest.raises(ValueError, match=r"^split 'extra': one of inner_oof, holdout, test$"):
+        protocol.scorer_of("extra")
+    with pytest.raises(ValueError, match=r"^--split 'extra': one of inner_oof, holdout, test$"):
+        protocol.split_rows(pd.DataFrame({"fold": []}), "extra")
+
+
+def manifest():
+    return pd.DataFrame({"id": [f"r{i}" for i in range(9)],
+                         "fold": ["0", "1", "1", "2", "holdout", "test", "1", "extra", "test"],
+                         "train_scope": ["core"] * 6 + ["extra"] * 3})
+
+
+def test_split_rows_of_one_inner_fold_are_its_core_rows_in_manifest_order():
+    m = manifest()
+    assert list(protocol.split_rows(m, "inner_oof", fold=1)["id"]) == ["r1", "r2"]
+    assert list(protocol.split_rows(m, "inner_oof", fold="2")["id"]) == ["r3"]
+    assert list(protocol.split_rows(m, "inner_oof")["id"]) == ["r0", "r1", "r2", "r3"]
+    assert list(protocol.split_rows(m, "test")["id"]) == ["r5"]  # the extra test row never
+    no_scope = m.drop(columns="train_scope")
+    assert list(protocol.split_rows(no_scope, "test")["id"]) == ["r5", "r8"]
+
+
+@pytest.mark.parametrize("split", ["holdout", "test"])
+def test_split_rows_refuses_a_fold_outside_the_inner_split(split):
+    with pytest.raises(ValueError, match=r"^--fold only applies to --split inner_oof$"):
+        protocol.split_rows(manifest(), split, fold=1)

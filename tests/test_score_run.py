@@ -175,3 +175,34 @@ def test_f6_checks_the_export_is_of_the_pinned_full_run_and_honours_a_waiver(box
     assert assemble.check_f6_parity(pin)["checkpoint_sha256"] == want
     pin["parity"] = {"waived": "operator: --no-parity"}
     assert assemble.check_f6_parity(pin) == {"waived": "operator: --no-parity"}
+
+
+def test_a_box_logits_file_scored_on_another_bundle_is_refused(boxes, exported, tmp_path,
+                                                               capsys):
+    root, bundle, _ = boxes
+    data = json.loads((root / "models" / "box" / "scores" / score_run.PARITY_FILE).read_text())
+    before = json.loads((exported / "parity.json").read_text()).get("parity_b")
+    (tmp_path / "b.json").write_text(json.dumps({**data, "bundle_tree_sha": "0" * 40}))
+    rc = parity.main([str(exported), "--bundle", str(bundle.root), "--box-logits",
+                      str(tmp_path / "b.json")])
+    assert rc == parity.EXIT_MODEL
+    assert f"was scored on bundle {'0' * 40}, this bundle is {bundle.tree_sha}" in \
+        capsys.readouterr().err
+    assert json.loads((exported / "parity.json").read_text()).get("parity_b") == before
+
+
+def test_a_box_parity_record_of_another_precision_or_bundle_is_not_reused(boxes, tmp_path):
+    root, bundle, runs = boxes
+    data = json.loads((root / "models" / "box" / "scores" / score_run.PARITY_FILE).read_text())
+    cfg = score_run.trainer_config(runs["full"])
+    assert cfg.precision == "fp32"
+    out = tmp_path / score_run.PARITY_FILE
+    marked = {**data, "logits": [9.0] * len(data["logits"])}  # a reused file keeps the 9s
+    out.write_text(json.dumps(marked))
+    assert parity_box.record(bundle, runs["full"], out, 4, cfg)["logits"] == marked["logits"]
+    for stale in ({"precision": "bf16"}, {"bundle_tree_sha": "0" * 40}):
+        out.write_text(json.dumps({**marked, **stale}))
+        got = parity_box.record(bundle, runs["full"], out, 4, cfg)
+        assert got["logits"] == pytest.approx(data["logits"]) and got["precision"] == "fp32"
+        assert got["bundle_tree_sha"] == bundle.tree_sha
+        assert json.loads(out.read_text()) == got

@@ -217,6 +217,8 @@ def shortcut_check(metas: dict) -> dict:
                 worst[f"{source}/{feat}"] = strength
                 if strength >= SHORTCUT_BOUND:
                     flagged.append(f"{key}/{source}/{feat} AUC {a:.3f}")
+        if not worst:  # sources listed but no AUC in them: nothing was measured
+            unmeasured.append(f"{key}: stream_shortcuts in run_meta.json holds no AUC")
         runs[key] = {"max_strength": max(worst.values(), default=None), "per_feature": worst}
     outcome = "fail" if flagged else "not measured" if unmeasured or not runs else "pass"
     why = (f"stream shortcuts: {len(flagged)} at max(AUC, 1-AUC) >= {SHORTCUT_BOUND}: "

@@ -150,15 +150,19 @@ def score_holdout_variant(bundle, run: Path, variant: str, cfg=None):
 
 def codec_readout(clean_holdout, panel, key) -> dict:
     """{"n_clips", "codecs", "rows": {"clean": metrics, <codec>: metrics}, "gap"}: each row on the
-    same clips (those of the panel); gap = codec minDCF - clean minDCF (pi 0.3)."""
-    paths = set(panel["path"])
-    out = {"n_clips": len(paths), "codecs": sorted(panel["codec"].astype(str).unique()),
-           "rows": {}, "gap": {}}
+    same clips (those the clean holdout and every codec of the panel scored); gap = codec minDCF
+    - clean minDCF (pi 0.3)."""
+    codecs = sorted(panel["codec"].astype(str).unique())
+    paths = set(clean_holdout["path"]) if codecs else set()
+    for c in codecs:  # a clip some codec did not score would make that row's clips differ
+        paths &= set(panel.loc[panel["codec"].astype(str) == c, "path"])
+    out = {"n_clips": len(paths), "codecs": codecs, "rows": {}, "gap": {}}
     if not paths:
         out["undefined"] = "no holdout clip has a copy of every codec"
         return out
     clean = clean_holdout[clean_holdout["path"].isin(paths)]
-    rows = {"clean": clean, **{c: panel[panel["codec"].astype(str) == c] for c in out["codecs"]}}
+    rows = {"clean": clean, **{c: panel[(panel["codec"].astype(str) == c)
+                                        & panel["path"].isin(paths)] for c in codecs}}
     for name, frame in rows.items():
         j = metrics.join(frame, key)
         m = metrics.compute(j["rank"].to_numpy(), j["is_spoof"].to_numpy(), None, PI_OF_RECORD)

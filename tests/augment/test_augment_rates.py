@@ -135,3 +135,18 @@ def test_shortcut_auc_of_a_one_class_source_is_unknown_not_ok():
              "lead_silence_s": 0.0}] * 20
     out = augment.stream_shortcut_aucs(recs)
     assert out["status"] == "unknown" and out["per_source"]["s"]["auc"]["duration_s"] is None
+
+
+@pytest.mark.parametrize("only", augment.LABELS)
+def test_a_codec_that_only_one_class_gets_is_refused_whichever_class_it_is(only):
+    # both classes: 10% augmented, all codecs; "opus" only for `only`, mp3 shared (5% vs 10%)
+    log = augment.RateLog()
+    for label in augment.LABELS:
+        for name, k in ({"none": 1800, "codec:mp3": 100, "codec:opus": 100} if label == only
+                        else {"none": 1800, "codec:mp3": 200}).items():
+            for _ in range(k):
+                log.record("src_a", label, name)
+    with pytest.raises(augment.AugmentRateError, match="src_a/codec:opus") as err:
+        log.check_balanced()
+    assert "src_a/codec:mp3" not in str(err.value)  # the shared codec is within its bound
+    assert "src_a/augmented" not in str(err.value) and "src_a/codec:" in str(err.value)

@@ -386,3 +386,33 @@ def test_export_refuses_the_meta_of_another_checkpoint(tmp_path, capsys):
     assert rc == 2
     assert "not this checkpoint's" in capsys.readouterr().err
     assert not (tmp_path / "m" / "SHA256SUMS").exists()
+
+
+def test_without_threshold_the_int8_agreement_is_judged_at_the_fp32_median():
+    fp32 = np.exp(np.linspace(0.0, 3.0, 101))  # skewed: median e^1.5 ~ 4.48, mean ~ 6.4, all > 0
+    med = float(np.median(fp32))
+    r = gate_report(fp32, fp32.copy(), QuantGate())
+    assert r["threshold"] == med and r["threshold_source"] == "median fp32 logit"
+    int8 = fp32.copy()
+    int8[49] = med + 0.01  # the clip just below the median crosses it: one flip of 101
+    assert gate_report(fp32, int8, QuantGate())["agreement"] == pytest.approx(100 / 101)
+    int8 = fp32.copy()
+    int8[-5:] *= 1.001  # moves near the mean (and far from the median) flip nothing
+    int8[:5] = -int8[:5]  # nor do sign changes around 0
+    r = gate_report(fp32, int8, QuantGate(max_abs_dlogit=10.0))
+    assert r["agreement"] == 1.0
+    r = gate_report(fp32, int8, QuantGate(threshold=0.0, max_abs_dlogit=10.0))
+    assert r["agreement"] == pytest.approx(96 / 101) and r["threshold_source"] == "given"
+
+
+def test_the_threshold_option_reaches_the_int8_gate(tmp_path):
+    run = tmp_path / "run"
+    save_detector(tiny_detector(), run / "final")
+    common = ["onnx", str(run), "--parity-clips", "3", "--int8-clips", "6", "--no-fuse"]
+    assert onnx_export.main([*common, "--out", str(tmp_path / "given"), "--threshold",
+                             "0.125"]) in (0, 1)
+    q = json.loads((tmp_path / "given" / "parity.json").read_text())["int8"]
+    assert (q["threshold"], q["threshold_source"]) == (0.125, "given")
+    assert onnx_export.main([*common, "--out", str(tmp_path / "median")]) in (0, 1)
+    q = json.loads((tmp_path / "median" / "parity.json").read_text())["int8"]
+    assert q["threshold_source"] == "median fp32 logit" and q["threshold"] != 0.125

@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 
+import pytest
 import torch
 from train_world import final_weights, smoke
 
@@ -98,3 +99,19 @@ def test_two_ranks_train_read_out_checkpoint_and_resume_exactly(bundle_dir, tmp_
     assert not torch.equal(ck.rng["rank0.torch_cpu"], ck.rng["rank1.torch_cpu"])
     assert ranks[0]["whole"]["rates"] != ranks[1]["whole"]["rates"]  # each rank its own clips
     assert ck.state["world_size"] == 2
+
+
+@pytest.mark.parametrize("recorded", [0, 2])
+def test_resume_refuses_a_checkpoint_whose_recorded_epoch_differs_from_its_folder(
+        bundle_dir, tmp_path, capsys, recorded):
+    cfg = smoke(epochs=2, batches_per_epoch=2)
+    tr.run(cfg, bundle_dir, tmp_path / "run", stop_after_epoch=1)
+    state = tmp_path / "run" / "checkpoints" / "epoch_0001" / "state.json"
+    state.write_text(json.dumps({**json.loads(state.read_text()), "epoch": recorded}))
+    (tmp_path / "cfg.json").write_text(json.dumps({"train": {"epochs": 2,
+                                                              "batches_per_epoch": 2}}))
+    rc = tr.main(["--bundle", str(bundle_dir), "--fold", "0", "--out", str(tmp_path / "run"),
+                  "--cpu-smoke", "--resume", "--no-verify-bundle", "--config",
+                  str(tmp_path / "cfg.json")])
+    assert rc == 7
+    assert f"epoch_0001/state.json says epoch {recorded}" in capsys.readouterr().err

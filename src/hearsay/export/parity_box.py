@@ -72,7 +72,8 @@ def wave_sha(w: np.ndarray) -> str:
 
 
 def record(bundle, run: Path, out: Path, n: int, cfg) -> dict:
-    """Write the box's parity file for `run` (kept when it already names these weights)."""
+    """Write the box's parity file for `run` (kept when it already names these weights, this
+    bundle, the same clip count and this precision)."""
     import torch
 
     from hearsay import run_dir
@@ -85,7 +86,8 @@ def record(bundle, run: Path, out: Path, n: int, cfg) -> dict:
     if out.is_file():
         have = json.loads(out.read_text())
         if have.get("checkpoint_sha256") == sha and len(have.get("clips", [])) == \
-                len(parity_rows(bundle.manifest, n)) and have.get("precision") == cfg.precision:
+                len(parity_rows(bundle.manifest, n)) and have.get("precision") == cfg.precision \
+                and have.get("bundle_tree_sha") == bundle.tree_sha:
             return have
     rows = parity_rows(bundle.manifest, n)
     waves = inputs(bundle, rows)

@@ -235,7 +235,9 @@ def _resume(r: TrainRun, latest: int | None) -> None:
                                 f"{r.identity[key]}: resume with the same bundle and config, "
                                 "or start a fresh --out")
     if ck.state["epoch"] != latest:
-        raise ResumeRefused(f"{name}/state.json says epoch {ck.state['epoch']}")
+        raise ResumeRefused(f"--resume: {name}/state.json says epoch {ck.state['epoch']}: the "
+                            "folder was renamed or its state replaced; remove it from the store "
+                            "(an earlier checkpoint is resumed) or start a fresh --out")
     if ck.state.get("world_size", 1) != r.world:
         raise ResumeRefused(f"--resume: {name} was written by {ck.state.get('world_size', 1)} "
                             f"processes, this run has {r.world}: every rank's RNG state is in "
