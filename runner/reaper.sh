@@ -41,7 +41,8 @@
 # or empty and older than RUNNER_LOCK_STALE_S) are broken.
 #
 # Exit codes: 0 ok; 2 usage; 4 another reaper is running; 5 (--once) the listing failed;
-#   10 missing dependency; 11 no API key.
+#   10 missing dependency; 11 no API key; 12 the reaper lock's owner cannot be written (RUNNER_STATE
+#   full or read-only).
 set -euo pipefail
 export RUNNER_SCRIPT=reaper
 # shellcheck source=runner/lib/common.sh
@@ -96,7 +97,13 @@ if [ "$bg" = 1 ]; then
   done
   die 4 "the reaper did not start (see $RUNNER_STATE/reaper.out)" "run runner/reaper.sh in a terminal to see why"
 fi
-lock_take "$RUNNER_STATE/reaper.lock" 1 || die 4 "another reaper is running (pid $(lock_owner "$RUNNER_STATE/reaper.lock"))" "one reaper watches every job"
+if ! lock_take "$RUNNER_STATE/reaper.lock" 1; then
+  # lock_take removes a lock whose owner it could not write; a lock still there is another reaper's
+  # (its owner file may be a moment away: a taker writes it just after its mkdir)
+  holder=$(lock_owner "$RUNNER_STATE/reaper.lock")
+  [ -d "$RUNNER_STATE/reaper.lock" ] || die 12 "cannot take the reaper lock $RUNNER_STATE/reaper.lock: it or its owner file cannot be written" "free space under RUNNER_STATE=$RUNNER_STATE, then start the reaper again"
+  die 4 "another reaper is running (pid ${holder:-not yet written})" "one reaper watches every job"
+fi
 sleeper=""
 trap '[ -z "$sleeper" ] || kill "$sleeper" 2>/dev/null; lock_drop "$RUNNER_STATE/reaper.lock"' EXIT
 trap 'exit 130' INT TERM HUP
