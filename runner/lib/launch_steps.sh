@@ -2,7 +2,7 @@
 # runner/lib/launch_steps.sh — the steps of runner/launch.sh, in the order it runs them. They share
 # the launcher's globals: job kind fold gen offer dph credit estimate instance host port launch_lock
 # budget_lock.
-# shellcheck disable=SC2154  # kind, fold, job, recipe, launch_lock and budget_lock are set by runner/launch.sh
+# shellcheck disable=SC2154  # kind, fold, job, recipe, launch_lock, budget_lock, launch_tmp and user_tmp are set by runner/launch.sh
 # shellcheck source=runner/lib/bundles.sh
 . "$RUNNER_ROOT/lib/bundles.sh"
 # shellcheck source=runner/lib/recipe.sh
@@ -232,7 +232,7 @@ step_reaper() {
   if [ -d "$lock" ] && ! lock_stale "$lock"; then return 0; fi
   case $RUNNER_REAPER_MODE in
     start)
-      "$RUNNER_ROOT/reaper.sh" --background </dev/null >&2 \
+      TMPDIR=$user_tmp "$RUNNER_ROOT/reaper.sh" --background </dev/null >&2 \
         || die 13 "no reaper is running and starting one failed" "run: runner/reaper.sh --background" ;;
     *) die 13 "no reaper is running (RUNNER_REAPER_MODE=$RUNNER_REAPER_MODE)" "start it first: runner/reaper.sh --background" ;;
   esac
@@ -261,6 +261,7 @@ on_launch_exit() {
   fi
   lock_drop "$budget_lock"
   lock_drop "$launch_lock"
+  rm -rf "$launch_tmp"
   exit "$rc"
 }
 
