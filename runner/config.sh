@@ -50,6 +50,8 @@
 : "${RUNNER_REAPER_POLL_S:=60}"              # reaper's quiet poll interval
 : "${RUNNER_REAPER_MAX_BACKOFF_S:=900}"      # reaper's longest wait after 429s / failed listings
 : "${RUNNER_REAPER_JOB_BACKOFF_S:=300}"      # longest wait before retrying one job that keeps failing
+: "${RUNNER_HEARTBEAT_S:=60}"                # the box's chain writes RUN_PATH/HEARTBEAT this often (job.env)
+: "${RUNNER_HEARTBEAT_STALE_S:=900}"         # a PROVISIONED box with no new heartbeat this long is ended (0 = never)
 
 # --- local files --------------------------------------------------------------------------------------
 : "${RUNNER_STATE:=${XDG_STATE_HOME:-$HOME/.local/state}/hearsay-runner}"  # job records, HOLDs, logs

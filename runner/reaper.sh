@@ -17,6 +17,10 @@
 #   4. STATUS DONE / FAIL          destroy; the STATUS must carry the record's generation, any other
 #                                  generation's STATUS counts as no status; a FAIL's REASON (the box's
 #                                  own, from the store) is printed on stderr
+#   4b. heartbeat stopped          a PROVISIONED box whose HEARTBEAT (written by its chain every
+#                                  RUNNER_HEARTBEAT_S) shows nothing new for RUNNER_HEARTBEAT_STALE_S
+#                                  on this machine's clock: destroy, a REASON line on stderr
+#                                  (runner/lib/heartbeat.sh)
 #   5. launch abandoned            a record not PROVISIONED whose launcher is gone: destroy
 #   6. instance missing            a PROVISIONED instance absent from two successful listings and
 #                                  confirmed gone by `show instance ID` (or absent for
@@ -59,6 +63,8 @@ export RUNNER_SCRIPT=reaper
 . "$RUNNER_ROOT/lib/store.sh"
 # shellcheck source=runner/lib/teardown.sh
 . "$RUNNER_ROOT/lib/teardown.sh"
+# shellcheck source=runner/lib/heartbeat.sh
+. "$RUNNER_ROOT/lib/heartbeat.sh"
 # shellcheck source=runner/lib/reap.sh
 . "$RUNNER_ROOT/lib/reap.sh"
 

@@ -33,6 +33,8 @@
 #   every file of the run directory reads back from RUN with its sha256 (box_verify: a store that
 #   acknowledged a push and kept nothing, or lost a file, is a FAIL naming the files). Every FAIL this script names (the trainer's exit code and its last 20 lines
 #   included) is also written to RUN_PATH/REASON (runner/status.sh --why JOB).
+# From STARTED on, RUN_PATH/HEARTBEAT gets "GEN SEQ EPOCH" every HEARSAY_HEARTBEAT_S (job.env's, 60 s
+# without it) while this script runs: runner/reaper.sh ends a box whose heartbeat stops.
 # BOX_DIR/CHAIN says "GEN running" once training has started (what the launcher waits for) or
 # "GEN failed". On EXIT and ERR the box writes FAIL unless DONE was written, and destroys itself
 # with CONTAINER_ID / CONTAINER_API_KEY (vast.ai sets both inside an instance).
@@ -84,12 +86,14 @@ export RCLONE_CONFIG="$BOX_DIR/rclone.conf"
   "${HEARSAY_RUN_PATH:?job.env lacks HEARSAY_RUN_PATH}"
 RUNNER_STORE=$HEARSAY_STORE             # the guard's prefix
 RUN_PATH=$(guard_path "$HEARSAY_RUN_PATH")
-watchdog=""
+watchdog="" heartbeat=""
 if [[ ${HEARSAY_DEADLINE:-} =~ ^[0-9]+$ ]]; then   # the deadline holds in every phase from here on
   box_watchdog "$$" &
   watchdog=$!
 fi
 
+box_heartbeat "$$" &   # liveness for the reaper, from the first phase on (runner/lib/heartbeat.sh)
+heartbeat=$!
 box_status STARTED
 box_env_check   # every variable the box needs, from the container or job.env, or a FAIL naming it
 # Then, before torch is loaded: a host driver older than the image's CUDA is a FAIL naming both.

@@ -97,6 +97,7 @@ box_exit() {
   trap '' INT TERM HUP
   set +e
   [ -z "${watchdog:-}" ] || kill "$watchdog" 2>/dev/null
+  [ -z "${heartbeat:-}" ] || kill "$heartbeat" 2>/dev/null
   if [ "${phase:-}" != DONE ]; then
     if [ -s "$BOX_DIR/DEADLINE_HIT" ] && [ -n "${RUN_PATH:-}" ]; then
       box_reason "deadline $(cut -d' ' -f1 "$BOX_DIR/DEADLINE_HIT") passed in phase $(cut -d' ' -f2 "$BOX_DIR/DEADLINE_HIT"): the box's watchdog stopped the job"

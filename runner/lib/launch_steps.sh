@@ -375,6 +375,7 @@ step_provision() {
     printf 'HEARSAY_BUNDLE_SHA=%q\nHEARSAY_CONFIG_HASH=%q\nHEARSAY_TRAIN=%q\n' "$bundle_sha" "$config_hash" "${RUNNER_BOX_TRAIN:-hearsay train}"
     printf 'HEARSAY_BUDGET_USD=%q\n' "$estimate"   # the trainer records it in run_meta.json
     printf 'HEARSAY_DEADLINE=%q\n' "$(rec_get "$1" deadline)"   # the box stops itself at the reaper's deadline
+    printf 'HEARSAY_HEARTBEAT_S=%q\n' "$RUNNER_HEARTBEAT_S"   # how often the chain beats (runner/lib/heartbeat.sh)
   } >"$envf"
   box_start "$host" "$port" "$envf" || { rm -f "$envf"; die 1 "ssh to $host:$port failed starting the chain" "check RUNNER_SSH and the box"; }
   rm -f "$envf"
