@@ -10,7 +10,9 @@
 # DEADLINE, and any other unknown listed instance at RUNNER_UNKNOWN_COMMIT_H); choose an offer
 # (RUNNER_OFFER_QUERY, only hosts whose driver runs the CUDA of RUNNER_LOCK's torch: cuda_max_good);
 # ask for the go-ahead (offer, $/h, estimate, credit) unless --yes; create the instance labelled
-# PREFIX.OPERATOR:JOB:GEN:DEADLINE (RUNNER_STATE/operator, one per state folder); persist its id and
+# PREFIX.OPERATOR:JOB:GEN:DEADLINE (RUNNER_STATE/operator, one per state folder), its on-start command
+# the box's own guard (runner/box/onstart.sh: it ends a box no chain starts on by HEARSAY_PROVISION_BY,
+# or past HEARSAY_DEADLINE, laptop or not); persist its id and
 # the ledger row at once (the launch lock is released here); wait
 # for it to run; send the store's
 # credentials over ssh stdin into a mode-600 rclone config on the box, then RUNNER_TRAIN_CONFIG's exact

@@ -267,7 +267,7 @@ on_launch_exit() {
 
 # step_create JOB KIND FOLD: the record first, then the create; the id is persisted the moment it exists.
 step_create() {
-  local hours dl label
+  local hours dl label provision_by onstart
   gen=$(new_gen)
   label=$(label_prefix) || die 1 "no operator identity for the label" "see the message above"
   rec_new "$1" || die 4 "a record for job $1 appeared meanwhile" "check runner/status.sh"
@@ -294,7 +294,15 @@ step_create() {
   rec_set "$1" deadline "$dl"
   rec_set "$1" state CREATING
   rec_set "$1" asked 1
-  if ! instance=$(vast_create "$offer" "$label" "-e HEARSAY_JOB=$1 -e HEARSAY_GEN=$gen"); then
+  # The box's own guard from its first second (runner/box/onstart.sh, its on-start command): it
+  # ends the box if no chain starts by HEARSAY_PROVISION_BY (the boot deadline and three ssh calls
+  # from now, and RUNNER_PROVISION_SLACK_S), or past HEARSAY_DEADLINE, with or without this laptop.
+  provision_by=$(($(now) + $(calc 'b + 3 * s + m' b="$RUNNER_BOOT_DEADLINE_S" s="$RUNNER_SSH_TIMEOUT_S" m="$RUNNER_PROVISION_SLACK_S" | cut -d. -f1)))
+  rec_set "$1" provision_by "$provision_by"
+  # shellcheck disable=SC2016  # expanded on the box by its on-start shell, not here
+  onstart='bash ${HEARSAY_ONSTART:-'"$RUNNER_BOX_ONSTART"'} ${HEARSAY_BOX_DIR:-'"$RUNNER_BOX_DIR"'}'
+  if ! instance=$(vast_create "$offer" "$label" \
+    "-e HEARSAY_JOB=$1 -e HEARSAY_GEN=$gen -e HEARSAY_DEADLINE=$dl -e HEARSAY_PROVISION_BY=$provision_by" "$onstart"); then
     die 1 "create of offer $offer gave no clear success" "the launcher looks for instances carrying its label and destroys them; retry later"
   fi
   rec_set "$1" instance "$instance" || die 1 "cannot persist instance $instance of job $1 (see above)" "the box is destroyed now; a full disk under RUNNER_STATE must be freed"
