@@ -301,8 +301,8 @@ scenario() {
     # a healthy box destroyed: ended for a dead chain (the reaper's HEARTBEAT, the guard's "without
     # its exit trap") in a scenario that killed no chain
     if [ -z "$killchain" ]; then
-      healthy=$(( $(cat "$RUNNER_STATE"/archive/*/result "${W}"/state.final/archive/*/result 2>/dev/null | grep -c '^HEARTBEAT') \
-        + $(cat "$W"/boxes/box-*/run/onstart.log 2>/dev/null | grep -c 'without its exit trap') ))
+      healthy=$(( $(cat "$RUNNER_STATE"/archive/*/result "${W}"/state.final/archive/*/result 2>/dev/null | grep -c '^HEARTBEAT' || true) \
+        + $(cat "$W"/boxes/box-*/run/onstart.log 2>/dev/null | grep -c 'without its exit trap' || true) ))
     fi
     # a DONE in the store whose run folder holds no complete run (run_meta.json), probes aside
     for f in "$W"/bucket/hearsay/runs/*/STATUS; do
