@@ -42,6 +42,8 @@
 # The last line also says how many scenarios rented a box at all: on an overloaded machine the CLI
 # calls time out before any create, and such a scenario proves nothing.
 # Exit codes: 0 goal met; 1 goal missed (the failing scenarios are named); 2 usage.
+
+# shellcheck disable=SC2030,SC2031  # each scenario's world is a subshell on purpose, its helpers run in it
 set -euo pipefail
 [ -n "${RUNNER_DEBUG:-}" ] && set -x
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -343,7 +345,6 @@ draw_box_faults() {
 }
 
 # apply_box_faults: in the scenario's world (its subshell), before its launch.
-# shellcheck disable=SC2030,SC2031  # called inside the scenario's subshell: its exports are that world's
 apply_box_faults() {
   selfend=""
   if [ -n "$storedrop" ]; then
@@ -362,7 +363,7 @@ apply_box_faults() {
 # kill_chains entry|box: once a chain trains, SIGKILL its entry.sh (entry), or every process of the
 # box, its on-start guard included (box); no EXIT trap runs.
 kill_chains() {
-  local p n=0 d
+  local p n=0 d f
   exec 3>&-
   while [ "$n" -lt 200 ]; do
     n=$((n + 1))
@@ -372,7 +373,7 @@ kill_chains() {
       if [ "$1" = box ]; then
         p=$(cat "$d/guard.lock/pid" 2>/dev/null || true)
         [ -z "$p" ] || kill -9 "$p" 2>/dev/null || true
-        for p in $(cat "$d/entry.pid" "$d/train.pid" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
+        for f in "$d/entry.pid" "$d/train.pid"; do kill -9 "$(cat "$f" 2>/dev/null)" 2>/dev/null || true; done
         for p in $(ps -eo pid=,args= | awk -v d="$d" 'index($0, d) { print $1 }'); do kill -9 "$p" 2>/dev/null || true; done
       else
         kill -9 "$(cat "$d/entry.pid")" 2>/dev/null || true

@@ -96,6 +96,7 @@ reap_job() {
   esac
   # a live box whose chain stopped beating (killed without its EXIT trap): ended now, not at its deadline
   if [ "$st" = PROVISIONED ] && heartbeat_stale "$job"; then
+    # shellcheck disable=SC2154  # hb_why is set by heartbeat_stale (runner/lib/heartbeat.sh)
     say "job $job: REASON $hb_why; destroying instance ${id:-?}"
     log_event "reaper: job $job REASON $hb_why"
     rec_set "$job" why "$hb_why" || true
