@@ -38,7 +38,7 @@ heartbeat_stale() {
   first=${seen%% *}
   last=${seen#* }
   if ! is_number "$first" || [ "$last" != "$line" ]; then
-    rec_set "$1" beat "$(now) $line" || true
+    rec_set "$1" beat "$(now) $line" 2>/dev/null || true   # unwritable (full disk): looked at again next cycle
     return 1
   fi
   age=$(($(now) - first))
