@@ -36,7 +36,7 @@ esac
 [ $# -eq 1 ] || die 2 "one bundle folder only" "runner/bundle_put.sh bundle/"
 dir=${1%/}
 need jq awk find xargs "${RUNNER_RCLONE%% *}"
-[ -r "$RUNNER_RCLONE_CONF" ] || die 10 "no store credentials at $RUNNER_RCLONE_CONF" "set RUNNER_RCLONE_CONF to the store's rclone config (mode 600)"
+store_conf_guard || exit 10
 export RCLONE_CONFIG=$RUNNER_RCLONE_CONF
 sha=$(jq -r '.tree_sha // empty' "$dir/bundle_meta.json" 2>/dev/null || true)
 [ -n "$sha" ] || die 2 "$dir/bundle_meta.json has no tree_sha" "is $dir a finished bundle? hearsay bundle MANIFEST $dir"

@@ -59,7 +59,7 @@ done
 [ -n "$min_steps" ] || die 2 "no --min-steps given: the training budget every run is held to" \
   "pass the recipe's optimiser steps (epochs x steps per epoch), e.g. --min-steps 2000"
 need jq awk "${RUNNER_RCLONE%% *}"
-[ -r "$RUNNER_RCLONE_CONF" ] || die 10 "no store credentials at $RUNNER_RCLONE_CONF" "set RUNNER_RCLONE_CONF"
+store_conf_guard || exit 10
 [ -r "$RUNNER_BUNDLE_META" ] || die 2 "no bundle meta at $RUNNER_BUNDLE_META" "set RUNNER_BUNDLE_META to the bundle's bundle_meta.json"
 [ -r "$RUNNER_TRAIN_CONFIG" ] || die 2 "no training config at $RUNNER_TRAIN_CONFIG" "set RUNNER_TRAIN_CONFIG"
 export RCLONE_CONFIG=$RUNNER_RCLONE_CONF

@@ -43,7 +43,7 @@ config=$RUNNER_RECIPES/$recipe.json
 [ -r "$config" ] || die 2 "no recipe $recipe: $config is missing" "name a recipe of runner/launch.sh ablate (RUNNER_RECIPES)"
 for k in $folds; do case $k in [0-4]) ;; *) die 2 "fold $k is not an inner fold 0-4" "FOLDS like \"0 1\"" ;; esac; done
 need jq "${RUNNER_RCLONE%% *}"
-[ -r "$RUNNER_RCLONE_CONF" ] || die 10 "no store credentials at $RUNNER_RCLONE_CONF" "set RUNNER_RCLONE_CONF"
+store_conf_guard || exit 10
 [ -r "$RUNNER_BUNDLE_META" ] || die 2 "no bundle meta at $RUNNER_BUNDLE_META" "set RUNNER_BUNDLE_META"
 export RCLONE_CONFIG=$RUNNER_RCLONE_CONF
 bundle=$(jq -r '.tree_sha // empty' "$RUNNER_BUNDLE_META")

@@ -36,6 +36,7 @@
 # --- timing -------------------------------------------------------------------------------------------
 : "${RUNNER_BOOT_DEADLINE_S:=900}"           # created -> running, else destroy
 : "${RUNNER_CHAIN_DEADLINE_S:=300}"          # ssh start -> chain confirmed running, else destroy
+: "${RUNNER_PROVISION_SLACK_S:=60}"         # a box with no chain by create + BOOT_DEADLINE + 3 x SSH_TIMEOUT + this ends itself
 : "${RUNNER_POLL_S:=10}"                     # launcher's poll interval
 : "${RUNNER_DESTROY_TRIES:=5}"               # destroy calls before a box is recorded ORPHAN
 : "${RUNNER_CONFIRM_CHECKS:=6}"              # listings per destroy call (the listing lags)
@@ -50,6 +51,8 @@
 : "${RUNNER_REAPER_POLL_S:=60}"              # reaper's quiet poll interval
 : "${RUNNER_REAPER_MAX_BACKOFF_S:=900}"      # reaper's longest wait after 429s / failed listings
 : "${RUNNER_REAPER_JOB_BACKOFF_S:=300}"      # longest wait before retrying one job that keeps failing
+: "${RUNNER_HEARTBEAT_S:=60}"                # the box's chain writes RUN_PATH/HEARTBEAT this often (job.env)
+: "${RUNNER_HEARTBEAT_STALE_S:=900}"         # a PROVISIONED box with no new heartbeat this long is ended (0 = never)
 
 # --- local files --------------------------------------------------------------------------------------
 : "${RUNNER_STATE:=${XDG_STATE_HOME:-$HOME/.local/state}/hearsay-runner}"  # job records, HOLDs, logs
@@ -64,6 +67,7 @@
 : "${RUNNER_STORE:=store:hearsay}"           # remote:path every remote path must live under (the guard)
 : "${RUNNER_BOX_DIR:=/run/hearsay}"          # on the box: job.env, train.json, rclone.conf (600), CHAIN, logs
 : "${RUNNER_BOX_ENTRY:=/opt/hearsay/runner/box/entry.sh}"  # on the box: the chain
+: "${RUNNER_BOX_ONSTART:=/opt/hearsay/runner/box/onstart.sh}"  # on the box: its on-start guard (deadline from its first second)
 : "${RUNNER_BOX_TRAIN:=hearsay train}"       # on the box: the trainer command (word-split there)
 
 # --- identity of what a job trains (pilot gate) -------------------------------------------------------

@@ -10,7 +10,9 @@
 # DEADLINE, and any other unknown listed instance at RUNNER_UNKNOWN_COMMIT_H); choose an offer
 # (RUNNER_OFFER_QUERY, only hosts whose driver runs the CUDA of RUNNER_LOCK's torch: cuda_max_good);
 # ask for the go-ahead (offer, $/h, estimate, credit) unless --yes; create the instance labelled
-# PREFIX.OPERATOR:JOB:GEN:DEADLINE (RUNNER_STATE/operator, one per state folder); persist its id and
+# PREFIX.OPERATOR:JOB:GEN:DEADLINE (RUNNER_STATE/operator, one per state folder), its on-start command
+# the box's own guard (runner/box/onstart.sh: it ends a box no chain starts on by HEARSAY_PROVISION_BY,
+# or past HEARSAY_DEADLINE, laptop or not); persist its id and
 # the ledger row at once (the launch lock is released here); wait
 # for it to run; send the store's
 # credentials over ssh stdin into a mode-600 rclone config on the box, then RUNNER_TRAIN_CONFIG's exact
@@ -39,8 +41,9 @@
 # Prints the instance id on stdout when PROVISIONED.
 # Before anything is rented, the trainer the box runs (RUNNER_BOX_TRAIN) checks RUNNER_TRAIN_CONFIG
 # on this machine (--check-config); a box that fails at start has its REASON in the error.
-# Exit codes: 0 provisioned; 1 failed, box confirmed destroyed (its REASON said); 2 usage, or the
-#   trainer refuses the training config (its message said, nothing rented); 3 budget refused or not
+# Exit codes: 0 provisioned; 1 failed, box confirmed destroyed (its REASON said); 2 usage, the
+#   trainer refuses the training config (its message said, nothing rented), or no temp folder can be
+#   made under TMPDIR; 3 budget refused or not
 #   measurable; 4 the job's previous instance is still listed (or another launch of it is running);
 #   5 cannot confirm the previous instance is gone (listing failed); 6 no go-ahead or no DONE pilot;
 #   7 ORPHAN: a box could not be confirmed destroyed; 8 no offer matches (RUNNER_OFFER_QUERY and
@@ -121,15 +124,23 @@ key_guard || exit 11
 umask 077
 mkdir -p "$RUNNER_STATE"
 guard_path "$(store_job_path "$job")" >/dev/null || exit 12
-[ -r "$RUNNER_RCLONE_CONF" ] || die 10 "no store credentials at $RUNNER_RCLONE_CONF" "set RUNNER_RCLONE_CONF to the store's rclone config (mode 600)"
+store_conf_guard || exit 10
 case $RUNNER_IMAGE in PLACEHOLDER*) die 2 "RUNNER_IMAGE is the placeholder $RUNNER_IMAGE" "set it to the trainer image's digest (docs/RUNBOOK.md)" ;; esac
+
+# Every temp file of this launch (the account's listings among them) lives in one folder of its own,
+# removed on every exit; the reaper it may start keeps the caller's TMPDIR (user_tmp).
+user_tmp=${TMPDIR:-}
+launch_tmp=$(mktemp -d "${TMPDIR:-/tmp}/runner-launch.XXXXXX" 2>/dev/null) \
+  || die 2 "cannot make a temp folder under ${TMPDIR:-/tmp}" "set TMPDIR to a writable folder"
+export TMPDIR=$launch_tmp
+trap 'rm -rf "$launch_tmp"' EXIT
 
 # One launcher per job name at a time; and one launch at a time between the listing the budget reads
 # and the persisted id of its create (budget_lock), so a second launch counts the first one's box.
 launch_lock="$RUNNER_STATE/launch.$job.lock"
 budget_lock="$RUNNER_STATE/launch.lock"
 lock_take "$launch_lock" 1 || die 4 "another launch of $job is running" "wait for it, or check runner/status.sh"
-trap 'lock_drop "$budget_lock"; lock_drop "$launch_lock"' EXIT
+trap 'lock_drop "$budget_lock"; lock_drop "$launch_lock"; rm -rf "$launch_tmp"' EXIT
 lock_take "$budget_lock" $((RUNNER_LAUNCH_WAIT_S * 10)) \
   || die 4 "another launch held the budget lock for over RUNNER_LAUNCH_WAIT_S=$RUNNER_LAUNCH_WAIT_S s" "wait for it (runner/status.sh), then launch again"
 

@@ -17,6 +17,10 @@
 #   4. STATUS DONE / FAIL          destroy; the STATUS must carry the record's generation, any other
 #                                  generation's STATUS counts as no status; a FAIL's REASON (the box's
 #                                  own, from the store) is printed on stderr
+#   4b. heartbeat stopped          a PROVISIONED box whose HEARTBEAT (written by its chain every
+#                                  RUNNER_HEARTBEAT_S) shows nothing new for RUNNER_HEARTBEAT_STALE_S
+#                                  on this machine's clock: destroy, a REASON line on stderr
+#                                  (runner/lib/heartbeat.sh)
 #   5. launch abandoned            a record not PROVISIONED whose launcher is gone: destroy
 #   6. instance missing            a PROVISIONED instance absent from two successful listings and
 #                                  confirmed gone by `show instance ID` (or absent for
@@ -41,7 +45,8 @@
 # or empty and older than RUNNER_LOCK_STALE_S) are broken.
 #
 # Exit codes: 0 ok; 2 usage; 4 another reaper is running; 5 (--once) the listing failed;
-#   10 missing dependency; 11 no API key.
+#   10 missing dependency; 11 no API key; 12 the reaper lock's owner cannot be written (RUNNER_STATE
+#   full or read-only).
 set -euo pipefail
 export RUNNER_SCRIPT=reaper
 # shellcheck source=runner/lib/common.sh
@@ -58,6 +63,8 @@ export RUNNER_SCRIPT=reaper
 . "$RUNNER_ROOT/lib/store.sh"
 # shellcheck source=runner/lib/teardown.sh
 . "$RUNNER_ROOT/lib/teardown.sh"
+# shellcheck source=runner/lib/heartbeat.sh
+. "$RUNNER_ROOT/lib/heartbeat.sh"
 # shellcheck source=runner/lib/reap.sh
 . "$RUNNER_ROOT/lib/reap.sh"
 
@@ -96,7 +103,13 @@ if [ "$bg" = 1 ]; then
   done
   die 4 "the reaper did not start (see $RUNNER_STATE/reaper.out)" "run runner/reaper.sh in a terminal to see why"
 fi
-lock_take "$RUNNER_STATE/reaper.lock" 1 || die 4 "another reaper is running (pid $(lock_owner "$RUNNER_STATE/reaper.lock"))" "one reaper watches every job"
+if ! lock_take "$RUNNER_STATE/reaper.lock" 1; then
+  # lock_take removes a lock whose owner it could not write; a lock still there is another reaper's
+  # (its owner file may be a moment away: a taker writes it just after its mkdir)
+  holder=$(lock_owner "$RUNNER_STATE/reaper.lock")
+  [ -d "$RUNNER_STATE/reaper.lock" ] || die 12 "cannot take the reaper lock $RUNNER_STATE/reaper.lock: it or its owner file cannot be written" "free space under RUNNER_STATE=$RUNNER_STATE, then start the reaper again"
+  die 4 "another reaper is running (pid ${holder:-not yet written})" "one reaper watches every job"
+fi
 sleeper=""
 trap '[ -z "$sleeper" ] || kill "$sleeper" 2>/dev/null; lock_drop "$RUNNER_STATE/reaper.lock"' EXIT
 trap 'exit 130' INT TERM HUP

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Usage: scripts/fault_campaign.sh [--scenarios N] [--seed S] [--jobs J] [--keep DIR] [--only I[,I...]] [--from I] [--campaign-every K]
-# Summary: seeded random fault scenarios against the runner; prints instances left, ledger rows vs creations, secrets seen
+# Summary: seeded random fault scenarios against the runner; prints instances left, ledger rows vs creations, secrets seen, healthy boxes destroyed
 #
 # Each scenario gets its own fake vast.ai API (tests/fakes/fake_vast.py, real vastai CLI), its own
 # local rclone store, sandbox boxes (tests/runner/bin/fake_ssh.sh) and runner state. It draws, from
@@ -13,7 +13,8 @@
 # or still landing, and no ledger row waits in the spool (at most 30 cycles).
 # Counted per scenario and in total: instances still live on the fake, ledger rows vs instances the
 # fake created, ledger rows left open, secrets (API key, store secret) seen in any output, log or
-# process list (sampled every 0.2 s). Goal: 0 left, rows = creations, 0 open, 0 secrets.
+# process list (sampled every 0.2 s). Goal: 0 left, rows = creations, 0 open, 0 secrets, 0 healthy
+# boxes destroyed, 0 DONE without the run, every box of a gone laptop ended by itself.
 #
 # Every K-th scenario (--campaign-every, default 5; 0 = none) is a whole campaign instead of one
 # launch: a pilot, then six jobs (fold 0-4 and full) launched at the same time, a looping reaper
@@ -23,6 +24,14 @@
 # launcher, a create that lands after the label window (answered with an error, rented 8 s later),
 # the looping reaper SIGKILLed and restarted, a launcher's pid reused by another process, and a
 # vanished laptop (every launcher and the reaper SIGKILLed; the boxes end at their own deadline).
+# Box-side kinds (drawn after all of the above): the chain killed without its exit trap mid-run
+# (entry.sh alone: the box's on-start guard ends it; or every process of the box, guard included:
+# the reaper ends it on its stale heartbeat), a store that acknowledges pushes and keeps nothing or
+# loses one file, the laptop gone after the create and before provisioning (no reaper runs until
+# its boxes have ended themselves: each runs its create's on-start guard from boot, through
+# tests/runner/bin/fake_boot.sh), and a ledger whose folder does not exist yet. Also counted: healthy
+# boxes destroyed (ended for a dead chain in a scenario that killed none), DONE in the store without
+# the run's run_meta.json, and boxes of a gone laptop that did not end themselves.
 # Rows count rentals (distinct ids; the ledger is append-only), open = ids with no closing row;
 # secrets are searched in every file of the scenario's folder but the store's own rclone.conf copies.
 #
@@ -33,6 +42,8 @@
 # The last line also says how many scenarios rented a box at all: on an overloaded machine the CLI
 # calls time out before any create, and such a scenario proves nothing.
 # Exit codes: 0 goal met; 1 goal missed (the failing scenarios are named); 2 usage.
+
+# shellcheck disable=SC2030,SC2031  # each scenario's world is a subshell on purpose, its helpers run in it
 set -euo pipefail
 [ -n "${RUNNER_DEBUG:-}" ] && set -x
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -90,15 +101,20 @@ scenario() {
   local campaign=0
   [ "$every" -gt 0 ] && [ $((i % every)) -eq 0 ] && { campaign=1; story=" CAMPAIGN$story"; }
   r=$((RANDOM % 100)); [ $r -lt 10 ] && { add '{"op":"create","kind":"late","delay_s":8}' slowcreate; }
+  # the box-side faults (drawn after all of the above, so older stories replay unchanged)
+  local killchain="" storedrop="" gone=0 noledgerdir=0
+  draw_box_faults
   # --- the world ----------------------------------------------------------------------------------
   (
     # shellcheck disable=SC2030  # local to this subshell on purpose
     RANDOM=$((s + 1))   # a subshell reseeds RANDOM (bash >= 5.1): seed it again so stories replay
     export HOME=$W/home XDG_CONFIG_HOME=$W/home/.config XDG_CACHE_HOME=$W/home/.cache VAST_API_KEY=$key
     export VASTAI_NO_UPDATE_CHECK=1 FAKE_BOX_ROOT=$W/boxes RUNNER_STATE=$W/state LEDGER=$W/ledger.csv
+    # every box runs its create's on-start guard (runner/box/onstart.sh) from boot (bin/fake_boot.sh)
+    export HEARSAY_GUARD_POLL_S=0.3 HEARSAY_PUSH_WAIT_S=0.1 FAKE_BOOT_PASS="HEARSAY_GUARD_POLL_S HEARSAY_PUSH_WAIT_S"
     "$repo/tests/fakes/start_fake_vast.sh" "$W/url" "$W/fake.pid" --api-key "$key" --seed "$s" \
       --set created_s=0.2 --set loading_s=0.3 --set lag_listings="$lag" --set stuck_loading="$stuck" \
-      --faults "$rules" >/dev/null 2>&1 3>&-
+      --set boot_cmd="$repo/tests/runner/bin/fake_boot.sh" --faults "$rules" >/dev/null 2>&1 3>&-
     VAST_URL=$(cat "$W/url")
     export VAST_URL
     export RUNNER_SSH="$repo/tests/runner/bin/fake_ssh.sh" RUNNER_RCLONE_CONF=$W/rclone.conf
@@ -108,12 +124,13 @@ scenario() {
     export RUNNER_CONFIRM_CHECKS=2 RUNNER_DESTROY_TRIES=2 RUNNER_BOOT_DEADLINE_S=12 RUNNER_CHAIN_DEADLINE_S=10
     export RUNNER_LABEL_LAG_S=3 RUNNER_SSH_TIMEOUT_S=15 RUNNER_HOLD_TTL_S=20
     export RUNNER_LOCK_STALE_S=5 RUNNER_ORPHAN_GRACE_S=2 RUNNER_REAPER_MODE=off RUNNER_LEDGER_TRIES=3
+    export RUNNER_HEARTBEAT_S=0.5 RUNNER_HEARTBEAT_STALE_S=8 RUNNER_PROVISION_SLACK_S=0
     export RUNNER_BOX_TRAIN="$repo/tests/runner/bin/fake_train.sh" HEARSAY_PUSH_WAIT_S=0.1 HEARSAY_BOX_WAIT_S=20
     # what reaches a box (fake_ssh.sh starts it from an empty environment): the test image's smoke
     # check in its container environment, the fakes' knobs and timings in the ssh session
     export HEARSAY_SCORE_RUN="$repo/tests/runner/bin/fake_score.sh"   # the fake run has no model to score
     export FAKE_IMAGE_EXTRA="HEARSAY_SMOKE_CHECK HEARSAY_SCORE_RUN"
-    export FAKE_SSH_PASS="VAST_URL FAKE_TRAIN_S FAKE_TRAIN_RC HEARSAY_PUSH_WAIT_S HEARSAY_BOX_WAIT_S HEARSAY_STOP_WAIT_S"
+    export FAKE_SSH_PASS="VAST_URL FAKE_TRAIN_S FAKE_TRAIN_RC HEARSAY_PUSH_WAIT_S HEARSAY_BOX_WAIT_S HEARSAY_STOP_WAIT_S HEARSAY_RCLONE FAKE_STORE_DROP"
     export RUNNER_BUNDLE_META=$W/bundle/bundle_meta.json RUNNER_TRAIN_CONFIG=$W/train.json
     # a stand-in bundle with its real tree-sha, in the store and VERIFIED (as runner/bundle_put.sh
     # leaves it): the launcher refuses without it and the box checks what it pulls
@@ -172,6 +189,7 @@ scenario() {
       ( exec 3>&-; sleep "$((1 + RANDOM % 6))"; head -c 2000000 /dev/zero >"$mnt/fill" 2>/dev/null
         sleep "$((3 + RANDOM % 8))"; rm -f "$mnt/fill" ) &
     fi
+    apply_box_faults
     local lps=""
     if [ "$campaign" = 1 ]; then
       export RUNNER_REAPER_MODE=start
@@ -205,6 +223,15 @@ scenario() {
         "$repo/runner/reaper.sh" --background >>"$W/reaper-restart.out" 2>&1 ) &
       rk=$!
     fi
+    local killer=""
+    [ -z "$killchain" ] || { kill_chains "$killchain" & killer=$!; }
+    if [ "$gone" = 1 ]; then   # the laptop vanishes once the box is created, before it is provisioned
+      for _ in $(seq 1 200); do grep -qsx -e CREATED -e RUNNING "$RUNNER_STATE"/jobs/*/state && break; sleep 0.1; done
+      for lp in $lps; do kill -9 "$lp" 2>/dev/null || true; done
+      # no reaper: the box must end itself (its guard, at HEARSAY_PROVISION_BY)
+      for _ in $(seq 1 600); do [ "$(curl -fsS "$VAST_URL/_control/state" | jq '.live | length')" = 0 ] && break; sleep 0.1; done
+      [ "$(curl -fsS "$VAST_URL/_control/state" | jq '.live | length')" = 0 ] && selfend=ok || selfend=FAIL
+    fi
     if [ -n "$kill_at" ]; then
       sleep "$kill_at"
       for lp in $lps; do kill -9 "$lp" 2>/dev/null || true; done
@@ -232,6 +259,7 @@ scenario() {
     while [ -n "$mnt" ] && [ -e "$mnt/fill" ] && [ "$wait_fill" -lt 30 ]; do sleep 1; wait_fill=$((wait_fill + 1)); done
     rm -f "${mnt:-/nonexistent}/fill"
     [ "$rkill" = 0 ] || wait "$rk" 2>/dev/null || true
+    [ -z "$killer" ] || wait "$killer" 2>/dev/null || true
     # a looping reaper still running is stopped (TERM): the --once cycles below count alone
     rp=$(cut -d' ' -f1 "$RUNNER_STATE/reaper.lock/owner" 2>/dev/null || true)
     if [ -n "$rp" ]; then kill -TERM "$rp" 2>/dev/null || true; sleep 1; fi
@@ -271,7 +299,24 @@ scenario() {
     # every file of the scenario but the store's own credentials (rclone.conf and its box copies)
     secrets=$( { grep -r -l -e "$key" -e "$secret" "$W" --exclude=rclone.conf --exclude='rclone.conf.*' --exclude=fake_state.json 2>/dev/null || true; } | wc -l)
     [ "$secrets" -eq 0 ] || grep -r -l -e "$key" -e "$secret" "$W" --exclude=rclone.conf --exclude='rclone.conf.*' --exclude=fake_state.json >"$W/secret_files" 2>/dev/null
-    echo "$i seed=$s$story | left=$left created=$created rows=$rows open=$open secrets=$secrets"
+    local healthy=0 norun=0
+    # a healthy box destroyed: ended for a dead chain (the reaper's HEARTBEAT, the guard's "without
+    # its exit trap") in a scenario that killed no chain
+    if [ -z "$killchain" ]; then
+      healthy=$(( $(cat "$RUNNER_STATE"/archive/*/result "${W}"/state.final/archive/*/result 2>/dev/null | grep -c '^HEARTBEAT' || true) \
+        + $(cat "$W"/boxes/box-*/run/onstart.log 2>/dev/null | grep -c 'without its exit trap' || true) ))
+    fi
+    # a DONE in the store whose run folder holds no complete run (run_meta.json), probes aside
+    for f in "$W"/bucket/hearsay/runs/*/STATUS; do
+      [ -f "$f" ] || continue
+      case $(basename "$(dirname "$f")") in probe) continue ;; esac
+      if grep -q ' DONE ' "$f" && ! ls "$(dirname "$f")"/*/*/run_meta.json >/dev/null 2>&1; then norun=$((norun + 1)); fi
+    done
+    # the laptop gone before provisioning: its boxes must have ended themselves before any reaper ran
+    # (a box stuck loading never boots, so never runs its on-start guard: the reaper's, not counted)
+    local unended=0
+    [ "$selfend" != FAIL ] || [ "$stuck" = true ] || unended=1
+    echo "$i seed=$s$story | left=$left created=$created rows=$rows open=$open healthy_killed=$healthy done_without_run=$norun not_self_ended=$unended secrets=$secrets"
   )
 }
 
@@ -282,6 +327,61 @@ pick() {
   # shellcheck disable=SC2031  # each scenario subshell seeds RANDOM itself
   shift $((RANDOM % $#))
   printf -v "$var" '%s' "$1"
+}
+
+# draw_box_faults: the box-side fault kinds, into the caller's killchain storedrop gone noledgerdir:
+#   chain   the chain killed without its trap mid-run: entry.sh alone (the box's guard ends it) or
+#           the whole box's processes, guard included (the reaper ends it on its stale heartbeat)
+#   drop    a store that acknowledges pushes and keeps nothing, or loses one file (the box: FAIL)
+#   gone    the laptop gone after the create, before provisioning (the box ends itself, no reaper)
+#   noledgerdir  the ledger's folder does not exist yet
+draw_box_faults() {
+  local r
+  r=$((RANDOM % 100)); [ $r -lt 12 ] && { pick killchain entry box; story="$story killchain-$killchain"; }
+  r=$((RANDOM % 100)); [ $r -lt 10 ] && { pick storedrop all model.safetensors; story="$story storedrop-$storedrop"; }
+  r=$((RANDOM % 100)); [ $r -lt 8 ] && { gone=1; story="$story gone"; }
+  r=$((RANDOM % 100)); [ $r -lt 8 ] && { noledgerdir=1; story="$story noledgerdir"; }
+  return 0
+}
+
+# apply_box_faults: in the scenario's world (its subshell), before its launch.
+apply_box_faults() {
+  selfend=""
+  if [ -n "$storedrop" ]; then
+    export HEARSAY_RCLONE="$repo/tests/runner/bin/rclone_drop.sh" FAKE_STORE_DROP=$storedrop
+  fi
+  [ "$noledgerdir" = 0 ] || export LEDGER=$W/ledger-not-yet/made/ledger.csv
+  if [ -n "$killchain" ]; then export FAKE_TRAIN_S=20; fi   # long enough to be killed mid-run
+  if [ "$gone" = 1 ]; then   # the laptop never reaches the box: its ssh hangs
+    printf '#!/bin/sh\nexec sleep 30\n' >"$W/ssh_hang.sh"
+    chmod +x "$W/ssh_hang.sh"
+    export RUNNER_SSH=$W/ssh_hang.sh RUNNER_BOOT_DEADLINE_S=8 RUNNER_SSH_TIMEOUT_S=3
+  fi
+  return 0
+}
+
+# kill_chains entry|box: once a chain trains, SIGKILL its entry.sh (entry), or every process of the
+# box, its on-start guard included (box); no EXIT trap runs.
+kill_chains() {
+  local p n=0 d f
+  exec 3>&-
+  while [ "$n" -lt 200 ]; do
+    n=$((n + 1))
+    for d in "$W"/boxes/box-*/run; do
+      [ -s "$d/train.pid" ] || continue
+      sleep 1
+      if [ "$1" = box ]; then
+        p=$(cat "$d/guard.lock/pid" 2>/dev/null || true)
+        [ -z "$p" ] || kill -9 "$p" 2>/dev/null || true
+        for f in "$d/entry.pid" "$d/train.pid"; do kill -9 "$(cat "$f" 2>/dev/null)" 2>/dev/null || true; done
+        for p in $(ps -eo pid=,args= | awk -v d="$d" 'index($0, d) { print $1 }'); do kill -9 "$p" 2>/dev/null || true; done
+      else
+        kill -9 "$(cat "$d/entry.pid")" 2>/dev/null || true
+      fi
+      return 0
+    done
+    sleep 0.2
+  done
 }
 
 live_records() {
@@ -307,13 +407,13 @@ cat "$top"/r*.txt | sort -n >"$top/results.txt"
 cat "$top/results.txt"
 awk -v want="$want" -v t=$(( $(date +%s) - start )) '
   { n++; for (f = 1; f <= NF; f++) { split($f, kv, "="); v[kv[1]] += kv[2] }
-    if ($0 !~ /left=0 / || $0 !~ /open=0 / || $0 !~ /secrets=0$/) bad = bad " " $1
+    if ($0 !~ /left=0 / || $0 !~ /open=0 / || $0 !~ /secrets=0$/ || $0 !~ /healthy_killed=0 / || $0 !~ /done_without_run=0 / || $0 !~ /not_self_ended=0 /) bad = bad " " $1
     split($0, a, "created="); split(a[2], b, " "); split($0, c, "rows="); split(c[2], d, " ")
     if (b[1] != d[1]) bad = bad " " $1
     if (b[1] + 0 > 0) rented++ }
   END {
     if (n != want) bad = bad " (only " n " of " want " scenarios reported)"
-    printf "scenarios %d | instances left %d | ledger rows %d vs creations %d | rows open %d | secrets seen %d | %ds | %d rented a box\n",
-      n, v["left"], v["rows"], v["created"], v["open"], v["secrets"], t, rented
+    printf "scenarios %d | instances left %d | ledger rows %d vs creations %d | rows open %d | secrets seen %d | healthy boxes destroyed %d | DONE without the run %d | boxes of a gone laptop not self-ended %d | %ds | %d rented a box\n",
+      n, v["left"], v["rows"], v["created"], v["open"], v["secrets"], v["healthy_killed"], v["done_without_run"], v["not_self_ended"], t, rented
     if (bad != "") { print "failing scenarios:" bad; exit 1 }
   }' "$top/results.txt"

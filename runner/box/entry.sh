@@ -29,15 +29,20 @@
 #   FAIL) → SCORING (fold and full jobs: `hearsay score-run`, or $HEARSAY_SCORE_RUN, scores the run's
 #   rows of record on this device in the trainer's precision, the full job also the parity B
 #   logits; RUN/scores pulled first so a relaunch keeps what is scored, then pushed there; a scorer
-#   failure is a FAIL with its exit code and last lines in REASON) → DONE | FAIL. Every FAIL this script names (the trainer's exit code and its last 20 lines
+#   failure is a FAIL with its exit code and last lines in REASON) → DONE | FAIL. DONE only once
+#   every file of the run directory reads back from RUN with its sha256 (box_verify: a store that
+#   acknowledged a push and kept nothing, or lost a file, is a FAIL naming the files). Every FAIL this script names (the trainer's exit code and its last 20 lines
 #   included) is also written to RUN_PATH/REASON (runner/status.sh --why JOB).
+# From STARTED on, RUN_PATH/HEARTBEAT gets "GEN SEQ EPOCH" every HEARSAY_HEARTBEAT_S (job.env's, 60 s
+# without it) while this script runs: runner/reaper.sh ends a box whose heartbeat stops.
 # BOX_DIR/CHAIN says "GEN running" once training has started (what the launcher waits for) or
 # "GEN failed". On EXIT and ERR the box writes FAIL unless DONE was written, and destroys itself
 # with CONTAINER_ID / CONTAINER_API_KEY (vast.ai sets both inside an instance).
 # The deadline (HEARSAY_DEADLINE) holds in every phase after job.env: the trainer is stopped at it
 # and what it has pushed; a smoke check, pull or push still running at it is stopped (TERM) and the
 # run ends FAIL with a REASON naming the phase (the wait for job.env is bounded by HEARSAY_BOX_WAIT_S).
-# Exit codes: 0 DONE; 1 FAIL (the run failed, scoring failed, a push failed three times, the bundle could not be
+# Exit codes: 0 DONE; 1 FAIL (the run failed, scoring failed, a push failed three times or did not read
+#   back, the bundle could not be
 #   pulled or is not the launched tree-sha, train.json is missing or not the hashed config, or the
 #   host driver cannot run the image's CUDA: runner/box/driver_check.sh's exit 18/19 in REASON);
 #   3 no job.env in time. A deadline that passes is a FAIL (1).
@@ -81,12 +86,14 @@ export RCLONE_CONFIG="$BOX_DIR/rclone.conf"
   "${HEARSAY_RUN_PATH:?job.env lacks HEARSAY_RUN_PATH}"
 RUNNER_STORE=$HEARSAY_STORE             # the guard's prefix
 RUN_PATH=$(guard_path "$HEARSAY_RUN_PATH")
-watchdog=""
+watchdog="" heartbeat=""
 if [[ ${HEARSAY_DEADLINE:-} =~ ^[0-9]+$ ]]; then   # the deadline holds in every phase from here on
   box_watchdog "$$" &
   watchdog=$!
 fi
 
+box_heartbeat "$$" &   # liveness for the reaper, from the first phase on (runner/lib/heartbeat.sh)
+heartbeat=$!
 box_status STARTED
 box_env_check   # every variable the box needs, from the container or job.env, or a FAIL naming it
 # Then, before torch is loaded: a host driver older than the image's CUDA is a FAIL naming both.
@@ -127,6 +134,9 @@ if [ "$HEARSAY_KIND" != probe ]; then
   box_status PUSHING
   box_push "$BOX_DIR/run" "$run_store" || box_fail "checkpoint push to $run_store failed 3 times"
   case $HEARSAY_KIND in fold | full) box_status SCORING; box_score "$run_store" ;; esac
+  # DONE only for a run the store keeps: every file pushed (scores included) read back, hashes equal
+  box_verify "$BOX_DIR/run" "$run_store" \
+    || box_fail "the store does not keep the run: $(wc -l <"$BOX_DIR/verify.txt") of $(wc -l <"$BOX_DIR/pushed.sha256") pushed files do not read back from $run_store with their sha256 ($(head -n 3 "$BOX_DIR/verify.txt" | tr '\n' ' ')); the push said it succeeded: check the store" "$BOX_DIR/verify.log"
 else
   echo "$HEARSAY_GEN running" >"$BOX_DIR/CHAIN"
 fi

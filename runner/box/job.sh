@@ -6,6 +6,7 @@
 #   box_env_check    FAIL naming each required variable the container or job.env lacks
 #   box_fail MSG     the FAIL path: MSG to stderr and to RUN_PATH/REASON, then exit 1
 #   box_watchdog PID the box's hard deadline in every phase: past it, entry.sh (PID) is stopped
+#   box_heartbeat PID RUN_PATH/HEARTBEAT every HEARSAY_HEARTBEAT_S while entry.sh (PID) runs
 #   box_pull_bundle  bundles/<HEARSAY_BUNDLE_SHA> into BOX_DIR/bundle, its tree-sha checked
 #   box_train        the trainer, start-or-resume, its exit code and last lines kept on failure
 #   box_score        a fold or full run scores its own rows here (+ parity B logits), pushed
@@ -30,6 +31,7 @@ BOX_OPTION_NAMES="HEARSAY_SMOKE_CHECK HEARSAY_SMOKE_DEVICE HEARSAY_SMOKE_ONLY HE
   HEARSAY_PARITY_CLIPS"
 BOX_JOB_NAMES="HEARSAY_JOB HEARSAY_KIND HEARSAY_FOLD HEARSAY_GEN HEARSAY_STORE HEARSAY_RUN_PATH
   HEARSAY_BUNDLE_SHA HEARSAY_CONFIG_HASH HEARSAY_TRAIN HEARSAY_BUDGET_USD HEARSAY_DEADLINE"
+# (job.env's HEARSAY_HEARTBEAT_S is optional: 60 s without it)
 BOX_ENV_NAMES=$(echo "$BOX_IMAGE_NAMES $BOX_VAST_NAMES $BOX_OPTION_NAMES" | tr -s '\n ' '  ')
 box_env_missing=""   # required container names not found, set by box_env_import
 
@@ -115,6 +117,25 @@ box_watchdog() {
       return 0
     fi
     sleep 1
+  done
+}
+
+# box_heartbeat ENTRY_PID: "GEN SEQ EPOCH" to RUN_PATH/HEARTBEAT at once and then every
+# HEARSAY_HEARTBEAT_S seconds (60; job.env's) while entry.sh (ENTRY_PID) runs: the liveness that
+# runner/reaper.sh reads (runner/lib/heartbeat.sh). A chain killed without its EXIT trap stops
+# beating. SEQ counts up, so the reader needs no clock of this box's; a beat the store refuses is
+# said and the next one tried.
+box_heartbeat() {
+  local entry=$1 seq=0 nap=""
+  trap '[ -z "$nap" ] || kill "$nap" 2>/dev/null; exit 0' TERM
+  while kill -0 "$entry" 2>/dev/null; do
+    seq=$((seq + 1))
+    printf '%s %s %s\n' "$HEARSAY_GEN" "$seq" "$(date -u +%s)" | box_rclone rcat "$RUN_PATH/HEARTBEAT" 2>/dev/null \
+      || echo "entry: heartbeat $seq could not be written" >&2
+    sleep "${HEARSAY_HEARTBEAT_S:-60}" &
+    nap=$!
+    wait "$nap" || true
+    nap=""
   done
 }
 

@@ -34,6 +34,24 @@ box_push() {
   return 1
 }
 
+# box_verify DIR REMOTE: the store keeps what was pushed. Every file under DIR is hashed here (sha256,
+# BOX_DIR/pushed.sha256: "HASH  PATH" relative to DIR), then REMOTE's files are read back from the store
+# and hashed there (`rclone hashsum sha256 --download`: the bytes, never a size or a date the store
+# reports); each line of the list must be among them. 0 = every file read back equal; 1 = not
+# (BOX_DIR/verify.txt names the files missing or different, the first three on stderr).
+box_verify() {
+  local list=$BOX_DIR/pushed.sha256 back=$BOX_DIR/readback.sha256 bad
+  # bash's globstar, not find: the image carries coreutils, not findutils
+  (cd "$1" && shopt -s globstar nullglob dotglob && for f in **; do [ ! -f "$f" ] || [ -L "$f" ] || sha256sum "$f"; done | LC_ALL=C sort) >"$list" || return 1
+  box_rclone hashsum sha256 --download "$2" </dev/null 2>"$BOX_DIR/verify.log" | LC_ALL=C sort >"$back" || true
+  LC_ALL=C comm -23 "$list" "$back" | sed 's/^[0-9a-f]*  //' >"$BOX_DIR/verify.txt"
+  [ -s "$list" ] || { echo "nothing under $1 to verify" >"$BOX_DIR/verify.txt"; return 1; }
+  [ -s "$BOX_DIR/verify.txt" ] || return 0
+  bad=$(head -n 3 "$BOX_DIR/verify.txt" | tr '\n' ' ')
+  echo "entry: $(wc -l <"$BOX_DIR/verify.txt") of $(wc -l <"$list") pushed files do not read back from $2: ${bad% }" >&2
+  return 1
+}
+
 # box_destroy_self: vast.ai's CONTAINER_ID / CONTAINER_API_KEY; the key goes by environment only, and
 # xtrace is off here (RUNNER_DEBUG's set -x would print the key's assignment). The CLI exits 0 on API
 # errors, so no answer is trusted: each destroy is followed by `show instance` until it answers
@@ -79,6 +97,7 @@ box_exit() {
   trap '' INT TERM HUP
   set +e
   [ -z "${watchdog:-}" ] || kill "$watchdog" 2>/dev/null
+  [ -z "${heartbeat:-}" ] || kill "$heartbeat" 2>/dev/null
   if [ "${phase:-}" != DONE ]; then
     if [ -s "$BOX_DIR/DEADLINE_HIT" ] && [ -n "${RUN_PATH:-}" ]; then
       box_reason "deadline $(cut -d' ' -f1 "$BOX_DIR/DEADLINE_HIT") passed in phase $(cut -d' ' -f2 "$BOX_DIR/DEADLINE_HIT"): the box's watchdog stopped the job"

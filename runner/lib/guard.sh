@@ -21,6 +21,22 @@ key_guard() {
   return 11
 }
 
+# store_conf_guard: the store's credentials (RUNNER_RCLONE_CONF) must be readable, and by their owner
+# only (mode 600), like the key file: a looser file is refused, naming the chmod. 10 (said) otherwise.
+store_conf_guard() {
+  local f=$RUNNER_RCLONE_CONF perms
+  if [ ! -r "$f" ]; then
+    echo "runner: no store credentials at $f (set RUNNER_RCLONE_CONF to the store's rclone config, mode 600)" >&2
+    return 10
+  fi
+  # shellcheck disable=SC2012  # one known path; ls -ln prints its mode the same on Linux and macOS
+  perms=$(ls -lnL "$f" 2>/dev/null | cut -c5-10)
+  if [ "$perms" != "------" ]; then
+    echo "runner: the store credentials $f are readable by others (run: chmod 600 $f)" >&2
+    return 10
+  fi
+}
+
 # guard_path REMOTE_PATH: print it when it lies under RUNNER_STORE (remote:prefix), else refuse (exit
 # status 12). Refuses `..` and `.` segments, empty segments, and anything on another remote.
 guard_path() {

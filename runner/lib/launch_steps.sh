@@ -2,7 +2,7 @@
 # runner/lib/launch_steps.sh — the steps of runner/launch.sh, in the order it runs them. They share
 # the launcher's globals: job kind fold gen offer dph credit estimate instance host port launch_lock
 # budget_lock.
-# shellcheck disable=SC2154  # kind, fold, job, recipe, launch_lock and budget_lock are set by runner/launch.sh
+# shellcheck disable=SC2154  # kind, fold, job, recipe, launch_lock, budget_lock, launch_tmp and user_tmp are set by runner/launch.sh
 # shellcheck source=runner/lib/bundles.sh
 . "$RUNNER_ROOT/lib/bundles.sh"
 # shellcheck source=runner/lib/recipe.sh
@@ -232,7 +232,7 @@ step_reaper() {
   if [ -d "$lock" ] && ! lock_stale "$lock"; then return 0; fi
   case $RUNNER_REAPER_MODE in
     start)
-      "$RUNNER_ROOT/reaper.sh" --background </dev/null >&2 \
+      TMPDIR=$user_tmp "$RUNNER_ROOT/reaper.sh" --background </dev/null >&2 \
         || die 13 "no reaper is running and starting one failed" "run: runner/reaper.sh --background" ;;
     *) die 13 "no reaper is running (RUNNER_REAPER_MODE=$RUNNER_REAPER_MODE)" "start it first: runner/reaper.sh --background" ;;
   esac
@@ -261,12 +261,13 @@ on_launch_exit() {
   fi
   lock_drop "$budget_lock"
   lock_drop "$launch_lock"
+  rm -rf "$launch_tmp"
   exit "$rc"
 }
 
 # step_create JOB KIND FOLD: the record first, then the create; the id is persisted the moment it exists.
 step_create() {
-  local hours dl label
+  local hours dl label provision_by onstart
   gen=$(new_gen)
   label=$(label_prefix) || die 1 "no operator identity for the label" "see the message above"
   rec_new "$1" || die 4 "a record for job $1 appeared meanwhile" "check runner/status.sh"
@@ -293,7 +294,15 @@ step_create() {
   rec_set "$1" deadline "$dl"
   rec_set "$1" state CREATING
   rec_set "$1" asked 1
-  if ! instance=$(vast_create "$offer" "$label" "-e HEARSAY_JOB=$1 -e HEARSAY_GEN=$gen"); then
+  # The box's own guard from its first second (runner/box/onstart.sh, its on-start command): it
+  # ends the box if no chain starts by HEARSAY_PROVISION_BY (the boot deadline and three ssh calls
+  # from now, and RUNNER_PROVISION_SLACK_S), or past HEARSAY_DEADLINE, with or without this laptop.
+  provision_by=$(($(now) + $(calc 'b + 3 * s + m' b="$RUNNER_BOOT_DEADLINE_S" s="$RUNNER_SSH_TIMEOUT_S" m="$RUNNER_PROVISION_SLACK_S" | cut -d. -f1)))
+  rec_set "$1" provision_by "$provision_by"
+  # shellcheck disable=SC2016  # expanded on the box by its on-start shell, not here
+  onstart='bash ${HEARSAY_ONSTART:-'"$RUNNER_BOX_ONSTART"'} ${HEARSAY_BOX_DIR:-'"$RUNNER_BOX_DIR"'}'
+  if ! instance=$(vast_create "$offer" "$label" \
+    "-e HEARSAY_JOB=$1 -e HEARSAY_GEN=$gen -e HEARSAY_DEADLINE=$dl -e HEARSAY_PROVISION_BY=$provision_by" "$onstart"); then
     die 1 "create of offer $offer gave no clear success" "the launcher looks for instances carrying its label and destroys them; retry later"
   fi
   rec_set "$1" instance "$instance" || die 1 "cannot persist instance $instance of job $1 (see above)" "the box is destroyed now; a full disk under RUNNER_STATE must be freed"
@@ -374,6 +383,7 @@ step_provision() {
     printf 'HEARSAY_BUNDLE_SHA=%q\nHEARSAY_CONFIG_HASH=%q\nHEARSAY_TRAIN=%q\n' "$bundle_sha" "$config_hash" "${RUNNER_BOX_TRAIN:-hearsay train}"
     printf 'HEARSAY_BUDGET_USD=%q\n' "$estimate"   # the trainer records it in run_meta.json
     printf 'HEARSAY_DEADLINE=%q\n' "$(rec_get "$1" deadline)"   # the box stops itself at the reaper's deadline
+    printf 'HEARSAY_HEARTBEAT_S=%q\n' "$RUNNER_HEARTBEAT_S"   # how often the chain beats (runner/lib/heartbeat.sh)
   } >"$envf"
   box_start "$host" "$port" "$envf" || { rm -f "$envf"; die 1 "ssh to $host:$port failed starting the chain" "check RUNNER_SSH and the box"; }
   rm -f "$envf"

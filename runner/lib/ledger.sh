@@ -62,10 +62,15 @@ _ledger_flush_spool() {
   rm -f "$batch"
 }
 
+# _ledger_folder: the ledger's folder, made first: its lock lives there, so a missing folder would
+# otherwise fail every append as a "stuck lock" and leave the rows in the spool for good.
+_ledger_folder() { mkdir -p "$(dirname "$LEDGER")" 2>/dev/null || true; }
+
 # ledger_flush: the reaper's cycle: spooled rows into the ledger, under its lock.
 ledger_flush() {
   [ -s "$(_ledger_spool)" ] || return 0
   local rc=0
+  _ledger_folder
   lock_take "$LEDGER.lock" 100 || return 1
   _ledger_flush_spool || rc=$?
   lock_drop "$LEDGER.lock"
@@ -76,6 +81,7 @@ ledger_flush() {
 # loud when it fails, and then spooled (1 only when even the spool cannot be written).
 _ledger_add() {
   local try=0
+  _ledger_folder
   while [ "$try" -lt "$RUNNER_LEDGER_TRIES" ]; do
     try=$((try + 1))
     if lock_take "$LEDGER.lock" 100; then

@@ -94,6 +94,15 @@ reap_job() {
       finish_job "$job" "$phase"
       return ;;
   esac
+  # a live box whose chain stopped beating (killed without its EXIT trap): ended now, not at its deadline
+  if [ "$st" = PROVISIONED ] && heartbeat_stale "$job"; then
+    # shellcheck disable=SC2154  # hb_why is set by heartbeat_stale (runner/lib/heartbeat.sh)
+    say "job $job: REASON $hb_why; destroying instance ${id:-?}"
+    log_event "reaper: job $job REASON $hb_why"
+    rec_set "$job" why "$hb_why" || true
+    finish_job "$job" HEARTBEAT
+    return
+  fi
   # st was read before the launcher check: a launcher that wrote PROVISIONED and exited in between
   # left a live job, not an abandoned one, so the state is read again now that it is gone.
   [ "$st" = PROVISIONED ] || st=$(rec_state "$job")

@@ -2,7 +2,7 @@
 # runner/lib/state.sh — job records under $RUNNER_STATE/jobs/JOB/, one small file per field.
 #
 # Fields: gen kind fold state instance label offer dph created_at deadline launcher launcher_start
-#   bundle_sha config_hash asked result HOLD dup_sweep retry gone_since
+#   bundle_sha config_hash asked result HOLD dup_sweep retry gone_since beat why
 # States: CREATING (create asked, id not yet known) → CREATED (id persisted) → RUNNING (box up) →
 #         PROVISIONED (chain confirmed running) ; DESTROYING ; ORPHAN (destroy not confirmed).
 # A record leaves jobs/ (moved to archive/) only after its instance is confirmed gone.

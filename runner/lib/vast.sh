@@ -146,14 +146,17 @@ vast_offer() {
   printf '%s\n' "$v"
 }
 
-# vast_create OFFER LABEL ENVSTRING: print the new instance id; 1 when the answer is not a clear success
-# (the caller must then look for the label: a failed create can still have created an instance).
+# vast_create OFFER LABEL ENVSTRING [ONSTART]: print the new instance id; 1 when the answer is not a clear
+# success (the caller must then look for the label: a failed create can still have created an
+# instance). ONSTART, when given, is the instance's on-start command (--onstart-cmd).
 vast_create() {
   local out err v
+  local -a onstart=()
+  [ -z "${4:-}" ] || onstart=(--onstart-cmd "$4")
   out=$(_vast_tmp) || return 1
   err=$(_vast_tmp) || return 1
   vast_cli "$out" "$err" create instance "$1" --image "$RUNNER_IMAGE" --disk "$RUNNER_DISK_GB" \
-    --label "$2" --ssh --direct --env "$3" --raw || true
+    --label "$2" --ssh --direct --env "$3" ${onstart[@]+"${onstart[@]}"} --raw || true
   v=$(jq -r 'if type == "object" and .success == true and (.new_contract | type == "number")
              then .new_contract else empty end' "$out" 2>/dev/null || true)
   rm -f "$out" "$err"

@@ -20,6 +20,7 @@ import os
 import random
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -65,6 +66,11 @@ DEFAULT_SETTINGS = {
     "ssh_host": "127.0.0.1",
     "ssh_port": None,  # None: a seeded port, unique per instance; an int: that port for all
     "accept_any_key": False,  # True: any non-empty key is valid (campaign convenience)
+    # a command run as `boot_cmd ID SSH_PORT` (VAST_URL set) when an instance with an on-start
+    # command first reports running: the box's container starting and running that command, with
+    # no laptop involved. It runs in its own session; a destroy kills that session (the container
+    # goes), as does the fake's shutdown. None: on-start commands are only recorded.
+    "boot_cmd": None,
 }
 
 
@@ -73,6 +79,7 @@ class Fake:
 
     def __init__(self, seed: int, api_keys: list[str], settings: dict):
         self.seed, self.api_keys, self.base_settings = seed, list(api_keys), dict(settings)
+        self.url = ""  # the server's own URL, set once it listens (boot_cmd's VAST_URL)
         self.lock = threading.RLock()
         self.reset()
 
@@ -84,6 +91,7 @@ class Fake:
             self.offset = 0.0  # seconds added by POST /_control/advance
             self.credit_billed = 0.0
             self.instances: dict[int, dict] = {}
+            self.boots: dict[int, subprocess.Popen] = getattr(self, "boots", {})
             self.next_id = 10_000_000 + self.rng.randrange(1_000_000)
             self.rules: list[dict] = []
             self.fired: list[dict] = []
@@ -276,6 +284,7 @@ class Fake:
             "ssh_port": self.settings["ssh_port"] or self._free_port(),
             "instance_api_key": "fakeinst-%016x" % self.rng.getrandbits(64),
             "created_by": key_tag(key),
+            "booted": False,
         }
         self.instances[iid] = inst
         return 200, {
@@ -304,10 +313,42 @@ class Fake:
         now = self.now()
         inst["last_phase"] = self._phase(inst, now)
         inst["destroyed_at"] = now
+        self.halt(inst)
         inst["lag_left"] = int(self.settings["lag_listings"])
         inst["lag_until"] = now + float(self.settings["lag_s"])
         inst["lag_visible"] = inst["lag_left"] > 0 or now < inst["lag_until"]
         return 200, {"success": True}
+
+    def boot_due(self) -> None:
+        """Run boot_cmd for each live instance with an on-start command now running (once each)."""
+        cmd = self.settings["boot_cmd"]
+        if not cmd:
+            return
+        with self.lock:
+            now = self.now()
+            for inst in self.instances.values():
+                if inst["booted"] or not inst["onstart"] or self._phase(inst, now) != "running":
+                    continue
+                inst["booted"] = True
+                env = dict(os.environ, VAST_URL=self.url)
+                self.boots[inst["id"]] = subprocess.Popen(
+                    [cmd, str(inst["id"]), str(inst["ssh_port"])], env=env,
+                    stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def halt(self, inst: dict) -> None:
+        """A destroyed container's processes end: the boot command's whole session is killed."""
+        proc = self.boots.pop(inst["id"], None)
+        if proc is not None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+
+    def halt_all(self) -> None:
+        with self.lock:
+            for inst in self.instances.values():
+                self.halt(inst)
 
     def state(self) -> dict:
         self.tick()
@@ -315,6 +356,7 @@ class Fake:
         insts = []
         for inst in self.instances.values():
             d = {k: v for k, v in inst.items() if k != "offer"}
+            d["boot_pid"] = self.boots[inst["id"]].pid if inst["id"] in self.boots else None
             d.update(
                 offer_id=inst["offer"]["id"],
                 phase=self._phase(inst, now),
@@ -842,6 +884,7 @@ def main(argv: list[str] | None = None) -> int:
     server = ThreadingHTTPServer((a.host, a.port), Handler)
     server.daemon_threads = True
     url = f"http://{a.host}:{server.server_address[1]}"
+    fake.url = url
     if a.url_file:
         with open(a.url_file + ".tmp", "w") as fh:
             fh.write(url + "\n")
@@ -857,10 +900,12 @@ def main(argv: list[str] | None = None) -> int:
     def ticker():
         while not ticker_stop.wait(0.05):
             fake.tick()
+            fake.boot_due()
 
     threading.Thread(target=ticker, daemon=True).start()
     server.serve_forever(poll_interval=0.1)
     ticker_stop.set()
+    fake.halt_all()
     server.server_close()
     if a.dump_state:
         with fake.lock, open(a.dump_state, "w") as fh:

@@ -9,6 +9,7 @@ STORE_SECRET="r2-SECRET-9f8e7d6c5b4a"         # the store's secret: must never l
 world() {
   W=$BATS_TEST_TMPDIR/w
   mkdir -p "$W/home" "$W/state" "$W/boxes" "$W/bucket"
+  export FAKE_BOX_ROOT=$W/boxes   # before the fake starts: its boot_cmd (bin/fake_boot.sh) reads it
   export HOME=$W/home XDG_CONFIG_HOME=$W/home/.config XDG_STATE_HOME=$W/home/.state XDG_CACHE_HOME=$W/home/.cache
   export PATH="$REPO/.venv/bin:$PATH"
   export VAST_API_KEY=$API_KEY VASTAI_NO_UPDATE_CHECK=1
@@ -79,7 +80,7 @@ box_world() {
 
 world_end() {
   local p
-  for p in "$W"/boxes/*/run/entry.pid "$W/reaper.pid"; do
+  for p in "$W"/boxes/*/run/entry.pid "$W"/boxes/*/run/guard.lock/pid "$W/reaper.pid"; do
     [ -f "$p" ] && kill "$(cat "$p")" 2>/dev/null || true
   done
   [ -f "$W/fake.pid" ] && kill "$(cat "$W/fake.pid")" 2>/dev/null || true

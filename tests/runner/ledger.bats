@@ -126,3 +126,21 @@ CSV
   [ "$status" -eq 1 ]
   [ "${lines[-1]}" = "spooled  1 row(s) not yet in the ledger (its disk full or its lock stuck?): $RUNNER_STATE/ledger.spool" ]
 }
+
+@test "a ledger whose folder does not exist yet: the folder is made and the row appended, none spooled" {
+  export RUNNER_STATE=$BATS_TEST_TMPDIR/st LEDGER=$BATS_TEST_TMPDIR/new/deeper/ledger.csv
+  mkdir -p "$RUNNER_STATE"
+  run bash -c ". '$REPO/runner/lib/common.sh'; . '$REPO/runner/lib/ledger.sh'
+    RUNNER_LEDGER_TRIES=2 RUNNER_LEDGER_BACKOFF_S=0 ledger_append 77 fold2 g77 9 1.0 1796000000"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ -z "$output" ]
+  [ "$(grep -c '^77,fold2,g77,' "$LEDGER")" -eq 1 ]
+  [ ! -s "$RUNNER_STATE/ledger.spool" ]
+  rm -r "$BATS_TEST_TMPDIR/new"                                      # and a row already spooled
+  echo "8,full,g8,9,1.0,2026-11-30T06:00:00Z,,," >"$RUNNER_STATE/ledger.spool"
+  run "$REPO/runner/ledger.sh"
+  echo "$output"
+  [ ! -s "$RUNNER_STATE/ledger.spool" ]
+  grep -q '^8,full,g8,' "$LEDGER"
+}

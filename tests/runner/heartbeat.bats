@@ -1,0 +1,126 @@
+#!/usr/bin/env bats
+# Liveness: the box's chain writes RUN_PATH/HEARTBEAT ("GEN SEQ EPOCH") every HEARSAY_HEARTBEAT_S;
+# runner/reaper.sh ends a PROVISIONED box whose heartbeat shows nothing new for
+# RUNNER_HEARTBEAT_STALE_S on the laptop's clock, with a REASON line (runner/lib/heartbeat.sh).
+
+load helpers
+
+setup() { world; }
+teardown() { world_end; }
+
+beat() { mkdir -p "$W/bucket/hearsay/runs/$1"; echo "$2" >"$W/bucket/hearsay/runs/$1/HEARTBEAT"; }
+heartbeat_of() { cat "$W/bucket/hearsay/runs/$1/HEARTBEAT" 2>/dev/null || true; }
+seq_of() { heartbeat_of "$1" | cut -d' ' -f2; }
+seq_past() { [ "$(seq_of "$1")" -gt "$2" ] 2>/dev/null; }
+
+# kill_tree PID: SIGKILL PID and everything under it (a chain killed without its EXIT trap)
+kill_tree() {
+  local c
+  for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do kill_tree "$c"; done
+  kill -KILL "$1" 2>/dev/null || true
+}
+
+@test "the chain beats from its first phase on, SEQ counting up, and stops once it is killed without its trap" {
+  box_world
+  echo "HEARSAY_HEARTBEAT_S=0.2" >>"$box/job.env"
+  FAKE_TRAIN_S=30 "$REPO/runner/box/entry.sh" "$box" >"$W/entry.out" 2>&1 3>&- &
+  wait_for 20 seq_past pilot 3
+  [[ "$(heartbeat_of pilot)" =~ ^g-7\ [0-9]+\ [0-9]{10}$ ]]
+  wait_for 20 grep -q "g-7 TRAINING" "$W/entry.out"
+  kill -KILL "$(cat "$box/entry.pid")"                            # entry.sh alone: its EXIT trap never runs
+  sleep 0.5
+  was=$(seq_of pilot)
+  sleep 1
+  kill_tree "$(cat "$box/train.pid")"
+  [ "$(seq_of pilot)" = "$was" ]                                  # no beat after the chain died
+  [ "$(cut -d' ' -f2 <<<"$(status_of pilot)")" = TRAINING ]        # and STATUS stays where it was
+}
+
+@test "a heartbeat unchanged for RUNNER_HEARTBEAT_STALE_S: the box is destroyed with a REASON line, its row completed" {
+  export RUNNER_HEARTBEAT_STALE_S=60
+  id=$(rent pilot PROVISIONED g-1)
+  put_status pilot "g-1 TRAINING 1764460000"
+  beat pilot "g-1 41 1764460000"
+  run reaper_once                                                  # first look: noted, kept
+  [ "$status" -eq 0 ]
+  [ "$(live_ids)" = "$id" ]
+  [ "$(cut -d' ' -f2- "$RUNNER_STATE/jobs/pilot/beat")" = "g-1 41 1764460000" ]
+  run reaper_once                                                  # unchanged, but under 60 s: kept
+  [ "$(live_ids)" = "$id" ]
+  echo "$(($(date -u +%s) - 45)) g-1 41 1764460000" >"$RUNNER_STATE/jobs/pilot/beat"   # 45 s ago: kept
+  run reaper_once
+  [ "$(live_ids)" = "$id" ]
+  echo "$(($(date -u +%s) - 70)) g-1 41 1764460000" >"$RUNNER_STATE/jobs/pilot/beat"   # first seen 70 s ago
+  run reaper_once
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"runner: job pilot: REASON heartbeat unchanged for 7"?" s (last: 41 1764460000), limit RUNNER_HEARTBEAT_STALE_S=60 s: its chain stopped without its exit trap (killed, out of memory, or the container restarted); destroying instance $id"* ]]
+  [ "$(live_count)" -eq 0 ]
+  [ "$(cat "$RUNNER_STATE"/archive/pilot-g-1-*/result)" = HEARTBEAT ]
+  grep -q "heartbeat unchanged" "$RUNNER_STATE"/archive/pilot-g-1-*/why
+  [ "$(open_rows)" -eq 0 ]
+}
+
+@test "a box that keeps beating is never ended, however long it runs past the limit" {
+  export RUNNER_HEARTBEAT_STALE_S=1
+  id=$(rent fold2 PROVISIONED g-2)
+  put_status fold2 "g-2 TRAINING 1764460000"
+  for n in 1 2 3 4 5 6; do
+    beat fold2 "g-2 $n 17644600$n"
+    run reaper_once
+    [ "$status" -eq 0 ]
+    sleep 0.6
+  done
+  [ "$(live_ids)" = "$id" ]
+  [ -d "$RUNNER_STATE/jobs/fold2" ]
+}
+
+@test "no heartbeat of the record's generation (none, or another generation's) counts as none: ended after the limit" {
+  export RUNNER_HEARTBEAT_STALE_S=1
+  id=$(rent fold1 PROVISIONED g-new)
+  beat fold1 "g-old 900 1764460000"
+  run reaper_once
+  [ "$(live_ids)" = "$id" ]
+  sleep 1.2
+  run reaper_once
+  echo "$output"
+  [[ "$output" == *"REASON no heartbeat of generation g-new in the store for "* ]]
+  [ "$(live_count)" -eq 0 ]
+}
+
+@test "a store that cannot be read is unknown, never a stale heartbeat; RUNNER_HEARTBEAT_STALE_S=0 turns the check off" {
+  export RUNNER_HEARTBEAT_STALE_S=1
+  id=$(rent pilot PROVISIONED g-3)
+  beat pilot "g-3 1 1764460000"
+  run reaper_once
+  sleep 1.2
+  RUNNER_RCLONE=false run reaper_once                            # every store read fails
+  [ "$status" -eq 0 ]
+  [ "$(live_ids)" = "$id" ]
+  RUNNER_HEARTBEAT_STALE_S=0 run reaper_once
+  [ "$(live_ids)" = "$id" ]
+  run reaper_once
+  [ "$(live_count)" -eq 0 ]
+}
+
+@test "a launched box whose chain is killed without its trap is ended by the reaper long before its deadline" {
+  export FAKE_TRAIN_S=60 RUNNER_HEARTBEAT_S=0.3 RUNNER_HEARTBEAT_STALE_S=3
+  run launch --yes pilot
+  echo "$output"; [ "$status" -eq 0 ]
+  id=${lines[-1]}
+  port=$(cut -d: -f2 "$RUNNER_STATE/jobs/pilot/ssh")
+  wait_for 10 seq_past pilot 1
+  kill_tree "$(cat "$W/boxes/box-$port/run/entry.pid")"
+  t0=$(date +%s)
+  for _ in $(seq 1 30); do
+    "$REPO/runner/reaper.sh" --once >>"$W/reaper.out" 2>&1 3>&- || true
+    [ -d "$RUNNER_STATE/jobs/pilot" ] || break
+    sleep 0.5
+  done
+  cat "$W/reaper.out"
+  [ ! -d "$RUNNER_STATE/jobs/pilot" ]
+  [ $(($(date +%s) - t0)) -lt 30 ]                                 # the deadline is hours away
+  grep -q "job pilot: REASON heartbeat unchanged for" "$W/reaper.out"
+  [ "$(live_count)" -eq 0 ]
+  [ "$(open_rows)" -eq 0 ]
+}
