@@ -46,7 +46,6 @@
 : "${RUNNER_LOCK_STALE_S:=30}"              # a lock with no readable owner older than this is broken
 : "${RUNNER_REAPER_MODE:=start}"            # no live reaper at launch: start (one) | refuse (exit 13) | off
 : "${RUNNER_ORPHAN_GRACE_S:=600}"           # an instance labelled by this state's operator, with no record, is destroyed after this
-: "${RUNNER_GONE_AFTER_S:=600}"             # a live job's box absent from every listing this long (s) is gone, unless show instance says so sooner
 : "${RUNNER_HOLD_TTL_S:=900}"                # a HOLD older than this is stale (15 min)
 : "${RUNNER_REAPER_POLL_S:=60}"              # reaper's quiet poll interval
 : "${RUNNER_REAPER_MAX_BACKOFF_S:=900}"      # reaper's longest wait after 429s / failed listings

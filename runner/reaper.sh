@@ -22,17 +22,21 @@
 #                                  on this machine's clock: destroy, a REASON line on stderr
 #                                  (runner/lib/heartbeat.sh)
 #   5. launch abandoned            a record not PROVISIONED whose launcher is gone: destroy
-#   6. instance missing            a PROVISIONED instance absent from two successful listings and
-#                                  confirmed gone by `show instance ID` (or absent for
-#                                  RUNNER_GONE_AFTER_S, jobs/JOB/gone_since: an empty listing can be
-#                                  a hiccup): record it gone (the box destroyed itself), row completed
+#   6. instance missing            a PROVISIONED instance absent from two successful listings, gone
+#                                  by the one rule (the second listing still shows our other boxes,
+#                                  or `show instance ID` agrees; runner/lib/gone.sh): record it gone
+#                                  (the box destroyed itself), row completed. Otherwise unknown and
+#                                  kept, however long (jobs/JOB/gone_since: since when)
 #   7. unrecorded                  a listed instance labelled with this state's own prefix
 #                                  (PREFIX.OPERATOR:…, RUNNER_STATE/operator) that no record owns,
 #                                  older than RUNNER_ORPHAN_GRACE_S (a create that answered after its
-#                                  launcher gave up): ledger row, destroy, row completed. Another
+#                                  launcher gave up): ledger row, destroy, row completed. One whose
+#                                  record was archived GONE (same label, generation and id) is
+#                                  re-adopted into it instead; one whose generation's STATUS is live
+#                                  in the store is never destroyed. Another
 #                                  operator's box (or an older runner's PREFIX:… label) is said once
 #                                  and left alone
-# A destroy counts only when a later successful listing lacks the instance; a failed listing (error,
+# A destroy counts only when a later listing lacks the instance by the same rule; a failed listing (error,
 # 429, empty, `{}`, null, malformed) changes nothing and the reaper backs off (doubling, up to
 # RUNNER_REAPER_MAX_BACKOFF_S) on its own.
 #

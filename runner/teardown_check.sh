@@ -2,16 +2,24 @@
 # Usage: runner/teardown_check.sh
 # Summary: prove that no instance is left billing on the account, or refuse to claim it
 #
-# Exit codes: 0 a successful listing holds zero instances; 1 instances remain (listed on stdout as
-#   "id status label $/h"); 2 cannot confirm (error JSON, empty or non-JSON answer, auth failure,
-#   429, timeout); 10 missing dependency; 11 no API key; 64 usage (an unknown argument: its own
-#   code, so a caller that retries on 2 never mistakes a typo for an unreachable API).
+# Reads the account's listing and this machine's job records (RUNNER_STATE/jobs/): "all gone" needs
+# both, since a well-formed empty listing can be an API hiccup, and a record says a box may bill.
+# Exit codes: 0 a complete, successful listing holds zero instances and no job record is live
+#   (none in RUNNER_STATE/jobs/: creating, running, destroying or ORPHAN); 1 instances remain
+#   (listed on stdout as "id status label $/h"); 2 cannot confirm: the listing failed (error JSON,
+#   empty or non-JSON answer, auth failure, 429, timeout), or it is empty while a job record is
+#   still live (the records are named on stderr: see docs/RUNBOOK.md, "teardown_check says 2"), or
+#   it is empty but the account's total kept changing while it was paged; 10 missing dependency;
+#   11 no API key; 64 usage (an unknown argument: its own code, so a caller that retries on 2 never
+#   mistakes a typo for an unreachable API).
 set -euo pipefail
 export RUNNER_SCRIPT=teardown_check
 # shellcheck source=runner/lib/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 # shellcheck source=runner/lib/guard.sh
 . "$RUNNER_ROOT/lib/guard.sh"
+# shellcheck source=runner/lib/state.sh
+. "$RUNNER_ROOT/lib/state.sh"
 # shellcheck source=runner/lib/vast.sh
 . "$RUNNER_ROOT/lib/vast.sh"
 
@@ -24,16 +32,30 @@ need jq awk mktemp
 key_guard || exit 11
 umask 077
 list=$(_vast_tmp) || exit 2   # cannot even look: that is "cannot confirm", never "instances remain"
-trap 'rm -f "$list"' EXIT
+trap 'list_rm "$list"' EXIT
 if ! vast_list "$list"; then
   echo "runner: cannot confirm teardown: the instance listing failed (retry; check VAST_URL and the key)" >&2
   exit 2
 fi
 n=$(awk 'END { print NR }' "$list")
+live=""   # " JOB (STATE, instance ID)" per live record
+for j in $(jobs_list); do
+  i=$(rec_get "$j" instance)
+  live="$live $j ($(rec_state "$j" | grep . || echo no state), instance ${i:-not yet known})"
+done
 if [ "$n" -eq 0 ]; then
+  if [ -n "$live" ]; then
+    echo "runner: cannot confirm teardown: the listing is empty, but job records under $RUNNER_STATE/jobs are live:$live (run runner/reaper.sh --once, then check again; docs/RUNBOOK.md)" >&2
+    exit 2
+  fi
+  if [ -e "$list.partial" ]; then
+    echo "runner: cannot confirm teardown: the account's instances kept changing while the listing was paged (retry)" >&2
+    exit 2
+  fi
   echo "teardown confirmed: 0 instances listed"
   exit 0
 fi
 echo "runner: $n instance(s) still listed (destroy them: vastai destroy instance ID -y)" >&2
+[ -z "$live" ] || echo "runner: job records still live:$live" >&2
 awk -F '\t' '{ printf "%s %s %s %s\n", $1, $2, ($3 == "" ? "-" : $3), ($4 == "" ? "?" : $4) }' "$list"
 exit 1

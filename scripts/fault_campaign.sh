@@ -23,7 +23,9 @@
 # only; otherwise not drawn), empty locks left behind (ledger, launch, reaper), two TERMs to a
 # launcher, a create that lands after the label window (answered with an error, rented 8 s later),
 # the looping reaper SIGKILLed and restarted, a launcher's pid reused by another process, and a
-# vanished laptop (every launcher and the reaper SIGKILLed; the boxes end at their own deadline).
+# vanished laptop (every launcher and the reaper SIGKILLed; the boxes end at their own deadline);
+# others renting between two pages of a listing, a failed destroy answered by empty pages, a lying
+# `show instance`, and launchers and reapers in different time zones and locales (gone_faults, tz).
 # Box-side kinds (drawn after all of the above): the chain killed without its exit trap mid-run
 # (entry.sh alone: the box's on-start guard ends it; or every process of the box, guard included:
 # the reaper ends it on its stale heartbeat), a store that acknowledges pushes and keeps nothing or
@@ -68,6 +70,19 @@ done
 top=${keep:-$(mktemp -d "${TMPDIR:-/tmp}/fault_campaign.XXXXXX")}
 mkdir -p "$top"
 
+# gone_faults: the faults aimed at the rule for "gone" and at paging, each its own draw (drawn after
+# every older fault, so older stories replay): others renting between two pages of a listing
+# (churn), a destroy that fails while listings come back as empty pages (baddestroy+emptypage), and
+# a `show instance` that answers "no such instance" for boxes that run (lyingshow). Uses scenario's add.
+gone_faults() {
+  local r
+  r=$((RANDOM % 100)); [ $r -lt 10 ] && add '{"op":"list","kind":"churn","prob":0.3,"times":8}' churn
+  r=$((RANDOM % 100)); [ $r -lt 8 ] && { add '{"op":"destroy","kind":"error","times":3}' baddestroy
+    add '{"op":"list","kind":"error","status":200,"body":{"instances":[],"total_instances":0},"prob":0.5,"times":6}' emptypage; }
+  r=$((RANDOM % 100)); [ $r -lt 8 ] && add '{"op":"show","kind":"error","status":200,"body":{"instances":null},"times":4}' lyingshow
+  return 0
+}
+
 # scenario I SEED: one world, one story; prints "I seed=S story | left=L created=C rows=R open=O secrets=X".
 scenario() {
   local i=$1 s=$2 W key secret rules story="" job kind r kill_at relaunch sampler lp
@@ -101,6 +116,7 @@ scenario() {
   local campaign=0
   [ "$every" -gt 0 ] && [ $((i % every)) -eq 0 ] && { campaign=1; story=" CAMPAIGN$story"; }
   r=$((RANDOM % 100)); [ $r -lt 10 ] && { add '{"op":"create","kind":"late","delay_s":8}' slowcreate; }
+  gone_faults
   # the box-side faults (drawn after all of the above, so older stories replay unchanged)
   local killchain="" storedrop="" gone=0 noledgerdir=0
   draw_box_faults
@@ -176,6 +192,14 @@ scenario() {
       story="$story vanish"
       export RUNNER_HOURS_PROBE=0.002 RUNNER_HOURS_FOLD=0.002 RUNNER_HOURS_PILOT=0.002 RUNNER_HOURS_FULL=0.002
       export FAKE_TRAIN_S=40 HEARSAY_STOP_WAIT_S=1
+    fi
+    # launchers in one zone and locale, the reapers in another, on the ps path (as a machine
+    # without /proc): process identity must not depend on either (drawn last: old stories replay)
+    local reaper_tz=""
+    r=$((RANDOM % 100)); if [ $r -lt 12 ]; then
+      export TZ=Asia/Tokyo LC_ALL=C.UTF-8 RUNNER_PROC_ROOT=$W/no-proc
+      reaper_tz=XST+11
+      story="$story tz"
     fi
     [ "$sig2" = 0 ] || story="$story sig2"
     [ "$pidreuse" = 0 ] || story="$story pidreuse"
@@ -274,7 +298,7 @@ scenario() {
       || [ "$(curl -fsS "$VAST_URL/_control/state" | jq '(.live | length) + .late_pending')" != 0 ]; } \
       && [ "$c" -lt 30 ]; do
       c=$((c + 1))
-      "$repo/runner/reaper.sh" --once >>"$W/reaper.out" 2>&1 3>&- || true
+      TZ=${reaper_tz:-${TZ:-UTC0}} "$repo/runner/reaper.sh" --once >>"$W/reaper.out" 2>&1 3>&- || true
       sleep 0.5
     done
     [ "$pidreuse" = 0 ] || kill "$reuse" 2>/dev/null || true

@@ -204,6 +204,19 @@ def test_listing_pages_through_every_instance(fake):
     assert all("after_token" in r["query"] for r in pages[1:])
 
 
+def test_churn_rents_a_box_between_two_pages_and_the_total_moves(fake):
+    fake.settings(page_size=2)
+    made = [fake.create(label=f"j{i}")["new_contract"] for i in range(3)]
+    fake.faults({"op": "list", "kind": "churn", "skip": 1})
+    _, first = fake.http("GET", "/api/v1/instances/?limit=25", None, KEY)
+    token = first["next_token"]
+    _, second = fake.http("GET", f"/api/v1/instances/?limit=25&after_token={token}", None, KEY)
+    assert (first["total_instances"], second["total_instances"]) == (3, 4)
+    other = [i for i in fake.state()["live"] if i not in made]
+    assert len(other) == 1 and fake.inst(other[0])["label"] == "someone-else"
+    assert [r["id"] for r in first["instances"] + second["instances"]] == sorted(made) + other
+
+
 def test_label_and_ssh_url(fake):
     iid = fake.create(label="old")["new_contract"]
     p = fake.cli("label", "instance", str(iid), "new-label")

@@ -80,12 +80,26 @@ with_timeout() {
   return "$rc"
 }
 
-# proc_start PID: the process's start time as ps prints it (`ps -o lstart=`, the same format on Linux
-# and macOS), or nothing when no such process exists. With the pid it names one process for good:
-# a pid the system reused for another program has another start time.
+# proc_start PID: the process's identity at its start, free of clock, time zone and locale, or
+# nothing when no such process exists. With the pid it names one process for good: a pid the system
+# reused for another program has another start. Where /proc exists (Linux): "ticks:T@BOOT", T the
+# start in clock ticks after boot (/proc/PID/stat field 22) and BOOT the kernel's boot id, so a
+# wall-clock step or another TZ never changes it. Elsewhere (macOS): `ps -o lstart=` under LC_ALL=C
+# and TZ=UTC, so a caller in another zone or locale reads the same text. RUNNER_PROC_ROOT (default
+# /proc) exists for tests of the ps path.
 proc_start() {
+  local root=${RUNNER_PROC_ROOT:-/proc} t boot
   case $1 in '' | *[!0-9]*) return 0 ;; esac
-  ps -o lstart= -p "$1" 2>/dev/null | sed 's/^ *//; s/ *$//'
+  if [ -r "$root/self/stat" ]; then
+    # the command name (field 2) may hold spaces and ')': cut up to the last ") ", then field 22
+    # of the line is the 20th of what is left
+    t=$(sed 's/^.*) //' "$root/$1/stat" 2>/dev/null | awk '{ print $20 }')
+    [ -n "$t" ] || return 0
+    boot=$(cat "$root/sys/kernel/random/boot_id" 2>/dev/null || true)
+    printf 'ticks:%s@%s\n' "$t" "${boot:-unknown}"
+    return 0
+  fi
+  LC_ALL=C TZ=UTC ps -o lstart= -p "$1" 2>/dev/null | sed 's/^ *//; s/ *$//'
 }
 
 # proc_is PID START: PID runs and is the process that started at START (an empty START: pid only,

@@ -58,8 +58,9 @@ step_previous() {
   if [ -z "$listed" ] && [ -n "$id" ] && list_has "$prev_list" "$id"; then listed=$id; fi
   [ -z "$listed" ] || die 4 "job $job's previous instance $listed is still listed" "wait for runner/reaper.sh to end it, or: vastai destroy instance $listed -y"
   rec_exists "$job" || return 0
-  # a well-formed empty listing can be an API hiccup: the record's box must also be gone by name
-  if [ -n "$id" ] && ! vast_show_gone "$id"; then
+  # a well-formed empty listing can be an API hiccup: the record's box must be gone by the one rule
+  # (runner/lib/gone.sh: the listing still shows our other boxes, or show instance agrees)
+  if [ -n "$id" ] && ! gone_judge "$prev_list" "$id"; then
     die 5 "job $job's previous instance $id is missing from the listing but show instance does not confirm it gone" "retry later; check runner/teardown_check.sh"
   fi
   if launcher_alive "$job" && [ "$(rec_get "$job" launcher)" != "$$" ]; then
@@ -180,6 +181,8 @@ commitments_of() {
 # step_budget KIND: credit must cover estimate + commitments + margin; all three must be measurable.
 step_budget() {
   local hours line rc=0 why cuda
+  # a listing whose total kept moving while paging may lack boxes that bill: not measurable
+  [ ! -e "$prev_list.partial" ] || die 3 "cannot measure commitments: the account's instances kept changing while the listing was paged" "retry in a minute"
   credit=$(vast_credit) || die 3 "cannot measure credit (show user --raw gave no credit number)" "retry later; check the key"
   commitments=$(commitments_of "$prev_list" 2>"$prev_list.why") || {
     why=$(cat "$prev_list.why" 2>/dev/null)
@@ -326,7 +329,7 @@ step_sweep() {
   else
     say "cannot confirm job $1 has no duplicate instance (runner/reaper.sh sweeps label $(rec_get "$1" label))"
   fi
-  rm -f "$list"
+  list_rm "$list"
 }
 
 # step_wait_running JOB: until the instance is listed running with ssh, or the boot deadline.
@@ -347,7 +350,7 @@ step_wait_running() {
     [ "$(now)" -lt "$until" ] || die 1 "instance $instance not running after $RUNNER_BOOT_DEADLINE_S s" "try another offer"
     sleep "$RUNNER_POLL_S"
   done
-  rm -f "$list"
+  list_rm "$list"
   rec_set "$1" state RUNNING
   rec_set "$1" ssh "$host:$port"
 }

@@ -6,7 +6,7 @@ reap_cycle() {
   local list job
   list=$(_vast_tmp) || { log_event "reaper: cannot make a temp file (TMPDIR full?)"; return 1; }
   if ! vast_list "$list"; then
-    rm -f "$list"
+    list_rm "$list"
     log_event "reaper: listing failed, nothing changed"
     return 1
   fi
@@ -23,7 +23,7 @@ reap_cycle() {
     rec_unlock "$job"
   done
   sweep_unrecorded "$list" || log_event "reaper: an unrecorded instance is not finished (retried next cycle)"
-  rm -f "$list"
+  list_rm "$list"
   ledger_flush || log_event "reaper: spooled ledger rows still wait (the ledger's disk full or its lock stuck?)"
   return 0
 }
@@ -117,29 +117,23 @@ reap_job() {
     return 0
   fi
   # PROVISIONED boxes were listed running before, but a well-formed empty listing can be an API
-  # hiccup: absence from a second listing taken now is confirmed by a direct query (show instance
-  # ID answers no such instance), or by absence from every successful listing for RUNNER_GONE_AFTER_S
-  # since the first one that lacked it (jobs/JOB/gone_since). Until then the box is unknown, kept.
+  # hiccup: absence from a second listing taken now counts only by the one rule (runner/lib/gone.sh:
+  # a listing that still shows our other boxes, or show instance agreeing). Until then the box is
+  # unknown and kept, however long (jobs/JOB/gone_since notes, and says once, since when).
   vast_list "$list" || return 0
-  if list_has "$list" "$id"; then rm -f "$(rec_dir "$job")/gone_since" 2>/dev/null || true; return 0; fi
-  if ! gone_confirmed "$job" "$id"; then return 0; fi
+  local g=0
+  gone_judge "$list" "$id" || g=$?
+  case $g in
+    1) rm -f "$(rec_dir "$job")/gone_since" 2>/dev/null || true; return 0 ;;
+    2)
+      if ! is_number "$(rec_get "$job" gone_since)"; then
+        rec_set "$job" gone_since "$(now)" || true
+        say "job $job: instance $id is missing from the listing but not confirmed gone (show instance): kept until it is"
+      fi
+      return 0 ;;
+  esac
   say "job $job: instance $id is gone (destroyed on the box)"
   ledger_close "$job" "$id" || return 1
   rec_set "$job" result "GONE${phase:+ $phase}" || true
   rec_archive "$job"
-}
-
-# gone_confirmed JOB ID: 0 when a direct query says the instance is gone, or it has been absent from
-# every successful listing for RUNNER_GONE_AFTER_S since jobs/JOB/gone_since (written, and said, the
-# first time); 1 = not yet known.
-gone_confirmed() {
-  local since
-  vast_show_gone "$2" && return 0
-  since=$(rec_get "$1" gone_since)
-  if ! is_number "$since"; then
-    rec_set "$1" gone_since "$(now)" || true
-    say "job $1: instance $2 is missing from the listing but not confirmed gone (show instance): kept; gone after RUNNER_GONE_AFTER_S=$RUNNER_GONE_AFTER_S s of listings without it"
-    return 1
-  fi
-  [ $(($(now) - since)) -ge "$RUNNER_GONE_AFTER_S" ]
 }

@@ -7,9 +7,11 @@ store_job_path() { guard_path "${RUNNER_STORE%/}/runs/$1"; }
 
 # store_status JOB: print "PHASE" of the STATUS written by generation GEN of the record; nothing when
 # there is no STATUS, it cannot be read, or it belongs to another generation (that is "no status").
-store_status() {
-  local job=$1 gen path line sgen phase
-  gen=$(rec_get "$job" gen)
+store_status() { store_status_of "$1" "$(rec_get "$1" gen)"; }
+
+# store_status_of JOB GEN: the same for generation GEN of JOB, with or without a record.
+store_status_of() {
+  local job=$1 gen=$2 path line sgen phase
   path=$(store_job_path "$job") || return 0
   # shellcheck disable=SC2086  # RUNNER_RCLONE is a command line by design
   line=$(RCLONE_CONFIG="$RUNNER_RCLONE_CONF" with_timeout "$RUNNER_CLI_TIMEOUT_S" \

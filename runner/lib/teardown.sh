@@ -1,6 +1,9 @@
 # shellcheck shell=bash
 # runner/lib/teardown.sh — ending a rental: destroy, confirm absence, complete the ledger, archive.
-# Unknown is never gone: a record leaves jobs/ only after a successful listing lacks its instance.
+# Unknown is never gone: a record leaves jobs/ only once its instance is gone by the one rule
+# (runner/lib/gone.sh: gone_judge).
+# shellcheck source=runner/lib/gone.sh
+. "$RUNNER_ROOT/lib/gone.sh"
 
 # adopt_by_label JOB: for a record whose create answered badly (no id persisted), look for an instance
 # carrying its label. 0 = found and adopted (id persisted, ledger row written); 2 = confirmed none
@@ -10,13 +13,13 @@
 # same listing (sweep_duplicates); one not confirmed destroyed leaves the dup_sweep marker, which
 # finish_job retries and which keeps the record (and so runner/reaper.sh's sweep) alive.
 adopt_by_label() {
-  local job=$1 list id label created
+  local job=$1 list id label created v
   label=$(rec_get "$job" label)
   if [ -z "$(rec_get "$job" asked)" ]; then
     return 2                   # the create was never asked: nothing can carry this record's label
   fi
   list=$(_vast_tmp) || return 1
-  vast_list "$list" || { rm -f "$list"; return 1; }
+  vast_list "$list" || { list_rm "$list"; return 1; }
   id=""
   # an empty label matches nothing (an unlabelled instance is someone else's); after the lag such a
   # record is given up and runner/reaper.sh's sweep of unrecorded labels takes whatever it rented
@@ -26,17 +29,27 @@ adopt_by_label() {
     created=${created%%.*}
     is_number "$created" || created=$(rec_get "$job" created_at)
     # the id must persist before anything acts on it (unpersisted, the step stops: unknown)
-    rec_set "$job" instance "$id" || { rm -f "$list"; return 1; }
+    rec_set "$job" instance "$id" || { list_rm "$list"; return 1; }
     rec_set "$job" created_at "$created" || true
     rec_set "$job" state CREATED || true
     ledger_append "$id" "$job" "$(rec_get "$job" gen)" "$(rec_get "$job" offer)" "$(rec_get "$job" dph)" "$created" || true
     log_event "job $job adopted instance $id by label $label"
     rec_set "$job" dup_sweep pending || true
     if sweep_duplicates "$job" "$list"; then rm -f "$(rec_dir "$job")/dup_sweep"; fi
-    rm -f "$list"
+    list_rm "$list"
     return 0
   fi
-  rm -f "$list"
+  # an absent label counts only in a listing that can be told from an API hiccup: complete, and
+  # showing every other box of ours (rule in runner/lib/gone.sh); one that lacks a known box is
+  # unknown. With no other box of ours known, the listing alone is all there is (the label lag).
+  v=0
+  listing_vouches "$list" || v=$?
+  if [ "$v" = 1 ]; then
+    list_rm "$list"
+    log_event "job $job: label $label absent from a listing that cannot vouch (partial, or lacks a known box): unknown"
+    return 1
+  fi
+  list_rm "$list"
   # a create still in flight in another live launcher may land any moment: only that launcher (or,
   # once it is gone, the reaper) may give up on its label
   if launcher_alive "$job" && [ "$(rec_get "$job" launcher)" != "$$" ]; then return 1; fi
@@ -61,7 +74,7 @@ sweep_pending() {
     rm -f "$(rec_dir "$1")/dup_sweep"
     rc=0
   fi
-  rm -f "$list"
+  list_rm "$list"
   return "$rc"
 }
 
@@ -102,7 +115,7 @@ finish_job() {
         say "job $job: could not record the DONE pilot (no recipe_hash in its record, or no space under RUNNER_STATE)"
       fi
     fi
-    say "instance $id of job $job destroyed (confirmed: absent from a successful listing)"
+    say "instance $id of job $job destroyed (confirmed gone: runner/lib/gone.sh)"
     if sweep_pending "$job"; then
       rec_set "$job" result "$reason" || true
       rec_archive "$job" || return 1
@@ -154,8 +167,8 @@ sweep_duplicates() {
     id=$1 created=$2
     shift 2
     [ "$id" != "$own" ] || continue
-    ! list_has "$list" "$id" || continue
-    say "job $job: duplicate instance $id is gone (absent from a successful listing): its ledger row completed"
+    gone_judge "$list" "$id" || continue   # listed, or unknown: the row stays open
+    say "job $job: duplicate instance $id is gone (runner/lib/gone.sh): its ledger row completed"
     ledger_close "$job" "$id" "$(epoch_of "$created")" || rc=1
   done
   return "$rc"
@@ -193,12 +206,21 @@ sweep_unrecorded() {
     start=$(list_field "$list" "$id" 7)
     start=${start%%.*}
     is_number "$start" || start=0
-    [ $(($(now) - start)) -ge "$RUNNER_ORPHAN_GRACE_S" ] || continue
     job=${label#"$own":}
     gen=${job#*:}
     job=${job%%:*}
     [ "$gen" != "$job" ] || gen=""
     gen=${gen%%:*}   # without the label's DEADLINE
+    # a box archived GONE (a `show instance` that answered wrongly) is its record's again
+    if readopt_gone "$id" "$label" "$job" "$gen"; then continue; fi
+    [ $(($(now) - start)) -ge "$RUNNER_ORPHAN_GRACE_S" ] || continue
+    case $(store_status_of "$job" "$gen") in
+      '' | DONE | FAIL) ;;
+      *)
+        say "instance $id (label $label) has no job record of ours, but generation $gen of job $job reports $(store_status_of "$job" "$gen") in the store: left running (never destroyed while its STATUS is live)"
+        log_event "unrecorded instance $id label $label: its generation's STATUS is live, not destroyed"
+        continue ;;
+    esac
     say "instance $id (label $label) has no job record of ours: adopting and destroying it"
     log_event "unrecorded instance $id label $label adopted"
     ledger_append "$id" "${job:-unknown}" "$gen" "" "$(list_field "$list" "$id" 4)" "$start" || rc=1
@@ -236,4 +258,30 @@ foreign_note() {
       say "instance $id (label $label) is not this operator's ($2): left alone, its own RUNNER_STATE's reaper watches it (an older runner's label without an operator: destroy it by hand if it is yours, vastai destroy instance $id -y)"
       log_event "instance $id label $label: another operator's, not adopted"
     done
+}
+
+# readopt_gone ID LABEL JOB GEN: a listed box whose record was archived GONE (absence vouched for by
+# a `show instance` that answered wrongly) goes back into that record: the newest archived record of
+# JOB whose label is LABEL, generation GEN, instance ID and result GONE... is moved back to jobs/JOB
+# (state PROVISIONED, result and gone note dropped), and the reaper watches the box again. Its
+# ledger row is not written again (one creation row per rental). 0 = re-adopted; 1 = no such
+# record, or jobs/JOB is taken (then the caller's STATUS check decides).
+readopt_gone() {
+  local id=$1 label=$2 job=$3 gen=$4 a pick=""
+  [ -n "$job" ] && [ -n "$gen" ] || return 1
+  for a in "$RUNNER_STATE/archive/$job-$gen-"*; do
+    [ -d "$a" ] || continue
+    [ "$(cat "$a/label" 2>/dev/null)" = "$label" ] && [ "$(cat "$a/instance" 2>/dev/null)" = "$id" ] || continue
+    case $(cat "$a/result" 2>/dev/null) in GONE*) pick=$a ;; esac
+  done
+  [ -n "$pick" ] || return 1
+  if rec_exists "$job"; then
+    log_event "instance $id (label $label) was archived GONE in $pick, but jobs/$job is another record's: not re-adopted"
+    return 1
+  fi
+  mkdir -p "$RUNNER_STATE/jobs" 2>/dev/null && mv "$pick" "$(rec_dir "$job")" 2>/dev/null || return 1
+  rm -f "$(rec_dir "$job")/result" "$(rec_dir "$job")/gone_since" "$(rec_dir "$job")/retry"
+  rec_set "$job" state PROVISIONED || true
+  say "instance $id (label $label) is listed again after job $job was archived GONE: re-adopted into its record (the reaper watches it again)"
+  log_event "job $job re-adopted instance $id from $pick"
 }

@@ -36,8 +36,36 @@ _vast_judge() {
 #   id  status  label  dph_total  ssh_host  ssh_port  start_date
 # Pages through /api/v1/instances/ itself (single-page mode keeps the page envelope, so `{}`, null,
 # an error object or a page without an "instances" array is UNKNOWN, never "no instances").
+# Others' creates and destroys between two pages change the account's total_instances: the listing
+# is then taken again from its first page, up to RUNNER_LIST_TRIES times; when the total still moves,
+# the rows gathered are kept and OUT.partial is written beside OUT: every row shown is real, but an
+# absence proves nothing (gone_judge in runner/lib/gone.sh asks `show instance` instead). Pages that
+# agree on a total the rows gathered do not match are UNKNOWN (1). Callers remove OUT with list_rm.
+: "${RUNNER_LIST_TRIES:=3}"
 vast_list() {
-  local dest=$1 token="" page=0 out err rows total=""
+  local dest=$1 try=0 rc
+  rm -f "$dest.partial"
+  while :; do
+    try=$((try + 1))
+    rc=0
+    _vast_list_once "$dest" || rc=$?
+    [ "$rc" = 4 ] || return "$rc"
+    if [ "$try" -ge "$RUNNER_LIST_TRIES" ]; then
+      log_event "listing: the account's total changed while paging, $try times: rows kept, absences unknown"
+      : >"$dest.partial" 2>/dev/null || { rm -f "$dest"; return 1; }
+      return 0
+    fi
+    log_event "listing: the account's total changed while paging: listing again"
+  done
+}
+
+# list_rm LISTFILE: remove a listing and its .partial marker.
+list_rm() { rm -f "$1" "$1.partial"; }
+
+# _vast_list_once OUT: one pass over the pages. 0 = complete (OUT written), 1 unknown, 3 rate
+# limited, 4 the total changed between pages (OUT holds the rows gathered).
+_vast_list_once() {
+  local dest=$1 token="" page=0 out err rows total="" t moved=0
   out=$(_vast_tmp) || return 1
   err=$(_vast_tmp) || return 1
   rows=$(_vast_tmp) || return 1
@@ -75,18 +103,25 @@ vast_list() {
       rm -f "$out" "$err" "$rows"
       return 1
     fi
-    [ "$page" -gt 1 ] || total=$(jq -r '.total_instances // "" | tostring' "$out" 2>/dev/null || true)
+    t=$(jq -r '.total_instances // "" | tostring' "$out" 2>/dev/null || true)
+    if [ "$page" = 1 ]; then
+      total=$t
+    elif is_number "$t" && is_number "$total" && [ "$t" != "$total" ]; then
+      moved=1
+    fi
     token=$(jq -r '.next_token // ""' "$out")
     [ -n "$token" ] || break
   done
-  # The first page's total_instances (when the API gives it) must match the rows gathered.
+  # Pages that disagree on total_instances: the account changed while paging (4). Otherwise the
+  # total (when the API gives it) must match the rows gathered, else the listing is unreadable (1).
+  rm -f "$out" "$err"
+  if [ "$moved" = 1 ]; then mv "$rows" "$dest"; return 4; fi
   if is_number "${total:-}" && [ "$total" != "$(awk 'END { print NR }' "$rows")" ]; then
     log_event "listing total $total != rows gathered: unknown"
-    rm -f "$out" "$err" "$rows"
+    rm -f "$rows"
     return 1
   fi
   mv "$rows" "$dest"
-  rm -f "$out" "$err"
 }
 
 # list_has LISTFILE ID: the instance is in a successful listing.
@@ -172,29 +207,4 @@ vast_destroy() {
   err=$(_vast_tmp) || return 1
   vast_cli "$out" "$err" destroy instance "$1" -y --raw || true
   rm -f "$out" "$err"
-}
-
-# destroy_confirmed ID: destroy, then wait for a successful listing without it. Bounded: RUNNER_DESTROY_TRIES
-# destroy calls, RUNNER_CONFIRM_CHECKS listings after each. 0 = confirmed gone, 1 = not confirmed.
-destroy_confirmed() {
-  local id=$1 try=0 check list
-  case $id in '' | *[!0-9]*) log_event "destroy_confirmed: no instance id ('$id'): nothing confirmed"; return 1 ;; esac
-  list=$(_vast_tmp) || return 1
-  while [ "$try" -lt "$RUNNER_DESTROY_TRIES" ]; do
-    try=$((try + 1))
-    vast_destroy "$id"
-    check=0
-    while [ "$check" -lt "$RUNNER_CONFIRM_CHECKS" ]; do
-      check=$((check + 1))
-      sleep "$RUNNER_CONFIRM_WAIT_S"
-      if vast_list "$list" && ! list_has "$list" "$id"; then
-        rm -f "$list"
-        log_event "instance $id confirmed gone"
-        return 0
-      fi
-    done
-  done
-  rm -f "$list"
-  log_event "instance $id NOT confirmed gone after $try destroy calls"
-  return 1
 }

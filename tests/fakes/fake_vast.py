@@ -48,6 +48,7 @@ FAULT_KINDS = {
     "delay",
     "noop",
     "late",  # create only: answer an error now, create the instance delay_s seconds later
+    "churn",  # list only: another account user's create lands just before this page is served
 }
 RULE_KEYS = ("op", "kind", "times", "skip", "prob", "status", "body", "delay_s", "apply", "create",
              "instance")
@@ -598,6 +599,10 @@ class Handler(BaseHTTPRequestHandler):
                     self.close_connection = True
                     self.connection.shutdown(2)  # no answer at all: the CLI sees a ConnectionError
                     return None
+                if rule["kind"] == "churn":  # someone else rents a box between two pages
+                    f.create(f.offers[0]["id"], {"image": "other/image", "label": "someone-else"},
+                             key)
+                    return self.serve(op, ident, query, body, key)
                 if rule["kind"] == "noop":
                     return self.send(200, {"success": True})
                 if rule["kind"] == "late":  # the create lands after the client gave up on it

@@ -73,7 +73,7 @@ full_state() {
   d=$RUNNER_STATE/jobs/pilot
   echo CREATING >"$d/state"; echo g-9 >"$d/gen"; own_label pilot g-9 >"$d/label"; echo pilot >"$d/kind"
   echo 1 >"$d/asked"; echo 0.5 >"$d/dph"; echo "$sleeper" >"$d/launcher"
-  ps -o lstart= -p "$sleeper" | sed 's/^ *//; s/ *$//' >"$d/launcher_start"
+  bash -c '. "$1/runner/lib/common.sh" && proc_start "$2"' _ "$REPO" "$sleeper" >"$d/launcher_start"   # the launcher's own identity
   echo $(($(date -u +%s) - 60)) >"$d/created_at"; echo $(($(date -u +%s) - 5)) >"$d/deadline"
   run reaper_once
   echo "$output"; [ "$status" -eq 0 ]

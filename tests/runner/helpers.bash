@@ -79,12 +79,36 @@ box_world() {
 }
 
 world_end() {
-  local p
+  local p i=0
   for p in "$W"/boxes/*/run/entry.pid "$W"/boxes/*/run/guard.lock/pid "$W/reaper.pid"; do
     [ -f "$p" ] && kill "$(cat "$p")" 2>/dev/null || true
   done
+  p=$(cut -d' ' -f1 "$RUNNER_STATE/reaper.lock/owner" 2>/dev/null || true)   # a --background reaper
+  [ -z "$p" ] || kill "$p" 2>/dev/null || true
   [ -f "$W/fake.pid" ] && kill "$(cat "$W/fake.pid")" 2>/dev/null || true
+  # bats removes the test's folder next: no process may still write there (a box's chain, the
+  # fake's log). Each gets 1 s to exit after the kills above, then TERM, then KILL (Linux: /proc).
+  [ -d /proc/self/fd ] || return 0
+  while [ "$i" -lt 60 ]; do
+    p=$(procs_under "$W")
+    [ -n "$p" ] || break
+    # shellcheck disable=SC2086  # a list of pids
+    if [ "$i" -ge 30 ]; then kill -KILL $p 2>/dev/null || true; elif [ "$i" = 10 ]; then kill $p 2>/dev/null || true; fi
+    sleep 0.1
+    i=$((i + 1))
+  done
   return 0
+}
+
+# procs_under DIR: ids of the processes (this shell aside) whose working folder or an open file lies
+# under DIR (Linux /proc).
+procs_under() {
+  local p
+  for p in $(find /proc/[0-9]*/cwd /proc/[0-9]*/fd -maxdepth 1 -lname "$1/*" 2>/dev/null | cut -d/ -f3 | sort -u); do
+    [ "$p" != "$$" ] && [ "$p" != "$BASHPID" ] || continue
+    case $(sed 's/^.*) //' "/proc/$p/stat" 2>/dev/null) in Z* | X* | '') continue ;; esac   # exited (a zombie writes nothing)
+    echo "$p"
+  done
 }
 
 # ctl METHOD PATH [JSON]: the fake's control API.
