@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import os
+import signal
 import stat
 import sys
 import tempfile
@@ -29,6 +30,8 @@ COLUMNS = ["path", "duration_s", "score", "logit", "model_sums_sha256", "error",
 # A name that starts with one of these is written with a leading ' (a spreadsheet would run it
 # as a formula); a name that starts with ' gets one more, so one leading ' is always removable.
 FORMULA_START = ("=", "+", "-", "@", "'")
+# The signals that end a run with its finished rows kept (hearsay.deploy's handler).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # A header that declares more (or less) audio than decodes by more than this is reported in the
 # row's header_s (a cut download, a damaged copy): 50 ms is far above resampling's one sample.
 HEADER_TOLERANCE_S = 0.05
@@ -242,7 +245,14 @@ class RowSink:
                               f"{err.strerror or err}") from None
 
     def write(self, rows: list[dict]) -> None:
-        self._io(self.writer.writerows, [{k: _text(v) for k, v in r.items()} for r in rows])
+        """One chunk's rows, whole: Ctrl-C, SIGTERM (docker stop) and SIGHUP wait until they are
+        written and flushed, so a stopped run keeps whole chunks, in order."""
+        text = [{k: _text(v) for k, v in r.items()} for r in rows]
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            self._io(self.writer.writerows, text)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a held signal arrives here
 
     def commit(self) -> None:
         if self.partial is not None:
