@@ -11,7 +11,7 @@
 # what the container's first shell has here: HOME, a bare PATH, HEARSAY_INIT_ENVIRON (standing for
 # /proc/1/environ), HEARSAY_BOX_DIR (into the sandbox), HEARSAY_ONSTART (this tree's
 # runner/box/onstart.sh), VAST_URL (the fake) and each name of FAKE_BOOT_PASS (the fakes' knobs).
-# Its output goes to the sandbox's boot.log. The fake kills this session when the instance is
+# Its output goes to the sandbox's boot.log. The fake kills its process session when the instance is
 # destroyed (the container goes).
 set -euo pipefail
 id=${1:?usage: fake_boot.sh ID SSH_PORT}
