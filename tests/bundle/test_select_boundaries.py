@@ -130,7 +130,7 @@ def test_a_clip_exactly_on_a_bin_edge_falls_in_the_upper_bin(secs, bin_k):
     ({"class_ratio": {"per_other": 0}}, r"class_ratio: per_other must be > 0"),
     ({"cap_per_class": {"spoofs": 3}}, r"cap_per_class: keys \['spoofs'\] are not"),
     ({"cap": -1}, r"caps must be whole numbers >= 0"),
-    ({"cap_per_generator": 2.5}, r"caps must be whole numbers >= 0"),
+    ({"cap_per_generator": 2.5}, r"cap_per_generator = 2.5: input should be a valid integer"),
     ({"cap_per_class": {"spoof": -2}}, r"caps must be whole numbers >= 0"),
 ])
 def test_the_config_refuses_values_a_rule_cannot_work_with(rule, match):

@@ -111,7 +111,8 @@ def test_int8_runs_every_encoder_conv_but_the_first_row_wise_and_ships_on_its_ga
     assert len(q["attempts"]) == 1
     assert q["quantised_convs"] == convs - 1 and q["conv_recipes_skipped"] is None
     assert q["calibration_clips"] == GATE.calibration_clips
-    assert q["gate_clips_bundle"] > 0 and q["clips"] == GATE.clips
+    assert q["gate_clips_bundle"] > 0 and q["gate_windows_long"] > 0
+    assert q["clips"] == GATE.clips + q["gate_windows_long"]  # clips, then long files' windows
     ops = ops_of(out / "model.int8.onnx")
     assert ops.count("MatMulIntegerToFloat") == row_wise_gemms(digits=1)
     assert ops.count("Conv") == 2  # the first encoder conv and the positional conv stay fp32
