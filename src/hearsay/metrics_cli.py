@@ -4,6 +4,8 @@ The command line of hearsay.metrics (whose docstring, the conventions, is its --
 hearsay-score's own CSV as well as the campaign's score files: rows whose `error` column is set
 (files the scorer could not read) are skipped and counted, never read as scores; --fa-rate X adds
 the threshold at false-alarm rate X with its confusion counts (hearsay.calibration).
+
+Exit codes (hearsay.metrics's, its --help): 0 metrics written, 2 usage, 3 bad input.
 """
 
 from __future__ import annotations
