@@ -5,7 +5,7 @@ hearsay-score's own CSV as well as the campaign's score files: rows whose `error
 (files the scorer could not read) are skipped and counted, never read as scores; --fa-rate X adds
 the threshold at false-alarm rate X with its confusion counts (hearsay.calibration).
 
-Exit codes (hearsay.metrics's, its --help): 0 metrics written, 2 usage, 3 bad input.
+Exit codes: 0 metrics written, 2 usage, 3 bad input (as hearsay.metrics, whose docstring is --help).
 """
 
 from __future__ import annotations
