@@ -118,6 +118,17 @@ def test_a_spent_budget_skips_the_step_instead_of_running_it_unbounded(tmp_path)
     assert steps(tmp_path / "out")["score"]["skipped"]
 
 
+def test_quick_runs_its_own_steps_and_a_named_list_overrides_them(tmp_path):
+    fake = tmp_path / "fakepy"
+    fake.write_text(FAKE_PY.replace("REAL", sys.executable))
+    fake.chmod(0o755)
+    for out, env, want in (
+            (tmp_path / "quick", {}, ["setup", "preflight", "ddp", "score", "train"]),  # no parity
+            (tmp_path / "named", {"GPU_CHECK_STEPS": "score"}, ["setup", "score"])):
+        run(out, "--quick", py=str(fake), timeout=60, GPU_CHECK_TOTAL_S="0", **env)
+        assert list(steps(out)) == want  # a spent budget skips each step: only the plan shows
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this box has CUDA: the GPU run would start")
 def test_gpu_run_without_cuda_stops_after_setup(tmp_path):
