@@ -52,19 +52,27 @@ rehearsal: install
 
 # Mutation testing of the modules that hold the campaign's rules (pyproject.toml [tool.mutmut]:
 # which modules, which tests). A development habit, never part of `make test`: mutmut and its
-# few extra packages come from requirements-dev.lock (hashed) into the same venv on first use.
+# few extra packages come from requirements-dev.lock (hashed) into $(MUTATE_VENV) on first use.
 # MUTANTS narrows the run (mutmut's name globs), e.g. `make mutate MUTANTS='hearsay.gate.*'`;
 # the score per module is printed at the end (scripts/mutation_score.py), survivors with
-# `$(VENV)/bin/mutmut results` and `$(VENV)/bin/mutmut show NAME`. Work and results: mutants/.
+# `$(MUTATE_VENV)/bin/mutmut results` and `... show NAME`. Work and results: mutants/.
 MUTANTS ?= hearsay.gate.* hearsay.bundle.select.* hearsay.protocol.* hearsay.metrics.* \
 	hearsay.compare.* hearsay.readouts.* hearsay.pilot.* hearsay.folds.*
 MUTATE_JOBS ?= 2
+# mutmut lives in a venv of its own that sees $(VENV)'s packages through a .pth file: $(VENV)
+# stays exactly the lock (the box's version gate, which the rehearsal runs, refuses any package
+# the lock does not pin).
+MUTATE_VENV ?= .venv-mutate
+MUTATE_PY := $(MUTATE_VENV)/bin/python
 mutate: install
-	$(VENV)/bin/mutmut --version >/dev/null 2>&1 || \
-		$(PY) -m pip install -q --require-hashes --no-deps -r requirements-dev.lock
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/mutmut run --max-children $(MUTATE_JOBS) \
-		$(foreach m,$(MUTANTS),'$(m)')
-	$(PY) scripts/mutation_score.py
+	test -x $(MUTATE_PY) || python3 -m venv $(MUTATE_VENV)
+	$(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > \
+		"$$($(MUTATE_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/hearsay-venv.pth"
+	$(MUTATE_VENV)/bin/mutmut --version >/dev/null 2>&1 || \
+		$(MUTATE_PY) -m pip install -q --require-hashes --no-deps -r requirements-dev.lock
+	PATH="$(CURDIR)/$(MUTATE_VENV)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(MUTATE_VENV)/bin/mutmut run \
+		--max-children $(MUTATE_JOBS) $(foreach m,$(MUTANTS),'$(m)')
+	$(MUTATE_PY) scripts/mutation_score.py
 
 clean:
-	rm -rf demo_out rehearsal_out .pytest_cache .ruff_cache mutants
+	rm -rf demo_out rehearsal_out .pytest_cache .ruff_cache mutants .venv-mutate
