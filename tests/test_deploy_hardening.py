@@ -255,6 +255,27 @@ def test_a_closed_stderr_loses_only_the_messages(world, tmp_path):
     assert len(read_csv(out)) == 10
 
 
+def test_a_stop_signal_whose_interrupt_a_callback_swallowed_still_ends_the_run(
+        world, tmp_path, monkeypatch):
+    """soundfile reads an opened file through C callbacks that swallow exceptions: the
+    KeyboardInterrupt a SIGHUP raises there is lost, the recorded signal is not."""
+    model, _, clips, _ = world
+    real = io.Progress.update
+
+    def update(self, rows):
+        real(self, rows)
+        try:  # what the callback does with the handler's KeyboardInterrupt
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.05)
+        except KeyboardInterrupt:
+            pass
+
+    monkeypatch.setattr(io.Progress, "update", update)
+    out = tmp_path / "s.csv"
+    assert main([str(clips), "-o", str(out), "--model", str(model), "--batch-size", "1"]) == 130
+    assert not out.exists() and len(read_csv(tmp_path / "s.csv.partial")) >= 1
+
+
 def test_sighup_ends_the_run_as_interrupted_with_the_finished_rows_kept(world, tmp_path):
     model, _, _, _ = world
     root = tmp_path / "root"

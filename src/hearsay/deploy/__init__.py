@@ -252,10 +252,6 @@ def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) 
     return decide.load(model_dir, None, quiet=True).apply([r for c in chunks for r in c])
 
 
-def _interrupted(signum, frame):
-    raise KeyboardInterrupt  # SIGTERM (docker stop) and SIGHUP end the run like Ctrl-C
-
-
 def run(args, cfg: ScoreConfig) -> int:
     """Score args.clips into args.output (or stdout), streaming rows; the exit code."""
     scorer = load_scorer(args.model, cfg)  # ModelError before any output is created
@@ -289,6 +285,8 @@ def run(args, cfg: ScoreConfig) -> int:
             for rows in chunks:
                 sink.write(decider.apply(rows))
                 progress.update(rows)
+                if io.stop_requested():
+                    raise KeyboardInterrupt  # a signal whose own raise was swallowed
         win_sink.commit()
         sink.commit()
     except (KeyboardInterrupt, BrokenPipeError, OutputError) as err:
@@ -385,7 +383,7 @@ def _main(argv: list[str] | None) -> int:
     except OutputError as err:
         say(f"hearsay-score: {err}")
         return EXIT_OUTPUT
-    old = {sig: signal.signal(sig, _interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    old = io.stop_on_signals()
     try:
         return run(args, cfg)
     except ModelError as err:

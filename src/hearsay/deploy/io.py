@@ -30,8 +30,28 @@ COLUMNS = ["path", "duration_s", "score", "logit", "model_sums_sha256", "error",
 # A name that starts with one of these is written with a leading ' (a spreadsheet would run it
 # as a formula); a name that starts with ' gets one more, so one leading ' is always removable.
 FORMULA_START = ("=", "+", "-", "@", "'")
-# The signals that end a run with its finished rows kept (hearsay.deploy's handler).
+# The signals that end a run with its finished rows kept: Ctrl-C, SIGTERM (docker stop), SIGHUP.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_stops: list[int] = []  # the stop signals this run received
+
+
+def stop_on_signals() -> dict:
+    """Install the stop handler for STOP_SIGNALS; the handlers it replaced (to restore)."""
+    _stops.clear()
+    return {sig: signal.signal(sig, _on_stop) for sig in STOP_SIGNALS}
+
+
+def stop_requested() -> bool:
+    """A stop signal arrived: checked between chunks, because the KeyboardInterrupt the handler
+    raises can land inside a C callback that swallows it (soundfile reading an opened file)."""
+    return bool(_stops)
+
+
+def _on_stop(signum, frame):
+    _stops.append(signum)
+    raise KeyboardInterrupt
+
+
 # A header that declares more (or less) audio than decodes by more than this is reported in the
 # row's header_s (a cut download, a damaged copy): 50 ms is far above resampling's one sample.
 HEADER_TOLERANCE_S = 0.05
