@@ -1,4 +1,5 @@
-"""Inputs prepared ahead of the model by worker processes (hearsay score, score-run, assemble).
+"""Inputs prepared ahead of the model by worker processes (hearsay score-run; `hearsay score` and
+assemble call it with workers 0, in-process).
 
     for waves in feed.prepared(score.batch_inputs, jobs, workers=8):  # fn(*job), in job order
         logits = run_model(det, waves, ...)
