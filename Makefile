@@ -53,11 +53,11 @@ rehearsal: install
 # Mutation testing of the modules that hold the campaign's rules (pyproject.toml [tool.mutmut]:
 # which modules, which tests). A development habit, never part of `make test`: mutmut and its
 # few extra packages come from requirements-dev.lock (hashed) into $(MUTATE_VENV) on first use.
-# MUTANTS narrows the run (mutmut's name globs), e.g. `make mutate MUTANTS='hearsay.gate.*'`;
+# MUTANTS narrows the run (mutmut's name globs), e.g. `make mutate MUTANTS='hearsay.evaluate.gate.*'`;
 # the score per module is printed at the end (scripts/mutation_score.py), survivors with
 # `$(MUTATE_VENV)/bin/mutmut results` and `... show NAME`. Work and results: mutants/.
-MUTANTS ?= hearsay.gate.* hearsay.bundle.select.* hearsay.protocol.* hearsay.metrics.* \
-	hearsay.compare.* hearsay.readouts.* hearsay.pilot.* hearsay.folds.*
+MUTANTS ?= hearsay.evaluate.gate.* hearsay.bundle.select.* hearsay.contracts.protocol.* hearsay.metrics.* \
+	hearsay.evaluate.compare.* hearsay.evaluate.readouts.* hearsay.evaluate.pilot.* hearsay.contracts.folds.*
 MUTATE_JOBS ?= 2
 # mutmut lives in a venv of its own that sees $(VENV)'s packages through a .pth file: $(VENV)
 # stays exactly the lock (the box's version gate, which the rehearsal runs, refuses any package

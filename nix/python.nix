@@ -114,7 +114,7 @@ let
     build-system = [ python.pkgs.setuptools ];
     # Its runtime dependencies (and everything else the lock pins) are `site`.
     dependencies = [ site ];
-    pythonImportsCheck = [ "hearsay" "hearsay.audio" ];
+    pythonImportsCheck = [ "hearsay" "hearsay.sound.audio" ];
   };
 in
 {

@@ -22,7 +22,8 @@ import time
 
 import numpy as np
 
-from hearsay import audio, augment, crops
+from hearsay import augment
+from hearsay.sound import audio, crops
 
 SR = audio.SAMPLE_RATE
 

@@ -24,9 +24,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hearsay.bundle.build import BundleConfig, build_bundle
+from hearsay.contracts.folds import SplitsConfig, write_folds
+from hearsay.contracts.manifest import read_manifest
 from hearsay.demo.corpus import DemoDataConfig, write_corpus
-from hearsay.folds import SplitsConfig, write_folds
-from hearsay.manifest import read_manifest
 
 
 def main() -> int:

@@ -51,7 +51,6 @@ import numpy as np
 import torch
 
 from hearsay.cpu_engine import allowed_cpus, make_session, run_logits
-from hearsay.crops import pad_batch
 from hearsay.export import probe
 from hearsay.export.onnx_export import export_onnx
 from hearsay.export.quantize import (
@@ -64,6 +63,7 @@ from hearsay.export.quantize import (
     write_recipe,
 )
 from hearsay.model import Detector, ModelConfig
+from hearsay.sound.crops import pad_batch
 
 WORKER = Path(__file__).with_name("bench_engine_worker.py")
 FRONT = {"sample_rate": 16_000, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0, "min_s": 0.5}

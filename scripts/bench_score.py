@@ -27,8 +27,9 @@ import pandas as pd
 import soundfile as sf
 import torch
 
-from hearsay import audio, score
+from hearsay.evaluate import score
 from hearsay.model import Detector, ModelConfig, save_detector
+from hearsay.sound import audio
 
 SR = audio.SAMPLE_RATE
 
@@ -77,7 +78,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-score-") as tmp:
         bundle = fake_bundle(Path(tmp) / "bundle", args.clips, rng)
         run = fake_run(Path(tmp) / "run", cfg, 0)
-        from hearsay.score_run import feeding_workers
+        from hearsay.evaluate.score_run import feeding_workers
 
         workers = feeding_workers(args.device) if args.workers is None else args.workers
         precision = args.precision or ("bf16" if args.device.startswith("cuda") else "fp32")

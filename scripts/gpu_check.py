@@ -43,8 +43,8 @@ from pathlib import Path
 PACKAGES = ("numpy", "scipy", "pandas", "onnx", "onnxruntime", "onnxscript", "transformers",
             "safetensors", "soundfile", "soxr")
 # hearsay modules the three steps import: a missing wheel shows up here first
-MODULES = ("hearsay.audio", "hearsay.score", "hearsay.train", "hearsay.export.parity",
-           "hearsay.export.onnx_export")
+MODULES = ("hearsay.sound.audio", "hearsay.evaluate.score", "hearsay.train",
+           "hearsay.export.parity", "hearsay.export.onnx_export")
 ENCODERS = ("libmp3lame", "libopus", "aac", "libopencore_amrnb", "pcm_mulaw")  # codec copies
 LOCK = Path(__file__).resolve().parents[1] / "requirements.lock"
 SMI_FIELDS = ("name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem,"
@@ -87,10 +87,11 @@ def lock_differences(names) -> dict[str, str]:
 
 
 def ffmpeg_info() -> dict:
-    """The ffmpeg the steps use (hearsay.audio's lookup: $HEARSAY_FFMPEG first, as gpu_check.sh
+    """The ffmpeg the steps use (hearsay.sound.audio's lookup: $HEARSAY_FFMPEG first, as
+    gpu_check.sh
     exports it) and the encoders of ENCODERS it lacks."""
     try:
-        from hearsay import audio
+        from hearsay.sound import audio
 
         exe = audio.ffmpeg_exe()
         listed = subprocess.run([exe, "-hide_banner", "-encoders"], capture_output=True,

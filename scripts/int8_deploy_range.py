@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
+from hearsay.contracts.model_dir import INT8, ONNX, read_front_end
 from hearsay.cpu_engine import make_session, run_logits
 from hearsay.export import quantize_conv
 from hearsay.export.quantize import QuantGate, long_file_windows, quantize_int8
-from hearsay.model_dir import INT8, ONNX, read_front_end
 
 
 def main() -> None:

@@ -36,8 +36,8 @@ def demo_corpus(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def demo_splits(demo_corpus):
-    from hearsay.folds import SplitsConfig, write_folds
-    from hearsay.manifest import read_manifest
+    from hearsay.contracts.folds import SplitsConfig, write_folds
+    from hearsay.contracts.manifest import read_manifest
 
     cfg = SplitsConfig.from_dict(SMALL_DEMO_SPLITS)
     return write_folds(read_manifest(demo_corpus), cfg, demo_corpus.parent.parent / "splits",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hearsay import audio
+from hearsay.sound import audio
 
 SR = audio.SAMPLE_RATE
 

@@ -1,6 +1,8 @@
 """Each artefact that crosses a stage boundary is spelled by one module (docs/INTERFACES.md): the
-run directory (hearsay.run_dir), the score files (hearsay.score_file), the exported model folder
-(hearsay.model_dir) and the bundle (hearsay.bundle). No other module under src/hearsay may write
+run directory (hearsay.contracts.run_dir), the score files (hearsay.contracts.score_file), the
+exported model folder
+(hearsay.contracts.model_dir) and the bundle (hearsay.bundle). No other module under src/hearsay
+may write
 their file or folder names as string literals: it says run_dir.META, score_file.SIDECAR, ...
 
 A literal counts when it is code, not prose: docstrings and strings with whitespace in them (help
@@ -13,17 +15,19 @@ import ast
 import re
 from pathlib import Path
 
-from hearsay import bundle, model_dir, run_dir, score_file
+from hearsay import bundle
+from hearsay.contracts import model_dir, run_dir, score_file
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "hearsay"
 
 # owner (relative to src/hearsay; a folder owns every module in it) -> the names only it spells
 OWNED = {
-    "run_dir.py": [run_dir.CONFIG, run_dir.META, run_dir.STATE, run_dir.READOUT,
+    "contracts/run_dir.py": [run_dir.CONFIG, run_dir.META, run_dir.STATE, run_dir.READOUT,
                    run_dir.CHECKPOINTS, run_dir.FINAL, run_dir.WEIGHTS, run_dir.OPTIMIZER],
-    "score_file.py": [score_file.SIDECAR, score_file.DETECTOR_SCORES],
-    "model_dir.py": [model_dir.ONNX, model_dir.INT8, model_dir.FRONT_END, model_dir.PARITY,
-                     model_dir.PORTABLE, model_dir.THRESHOLDS, model_dir.CONFIG],
+    "contracts/score_file.py": [score_file.SIDECAR, score_file.DETECTOR_SCORES],
+    "contracts/model_dir.py": [model_dir.ONNX, model_dir.INT8, model_dir.FRONT_END,
+                               model_dir.PARITY, model_dir.PORTABLE, model_dir.THRESHOLDS,
+                               model_dir.CONFIG],
     "bundle": [bundle.META, bundle.DIAG, bundle.IDENTITY],
 }
 # SHA256SUMS names three artefacts (the model folder, the fold files, a published checkpoint):
@@ -52,6 +56,8 @@ def spells(text: str, name: str) -> bool:
 
 def owner_of(path: Path) -> str:
     rel = path.relative_to(SRC)
+    if rel.parts[0] == "contracts":  # the artefact floor: each of its modules owns its own names
+        return rel.as_posix()
     return rel.parts[0] if len(rel.parts) > 1 else rel.name
 
 

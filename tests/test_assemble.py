@@ -1,4 +1,5 @@
-"""hearsay.assemble: pinned runs only, identities checked, F1-F6 bite on the written files."""
+"""hearsay.evaluate.assemble: pinned runs only, identities checked, F1-F6 bite on the written
+files."""
 
 import json
 import os
@@ -10,7 +11,8 @@ import pandas as pd
 import pytest
 from fakes.fake_runs import TREE_SHA, make_bundle, make_run
 
-from hearsay import assemble, bar, gate, protocol, readouts, score, score_file
+from hearsay.contracts import protocol, score_file
+from hearsay.evaluate import assemble, bar, gate, readouts, score
 from hearsay.hashing import sha256_file
 
 

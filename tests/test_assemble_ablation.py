@@ -7,7 +7,7 @@ import os
 import pytest
 from fakes.fake_runs import TREE_SHA, make_bundle, make_run
 
-from hearsay import assemble, score
+from hearsay.evaluate import assemble, score
 from hearsay.hashing import sha256_file
 
 DECISION = {"reading": "pi 0.3, as stated", "readings": ["pi 0.3, as stated", "pi 0.3, swapped",

@@ -1,4 +1,4 @@
-"""hearsay.audio: the one front end. Signals are made in code."""
+"""hearsay.sound.audio: the one front end. Signals are made in code."""
 
 import subprocess
 import sys
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from hearsay import audio
+from hearsay.sound import audio
 
 SR = audio.SAMPLE_RATE
 
@@ -92,7 +92,7 @@ def test_load_audio_names_file_and_reason(tmp_path, content, reason):
 
 
 def test_audio_module_never_imports_torch():
-    code = "import sys, hearsay.audio; sys.exit(1 if 'torch' in sys.modules else 0)"
+    code = "import sys, hearsay.sound.audio; sys.exit(1 if 'torch' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
@@ -136,7 +136,7 @@ def test_ffmpeg_pipe_keeps_every_channel_and_the_files_rate(tmp_path):
 
 def test_prepare_of_a_long_clip_is_the_training_crop_at_offset_zero():
     """trim -> cap -> band-limit -> normalise: past the cap, what training's crop path gives."""
-    from hearsay import crops
+    from hearsay.sound import crops
 
     x = (tone(12.0, 220.0) + 0.05 * np.random.default_rng(0).standard_normal(12 * SR)) \
         .astype(np.float32)

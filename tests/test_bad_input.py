@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 import soundfile as sf
 
-from hearsay import audio
 from hearsay.bundle import build as bundle
 from hearsay.bundle import load_bundle
 from hearsay.bundle.build import BundleConfig, build_bundle
+from hearsay.sound import audio
 
 SR = audio.SAMPLE_RATE
 

@@ -1,4 +1,5 @@
-"""hearsay.bar: an earlier detector's score file + meta.json -> the bar folder, chosen by a named
+"""hearsay.evaluate.bar: an earlier detector's score file + meta.json -> the bar folder, chosen by
+a named
 field (never the newest), refused when its rows are not our holdout / inner rows."""
 
 import json
@@ -8,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hearsay import bar, gate
+from hearsay.evaluate import bar, gate
 
 FOLDS = ["0", "1", "2", "3", "4"] * 8 + ["holdout"] * 10 + ["test"] * 6
 

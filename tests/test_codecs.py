@@ -1,10 +1,10 @@
-"""hearsay.codecs: real ffmpeg round-trips; a missing encoder is reported, never faked."""
+"""hearsay.sound.codecs: real ffmpeg round-trips; a missing encoder is reported, never faked."""
 
 import numpy as np
 import pytest
 from fakes.fake_ffmpeg import fake_ffmpeg_without
 
-from hearsay import audio, codecs
+from hearsay.sound import audio, codecs
 
 SR = audio.SAMPLE_RATE
 

@@ -1,4 +1,5 @@
-"""hearsay.compare: recipes ranked on pooled inner-fold minDCF at pi 0.3, the other readings
+"""hearsay.evaluate.compare: recipes ranked on pooled inner-fold minDCF at pi 0.3, the other
+readings
 beside, a flip named; holdout rows, different clips and unpinned files refused."""
 
 import json
@@ -7,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hearsay import compare
+from hearsay.evaluate import compare
 
 
 def key_of(paths, labels):

@@ -1,11 +1,12 @@
-"""hearsay.compare's refusals at their edges: a later recipe that scored extra clips (not only
+"""hearsay.evaluate.compare's refusals at their edges: a later recipe that scored extra clips (not
+only
 fewer), and rows of the test split (not only the holdout)."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from hearsay import compare
+from hearsay.evaluate import compare
 
 
 def recipe(paths, split="inner_oof", seed=0):

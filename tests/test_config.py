@@ -7,7 +7,7 @@ import pytest
 
 from hearsay import config
 from hearsay.bundle.select import SelectionConfig, SelectionError
-from hearsay.folds import FoldError, SplitsConfig
+from hearsay.contracts.folds import FoldError, SplitsConfig
 
 
 @pytest.mark.parametrize(("doc", "named"), [

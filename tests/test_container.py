@@ -66,7 +66,7 @@ def export_tiny(out: Path, seed: int) -> Path:
 
 def make_clips(clips: Path) -> None:
     """Every format people send (WAV, FLAC, M4A, MP3, Opus, AMR) and three broken files."""
-    from hearsay.audio import ffmpeg_exe
+    from hearsay.sound.audio import ffmpeg_exe
 
     (clips / "sub").mkdir(parents=True)
     rng = np.random.default_rng(3)
@@ -247,7 +247,7 @@ def test_build_script_builds_for_linux_amd64_with_the_folder_pin():
 @needs_podman
 def test_a_name_like_a_url_is_that_file_in_the_locked_image(image, tmp_path):
     """The image's default CLIPS_DIR is "." (/data): `file:x.m4a` there must never be x.m4a."""
-    from hearsay.audio import ffmpeg_exe
+    from hearsay.sound.audio import ffmpeg_exe
 
     _, data, _ = image
     root = tmp_path / "names"

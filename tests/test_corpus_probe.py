@@ -1,4 +1,5 @@
-"""hearsay.corpus_probe: handcrafted features, the gradient-boosted corpus probe, the drop rule."""
+"""hearsay.evaluate.corpus_probe: handcrafted features, the gradient-boosted corpus probe, the drop
+rule."""
 
 import json
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from hearsay import corpus_probe as cp
+from hearsay.evaluate import corpus_probe as cp
 
 SR = 16000
 

@@ -1,9 +1,9 @@
-"""hearsay.crops: crop length, offset, padding, the finish step and the test-time input."""
+"""hearsay.sound.crops: crop length, offset, padding, the finish step and the test-time input."""
 
 import numpy as np
 import pytest
 
-from hearsay import audio, crops
+from hearsay.sound import audio, crops
 
 SR = audio.SAMPLE_RATE
 
@@ -196,7 +196,7 @@ def test_crops_and_augment_import_no_torch():
     import subprocess
     import sys
 
-    code = ("import sys, hearsay.crops, hearsay.augment; "
+    code = ("import sys, hearsay.sound.crops, hearsay.augment; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

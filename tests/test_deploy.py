@@ -22,11 +22,11 @@ import pytest
 import soundfile as sf
 
 from hearsay import cpu_engine, deploy
-from hearsay.audio import ffmpeg_exe, load_audio, prepare_file
+from hearsay.contracts.model_dir import model_sums
 from hearsay.cpu_engine import allowed_cpus
 from hearsay.deploy import main
 from hearsay.hashing import format_sums, sha256_file
-from hearsay.model_dir import model_sums
+from hearsay.sound.audio import ffmpeg_exe, load_audio, prepare_file
 
 REPO = Path(__file__).resolve().parents[1]
 LOCK = REPO / "requirements.lock"
@@ -418,7 +418,7 @@ def test_progress_is_a_bar_on_a_terminal():
 @pytest.mark.parametrize("seconds", [8.5, 12.0, 15.0])
 def test_deploy_and_hearsay_score_give_the_same_input_past_the_cap(tmp_path, seconds):
     """A bundle clip (trimmed, 16-bit FLAC) longer than the 8 s cap: both front ends agree."""
-    from hearsay import score
+    from hearsay.evaluate import score
 
     rng = np.random.default_rng(int(seconds))
     x = tone(seconds, 170, rng) + 0.05 * rng.standard_normal(int(seconds * SR)).astype(np.float32)
@@ -477,7 +477,7 @@ def test_a_cut_file_is_scored_on_the_audio_it_holds_in_both_modes(world, tmp_pat
                                                                   seconds):
     """The header of a cut MP3/FLAC still promises the whole clip: only decoded samples count,
     the same ones (and the same score) run after run and in both modes."""
-    from hearsay import windows
+    from hearsay.sound import windows
 
     model, _, _, _ = world
     clips = tmp_path / "clips"
@@ -660,7 +660,7 @@ def test_resume_refuses_rows_of_another_model_and_needs_o(world, tmp_path, capsy
 
 def with_thresholds(model: Path, dest: Path, doc: dict) -> Path:
     """A copy of `model` that ships `doc` as thresholds.json, listed in its SHA256SUMS."""
-    from hearsay import model_dir
+    from hearsay.contracts import model_dir
 
     shutil.copytree(model, dest)
     model_dir.write_thresholds(dest, doc)

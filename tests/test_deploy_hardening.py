@@ -20,10 +20,10 @@ import test_deploy
 from test_deploy import read_csv, speech_file
 
 from hearsay import deploy
-from hearsay.audio import ffmpeg_exe
+from hearsay.contracts.model_dir import model_sums
 from hearsay.deploy import io, main
 from hearsay.hashing import format_sums, sha256_file
-from hearsay.model_dir import model_sums
+from hearsay.sound.audio import ffmpeg_exe
 
 SR = 16_000
 world = test_deploy.world  # the fixture: a tiny exported model and a folder of clips

@@ -17,9 +17,9 @@ import soundfile as sf
 import torch
 from fakes.fake_runs import make_bundle, make_run
 
-from hearsay import score
 from hearsay import train as tr
 from hearsay.bundle import build
+from hearsay.evaluate import score
 from hearsay.train import errors as terrors
 
 UNEXPECTED = 1
@@ -77,7 +77,7 @@ def test_score_on_a_device_this_machine_lacks_is_a_usage_error_naming_the_fix(tm
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_score_run_and_assemble_on_a_device_this_machine_lacks_are_usage_errors(tmp_path):
-    from hearsay import assemble, score_run
+    from hearsay.evaluate import assemble, score_run
 
     run = make_run(tmp_path / "full", job="full", fold=None, seed=9)
     code, err = _run(score_run.main, ["--run", str(run), "--bundle", str(tmp_path), "--out",
@@ -208,7 +208,7 @@ def test_every_commands_help_lists_its_exit_codes_with_0_and_2():
 def test_pilot_epochs_reaches_every_listed_code_and_no_other(tmp_path):
     import json
 
-    from hearsay import pilot
+    from hearsay.evaluate import pilot
 
     def run(job: str, auc: float):
         d = tmp_path / f"{job}-{auc}"

@@ -1,4 +1,5 @@
-"""hearsay.folds: group-disjoint stratified folds, pinned digests, holdout and family exclusion."""
+"""hearsay.contracts.folds: group-disjoint stratified folds, pinned digests, holdout and family
+exclusion."""
 
 import json
 import shutil
@@ -7,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hearsay import folds as fo
+from hearsay.contracts import folds as fo
+from hearsay.contracts.manifest import INNER_FOLDS
 from hearsay.demo.corpus import DemoDataConfig, manifest_rows
-from hearsay.manifest import INNER_FOLDS
 
 REPO_SPLITS = Path(__file__).resolve().parents[1] / "splits"
 DEMO_SPLITS = fo.SplitsConfig(holdout_families=("phq",), family_exclusion={"0": ["smear"]})
@@ -92,7 +93,7 @@ def test_train_ids_never_hold_the_models_own_fold_holdout_or_test(assigned, mode
 
 
 def test_make_is_deterministic_and_pins_its_file(tmp_path, demo_corpus):
-    from hearsay.manifest import read_manifest
+    from hearsay.contracts.manifest import read_manifest
 
     df = read_manifest(demo_corpus)
     a = fo.write_folds(df, DEMO_SPLITS, tmp_path / "a", "x")
@@ -124,7 +125,7 @@ def test_unpinned_fold_file_refuses(tmp_path, demo_splits):
 
 
 def test_apply_folds_refuses_a_disagreeing_manifest(demo_corpus, demo_splits):
-    from hearsay.manifest import read_manifest
+    from hearsay.contracts.manifest import read_manifest
 
     folds = fo.load_folds(demo_splits)
     df = read_manifest(demo_corpus)

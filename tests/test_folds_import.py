@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from hearsay import folds as fo
-from hearsay import protocol
+from hearsay.contracts import folds as fo
+from hearsay.contracts import protocol
+from hearsay.contracts.manifest import scorable
 from hearsay.demo.corpus import DemoDataConfig, manifest_rows
-from hearsay.manifest import scorable
 from hearsay.train.data import plan_job
 
 REPO_SPLITS = Path(__file__).resolve().parents[1] / "splits"

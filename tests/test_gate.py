@@ -1,4 +1,5 @@
-"""hearsay.gate: holdout and out-of-fold judged apart, probe against the bar's own rate, stream
+"""hearsay.evaluate.gate: holdout and out-of-fold judged apart, probe against the bar's own rate,
+stream
 shortcuts, four readings and their flips - on synthetic score frames with known answers."""
 
 import json
@@ -8,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hearsay import gate, metrics
+from hearsay import metrics
+from hearsay.evaluate import gate
 
 GOOD_SHORTCUTS = {"stream_shortcuts": {"per_source": {
     "studio": {"auc": {"duration_s": 0.52, "peak": 0.6, "lead_silence_s": 0.4}},

@@ -1,4 +1,4 @@
-"""hearsay.gate at its boundaries: a probe clip exactly at the threshold, and runs whose
+"""hearsay.evaluate.gate at its boundaries: a probe clip exactly at the threshold, and runs whose
 shortcut measurements are missing in any way."""
 
 import numpy as np
@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 from test_gate import GOOD_SHORTCUTS, campaign
 
-from hearsay import gate, metrics
+from hearsay import metrics
+from hearsay.evaluate import gate
 
 
 def test_a_probe_clip_exactly_at_the_threshold_counts_as_a_false_alarm():

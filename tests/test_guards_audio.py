@@ -1,10 +1,10 @@
-"""hearsay.audio guards: trimming removes real room noise, not only digital zeros."""
+"""hearsay.sound.audio guards: trimming removes real room noise, not only digital zeros."""
 
 import numpy as np
 import pytest
 from signals import speech_like, with_room_noise
 
-from hearsay import audio
+from hearsay.sound import audio
 
 SR = audio.SAMPLE_RATE
 

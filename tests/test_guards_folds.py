@@ -1,8 +1,8 @@
-"""hearsay.folds guards: a test group stays whole through `hearsay splits make`."""
+"""hearsay.contracts.folds guards: a test group stays whole through `hearsay splits make`."""
 
 import pandas as pd
 
-from hearsay import folds as fo
+from hearsay.contracts import folds as fo
 from hearsay.demo.corpus import DemoDataConfig, manifest_rows
 
 

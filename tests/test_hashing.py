@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from hearsay.folds import FoldError, pinned_sums
+from hearsay.contracts.folds import FoldError, pinned_sums
 from hearsay.hashing import SumsError, format_sums, git_sha, parse_sums, read_sums, sha256_file
 
 HEX = "ab" * 32

@@ -1,9 +1,10 @@
-"""hearsay.manifest: schema errors name the row and column; extra rows can never be scored."""
+"""hearsay.contracts.manifest: schema errors name the row and column; extra rows can never be
+scored."""
 
 import pandas as pd
 import pytest
 
-from hearsay import manifest as mf
+from hearsay.contracts import manifest as mf
 
 GOOD = {"id": "a1", "path": "audio/a1.wav", "label": "bonafide", "generator": "bonafide",
         "source": "studio", "group": "spk00", "fold": "", "train_scope": "core"}

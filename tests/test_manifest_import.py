@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from hearsay import manifest_import as mi
-from hearsay.folds import SplitsConfig, assign_folds, train_ids
-from hearsay.manifest import read_manifest
+from hearsay.contracts.folds import SplitsConfig, assign_folds, train_ids
+from hearsay.contracts.manifest import read_manifest
 
 # ASVspoof 2019 LA README: SPEAKER_ID AUDIO_FILE_NAME - SYSTEM_ID KEY
 LA_LINES = ["LA_0079 LA_T_1138215 - - bonafide", "LA_0079 LA_T_1271820 - A01 spoof",

@@ -10,7 +10,8 @@ from scipy.optimize import brentq
 from sklearn.isotonic import IsotonicRegression
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from hearsay import metrics, metrics_cli
+from hearsay import metrics
+from hearsay.evaluate import metrics_cli
 
 TOL = 1e-9
 

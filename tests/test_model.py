@@ -7,7 +7,6 @@ import hashlib
 import pytest
 import torch
 
-from hearsay import crops
 from hearsay.model import (
     XLSR_300M_SHA256,
     Detector,
@@ -17,6 +16,7 @@ from hearsay.model import (
     load_pretrained,
     save_detector,
 )
+from hearsay.sound import crops
 
 
 def _batch(lengths, t=None, seed=0):

@@ -1,4 +1,5 @@
-"""The exported model folder, spelled once (hearsay.model_dir): its manifest, its strict check,
+"""The exported model folder, spelled once (hearsay.contracts.model_dir): its manifest, its strict
+check,
 its front end and its parity record (tests/test_artefact_layout.py: no other module spells its
 file names)."""
 
@@ -13,9 +14,11 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from hearsay import audio, deploy, model_dir, windows
+from hearsay import deploy
+from hearsay.contracts import model_dir
+from hearsay.contracts.model_dir import FRONT_END, INT8, ONNX, PARITY, SUMS, ModelError
 from hearsay.hashing import sha256_file
-from hearsay.model_dir import FRONT_END, INT8, ONNX, PARITY, SUMS, ModelError
+from hearsay.sound import audio, windows
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "hearsay"
 
@@ -115,12 +118,13 @@ def test_clear_removes_what_an_export_writes(folder):
 
 
 def test_model_dir_imports_the_standard_library_and_two_hearsay_leaves_only():
-    code = ("import sys, hearsay.model_dir; "
+    code = ("import sys, hearsay.contracts.model_dir; "
             "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('hearsay', 'numpy', 'torch', 'onnxruntime', 'soundfile', 'soxr'))))")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                          text=True).stdout.split()
-    assert set(out) == {"hearsay", "hearsay.model_dir", "hearsay.files", "hearsay.hashing"}
+    assert set(out) == {"hearsay", "hearsay.contracts", "hearsay.contracts.model_dir",
+                        "hearsay.files", "hearsay.hashing"}
 
 
 # ---------------------------------------------------------------- thresholds.json

@@ -7,7 +7,8 @@ import torch
 
 from hearsay.export.onnx_export import ExportConfig, export_model
 from hearsay.export.quantize import QuantGate
-from hearsay.model import Detector, MaskedMeanPool, ModelConfig, load_detector, save_detector
+from hearsay.model import Detector, ModelConfig, load_detector, save_detector
+from hearsay.pooling import MaskedMeanPool
 from hearsay.train import config as tcfg
 from hearsay.train.errors import ConfigError
 

@@ -1,11 +1,12 @@
-"""hearsay.pilot's direction tripwire at its boundary: the chosen epoch's fold-4 AUC must be
+"""hearsay.evaluate.pilot's direction tripwire at its boundary: the chosen epoch's fold-4 AUC must
+be
 above 0.5; exactly 0.5 (a model that ranks at chance) is refused. No torch needed."""
 
 import json
 
 import pytest
 
-from hearsay import pilot as pil
+from hearsay.evaluate import pilot as pil
 
 
 def pilot_meta(aucs):

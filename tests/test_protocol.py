@@ -1,12 +1,13 @@
-"""hearsay.protocol: the fold protocol, once — which run trains on, validates on and scores which
+"""hearsay.contracts.protocol: the fold protocol, once — which run trains on, validates on and
+scores which
 rows — checked against what the trainer and the fold file actually do."""
 
 import pandas as pd
 import pytest
 
-from hearsay import protocol
-from hearsay.folds import SplitsConfig, train_ids
-from hearsay.manifest import INNER_FOLDS
+from hearsay.contracts import protocol
+from hearsay.contracts.folds import SplitsConfig, train_ids
+from hearsay.contracts.manifest import INNER_FOLDS
 
 
 def test_six_runs_five_folds_and_the_full_model():

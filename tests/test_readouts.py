@@ -1,11 +1,12 @@
-"""hearsay.readouts: the codec readout uses only the holdout clips that hold a copy of every codec,
+"""hearsay.evaluate.readouts: the codec readout uses only the holdout clips that hold a copy of
+every codec,
 in its rows (codec_panel_rows) and in its figures (codec_readout)."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from hearsay import readouts
+from hearsay.evaluate import readouts
 
 
 def manifest(codec_ids):

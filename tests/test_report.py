@@ -1,4 +1,5 @@
-"""hearsay.report: spend from the ledger, the gate, meta.json and the markdown + PNG report."""
+"""hearsay.evaluate.report: spend from the ledger, the gate, meta.json and the markdown + PNG
+report."""
 
 import json
 import types
@@ -9,8 +10,8 @@ import pandas as pd
 import pytest
 from matplotlib.image import imread
 
-from hearsay import report
-from hearsay.score import ScoreConfig
+from hearsay.evaluate import report
+from hearsay.evaluate.score import ScoreConfig
 
 LEDGER_HEAD = "id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost\n"
 

@@ -1,4 +1,4 @@
-"""hearsay.report_record: what the runs recorded, as the report states it; report_plots'
+"""hearsay.evaluate.report_record: what the runs recorded, as the report states it; report_plots'
 legends and curves."""
 
 import json
@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from hearsay import report_plots, report_record
+from hearsay.evaluate import report_plots, report_record
 
 
 def run(tmp_path, name, model=None, train=None, augment=None):
@@ -140,7 +140,7 @@ def test_every_histogram_panel_draws_the_one_threshold_it_is_given(monkeypatch, 
 def test_the_codec_readout_legend_sits_outside_the_bars(monkeypatch, tmp_path):
     import matplotlib.pyplot as plt
 
-    from hearsay import readouts
+    from hearsay.evaluate import readouts
 
     figs = []
     monkeypatch.setattr(plt, "close", figs.append)

@@ -1,10 +1,12 @@
-"""hearsay.report_stats: bootstrap intervals, the carried threshold, fold spread, calibration."""
+"""hearsay.evaluate.report_stats: bootstrap intervals, the carried threshold, fold spread,
+calibration."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from hearsay import metrics, report_stats
+from hearsay import metrics
+from hearsay.evaluate import report_stats
 
 
 def scores(n=300, sep=1.5, seed=0):

@@ -1,8 +1,9 @@
-"""hearsay.run_dir: the run directory's layout, spelled once, and the errors that name the fix."""
+"""hearsay.contracts.run_dir: the run directory's layout, spelled once, and the errors that name
+the fix."""
 
 import pytest
 
-from hearsay import run_dir
+from hearsay.contracts import run_dir
 
 
 def test_layout_names_match_the_documented_tree(tmp_path):

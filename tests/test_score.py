@@ -1,4 +1,5 @@
-"""hearsay.score on a small hand-made bundle (docs/INTERFACES.md layout) and tiny random runs.
+"""hearsay.evaluate.score on a small hand-made bundle (docs/INTERFACES.md layout) and tiny random
+runs.
 
 `make_bundle` and `make_run` are reused by test_assemble / test_report.
 """
@@ -13,8 +14,10 @@ import pytest
 import torch
 from fakes.fake_runs import TREE_SHA, make_bundle, make_run
 
-from hearsay import audio, crops, score, score_file
+from hearsay.contracts import score_file
+from hearsay.evaluate import score
 from hearsay.model import load_detector
+from hearsay.sound import audio, crops
 
 SR = audio.SAMPLE_RATE
 

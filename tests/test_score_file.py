@@ -1,4 +1,4 @@
-"""hearsay.score_file: the score CSV + sidecar layout, its names, and the reuse rule."""
+"""hearsay.contracts.score_file: the score CSV + sidecar layout, its names, and the reuse rule."""
 
 import json
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hearsay import score_file
+from hearsay.contracts import score_file
 
 SIDE = {"run": "/runs/fold3", "weights_sha256": "w" * 64, "bundle_tree_sha": "t" * 40,
         "split": "inner_oof", "fold": 3, "augmented": False, "n_rows": 3,

@@ -10,7 +10,8 @@ import pytest
 from fakes.fake_runs import make_bundle, make_run
 from test_assemble import write_pin
 
-from hearsay import assemble, score, score_file, score_run
+from hearsay.contracts import score_file
+from hearsay.evaluate import assemble, score, score_run
 from hearsay.export import parity, parity_box
 from hearsay.export.onnx_export import main as export_main
 

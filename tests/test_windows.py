@@ -1,4 +1,5 @@
-"""Windowed scoring of long recordings: hearsay.windows and hearsay-score's windows (real ORT)."""
+"""Windowed scoring of long recordings: hearsay.sound.windows and hearsay-score's windows (real
+ORT)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from hearsay import audio, deploy, windows
+from hearsay import deploy
 from hearsay.hashing import format_sums, sha256_file
+from hearsay.sound import audio, windows
 
 SR = 16_000
 FRONT = {"sample_rate": SR, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0, "min_s": 0.5}
@@ -332,10 +334,10 @@ def test_exported_models_window_scores_equal_torch_on_the_same_windows(tmp_path)
 def test_hearsay_score_hop_reads_out_the_max_window_of_each_bundle_clip(tmp_path):
     """`hearsay score --hop-s`: 1.5 s windows every 0.5 s over 0.6-2.5 s bundle clips. The first
     window is the --max-s 1.5 input, so the windowed logit is never lower, equal for a clip of one
-    window, and the count is the one hearsay.windows gives."""
+    window, and the count is the one hearsay.sound.windows gives."""
     from fakes.fake_runs import make_bundle, make_run
 
-    from hearsay import score as bundle_score
+    from hearsay.evaluate import score as bundle_score
 
     bundle = make_bundle(tmp_path / "b", n_holdout=6)
     run = make_run(tmp_path / "run", job="full", fold=None)

@@ -7,7 +7,7 @@
 
 train — `hearsay train` itself (hearsay.train.main in this process, its exit codes), on a synthetic
   bundle made here in a few seconds (hearsay.demo.corpus: 5 inner groups x 2 clips per class,
-  1-3 s; hearsay.folds; hearsay.bundle with one codec copy, mulaw), fold 0, one epoch of 4
+  1-3 s; hearsay.contracts.folds; hearsay.bundle with one codec copy, mulaw), fold 0, one epoch of 4
   micro-batches of 8 in 2 optimiser steps (gradient accumulation), a validation readout at each
   step, the checkpoint published to STORE/<UTC time>-<pid> (a fresh folder per box start: the
   trainer refuses a store that holds checkpoints) and the final model pushed:
@@ -25,7 +25,7 @@ train — `hearsay train` itself (hearsay.train.main in this process, its exit c
   float32 logits (B,), a finite loss, a gradient on every trainable parameter, a change in
   every optimiser group. (Its checkpoint would be 1.9 GB, minutes through the store at every
   box start; the store path, its credentials and the format are what the tiny one proves.)
-codecs — a 1 s 16 kHz two-tone signal through the five codec copies of hearsay.codecs (MP3, Opus,
+codecs — a 1 s 16 kHz two-tone signal through the five codec copies of hearsay.sound.codecs (MP3, Opus,
   AAC, AMR-NB, mu-law) with one ffmpeg run; every copy decoded back must be finite, 0.9-1.25 s
   long and hold at least a tenth of the input's energy.
 
@@ -145,8 +145,8 @@ def make_bundle(tmp: Path) -> Path:
     """The synthetic bundle: demo corpus -> fold file -> bundle (one codec copy): ~2 s."""
     from hearsay.bundle.build import BundleConfig, build_bundle
     from hearsay.demo.corpus import DemoDataConfig, write_corpus
-    from hearsay.folds import SplitsConfig, write_folds
-    from hearsay.manifest import read_manifest
+    from hearsay.contracts.folds import SplitsConfig, write_folds
+    from hearsay.contracts.manifest import read_manifest
 
     manifest = write_corpus(tmp / "corpus", DemoDataConfig(**SMOKE_DEMO))
     folds = write_folds(read_manifest(manifest), SplitsConfig.from_dict(
@@ -311,8 +311,8 @@ def cmd_codecs(args) -> int:
     try:
         import numpy as np
 
-        from hearsay.audio import ffmpeg_exe
-        from hearsay.codecs import CODECS, available, roundtrip
+        from hearsay.sound.audio import ffmpeg_exe
+        from hearsay.sound.codecs import CODECS, available, roundtrip
 
         ff = ffmpeg_exe()
         have, missing = available(ffmpeg=ff)

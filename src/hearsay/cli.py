@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from hearsay.model_dir import ONNX, PARITY  # stdlib only: the folder's file names
+from hearsay.contracts.model_dir import ONNX, PARITY  # stdlib only: the folder's file names
 
 EXIT_OK, EXIT_USAGE = 0, 2  # common to every command (module docstring)
 
@@ -23,20 +23,23 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo-data": ("hearsay.demo.corpus", "write the synthetic two-class demo corpus + manifest"),
     "manifest-import": ("hearsay.manifest_import", "ASVspoof 2019 LA / In-the-Wild / MLAAD "
                         "metadata -> a manifest"),
-    "splits": ("hearsay.folds", "make / verify fold files pinned in splits/SHA256SUMS"),
+    "splits": ("hearsay.contracts.folds", "make / verify fold files pinned in splits/SHA256SUMS"),
     "bundle": ("hearsay.bundle.build", "manifest -> trimmed 16 kHz FLAC bundle with codec copies"),
     "train": ("hearsay.train", "fine-tune the detector (CUDA; --cpu-smoke for a tiny CPU run)"),
-    "pilot-epochs": ("hearsay.pilot", "the pilot's fold-4 readouts -> the finals' epoch count"),
-    "score": ("hearsay.score", "score a bundle split with a checkpoint -> CSV"),
-    "score-run": ("hearsay.score_run", "a trained run scores its own rows on its box (+ parity "
-                  "B logits)"),
-    "metrics": ("hearsay.metrics_cli", "EER, minDCF, actDCF, AUC, Cllr (+ breakdowns) of a score "
-                "CSV"),
-    "corpus-probe": ("hearsay.corpus_probe", "is a corpus separable from its peers on trivial "
-                     "features? (+ the drop rule)"),
-    "compare": ("hearsay.compare", "rank recipes on their inner-fold runs (the ablation)"),
-    "bar": ("hearsay.bar", "an earlier detector's scores + meta.json -> the gate's bar folder"),
-    "assemble": ("hearsay.assemble", "pinned fold + full runs -> score file, meta.json, report"),
+    "pilot-epochs": ("hearsay.evaluate.pilot",
+                     "the pilot's fold-4 readouts -> the finals' epoch count"),
+    "score": ("hearsay.evaluate.score", "score a bundle split with a checkpoint -> CSV"),
+    "score-run": ("hearsay.evaluate.score_run",
+                  "a trained run scores its own rows on its box (+ parity B logits)"),
+    "metrics": ("hearsay.evaluate.metrics_cli",
+                "EER, minDCF, actDCF, AUC, Cllr (+ breakdowns) of a score CSV"),
+    "corpus-probe": ("hearsay.evaluate.corpus_probe",
+                     "is a corpus separable from its peers on trivial features? (+ the drop rule)"),
+    "compare": ("hearsay.evaluate.compare", "rank recipes on their inner-fold runs (the ablation)"),
+    "bar": ("hearsay.evaluate.bar",
+            "an earlier detector's scores + meta.json -> the gate's bar folder"),
+    "assemble": ("hearsay.evaluate.assemble",
+                 "pinned fold + full runs -> score file, meta.json, report"),
     "export": ("hearsay.export.onnx_export", f"checkpoint -> {ONNX} (+ int8) with {PARITY}"),
     "parity": ("hearsay.export.parity", "box or GPU bf16 logits vs CPU onnxruntime fp32"),
     "publish": ("hearsay.publish", "upload / download a checkpoint, verifying every sha256"),

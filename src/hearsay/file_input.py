@@ -1,5 +1,6 @@
 """Reading one input file as hearsay-score must: the name is only ever a name, special files are
-refused, and each decode is bounded in time and memory (hearsay.windows' streaming decode calls
+refused, and each decode is bounded in time and memory (hearsay.sound.windows' streaming decode
+calls
 these).
 
     fh = open_regular(path)                        # AudioError: missing, a FIFO, a device, ...
@@ -7,7 +8,7 @@ these).
     Popen(cmd, preexec_fn=limit_memory(1024))      # ffmpeg's address space <= 1024 MiB
     for block in bounded(path, blocks, 600.0): ... # AudioError past 600 s spent decoding
 
-Stdlib and hearsay.audio (for AudioError) only: the deploy image imports it.
+Stdlib and hearsay.sound.audio (for AudioError) only: the deploy image imports it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 
-from hearsay import audio
+from hearsay.sound import audio
 
 MAX_DECODE_S = 600.0  # default decode time bound per file and pass (s; --max-decode-s)
 MAX_DECODE_MB = 1024  # default ffmpeg address-space bound (MiB; hearsay-score --max-decode-mb)

@@ -3,7 +3,8 @@
     from hearsay.logits import expit, sigmoid
     sigmoid(-800.0)                  # 0.0, no overflow warning (a float in, a float out)
     sigmoid(np.array([-3.0, 2.0]))   # float64 array, element-wise
-    expit(logits)                    # the `score` column of the score CSVs (hearsay.score_file)
+    expit(logits)                    # the `score` column of the score CSVs
+    (hearsay.contracts.score_file)
 
 Two spellings of one function, each kept for the files already written with it:
   sigmoid  hearsay-score (both modes) and the demo's bar: numpy only (the deploy image imports

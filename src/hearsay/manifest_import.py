@@ -6,11 +6,12 @@
     hearsay manifest-import mlaad MLAAD_v5/ --out corpora/mlaad.csv [--skip-ungrouped]
 
 Each importer fills the columns the fold assignment and the family exclusion read
-(hearsay.manifest, docs/INTERFACES.md "Input manifest"): label, generator (bona fide rows
+(hearsay.contracts.manifest, docs/INTERFACES.md "Input manifest"): label, generator (bona fide rows
 `bonafide`), source (the corpus), group (the speaker, so a speaker never spans folds; prefixed with
 the corpus so two corpora's speaker names never merge), train_scope (`--scope`, default core) and an
 empty fold (filled later from a fold file). Paths are written relative to the manifest's folder.
-A generator's family is its name up to the first '-' (hearsay.folds.SplitsConfig.family): '-' in a
+A generator's family is its name up to the first '-' (hearsay.contracts.folds.SplitsConfig.family):
+'-' in a
 generator name is written '_' so that each attack / TTS model is a family of its own.
 
 The formats, as their publishers describe them (and where those descriptions were read):
@@ -59,8 +60,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from hearsay.contracts.manifest import INPUT_COLUMNS, ManifestError, validate
 from hearsay.files import write_atomic
-from hearsay.manifest import INPUT_COLUMNS, ManifestError, validate
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_EXISTS = 0, 2, 3, 4  # module docstring
 SOURCES = {"asvspoof2019-la": "asvspoof2019_la", "in-the-wild": "in_the_wild",

@@ -2,7 +2,7 @@
 
     hearsay metrics SCORES.csv --key KEY.csv [--pi 0.3] [--fa-rate X] [--json]
 
-(the command line: hearsay.metrics_cli; this docstring is its --help)
+(the command line: hearsay.evaluate.metrics_cli; this docstring is its --help)
 
 Conventions (stated here, in --help and in every report):
   * score high = synthetic. The positive class is `spoof` (synthetic), the negative `bonafide`.
@@ -37,7 +37,7 @@ Breakdowns (columns of the key or of the score file; absent columns are skipped)
   codec          each codec (both classes); `transcoded`: clean (no codec and no other
                  augmentation), other augmentation (noise, reverb, ...: no codec), transcoded.
                  Codecs of the augmented holdout are drawn on different clips: the codec readout
-                 of hearsay.readouts compares them on the same clips
+                 of hearsay.evaluate.readouts compares them on the same clips
 
 Scorer CSVs (hearsay-score -o): rows with an `error` (a file that could not be scored) are
 skipped and counted, never read as a score. --fa-rate X prints the lowest threshold whose
@@ -53,7 +53,7 @@ import math
 
 import numpy as np
 
-from hearsay.manifest import LABELS
+from hearsay.contracts.manifest import LABELS
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT = 0, 2, 3  # module docstring
 

@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from hearsay import run_dir
+from hearsay.contracts import run_dir
 from hearsay.hashing import sha256_file
 
 CKPT_DIR = run_dir.CHECKPOINTS

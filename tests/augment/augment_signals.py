@@ -3,7 +3,7 @@
 
 import numpy as np
 
-from hearsay import audio
+from hearsay.sound import audio
 
 SR = audio.SAMPLE_RATE
 

@@ -4,7 +4,8 @@
 import numpy as np
 from augment_signals import speechlike
 
-from hearsay import audio, augment, crops
+from hearsay import augment
+from hearsay.sound import audio, crops
 
 SR = audio.SAMPLE_RATE
 CFG = augment.AugmentConfig()

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from augment_signals import speechlike
 
-from hearsay import audio, augment, crops
+from hearsay import augment
+from hearsay.sound import audio, crops
 
 SR = audio.SAMPLE_RATE
 

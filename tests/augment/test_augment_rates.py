@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from augment_signals import speechlike
 
-from hearsay import audio, augment
+from hearsay import augment
+from hearsay.sound import audio
 
 SR = audio.SAMPLE_RATE
 CFG = augment.AugmentConfig()

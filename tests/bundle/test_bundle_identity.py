@@ -10,8 +10,8 @@ from test_bundle_build import corpus, tone
 from hearsay.bundle import IDENTITY, META, BundleError, load_bundle, tree_sha, write_identity
 from hearsay.bundle import build as bundle
 from hearsay.bundle.build import BundleConfig, build_bundle
-from hearsay.folds import SplitsConfig, write_folds
-from hearsay.manifest import read_manifest
+from hearsay.contracts.folds import SplitsConfig, write_folds
+from hearsay.contracts.manifest import read_manifest
 
 SELECTION = {"seed": 3, "drop_generators": ["bad-1"], "sources": {"s": {"min_trimmed_s": 2.0}}}
 

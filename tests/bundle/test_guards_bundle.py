@@ -12,10 +12,10 @@ import pytest
 import soundfile as sf
 from signals import speech_like, with_room_noise
 
-from hearsay import audio
 from hearsay.bundle import build as bundle
 from hearsay.bundle import load_bundle
 from hearsay.bundle.build import BundleConfig, build_bundle
+from hearsay.sound import audio
 
 SR = audio.SAMPLE_RATE
 COLS = ["id", "path", "label", "generator", "source", "group", "fold", "train_scope"]

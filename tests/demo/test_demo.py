@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from hearsay import crops, demo, train
+from hearsay import demo, train
 from hearsay.demo import corpus as dd
+from hearsay.evaluate.score import run_model
 from hearsay.model import load_detector
-from hearsay.score import run_model
+from hearsay.sound import crops
 from hearsay.train import config as train_config
 
 # Measured with the preset on this fixture: 0.863; the preset cut to 8 steps: 0.688 (red); see

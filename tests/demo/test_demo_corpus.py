@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 import soundfile as sf
 
+from hearsay.contracts.manifest import read_manifest
 from hearsay.demo import corpus as dd
-from hearsay.manifest import read_manifest
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ def test_the_peak_of_a_normalised_clip_does_not_tell_the_class(source):
     artefacts (buzz, ripple, random phase) would otherwise raise for the synthetic class."""
     from sklearn.metrics import roc_auc_score
 
-    from hearsay import audio
+    from hearsay.sound import audio
 
     peaks, spoof = [], []
     for i in range(24):

@@ -10,11 +10,11 @@ import onnx
 import pytest
 import torch
 
+from hearsay.contracts.model_dir import model_sums, read_front_end
 from hearsay.export import fuse, onnx_export, quantize_conv
 from hearsay.export.onnx_export import ExportConfig, export_model
 from hearsay.export.quantize import QuantGate, layer_matmuls
 from hearsay.model import Detector, ModelConfig
-from hearsay.model_dir import model_sums, read_front_end
 
 # A tiny random-init model's logits spread over hundredths, so its int8 error sits near the export
 # gate's edge (0.995 / 99 %) by chance; the shipping logic is tested against a gate it clears by a

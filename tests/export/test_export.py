@@ -10,13 +10,13 @@ import onnx
 import pytest
 import torch
 
-from hearsay.crops import pad_batch
+from hearsay.contracts.model_dir import ModelError, model_sums, verify
 from hearsay.export import onnx_export, parity, probe
 from hearsay.export.onnx_export import ExportConfig, export_model
 from hearsay.export.quantize import QuantGate, gate_report, layer_matmuls, quantize_file
 from hearsay.hashing import sha256_file
 from hearsay.model import Detector, ModelConfig, save_detector
-from hearsay.model_dir import ModelError, model_sums, verify
+from hearsay.sound.crops import pad_batch
 
 
 def tiny_detector(seed: int = 0) -> Detector:

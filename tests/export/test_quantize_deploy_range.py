@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from hearsay import windows
 from hearsay.export import probe
 from hearsay.export.onnx_export import ExportConfig, export_model
 from hearsay.export.quantize import QuantGate, long_file_windows
 from hearsay.model import Detector, ModelConfig
+from hearsay.sound import windows
 
 FRONT = {"sample_rate": 16_000, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0, "min_s": 0.5}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hearsay import audio
+from hearsay.sound import audio
 
 
 def fake_ffmpeg_without(tmp_path, encoder):

@@ -12,8 +12,9 @@ import pandas as pd
 import soundfile as sf
 import torch
 
-from hearsay import audio, layer_weights
+from hearsay import layer_weights
 from hearsay.model import Detector, ModelConfig, save_detector
+from hearsay.sound import audio
 
 SR = audio.SAMPLE_RATE
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # runner/collect.sh against a local store holding six finished runs (files made here, shaped as
-# hearsay train leaves them); the pin it writes is read back by hearsay.assemble.load_pin.
+# hearsay train leaves them); the pin it writes is read back by hearsay.evaluate.assemble.load_pin.
 
 load helpers
 
@@ -34,7 +34,7 @@ put_run() {
   [ "$(jq -r '.runs.fold3.config_hash' "$pin")" = trainer-fold3 ]        # not the runner's train.json sha256
   [ "$(jq -r '.runs.full.weights_sha256' "$pin")" = "$(sha256sum "$W/models/camp/runs/full/final/model.safetensors" | cut -d' ' -f1)" ]
   [ ! -e "$W/models/camp/runs/fold0/checkpoints" ]                    # checkpoints stay in the store
-  python -c 'import sys; from pathlib import Path; from hearsay.assemble import load_pin; p = load_pin(Path(sys.argv[1])); assert p["runs"]["fold2"]["dir"].is_dir()' "$pin"
+  python -c 'import sys; from pathlib import Path; from hearsay.evaluate.assemble import load_pin; p = load_pin(Path(sys.argv[1])); assert p["runs"]["fold2"]["dir"].is_dir()' "$pin"
 }
 
 @test "the box scores come back beside the runs and the pin requires parity A and B from the box logits" {
@@ -47,7 +47,7 @@ put_run() {
   [ -s "$W/models/camp/scores/full_parity_logits.json" ]
   [ ! -e "$W/models/camp/scores/fold2_old.csv" ]                # only what the store holds now
   [[ "$output" == *"6 box score file(s) in $W/models/camp/scores"* ]]
-  python -c 'import sys; from pathlib import Path; from hearsay.assemble import load_pin; p = load_pin(Path(sys.argv[1])); assert p["parity"]["file"] == Path(sys.argv[1]).parent.resolve() / "export" / "parity.json"' "$pin"
+  python -c 'import sys; from pathlib import Path; from hearsay.evaluate.assemble import load_pin; p = load_pin(Path(sys.argv[1])); assert p["parity"]["file"] == Path(sys.argv[1]).parent.resolve() / "export" / "parity.json"' "$pin"
 }
 
 @test "without the full run's parity logits no pin is written, unless the operator waives parity B (recorded)" {
@@ -59,7 +59,7 @@ put_run() {
   run "$REPO/runner/collect.sh" --no-parity --min-steps 18 "$W/models/camp"
   [ "$status" -eq 0 ]
   [ "$(jq -r .parity.waived "$W/models/camp/final_runs.json")" = "runner/collect.sh --no-parity: the operator pinned without parity B" ]
-  python -c 'import sys; from pathlib import Path; from hearsay.assemble import load_pin, check_f6_parity; assert "waived" in check_f6_parity(load_pin(Path(sys.argv[1])))' "$W/models/camp/final_runs.json"
+  python -c 'import sys; from pathlib import Path; from hearsay.evaluate.assemble import load_pin, check_f6_parity; assert "waived" in check_f6_parity(load_pin(Path(sys.argv[1])))' "$W/models/camp/final_runs.json"
 }
 
 @test "a run missing or not complete is named, and no pin is written" {

@@ -78,7 +78,7 @@ def test_a_forgotten_exclusion_is_derived_and_a_leak_is_a_train_error(bundle, mo
     guard is a TrainError with its own exit code (not an assert, which python -O drops)."""
     import dataclasses
 
-    from hearsay import folds
+    from hearsay.contracts import folds
 
     forgot = dataclasses.replace(bundle, meta={**bundle.meta, "folds": {"config": {}}})
     train, val, excl = tdata.plan_job(forgot, "fold", 0)
@@ -97,8 +97,8 @@ def test_a_forgotten_exclusion_is_derived_and_a_leak_is_a_train_error(bundle, mo
 def test_batched_device_augmentation_matches_the_numpy_path(bundle):
     """gpu_augment (draw in the worker, render + finish batched in torch) must give the model
     the same input as augment.training_example clip by clip (here on the CPU)."""
-    from hearsay import crops
     from hearsay.augment import gpu as augment_gpu
+    from hearsay.sound import crops
 
     train, _, _ = tdata.plan_job(bundle, "fold", 1)
     rows = train[["id", "flac", "label", "source", "codec_ids"]].to_dict("records")

@@ -11,8 +11,8 @@ import pytest
 import soundfile as sf
 from train_world import _clip, make_easy_bundle
 
-from hearsay import audio, crops
 from hearsay import train as tr
+from hearsay.sound import audio, crops
 from hearsay.train import config as tcfg
 
 

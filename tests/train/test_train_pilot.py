@@ -1,6 +1,6 @@
 """The pilot's readouts (fold-4 minDCF at pi 0.3, EER, AUC per readout, in run_meta and pushed to
 the store as readout.json) and the rule that turns them into the finals' epoch count
-(hearsay.pilot)."""
+(hearsay.evaluate.pilot)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from train_world import smoke
 
 from hearsay import metrics
-from hearsay import pilot as pil
 from hearsay import train as tr
+from hearsay.evaluate import pilot as pil
 from hearsay.train import data as tdata
 
 

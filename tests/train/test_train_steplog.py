@@ -12,8 +12,9 @@ import pytest
 import torch
 from train_world import smoke
 
-from hearsay import progress, run_dir
+from hearsay import progress
 from hearsay import train as tr
+from hearsay.contracts import run_dir
 from hearsay.train import steplog
 from hearsay.train.step import lr_multiplier
 

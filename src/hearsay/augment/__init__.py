@@ -32,7 +32,8 @@ parameters.
 
 Usage::
 
-    from hearsay import augment, crops
+    from hearsay import augment
+    from hearsay.sound import crops
     name = augment.choose(rng, cfg, available_codecs=row.codec_ids)   # before loading
     x = load(codec copy if name.startswith("codec:") else original)
     wave, n_valid = augment.training_example(x, name, n_samples, rng, cfg)
@@ -43,7 +44,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from hearsay import crops
 from hearsay.augment.rates import (
     SHORTCUT_GATE,
     STREAM_FEATURES,
@@ -85,7 +85,8 @@ from hearsay.augment.transforms import (
     reverb,
     trim_jitter,
 )
-from hearsay.manifest import LABELS
+from hearsay.contracts.manifest import LABELS
+from hearsay.sound import crops
 
 __all__ = [  # the names other modules, scripts and tests reach as augment.<name>
     "CODECS", "DRAW", "LABELS", "RENDER", "SAMPLE_RATE", "SHORTCUT_GATE", "STREAM_FEATURES",

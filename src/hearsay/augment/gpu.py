@@ -9,7 +9,8 @@ tests/augment/test_augment_gpu.py checks that both paths agree.
 
 Usage (in the trainer)::
 
-    from hearsay import augment, crops
+    from hearsay import augment
+    from hearsay.sound import crops
     from hearsay.augment import gpu as augment_gpu
     # worker, per clip (numpy):
     crop, n_valid, params = augment.plan_example(x, name, n_samples, rng, cfg)
@@ -31,8 +32,8 @@ import torch
 import torch.nn.functional as F
 from scipy import fft as sp_fft
 
-from hearsay import audio
 from hearsay.augment.recipe import WAVE_TYPES
+from hearsay.sound import audio
 
 
 def _fft_len(n: int) -> int:
@@ -42,7 +43,7 @@ def _fft_len(n: int) -> int:
 
 @lru_cache(maxsize=8)
 def fir_taps(cutoff_hz: float) -> np.ndarray:
-    """hearsay.audio.band_limit's FIR at `cutoff_hz`, read off as its impulse response."""
+    """hearsay.sound.audio.band_limit's FIR at `cutoff_hz`, read off as its impulse response."""
     impulse = np.zeros(audio.FIR_TAPS, dtype=np.float32)
     impulse[audio.FIR_TAPS // 2] = 1.0
     return audio.band_limit(impulse, cutoff_hz).astype(np.float32)  # symmetric taps
@@ -217,7 +218,7 @@ def render_batch(values: torch.Tensor, attention_mask: torch.Tensor, names: Sequ
 
 
 def finish_batch(values: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """hearsay.crops.finish for a batch: band-limit 7.25 kHz, then normalise valid samples."""
+    """hearsay.sound.crops.finish for a batch: band-limit 7.25 kHz, then normalise valid samples."""
     mask = attention_mask.to(torch.float32)
     n = mask.sum(1).clamp(min=1)
     y = _lowpass(values.to(torch.float32) * mask, audio.BAND_LIMIT_HZ) * mask

@@ -19,10 +19,11 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from hearsay import audio, metrics
+from hearsay import metrics
 from hearsay.augment.recipe import SAMPLE_RATE, TYPES, family
-from hearsay.manifest import LABELS
+from hearsay.contracts.manifest import LABELS
 from hearsay.shortcuts import SHORTCUT_BOUND, strength
+from hearsay.sound import audio
 
 log = logging.getLogger("hearsay.augment")  # the stage's logger name, as before the split
 
@@ -127,7 +128,7 @@ def stream_record(source: str, label: str, wave: np.ndarray, n_valid: int,
     """Trivial features of one realised model input (after crop, augmentation, finish).
 
     duration_s: valid samples / rate; peak: max |x| over valid samples (after normalisation:
-    the crest factor); lead_silence_s: start of the span hearsay.audio.trim_silence keeps.
+    the crest factor); lead_silence_s: start of the span hearsay.sound.audio.trim_silence keeps.
     """
     valid = np.asarray(wave[:n_valid])
     start, _ = audio.trim_silence(valid)

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hearsay import audio, codecs, config
+from hearsay import config
+from hearsay.sound import audio, codecs
 
 SAMPLE_RATE = audio.SAMPLE_RATE
-CODECS = tuple(codecs.CODECS)  # the bundle's codec copies (hearsay.codecs)
+CODECS = tuple(codecs.CODECS)  # the bundle's codec copies (hearsay.sound.codecs)
 TYPES = ("codec", "noise", "bandlimit", "reverb", "gain_clip", "rawboost", "trim_jitter")
 WAVE_TYPES = ("noise", "bandlimit", "reverb", "gain_clip", "rawboost")  # same length out
 

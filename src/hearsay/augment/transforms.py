@@ -24,8 +24,8 @@ import numpy as np
 from scipy import fft as sp_fft
 from scipy import signal
 
-from hearsay import audio
 from hearsay.augment.recipe import SAMPLE_RATE, AugmentConfig, family
+from hearsay.sound import audio
 
 # --------------------------------------------------------------------------- transforms
 #
@@ -78,7 +78,7 @@ def draw_bandlimit(n: int, rate: int, rng: np.random.Generator, cfg: AugmentConf
 
 
 def render_bandlimit(x: np.ndarray, p: dict, rate: int = SAMPLE_RATE) -> np.ndarray:
-    """Telephone band: hearsay.audio.band_limit at the drawn cut-off."""
+    """Telephone band: hearsay.sound.audio.band_limit at the drawn cut-off."""
     return audio.band_limit(np.asarray(x, np.float32), p["cutoff_hz"], rate)
 
 

@@ -5,9 +5,9 @@
     hearsay bundle demo_out/corpus/manifest.csv demo_out/bundle --folds splits/demo.folds.json \
         --max-fail-frac 0.02   # a demo-data corpus: its 2 planted undecodable files are 1.4 %
 
-Per clip (hearsay.audio, in this order): load_audio -> trim_silence -> drop if < min_s left ->
+Per clip (hearsay.sound.audio, in this order): load_audio -> trim_silence -> drop if < min_s left ->
 cap max_s -> peak_guard -> audio/<id>.flac (16 kHz mono 16-bit); then one ffmpeg run encodes it
-into every codec this ffmpeg has (hearsay.codecs), each copy decoded back through load_audio,
+into every codec this ffmpeg has (hearsay.sound.codecs), each copy decoded back through load_audio,
 re-trimmed, capped, peak-guarded -> codecs/<codec>/<id>.flac. Layout: docs/INTERFACES.md.
 
 * Decode failures are listed with their reason in bundle_meta.json["failed"]; the batch goes on.
@@ -56,15 +56,27 @@ import numpy as np
 import pandas as pd
 import soundfile as sf
 
-from hearsay import audio, codecs
 from hearsay.bundle import DIAG, META, STAMPS, clip_rel, tree_sha, write_identity
 from hearsay.bundle.diagnostics import diagnostics
 from hearsay.bundle.select import SelectionConfig, SelectionError, check_names, select_bundle
-from hearsay.folds import FoldError, SplitsConfig, apply_folds, check_no_holdout_leak, load_folds
+from hearsay.contracts.folds import (
+    FoldError,
+    SplitsConfig,
+    apply_folds,
+    check_no_holdout_leak,
+    load_folds,
+)
+from hearsay.contracts.manifest import (
+    INNER_FOLDS,
+    ManifestError,
+    read_manifest,
+    resolve_path,
+    validate,
+)
 from hearsay.hashing import sha256_file
-from hearsay.manifest import INNER_FOLDS, ManifestError, read_manifest, resolve_path, validate
 from hearsay.progress import EVERY_S, Progress
 from hearsay.shortcuts import SHORTCUT_BOUND
+from hearsay.sound import audio, codecs
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REJECTED, EXIT_TOO_MANY_FAILURES = 0, 1, 2, 3, 4
 STAMP_EVERY = 25  # clips between saves of the resume sidecar

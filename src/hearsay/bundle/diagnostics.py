@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from hearsay import metrics
-from hearsay.manifest import split_of
+from hearsay.contracts.manifest import split_of
 from hearsay.shortcuts import strength
 
 

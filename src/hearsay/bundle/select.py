@@ -38,7 +38,7 @@ from pathlib import Path
 import pandas as pd
 
 from hearsay import config
-from hearsay.manifest import LABELS
+from hearsay.contracts.manifest import LABELS
 
 
 class SelectionError(ValueError):

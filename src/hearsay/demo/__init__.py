@@ -36,9 +36,9 @@ def stage_data(out: Path, ctx: dict) -> None:
     """1-3: corpus (hearsay demo-data), splits (hearsay splits make), bundle (hearsay bundle)."""
     from hearsay.bundle import load_bundle
     from hearsay.bundle.build import BundleConfig, build_bundle
+    from hearsay.contracts.folds import write_folds
+    from hearsay.contracts.manifest import read_manifest
     from hearsay.demo.corpus import write_corpus
-    from hearsay.folds import write_folds
-    from hearsay.manifest import read_manifest
 
     ctx["corpus"] = write_corpus(out / "corpus")  # corpus/manifest.csv
     ctx["splits"] = write_folds(read_manifest(ctx["corpus"]), _demo_splits_config(),
@@ -55,7 +55,7 @@ def stage_data(out: Path, ctx: dict) -> None:
 
 def _check_pinned_splits(fresh: Path) -> None:
     """In a source checkout, the fresh demo folds must equal the pinned splits/demo.folds.json."""
-    from hearsay.folds import FoldError, verify_sha
+    from hearsay.contracts.folds import FoldError, verify_sha
     from hearsay.hashing import sha256_file
 
     pinned = Path(__file__).resolve().parents[3] / "splits" / "demo.folds.json"
@@ -92,7 +92,7 @@ def stage_train(out: Path, ctx: dict, preset: dict | None = None) -> None:
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    from hearsay import protocol
+    from hearsay.contracts import protocol
     from hearsay.cpu_engine import allowed_cpus
     from hearsay.train import config as train_config
 
@@ -128,7 +128,7 @@ DEMO_ABOUT = {  # the report's words for what the demo's clips and its bar are
 def _demo_splits_config():
     """The demo's fold config: phq is the holdout family; the model for fold 0 never
     sees the extra smear generator (an example of a per-fold family-exclusion table)."""
-    from hearsay.folds import SplitsConfig
+    from hearsay.contracts.folds import SplitsConfig
 
     return SplitsConfig(holdout_families=("phq",), family_exclusion={"0": ["smear"]})  # = above
 
@@ -151,9 +151,10 @@ def stage_assemble(out: Path, ctx: dict) -> None:
 
     import pandas as pd
 
-    from hearsay import assemble, protocol, report, run_dir
-    from hearsay import bar as bars
     from hearsay.bundle import load_bundle
+    from hearsay.contracts import protocol, run_dir
+    from hearsay.evaluate import assemble, report
+    from hearsay.evaluate import bar as bars
     from hearsay.hashing import sha256_file
     from hearsay.logits import sigmoid
 
@@ -191,7 +192,7 @@ def stage_assemble(out: Path, ctx: dict) -> None:
         earlier / "scores.csv", index=False)
     (earlier / "meta.json").write_text(json.dumps({"name": "clip-length bar",
                                                    "train": "none: clip duration"}) + "\n")
-    bar_dir = stamp / "bar_duration"  # the bar folder hearsay.gate reads (hearsay bar)
+    bar_dir = stamp / "bar_duration"  # the bar folder hearsay.evaluate.gate reads (hearsay bar)
     bars.build([stamp / "earlier"], "train", "none: clip duration", bundle.manifest, bar_dir,
                probe=stamp / "probe_test_bonafide.csv")
     meta = report.write_all(done, bundle, bars=[bar_dir],
@@ -209,7 +210,7 @@ def stage_assemble(out: Path, ctx: dict) -> None:
 def stage_export(out: Path, ctx: dict) -> None:
     """6: export the full run to demo_out/export/ (hearsay export onnx): model.onnx, parity A,
     the int8 variant only if it passes its gate, front_end.json, SHA256SUMS, parity.json."""
-    from hearsay import model_dir
+    from hearsay.contracts import model_dir
     from hearsay.export.onnx_export import ExportConfig, export_model
     from hearsay.export.probe import checkpoint_weights
     from hearsay.hashing import sha256_file

@@ -38,7 +38,7 @@ import soundfile as sf
 import soxr
 from scipy import signal
 
-from hearsay.audio import ffmpeg_exe
+from hearsay.sound.audio import ffmpeg_exe
 
 EXIT_OK, EXIT_USAGE = 0, 2  # module docstring
 

@@ -29,7 +29,7 @@ the opened file; ffmpeg gets `file:` + its absolute path, file protocol only). F
 and sockets are refused as not regular files. Each file's decode is bounded, per pass:
 --max-decode-s (default 600 s) of decoding and --max-decode-mb (default 1024 MiB) of ffmpeg
 address space; a file over a bound fails with that reason. Every model input is built by
-hearsay.audio's front end with the model folder's front_end.json, exactly as in training.
+hearsay.sound.audio's front end with the model folder's front_end.json, exactly as in training.
 `decision` is spoof (logit >= threshold) or bonafide, at --threshold NAME|LOGIT: a name in the
 model folder's thresholds.json (default min_dcf, the out-of-fold minDCF threshold at pi 0.3;
 eer; fa_rate); `llr` (with --llr) the calibrated log-likelihood ratio (deploy/decide.py).
@@ -102,8 +102,15 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import windows
-from hearsay.audio import SAMPLE_RATE, AudioError, prepare
+from hearsay.contracts.model_dir import (  # noqa: F401  (model_sums: callers import it from here)
+    FRONT_END,
+    INT8,
+    ONNX,
+    PORTABLE,
+    ModelError,
+    model_sums,
+)
+from hearsay.contracts.model_dir import verify as verify_model_dir
 from hearsay.cpu_engine import make_session, run_logits
 from hearsay.deploy import decide, io, resume, windowed
 from hearsay.deploy.io import (  # noqa: F401
@@ -117,15 +124,8 @@ from hearsay.deploy.io import (  # noqa: F401
     new_row,
     say,
 )
-from hearsay.model_dir import (  # noqa: F401  (model_sums: callers import it from here)
-    FRONT_END,
-    INT8,
-    ONNX,
-    PORTABLE,
-    ModelError,
-    model_sums,
-)
-from hearsay.model_dir import verify as verify_model_dir
+from hearsay.sound import windows
+from hearsay.sound.audio import SAMPLE_RATE, AudioError, prepare
 
 DEFAULT_MODEL_DIR = "/opt/hearsay/model"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL, EXIT_NO_AUDIO, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130

@@ -10,7 +10,8 @@ a name in thresholds.json ("min_dcf", the default: the out-of-fold minDCF thresh
 without --meta) leaves `decision` empty unless a number is given, and says so on stderr.
 llr = a * logit + b, the calibration thresholds.json holds (natural log; with --llr only).
 
-Stdlib only; the thresholds file is read through hearsay.model_dir, which owns its name and
+Stdlib only; the thresholds file is read through hearsay.contracts.model_dir, which owns its name
+and
 checks that SHA256SUMS lists it (a decision comes from the folder's identity).
 """
 
@@ -21,8 +22,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from hearsay import model_dir
-from hearsay.model_dir import ModelError
+from hearsay.contracts import model_dir
+from hearsay.contracts.model_dir import ModelError
 
 DEFAULT = "min_dcf"
 

@@ -294,7 +294,7 @@ class RowSink:
 
 def failure_reason(err: Exception) -> str:
     """A row's error: an AudioError's reason, else a sentence (never a Python type name)."""
-    reason = getattr(err, "reason", None)  # hearsay.audio.AudioError (io imports no numpy)
+    reason = getattr(err, "reason", None)  # hearsay.sound.audio.AudioError (io imports no numpy)
     return reason if isinstance(reason, str) else f"could not be decoded ({err or 'no detail'})"
 
 

@@ -3,7 +3,7 @@
     hearsay-score calls/ -o calls.csv --windows-csv calls.windows.csv     # the default mode
     hearsay-score clips/ -o clips.csv --first-window                     # campaign behaviour
 
-Each file is streamed through hearsay.windows.file_windows (decoded in blocks, trimmed once,
+Each file is streamed through hearsay.sound.windows.file_windows (decoded in blocks, trimmed once,
 windows of front_end.json's max_s every --hop-s, each band-limited and normalised over its own
 samples, timestamps in the file's time). Windows of consecutive files share onnxruntime calls;
 at most ScoreConfig.window_chunk windows wait to be scored, so memory does not grow with a
@@ -17,7 +17,8 @@ file's length. The file's row gets:
 
 and --windows-csv FILE gets one WINDOW_COLUMNS row per window, in the same order.
 
-numpy, onnxruntime (through hearsay.deploy), hearsay.windows and hearsay.model_dir only: never
+numpy, onnxruntime (through hearsay.deploy), hearsay.sound.windows and hearsay.contracts.model_dir
+only: never
 torch.
 """
 
@@ -31,11 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import windows
-from hearsay.audio import SAMPLE_RATE, AudioError, trim_silence
+from hearsay.contracts.model_dir import FRONT_END
 from hearsay.deploy.io import RowSink, failure_reason, new_row, note_header
 from hearsay.logits import sigmoid  # both modes of hearsay-score use it
-from hearsay.model_dir import FRONT_END
+from hearsay.sound import windows
+from hearsay.sound.audio import SAMPLE_RATE, AudioError, trim_silence
 
 WINDOW_COLUMNS = ["path", "start_s", "end_s", "logit", "score"]  # --windows-csv, one row a window
 

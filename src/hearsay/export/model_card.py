@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hearsay import model_dir
+from hearsay.contracts import model_dir
 from hearsay.hashing import sha256_file
 
 FORMAT = "hearsay-detector-onnx"
@@ -82,7 +82,7 @@ def config_file(folder: Path, graphs: list[str], front: dict, has_thresholds: bo
     return {"format": FORMAT, "format_version": FORMAT_VERSION,
             "task": "speech deepfake detection: synthetic (spoof) vs bona fide speech",
             "inputs": {"input_values": "float32 (batch, samples): 16 kHz mono, prepared by "
-                       "hearsay.audio.prepare with front_end.json (trim, band-limit, cap, "
+                       "hearsay.sound.audio.prepare with front_end.json (trim, band-limit, cap, "
                        "zero-mean unit-variance over the valid samples), zero-padded",
                        "attention_mask": "int64 (batch, samples): 1 on valid samples, 0 on "
                        "padding"},

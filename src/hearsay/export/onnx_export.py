@@ -31,7 +31,7 @@ model is rebuilt from the checkpoint's saved config). Steps:
      used for calibration, topped up with synthetic clips spread over the deploy range min_s ..
      max_s, 0.5-8 s): Spearman >= 0.995, the decision at the threshold agrees on >= 99% of
      clips, and max |delta logit| <= 0.05.
-  4. front_end.json (what hearsay.audio.prepare is called with), parity.json (with the
+  4. front_end.json (what hearsay.sound.audio.prepare is called with), parity.json (with the
      checkpoint's weights sha256, "checkpoint_sha256"); with `--meta models/<stamp>/meta.json`
      thresholds.json (its out-of-fold thresholds and calibration; a meta.json whose full run is
      another checkpoint is refused); format.json (the format) and README.md (the model card:
@@ -57,12 +57,12 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import model_dir
-from hearsay.audio import BAND_LIMIT_HZ, SAMPLE_RATE, TRIM_TOP_DB
+from hearsay.contracts import model_dir
 from hearsay.export import probe
 from hearsay.export.quantize import QuantGate, quantize_int8
 from hearsay.hashing import sha256_file
 from hearsay.progress import Progress
+from hearsay.sound.audio import BAND_LIMIT_HZ, SAMPLE_RATE, TRIM_TOP_DB
 
 EXIT_OK, EXIT_PARITY, EXIT_USAGE, EXIT_CHECKPOINT = 0, 1, 2, 3
 EXPORTERS = ("torchscript", "dynamo")

@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay.audio import SAMPLE_RATE
+from hearsay.contracts.model_dir import PARITY, SUMS, ModelError, refresh_sum, update_parity, verify
 from hearsay.export.probe import (
     check_checkpoint,
     ort_logits,
@@ -53,7 +53,7 @@ from hearsay.export.probe import (
     torch_logits,
     versions,
 )
-from hearsay.model_dir import PARITY, SUMS, ModelError, refresh_sum, update_parity, verify
+from hearsay.sound.audio import SAMPLE_RATE
 
 EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_MODEL, EXIT_NO_CUDA = 0, 1, 2, 3, 4
 SHAPES = ("tiny", "xlsr300m-12")
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def from_box(model_dir: Path, box_file: Path, bundle_dir: Path) -> int:
     """--box-logits: parity_b from the box's logits, written into MODEL_DIR/parity.json."""
-    from hearsay import score as scoring
+    from hearsay.evaluate import score as scoring
     from hearsay.export import parity_box
 
     try:

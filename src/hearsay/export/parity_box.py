@@ -36,14 +36,14 @@ KIND = "hearsay parity-b box logits"
 
 def parity_rows(manifest, n: int):
     """The first `n` test core rows of at least MIN_S s in manifest order, then shorter ones."""
-    from hearsay import protocol
+    from hearsay.contracts import protocol
 
     rows = protocol.split_rows(manifest, "test")
     long = rows["duration"].astype(float) >= MIN_S if "duration" in rows.columns else True
     picked = list(rows[long].index[:n])
     picked += list(rows.index.difference(picked, sort=False)[: n - len(picked)])
     if len(picked) < 2:
-        from hearsay.score import ScoreError
+        from hearsay.evaluate.score import ScoreError
 
         raise ScoreError(f"{len(picked)} test clip(s): parity B needs at least 2 (a rank "
                          "correlation)")
@@ -51,7 +51,7 @@ def parity_rows(manifest, n: int):
 
 
 def inputs(bundle, rows) -> list[np.ndarray]:
-    from hearsay import score as scoring
+    from hearsay.evaluate import score as scoring
 
     cfg = scoring.ScoreConfig(max_s=MAX_S)
     return [scoring.model_input(Path(bundle.root), rec, "none", cfg)
@@ -76,7 +76,7 @@ def record(bundle, run: Path, out: Path, n: int, cfg) -> dict:
     bundle, the same clip count and this precision)."""
     import torch
 
-    from hearsay import run_dir
+    from hearsay.contracts import run_dir
     from hearsay.export.probe import torch_logits
     from hearsay.hashing import sha256_file
     from hearsay.model import load_detector
@@ -119,8 +119,8 @@ def gate(a: np.ndarray, ort: np.ndarray) -> dict:
 
 def compare(model_dir: Path, box_file: Path, bundle) -> dict:
     """parity.json's "parity_b": ONNX fp32 on this CPU vs the box's logits on the same clips."""
+    from hearsay.contracts.model_dir import read_parity, verify
     from hearsay.export.probe import ort_logits
-    from hearsay.model_dir import read_parity, verify
 
     box = json.loads(Path(box_file).read_text())
     if box.get("kind") != KIND:

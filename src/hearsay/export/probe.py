@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay.audio import SAMPLE_RATE, AudioError, prepare
-from hearsay.crops import pad_batch
-from hearsay.model_dir import PARITY, prepare_args, read_parity
+from hearsay.contracts.model_dir import PARITY, prepare_args, read_parity
+from hearsay.sound.audio import SAMPLE_RATE, AudioError, prepare
+from hearsay.sound.crops import pad_batch
 
 
 def versions(torch) -> dict:
@@ -33,7 +33,7 @@ def synthetic_clips(rng: np.random.Generator, n: int, min_s: float, max_s: float
                     front: dict) -> list[np.ndarray]:
     """`n` prepared model inputs of lengths spread over [min_s, max_s] s (16 kHz), made in code:
     a random harmonic tone with vibrato, amplitude modulation and coloured noise per clip, run
-    through hearsay.audio.prepare with the model folder's front end (trim, band-limit, cap,
+    through hearsay.sound.audio.prepare with the model folder's front end (trim, band-limit, cap,
     normalise) -- the same path as scoring."""
     sr = int(front.get("sample_rate", SAMPLE_RATE))
     kwargs = prepare_args(front)
@@ -61,9 +61,9 @@ def voice_like(rng: np.random.Generator, seconds: float, sr: int = SAMPLE_RATE) 
 def window_clips(rng: np.random.Generator, seconds: float, front: dict,
                  hop_s: float = 4.0) -> list[np.ndarray]:
     """The windows hearsay-score cuts from one synthetic recording of `seconds` s
-    (hearsay.windows.wave_windows: max_s long every hop_s, each band-limited and normalised
+    (hearsay.sound.windows.wave_windows: max_s long every hop_s, each band-limited and normalised
     alone; the last one shorter and padded in a batch) -- parity A of windowed scoring."""
-    from hearsay.windows import wave_windows
+    from hearsay.sound.windows import wave_windows
 
     wave = voice_like(rng, seconds, int(front.get("sample_rate", SAMPLE_RATE)))
     return [w.wave for w in wave_windows(wave, front["max_s"], hop_s, top_db=front["top_db"],

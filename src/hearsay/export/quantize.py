@@ -65,8 +65,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay.audio import SAMPLE_RATE
 from hearsay.export import probe
+from hearsay.sound.audio import SAMPLE_RATE
 
 # Constant-weight MatMuls per transformer layer: q, k, v, out projections, FFN in, FFN out.
 PER_LAYER = 6
@@ -170,11 +170,12 @@ def gate_clips(gate: QuantGate, front: dict, rng: np.random.Generator) -> list[n
 
 def long_file_windows(gate: QuantGate, front: dict, rng: np.random.Generator,
                       sources: list[np.ndarray] | None = None) -> list[np.ndarray]:
-    """The windows hearsay-score scores in gate.long_files files of gate.long_s s: hearsay.windows
+    """The windows hearsay-score scores in gate.long_files files of gate.long_s s:
+    hearsay.sound.windows
     cuts them (trim once, windows of max_s every HOP_S, each band-limited and normalised over its
     own samples), so the gate sees the scorer's full-length windows. A file is `sources` (bundle
     clips) joined in random order when given, else synthetic (probe.voice_like)."""
-    from hearsay.windows import HOP_S, wave_windows
+    from hearsay.sound.windows import HOP_S, wave_windows
 
     win_s = float(front["max_s"] if gate.max_s is None else gate.max_s)
     n = int(gate.long_s * SAMPLE_RATE)

@@ -78,12 +78,13 @@ def bundle_clips(root: Path, front: dict, calib: int, gate: int,
                  rng: np.random.Generator) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(calibration, gate) prepared waves from the bundle at `root`, disjoint: a random draw of
     the bundle's clips, the first `calib` for calibration, up to `gate` of the rest for the gate.
-    Prepared with the model folder's front end (hearsay.audio.prepare_file: trim, cap at max_s,
+    Prepared with the model folder's front end (hearsay.sound.audio.prepare_file: trim, cap at
+    max_s,
     band-limit, normalise); clips shorter than min_s after that are skipped, as scoring skips
     them. Raises ValueError when the bundle has fewer than `calib` usable clips."""
-    from hearsay.audio import AudioError, prepare_file
     from hearsay.bundle import load_bundle
-    from hearsay.model_dir import prepare_args
+    from hearsay.contracts.model_dir import prepare_args
+    from hearsay.sound.audio import AudioError, prepare_file
 
     b = load_bundle(root)
     ids = list(b.manifest["id"])

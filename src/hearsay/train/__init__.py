@@ -9,13 +9,15 @@
     hearsay train --bundle demo_out/bundle --fold 0 --out /tmp/f0 --cpu-smoke   # tiny, on CPU
     hearsay train --check-config --config train.json --fold 3   # what runner/launch.sh runs first
 
-Jobs (hearsay.folds.train_ids, with the bundle's fold file config): `--fold K` trains on inner
+Jobs (hearsay.contracts.folds.train_ids, with the bundle's fold file config): `--fold K` trains on
+inner
 folds != K plus extra rows (minus the extra families excluded for K) and validates on fold K;
 `--full` trains on every inner fold + extra and has no validation split (the holdout is never
 used for selection); `--pilot` is folds 0-3 -> validate fold 4. Holdout and test rows never train.
 
 Per step: a label-balanced micro-batch with fixed per-source quotas (`Sampler`), one crop length
-per batch (hearsay.crops), one augmentation per clip chosen before loading (hearsay.augment), bf16
+per batch (hearsay.sound.crops), one augmentation per clip chosen before loading (hearsay.augment),
+bf16
 autocast on CUDA, BCE with label smoothing, gradient accumulation whose trailing group is flushed
 at the epoch end, AdamW with layer-wise LR decay, warm-up + cosine counted in optimiser steps (the
 LR reaches its floor on the last one). A validation readout every `val_every` optimiser steps and

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from hearsay import run_dir
+from hearsay.contracts import run_dir
 from hearsay.hashing import sha256_file
 from hearsay.store import StoreError
 

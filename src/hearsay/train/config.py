@@ -23,8 +23,9 @@ import numpy as np
 import torch
 from annotated_types import Ge, Gt, Le, Lt
 
-from hearsay import augment, config, crops, layer_weights
+from hearsay import augment, config, layer_weights
 from hearsay.model import ModelConfig
+from hearsay.sound import crops
 from hearsay.train.errors import ConfigError
 
 

@@ -17,8 +17,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from hearsay import audio, augment, crops, metrics, protocol
+from hearsay import augment, metrics
 from hearsay.bundle import clip_rel
+from hearsay.contracts import protocol
+from hearsay.sound import audio, crops
 from hearsay.train import shares
 from hearsay.train.config import TrainConfig
 from hearsay.train.errors import ConfigError, FoldLeak
@@ -33,7 +35,7 @@ def plan_job(bundle, job: str, fold: int | None):
     forgotten hand entry can no longer train a model on its own validation family). The full
     model has no validation split: the hand list `family_exclusion["full"]` only.
     Raises FoldLeak (exit 10) if a holdout, test or validation row would train."""
-    from hearsay.folds import SplitsConfig, train_ids
+    from hearsay.contracts.folds import SplitsConfig, train_ids
 
     df = bundle.manifest
     scfg = SplitsConfig.from_dict((bundle.meta.get("folds") or {}).get("config") or {})

@@ -16,11 +16,13 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from hearsay import audio, augment, crops, layer_weights, run_dir
+from hearsay import augment, layer_weights
 from hearsay import store as stores
 from hearsay.augment import gpu as augment_gpu
+from hearsay.contracts import run_dir
 from hearsay.files import write_json
 from hearsay.model import save_detector
+from hearsay.sound import audio, crops
 from hearsay.train import checkpoint, shares
 from hearsay.train.data import sample_mask, validate
 from hearsay.train.errors import TrainError, Tripwire
@@ -128,7 +130,7 @@ def _micro_batch(r: TrainRun, batch: dict, group_n: int, last: bool) -> torch.Te
 
 def _cut_padding(r: TrainRun, batch: dict, iv: torch.Tensor, am: torch.Tensor):
     """(B, T) -> (B, T_cut): the smallest crop bucket holding the batch's longest valid clip
-    (hearsay.crops.cut_samples; the longest length is read on the host, no device wait). Cut
+    (hearsay.sound.crops.cut_samples; the longest length is read on the host, no device wait). Cut
     after augmentation and the stream records, so they see the batch as drawn. Counts the
     computed audio and the distinct batch shapes (one compiled graph each) into run_meta."""
     n = crops.cut_samples(int(batch["lengths"].max()), iv.shape[1], r.ctx.crop.buckets_s)

@@ -26,12 +26,14 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from hearsay import augment, crops, layer_weights, run_dir
+from hearsay import augment, layer_weights
 from hearsay import store as stores
 from hearsay.bundle import Bundle
+from hearsay.contracts import run_dir
 from hearsay.files import write_json
 from hearsay.hashing import git_sha
 from hearsay.model import Detector, load_pretrained
+from hearsay.sound import crops
 from hearsay.train import checkpoint
 from hearsay.train.config import TrainConfig, config_hash, sections, versions
 from hearsay.train.data import (

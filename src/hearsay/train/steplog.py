@@ -34,8 +34,8 @@ from pathlib import Path
 
 import torch
 
-from hearsay import run_dir
 from hearsay import store as stores
+from hearsay.contracts import run_dir
 from hearsay.progress import duration
 
 COLUMNS = ("step", "total_steps", "epoch", "epochs", "loss", "lr_backbone", "lr_head",

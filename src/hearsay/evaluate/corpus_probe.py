@@ -5,22 +5,24 @@
 
 A corpus (a manifest `source`) that a few trivial features tell apart from the other sources of
 the same class carries a recording shortcut: a model can learn "this corpus" instead of
-"synthetic". The probe: per clip (the manifest's original file, decoded by hearsay.audio, 16 kHz
+"synthetic". The probe: per clip (the manifest's original file, decoded by hearsay.sound.audio, 16
+kHz
 mono, NOT trimmed: silence is one of the cues) the features of FEATURES; then scikit-learn's
 HistGradientBoostingClassifier, "clip of corpus X" vs "clip of a peer", scored out-of-fold over
 5 folds grouped by the manifest's `group` (a speaker never in both the training and the scored
 part); the AUC of those out-of-fold probabilities (hearsay.metrics.auc). Only clips of one
 `--label` (default bonafide) are used, so the class itself is no cue. `separable` is
-max(AUC, 1 - AUC) >= --bound (default 0.85, the project's shortcut bound, hearsay.gate).
+max(AUC, 1 - AUC) >= --bound (default 0.85, the project's shortcut bound, hearsay.evaluate.gate).
 
 The drop rule (`drop_rule`): an extra corpus is dropped when adding it to training raises the
 probe set's (e.g. In-the-Wild bona fide) false-alarm rate by more than one percentage point
 (DROP_RISE = 0.01): delta = P_FA(with) - P_FA(without) > +0.01, both read at each model's own
-out-of-fold threshold (hearsay.gate.probe_reading).
+out-of-fold threshold (hearsay.evaluate.gate.probe_reading).
 
 Features (FEATURES; seconds, dB re full scale, Hz):
   duration_s          samples / 16000
-  lead_silence_s      start of the span hearsay.audio.trim_silence keeps (40 dB below the peak)
+  lead_silence_s      start of the span hearsay.sound.audio.trim_silence keeps (40 dB below the
+  peak)
   trail_silence_s     what it cuts at the end
   rms_dbfs            20 log10 RMS of the kept span
   peak_dbfs           20 log10 max |x|
@@ -41,10 +43,11 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import audio, metrics
+from hearsay import metrics
 from hearsay.files import jsonable
 from hearsay.shortcuts import SHORTCUT_BOUND as SEPARABLE_BOUND  # 0.85, the shortcut bound
 from hearsay.shortcuts import strength
+from hearsay.sound import audio
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT = 0, 2, 3  # module docstring
 FEATURES = ("duration_s", "lead_silence_s", "trail_silence_s", "rms_dbfs", "peak_dbfs",
@@ -125,7 +128,7 @@ def drop_rule(fa_without: float, fa_with: float, rise: float = DROP_RISE) -> dic
 
 def probe_manifest(manifest_path: Path, corpus: str, label: str = "bonafide",
                    bound: float = SEPARABLE_BOUND) -> dict:
-    from hearsay.manifest import read_manifest, resolve_path
+    from hearsay.contracts.manifest import read_manifest, resolve_path
 
     df = read_manifest(manifest_path)
     df = df[df["label"] == label]

@@ -1,16 +1,16 @@
 """Long recordings as windows of the deploy length: the cutting, and a streaming decode.
 
-    from hearsay.windows import file_windows
+    from hearsay.sound.windows import file_windows
     n, span, wins, info = file_windows("call.m4a", win_s=8.0, hop_s=4.0)
     for w in wins:                      # decoded in blocks: memory is a few windows, any length
         w.start_s, w.end_s, w.wave      # original-file seconds; (n,) float32, normalised
 
-The order, per file (the deploy front end, hearsay.audio, applied per window)::
+The order, per file (the deploy front end, hearsay.sound.audio, applied per window)::
 
     decode + trim span (once)  ->  windows of win_s every hop_s  ->  per window: band-limit,
     (16 kHz mono, whole file)      (inside the trimmed span)         normalise over its samples
 
-1. The trim span is found once, over the whole file, with hearsay.audio's own frame RMS and
+1. The trim span is found once, over the whole file, with hearsay.sound.audio's own frame RMS and
    voiced-span rule (the same (start, end) as audio.trim_silence on the loaded wave).
 2. Window starts are 0, hop, 2 hop, ... inside the span, up to the first window that reaches the
    span's end (window_starts): every trimmed sample is in a window, no window starts past the end.
@@ -31,7 +31,7 @@ audio.load_audio's one-shot soxr). It is decoded twice: pass 1 keeps only the fr
 pass holds the wave. `wave_windows` is the same cutting for a wave already in memory (used by
 `hearsay score --windows` on bundle clips).
 
-numpy, soundfile, soxr and hearsay.audio only: never torch (the deploy image has none).
+numpy, soundfile, soxr and hearsay.sound.audio only: never torch (the deploy image has none).
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-from hearsay import audio
 from hearsay.file_input import (
     MAX_DECODE_MB,
     MAX_DECODE_S,
@@ -58,6 +57,7 @@ from hearsay.file_input import (
     limit_memory,
     open_regular,
 )
+from hearsay.sound import audio
 
 SR = audio.SAMPLE_RATE
 HOP_S = 4.0  # default hop (s): with 8 s windows every moment is seen by two windows

@@ -12,7 +12,7 @@ spelled once: every stage that reads or writes a run goes through these names.
                               state.json (the sha256 of both)
       final/                  model.safetensors + config.json              final_dir(run)
 
-    from hearsay import run_dir
+    from hearsay.contracts import run_dir
     meta = run_dir.read_meta(run)                   # dict; RunDirError names what is missing
     run_dir.weights(run)                            # RUN_DIR/final/model.safetensors
     run_dir.write_meta(run, meta)                   # atomic (hearsay.files.write_json)

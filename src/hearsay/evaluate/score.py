@@ -26,12 +26,13 @@ seeded by (aug_seed, crc32(clip id)) only, so the slice is identical for every m
 batch size and every subset: a bundle codec copy (codec:<c>) or one of the wave-domain types of
 `hearsay.augment` (noise, bandlimit, reverb, gain_clip, rawboost; trim_jitter is training-only).
 
-Windowed readout (--hop-s S): each clip (up to the bundle's 15 s) is cut by hearsay.windows
+Windowed readout (--hop-s S): each clip (up to the bundle's 15 s) is cut by hearsay.sound.windows
 into windows of max_s every S seconds, exactly as hearsay-score cuts long files; logit = the
 highest window logit (two more columns: windows, mean_logit). The augmented slice is drawn on
 the whole clip before it is cut.
 
-Output CSV (hearsay.score_file): path, fold, split, score, logit (+ augmentation, codec with
+Output CSV (hearsay.contracts.score_file): path, fold, split, score, logit (+ augmentation, codec
+with
 --augmented), manifest order; score = sigmoid(logit), logit high = synthetic. Beside it,
 `<csv>.meta.json` records the run identity (job, fold, config hash, weights sha256), bundle
 tree-sha, split, fold, max_s and aug_seed: `hearsay assemble` checks it before reusing the file.
@@ -52,9 +53,11 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import audio, feed, run_dir, score_file
+from hearsay import feed
+from hearsay.contracts import run_dir, score_file
+from hearsay.contracts.protocol import N_FOLDS, SPLITS, split_rows
 from hearsay.progress import Progress, track
-from hearsay.protocol import N_FOLDS, SPLITS, split_rows
+from hearsay.sound import audio
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
 
@@ -168,7 +171,7 @@ def model_input(root: Path, row, aug: str, cfg: ScoreConfig) -> np.ndarray:
 
 def window_inputs(root: Path, row, aug: str, cfg: ScoreConfig) -> list[np.ndarray]:
     """The row's whole clip as hearsay-score's windows (max_s every hop_s), each normalised."""
-    from hearsay.windows import wave_windows
+    from hearsay.sound.windows import wave_windows
 
     x = clip_wave(root, row, aug, cfg, None)
     return [w.wave for w in wave_windows(x, cfg.max_s, cfg.hop_s, trim=False)]
@@ -208,7 +211,7 @@ def run_model(det, waves: list[np.ndarray], device: str = "cpu",
     """Logits (B,) float64 of one padded batch (bf16: under autocast on the device, as training)."""
     import torch
 
-    from hearsay import crops
+    from hearsay.sound import crops
 
     values, mask = crops.pad_batch(waves, [len(w) for w in waves])
     amp = torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16")
@@ -315,8 +318,8 @@ def score_split(bundle, run: Path, split: str, fold: int | None = None,
 
 
 def no_extra_rows(scores, manifest) -> None:
-    """hearsay.manifest's guard: no extra (train-only) row may reach a score table."""
-    from hearsay.manifest import ExtraRowScored, assert_no_extra
+    """hearsay.contracts.manifest's guard: no extra (train-only) row may reach a score table."""
+    from hearsay.contracts.manifest import ExtraRowScored, assert_no_extra
 
     try:
         assert_no_extra(scores, manifest)

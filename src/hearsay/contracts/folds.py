@@ -48,8 +48,8 @@ import numpy as np
 import pandas as pd
 
 from hearsay import config
+from hearsay.contracts.manifest import INNER_FOLDS, LABELS, ManifestError, read_manifest
 from hearsay.hashing import SumsError, format_sums, read_sums, sha256_file
-from hearsay.manifest import INNER_FOLDS, LABELS, ManifestError, read_manifest
 
 EXIT_OK, EXIT_USAGE, EXIT_REJECTED = 0, 2, 3  # `hearsay splits` (module docstring)
 

@@ -1,11 +1,11 @@
 """The manifest schema: one row per clip, validated with errors that name the row and column.
 
-    from hearsay.manifest import read_manifest, scorable, assert_no_extra
+    from hearsay.contracts.manifest import read_manifest, scorable, assert_no_extra
     df = read_manifest("corpus/manifest.csv")           # every column a str; raises ManifestError
 
 Columns (docs/INTERFACES.md): id, path, label, generator, source, group, fold, train_scope, and the
 bundle-filled duration, codec_ids (+ flac in a bundle's manifest). `fold` may be empty in an input
-manifest; it is then filled from a pinned fold file (hearsay.folds).
+manifest; it is then filled from a pinned fold file (hearsay.contracts.folds).
 
 Scores: fold 0-4 -> split `inner_oof`, `holdout` -> `holdout`, `test` -> `test`; `extra` rows (and
 every `train_scope == extra` row) are train-only and never scored. `scorable(df)` drops them and
@@ -143,4 +143,5 @@ def assert_no_extra(scores: pd.DataFrame, manifest: pd.DataFrame, key: str = "pa
             leaked += sorted(set(scores.loc[scores[col].astype(str) == "extra", key].astype(str)))
     if leaked:
         raise ExtraRowScored(f"{len(leaked)} extra (train-only) row(s) in a score table, e.g. "
-                             f"{leaked[:3]}; filter with hearsay.manifest.scorable() first")
+                             f"{leaked[:3]}; filter with hearsay.contracts.manifest.scorable() "
+                             "first")

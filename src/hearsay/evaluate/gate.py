@@ -41,8 +41,8 @@ from pathlib import Path
 import numpy as np
 
 from hearsay import metrics
+from hearsay.contracts.score_file import read as read_scores  # a bar's CSV is read as ours are
 from hearsay.metrics import READING_OF_RECORD, READINGS, reading_name
-from hearsay.score_file import read as read_scores  # a bar's CSV is read as ours are
 from hearsay.shortcuts import SHORTCUT_BOUND
 from hearsay.shortcuts import strength as shortcut_strength
 

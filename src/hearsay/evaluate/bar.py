@@ -5,7 +5,8 @@
         [--probe itw_bonafide.csv]
     hearsay assemble ... --bar models/<stamp>/bar1 --bar2 models/<stamp>/bar2 --probe ...
 
-A candidate is a folder as `hearsay.gate.load_bar` reads it: meta.json (any JSON object) and the
+A candidate is a folder as `hearsay.evaluate.gate.load_bar` reads it: meta.json (any JSON object)
+and the
 score CSV its "scores_csv" names (absolute, or relative to the folder), else scores.csv; columns
 path + logit and/or score (high = synthetic). `--from DIR` takes DIR itself when it holds a
 meta.json, else every folder directly under it that does.
@@ -18,9 +19,11 @@ candidate's field says.
 Its rows must be ours: the candidate's score file must score every holdout row and every inner
 row of the bundle (the gate judges the two apart), and when it says which rows are its holdout
 (a `split` column) they must be exactly ours, compared as a set sha (sha256 of the sorted paths,
-`hearsay.gate.probe_set_sha`); else the command refuses, naming the rows missing or extra. With
+`hearsay.evaluate.gate.probe_set_sha`); else the command refuses, naming the rows missing or extra.
+With
 --probe (our probe clips, e.g. In-the-Wild bona fide: a CSV with `path`), the candidate must
-score those clips too, and the bar's own probe record is computed (`hearsay.gate.bar_record`:
+score those clips too, and the bar's own probe record is computed
+(`hearsay.evaluate.gate.bar_record`:
 its false-alarm rate at its own out-of-fold threshold); without --probe the candidate's own
 "probe" block, if any, is carried over.
 
@@ -41,9 +44,10 @@ import json
 import sys
 from pathlib import Path
 
-from hearsay import gate, score_file
+from hearsay.contracts import score_file
+from hearsay.contracts.protocol import split_rows
+from hearsay.evaluate import gate
 from hearsay.files import jsonable, write_atomic
-from hearsay.protocol import split_rows
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
 SHOW = 5  # missing / extra paths named in a refusal
@@ -124,8 +128,8 @@ def check_rows(scores, ours, what: str) -> dict:
 def build(roots: list[Path], field: str, value: str, manifest, out: Path,
           probe: Path | None = None) -> dict:
     """Pick the candidate, check its rows, write the bar folder `out`; its meta.json."""
+    from hearsay.evaluate.report import key_frame
     from hearsay.hashing import sha256_file
-    from hearsay.report import key_frame
 
     chosen = gate.load_bar(pick(roots, field, value, skip=out))
     if chosen["scores"] is None:

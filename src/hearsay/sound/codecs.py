@@ -1,11 +1,12 @@
 """Codec round-trips with the real ffmpeg: MP3, Opus, AAC, AMR-NB (8 kHz), mu-law (8 kHz).
 
-    from hearsay.codecs import available, roundtrip
+    from hearsay.sound.codecs import available, roundtrip
     have, missing = available()                    # encoders this ffmpeg has / lacks
     copies = roundtrip(x, have, tmp_dir)           # {codec: (N,) float32 @ 16 kHz, decoded back}
 
 One ffmpeg process encodes a clip into every codec at once (one input, several outputs); each
-output is decoded back through `hearsay.audio.load_audio` (the same decoder everything else uses),
+output is decoded back through `hearsay.sound.audio.load_audio` (the same decoder everything else
+uses),
 so a copy is what a codec-damaged clip looks like to the model. The caller re-trims it. An encoder
 this ffmpeg lacks is reported by `available()` and skipped by the caller, never faked.
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from hearsay.audio import SAMPLE_RATE, AudioError, ffmpeg_exe, load_audio
+from hearsay.sound.audio import SAMPLE_RATE, AudioError, ffmpeg_exe, load_audio
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """models/<stamp>/meta.json and <reports>/<stamp>.md (+ PNG plots: DET curves, score
 histograms, training curves, reliability diagram, codec readout, learned layer weights).
 
-Called by `hearsay assemble` after F1-F6 passed (see hearsay.assemble for the command):
+Called by `hearsay assemble` after F1-F6 passed (see hearsay.evaluate.assemble for the command):
 
     meta = report.write_all(assembled, bundle, bars=[BAR_DIR], probe=PROBE_CSV, ledger=LEDGER,
                             reports=Path("docs/reports"))
@@ -12,16 +12,18 @@ out-of-fold scores, the clean holdout and the augmented holdout, each with its b
 fold ("counts"); the codec readout when the assembly scored one ("codec_readout": the clean
 holdout rows that have every codec copy, each codec scored on exactly those rows); our own probe
 record ("probe": false-alarm rate at our out-of-fold threshold, with its clips' set_sha256, so
-that a later campaign can take this folder as its bar); the gate (hearsay.gate: holdout and
+that a later campaign can take this folder as its bar); the gate (hearsay.evaluate.gate: holdout and
 out-of-fold judged apart, probe against the bar's own rate, stream shortcuts, four readings);
 the identities (config hash per run, bundle tree-sha, base-weights sha, git sha of each run and
 of this checkout); the spend read from the ledger; "operating_point": the out-of-fold minDCF
 threshold carried unchanged to every holdout set and the test split, with confusion counts;
 "uncertainty": per-fold metrics with their spread and a seeded bootstrap interval of pooled
-out-of-fold and clean-holdout minDCF / EER (hearsay.report_stats); "reliability"; "decision":
+out-of-fold and clean-holdout minDCF / EER (hearsay.evaluate.report_stats); "reliability";
+"decision":
 the out-of-fold thresholds (minDCF, EER, a false-alarm rate) and logit -> LLR calibration that
 `hearsay export onnx --meta` ships in the model folder (hearsay.calibration); "training":
-what each run recorded (hearsay.report_record). The markdown names no absolute path, and folds
+what each run recorded (hearsay.evaluate.report_record). The markdown names no absolute path, and
+folds
 breakdown rows with fewer than MIN_GROUP_CLIPS clips of a class into one line that says so.
 
 Spend: the sum of `cost` over the rentals of docs/ledger.csv (runner format: id,job,generation,
@@ -37,17 +39,11 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import (
-    calibration,
-    metrics,
-    readouts,
-    report_plots,
-    report_record,
-    report_stats,
-    score_file,
-)
-from hearsay import gate as gating
-from hearsay import run_dir as run_dirs
+from hearsay import calibration, metrics
+from hearsay.contracts import run_dir as run_dirs
+from hearsay.contracts import score_file
+from hearsay.evaluate import gate as gating
+from hearsay.evaluate import readouts, report_plots, report_record, report_stats
 from hearsay.files import jsonable
 from hearsay.hashing import git_sha
 from hearsay.metrics import PI_OF_RECORD
@@ -240,7 +236,7 @@ def markdown(meta: dict, plots: dict, ablation_md: str | None = None) -> str:
 
 def readings(joined: dict, results: dict, test,
              fa_rate: float = calibration.DEFAULT_FA_RATE) -> dict:
-    """The statistics beside the metrics (hearsay.report_stats) of {set: metrics.join()ed
+    """The statistics beside the metrics (hearsay.evaluate.report_stats) of {set: metrics.join()ed
     frame}: the out-of-fold threshold carried to every set and to `test` (joined test rows or
     None), per-fold spread, bootstrap intervals, reliability bins."""
     thr = results["out-of-fold"]["min_dcf_threshold"]
@@ -278,7 +274,7 @@ def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = No
               fa_rate: float = calibration.DEFAULT_FA_RATE) -> dict:
     """meta.json + the markdown report + plots for an assembled campaign; returns meta.
     `ablation`: the recipe decision (hearsay compare's JSON), recorded as meta "ablation";
-    `ablation_md`: its report section (hearsay.compare.markdown).
+    `ablation_md`: its report section (hearsay.evaluate.compare.markdown).
 
     `about` (optional): {"corpus": what the clips are, "bar": what the bar detector is and, for a
     bar that any model passes, that it is one} - words for the report's opening and gate line."""

@@ -7,7 +7,7 @@ once: export, parity and the scorer go through these names.
       model.int8.onnx    only when it passed its gate against fp32                          INT8
       model.portable.onnx  the plain export (standard ONNX operators only), beside    PORTABLE
                          a model.onnx with onnxruntime's fused attention; both held to parity A
-      front_end.json     hearsay.audio.prepare's arguments + sample_rate, min_s    write_front_end
+      front_end.json     sound.audio.prepare's arguments + sample_rate, min_s        write_front_end
       thresholds.json    out-of-fold decision thresholds + logit -> LLR            read_thresholds
                          calibration (from the campaign's meta.json; optional)
       format.json        names the format: inputs, outputs, graphs, score rule     CONFIG
@@ -19,7 +19,7 @@ once: export, parity and the scorer go through these names.
       parity.json        the folder's record (parity A, fusion, int8, parity B),   update_parity
                          beside SHA256SUMS, not in it: adding to it keeps the identity
 
-    from hearsay import model_dir
+    from hearsay.contracts import model_dir
     path, identity, front = model_dir.verify(folder, "int8")   # ModelError names what is wrong
     x = prepare(wave, **model_dir.prepare_args(front))         # the front end, as in training
     model_dir.update_parity(folder, {"parity_b": report})      # atomic (hearsay.files)
@@ -48,7 +48,7 @@ SUMS = "SHA256SUMS"
 PARITY = "parity.json"
 VARIANTS = {"fp32": ONNX, "int8": INT8, "portable": PORTABLE}  # --variant -> the model file
 PIN = "HEARSAY_MODEL_SUMS_SHA256"  # the identity a deploy image bakes in (environment variable)
-SAMPLE_RATE = 16_000  # Hz: the one rate a front_end.json may name (hearsay.audio.SAMPLE_RATE)
+SAMPLE_RATE = 16_000  # Hz: the one rate a front_end.json may name (hearsay.sound.audio.SAMPLE_RATE)
 
 
 class ModelError(Exception):
@@ -66,7 +66,8 @@ def front_end(max_s: float, cutoff_hz: float, top_db: float, min_s: float) -> di
 
 
 def prepare_args(front: dict) -> dict:
-    """hearsay.audio.prepare's keyword arguments from a front end: max_s, cutoff_hz, top_db."""
+    """hearsay.sound.audio.prepare's keyword arguments from a front end: max_s, cutoff_hz,
+    top_db."""
     return {"max_s": front["max_s"], "cutoff_hz": front["cutoff_hz"], "top_db": front["top_db"]}
 
 

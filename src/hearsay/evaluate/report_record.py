@@ -22,7 +22,7 @@ import json
 import math
 from pathlib import Path
 
-from hearsay import run_dir as run_dirs
+from hearsay.contracts import run_dir as run_dirs
 
 # run_meta keys the trainer records (older runs lack them: "not recorded", never a guess):
 # the backbone's trainable parameter count, and {"weights": [softmax weight per kept hidden
@@ -187,7 +187,7 @@ def caveat_lines(record: dict, ablation: dict | None) -> list[str]:
 
 
 def spend_lines(spend: dict) -> list[str]:
-    """The total (hearsay.report.spend) and the closed rentals' cost per job."""
+    """The total (hearsay.evaluate.report.spend) and the closed rentals' cost per job."""
     lines = ["## Spend", ""]
     total = "unknown" if spend["total_usd"] is None else f"${spend['total_usd']:.2f}"
     lines.append(f"{total} ({spend['status']}; {spend['note']}; from the ledger "

@@ -15,11 +15,11 @@ parity checks call: trim -> cap -> band-limit -> normalise on an already-loaded 
 (a crop is cut, then `crops.finish` filters it with zero edges), so a clip longer than the cap
 gets, sample for sample, the input of a training crop at offset 0. The bundle stores clips
 after load -> trim -> cap 15 s -> `peak_guard` as 16-bit FLAC; the trainer band-limits and
-normalises its crops after augmentation (see hearsay.crops / hearsay.augment).
+normalises its crops after augmentation (see hearsay.sound.crops / hearsay.augment).
 
 Usage::
 
-    from hearsay.audio import prepare_file
+    from hearsay.sound.audio import prepare_file
     x = prepare_file("clip.m4a", max_s=8.0)   # (N,) float32 @ 16 kHz, normalised
 """
 
@@ -154,7 +154,7 @@ def frame_rms(x: np.ndarray, frame: int = TRIM_FRAME, hop: int = TRIM_HOP) -> np
     """RMS (F,) float64 of the frames x[k*hop : k*hop+frame] that fit in `x` (F may be 0).
 
     Frame k depends on its own samples only, so a long wave can be measured block by block
-    (hearsay.windows streams it) and give the same values as one call on the whole wave."""
+    (hearsay.sound.windows streams it) and give the same values as one call on the whole wave."""
     n_frames = 0 if len(x) < frame else 1 + (len(x) - frame) // hop
     rms = np.empty(n_frames, dtype=np.float64)
     for s in range(0, n_frames, RMS_BLOCK):  # (block, frame) at a time: 13 MB, not 0.8 KB/10 ms

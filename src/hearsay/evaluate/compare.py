@@ -37,10 +37,11 @@ import json
 import sys
 from pathlib import Path
 
-from hearsay import metrics, score_file
+from hearsay import metrics
+from hearsay.contracts import score_file
+from hearsay.contracts.protocol import FOLD_KEYS, run_job
 from hearsay.files import jsonable
 from hearsay.metrics import READING_OF_RECORD, READINGS, reading_name
-from hearsay.protocol import FOLD_KEYS, run_job
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
 RECORD = reading_name(*READING_OF_RECORD)
@@ -55,7 +56,7 @@ class CompareRefused(CompareError):
 
 
 def read_csv(path: Path):
-    """A score CSV or the key CSV, read as score files are (hearsay.score_file.read)."""
+    """A score CSV or the key CSV, read as score files are (hearsay.contracts.score_file.read)."""
     if not Path(path).is_file():
         raise CompareError(f"{path}: not found")
     return score_file.read(path)
@@ -218,8 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("give two or more --recipe NAME=SOURCE with distinct names")
     try:
         if args.bundle is not None:
-            from hearsay.report import key_frame
-            from hearsay.score import load_bundle
+            from hearsay.evaluate.report import key_frame
+            from hearsay.evaluate.score import load_bundle
 
             key = key_frame(load_bundle(args.bundle).manifest)
         else:

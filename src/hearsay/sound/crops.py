@@ -10,17 +10,17 @@ The recipe (docs/DESIGN.md, "Model and training"; every number is a `CropConfig`
    epoch), so the model does not see the same window every epoch.
 3. Clips shorter than the crop are zero-padded with an attention mask; never tiled or repeated
    (a tiled clip carries a periodicity that only short clips have: a length shortcut).
-4. Every crop the model sees goes through `finish` = `hearsay.audio.band_limit` then
-   `hearsay.audio.normalize(x, n_valid)`, after augmentation (hearsay.augment).
+4. Every crop the model sees goes through `finish` = `hearsay.sound.audio.band_limit` then
+   `hearsay.sound.audio.normalize(x, n_valid)`, after augmentation (hearsay.augment).
 
 Test time (`test_input`): the whole trimmed clip up to `max_s` (8 s deploy default, 14 s
-diagnostic) through `hearsay.audio.prepare`, the same call the deploy scorer makes.
+diagnostic) through `hearsay.sound.audio.prepare`, the same call the deploy scorer makes.
 
 numpy only (no torch): the trainer's per-clip CPU pipeline runs this in data-loader workers.
 
 Usage::
 
-    from hearsay import crops
+    from hearsay.sound import crops
     cfg = crops.CropConfig()
     cap_s = crops.class_cap_s(bona_durations, spoof_durations)
     n = crops.n_samples(crops.crop_length_s(rng, test_durations, cap_s, cfg))
@@ -37,7 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hearsay import audio, config
+from hearsay import config
+from hearsay.sound import audio
 
 SAMPLE_RATE = audio.SAMPLE_RATE
 
@@ -213,7 +214,7 @@ def pad_batch(waves: Sequence[np.ndarray],
 def test_input(x: np.ndarray, max_s: float | None = 8.0, *, trim: bool = False) -> np.ndarray:
     """Test-time model input: the whole clip up to `max_s` s, normalised as training does.
 
-    Delegates to `hearsay.audio.prepare` (cap -> band-limit -> normalise), the same call the
+    Delegates to `hearsay.sound.audio.prepare` (cap -> band-limit -> normalise), the same call the
     deploy scorer makes. Bundle clips are already trimmed, so `trim` defaults to False; pass
     `trim=True` for a raw wave. For a clip no longer than `max_s` this equals
     `finish(x, len(x))`, the training path, sample for sample.

@@ -8,8 +8,8 @@ reads or reuses a score CSV goes through these names.
     OUTPUTS/
       detector_scores/<name>.csv             the assembled file        assembled_path(OUTPUTS, name)
 
-    key     fold0 .. fold4, full                  hearsay.protocol.RUN_KEYS
-    split   inner_oof, holdout, test              hearsay.protocol.SPLITS
+    key     fold0 .. fold4, full                  hearsay.contracts.protocol.RUN_KEYS
+    split   inner_oof, holdout, test              hearsay.contracts.protocol.SPLITS
     suffix  ""            clean rows              the sidecar's "augmented": False
             "_aug"        the augmented slice                                 True
             "_codecs"     the codec panel                                     "codecs"
@@ -25,10 +25,11 @@ codec (AUG_COLUMNS); the codec panel adds codec; a windowed readout (hearsay sco
 windows, mean_logit. The assembled file has COLUMNS only: inner_oof, then holdout, then test.
 
 The sidecar (JSON, indent 2, sorted keys) records who scored what and how: run, weights_sha256,
-bundle_tree_sha, split, fold, augmented, n_rows, config (the hearsay.score.ScoreConfig: max_s,
+bundle_tree_sha, split, fold, augmented, n_rows, config (the hearsay.evaluate.score.ScoreConfig:
+max_s,
 aug_seed, device, precision, ...), and where known job, run_fold, config_hash, device_name.
 
-    from hearsay import score_file
+    from hearsay.contracts import score_file
     csv = score_file.per_run_dir(stamp) / score_file.file_name("fold3", "inner_oof", False)
     score_file.write(df, side, csv)                 # CSV, then sidecar, each atomic
     score_file.read(csv), score_file.read_sidecar(csv)
@@ -40,7 +41,8 @@ The reuse rule (`refusal`): a per-run file is reused only when its sidecar names
 weights sha256, bundle tree-sha, split, fold, augmented, aug_seed and max_s. Device
 and precision are recorded, not compared (parity B bounds that gap).
 
-pandas (imported when a file is read) + stdlib + hearsay.files / hearsay.protocol; never torch.
+pandas (imported when a file is read) + stdlib + hearsay.files / hearsay.contracts.protocol; never
+torch.
 """
 
 from __future__ import annotations
@@ -50,8 +52,8 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
+from hearsay.contracts.protocol import RUN_KEYS, SPLITS
 from hearsay.files import write_atomic
-from hearsay.protocol import RUN_KEYS, SPLITS
 
 COLUMNS = ["path", "fold", "split", "score", "logit"]
 AUG_COLUMNS = ["augmentation", "codec"]  # after COLUMNS in the augmented slice

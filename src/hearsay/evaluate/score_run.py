@@ -8,7 +8,7 @@
 The rows are those assemble asks of the run (`jobs_of`): a fold-K run scores inner_oof fold K;
 the full run scores holdout, the augmented holdout, the codec panel, the test-length crops, the
 whole clips up to 14 s, and test. Each file is <key>_<split><suffix>.csv (key fold0-4 or full,
-from run_meta.json) with its `.meta.json` sidecar (hearsay.score_file), byte for byte what
+from run_meta.json) with its `.meta.json` sidecar (hearsay.contracts.score_file), byte for byte what
 assemble writes for the same model, settings and precision (the sidecar's "run" is the scoring
 machine's path).
 
@@ -17,7 +17,7 @@ bf16 autocast when the run trained in bf16 (config.json train.bf16), as `hearsay
 Both are in every sidecar (config.device, config.precision, and device_name).
 
 A file whose sidecar already names the same weights sha256, bundle tree-sha, split, fold and
-settings (hearsay.score_file.refusal) is kept: a relaunched box does not score twice.
+settings (hearsay.contracts.score_file.refusal) is kept: a relaunched box does not score twice.
 
 The reuse rule (assemble): device and precision are recorded, not compared. A GPU bf16 file is
 reused exactly like a CPU fp32 one; parity B (hearsay.export.parity_box) measures the gap on the
@@ -40,9 +40,10 @@ import json
 import sys
 from pathlib import Path
 
-from hearsay import readouts, run_dir, score_file
-from hearsay import score as scoring
-from hearsay.protocol import N_FOLDS, run_job, run_key
+from hearsay.contracts import run_dir, score_file
+from hearsay.contracts.protocol import N_FOLDS, run_job, run_key
+from hearsay.evaluate import readouts
+from hearsay.evaluate import score as scoring
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
 PARITY_FILE = "full_parity_logits.json"
@@ -50,7 +51,7 @@ PARITY_FILE = "full_parity_logits.json"
 
 def jobs_of(key: str) -> list[tuple[str, int | None, bool | str]]:
     """(split, fold, augmented) each pinned run scores; augmented "codecs" is the codec readout
-    (hearsay.readouts.score_codec_panel: every codec copy of the same holdout rows);
+    (hearsay.evaluate.readouts.score_codec_panel: every codec copy of the same holdout rows);
     "test_length" and "whole" the holdout at fixed-seed test-length crops and up to 14 s."""
     if key == "full":
         return [("holdout", None, False), ("holdout", None, True), ("holdout", None, "codecs"),

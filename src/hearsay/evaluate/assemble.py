@@ -19,7 +19,7 @@ Runs are taken ONLY from the pin file; nothing is ever chosen by modification ti
 Each run is validated: run_meta.json job/fold match its key, complete, config hash, bundle
 tree-sha, steps >= min_steps, sha256 of final/model.safetensors = the pinned one. Then each
 fold model scores its own inner fold, the full model scores holdout, test, the augmented
-holdout and the holdout readouts (hearsay.readouts: every codec on the same clean rows,
+holdout and the holdout readouts (hearsay.evaluate.readouts: every codec on the same clean rows,
 fixed-seed test-length crops, whole clips up to 14 s). Per-run files go under
 models/<stamp>/scores/, where runner/collect.sh puts the files each box scored after training
 (`hearsay score-run`, GPU bf16); a file is reused only when its sidecar names the pinned weights
@@ -38,9 +38,11 @@ read back from disk, and checked:
      weights, when the pin requires one (collect's default: export and parity run BEFORE
      assemble); a pin whose parity says {"waived": ...} (collect --no-parity) records the waiver
 
-Then models/<stamp>/meta.json and <reports>/<stamp>.md (+ PNG plots) are written (hearsay.report).
+Then models/<stamp>/meta.json and <reports>/<stamp>.md (+ PNG plots) are written
+(hearsay.evaluate.report).
 
-The gate (hearsay.gate): --bar DIR names the earlier detector to beat: DIR is its campaign's
+The gate (hearsay.evaluate.gate): --bar DIR names the earlier detector to beat: DIR is its
+campaign's
 models/<stamp>/ (meta.json + the score CSV meta.json names), or a folder with scores.csv and a
 meta.json holding its own probe record. A pass needs ours below the bar's minDCF (pi 0.3) on the
 holdout AND on the pooled out-of-fold clips, judged apart; with --probe (bona fide clips only,
@@ -68,9 +70,10 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import run_dir, score_file, score_run
-from hearsay import score as scoring
-from hearsay.protocol import FOLD_KEYS, RUN_KEYS, SPLITS, run_job, split_rows
+from hearsay.contracts import run_dir, score_file
+from hearsay.contracts.protocol import FOLD_KEYS, RUN_KEYS, SPLITS, run_job, split_rows
+from hearsay.evaluate import score as scoring
+from hearsay.evaluate import score_run
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_CHECK = 0, 2, 3, 4, 5  # module docstring
 
@@ -359,10 +362,10 @@ def main(argv: list[str] | None = None) -> int:
     if (why := scoring.device_problem(args.device)) is not None:
         print(f"hearsay assemble: {why}", file=sys.stderr)
         return EXIT_USAGE
-    from hearsay import report
+    from hearsay.evaluate import report
 
     try:
-        from hearsay import compare
+        from hearsay.evaluate import compare
 
         ablation = None if args.ablation is None else compare.load_decision(args.ablation)
         bundle = scoring.load_bundle(args.bundle, verify=not args.no_verify_bundle)

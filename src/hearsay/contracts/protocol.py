@@ -1,7 +1,7 @@
 """The fold protocol: which run trains on which rows and which run scores them (docs/INTERFACES.md,
 "Fold files" and "Pin file"). Every stage that names a run or a split takes it from here.
 
-    from hearsay.protocol import RUN_KEYS, SPLITS, run_job, run_key, scorer_of
+    from hearsay.contracts.protocol import RUN_KEYS, SPLITS, run_job, run_key, scorer_of
     RUN_KEYS                      # ("fold0", ..., "fold4", "full"): the six runs of a campaign
     run_job("fold3")              # ("fold", 3)      run_job("full") -> ("full", None)
     run_key("fold", 3)            # "fold3"
@@ -13,20 +13,21 @@
 The rules, once: the model of fold k trains on the inner folds other than k (plus extra rows),
 validates on k and scores k; the pilot trains on folds 0-3 and validates on fold 4 (it is never
 scored or pinned); the full model trains on every inner fold and scores holdout and test.
-Holdout and test rows never train any model (hearsay.folds.check_no_holdout_leak holds the bundle
+Holdout and test rows never train any model (hearsay.contracts.folds.check_no_holdout_leak holds
+the bundle
 to it). Stdlib only (split_rows is handed a pandas frame).
 """
 
 from __future__ import annotations
 
-from hearsay.manifest import INNER_FOLDS
+from hearsay.contracts.manifest import INNER_FOLDS
 
 N_FOLDS = len(INNER_FOLDS)  # 5 fold models
 RUN_KEYS = tuple(f"fold{k}" for k in range(N_FOLDS)) + ("full",)
 FOLD_KEYS = RUN_KEYS[:N_FOLDS]
 PILOT_VALIDATION_FOLD = INNER_FOLDS[-1]  # the pilot trains on 0-3 and validates on "4"
 
-# score split -> the manifest folds whose rows it holds (core rows only: hearsay.score)
+# score split -> the manifest folds whose rows it holds (core rows only: hearsay.evaluate.score)
 SPLITS = {"inner_oof": INNER_FOLDS, "holdout": ("holdout",), "test": ("test",)}
 
 

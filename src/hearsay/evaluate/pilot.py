@@ -31,7 +31,7 @@ import math
 import sys
 from pathlib import Path
 
-from hearsay import run_dir
+from hearsay.contracts import run_dir
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
 RULE = ("first epoch whose fold-4 minDCF (pi 0.3) is within tol of the lowest epoch-end "

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import metrics, protocol, run_dir, score_file
-from hearsay import score as scoring
+from hearsay import metrics
+from hearsay.contracts import protocol, run_dir, score_file
+from hearsay.evaluate import score as scoring
 from hearsay.metrics import PI_OF_RECORD
 from hearsay.progress import Progress
 
@@ -94,7 +95,7 @@ def test_length_inputs(root: Path, rows, test_durations, seed: int = TEST_LENGTH
     """One crop per holdout row, its length drawn from the test split's durations and its
     offset drawn too, by a generator seeded by (seed, crc32(clip id)) only: the same crops for
     every model. Each crop goes through crops.finish (band-limit, normalise), as in training."""
-    from hearsay import audio, crops
+    from hearsay.sound import audio, crops
 
     if not len(test_durations):
         raise scoring.ScoreError("no test rows: the test-length readout needs the test "
