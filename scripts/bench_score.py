@@ -27,7 +27,7 @@ import pandas as pd
 import soundfile as sf
 import torch
 
-from hearsay.evaluate import score
+from hearsay.evaluate import inputs, score
 from hearsay.model import Detector, ModelConfig, save_detector
 from hearsay.sound import audio
 
@@ -105,7 +105,7 @@ def main() -> int:
         t_fed, c_fed = time.perf_counter() - t0, time.process_time() - c0
         # model only: the same batches, inputs prepared beforehand
         recs = bundle.manifest.to_dict("records")
-        waves = [score.model_input(bundle.root, r, "none", scfg) for r in recs]
+        waves = [inputs.model_input(bundle.root, r, "none", scfg) for r in recs]
         batches = score.length_batches([len(w) for w in waves], scfg)
         t0, c0 = time.perf_counter(), time.process_time()
         for b in batches:

@@ -231,7 +231,12 @@ def trainer(bundle: Path, model: dict, args, compile_: bool, cpu: bool, tmp: Pat
     steps = len(t) - args.warmup
     dt = t[-1] - t[args.warmup - 1]
     shutil.rmtree(out, ignore_errors=True)
+    step_s = np.diff(np.asarray(t[args.warmup - 1:], dtype=float))  # the timed steps' walls
     return {"clips_per_s": args.batch * steps / dt,
+            # the rate of the median timed step: a bucket compiled late (its first batch came
+            # after the warm-up) stalls one step, which this leaves out and clips_per_s keeps
+            "clips_per_s_median_step": args.batch / float(np.median(step_s)),
+            "warmup_s": t[args.warmup - 1] - t[0],  # from the first step's end
             "audio_s_per_s": tp["audio_s_per_s"],  # valid audio, whole run
             # valid / computed audio (the padding cut's figure) and the shapes fed (graphs)
             "valid_share": tp.get("valid_share"), "batch_shapes": tp.get("batch_shapes"),
@@ -264,8 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clips", type=int, default=1024, help="clips in the synthetic bundle")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile variants")
     ap.add_argument("--compile-crop-s", type=float, default=4.0,
-                    help="the compiled variants' fixed crop length, s (one static graph: the "
-                         "recipe's buckets would compile one graph per length)")
+                    help="the compiled variants' fixed crop length, s (one static graph); 0: "
+                         "the recipe's lengths, one graph per bucket (each compiles the first "
+                         "time its shape comes: give --warmup steps enough to meet them)")
     ap.add_argument("--levers", action="store_true",
                     help="also the raw-only levers: " + ", ".join(LEVERS))
     ap.add_argument("--variants", type=parse_variants, default=None,
@@ -274,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--numpy-augment", action="store_true",
                     help="trainer renders augmentation in the workers (numpy) instead of batched")
     ap.add_argument("--skip-trainer", action="store_true", help="only (a)")
+    ap.add_argument("--trainer-only", action="store_true",
+                    help="only (b): the real trainer, no raw step (a compiled variant at the "
+                         "recipe's lengths then compiles its graphs once, not twice)")
     ap.add_argument("--json", type=Path, help="write the figures here too")
     ap.add_argument("--freeze-cpu", action="store_true",
                     help="CPU only: fwd+bwd time (batch 1) with the CNN frozen as transformers "
@@ -335,11 +344,17 @@ def _variant(args, tmp: Path, bundle: Path, shape: dict, name: str, lever: str,
     "trainer_over_raw"]}; the levers other than compile time the raw step only."""
     mc = ModelConfig.from_dict(shape)
     label = name + (f" + {lever}" if lever else "")
-    crop_s = args.compile_crop_s if lever == "compile" else args.crop_s
+    crop_s = args.crop_s
+    if lever == "compile":  # 0: the recipe's lengths, as the trainer would run compiled
+        crop_s = args.compile_crop_s or None
     n = args.warmup + args.steps
     lengths = recipe_lengths(bundle, crop_s, n)
     batch = 2 * args.batch if lever == "b128" else args.batch
     row: dict = {"variant": label, "crop_s": crop_s}
+    if args.trainer_only:
+        row["trainer"] = trainer(bundle, shape, args, lever == "compile", args.dry_run,
+                                 tmp / "runs", crop_s=crop_s)
+        return row
     if lever == "compile":  # eager at the same fixed length: the compiled step's baseline
         row["raw_eager"] = raw_step(mc, batch, lengths, args.steps, args.warmup, device, False)
     row["raw"] = raw_step(mc, batch, lengths, args.steps, args.warmup, device,
@@ -355,17 +370,21 @@ def _variant(args, tmp: Path, bundle: Path, shape: dict, name: str, lever: str,
 
 def row_line(row: dict) -> str:
     """The variant's printed line (gpu_check.sh's log keeps it if the JSON never comes)."""
-    raw, tr = row["raw"], row.get("trainer", {})
-    nan = float("nan")
-    line = (f"{row['variant']:<20} raw {raw['clips_per_s']:8.1f} clips/s "
-            f"{raw['audio_s_per_s']:8.1f} audio-s/s (B {raw['batch']}, warm-up "
-            f"{raw['warmup_s']:.0f} s)")
+    raw, tr = row.get("raw"), row.get("trainer", {})
+    line = f"{row['variant']:<20}"
+    if raw:
+        line += (f" raw {raw['clips_per_s']:8.1f} clips/s "
+                 f"{raw['audio_s_per_s']:8.1f} audio-s/s (B {raw['batch']}, warm-up "
+                 f"{raw['warmup_s']:.0f} s)")
     if "raw_eager" in row:
         line += f" = {row['compiled_over_eager']:.2f} x eager at {row['crop_s']} s"
     if tr:
         share = tr.get("valid_share")
-        line += (f" | trainer {tr['clips_per_s']:8.1f} clips/s "
-                 f"({row.get('trainer_over_raw', nan):.2f} of raw), valid audio "
+        line += (f" | trainer {tr['clips_per_s']:8.1f} clips/s (median step "
+                 f"{tr['clips_per_s_median_step']:.1f}, warm-up {tr['warmup_s']:.0f} s), "
+                 + (f"{row['trainer_over_raw']:.2f} of raw, " if "trainer_over_raw" in row
+                    else "")
+                 + "valid audio "
                  f"{'?' if share is None else f'{100 * share:.0f}%'} of computed, "
                  f"{tr.get('batch_shapes')} shapes")
     return line

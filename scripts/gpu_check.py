@@ -183,17 +183,24 @@ def score_figures(out: Path) -> tuple[list[str], str]:
     return keep, "; ".join(rates) or "no rate lines"
 
 
-TRAIN_LINE = re.compile(r"^(fine-tune|frozen)( \+ \w+)?\s+raw\s")
+TRAIN_LINE = re.compile(r"^(fine-tune|frozen)( \+ \w+)?\s+(raw|\| trainer)\s")
 
 
 def _train_row(r: dict) -> str:
-    """'fine-tune + compile: raw 900 (1.9x eager) trainer 850 (0.94), valid 86%' (clips/s)."""
-    text = f"{r['variant']}: raw {r['raw']['clips_per_s']:.0f}"
+    """'fine-tune + compile: raw 900 (1.9x eager) trainer 850 (0.94), valid 86%' (clips/s);
+    a trainer-only row (bench_train_gpu --trainer-only) has no raw part."""
+    text = f"{r['variant']}:"
+    if "raw" in r:
+        text += f" raw {r['raw']['clips_per_s']:.0f}"
     if "compiled_over_eager" in r:
         text += f" ({r['compiled_over_eager']:.2f}x eager)"
     if "trainer" in r:
         share = r["trainer"].get("valid_share")
-        text += f" trainer {r['trainer']['clips_per_s']:.0f} ({r['trainer_over_raw']:.2f})"
+        text += f" trainer {r['trainer']['clips_per_s']:.0f}"
+        if "clips_per_s_median_step" in r["trainer"]:
+            text += f" (median step {r['trainer']['clips_per_s_median_step']:.0f})"
+        if "trainer_over_raw" in r:
+            text += f" ({r['trainer_over_raw']:.2f})"
         text += "" if share is None else f" valid {100 * share:.0f}%"
     return text
 

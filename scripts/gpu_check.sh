@@ -62,6 +62,9 @@
 #                           "fine-tune+compile,frozen+compile" to rerun what a timeout cut off
 #                           (fine-tune, frozen, +compile, fine-tune+cudnn, frozen+b128)
 #   GPU_CHECK_TRAIN_CLIPS  the train step's synthetic bundle size (default 512; --quick 256)
+#   GPU_CHECK_TRAIN_ARGS   more bench_train_gpu arguments, word-split, e.g. "--trainer-only
+#                           --compile-crop-s 0 --warmup 40" (the compiled trainer at the
+#                           recipe's lengths, each bucket's graph compiled once)
 #   GPU_CHECK_SCORE_CLIPS  the score step's clips (default 512)
 # Exit codes: 0 every step exited 0; 1 a step failed, timed out or was skipped (summary.json
 #   says which; parity exits 1 when its gate fails); 2 usage; 3 setup failed (wheel install,
@@ -301,15 +304,17 @@ score() {
 }
 
 train() {
+  local only=() more=()
+  [ -n "${GPU_CHECK_TRAIN_VARIANTS:-}" ] && only=(--variants "$GPU_CHECK_TRAIN_VARIANTS")
+  # shellcheck disable=SC2206 # word splitting of the extra arguments is the point
+  [ -n "${GPU_CHECK_TRAIN_ARGS:-}" ] && more=($GPU_CHECK_TRAIN_ARGS)
   if [ "$dry" = 1 ]; then
     run_step train "$1" "" "$PY" scripts/bench_train_gpu.py --dry-run --levers \
-      --json "$out/bench_train.json"
+      ${only[@]+"${only[@]}"} ${more[@]+"${more[@]}"} --json "$out/bench_train.json"
   else
-    local only=()
-    [ -n "${GPU_CHECK_TRAIN_VARIANTS:-}" ] && only=(--variants "$GPU_CHECK_TRAIN_VARIANTS")
     run_step train "$1" "" "$PY" scripts/bench_train_gpu.py --compile --levers \
       --clips "${GPU_CHECK_TRAIN_CLIPS:-512}" \
-      ${only[@]+"${only[@]}"} --json "$out/bench_train.json"
+      ${only[@]+"${only[@]}"} ${more[@]+"${more[@]}"} --json "$out/bench_train.json"
   fi
 }
 

@@ -418,7 +418,7 @@ def test_progress_is_a_bar_on_a_terminal():
 @pytest.mark.parametrize("seconds", [8.5, 12.0, 15.0])
 def test_deploy_and_hearsay_score_give_the_same_input_past_the_cap(tmp_path, seconds):
     """A bundle clip (trimmed, 16-bit FLAC) longer than the 8 s cap: both front ends agree."""
-    from hearsay.evaluate import score
+    from hearsay.evaluate import inputs, score
 
     rng = np.random.default_rng(int(seconds))
     x = tone(seconds, 170, rng) + 0.05 * rng.standard_normal(int(seconds * SR)).astype(np.float32)
@@ -428,7 +428,7 @@ def test_deploy_and_hearsay_score_give_the_same_input_past_the_cap(tmp_path, sec
     scorer = deploy.Scorer(session=None, model_sha="", front=front, min_samples=400)
     row = {"error": ""}
     got = deploy.model_input(tmp_path / "audio" / "c.flac", row, scorer)
-    want = score.model_input(tmp_path, {"id": "c", "flac": "audio/c.flac"}, "none",
+    want = inputs.model_input(tmp_path, {"id": "c", "flac": "audio/c.flac"}, "none",
                              score.ScoreConfig(max_s=8.0))
     assert row["error"] == "" and len(got) == len(want) == 8 * SR
     np.testing.assert_array_equal(got, want)

@@ -15,7 +15,7 @@ import torch
 from fakes.fake_runs import TREE_SHA, make_bundle, make_run
 
 from hearsay.contracts import score_file
-from hearsay.evaluate import score
+from hearsay.evaluate import inputs, score
 from hearsay.model import load_detector
 from hearsay.sound import audio, crops
 
@@ -113,12 +113,12 @@ def test_augmented_slice_is_fixed_and_the_same_for_every_model(world):
 
 def test_augmentation_plan_depends_on_clip_id_and_seed_only():
     rows = pd.DataFrame({"id": [f"clip{i}" for i in range(60)], "codec_ids": "mp3;opus"})
-    plan = score.aug_plan(rows, 7)
+    plan = inputs.aug_plan(rows, 7)
     assert len(set(plan)) >= 4  # clips differ: not one draw for all
     assert "trim_jitter" not in plan and "none" not in plan  # test-time types, one per clip
-    assert score.aug_plan(rows.iloc[::-1], 7) == plan[::-1]  # order / subset free
-    assert score.aug_plan(rows.iloc[10:20], 7) == plan[10:20]
-    assert score.aug_plan(rows, 8) != plan
+    assert inputs.aug_plan(rows.iloc[::-1], 7) == plan[::-1]  # order / subset free
+    assert inputs.aug_plan(rows.iloc[10:20], 7) == plan[10:20]
+    assert inputs.aug_plan(rows, 8) != plan
 
 
 def test_length_batches_group_similar_lengths_under_the_budget():

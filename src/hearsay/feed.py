@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterator, Sequence
 
 
 def prepared(fn: Callable, jobs: Sequence[tuple], workers: int) -> Iterator:
-    """fn(*job) for each job, in order; workers > 0: 2 jobs ahead per worker (memory bounded)."""
+    """fn(*job) for each job, in order; workers > 0: the workers start now (not at the first
+    next()) and stay 2 jobs ahead each (memory bounded)."""
     if workers <= 0:
-        yield from (fn(*job) for job in jobs)
-        return
+        return (fn(*job) for job in jobs)
     from torch.utils.data import DataLoader
 
-    yield from DataLoader(_Jobs(fn, jobs), batch_size=None, num_workers=workers,
-                          prefetch_factor=2, collate_fn=_as_is)
+    return iter(DataLoader(_Jobs(fn, jobs), batch_size=None, num_workers=workers,
+                           prefetch_factor=2, collate_fn=_as_is))
 
 
 class _Jobs:

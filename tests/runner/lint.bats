@@ -36,15 +36,16 @@ scripts() { ls "$REPO"/runner/*.sh "$REPO"/runner/box/entry.sh | grep -v '/confi
 @test "make lint fails on a bare ! that is not a bats test's last command (SC2314)" {
   sc=$REPO/.venv/bin/shellcheck
   { [ -x "$sc" ] && [ -x "$REPO/.venv/bin/ruff" ]; } || skip "shellcheck or ruff not in .venv"
-  # a copy holding only what `make lint` reads, against this venv (cp -p: its stamp stays newer)
+  # a copy holding only what `make lint` reads, against this venv; -o: make never remakes the
+  # venv's stamp from the copy (an install there would point the venv's editable hearsay at it)
   c=$BATS_TEST_TMPDIR/copy
   mkdir -p "$c/tests/runner" "$c/src" "$c/scripts" "$c/nix" "$c/container" "$c/runner"
   cp -p "$REPO/Makefile" "$REPO/pyproject.toml" "$REPO/requirements.lock" "$c/"
   cp "$REPO"/tests/runner/*.bats "$c/tests/runner/"
-  run make -s -C "$c" lint VENV="$REPO/.venv"
+  run make -s -C "$c" lint VENV="$REPO/.venv" -o "$REPO/.venv/.installed"
   echo "$output"; [ "$status" -eq 0 ]
   printf '@test "planted" {\n  ! true\n  true\n}\n' >>"$c/tests/runner/guard.bats"
-  run make -s -C "$c" lint VENV="$REPO/.venv"
+  run make -s -C "$c" lint VENV="$REPO/.venv" -o "$REPO/.venv/.installed"
   echo "$output"; [ "$status" -ne 0 ]
   [[ "$output" == *"tests/runner/guard.bats line "*"SC2314"* ]]
 }

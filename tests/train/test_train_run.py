@@ -62,6 +62,8 @@ def test_accumulation_flushes_the_trailing_group_and_lr_ends_at_floor(bundle_dir
         torch.softmax(det.layer_logits.float(), 0).tolist())
     assert on_disk["layer_weights"]["verdict"].startswith("not applicable")  # 3 states, top 3
     assert on_disk["trainable_backbone_params"] == layer_weights.trainable_backbone_params(det) > 0
+    # train.compile is on by default, and compiles on CUDA only: the CPU run says it ran eager
+    assert cfg["train"]["compile"] and on_disk["compile"] == "off (compiles on CUDA only)"
     ck, _ = load_detector(run / "checkpoints" / "epoch_0002")  # config found above it
     for (k, a), b in zip(det.state_dict().items(), ck.state_dict().values(), strict=True):
         assert torch.equal(a, b), k  # the last checkpoint is the final model

@@ -75,3 +75,25 @@ def test_a_negative_grad_clip_is_a_config_error_naming_the_fix(bad):
         tcfg.resolve_config("fold", 0, overrides={"train": {"grad_clip": bad}})
     assert tcfg.resolve_config("fold", 0, overrides={"train": {"grad_clip": 0}})[
         "train"]["grad_clip"] == 0
+
+
+def test_compile_is_blocked_without_a_c_compiler_and_says_how_to_fix_it(tmp_path):
+    """Triton builds its CUDA launcher with a C compiler: none on PATH and no CC -> a reason."""
+    env = {"PATH": str(tmp_path)}  # an empty folder: no cc, gcc or clang
+    assert "no C compiler" in tstep.compile_blocker(env, ldconfig=str(tmp_path / "none"))
+    cc = tmp_path / "cc"
+    cc.write_text("#!/bin/sh\n")
+    cc.chmod(0o755)
+    assert tstep.compile_blocker(env, ldconfig="/bin/sh") is None  # cc found, ldconfig there
+
+
+def test_compile_finds_libcuda_through_ld_library_path_where_ldconfig_is_missing(tmp_path):
+    """Nix's image has no /sbin/ldconfig: triton is pointed at the folder holding libcuda.so.1."""
+    driver = tmp_path / "driver"
+    driver.mkdir()
+    env = {"CC": "gcc", "LD_LIBRARY_PATH": f"{tmp_path / 'empty'}:{driver}"}
+    no_ldconfig = str(tmp_path / "ldconfig")
+    assert "no libcuda.so.1" in tstep.compile_blocker(dict(env), ldconfig=no_ldconfig)
+    (driver / "libcuda.so.1").write_bytes(b"")
+    assert tstep.compile_blocker(env, ldconfig=no_ldconfig) is None
+    assert env["TRITON_LIBCUDA_PATH"] == str(driver)

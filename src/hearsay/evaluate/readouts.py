@@ -21,6 +21,7 @@ import numpy as np
 
 from hearsay import metrics
 from hearsay.contracts import protocol, run_dir, score_file
+from hearsay.evaluate import inputs
 from hearsay.evaluate import score as scoring
 from hearsay.metrics import PI_OF_RECORD
 from hearsay.progress import Progress
@@ -102,9 +103,9 @@ def test_length_inputs(root: Path, rows, test_durations, seed: int = TEST_LENGTH
                                  "split's durations")
     waves = []
     for rec in rows.to_dict("records"):
-        rng = scoring.aug_rng(seed, rec["id"])
+        rng = inputs.aug_rng(seed, rec["id"])
         length = float(rng.choice(np.asarray(test_durations, np.float64)))
-        x = audio.load_audio(scoring.clip_file(root, rec, "none"))
+        x = audio.load_audio(inputs.clip_file(root, rec, "none"))
         wave, n_valid = crops.random_crop(x, max(crops.n_samples(length), 320), rng)
         waves.append(crops.finish(wave, n_valid)[:n_valid])
     return waves

@@ -31,9 +31,8 @@ into windows of max_s every S seconds, exactly as hearsay-score cuts long files;
 highest window logit (two more columns: windows, mean_logit). The augmented slice is drawn on
 the whole clip before it is cut.
 
-Output CSV (hearsay.contracts.score_file): path, fold, split, score, logit (+ augmentation, codec
-with
---augmented), manifest order; score = sigmoid(logit), logit high = synthetic. Beside it,
+Output CSV (hearsay.contracts.score_file): path, fold, split, score, logit (+ augmentation,
+codec with --augmented), manifest order; score = sigmoid(logit), logit high = synthetic. Beside it,
 `<csv>.meta.json` records the run identity (job, fold, config hash, weights sha256), bundle
 tree-sha, split, fold, max_s and aug_seed: `hearsay assemble` checks it before reusing the file.
 
@@ -47,7 +46,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +54,7 @@ import numpy as np
 from hearsay import feed
 from hearsay.contracts import run_dir, score_file
 from hearsay.contracts.protocol import N_FOLDS, SPLITS, split_rows
+from hearsay.evaluate.inputs import aug_plan, clip_file, model_input, window_inputs
 from hearsay.progress import Progress, track
 from hearsay.sound import audio
 
@@ -132,63 +131,6 @@ def check_protocol(meta: dict, bundle_sha: str, split: str, fold: int | None) ->
                                f"--fold {meta['fold']} only (asked: --fold {fold})")
 
 
-# --------------------------------------------------------------------------- augmented slice
-
-
-def aug_rng(seed: int, clip_id: str) -> np.random.Generator:
-    """The clip's own generator: depends on the seed and the id, nothing else."""
-    return np.random.default_rng([int(seed), zlib.crc32(str(clip_id).encode())])
-
-
-def aug_config():
-    from hearsay.augment import AugmentConfig
-
-    return AugmentConfig(p_aug=1.0, w_trim_jitter=0.0)  # one type per clip, test-time types only
-
-
-def aug_plan(rows, seed: int) -> list[str]:
-    """One augmentation name per row ("codec:<c>" or a wave type); identical for every model."""
-    from hearsay import augment
-
-    cfg = aug_config()
-    codecs = rows["codec_ids"] if "codec_ids" in rows.columns else [None] * len(rows)
-    return [augment.choose(aug_rng(seed, cid), cfg, c)
-            for cid, c in zip(rows["id"], codecs, strict=True)]
-
-
-def clip_file(root: Path, row, aug: str) -> Path:
-    if aug.startswith("codec:"):
-        return root / "codecs" / aug.split(":", 1)[1] / f"{row['id']}.flac"
-    flac = row.get("flac")
-    return root / (flac if isinstance(flac, str) and flac else f"audio/{row['id']}.flac")
-
-
-def model_input(root: Path, row, aug: str, cfg: ScoreConfig) -> np.ndarray:
-    """(N,) float32 normalised model input of one bundle row, N <= max_s * 16 kHz."""
-    x = clip_wave(root, row, aug, cfg, cfg.max_s)
-    return audio.prepare(x, cfg.max_s, trim=False)  # bundle clips are trimmed already
-
-
-def window_inputs(root: Path, row, aug: str, cfg: ScoreConfig) -> list[np.ndarray]:
-    """The row's whole clip as hearsay-score's windows (max_s every hop_s), each normalised."""
-    from hearsay.sound.windows import wave_windows
-
-    x = clip_wave(root, row, aug, cfg, None)
-    return [w.wave for w in wave_windows(x, cfg.max_s, cfg.hop_s, trim=False)]
-
-
-def clip_wave(root: Path, row, aug: str, cfg: ScoreConfig, cap_s: float | None) -> np.ndarray:
-    """The bundle clip (capped at cap_s), with the row's augmentation when one is asked."""
-    x = audio.cap(audio.load_audio(clip_file(root, row, aug)), cap_s)
-    if aug not in ("none", "") and not aug.startswith("codec:"):
-        from hearsay import augment
-
-        rng = aug_rng(cfg.aug_seed, row["id"])
-        augment.choose(rng, aug_config(), row.get("codec_ids"))  # same draws as aug_plan
-        x = augment.apply(aug, x, rng, aug_config())
-    return x
-
-
 # --------------------------------------------------------------------------- batching
 
 
@@ -224,6 +166,21 @@ def score_rows(det, root: Path, rows, augs: list[str], cfg: ScoreConfig,
                workers: int = 0) -> np.ndarray:
     """Logits of `rows` (manifest order), batched by capped length; `workers` feeding
     processes decode and prepare the batches ahead (0: in this process)."""
+    return run_fed(det, feed_rows(root, rows, augs, cfg, workers), cfg)
+
+
+class Fed:
+    """A split's rows on their way to the model: batches (row indices, longest first) and
+    their inputs, already being prepared by the feeding workers."""
+
+    def __init__(self, n_rows: int, batches: list[list[int]], inputs):
+        self.n_rows, self.batches, self.inputs = n_rows, batches, inputs
+
+
+def feed_rows(root: Path, rows, augs: list[str], cfg: ScoreConfig, workers: int = 0):
+    """Start feeding `rows`: the length pass, the batches, and (workers > 0) the worker
+    processes preparing the first batches, so that they run while the caller loads the model.
+    Windowed scoring (cfg.hop_s) is not fed: returns the records for score_windows."""
     import soundfile as sf
 
     cap_n = int(round(cfg.max_s * audio.SAMPLE_RATE))
@@ -235,14 +192,20 @@ def score_rows(det, root: Path, rows, augs: list[str], cfg: ScoreConfig,
         except Exception as err:  # noqa: BLE001 - any unreadable file is named below
             raise ScoreError(f"{clip_file(root, rec, aug)}: unreadable ({err})") from None
     if cfg.hop_s is not None:
-        return score_windows(det, root, recs, augs, cfg)
-    logits = np.full(len(recs), np.nan)
+        return root, recs, augs
     batches = length_batches(lengths, cfg)
     jobs = [(root, [recs[i] for i in b], [augs[i] for i in b], cfg) for b in batches]
-    with Progress(len(recs), desc="scoring", unit="clip") as bar:
+    return Fed(len(recs), batches, feed.prepared(batch_inputs, jobs, workers))
+
+
+def run_fed(det, fed, cfg: ScoreConfig):
+    """The logits of what feed_rows started ((max, count, mean) per row when windowed)."""
+    if not isinstance(fed, Fed):
+        return score_windows(det, *fed, cfg)
+    logits = np.full(fed.n_rows, np.nan)
+    with Progress(fed.n_rows, desc="scoring", unit="clip") as bar:
         try:
-            inputs = feed.prepared(batch_inputs, jobs, workers)
-            for batch, waves in zip(batches, inputs, strict=True):
+            for batch, waves in zip(fed.batches, fed.inputs, strict=True):
                 logits[batch] = run_model(det, waves, cfg.device, cfg.precision)
                 bar.update(len(batch))
         except audio.AudioError as err:
@@ -296,9 +259,11 @@ def score_split(bundle, run: Path, split: str, fold: int | None = None,
         raise ScoreError(str(err)) from None
     augs = aug_plan(rows, cfg.aug_seed) if augmented else ["none"] * len(rows)
     wfile = run_dir.weights_of(run)
+    # the feeding workers start before the model loads (seconds on a GPU box), so the first
+    # batches are ready when it is
+    fed = feed_rows(Path(bundle.root), rows, augs, cfg, workers) if len(rows) else None
     det, _ = load_detector(wfile.parent, device=cfg.device)
-    logits = score_rows(det, Path(bundle.root), rows, augs, cfg, workers) if len(rows) \
-        else np.zeros(0)
+    logits = run_fed(det, fed, cfg) if fed is not None else np.zeros(0)
     extra = {}
     if cfg.hop_s is not None:  # windowed readout: (max, count, mean) per row
         logits, n_win, mean = logits if len(rows) else (np.zeros(0),) * 3

@@ -51,10 +51,11 @@ def parity_rows(manifest, n: int):
 
 
 def inputs(bundle, rows) -> list[np.ndarray]:
+    from hearsay.evaluate import inputs
     from hearsay.evaluate import score as scoring
 
     cfg = scoring.ScoreConfig(max_s=MAX_S)
-    return [scoring.model_input(Path(bundle.root), rec, "none", cfg)
+    return [inputs.model_input(Path(bundle.root), rec, "none", cfg)
             for rec in rows.to_dict("records")]
 
 

@@ -45,7 +45,13 @@ from hearsay.train.data import (
     plan_job,
 )
 from hearsay.train.errors import ConfigError, ResumeRefused
-from hearsay.train.step import compile_forward, optimizer_groups, rank_rng, set_rng_state
+from hearsay.train.step import (
+    compile_blocker,
+    compile_forward,
+    optimizer_groups,
+    rank_rng,
+    set_rng_state,
+)
 
 ROW_COLUMNS = ["id", "flac", "label", "source", "codec_ids", "duration"]  # what workers read
 
@@ -212,8 +218,9 @@ def _model(tc: TrainConfig, mc, device: torch.device, rank: int, local_rank: int
         from torch.nn.parallel import DistributedDataParallel
 
         model = DistributedDataParallel(det, device_ids=None if cpu else [local_rank])
+    fwd, _ = compile_forward(model) if tc.compile and not cpu else (model, None)
     return ModelParts(det=det, base_sha=base_sha, opt=opt, trainable=trainable, model=model,
-                      fwd=compile_forward(model) if tc.compile and not cpu else model,
+                      fwd=fwd,
                       use_amp=device.type == "cuda" and tc.bf16)
 
 
@@ -275,7 +282,19 @@ def _run_meta(r: TrainRun, data: JobData, resume: bool) -> dict:
             "tripwire": ("off (config)" if tc.tripwire_auc is None else
                          "not applicable: the full model has no validation split"
                          if r.val_rows is None else f"abort when AUC <= {tc.tripwire_auc}"),
+            "compile": compile_state(r, tc, device),
             "step_t": r.step_t}
+
+
+def compile_state(r: TrainRun, tc: TrainConfig, device: torch.device) -> str:
+    """run_meta's "compile": whether the forward pass ran compiled, and if not, why."""
+    if r.fwd is not r.model:
+        return "on (static shapes, a graph per batch shape)"
+    if not tc.compile:
+        return "off (train.compile false)"
+    if device.type != "cuda":
+        return "off (compiles on CUDA only)"
+    return f"off: {compile_blocker()}"
 
 
 def build_run(resolved: dict, bundle_dir, out: Path, *, store_uri: str | None, resume: bool,

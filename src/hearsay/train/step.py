@@ -9,6 +9,9 @@ non-finite tripwire (read one step late, so the GPU never waits) and checkpointe
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import sys
 
 import torch
 
@@ -51,16 +54,41 @@ def optimizer_groups(det: Detector, tc: TrainConfig) -> list[dict]:
 COMPILE_GRAPH_LIMIT = 64
 
 
-def compile_forward(model: torch.nn.Module) -> torch.nn.Module:
-    """torch.compile with static shapes: one graph per (B, T) the crop buckets make (counted in
-    run_meta's throughput.batch_shapes). Dynamic sizes are not used: on CUDA, inductor's code
-    for the 12-layer model under symbolic sizes failed at run time (a reshape in a workspace
-    reduction), while the buckets bound the static graphs to a handful."""
+def compile_blocker(environ=os.environ, ldconfig: str = "/sbin/ldconfig") -> str | None:
+    """Why inductor cannot build its CUDA kernels here, or None. Triton compiles a small C
+    launcher with the machine's C compiler ($CC, else cc / gcc / clang on PATH) and finds
+    libcuda with `ldconfig -p` unless TRITON_LIBCUDA_PATH names its folder; an image without
+    ldconfig (Nix's) gets TRITON_LIBCUDA_PATH set here from the LD_LIBRARY_PATH folder that
+    holds libcuda.so.1."""
+    cc = environ.get("CC") or next((c for c in ("cc", "gcc", "clang")
+                                    if shutil.which(c, path=environ.get("PATH"))), None)
+    if not cc:
+        return "no C compiler on PATH (triton builds its CUDA launcher with one; set CC)"
+    if environ.get("TRITON_LIBCUDA_PATH") or os.path.exists(ldconfig):
+        return None
+    for folder in environ.get("LD_LIBRARY_PATH", "").split(":"):
+        if folder and os.path.exists(os.path.join(folder, "libcuda.so.1")):
+            environ["TRITON_LIBCUDA_PATH"] = folder
+            return None
+    return (f"no {ldconfig} and no libcuda.so.1 in LD_LIBRARY_PATH (set TRITON_LIBCUDA_PATH to "
+            "its folder)")
+
+
+def compile_forward(model: torch.nn.Module) -> tuple[torch.nn.Module, str | None]:
+    """(torch.compile of model with static shapes, None), or (model, why) when this machine
+    cannot compile (compile_blocker): the run then trains eager, the same numbers a little
+    slower, and says so on stderr and in run_meta. Static shapes: one graph per (B, T) the crop
+    buckets make (run_meta's throughput.batch_shapes). Dynamic sizes are not used: on CUDA,
+    inductor's code for the 12-layer model under symbolic sizes failed at run time (a reshape
+    in a workspace reduction), while the buckets bound the static graphs to a handful."""
     import torch._dynamo
 
+    if (why := compile_blocker()) is not None:
+        print(f"hearsay train: torch.compile off, training eager: {why}", file=sys.stderr)
+        return model, why
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit,
                                                COMPILE_GRAPH_LIMIT)
-    return torch.compile(model, dynamic=False)
+    return torch.compile(model, dynamic=False), None
 
 
 def clip_gradients(params: list[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
