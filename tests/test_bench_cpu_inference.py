@@ -1,6 +1,6 @@
 """scripts/bench_cpu_inference.py --engines --tiny: the per-process CPU bench runs end to end on
 the tiny config (each engine its own process, torch only in eager's), so it cannot rot between
-the runs docs/BENCHMARKS.md ("CPU engines") records. No speed is asserted."""
+the runs docs/BENCHMARKS.md ("CPU inference") records. No speed is asserted."""
 
 from __future__ import annotations
 

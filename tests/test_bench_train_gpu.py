@@ -1,5 +1,5 @@
 """scripts/bench_train_gpu.py --dry-run: the GPU benchmark's logic on the CPU, so it cannot rot
-before a GPU runs it (docs/BENCHMARKS.md, "Trainer GPU throughput")."""
+before a GPU runs it (docs/BENCHMARKS.md, "Trainer throughput on a GPU")."""
 
 from __future__ import annotations
 

@@ -22,11 +22,11 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 MAX_LINES = 400  # STYLE: one module per stage, each under ~400 lines
 
 
-def modules() -> dict[str, Path]:
-    """{dotted name: file} for every module of the hearsay package."""
+def modules(src: Path = SRC) -> dict[str, Path]:
+    """{dotted name: file} for every module of the hearsay package under src."""
     found = {}
-    for path in sorted((SRC / "hearsay").rglob("*.py")):
-        parts = list(path.relative_to(SRC).with_suffix("").parts)
+    for path in sorted((src / "hearsay").rglob("*.py")):
+        parts = list(path.relative_to(src).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
         found[".".join(parts)] = path

@@ -41,8 +41,8 @@ clips of it (1.0-5.9 s), export gate (Spearman >= 0.995, agreement >= 99 %, max 
 The first conv is by far the most sensitive (an 8-bit raw waveform); the others keep the ranking
 (Spearman >= 0.9996) but each moves single logits past the 0.05 bound on this model, so its
 static recipe fails there. On the XLS-R shape (random init, logit std 0.04) the picture is in
-docs/BENCHMARKS.md ("CPU engines"); quantize_rows.py shows where the error comes from (the
-weights' rounding, which one scale per tensor of activations adds to).
+docs/BENCHMARKS.md ("CPU inference", its history); quantize_rows.py shows where the error comes
+from (the weights' rounding, which one scale per tensor of activations adds to).
 """
 
 from __future__ import annotations
