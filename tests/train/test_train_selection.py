@@ -65,15 +65,20 @@ def _job(bundle, selection, job="fold", fold=0):
 @pytest.mark.parametrize("job, fold", [("fold", 0), ("fold", 3), ("pilot", None)])
 def test_selection_leaves_validation_and_scored_rows_and_the_bundle_unchanged(bundle, job, fold):
     before = bundle.manifest.copy()
+    _, planned_val, _ = tdata.plan_job(bundle, job, fold)  # what the fold protocol validates on
     everything = _job(bundle, None, job, fold)
     core = _job(bundle, CORE_ONLY, job, fold)
     # the training rows: exactly the extra rows left out
     extra = everything.train["train_scope"] == "extra"
     assert extra.any()
     assert list(core.train["id"]) == list(everything.train.loc[~extra, "id"])
-    # what the fold validates on: the same rows, in the same order
-    pd.testing.assert_frame_equal(core.val, everything.val)
-    assert core.val_rows == everything.val_rows
+    # a rule that would also drop validation rows (core rows of a source) if it reached them
+    src = sorted(set(planned_val["source"]))[0]
+    no_src = _job(bundle, {"rules": [{"action": "drop", "source": [src]}]}, job, fold)
+    assert not (no_src.train["source"] == src).any()
+    for data in (everything, core, no_src):
+        pd.testing.assert_frame_equal(data.val, planned_val)
+        assert data.val_rows == planned_val[prepare.ROW_COLUMNS].to_dict("records")
     # what is scored comes from the bundle manifest, which the selection never modifies
     pd.testing.assert_frame_equal(bundle.manifest, before)
     for split in protocol.SPLITS:
