@@ -9,6 +9,7 @@ import json
 
 import pandas as pd
 import pytest
+
 from hearsay import protocol
 from hearsay import train as tr
 from hearsay.train import config as tcfg

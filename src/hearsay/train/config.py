@@ -163,8 +163,9 @@ def resolve_config(job: str, fold: int | None, *, overrides: dict | None = None,
                    cpu_smoke: bool = False, sets: list[str] | None = None) -> dict:
     """{"job", "fold", "cpu_smoke", "train", "model", "crop", "augment", "selection"}, every
     section resolved to all its fields, each value checked for type and range (hearsay.config).
-    Order: code defaults <- cpu-smoke preset <- `overrides` (config file) <- `sets` ("train.lr_head=5e-4",
-    the command line's --set), so a --set value is in the resolved config and its hash."""
+    Order: code defaults <- cpu-smoke preset <- `overrides` (config file) <- `sets`
+    ("train.lr_head=5e-4", the command line's --set), so a --set value is in the resolved config
+    and its hash."""
     layers = [smoke_overrides()] if cpu_smoke else []
     layers.append(overrides or {})
     try:
