@@ -49,7 +49,6 @@ import numpy as np
 import pandas as pd
 
 from hearsay import config
-from hearsay.bundle.select import SelectionError, drop_extra_cli, extra_option
 from hearsay.hashing import SumsError, format_sums, read_sums, sha256_file
 from hearsay.manifest import INNER_FOLDS, LABELS, ManifestError, read_manifest
 
@@ -355,6 +354,7 @@ def check_no_holdout_leak(df: pd.DataFrame, cfg: SplitsConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from hearsay.bundle.select import SelectionError, drop_extra_cli, extra_option  # its CLI only
     ap = argparse.ArgumentParser(prog="hearsay splits", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
