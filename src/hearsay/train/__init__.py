@@ -36,8 +36,9 @@ latest to RUN_DIR/progress.json, pushed with the readouts and checkpoints (hears
 Config: `--config FILE.json` = {"train": {…}, "model": {…}, "crop": {…}, "augment": {…},
 "selection": {"rules": […]}} (selection: which training rows of the bundle this recipe keeps,
 hearsay.train.selection; validation and scored rows never change), then each
-`--set SECTION.KEY=VALUE` over it (VALUE read as JSON: 5e-4, false, null, [1, 2]); every value is checked for its type and range before any work (a string is not a number, "false" is
-not a boolean: exit 2 naming the key), unknown keys are errors with the nearest known key; the
+`--set SECTION.KEY=VALUE` over it (VALUE read as JSON: 5e-4, false, null, [1, 2]); every value
+is checked for its type and range before any work (a string is not a number, "false" is not a
+boolean: exit 2 naming the key), unknown keys are errors with the nearest known key; the
 resolved config is RUN_DIR/config.json and its sha256 (canonical JSON) is the config hash
 that --resume must match. `--resume` continues from the store's latest
 complete checkpoint and refuses when there is none; `--resume auto` (what a rented box runs)
