@@ -146,4 +146,18 @@ def test_the_selection_and_its_counts_are_in_run_meta(bundle_dir, bundle, tmp_pa
                    "family": [], "rows_seen": len(allowed), "kept": len(allowed) - n_extra,
                    "dropped": n_extra}]}
     assert meta["train_rows"] == len(allowed) - n_extra
+    assert meta["val_rows"] == len(tdata.plan_job(bundle, "fold", 0)[1])  # validation: all of it
     assert meta["config_hash"] == tcfg.config_hash(cfg)
+
+
+def test_hearsay_train_refuses_a_selection_naming_what_the_bundle_lacks(bundle_dir, tmp_path,
+                                                                        capsys):
+    cfg = tmp_path / "core_only.json"
+    cfg.write_text(json.dumps({"selection": {"rules": [{"action": "keep",
+                                                        "corpus": ["asvspoof2019-la"]}]}}))
+    code = tr.main(["--bundle", str(bundle_dir), "--fold", "0", "--out", str(tmp_path / "r"),
+                    "--cpu-smoke", "--config", str(cfg)])
+    assert code == terrors.EXIT_USAGE
+    assert "selection.rules[0].corpus ['asvspoof2019-la']: no row of the bundle has that " \
+           "corpus" in capsys.readouterr().err
+    assert not (tmp_path / "r" / "checkpoints").exists()
