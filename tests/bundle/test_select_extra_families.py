@@ -65,6 +65,10 @@ def test_the_rule_drops_the_extra_rows_before_the_folds_and_the_bundle_counts_th
     fold_file = tmp_path / "splits" / "t.folds.json"
     assigned = json.loads(fold_file.read_text())["folds"]
     assert "x0" not in assigned and assigned["h0"] == assigned["h1"] == "holdout"
+    verify = ["verify", str(fold_file), "--manifest", str(manifest)]
+    assert folds.main(verify) == folds.EXIT_REJECTED  # x0 is in the manifest, not the folds
+    assert folds.main([*verify, "--selection", str(sel)]) == folds.EXIT_OK
+    capsys.readouterr()
     out = tmp_path / "b"
     args = [str(manifest), str(out), "--folds", str(fold_file), "--codecs", "", "--workers", "1",
             "--no-progress"]
