@@ -23,9 +23,12 @@
 #   pilot_e            runner/epochs.sh from-pilot applies the E rule (--factor 3 on the 1-epoch
 #                      pilot: E = 3); a fold launch trained for another epoch count is refused;
 #                      train.json gets E
-#   ablation           two tiny recipes (RUNNER_RECIPES: base, lr_high) on inner fold 0 under the
-#                      GPU-hour cap; runner/collect_ablation.sh pins each (scored here), hearsay
-#                      compare ranks them: models/ablation/decision.json (assemble --ablation)
+#   ablation           two tiny recipes from the one bundle (RUNNER_RECIPES: core_only, whose
+#                      selection keeps train_scope core rows, and core_extra, every row) on inner
+#                      fold 0 under the GPU-hour cap; each run's run_meta "selection" counts are
+#                      checked (core_only drops the extra rows, core_extra none);
+#                      runner/collect_ablation.sh pins each (scored here), hearsay compare ranks
+#                      them: models/ablation/decision.json (assemble --ablation)
 #   fan_out            fold0-4 and full launched at once, at E
 #   kill_resume        fold2's box killed after its first checkpoint (the host vanished: processes
 #                      killed, instance destroyed), the job relaunched: it resumes from the store
@@ -213,24 +216,32 @@ do_pilot_e() {
   jq -c --argjson e "$e" '.train.epochs = $e' "$RUNNER_TRAIN_CONFIG" >"$W/train.e.json" && mv "$W/train.e.json" "$RUNNER_TRAIN_CONFIG"
   say_detail "E = $e ($(sed -n 2p "$RUNNER_STATE/epochs/$BUNDLE-$(recipe_of "$RUNNER_TRAIN_CONFIG")" | cut -c1-60)…); fold 0 at 1 epoch refused (exit 6)"
 }
-# Two tiny recipes on inner fold 0, each one rental under RUNNER_ABLATION_GPU_HOURS (2 x 0.5 h x
-# the deadline factor 1.5 = 1.5 h of 2 h), pinned, scored here, ranked by hearsay compare.
+# Two tiny recipes on inner fold 0 from the one bundle: core only (the recipe's selection keeps the
+# train_scope core rows) vs core + extra (every row the fold protocol allows), each one rental under
+# RUNNER_ABLATION_GPU_HOURS (2 x 0.5 h x the deadline factor 1.5 = 1.5 h of 2 h), pinned, scored
+# here, ranked by hearsay compare.
 ABLATION_DECISION=""   # set once the ablation stage passed (assemble --ablation)
 do_ablation() {
   local r dir=$W/models/ablation
   export RUNNER_RECIPES=$W/recipes
   mkdir -p "$RUNNER_RECIPES" "$dir"
-  echo '{"train": {"epochs": 1, "batches_per_epoch": 6}}' >"$RUNNER_RECIPES/base.json"
-  echo '{"train": {"epochs": 1, "batches_per_epoch": 6, "lr_head": 0.03}}' >"$RUNNER_RECIPES/lr_high.json"
-  for r in base lr_high; do launch ablate "$r" fold 0 >"$LOGS/launch.ablate-$r.out" 2>"$LOGS/launch.ablate-$r.err"; done
-  for r in base lr_high; do
+  echo '{"train": {"epochs": 1, "batches_per_epoch": 6}, "selection": {"rules": [{"action": "keep", "train_scope": ["core"]}]}}' >"$RUNNER_RECIPES/core_only.json"
+  echo '{"train": {"epochs": 1, "batches_per_epoch": 6}}' >"$RUNNER_RECIPES/core_extra.json"
+  for r in core_only core_extra; do launch ablate "$r" fold 0 >"$LOGS/launch.ablate-$r.out" 2>"$LOGS/launch.ablate-$r.err"; done
+  for r in core_only core_extra; do
     wait_until 900 "ablate-$r-fold0 ended and destroyed" gone "ablate-$r-fold0"
     done_by_reaper "ablate-$r-fold0" || { fail "ablate-$r-fold0 ended $(archived_result "ablate-$r-fold0")"; return 1; }
     "$REPO/runner/collect_ablation.sh" --score "$W/bundle" "$r" 0 "$dir/$r" >/dev/null
   done
-  hearsay compare --recipe "base=$dir/base/ablation_runs.json" --recipe "lr_high=$dir/lr_high/ablation_runs.json" \
+  # the two runs trained on different rows of the same bundle: core_only without the extra rows
+  local q='"\(.selection.rows_before) \(.selection.rows_after) \(.bundle_tree_sha)"' cb ca csha eb ea esha
+  read -r cb ca csha <<<"$(jq -r "$q" "$dir/core_only/runs/fold0/run_meta.json")"
+  read -r eb ea esha <<<"$(jq -r "$q" "$dir/core_extra/runs/fold0/run_meta.json")"
+  [ "$csha" = "$BUNDLE" ] && [ "$esha" = "$BUNDLE" ] || { fail "the ablation runs trained on bundles $csha and $esha, not $BUNDLE"; return 1; }
+  [ "$cb" = "$eb" ] && [ "$ea" = "$eb" ] && [ "$ca" -lt "$cb" ] || { fail "run_meta selection rows (before after): core_only $cb $ca, core_extra $eb $ea; expected core_only to drop the extra rows and core_extra none"; return 1; }
+  hearsay compare --recipe "core_only=$dir/core_only/ablation_runs.json" --recipe "core_extra=$dir/core_extra/ablation_runs.json" \
     --bundle "$W/bundle" --json "$dir/decision.json" --markdown "$dir/decision.md"
-  say_detail "2 recipes on fold 0, $(jq -r .n_clips "$dir/decision.json") clips; chosen $(jq -r .chosen "$dir/decision.json"), flips: $(jq -r '.flips | length' "$dir/decision.json"); $(grep -o 'ablation cap: [^<]*' "$RUNNER_STATE/runner.log" | tail -n 1)"
+  say_detail "2 recipes on fold 0 from bundle ${BUNDLE:0:12}… (core_only trained $ca of $cb rows, core_extra $ea), $(jq -r .n_clips "$dir/decision.json") clips; chosen $(jq -r .chosen "$dir/decision.json"), flips: $(jq -r '.flips | length' "$dir/decision.json"); $(grep -o 'ablation cap: [^<]*' "$RUNNER_STATE/runner.log" | tail -n 1)"
 }
 # --- pilot -> E, ablation (end) --------------------------------------------------------------------
 JOBS="fold0 fold1 fold2 fold3 fold4 full"

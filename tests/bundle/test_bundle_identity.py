@@ -44,7 +44,7 @@ def test_hearsay_bundle_selection_keeps_lists_and_hashes_the_selection(tmp_path,
         "x0": "drop_generators", "b0": "min_trimmed_s", "b1": "min_trimmed_s",
         "v2": "min_trimmed_s"}
     assert b.meta["counts"]["deselected"] == 4 and b.meta["selection"]["config"] == {
-        **SELECTION, "drop_families": [], "family_sep": "-", "note": "",
+        **SELECTION, "drop_families": [], "drop_extra_families": [], "family_sep": "-", "note": "",
         "sources": {"s": {"min_trimmed_s": 2.0, "match_duration": None,
                           "cap_per_generator": None, "class_ratio": None,
                           "cap_per_class": {}, "cap": None}}}

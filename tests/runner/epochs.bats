@@ -43,6 +43,14 @@ pilot_meta() {
   [ "$(created_count)" -eq 2 ]                    # the two pilots only
 }
 
+@test "a recipe's row selection is in its key: core only and all are two recipes, each pilot clears its own" {
+  echo '{"train": {"epochs": 3}}' >"$W/all.json"
+  echo '{"train": {"epochs": 3}, "selection": {"rules": [{"action": "keep", "train_scope": ["core"]}]}}' >"$W/core.json"
+  echo '{"selection": {"rules": [{"action": "keep", "train_scope": ["core"]}]}, "train": {"epochs": 1}}' >"$W/core_pilot.json"
+  [ "$(recipe_of "$W/core.json")" != "$(recipe_of "$W/all.json")" ]
+  [ "$(recipe_of "$W/core_pilot.json")" = "$(recipe_of "$W/core.json")" ]   # the pilot's epochs are not
+}
+
 @test "E recorded from the pilot's readouts; fold/full with another train.epochs refused unless --any-epochs (logged)" {
   rcp=$(recipe_of "$RUNNER_TRAIN_CONFIG")
   mkdir -p "$RUNNER_STATE/pilots" && echo g-1 >"$RUNNER_STATE/pilots/$BUNDLE_SHA-$rcp"

@@ -18,9 +18,12 @@ re-trimmed, capped, peak-guarded -> codecs/<codec>/<id>.flac. Layout: docs/INTER
 * Resume: a FLAC is reused only when its source's size:mtime_ns stamp and the build settings are
   unchanged (kept in the sidecar OUT_DIR/.stamps.json, saved every 25 clips, so an interrupted
   build resumes; bundle_meta.json is removed when a build starts and written when it ends).
-* --selection FILE (hearsay.bundle.select): once every clip is decoded, drop rules, per-source
-  minimum trimmed duration, duration histogram matching, caps and class ratios pick the rows
-  the bundle keeps (seeded); the others are listed with their reason in
+* --selection FILE (hearsay.bundle.select): its drop_extra_families removes extra rows of
+  those generator families before the fold check (core rows stay; counts in bundle_meta.json
+  ["counts"]["extra_family_dropped"] and ["selection"]["outcome"]["extra_families"]); then,
+  once every clip is decoded, drop rules, per-source minimum trimmed duration, duration
+  histogram matching, caps and class ratios pick the rows the bundle keeps (seeded); the
+  others are listed with their reason in
   bundle_meta.json["selection"]["outcome"] and their FLACs not kept (a rebuild decodes them again).
 * tree_sha (bundle_meta.json): sha256 of the sha256sum listing of manifest.csv, selection.json
   (the fold file's identity and config, the selection config and outcome), audio/ and codecs/,
@@ -58,7 +61,13 @@ import soundfile as sf
 
 from hearsay.bundle import DIAG, META, STAMPS, clip_rel, tree_sha, write_identity
 from hearsay.bundle.diagnostics import diagnostics
-from hearsay.bundle.select import SelectionConfig, SelectionError, check_names, select_bundle
+from hearsay.bundle.select import (
+    SelectionConfig,
+    SelectionError,
+    check_names,
+    drop_extra_rows,
+    select_bundle,
+)
 from hearsay.contracts.folds import (
     FoldError,
     SplitsConfig,
@@ -207,10 +216,19 @@ def _workers(n: int) -> int:
     return n if n > 0 else len(os.sched_getaffinity(0))
 
 
-def _prepare_manifest(manifest: Path, folds_path: Path | None) -> tuple[pd.DataFrame, dict]:
+def _prepare_manifest(manifest: Path, folds_path: Path | None, scfg: SelectionConfig
+                      ) -> tuple[pd.DataFrame, dict, list[dict]]:
     """Validated manifest with every fold filled, plus the fold file's identity and config (without
-    a fold file: no identity, and the holdout families the manifest's own folds imply)."""
-    df = read_manifest(manifest)
+    a fold file: no identity, and the holdout families the manifest's own folds imply), and the
+    extra rows the selection's drop_extra_families removed before the fold check."""
+    df, dropped = drop_extra_rows(read_manifest(manifest), scfg)
+    df, meta = _fill_folds(df, manifest, folds_path)
+    return df, meta, dropped
+
+
+def _fill_folds(df: pd.DataFrame, manifest: Path, folds_path: Path | None
+                ) -> tuple[pd.DataFrame, dict]:
+    """The manifest's fold column filled from the pinned fold file, or checked as it is."""
     if folds_path is not None:
         folds = load_folds(folds_path)
         return apply_folds(df, folds), {"path": str(folds_path), "sha256": folds.sha256,
@@ -233,7 +251,8 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
     on bad input; a build over the failure threshold still writes its meta (status "failed")."""
     manifest, out = Path(manifest), Path(out)
     scfg = SelectionConfig() if selection is None else SelectionConfig.from_file(selection)
-    df, folds_meta = _prepare_manifest(manifest, None if folds is None else Path(folds))
+    df, folds_meta, dropped_extra = _prepare_manifest(manifest, None if folds is None else
+                                                      Path(folds), scfg)
     check_names(df, scfg)  # before any decoding: a misspelt source is exit 3 at once
     have, missing = codecs.available(cfg.codecs)
     out.mkdir(parents=True, exist_ok=True)
@@ -277,7 +296,8 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
     save_stamps()
     decoded = [rid for rid in df["id"] if results[rid]["status"] == "ok"]
     ok, sel_meta = select_bundle(df, decoded, {r: results[r]["trimmed_s"] for r in decoded},
-                                 scfg, None if selection is None else str(selection))
+                                 scfg, None if selection is None else str(selection),
+                                 dropped_extra)
     listed = {status: [{"id": rid, "path": p, "reason": results[rid]["reason"]}
                        for rid, p in zip(df["id"], df["path"], strict=True)
                        if results[rid]["status"] == status] for status in ("failed", "dropped")}
@@ -287,7 +307,7 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
     bdf["flac"] = [clip_rel(r) for r in ok]
     bdf.to_csv(out / "manifest.csv", index=False)
     _remove_stale(out, {rid: results[rid] for rid in ok})
-    fail_frac = len(listed["failed"]) / max(1, len(df))
+    fail_frac = len(listed["failed"]) / max(1, len(df))  # of the rows drop_extra_families left
     status = "ok" if fail_frac <= cfg.max_fail_frac else "failed"
     diag = diagnostics(bdf, results, cfg.auc_warn,
                        before=df.set_index("id").loc[decoded].reset_index())
@@ -298,7 +318,8 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
         "tree_sha": tree_sha(out),
         "tree_sha_method": "sha256 of `sha256sum` lines of manifest.csv, selection.json, "
                            "audio/**, codecs/** (paths relative, LC_ALL=C sorted)",
-        "counts": {"rows": len(df), "ok": len(ok), "failed": len(listed["failed"]),
+        "counts": {"rows": len(df) + len(dropped_extra), "ok": len(ok),
+                   "extra_family_dropped": len(dropped_extra), "failed": len(listed["failed"]),
                    "dropped": len(listed["dropped"]), "deselected": len(decoded) - len(ok),
                    "reused": sum(1 for r in ok if results[r].get("reused")),
                    "codec_copies": sum(len(results[r]["codec_ids"]) for r in ok),

@@ -7,6 +7,13 @@ It depends only on the manifest and each clip's trimmed duration (seconds after 
 trimming, before the max_s cap: the duration the diagnostics' AUC uses), so it runs in
 hearsay.bundle.build once every clip is decoded. Rules, applied in this order:
 
+0. drop_extra_families, before the fold check and before any decoding (`drop_extra_rows`; also
+   `hearsay splits make|import --selection FILE`): every train_scope extra row of a named
+   generator family leaves the manifest, so an extra corpus that holds a holdout family's
+   generator needs no hand-filtered manifest. Core rows are never touched (the holdout keeps its
+   rows); an extra row of a holdout family that no rule drops is still refused by the fold check
+   (hearsay.contracts.folds). Listed with rule "drop_extra_families" and counted per family in the
+   outcome;
 1. drop_generators / drop_families: every row of a named generator (family = the name up to the
    first family_sep) is dropped, in every source, and listed with the rule that dropped it;
 2. per source (`sources[S]`), on the rows left:
@@ -73,6 +80,7 @@ class SelectionConfig:
     seed: int = 0  # every cut's order: sha256(seed, rule, source, id)
     drop_generators: tuple[str, ...] = ()
     drop_families: tuple[str, ...] = ()
+    drop_extra_families: tuple[str, ...] = ()  # extra rows of these families, before the fold check
     family_sep: str = "-"  # a generator's family is its name up to the first family_sep
     sources: dict = field(default_factory=dict)  # {source: SourceRule}
     note: str = ""  # free text recorded with the config (what recipe it reproduces)
@@ -265,11 +273,67 @@ def _by_rule(dropped: list[dict]) -> dict:
     return out
 
 
+def drop_extra_rows(df: pd.DataFrame, cfg: SelectionConfig) -> tuple[pd.DataFrame, list[dict]]:
+    """Rule 0, before the fold check: (the manifest less its train_scope extra rows of a
+    drop_extra_families family, those rows listed {"id", "source", "rule", "reason", "family"}).
+    Core rows are never dropped. SelectionError for a family that no extra row of the manifest
+    has (a typo would drop nothing and leave the fold check to refuse)."""
+    if not cfg.drop_extra_families:
+        return df, []
+    extra = df["train_scope"] == "extra"
+    family = df["generator"].map(lambda g: g.split(cfg.family_sep, 1)[0])
+    missing = sorted(set(cfg.drop_extra_families) - set(family[extra]))
+    if missing:
+        raise SelectionError(f"drop_extra_families {missing}: no extra row of the manifest has a "
+                             f"generator of that family (extra families: "
+                             f"{sorted(set(family[extra]))}); fix the names in the config")
+    gone = extra & family.isin(cfg.drop_extra_families)
+    dropped = [{"id": i, "source": s, "rule": "drop_extra_families", "family": f,
+                "reason": f"extra row of generator family {f}, dropped before the fold check"}
+               for i, s, f in zip(df.loc[gone, "id"], df.loc[gone, "source"], family[gone],
+                                  strict=True)]
+    return df.loc[~gone].reset_index(drop=True), dropped
+
+
+def extra_option():
+    """`hearsay splits make|import|verify`'s --selection option (an argparse parent parser)."""
+    import argparse
+
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--selection", type=Path, help="selection config (hearsay.bundle.select): its "
+                   "drop_extra_families rule removes those extra rows before the folds are "
+                   "assigned or checked; give `hearsay bundle` the same file")
+    return p
+
+
+def drop_extra_cli(df: pd.DataFrame, path: str | os.PathLike | None) -> pd.DataFrame:
+    """`hearsay splits make|import --selection FILE`: the manifest less the extra rows of FILE's
+    drop_extra_families (its other rules act at bundle time, on decoded clips), a line on stdout
+    counting them per family. SelectionError for a bad file or family."""
+    if path is None:
+        return df
+    kept, dropped = drop_extra_rows(df, SelectionConfig.from_file(path))
+    if dropped:
+        per = pd.Series([d["family"] for d in dropped]).value_counts().sort_index()
+        print(f"splits: {len(dropped)} extra row(s) dropped by drop_extra_families ("
+              + ", ".join(f"{f}={n}" for f, n in per.items()) + ")")
+    return kept
+
+
 def select_bundle(df: pd.DataFrame, ok: list[str], trimmed_s: dict, cfg: SelectionConfig,
-                  path: str | None = None) -> tuple[list[str], dict]:
+                  path: str | None = None,
+                  dropped_extra: list[dict] = ()) -> tuple[list[str], dict]:
     """hearsay.bundle.build's call: (kept ids among `ok`, in order; meta["selection"] = the
-    file's path, the resolved config and its outcome) for the decoded rows `ok` of manifest df."""
+    file's path, the resolved config and its outcome) for the decoded rows `ok` of manifest df.
+    `dropped_extra`: the rows drop_extra_rows removed before the fold check, listed first in
+    the outcome's "dropped" and counted in "by_rule" and, per family, "extra_families"."""
     rows = df.set_index("id").loc[ok].reset_index()
     rows["trimmed_s"] = [float(trimmed_s[i]) for i in ok]
     kept, outcome = select_rows(rows, cfg, check=False)  # names: checked on the whole manifest
+    outcome["dropped"] = [*dropped_extra, *outcome["dropped"]]
+    outcome["by_rule"] = _by_rule(outcome["dropped"])
+    per_family: dict = {}
+    for d in dropped_extra:
+        per_family[d["family"]] = per_family.get(d["family"], 0) + 1
+    outcome["extra_families"] = per_family
     return kept, {"path": path, "config": cfg.to_dict(), "outcome": outcome}

@@ -16,7 +16,8 @@ How `make` assigns folds (deterministic for a given manifest + config):
 3. the other core groups are spread over folds 0..n_folds-1, group-disjoint and label-stratified
    (greedy, largest groups first, seeded ties);
 4. extra rows (train_scope extra) inherit their group's fold, else get fold `extra` (train-only for
-   every model). An extra row from a holdout family is refused: it would leak the holdout.
+   every model). An extra row from a holdout family is refused: it would leak the holdout
+   (`--selection FILE` with {"drop_extra_families": [FAMILY]} removes such rows first).
 
 `import` takes folds assigned elsewhere instead: a CSV with header `id,fold`, or a fold file in
 the JSON above (its config is used unless --config is given), covering exactly the manifest's ids.
@@ -90,16 +91,18 @@ class SplitsConfig:
 # --------------------------------------------------------------------------- assignment
 
 
-def refuse_holdout_extras(df: pd.DataFrame, cfg: SplitsConfig) -> None:
-    """`make`'s and `import`'s refusal of extra spoof rows from a holdout family."""
+def refuse_holdout_extras(df: pd.DataFrame, cfg: SplitsConfig, who: str = "splits") -> None:
+    """The one refusal of extra spoof rows from a holdout family (`splits make|import`, the
+    bundle build): the selection's drop_extra_families (hearsay.bundle.select) runs first."""
     fam = df["generator"].map(cfg.family)
     leak = df.loc[(df["train_scope"] == "extra") & fam.isin(cfg.holdout_families)
                   & (df["label"] == "spoof")]
     if len(leak):
-        raise FoldError(f"extra row(s) {leak['id'].tolist()[:5]} come from holdout famil"
-                        f"{'y' if len(cfg.holdout_families) == 1 else 'ies'} "
-                        f"{list(cfg.holdout_families)}: training on them leaks the holdout. "
-                        "Drop those rows or remove the family from holdout_families.")
+        raise FoldError(f"extra row(s) {leak['id'].tolist()[:5]} come from holdout families "
+                        f"{list(cfg.holdout_families)}: training on them leaks the holdout, so "
+                        f"{who} refuses. Drop them (--selection FILE with the rule "
+                        '{"drop_extra_families": [FAMILY]}: extra rows only, core rows stay) or '
+                        "remove the family from holdout_families and re-make the folds.")
 
 
 def refuse_split_test_groups(core: pd.DataFrame, folds: pd.Series) -> None:
@@ -333,7 +336,7 @@ def apply_folds(df: pd.DataFrame, folds: Folds) -> pd.DataFrame:
         pinned = folds.folds.get(rid)
         if pinned is None:
             raise FoldError(f"row {i} id {rid!r} is not in {folds.path} (re-make the folds for "
-                            "this manifest: hearsay splits make)")
+                            "this manifest: hearsay splits make, with the bundle's --selection)")
         if fold and fold != pinned:
             raise FoldError(f"row {i} id {rid!r}: manifest fold {fold!r} != {pinned!r} in "
                             f"{folds.path} (empty the manifest's fold column or re-make folds)")
@@ -343,46 +346,42 @@ def apply_folds(df: pd.DataFrame, folds: Folds) -> pd.DataFrame:
 
 
 def check_no_holdout_leak(df: pd.DataFrame, cfg: SplitsConfig) -> None:
-    """Refuse when any extra row's generator belongs to a holdout family."""
-    fam = df["generator"].map(cfg.family)
-    bad = df.loc[(df["train_scope"] == "extra") & fam.isin(cfg.holdout_families)
-                 & (df["label"] == "spoof"), "id"].tolist()
-    if bad:
-        raise FoldError(f"extra generator(s) from holdout families {list(cfg.holdout_families)} "
-                        f"in rows {bad[:5]}: the build refuses (drop those rows or change "
-                        "holdout_families and re-make the folds)")
+    """The bundle build's refusal of extra rows from a holdout family (refuse_holdout_extras)."""
+    refuse_holdout_extras(df, cfg, "the build")
 
 
 # --------------------------------------------------------------------------- CLI
 
 
 def main(argv: list[str] | None = None) -> int:
+    from hearsay.bundle.select import SelectionError, drop_extra_cli, extra_option  # its CLI only
     ap = argparse.ArgumentParser(prog="hearsay splits", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    mk = sub.add_parser("make", help="assign folds and pin the fold file")
+    sel = [extra_option()]  # --selection FILE: its drop_extra_families rule, before the folds
+    mk = sub.add_parser("make", parents=sel, help="assign folds and pin the fold file")
     mk.add_argument("manifest", type=Path)
     mk.add_argument("--out", type=Path, default=Path("splits"), help="folder (default splits/)")
     mk.add_argument("--name", default="folds", help="fold file is OUT/NAME.folds.json")
     mk.add_argument("--config", type=Path,
                     help="SplitsConfig JSON: n_folds, holdout_families, family_sep, "
                          "family_exclusion, seed (unknown keys are errors)")
-    im = sub.add_parser("import", help="check and pin a fold file made elsewhere")
+    im = sub.add_parser("import", parents=sel, help="check and pin a fold file made elsewhere")
     im.add_argument("source", type=Path, help="CSV with header id,fold, or a .folds.json")
     im.add_argument("--manifest", type=Path, required=True, help="the manifest it assigns")
     im.add_argument("--out", type=Path, default=Path("splits"), help="folder (default splits/)")
     im.add_argument("--name", default="folds", help="fold file is OUT/NAME.folds.json")
     im.add_argument("--config", type=Path,
                     help="SplitsConfig JSON (default: the source JSON's config, else defaults)")
-    vf = sub.add_parser("verify", help="check a fold file's pinned sha (and its manifest)")
+    vf = sub.add_parser("verify", parents=sel,
+                        help="check a fold file's pinned sha (and its manifest)")
     vf.add_argument("folds", type=Path)
     vf.add_argument("--manifest", type=Path, help="also check it covers this manifest")
     args = ap.parse_args(argv)
     try:
         if args.cmd in ("make", "import"):
-            cfg = SplitsConfig.from_dict(json.loads(args.config.read_text()) if args.config
-                                         else {})
-            df = read_manifest(args.manifest)
+            cfg = SplitsConfig.from_dict(json.loads(args.config.read_text()) if args.config else {})
+            df = drop_extra_cli(read_manifest(args.manifest), args.selection)
             path = (write_folds(df, cfg, args.out, args.name) if args.cmd == "make" else
                     import_folds(df, args.source, cfg if args.config else None, args.out,
                                  args.name))
@@ -392,9 +391,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             folds = load_folds(args.folds)
             if args.manifest:
-                apply_folds(read_manifest(args.manifest), folds)
+                apply_folds(drop_extra_cli(read_manifest(args.manifest), args.selection), folds)
             print(f"splits: {args.folds} ok (sha256 {folds.sha256})")
-    except (FoldError, ManifestError) as err:
+    except (FoldError, ManifestError, SelectionError) as err:
         print(f"hearsay splits: {err}", file=sys.stderr)
         return EXIT_REJECTED
     return EXIT_OK

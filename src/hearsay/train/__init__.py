@@ -35,10 +35,12 @@ learning rates of the top backbone layer and the head, grad norm, clips/s and va
 over every GPU, padded share, GPU memory, ETA; the same rows go to RUN_DIR/train_log.csv and the
 latest to RUN_DIR/progress.json, pushed with the readouts and checkpoints (hearsay.train.steplog).
 
-Config: `--config FILE.json` = {"train": {…}, "model": {…}, "crop": {…}, "augment": {…}}, then
-each `--set SECTION.KEY=VALUE` over it (VALUE read as JSON: 5e-4, false, null, [1, 2]); every
-value is checked for its type and range before any work (a string is not a number, "false" is
-not a boolean: exit 2 naming the key), unknown keys are errors with the nearest known key; the
+Config: `--config FILE.json` = {"train": {…}, "model": {…}, "crop": {…}, "augment": {…},
+"selection": {"rules": […]}} (selection: which training rows of the bundle this recipe keeps,
+hearsay.train.selection; validation and scored rows never change), then each
+`--set SECTION.KEY=VALUE` over it (VALUE read as JSON: 5e-4, false, null, [1, 2]); every value
+is checked for its type and range before any work (a string is not a number, "false" is not a
+boolean: exit 2 naming the key), unknown keys are errors with the nearest known key; the
 resolved config is RUN_DIR/config.json and its sha256 (canonical JSON) is the config hash
 that --resume must match. `--resume` continues from the store's latest
 complete checkpoint and refuses when there is none; `--resume auto` (what a rented box runs)
@@ -186,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                          "config); `--resume auto`: start fresh when the store holds none")
     ap.add_argument("--cpu-smoke", action="store_true",
                     help="tiny random-init model on the CPU (tests, demo): no CUDA needed")
-    ap.add_argument("--config", type=Path, help="JSON overrides {train, model, crop, augment}")
+    ap.add_argument("--config", type=Path,
+                    help="JSON overrides {train, model, crop, augment, selection}")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                     help="override one config key over --config (repeatable; VALUE as JSON, "
                          "e.g. --set train.lr_head=5e-4 --set train.bf16=false); recorded in "

@@ -5,9 +5,11 @@ are hearsay.train.errors.
     resolved = resolve_config("fold", 3, overrides=json.load(open("train.json")))
     config_hash(resolved)   # what RUN_DIR/config.json records and --resume must match
 
-A resolved config is {"job", "fold", "cpu_smoke", "train", "model", "crop", "augment"}, every
-section expanded to all its fields (code defaults <- --cpu-smoke preset <- --config file);
-unknown sections or keys are errors (ConfigError, exit 2). The loop is hearsay.train.
+A resolved config is {"job", "fold", "cpu_smoke", "train", "model", "crop", "augment",
+"selection"}, every section expanded to all its fields (code defaults <- --cpu-smoke preset <-
+--config file); unknown sections or keys are errors (ConfigError, exit 2). "selection" is the
+recipe's training-row rules (hearsay.train.selection), inside the hash like every section. The
+loop is hearsay.train.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from hearsay import augment, config, layer_weights
 from hearsay.model import ModelConfig
 from hearsay.sound import crops
 from hearsay.train.errors import ConfigError
+from hearsay.train.selection import SelectionConfig
 
 
 @dataclass(frozen=True)
@@ -130,7 +133,8 @@ def check_share_table(table: dict) -> None:
 
 
 SECTIONS = {"train": TrainConfig, "model": ModelConfig, "crop": crops.CropConfig,
-            "augment": augment.AugmentConfig}
+            "augment": augment.AugmentConfig, "selection": SelectionConfig}
+STAGE_SECTIONS = ("train", "model", "crop", "augment")  # what sections() builds
 
 
 def smoke_overrides() -> dict:
@@ -161,10 +165,11 @@ def _section(cls, d: dict, name: str = ""):
 
 def resolve_config(job: str, fold: int | None, *, overrides: dict | None = None,
                    cpu_smoke: bool = False, sets: list[str] | None = None) -> dict:
-    """{"job", "fold", "cpu_smoke", "train", "model", "crop", "augment"}, every section resolved
-    to all its fields, each value checked for type and range (hearsay.config). Order: code
-    defaults <- cpu-smoke preset <- `overrides` (config file) <- `sets` ("train.lr_head=5e-4",
-    the command line's --set), so a --set value is in the resolved config and its hash."""
+    """{"job", "fold", "cpu_smoke", "train", "model", "crop", "augment", "selection"}, every
+    section resolved to all its fields, each value checked for type and range (hearsay.config).
+    Order: code defaults <- cpu-smoke preset <- `overrides` (config file) <- `sets`
+    ("train.lr_head=5e-4", the command line's --set), so a --set value is in the resolved config
+    and its hash."""
     layers = [smoke_overrides()] if cpu_smoke else []
     layers.append(overrides or {})
     try:
@@ -201,7 +206,9 @@ def config_hash(resolved: dict) -> str:
 
 
 def sections(resolved: dict):
-    return tuple(_section(cls, resolved[name]) for name, cls in SECTIONS.items())
+    """(TrainConfig, ModelConfig, CropConfig, AugmentConfig) of a resolved config; the
+    selection section is read where the training rows are chosen (hearsay.train.selection)."""
+    return tuple(_section(SECTIONS[name], resolved[name]) for name in STAGE_SECTIONS)
 
 
 # --------------------------------------------------------------------------- identity

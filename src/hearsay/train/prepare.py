@@ -45,6 +45,7 @@ from hearsay.train.data import (
     plan_job,
 )
 from hearsay.train.errors import ConfigError, ResumeRefused
+from hearsay.train.selection import select_training_rows
 from hearsay.train.step import (
     compile_blocker,
     compile_forward,
@@ -116,6 +117,7 @@ def _data(resolved: dict, tc: TrainConfig, cc, ac, bundle: Bundle, world: int,
           rank: int) -> JobData:
     """1. The job's rows, sampler and per-epoch sizes; ConfigError when the bundle can't serve."""
     train, val, exclusion = plan_job(bundle, resolved["job"], resolved["fold"])
+    train, chosen = select_training_rows(train, bundle, resolved.get("selection"))
     test_durations = bundle.manifest.loc[bundle.manifest["fold"] == "test", "duration"].to_numpy()
     if cc.p_test_dist > 0 and len(test_durations) == 0:
         raise ConfigError("the bundle has no test rows to draw crop lengths from: set "
@@ -135,6 +137,7 @@ def _data(resolved: dict, tc: TrainConfig, cc, ac, bundle: Bundle, world: int,
     steps_per_epoch = -(-per_rank // tc.grad_accum)
     return JobData(
         train=train, val=val, sampler=sampler, cap_s=cap_s, family_exclusion=exclusion,
+        selection=chosen,
         rows=train[ROW_COLUMNS].to_dict("records"),
         val_rows=None if val is None or val.empty else val[ROW_COLUMNS].to_dict("records"),
         n_batches=n_batches, per_rank=per_rank, total_steps=tc.epochs * steps_per_epoch,
@@ -171,6 +174,7 @@ class JobData:
     sampler: Sampler
     cap_s: float  # s, the longest crop both classes reach
     family_exclusion: dict  # the extra families kept from this model (plan_job)
+    selection: dict  # the recipe's training-row rules and their counts (select_training_rows)
     rows: list[dict]  # train[ROW_COLUMNS] as records: what the loader workers read
     val_rows: list[dict] | None
     n_batches: int  # micro-batches per epoch over all ranks
@@ -277,7 +281,7 @@ def _run_meta(r: TrainRun, data: JobData, resume: bool) -> dict:
             "train_rows": len(data.train), "val_rows": 0 if val is None else len(val),
             "quotas": r.sampler.state(0)["quotas"], "crop_cap_s": data.cap_s,
             "sources_without_quota": r.sampler.without_quota,
-            "family_exclusion": data.family_exclusion,
+            "family_exclusion": data.family_exclusion, "selection": data.selection,
             "trainable_backbone_params": layer_weights.trainable_backbone_params(r.det),
             "tripwire": ("off (config)" if tc.tripwire_auc is None else
                          "not applicable: the full model has no validation split"
