@@ -79,9 +79,10 @@ def test_an_extra_row_keeping_inner_fold_k_never_trains_fold_k_and_is_never_scor
     assert not kept & set(scorable(df)["id"])
     assert not kept & set(protocol.split_rows(df, "inner_oof", fold=2)["id"])
     # the bundle stage records the imported file's pinned sha and its config
-    from hearsay.bundle.build import SelectionConfig, _prepare_manifest
+    from hearsay.bundle.rows import prepare_manifest
+    from hearsay.bundle.select import SelectionConfig
 
-    _, meta, _ = _prepare_manifest(manifest, path, SelectionConfig())
+    _, meta, _ = prepare_manifest(manifest, path, SelectionConfig())
     assert meta["sha256"] == fo.load_folds(path).sha256 and meta["config"] == asdict(CFG)
 
 

@@ -56,32 +56,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import soundfile as sf
 
 from hearsay.bundle import DIAG, META, STAMPS, clip_rel, tree_sha, write_identity
 from hearsay.bundle.diagnostics import diagnostics
+from hearsay.bundle.rows import prepare_manifest
 from hearsay.bundle.select import (
     SelectionConfig,
     SelectionError,
     check_names,
-    drop_extra_rows,
     select_bundle,
 )
-from hearsay.contracts.folds import (
-    FoldError,
-    SplitsConfig,
-    apply_folds,
-    check_no_holdout_leak,
-    load_folds,
-)
-from hearsay.contracts.manifest import (
-    INNER_FOLDS,
-    ManifestError,
-    read_manifest,
-    resolve_path,
-    validate,
-)
+from hearsay.contracts.folds import FoldError
+from hearsay.contracts.manifest import ManifestError, resolve_path
 from hearsay.hashing import sha256_file
 from hearsay.progress import EVERY_S, Progress
 from hearsay.shortcuts import SHORTCUT_BOUND
@@ -216,33 +203,6 @@ def _workers(n: int) -> int:
     return n if n > 0 else len(os.sched_getaffinity(0))
 
 
-def _prepare_manifest(manifest: Path, folds_path: Path | None, scfg: SelectionConfig
-                      ) -> tuple[pd.DataFrame, dict, list[dict]]:
-    """Validated manifest with every fold filled, plus the fold file's identity and config (without
-    a fold file: no identity, and the holdout families the manifest's own folds imply), and the
-    extra rows the selection's drop_extra_families removed before the fold check."""
-    df, dropped = drop_extra_rows(read_manifest(manifest), scfg)
-    df, meta = _fill_folds(df, manifest, folds_path)
-    return df, meta, dropped
-
-
-def _fill_folds(df: pd.DataFrame, manifest: Path, folds_path: Path | None
-                ) -> tuple[pd.DataFrame, dict]:
-    """The manifest's fold column filled from the pinned fold file, or checked as it is."""
-    if folds_path is not None:
-        folds = load_folds(folds_path)
-        return apply_folds(df, folds), {"path": str(folds_path), "sha256": folds.sha256,
-                                        "config": asdict(folds.config)}
-    validate(df, path=manifest, require_fold=True)
-    # no config: a holdout family is one seen in holdout spoof rows and in no inner spoof row
-    spoof = df.loc[(df["label"] == "spoof") & (df["train_scope"] == "core")]
-    fam = spoof["generator"].map(SplitsConfig().family)
-    hold = set(fam[spoof["fold"] == "holdout"]) - set(fam[spoof["fold"].isin(INNER_FOLDS)])
-    derived = SplitsConfig(holdout_families=tuple(sorted(hold)))
-    check_no_holdout_leak(df, derived)
-    return df, {"path": None, "sha256": None, "config": asdict(derived)}
-
-
 def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
                  folds: str | os.PathLike | None = None,
                  cfg: BundleConfig = BundleConfig(), progress: bool = True,
@@ -251,7 +211,7 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
     on bad input; a build over the failure threshold still writes its meta (status "failed")."""
     manifest, out = Path(manifest), Path(out)
     scfg = SelectionConfig() if selection is None else SelectionConfig.from_file(selection)
-    df, folds_meta, dropped_extra = _prepare_manifest(manifest, None if folds is None else
+    df, folds_meta, dropped_extra = prepare_manifest(manifest, None if folds is None else
                                                       Path(folds), scfg)
     check_names(df, scfg)  # before any decoding: a misspelt source is exit 3 at once
     have, missing = codecs.available(cfg.codecs)
