@@ -27,9 +27,10 @@ import pandas as pd
 import soundfile as sf
 import torch
 
-from hearsay.evaluate import inputs, score
+from hearsay.evaluate import score
 from hearsay.model import Detector, ModelConfig, save_detector
 from hearsay.sound import audio
+from hearsay.sound import bundle_inputs as inputs
 
 SR = audio.SAMPLE_RATE
 

@@ -418,7 +418,8 @@ def test_progress_is_a_bar_on_a_terminal():
 @pytest.mark.parametrize("seconds", [8.5, 12.0, 15.0])
 def test_deploy_and_hearsay_score_give_the_same_input_past_the_cap(tmp_path, seconds):
     """A bundle clip (trimmed, 16-bit FLAC) longer than the 8 s cap: both front ends agree."""
-    from hearsay.evaluate import inputs, score
+    from hearsay.evaluate import score
+    from hearsay.sound import bundle_inputs as inputs
 
     rng = np.random.default_rng(int(seconds))
     x = tone(seconds, 170, rng) + 0.05 * rng.standard_normal(int(seconds * SR)).astype(np.float32)

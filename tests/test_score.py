@@ -15,9 +15,10 @@ import torch
 from fakes.fake_runs import TREE_SHA, make_bundle, make_run
 
 from hearsay.contracts import score_file
-from hearsay.evaluate import inputs, score
+from hearsay.evaluate import score
 from hearsay.model import load_detector
 from hearsay.sound import audio, crops
+from hearsay.sound import bundle_inputs as inputs
 
 SR = audio.SAMPLE_RATE
 

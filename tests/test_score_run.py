@@ -10,9 +10,9 @@ import pytest
 from fakes.fake_runs import make_bundle, make_run
 from test_assemble import write_pin
 
-from hearsay.contracts import score_file
-from hearsay.evaluate import assemble, score, score_run
-from hearsay.export import parity, parity_box
+from hearsay.contracts import parity_b, score_file
+from hearsay.evaluate import assemble, parity_record, score, score_run
+from hearsay.export import parity
 from hearsay.export.onnx_export import main as export_main
 
 KEYS = ("fold0", "fold1", "fold2", "fold3", "fold4", "full")
@@ -42,6 +42,7 @@ def boxes(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def real_bundle_loader(boxes, monkeypatch):
     monkeypatch.setattr(score, "load_bundle", lambda _p, verify=False: boxes[1])
+    monkeypatch.setattr("hearsay.bundle.load_bundle", lambda _p, verify=False: boxes[1])
 
 
 def test_box_files_are_byte_for_byte_what_assemble_writes_and_are_reused(boxes):
@@ -159,7 +160,7 @@ def test_parity_clips_are_the_long_test_rows_first_in_manifest_order(boxes):
     m = bundle.manifest.copy()
     test = m.index[m["fold"] == "test"]
     m.loc[test, "duration"] = [1.0, 4.0, 2.0, 5.0]
-    got = list(parity_box.parity_rows(m, 3)["id"])
+    got = list(parity_b.parity_rows(m, 3)["id"])
     assert got == list(m.loc[test[[1, 3, 0]], "id"])
 
 
@@ -200,10 +201,10 @@ def test_a_box_parity_record_of_another_precision_or_bundle_is_not_reused(boxes,
     out = tmp_path / score_run.PARITY_FILE
     marked = {**data, "logits": [9.0] * len(data["logits"])}  # a reused file keeps the 9s
     out.write_text(json.dumps(marked))
-    assert parity_box.record(bundle, runs["full"], out, 4, cfg)["logits"] == marked["logits"]
+    assert parity_record.record(bundle, runs["full"], out, 4, cfg)["logits"] == marked["logits"]
     for stale in ({"precision": "bf16"}, {"bundle_tree_sha": "0" * 40}):
         out.write_text(json.dumps({**marked, **stale}))
-        got = parity_box.record(bundle, runs["full"], out, 4, cfg)
+        got = parity_record.record(bundle, runs["full"], out, 4, cfg)
         assert got["logits"] == pytest.approx(data["logits"]) and got["precision"] == "fp32"
         assert got["bundle_tree_sha"] == bundle.tree_sha
         assert json.loads(out.read_text()) == got

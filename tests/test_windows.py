@@ -310,6 +310,7 @@ def test_exported_models_window_scores_equal_torch_on_the_same_windows(tmp_path)
     equal PyTorch's on windows cut from the loaded wave; parity A covers windows too."""
     import torch
 
+    from hearsay import torch_engine
     from hearsay.export import probe
     from hearsay.export.onnx_export import ExportConfig, export_model
     from hearsay.model import Detector, ModelConfig
@@ -326,7 +327,7 @@ def test_exported_models_window_scores_equal_torch_on_the_same_windows(tmp_path)
     ws = windows.wave_windows(audio.load_audio(clips / "rec.flac"), 8.0, 4.0)
     assert [(w["start_s"], w["end_s"]) for w in wrows] == \
         [(f"{v.start_s:.3f}", f"{v.end_s:.3f}") for v in ws]
-    want = probe.torch_logits(det, [v.wave for v in ws], batched=False)
+    want = torch_engine.torch_logits(det, [v.wave for v in ws], batched=False)
     np.testing.assert_allclose([float(w["logit"]) for w in wrows], want, atol=1e-4)
     assert row["windows"] == "2" and row["logit"] == f"{max(float(w['logit']) for w in wrows):.6f}"
 

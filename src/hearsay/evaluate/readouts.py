@@ -21,10 +21,10 @@ import numpy as np
 
 from hearsay import metrics
 from hearsay.contracts import protocol, run_dir, score_file
-from hearsay.evaluate import inputs
 from hearsay.evaluate import score as scoring
 from hearsay.metrics import PI_OF_RECORD
 from hearsay.progress import Progress
+from hearsay.sound import bundle_inputs as inputs
 
 
 def class_counts(df, key) -> dict:

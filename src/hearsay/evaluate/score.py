@@ -54,9 +54,9 @@ import numpy as np
 from hearsay import feed
 from hearsay.contracts import run_dir, score_file
 from hearsay.contracts.protocol import N_FOLDS, SPLITS, split_rows
-from hearsay.evaluate.inputs import aug_plan, clip_file, model_input, window_inputs
 from hearsay.progress import Progress, track
 from hearsay.sound import audio
+from hearsay.sound.bundle_inputs import aug_plan, clip_file, model_input, window_inputs
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
 

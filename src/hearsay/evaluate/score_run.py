@@ -20,12 +20,12 @@ A file whose sidecar already names the same weights sha256, bundle tree-sha, spl
 settings (hearsay.contracts.score_file.refusal) is kept: a relaunched box does not score twice.
 
 The reuse rule (assemble): device and precision are recorded, not compared. A GPU bf16 file is
-reused exactly like a CPU fp32 one; parity B (hearsay.export.parity_box) measures the gap on the
+reused exactly like a CPU fp32 one; parity B (hearsay.contracts.parity_b) measures the gap on the
 same model (Spearman > 0.99, max |dlogit| < 0.05) and `hearsay assemble --rescore` scores all
 again on the laptop when that is wanted.
 
 --parity-clips N (full run): also write full_parity_logits.json, the model's logits on N test
-clips in this precision, for parity B on the laptop (hearsay.export.parity_box).
+clips in this precision, for parity B on the laptop (hearsay.contracts.parity_b).
 
 Exit codes: 0 written (or kept), 2 usage (also a --device, or with auto the trainer's GPU, that
 this machine lacks), 3 bad input (bundle, run or clip unreadable),
@@ -40,13 +40,13 @@ import json
 import sys
 from pathlib import Path
 
-from hearsay.contracts import run_dir, score_file
+from hearsay.contracts import parity_b, run_dir, score_file
 from hearsay.contracts.protocol import N_FOLDS, run_job, run_key
 from hearsay.evaluate import readouts
 from hearsay.evaluate import score as scoring
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
-PARITY_FILE = "full_parity_logits.json"
+PARITY_FILE = parity_b.FILE
 
 
 def jobs_of(key: str) -> list[tuple[str, int | None, bool | str]]:
@@ -86,7 +86,7 @@ def score_one(bundle, run: Path, split: str, fold, aug, cfg: scoring.ScoreConfig
         df, side = readouts.score_holdout_variant(bundle, run, aug, cfg)
     else:
         df, side = scoring.score_split(bundle, run, split, fold, cfg, aug, workers)
-    from hearsay.export.parity_box import device_name
+    from hearsay.evaluate.parity_record import device_name
 
     return df, {**side, "device_name": device_name(cfg.device)}
 
@@ -166,9 +166,9 @@ def main(argv: list[str] | None = None) -> int:
             if key != "full":
                 raise scoring.ScoreError("--parity-clips is the full run's (parity B is of "
                                          "the exported full model)")
-            from hearsay.export import parity_box
+            from hearsay.evaluate import parity_record
 
-            parity_box.record(bundle, args.run, args.out / PARITY_FILE, args.parity_clips, cfg)
+            parity_record.record(bundle, args.run, args.out / PARITY_FILE, args.parity_clips, cfg)
     except scoring.ScoreRefused as err:
         print(f"hearsay score-run: refused: {err}", file=sys.stderr)
         return EXIT_REFUSED

@@ -13,7 +13,7 @@ Parity B (training numerics): the model's bf16 logits on the GPU (autocast, as i
 onnxruntime fp32 on CPU over 50 clips of 3-8 s: Spearman > 0.99 and max |delta logit| < 0.05.
 GPU fp32 (TF32 off) vs onnxruntime is measured too, to tell precision from export bugs.
 --box-logits FILE (with --bundle) needs no GPU: the full job's box recorded its logits on 50 test
-clips after training (hearsay score-run --parity-clips, hearsay.export.parity_box), and
+clips after training (hearsay score-run --parity-clips, hearsay.contracts.parity_b), and
 onnxruntime fp32 on this CPU is compared with them, same gate; the record says the box's
 device and precision (a CPU box, as in the rehearsal, trains and records in fp32). The
 result is written into MODEL_DIR/parity.json ("parity_b"). parity.json is not listed in
@@ -46,14 +46,9 @@ from pathlib import Path
 import numpy as np
 
 from hearsay.contracts.model_dir import PARITY, SUMS, ModelError, refresh_sum, update_parity, verify
-from hearsay.export.probe import (
-    check_checkpoint,
-    ort_logits,
-    synthetic_clips,
-    torch_logits,
-    versions,
-)
+from hearsay.export.probe import check_checkpoint, ort_logits, synthetic_clips, versions
 from hearsay.sound.audio import SAMPLE_RATE
+from hearsay.torch_engine import torch_logits
 
 EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_MODEL, EXIT_NO_CUDA = 0, 1, 2, 3, 4
 SHAPES = ("tiny", "xlsr300m-12")
@@ -155,13 +150,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def from_box(model_dir: Path, box_file: Path, bundle_dir: Path) -> int:
     """--box-logits: parity_b from the box's logits, written into MODEL_DIR/parity.json."""
-    from hearsay.evaluate import score as scoring
+    from hearsay.bundle import BundleError, load_bundle
     from hearsay.export import parity_box
 
     try:
-        bundle = scoring.load_bundle(bundle_dir)
+        bundle = load_bundle(bundle_dir)
         report = parity_box.compare(model_dir, box_file, bundle)
-    except (ModelError, scoring.ScoreError, OSError, ValueError, KeyError) as err:
+    except (ModelError, BundleError, OSError, ValueError, KeyError) as err:
         print(f"hearsay parity: {err}", file=sys.stderr)
         return EXIT_MODEL
     update_parity(model_dir, {"parity_b": report})

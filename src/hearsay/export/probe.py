@@ -1,5 +1,6 @@
 """What export and parity share (a leaf: it imports neither): the probe clips made in code, the
-checkpoint's weights file and its check, the logits of torch and of onnxruntime, and parity A.
+checkpoint's weights file and its check, the logits of onnxruntime (torch's: hearsay.torch_engine),
+and parity A.
 
     from hearsay.export import probe
     waves = probe.synthetic_clips(np.random.default_rng(0), 12, 0.5, 6.0, front)
@@ -19,6 +20,7 @@ import numpy as np
 from hearsay.contracts.model_dir import PARITY, prepare_args, read_parity
 from hearsay.sound.audio import SAMPLE_RATE, AudioError, prepare
 from hearsay.sound.crops import pad_batch
+from hearsay.torch_engine import torch_logits
 
 
 def versions(torch) -> dict:
@@ -93,23 +95,6 @@ def check_checkpoint(model_dir: Path, checkpoint: Path) -> str:
                          f"{model_dir} was exported from ({want}); pass that checkpoint, or "
                          "re-export this one")
     return got
-
-
-def torch_logits(model, waves: list[np.ndarray], *, batched: bool, device: str = "cpu",
-                 bf16: bool = False) -> np.ndarray:
-    """Logits (N,) from the PyTorch model: one clip per call, or all clips as one padded batch."""
-    import torch
-
-    groups = [waves] if batched else [[w] for w in waves]
-    out = []
-    with torch.no_grad():
-        for group in groups:
-            padded = pad_batch(group, [len(w) for w in group])  # every sample valid
-            x, mask = (torch.from_numpy(a).to(device) for a in padded)
-            with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16,
-                                enabled=bf16):
-                out.append(model(x, mask).float().cpu().numpy().reshape(-1))
-    return np.concatenate(out)
 
 
 def ort_logits(model_path: Path, waves: list[np.ndarray], *, batched: bool) -> np.ndarray:
