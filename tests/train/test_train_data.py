@@ -13,10 +13,11 @@ import pytest
 import torch
 from train_world import family_of
 
-from hearsay import augment
+from hearsay.sound import augment
 from hearsay.train import config as tcfg
 from hearsay.train import data as tdata
 from hearsay.train import errors as terrors
+from hearsay.train import rates
 from hearsay.train import shares as tshares
 
 
@@ -96,9 +97,9 @@ def test_a_forgotten_exclusion_is_derived_and_a_leak_is_a_train_error(bundle, mo
 
 def test_batched_device_augmentation_matches_the_numpy_path(bundle):
     """gpu_augment (draw in the worker, render + finish batched in torch) must give the model
-    the same input as augment.training_example clip by clip (here on the CPU)."""
-    from hearsay.augment import gpu as augment_gpu
+    the same input as example.training_example clip by clip (here on the CPU)."""
     from hearsay.sound import crops
+    from hearsay.train import augment_gpu
 
     train, _, _ = tdata.plan_job(bundle, "fold", 1)
     rows = train[["id", "flac", "label", "source", "codec_ids"]].to_dict("records")
@@ -172,7 +173,7 @@ def test_a_bad_share_table_is_a_config_error_that_names_the_fix(bad, fix):
 
 def test_realised_shares_that_drift_from_the_table_in_one_epoch_stop_the_run():
     tc = tcfg.TrainConfig(source_mix=SHARES["source_mix"], share_tol=0.02)
-    log = augment.RateLog()
+    log = rates.RateLog()
 
     def epoch(extra_studio_spoof=0):
         for label, want in SHARES["source_mix"].items():

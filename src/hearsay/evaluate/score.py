@@ -24,7 +24,8 @@ fold. Rows with train_scope `extra` (or fold `extra`) are never scored.
 The augmented slice: every selected clip gets exactly one augmentation, drawn from a generator
 seeded by (aug_seed, crc32(clip id)) only, so the slice is identical for every model, every
 batch size and every subset: a bundle codec copy (codec:<c>) or one of the wave-domain types of
-`hearsay.augment` (noise, bandlimit, reverb, gain_clip, rawboost; trim_jitter is training-only).
+`hearsay.sound.transforms` (noise, bandlimit, reverb, gain_clip, rawboost; trim_jitter is
+training-only).
 
 Windowed readout (--hop-s S): each clip (up to the bundle's 15 s) is cut by hearsay.sound.windows
 into windows of max_s every S seconds, exactly as hearsay-score cuts long files; logit = the
@@ -141,14 +142,14 @@ def aug_rng(seed: int, clip_id: str) -> np.random.Generator:
 
 
 def aug_config():
-    from hearsay.augment import AugmentConfig
+    from hearsay.sound.augment import AugmentConfig
 
     return AugmentConfig(p_aug=1.0, w_trim_jitter=0.0)  # one type per clip, test-time types only
 
 
 def aug_plan(rows, seed: int) -> list[str]:
     """One augmentation name per row ("codec:<c>" or a wave type); identical for every model."""
-    from hearsay import augment
+    from hearsay.sound import augment
 
     cfg = aug_config()
     codecs = rows["codec_ids"] if "codec_ids" in rows.columns else [None] * len(rows)
@@ -181,11 +182,11 @@ def clip_wave(root: Path, row, aug: str, cfg: ScoreConfig, cap_s: float | None) 
     """The bundle clip (capped at cap_s), with the row's augmentation when one is asked."""
     x = audio.cap(audio.load_audio(clip_file(root, row, aug)), cap_s)
     if aug not in ("none", "") and not aug.startswith("codec:"):
-        from hearsay import augment
+        from hearsay.sound import augment, transforms
 
         rng = aug_rng(cfg.aug_seed, row["id"])
         augment.choose(rng, aug_config(), row.get("codec_ids"))  # same draws as aug_plan
-        x = augment.apply(aug, x, rng, aug_config())
+        x = transforms.apply(aug, x, rng, aug_config())
     return x
 
 
@@ -211,9 +212,9 @@ def run_model(det, waves: list[np.ndarray], device: str = "cpu",
     """Logits (B,) float64 of one padded batch (bf16: under autocast on the device, as training)."""
     import torch
 
-    from hearsay.sound import crops
+    from hearsay.sound.padding import pad_batch
 
-    values, mask = crops.pad_batch(waves, [len(w) for w in waves])
+    values, mask = pad_batch(waves, [len(w) for w in waves])
     amp = torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16")
     with torch.inference_mode(), amp:
         logits = det(torch.from_numpy(values).to(device), torch.from_numpy(mask).to(device))

@@ -17,11 +17,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from hearsay import augment, metrics
+from hearsay import metrics
 from hearsay.bundle import clip_rel
 from hearsay.contracts import protocol
-from hearsay.sound import audio, crops
-from hearsay.train import shares
+from hearsay.contracts.manifest import LABELS
+from hearsay.sound import audio, augment, crops, example
+from hearsay.sound.padding import pad_batch
+from hearsay.train import rates, shares
 from hearsay.train.config import TrainConfig
 from hearsay.train.errors import ConfigError, FoldLeak
 
@@ -72,7 +74,7 @@ def quotas(train, batch_size: int, mix) -> dict[tuple[str, str], int]:
     one slot when the half-batch has room for all of them. Fixed for the run."""
     half = batch_size // 2
     out: dict[tuple[str, str], int] = {}
-    for label in augment.LABELS:
+    for label in LABELS:
         counts = train.loc[train["label"] == label, "source"].value_counts().sort_index()
         if counts.empty:
             raise ConfigError(f"no {label} clips in the training rows: cannot balance labels")
@@ -190,7 +192,7 @@ class EpochBatches(torch.utils.data.Dataset):
     workers, which persist across epochs: the plan of an epoch is re-derived in the worker).
 
     Per clip: choose the augmentation (before loading: codec copies are separate files) ->
-    load the FLAC (or its codec copy) -> augment.training_example (trim jitter, crop, wave
+    load the FLAC (or its codec copy) -> example.training_example (trim jitter, crop, wave
     augmentation, band-limit, normalise). The generator of batch b is (seed, epoch, b): batches
     do not depend on worker count or order, which is what makes resume exact. The batch
     carries `lengths` (B,) int32, not a (B, T) int64 mask: the trainer builds the mask on the
@@ -226,15 +228,15 @@ class EpochBatches(torch.utils.data.Dataset):
                    else row["flac"])
             x = audio.load_audio(self.root / rel)
             if c.gpu_augment:  # draw here, render + finish the whole batch on the device
-                wave, nv, p = augment.plan_example(x, name, n, rng, c.augment)
+                wave, nv, p = example.plan_example(x, name, n, rng, c.augment)
                 params.append(p)
             else:
-                wave, nv = augment.training_example(x, name, n, rng, c.augment)
-                records.append(augment.stream_record(row["source"], row["label"], wave, nv))
+                wave, nv = example.training_example(x, name, n, rng, c.augment)
+                records.append(rates.stream_record(row["source"], row["label"], wave, nv))
             waves.append(wave)
             n_valid.append(nv)
             names.append(name)
-        values, _ = crops.pad_batch(waves, n_valid)
+        values, _ = pad_batch(waves, n_valid)
         labels = [1.0 if self.rows[p]["label"] == "spoof" else 0.0 for p in plan[b]]
         return {"input_values": torch.from_numpy(values),
                 "lengths": torch.from_numpy(np.asarray(n_valid, dtype=np.int32)),
@@ -267,7 +269,7 @@ class ValBatches(torch.utils.data.Dataset):
         idx = self.chunks[j]
         xs = [crops.test_input(audio.load_audio(self.root / self.rows[i]["flac"]), self.max_s)
               for i in idx]
-        values, _ = crops.pad_batch(xs, [len(x) for x in xs])
+        values, _ = pad_batch(xs, [len(x) for x in xs])
         return (torch.from_numpy(np.asarray(idx, dtype=np.int64)), torch.from_numpy(values),
                 torch.from_numpy(np.asarray([len(x) for x in xs], dtype=np.int32)))
 

@@ -16,14 +16,13 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from hearsay import augment, layer_weights
+from hearsay import layer_weights
 from hearsay import store as stores
-from hearsay.augment import gpu as augment_gpu
 from hearsay.contracts import run_dir
 from hearsay.files import write_json
 from hearsay.model import save_detector
 from hearsay.sound import audio, crops
-from hearsay.train import checkpoint, shares
+from hearsay.train import augment_gpu, checkpoint, rates, shares
 from hearsay.train.data import sample_mask, validate
 from hearsay.train.errors import TrainError, Tripwire
 from hearsay.train.prepare import TrainRun
@@ -65,7 +64,7 @@ def train_epochs(r: TrainRun, stop_after_epoch: int | None) -> dict:
             _finish(r)
         else:
             _write_meta(r, complete=True)  # every rank's own progress (rank 0 writes the file)
-    except (TrainError, stores.StoreError, augment.AugmentRateError) as err:
+    except (TrainError, stores.StoreError, rates.AugmentRateError) as err:
         with contextlib.suppress(RuntimeError):  # the abort's reason is what to report
             r.stream.flush()
         _write_meta(r, aborted={"error": type(err).__name__, "reason": str(err)})
@@ -289,7 +288,7 @@ def _write_meta(r: TrainRun, **extra) -> dict:
     """Progress, history, realised rates and shortcut AUCs into run_meta (rank 0 writes it)."""
     r.meta.update(steps=r.step, history=r.hist, rates=r.rate_log.rates(),
                   wall_s=time.time() - r.t_start,
-                  stream_shortcuts=augment.stream_shortcut_aucs(r.records), **extra)
+                  stream_shortcuts=rates.stream_shortcut_aucs(r.records), **extra)
     if r.rank == 0:
         run_dir.write_meta(r.out, r.meta)
     return r.meta

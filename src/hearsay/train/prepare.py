@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from hearsay import augment, layer_weights
+from hearsay import layer_weights
 from hearsay import store as stores
 from hearsay.bundle import Bundle
 from hearsay.contracts import run_dir
@@ -34,7 +34,7 @@ from hearsay.files import write_json
 from hearsay.hashing import git_sha
 from hearsay.model import Detector, load_pretrained
 from hearsay.sound import crops
-from hearsay.train import checkpoint
+from hearsay.train import checkpoint, rates
 from hearsay.train.config import TrainConfig, config_hash, sections, versions
 from hearsay.train.data import (
     BatchContext,
@@ -89,7 +89,7 @@ class TrainRun:
     step: int = 0  # optimiser steps done
     start_epoch: int = 1
     hist: dict = field(default_factory=lambda: {"loss": [], "lr": [], "val": []})
-    rate_log: augment.RateLog = field(default_factory=augment.RateLog)
+    rate_log: rates.RateLog = field(default_factory=rates.RateLog)
     records: list[dict] = field(default_factory=list)  # realised-stream trivial features
     # progress, not checkpointed (throughput figures, host reads deferred by one step)
     clips: float = 0.0  # clips seen by this rank
@@ -251,7 +251,7 @@ def _resume(r: TrainRun, latest: int | None) -> None:
     r.hist, r.records = ck.state["history"], ck.state["stream_records"]
     # this rank's own logs (rank_logs: one entry per rank; older checkpoints hold rank 0's)
     mine = (ck.state.get("rank_logs") or [None] * r.world)[r.rank]
-    r.rate_log = augment.RateLog(mine["rate_log"] if mine else ck.state["rate_log"])
+    r.rate_log = rates.RateLog(mine["rate_log"] if mine else ck.state["rate_log"])
     if mine:
         r.hist = {**r.hist, "loss": mine["loss"]}
 
