@@ -118,6 +118,29 @@ def test_batched_device_augmentation_matches_the_numpy_path(bundle):
         torch.testing.assert_close(got, ref["input_values"], atol=2e-3, rtol=1e-3)
 
 
+def test_device_batch_renders_the_drawn_batch_like_the_numpy_path(bundle):
+    """What the loop feeds the model: device_batch of a drawn (gpu_augment) batch equals the
+    numpy path's batch on the device; the mask is 1 on exactly the valid samples."""
+    from hearsay.sound import crops
+
+    train, _, _ = tdata.plan_job(bundle, "fold", 1)
+    rows = train[["id", "flac", "label", "source", "codec_ids"]].to_dict("records")
+    sampler = tdata.Sampler(train, 8, "proportional", 0)
+    test_durs = bundle.manifest.loc[bundle.manifest["fold"] == "test", "duration"].to_numpy()
+    ctx = tdata.BatchContext(seed=0, world=1, rank=0, test_durations=test_durs, cap_s=2.0,
+                             crop=crops.CropConfig(), augment=augment.AugmentConfig(p_aug=1.0),
+                             max_crop_s=0.0, gpu_augment=False)
+    cpu = torch.device("cpu")
+    ref = tdata.EpochBatches(bundle.root, rows, sampler, 3, ctx)[(1, 0)]
+    dev = tdata.EpochBatches(bundle.root, rows, sampler, 3,
+                             dataclasses.replace(ctx, gpu_augment=True))[(1, 0)]
+    iv, am, y = tdata.device_batch(dev, cpu, gpu_augment=True)
+    iv_ref, am_ref, y_ref = tdata.device_batch(ref, cpu, gpu_augment=False)
+    torch.testing.assert_close(iv, iv_ref, atol=2e-3, rtol=1e-3)
+    assert torch.equal(am, am_ref) and torch.equal(y, y_ref)
+    assert am.sum(dim=1).tolist() == ref["lengths"].tolist()
+
+
 SHARES = json.loads((Path(__file__).resolve().parents[2] / "configs" /
                      "train.shares.example.json").read_text())["train"]
 

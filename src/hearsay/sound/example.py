@@ -11,7 +11,7 @@ hearsay.sound.augment): with p 0.65 a clip gets one augmentation type, drawn by 
     rawboost     RawBoost convolutive (LnL) noise (Tak et al., ICASSP 2022)
     trim_jitter  re-trim at 30–40 dB with 0–200 ms margins (training only; shortens the clip)
 
-Per clip, in this order:
+Per clip, in this order (`build` does all of it; the trainer's batches call it once per clip):
 
     choose (hearsay.sound.augment; before loading: a codec copy is its own file)
       -> load the original or the codec copy (hearsay.sound.audio.load_audio)
@@ -20,24 +20,54 @@ Per clip, in this order:
       -> render them on the valid samples (the padding stays zero) -> crops.finish
          (band-limit 7.25 kHz, normalise)
 
-Two paths share every step up to the draw: the numpy path (`training_example`) renders and
-finishes here, in the data-loader worker; the GPU path (`plan_example`) stops after the draw and
+Two paths share every step up to the draw: the numpy path (`render=True`) renders and finishes
+here, in the data-loader worker; the GPU path (`render=False`) stops after the draw and
 hearsay.train.augment_gpu renders and finishes the whole batch on the device with the same
 parameters. numpy only (no torch).
 
-    from hearsay.sound import augment, example
-    name = augment.choose(rng, cfg, available_codecs=row["codec_ids"])   # before loading
-    x = load(codec copy if name.startswith("codec:") else original)
-    wave, n_valid = example.training_example(x, name, n_samples, rng, cfg)
+    from hearsay.sound import example
+    ex = example.build(root, row, n_samples, rng, cfg, locate=clip_file, render=True)
+    ex.wave, ex.n_valid, ex.name, ex.params      # (n_samples,) float32, int, str, dict | None
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
 import numpy as np
 
-from hearsay.sound import crops
-from hearsay.sound.augment import SAMPLE_RATE, WAVE_TYPES, AugmentConfig
+from hearsay.sound import audio, crops
+from hearsay.sound.augment import SAMPLE_RATE, WAVE_TYPES, AugmentConfig, choose
 from hearsay.sound.transforms import DRAW, RENDER, trim_jitter
+
+
+@dataclass
+class Example:
+    """One model input as the trainer batches it."""
+
+    wave: np.ndarray  # (n_samples,) float32 @ 16 kHz, zeros past n_valid
+    n_valid: int  # valid samples at the start of `wave`
+    name: str  # the augmentation type drawn ("none", "codec:mp3", "reverb", ...)
+    params: dict | None  # the drawn parameters, still to render (GPU path); None when rendered
+
+
+def build(root: Path, row: Mapping, n_samples: int, rng: np.random.Generator,
+          cfg: AugmentConfig, *, locate: Callable[[Mapping, str], str],
+          render: bool = True) -> Example:
+    """The example of one training row: choose -> load -> crop -> augment (-> finish).
+
+    `locate(row, name)` is the clip's file relative to `root`: the original, or the codec copy
+    when name is "codec:<c>". `render=False` (the GPU path) returns the crop with the drawn
+    parameters, not yet rendered nor finished. `rng` moves on by the same draws either way."""
+    name = choose(rng, cfg, row["codec_ids"])
+    x = audio.load_audio(root / locate(row, name))
+    if render:
+        wave, n_valid = training_example(x, name, n_samples, rng, cfg)
+        return Example(wave, n_valid, name, None)
+    wave, n_valid, params = plan_example(x, name, n_samples, rng, cfg)
+    return Example(wave, n_valid, name, params)
 
 
 def plan_example(x: np.ndarray, name: str, n_samples: int, rng: np.random.Generator,

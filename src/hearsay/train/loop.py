@@ -22,8 +22,8 @@ from hearsay.contracts import run_dir
 from hearsay.files import write_json
 from hearsay.model import save_detector
 from hearsay.sound import audio, crops
-from hearsay.train import augment_gpu, checkpoint, rates, shares
-from hearsay.train.data import sample_mask, validate
+from hearsay.train import checkpoint, rates, shares
+from hearsay.train.data import device_batch, validate
 from hearsay.train.errors import TrainError, Tripwire
 from hearsay.train.prepare import TrainRun
 from hearsay.train.records import StreamRecords
@@ -104,16 +104,12 @@ def _train_epoch(r: TrainRun, epoch: int) -> None:
 def _micro_batch(r: TrainRun, batch: dict, group_n: int, last: bool) -> torch.Tensor:
     """Forward + backward of one micro-batch (gradients summed into the group); returns its
     detached loss. Under DDP the gradient all-reduce runs only on the group's `last` one.
-    Host->device: three non-blocking copies from pinned memory (+ one for the augmentation
-    parameters); nothing here waits for the device, nor computes the stream records (their
-    thread does: hearsay.train.records)."""
+    Host->device in hearsay.train.data.device_batch (with the GPU augmentation); nothing here
+    waits for the device, nor computes the stream records (their thread does:
+    hearsay.train.records)."""
     tc = r.tc
-    iv = batch["input_values"].to(r.device, non_blocking=True)  # (B, T) float32 @ 16 kHz
-    lengths = batch["lengths"].to(r.device, non_blocking=True)  # (B,) int32 valid samples
-    am = sample_mask(lengths, iv.shape[1])  # (B, T) int64 1 = valid, built on the device
-    y = batch["labels"].to(r.device, non_blocking=True)  # (B,) 1.0 = spoof
-    if tc.gpu_augment:  # augment_gpu: the numpy path's render + finish, batched
-        iv = augment_gpu.train_batch(iv, am, batch["names"], batch["params"])
+    iv, am, y = device_batch(batch, r.device, tc.gpu_augment)  # (B, T), (B, T), (B,)
+    if tc.gpu_augment:
         r.stream.offer(iv, batch)  # a non-blocking copy; its records on their own thread
     iv, am = _cut_padding(r, batch, iv, am)
     sync = r.model.no_sync() if r.ddp and not last else contextlib.nullcontext()
