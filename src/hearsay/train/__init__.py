@@ -98,10 +98,11 @@ from hearsay.train.rates import AugmentRateError
 # --------------------------------------------------------------------------- the run
 #
 # The parts: hearsay.train.config (config, hash), hearsay.train.errors (exit-code errors),
-# hearsay.train.prepare (what a run builds before its first step: TrainRun), hearsay.train.data
-# (rows, sampler, batches, validation), hearsay.train.step (LR, optimiser groups, non-finite flag,
-# RNG state), hearsay.train.loop (the epochs and their steps), hearsay.train.checkpoint (the
-# checkpoint format). Here: run -> loop.train_epochs.
+# hearsay.train.state (a run's parts: RunPlan, Data, Nets, Progress), hearsay.train.prepare
+# (builds them before the first step), hearsay.train.data (rows, sampler, batches, validation),
+# hearsay.train.step (LR, optimiser groups, non-finite flag, RNG state), hearsay.train.loop (the
+# epochs and their steps), hearsay.train.checkpoint (the checkpoint format). Here: run ->
+# loop.train_epochs.
 
 
 def run(resolved: dict, bundle_dir: str | os.PathLike, out: str | os.PathLike, *,
