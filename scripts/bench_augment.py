@@ -5,8 +5,8 @@
 
 Prints one JSON object (CPU figures in process CPU time, GPU figures in wall time): ms per
 clip for each wave type on the numpy reference path (draw + render, one 4 s crop), ms for
-augment.stream_record, ms for crops.finish, clips/s of augment.training_example with the
-default mix on one CPU core, and clips/s of hearsay.augment.gpu.train_batch on --device for a
+rates.stream_record, ms for crops.finish, clips/s of example.training_example with the
+default mix on one CPU core, and clips/s of hearsay.train.augment_gpu.train_batch on --device for a
 batch planned with augment.plan_example. Synthetic signals only. What it means for the trainer:
 at N clips/s the numpy path needs about N / (training_example clips/s) CPU cores.
 Exit codes: 0 measured; 2 usage error (argparse); 3 --device cuda without a CUDA device.
@@ -22,8 +22,8 @@ import time
 
 import numpy as np
 
-from hearsay import augment
-from hearsay.sound import audio, crops
+from hearsay.sound import audio, augment, crops, example, padding, transforms
+from hearsay.train import rates
 
 SR = audio.SAMPLE_RATE
 
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import torch  # after argparse: --help stays fast
 
-    from hearsay.augment import gpu as augment_gpu
+    from hearsay.train import augment_gpu
 
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("bench_augment: --device cuda but torch sees no CUDA device (run on the box, "
@@ -63,28 +63,28 @@ def main(argv: list[str] | None = None) -> int:
                  "date": time.strftime("%Y-%m-%d", time.gmtime()), "numpy_ms_per_clip": {}}
     for name in augment.WAVE_TYPES:
         out["numpy_ms_per_clip"][name] = round(per_call_ms(
-            lambda name=name: augment.apply(name, x, rng, cfg), args.repeats), 2)
+            lambda name=name: transforms.apply(name, x, rng, cfg), args.repeats), 2)
     out["numpy_ms_per_clip"]["trim_jitter(8 s clip)"] = round(per_call_ms(
-        lambda: augment.trim_jitter(clip, SR, rng, cfg), args.repeats), 2)
+        lambda: transforms.trim_jitter(clip, SR, rng, cfg), args.repeats), 2)
     out["numpy_ms_per_clip"]["finish"] = round(per_call_ms(
         lambda: crops.finish(x, n), args.repeats), 2)
     out["numpy_ms_per_clip"]["stream_record"] = round(per_call_ms(
-        lambda: augment.stream_record("s", "spoof", x, n), args.repeats), 2)
+        lambda: rates.stream_record("s", "spoof", x, n), args.repeats), 2)
 
     names = [augment.choose(rng, cfg, augment.CODECS) for _ in range(args.batch)]
     t0 = time.process_time()
     for name in names:
-        augment.training_example(clip, name, n, rng, cfg)
+        example.training_example(clip, name, n, rng, cfg)
     out["numpy_training_example_clips_per_s_one_core"] = round(
         len(names) / (time.process_time() - t0), 1)
 
     if args.device == "cpu":
         torch.set_num_threads(1)  # CPU time of one core, comparable with the numpy figures
     t0 = time.process_time()
-    planned = [augment.plan_example(clip, nm, n, rng, cfg) for nm in names]
+    planned = [example.plan_example(clip, nm, n, rng, cfg) for nm in names]
     out["numpy_plan_example_clips_per_s_one_core"] = round(
         len(names) / (time.process_time() - t0), 1)
-    values, mask = crops.pad_batch([p[0] for p in planned], [p[1] for p in planned])
+    values, mask = padding.pad_batch([p[0] for p in planned], [p[1] for p in planned])
     params = [p[2] for p in planned]
     v = torch.from_numpy(values).to(args.device)
     m = torch.from_numpy(mask).to(args.device)

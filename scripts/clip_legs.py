@@ -8,10 +8,10 @@ the CPU, as the trainer's CPU smoke does; about half a minute):
 
   1 file -> bundle FLAC    hearsay.bundle.build.build_bundle on a one-clip manifest (one process)
   2 FLAC -> GPU batch      load_bundle, then the trainer's batch path: EpochBatches item (choose,
-                           load, crop, augment draw, finish, pad) -> to the device -> sample_mask
-                           -> hearsay.augment.gpu.train_batch; the recipe's defaults (TrainConfig,
-                           CropConfig, AugmentConfig, made before the trace), the draw seeded by
-                           --seed
+                           load, crop, augment draw, finish, pad) -> hearsay.train.data.device_batch
+                           (to the device, the mask, hearsay.train.augment_gpu's render); the
+                           recipe's defaults (TrainConfig, CropConfig, AugmentConfig, made before
+                           the trace), the draw seeded by --seed
   3 file -> score row      hearsay-score (hearsay.deploy.main) on the original file, with a tiny
                            random-init detector exported beforehand (the export is not counted)
 
@@ -136,8 +136,8 @@ class _OneClipPlan:
 def batch_configs(seed: int):
     """The recipe's defaults (TrainConfig, CropConfig, AugmentConfig): built outside the trace,
     as the bundle is (inputs of the leg, not its path)."""
-    from hearsay.augment import AugmentConfig
     from hearsay.sound import crops
+    from hearsay.sound.augment import AugmentConfig
     from hearsay.train.config import TrainConfig
 
     return TrainConfig(seed=seed), crops.CropConfig(), AugmentConfig()
@@ -146,10 +146,9 @@ def batch_configs(seed: int):
 def leg_batch(bundle_dir: Path, tc, cc, ac):
     import torch
 
-    from hearsay.augment import gpu as augment_gpu
     from hearsay.bundle import load_bundle
     from hearsay.sound import crops
-    from hearsay.train.data import BatchContext, EpochBatches, sample_mask
+    from hearsay.train.data import BatchContext, EpochBatches, device_batch
     from hearsay.train.prepare import ROW_COLUMNS
 
     bundle = load_bundle(bundle_dir)
@@ -159,11 +158,7 @@ def leg_batch(bundle_dir: Path, tc, cc, ac):
                        max_crop_s=tc.max_crop_s, gpu_augment=tc.gpu_augment)
     rows = bundle.manifest[ROW_COLUMNS].to_dict("records")
     batch = EpochBatches(bundle.root, rows, _OneClipPlan(), 1, ctx)[(1, 0)]
-    device = torch.device("cpu")
-    iv = batch["input_values"].to(device)  # (1, T) float32 @ 16 kHz
-    am = sample_mask(batch["lengths"].to(device), iv.shape[1])  # (1, T) int64
-    if tc.gpu_augment:
-        iv = augment_gpu.train_batch(iv, am, batch["names"], batch["params"])
+    iv, _, _ = device_batch(batch, torch.device("cpu"), tc.gpu_augment)  # (1, T) float32
     return iv, batch["names"]
 
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from hearsay.sound import audio, crops
+from hearsay.sound.padding import pad_batch
 
 SR = audio.SAMPLE_RATE
 
@@ -137,7 +138,7 @@ def test_class_cap_is_the_longest_length_both_classes_reach():
 
 def test_pad_batch_masks_valid_samples_and_zeros_the_rest():
     waves = [np.ones(100, np.float32), np.full(60, 2.0, np.float32), np.ones(100, np.float32)]
-    values, mask = crops.pad_batch(waves, [100, 40, 70])
+    values, mask = pad_batch(waves, [100, 40, 70])
     assert values.shape == mask.shape == (3, 100)
     assert values.dtype == np.float32 and mask.dtype == np.int64
     assert mask.sum(axis=1).tolist() == [100, 40, 70]
@@ -146,7 +147,7 @@ def test_pad_batch_masks_valid_samples_and_zeros_the_rest():
 
 def test_pad_batch_rejects_mismatched_counts():
     with pytest.raises(ValueError, match="same non-zero count"):
-        crops.pad_batch([np.ones(3, np.float32)], [3, 3])
+        pad_batch([np.ones(3, np.float32)], [3, 3])
 
 
 def test_finish_band_limits_before_normalising():
@@ -196,7 +197,8 @@ def test_crops_and_augment_import_no_torch():
     import subprocess
     import sys
 
-    code = ("import sys, hearsay.sound.crops, hearsay.augment; "
+    code = ("import sys, hearsay.sound.crops, hearsay.sound.padding, hearsay.sound.augment, "
+            "hearsay.sound.transforms, hearsay.sound.example; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

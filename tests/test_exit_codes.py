@@ -139,16 +139,16 @@ def test_bundle_reaches_every_listed_code_but_the_unexpected_one(tmp_path):
 def test_train_maps_each_error_to_its_listed_code(tmp_path, monkeypatch):
     """Codes 3-11 each come from one error class (their own tests raise them for real); here
     `hearsay train` turns each into its listed code, and the listed codes are exactly those."""
-    from hearsay import augment
     from hearsay import store as stores
     from hearsay.model import WeightsError
+    from hearsay.train import rates
 
     raised = {c.code: c("x") for c in (terrors.DeviceRefused, terrors.NonFinite,
                                        terrors.Tripwire, terrors.ResumeRefused,
                                        terrors.FoldLeak, terrors.ShareDrift)}
     raised.update({terrors.EXIT_STORE: stores.StoreError("x"),
                    terrors.EXIT_WEIGHTS: WeightsError("x"),
-                   terrors.EXIT_RATES: augment.AugmentRateError("x"),
+                   terrors.EXIT_RATES: rates.AugmentRateError("x"),
                    UNEXPECTED: OSError("disk full")})
     got = {}
     for code, err in raised.items():

@@ -180,7 +180,7 @@ def test_cli_on_a_real_bundle_scores_clean_and_augmented_holdout(demo_bundle, tm
         assert rc == 0
         df = pd.read_csv(out, keep_default_na=False)
         assert list(df["path"]) == want and np.isfinite(df["logit"]).all()
-    from hearsay.augment import CODECS
+    from hearsay.sound.augment import CODECS
 
     assert set(df["codec"]) - {""} <= set(CODECS) and "augmentation" in df
     assert score.main(["--bundle", str(tmp_path / "nope"), "--run", str(run), "--split", "test",

@@ -5,9 +5,8 @@ its front-end probe and the CPU benchmarks measure the same engine through it.
     session = make_session(Path("model/model.onnx"))          # intra-op threads = allowed_cpus()
     logits = run_logits(session, [wave, ...], batch_size=8)   # (N,) float32, high = synthetic
 
-numpy, onnxruntime and the torch-free hearsay.sound.crops (whose pad_batch makes the trainer's
-batches
-too) only: the deploy image has no torch.
+numpy, onnxruntime and the torch-free hearsay.sound.padding (whose pad_batch makes the trainer's
+batches too) only: the deploy image has no torch.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay.sound.crops import pad_batch  # the one padding: training's batches and these
+from hearsay.sound.padding import pad_batch  # the one padding: training's batches and these
 
 
 def allowed_cpus() -> int:

@@ -1,10 +1,10 @@
-"""hearsay.augment.recipe: the label-blind choice and the config's checks."""
+"""hearsay.sound.augment: the label-blind choice and the config's checks."""
 
 
 import numpy as np
 import pytest
 
-from hearsay import augment
+from hearsay.sound import augment
 
 CFG = augment.AugmentConfig()
 

@@ -13,10 +13,11 @@ import pytest
 import torch
 from train_world import family_of
 
-from hearsay import augment
+from hearsay.sound import augment
 from hearsay.train import config as tcfg
 from hearsay.train import data as tdata
 from hearsay.train import errors as terrors
+from hearsay.train import rates
 from hearsay.train import shares as tshares
 
 
@@ -96,9 +97,9 @@ def test_a_forgotten_exclusion_is_derived_and_a_leak_is_a_train_error(bundle, mo
 
 def test_batched_device_augmentation_matches_the_numpy_path(bundle):
     """gpu_augment (draw in the worker, render + finish batched in torch) must give the model
-    the same input as augment.training_example clip by clip (here on the CPU)."""
-    from hearsay.augment import gpu as augment_gpu
+    the same input as example.training_example clip by clip (here on the CPU)."""
     from hearsay.sound import crops
+    from hearsay.train import augment_gpu
 
     train, _, _ = tdata.plan_job(bundle, "fold", 1)
     rows = train[["id", "flac", "label", "source", "codec_ids"]].to_dict("records")
@@ -115,6 +116,29 @@ def test_batched_device_augmentation_matches_the_numpy_path(bundle):
         mask = tdata.sample_mask(dev["lengths"], dev["input_values"].shape[1])
         got = augment_gpu.train_batch(dev["input_values"], mask, dev["names"], dev["params"])
         torch.testing.assert_close(got, ref["input_values"], atol=2e-3, rtol=1e-3)
+
+
+def test_device_batch_renders_the_drawn_batch_like_the_numpy_path(bundle):
+    """What the loop feeds the model: device_batch of a drawn (gpu_augment) batch equals the
+    numpy path's batch on the device; the mask is 1 on exactly the valid samples."""
+    from hearsay.sound import crops
+
+    train, _, _ = tdata.plan_job(bundle, "fold", 1)
+    rows = train[["id", "flac", "label", "source", "codec_ids"]].to_dict("records")
+    sampler = tdata.Sampler(train, 8, "proportional", 0)
+    test_durs = bundle.manifest.loc[bundle.manifest["fold"] == "test", "duration"].to_numpy()
+    ctx = tdata.BatchContext(seed=0, world=1, rank=0, test_durations=test_durs, cap_s=2.0,
+                             crop=crops.CropConfig(), augment=augment.AugmentConfig(p_aug=1.0),
+                             max_crop_s=0.0, gpu_augment=False)
+    cpu = torch.device("cpu")
+    ref = tdata.EpochBatches(bundle.root, rows, sampler, 3, ctx)[(1, 0)]
+    dev = tdata.EpochBatches(bundle.root, rows, sampler, 3,
+                             dataclasses.replace(ctx, gpu_augment=True))[(1, 0)]
+    iv, am, y = tdata.device_batch(dev, cpu, gpu_augment=True)
+    iv_ref, am_ref, y_ref = tdata.device_batch(ref, cpu, gpu_augment=False)
+    torch.testing.assert_close(iv, iv_ref, atol=2e-3, rtol=1e-3)
+    assert torch.equal(am, am_ref) and torch.equal(y, y_ref)
+    assert am.sum(dim=1).tolist() == ref["lengths"].tolist()
 
 
 SHARES = json.loads((Path(__file__).resolve().parents[2] / "configs" /
@@ -172,7 +196,7 @@ def test_a_bad_share_table_is_a_config_error_that_names_the_fix(bad, fix):
 
 def test_realised_shares_that_drift_from_the_table_in_one_epoch_stop_the_run():
     tc = tcfg.TrainConfig(source_mix=SHARES["source_mix"], share_tol=0.02)
-    log = augment.RateLog()
+    log = rates.RateLog()
 
     def epoch(extra_studio_spoof=0):
         for label, want in SHARES["source_mix"].items():

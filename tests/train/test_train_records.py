@@ -9,8 +9,8 @@ import numpy as np
 import torch
 from train_world import smoke
 
-from hearsay import augment
 from hearsay import train as tr
+from hearsay.train import rates
 from hearsay.train.records import StreamRecords
 from hearsay.train.step import check_pending
 
@@ -27,13 +27,13 @@ def _batch(seed: int, b: int = 3, n: int = 1600):
 
 def test_records_are_the_inline_ones_made_on_another_thread(monkeypatch):
     threads = []
-    real = augment.stream_record
+    real = rates.stream_record
 
     def spy(*a, **k):
         threads.append(threading.current_thread())
         return real(*a, **k)
 
-    monkeypatch.setattr(augment, "stream_record", spy)
+    monkeypatch.setattr(rates, "stream_record", spy)
     recs = StreamRecords(cap=5, records=[], wait=True)
     want = []
     for seed in range(3):
@@ -50,8 +50,8 @@ def test_records_are_the_inline_ones_made_on_another_thread(monkeypatch):
 
 def test_a_thread_behind_skips_a_device_batch_instead_of_blocking(monkeypatch):
     gate = threading.Event()
-    real = augment.stream_record
-    monkeypatch.setattr(augment, "stream_record", lambda *a, **k: (gate.wait(5), real(*a, **k))[1])
+    real = rates.stream_record
+    monkeypatch.setattr(rates, "stream_record", lambda *a, **k: (gate.wait(5), real(*a, **k))[1])
     recs = StreamRecords(cap=100, records=[], wait=False, depth=1)
     for seed in range(4):  # 1st: taken by the (stuck) thread, 2nd: queued, then full
         recs.offer(*_batch(seed))
@@ -86,13 +86,13 @@ def test_the_loop_reads_only_landed_steps_unless_told_to_wait():
 def test_no_stream_record_on_the_training_thread(bundle_dir, tmp_path, monkeypatch):
     """A device-augmented CPU run: every record is made, none on the training thread."""
     on_main = []
-    real = augment.stream_record
+    real = rates.stream_record
 
     def spy(*a, **k):
         on_main.append(threading.current_thread() is threading.main_thread())
         return real(*a, **k)
 
-    monkeypatch.setattr(augment, "stream_record", spy)
+    monkeypatch.setattr(rates, "stream_record", spy)
     meta = tr.run(smoke(epochs=1, batches_per_epoch=3), bundle_dir, tmp_path / "run")
     assert meta["steps"] == 3 and len(on_main) == 3 * 8 and not any(on_main)
     assert meta["stream_records_skipped_batches"] == 0

@@ -11,14 +11,14 @@ import pytest
 import torch
 from train_world import make_easy_bundle, smoke
 
-from hearsay import augment, layer_weights
+from hearsay import layer_weights
 from hearsay import store as stores
 from hearsay import train as tr
 from hearsay.model import load_detector
 from hearsay.train import config as tcfg
 from hearsay.train import data as tdata
 from hearsay.train import errors as terrors
-from hearsay.train import loop
+from hearsay.train import loop, rates
 
 
 def test_a_config_file_with_an_unknown_key_is_a_usage_error(bundle_dir, tmp_path, capsys):
@@ -144,7 +144,7 @@ def test_augmentation_rates_that_diverge_between_classes_abort(tmp_path):
     cfg = tcfg.resolve_config("full", None, cpu_smoke=True, overrides={
         "train": {"epochs": 1, "batches_per_epoch": 16},
         "augment": {"p_aug": 1.0, "w_codec": 20.0}})
-    with pytest.raises(augment.AugmentRateError, match="codec"):
+    with pytest.raises(rates.AugmentRateError, match="codec"):
         tr.run(cfg, root, tmp_path / "run")
     meta = json.loads((tmp_path / "run" / "run_meta.json").read_text())
     assert meta["aborted"]["error"] == "AugmentRateError"

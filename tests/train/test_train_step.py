@@ -48,13 +48,14 @@ def _one_optimiser_step(grad_clip: float):
     loss = (10 * lin(torch.randn(8, 4))).sum()
     loss.backward()
     grads = [p.grad.detach().clone() for p in params]
-    r = types.SimpleNamespace(tc=tcfg.TrainConfig(grad_clip=grad_clip), trainable=params,
-                              ddp=False, pending=[], hist={"loss": [], "lr": []}, step=0,
-                              total_steps=10, opt=opt, step_t=[], t_start=time.time())
+    ns = types.SimpleNamespace
+    r = ns(plan=ns(tc=tcfg.TrainConfig(grad_clip=grad_clip), ddp=False, t_start=time.time()),
+           nets=ns(trainable=params, opt=opt), data=ns(total_steps=10),
+           progress=ns(pending=[], hist={"loss": [], "lr": []}, step=0, step_t=[]))
     loop._optimiser_step(r, 0, loss.detach(), 1)
-    lr = r.hist["lr"][0]  # the real LR of the step
+    lr = r.progress.hist["lr"][0]  # the real LR of the step
     update = [(b - p.detach()) / lr for b, p in zip(before, params, strict=True)]
-    return grads, update, r.pending[0][0][2].item()
+    return grads, update, r.progress.pending[0][0][2].item()
 
 
 def test_grad_clip_zero_switches_clipping_off_and_still_measures_the_norm():

@@ -73,10 +73,11 @@ def _fake_run(tmp_path, **train) -> types.SimpleNamespace:
                              {"params": [], "lr": 1e-6, "name": "backbone_depth1"}])
     tc = types.SimpleNamespace(log_every=train.get("log_every", 0),
                                log_every_s=train.get("log_every_s", 0.0), epochs=2)
-    return types.SimpleNamespace(tc=tc, rank=0, world=1, device=torch.device("cpu"), out=tmp_path,
-                                 resolved={"job": "full", "fold": None}, step=0, total_steps=10,
-                                 clips=0.0, audio_s=0.0, hist={"loss": [], "grad_norm": []},
-                                 opt=opt, t_start=0.0)
+    ns = types.SimpleNamespace
+    return ns(plan=ns(tc=tc, rank=0, world=1, device=torch.device("cpu"), out=tmp_path,
+                      resolved={"job": "full", "fold": None}, t_start=0.0),
+              data=ns(total_steps=10), nets=ns(opt=opt),
+              progress=ns(step=0, clips=0.0, audio_s=0.0, hist={"loss": [], "grad_norm": []}))
 
 
 def test_the_time_trigger_logs_when_the_interval_has_passed(tmp_path, capsys, monkeypatch):
@@ -85,7 +86,7 @@ def test_the_time_trigger_logs_when_the_interval_has_passed(tmp_path, capsys, mo
     r = _fake_run(tmp_path, log_every_s=3.0)
     log = steplog.StepLog(r)
     for _ in range(4):
-        r.step += 1
+        r.progress.step += 1
         log.after_step(r, 1)
     # step 1 always; then 1 s and 2.5 s after that line are not due, 3.5 s after it is
     assert [int(x["step"]) for x in _rows(tmp_path)] == [1, 4]
@@ -97,14 +98,14 @@ def test_the_padded_share_counts_padding_samples_of_the_batches(tmp_path, capsys
     # (2, 100) batch with 100 + 50 valid samples, then (2, 50) with 50 + 50: 50 of 300 padding
     log.batch({"input_values": torch.zeros(2, 100), "lengths": torch.tensor([100, 50])})
     log.batch({"input_values": torch.zeros(2, 50), "lengths": torch.tensor([50, 50])})
-    r.step = 1
+    r.progress.step = 1
     log.after_step(r, 1)
     assert float(_rows(tmp_path)[0]["padded_share"]) == pytest.approx(50 / 300)
     assert "padded 16.7%" in capsys.readouterr().out
 
 
 def test_step_lrs_reads_the_top_backbone_layer_and_the_head(tmp_path):
-    assert steplog.step_lrs(_fake_run(tmp_path).opt) == (3e-6, 2e-4)
+    assert steplog.step_lrs(_fake_run(tmp_path).nets.opt) == (3e-6, 2e-4)
     frozen = torch.optim.SGD([{"params": [torch.nn.Parameter(torch.zeros(1))], "lr": 0.1,
                                "name": "head"}])
     assert steplog.step_lrs(frozen) == (None, 0.1)
@@ -117,9 +118,10 @@ def test_duration_reads_as_hours_minutes_seconds(s, text):
 
 def test_the_padded_share_is_of_the_samples_computed_after_the_padding_cut(tmp_path, capsys):
     r = _fake_run(tmp_path, log_every=1)
-    r.meta = {"computed_audio_s": 10.0}  # before this line: not counted
+    r.progress.meta = {"computed_audio_s": 10.0}  # before this line: not counted
     log = steplog.StepLog(r)
     log.batch({"input_values": torch.zeros(2, 100), "lengths": torch.tensor([10, 10])})
-    r.audio_s, r.meta["computed_audio_s"], r.step = 3.0, 14.0, 1  # 3 s valid of 4 s computed
+    p = r.progress
+    p.audio_s, p.meta["computed_audio_s"], p.step = 3.0, 14.0, 1  # 3 s valid of 4 s computed
     log.after_step(r, 1)
     assert float(_rows(tmp_path)[0]["padded_share"]) == pytest.approx(0.25)

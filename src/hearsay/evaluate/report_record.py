@@ -113,7 +113,7 @@ def pooled_rates(record: dict) -> dict:
 
 
 def _rates_table(rates: dict) -> list[str]:
-    from hearsay.augment.recipe import TYPES
+    from hearsay.sound.augment import TYPES
 
     lines = ["| source | class | clips | augmented | " + " | ".join(TYPES) + " |",
              "|---|---|---|---|" + "---|" * len(TYPES)]

@@ -24,7 +24,8 @@ fold. Rows with train_scope `extra` (or fold `extra`) are never scored.
 The augmented slice: every selected clip gets exactly one augmentation, drawn from a generator
 seeded by (aug_seed, crc32(clip id)) only, so the slice is identical for every model, every
 batch size and every subset: a bundle codec copy (codec:<c>) or one of the wave-domain types of
-`hearsay.augment` (noise, bandlimit, reverb, gain_clip, rawboost; trim_jitter is training-only).
+`hearsay.sound.transforms` (noise, bandlimit, reverb, gain_clip, rawboost; trim_jitter is
+training-only).
 
 Windowed readout (--hop-s S): each clip (up to the bundle's 15 s) is cut by hearsay.sound.windows
 into windows of max_s every S seconds, exactly as hearsay-score cuts long files; logit = the
@@ -153,9 +154,9 @@ def run_model(det, waves: list[np.ndarray], device: str = "cpu",
     """Logits (B,) float64 of one padded batch (bf16: under autocast on the device, as training)."""
     import torch
 
-    from hearsay.sound import crops
+    from hearsay.sound.padding import pad_batch
 
-    values, mask = crops.pad_batch(waves, [len(w) for w in waves])
+    values, mask = pad_batch(waves, [len(w) for w in waves])
     amp = torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16")
     with torch.inference_mode(), amp:
         logits = det(torch.from_numpy(values).to(device), torch.from_numpy(mask).to(device))

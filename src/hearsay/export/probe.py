@@ -19,7 +19,7 @@ import numpy as np
 
 from hearsay.contracts.model_dir import PARITY, prepare_args, read_parity
 from hearsay.sound.audio import SAMPLE_RATE, AudioError, prepare
-from hearsay.sound.crops import pad_batch
+from hearsay.sound.padding import pad_batch
 from hearsay.torch_engine import torch_logits
 
 

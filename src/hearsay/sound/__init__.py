@@ -4,5 +4,9 @@ by the bundle builder, the trainer, the scorers and hearsay-score.
     audio      decode, trim, resample, prepare (the front end)
     codecs     the codec copies (MP3, Opus, AAC, AMR-NB, mu-law) through ffmpeg
     windows    long recordings in windows (streamed decode)
-    crops      crop lengths, crop positions and padded batches
+    crops      crop lengths and crop positions; test-time inputs
+    padding    padded batches (pad_batch): the trainer's and every scorer's
+    augment    the augmentation recipe: AugmentConfig, choose (label-blind), the type names
+    transforms the numpy augmentations: draw_<type>, render_<type>, apply
+    example    one training example: choose -> load -> crop -> augment -> finish
 """

@@ -15,7 +15,7 @@ parity checks call: trim -> cap -> band-limit -> normalise on an already-loaded 
 (a crop is cut, then `crops.finish` filters it with zero edges), so a clip longer than the cap
 gets, sample for sample, the input of a training crop at offset 0. The bundle stores clips
 after load -> trim -> cap 15 s -> `peak_guard` as 16-bit FLAC; the trainer band-limits and
-normalises its crops after augmentation (see hearsay.sound.crops / hearsay.augment).
+normalises its crops after augmentation (see hearsay.sound.crops / hearsay.sound.example).
 
 Usage::
 

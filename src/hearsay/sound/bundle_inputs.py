@@ -25,14 +25,14 @@ def aug_rng(seed: int, clip_id: str) -> np.random.Generator:
 
 
 def aug_config():
-    from hearsay.augment import AugmentConfig
+    from hearsay.sound.augment import AugmentConfig
 
     return AugmentConfig(p_aug=1.0, w_trim_jitter=0.0)  # one type per clip, test-time types only
 
 
 def aug_plan(rows, seed: int) -> list[str]:
     """One augmentation name per row ("codec:<c>" or a wave type); identical for every model."""
-    from hearsay import augment
+    from hearsay.sound import augment
 
     cfg = aug_config()
     codecs = rows["codec_ids"] if "codec_ids" in rows.columns else [None] * len(rows)
@@ -65,9 +65,9 @@ def clip_wave(root: Path, row, aug: str, cfg, cap_s: float | None) -> np.ndarray
     """The bundle clip (capped at cap_s), with the row's augmentation when one is asked."""
     x = audio.cap(audio.load_audio(clip_file(root, row, aug)), cap_s)
     if aug not in ("none", "") and not aug.startswith("codec:"):
-        from hearsay import augment
+        from hearsay.sound import augment, transforms
 
         rng = aug_rng(cfg.aug_seed, row["id"])
         augment.choose(rng, aug_config(), row.get("codec_ids"))  # same draws as aug_plan
-        x = augment.apply(aug, x, rng, aug_config())
+        x = transforms.apply(aug, x, rng, aug_config())
     return x

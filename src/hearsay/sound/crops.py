@@ -11,7 +11,7 @@ The recipe (docs/DESIGN.md, "Model and training"; every number is a `CropConfig`
 3. Clips shorter than the crop are zero-padded with an attention mask; never tiled or repeated
    (a tiled clip carries a periodicity that only short clips have: a length shortcut).
 4. Every crop the model sees goes through `finish` = `hearsay.sound.audio.band_limit` then
-   `hearsay.sound.audio.normalize(x, n_valid)`, after augmentation (hearsay.augment).
+   `hearsay.sound.audio.normalize(x, n_valid)`, after augmentation (hearsay.sound.example).
 
 Test time (`test_input`): the whole trimmed clip up to `max_s` (8 s deploy default, 14 s
 diagnostic) through `hearsay.sound.audio.prepare`, the same call the deploy scorer makes.
@@ -26,7 +26,6 @@ Usage::
     n = crops.n_samples(crops.crop_length_s(rng, test_durations, cap_s, cfg))
     wave, n_valid = crops.random_crop(clip, n, rng)          # (n,) float32, zero-padded
     x = crops.finish(wave, n_valid)                          # band-limit -> normalise
-    input_values, attention_mask = crops.pad_batch([x, ...], [n_valid, ...])
     n_cut = crops.cut_samples(max(n_valids), n, cfg.buckets_s)  # padding a batch needs
 """
 
@@ -188,27 +187,6 @@ def finish(x: np.ndarray, n_valid: int | None = None) -> np.ndarray:
     out = np.zeros(len(x), dtype=np.float32)
     out[:n] = audio.band_limit(np.asarray(x[:n], dtype=np.float32))
     return audio.normalize(out, n)
-
-
-def pad_batch(waves: Sequence[np.ndarray],
-              n_valids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Stack clips -> (input_values (B, T) float32, attention_mask (B, T) int64; 1 = valid).
-
-    T is the longest wave. Samples at or past each clip's n_valid are zero in input_values.
-    """
-    if len(waves) != len(n_valids) or not waves:
-        raise ValueError(f"pad_batch: {len(waves)} waves vs {len(n_valids)} n_valids "
-                         "(need the same non-zero count)")
-    t = max(len(w) for w in waves)
-    values = np.zeros((len(waves), t), dtype=np.float32)
-    mask = np.zeros((len(waves), t), dtype=np.int64)
-    for i, (w, n) in enumerate(zip(waves, n_valids, strict=True)):
-        n = int(n)
-        if not 0 <= n <= len(w):
-            raise ValueError(f"pad_batch: clip {i} n_valid={n} outside [0, {len(w)}]")
-        values[i, :n] = w[:n]
-        mask[i, :n] = 1
-    return values, mask
 
 
 def test_input(x: np.ndarray, max_s: float | None = 8.0, *, trim: bool = False) -> np.ndarray:

@@ -16,18 +16,17 @@ folds != K plus extra rows (minus the extra families excluded for K) and validat
 used for selection); `--pilot` is folds 0-3 -> validate fold 4. Holdout and test rows never train.
 
 Per step: a label-balanced micro-batch with fixed per-source quotas (`Sampler`), one crop length
-per batch (hearsay.sound.crops), one augmentation per clip chosen before loading (hearsay.augment),
-bf16
-autocast on CUDA, BCE with label smoothing, gradient accumulation whose trailing group is flushed
-at the epoch end, AdamW with layer-wise LR decay, warm-up + cosine counted in optimiser steps (the
-LR reaches its floor on the last one). A validation readout every `val_every` optimiser steps and
-at each epoch end (once when both fall on one step), each rank scoring a share on the loader's
-workers; a checkpoint each epoch (hearsay.train.checkpoint, every rank's RNG state in it), pushed
-to the store (hearsay.store). The loaders are built once (persistent workers); the loop never waits
-for the device (the non-finite check reads a pinned copy once its event has fired; the stream
-records are made on their own thread, hearsay.train.records). Each rank seeds its dropout with
-seed + rank and resumes with its own rate log and losses. Under torchrun each rank
-binds its GPU (LOCAL_RANK) and every collective runs on it (NCCL).
+per batch (hearsay.sound.crops), one augmentation per clip chosen before loading (one example built
+in hearsay.sound.example), bf16 autocast on CUDA, BCE with label smoothing, gradient accumulation
+whose trailing group is flushed at the epoch end, AdamW with layer-wise LR decay, warm-up + cosine
+counted in optimiser steps (the LR reaches its floor on the last one). A validation readout every
+`val_every` optimiser steps and at each epoch end (once when both fall on one step), each rank
+scoring a share on the loader's workers; a checkpoint each epoch (hearsay.train.checkpoint, every
+rank's RNG state in it), pushed to the store (hearsay.store). The loaders are built once
+(persistent workers); the loop never waits for the device (the non-finite check reads a pinned copy
+once its event has fired; the stream records are made on their own thread, hearsay.train.records).
+Each rank seeds its dropout with seed + rank and resumes with its own rate log and losses. Under
+torchrun each rank binds its GPU (LOCAL_RANK) and every collective runs on it (NCCL).
 
 Progress: rank 0 prints a line every `train.log_every` optimiser steps or `train.log_every_s`
 seconds (and at the first and last step): step/total, epoch, loss (mean since the last line), the
@@ -80,7 +79,6 @@ from pathlib import Path
 
 import torch
 
-from hearsay import augment
 from hearsay import store as stores
 from hearsay.model import WeightsError
 from hearsay.train.config import config_hash, resolve_config, sections
@@ -97,14 +95,16 @@ from hearsay.train.errors import (
 )
 from hearsay.train.loop import train_epochs
 from hearsay.train.prepare import build_run
+from hearsay.train.rates import AugmentRateError
 
 # --------------------------------------------------------------------------- the run
 #
 # The parts: hearsay.train.config (config, hash), hearsay.train.errors (exit-code errors),
-# hearsay.train.prepare (what a run builds before its first step: TrainRun), hearsay.train.data
-# (rows, sampler, batches, validation), hearsay.train.step (LR, optimiser groups, non-finite flag,
-# RNG state), hearsay.train.loop (the epochs and their steps), hearsay.train.checkpoint (the
-# checkpoint format). Here: run -> loop.train_epochs.
+# hearsay.train.state (a run's parts: RunPlan, Data, Nets, Progress), hearsay.train.prepare
+# (builds them before the first step), hearsay.train.data (rows, sampler, batches, validation),
+# hearsay.train.step (LR, optimiser groups, non-finite flag, RNG state), hearsay.train.loop (the
+# epochs and their steps), hearsay.train.checkpoint (the checkpoint format). Here: run ->
+# loop.train_epochs.
 
 
 def run(resolved: dict, bundle_dir: str | os.PathLike, out: str | os.PathLike, *,
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hearsay train: store: {err} (the run stopped: nothing trains on without a "
               "safe copy)", file=sys.stderr)
         return EXIT_STORE
-    except augment.AugmentRateError as err:
+    except AugmentRateError as err:
         print(f"hearsay train: {err}", file=sys.stderr)
         return EXIT_RATES
     except BundleError as err:  # not a (built) bundle: the message names the command to build it

@@ -25,9 +25,11 @@ import numpy as np
 import torch
 from annotated_types import Ge, Gt, Le, Lt
 
-from hearsay import augment, config, layer_weights
+from hearsay import config, layer_weights
+from hearsay.contracts.manifest import LABELS
 from hearsay.model import ModelConfig
 from hearsay.sound import crops
+from hearsay.sound.augment import AugmentConfig
 from hearsay.train.errors import ConfigError
 from hearsay.train.selection import SelectionConfig
 
@@ -112,11 +114,11 @@ SHARE_SUM_TOL = 1e-6  # how far a class's shares may sum from 1 (float rounding 
 def check_share_table(table: dict) -> None:
     """ValueError unless `table` = {"bonafide": {source: share}, "spoof": {...}}: both classes,
     each a non-empty map of source names to shares >= 0 that sum to 1 (+- SHARE_SUM_TOL)."""
-    labels = set(augment.LABELS)
+    labels = set(LABELS)
     if set(table) != labels:
         raise ValueError(f"source_mix table has classes {sorted(table)}: give exactly "
                          f"{sorted(labels)}, each {{SOURCE: SHARE, ...}}")
-    for label in augment.LABELS:
+    for label in LABELS:
         shares = table[label]
         if not isinstance(shares, dict) or not shares:
             raise ValueError(f"source_mix[{label!r}] = {shares!r}: a non-empty "
@@ -133,7 +135,7 @@ def check_share_table(table: dict) -> None:
 
 
 SECTIONS = {"train": TrainConfig, "model": ModelConfig, "crop": crops.CropConfig,
-            "augment": augment.AugmentConfig, "selection": SelectionConfig}
+            "augment": AugmentConfig, "selection": SelectionConfig}
 STAGE_SECTIONS = ("train", "model", "crop", "augment")  # what sections() builds
 
 

@@ -17,11 +17,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from hearsay import augment, metrics
+from hearsay import metrics
 from hearsay.bundle import clip_rel
 from hearsay.contracts import protocol
-from hearsay.sound import audio, crops
-from hearsay.train import shares
+from hearsay.contracts.manifest import LABELS
+from hearsay.sound import audio, augment, crops, example
+from hearsay.sound.padding import pad_batch
+from hearsay.train import augment_gpu, rates, shares
 from hearsay.train.config import TrainConfig
 from hearsay.train.errors import ConfigError, FoldLeak
 
@@ -72,7 +74,7 @@ def quotas(train, batch_size: int, mix) -> dict[tuple[str, str], int]:
     one slot when the half-batch has room for all of them. Fixed for the run."""
     half = batch_size // 2
     out: dict[tuple[str, str], int] = {}
-    for label in augment.LABELS:
+    for label in LABELS:
         counts = train.loc[train["label"] == label, "source"].value_counts().sort_index()
         if counts.empty:
             raise ConfigError(f"no {label} clips in the training rows: cannot balance labels")
@@ -189,12 +191,12 @@ class EpochBatches(torch.utils.data.Dataset):
     """Item (epoch, i) = this rank's i-th micro-batch of that epoch, made on the CPU (loader
     workers, which persist across epochs: the plan of an epoch is re-derived in the worker).
 
-    Per clip: choose the augmentation (before loading: codec copies are separate files) ->
-    load the FLAC (or its codec copy) -> augment.training_example (trim jitter, crop, wave
-    augmentation, band-limit, normalise). The generator of batch b is (seed, epoch, b): batches
-    do not depend on worker count or order, which is what makes resume exact. The batch
-    carries `lengths` (B,) int32, not a (B, T) int64 mask: the trainer builds the mask on the
-    device (an eighth of the bytes through shared memory, pinned memory and PCIe).
+    Per clip: hearsay.sound.example.build (choose the augmentation -> load the FLAC or its codec
+    copy -> trim jitter, crop, wave augmentation, band-limit, normalise; with gpu_augment the
+    render and finish are left to `device_batch`). The generator of batch b is (seed, epoch,
+    b): batches do not depend on worker count or order, which is what makes resume exact. The
+    batch carries `lengths` (B,) int32, not a (B, T) int64 mask: `device_batch` builds the mask
+    on the device (an eighth of the bytes through shared memory, pinned memory and PCIe).
     """
 
     def __init__(self, root: Path, rows: list[dict], sampler: Sampler, n_batches: int,
@@ -221,26 +223,45 @@ class EpochBatches(torch.utils.data.Dataset):
         waves, n_valid, names, params, records = [], [], [], [], []
         for pos in plan[b]:
             row = self.rows[pos]
-            name = augment.choose(rng, c.augment, row["codec_ids"])
-            rel = (clip_rel(row["id"], name.split(":", 1)[1]) if name.startswith("codec:")
-                   else row["flac"])
-            x = audio.load_audio(self.root / rel)
-            if c.gpu_augment:  # draw here, render + finish the whole batch on the device
-                wave, nv, p = augment.plan_example(x, name, n, rng, c.augment)
-                params.append(p)
+            # gpu_augment: drawn here, rendered + finished for the whole batch on the device
+            ex = example.build(self.root, row, n, rng, c.augment, locate=clip_file,
+                               render=not c.gpu_augment)
+            if c.gpu_augment:
+                params.append(ex.params)
             else:
-                wave, nv = augment.training_example(x, name, n, rng, c.augment)
-                records.append(augment.stream_record(row["source"], row["label"], wave, nv))
-            waves.append(wave)
-            n_valid.append(nv)
-            names.append(name)
-        values, _ = crops.pad_batch(waves, n_valid)
+                records.append(rates.stream_record(row["source"], row["label"], ex.wave,
+                                                   ex.n_valid))
+            waves.append(ex.wave)
+            n_valid.append(ex.n_valid)
+            names.append(ex.name)
+        values, _ = pad_batch(waves, n_valid)
         labels = [1.0 if self.rows[p]["label"] == "spoof" else 0.0 for p in plan[b]]
         return {"input_values": torch.from_numpy(values),
                 "lengths": torch.from_numpy(np.asarray(n_valid, dtype=np.int32)),
                 "labels": torch.tensor(labels), "names": names, "params": params,
                 "records": records, "sources": [self.rows[p]["source"] for p in plan[b]],
                 "label_names": [self.rows[p]["label"] for p in plan[b]]}
+
+
+def clip_file(row: dict, name: str) -> str:
+    """A training row's file under the bundle root for augmentation `name`: the codec copy for
+    "codec:<c>", else the row's FLAC."""
+    return clip_rel(row["id"], name.split(":", 1)[1]) if name.startswith("codec:") else row["flac"]
+
+
+def device_batch(batch: dict, device: torch.device, gpu_augment: bool):
+    """An EpochBatches batch on the device -> (input_values (B, T) float32 @ 16 kHz, attention
+    mask (B, T) int64 1 = valid, labels (B,) 1.0 = spoof). Three non-blocking copies from
+    pinned memory (+ one for the augmentation parameters); the mask is built there. With
+    gpu_augment the drawn augmentations are rendered and every clip finished on the device
+    (hearsay.train.augment_gpu: the numpy path's render + finish, batched)."""
+    iv = batch["input_values"].to(device, non_blocking=True)
+    lengths = batch["lengths"].to(device, non_blocking=True)  # (B,) int32 valid samples
+    am = sample_mask(lengths, iv.shape[1])
+    y = batch["labels"].to(device, non_blocking=True)
+    if gpu_augment:
+        iv = augment_gpu.train_batch(iv, am, batch["names"], batch["params"])
+    return iv, am, y
 
 
 def sample_mask(lengths: torch.Tensor, n: int) -> torch.Tensor:
@@ -267,7 +288,7 @@ class ValBatches(torch.utils.data.Dataset):
         idx = self.chunks[j]
         xs = [crops.test_input(audio.load_audio(self.root / self.rows[i]["flac"]), self.max_s)
               for i in idx]
-        values, _ = crops.pad_batch(xs, [len(x) for x in xs])
+        values, _ = pad_batch(xs, [len(x) for x in xs])
         return (torch.from_numpy(np.asarray(idx, dtype=np.int64)), torch.from_numpy(values),
                 torch.from_numpy(np.asarray([len(x) for x in xs], dtype=np.int32)))
 

@@ -1,4 +1,5 @@
-"""Everything one `hearsay train` process builds before its first optimiser step: a `TrainRun`.
+"""Everything one `hearsay train` process builds before its first optimiser step: a `TrainRun`
+of plain named parts (hearsay.train.state), each built once here.
 
     from hearsay.train.prepare import build_run
     r = build_run(resolved, bundle_dir, out, store_uri=None, resume=False, verify_bundle=True,
@@ -7,12 +8,14 @@
 
 In this order (the order fixes the RNG streams, so resume equals an uninterrupted run):
 
-    1. identity and data: bundle, job rows, sampler, crop cap, batches per epoch, worker context
-    2. model and optimiser: seeded Detector (+ pretrained weights), AdamW groups, DDP, compile;
-       the training and validation loaders (built once: their workers persist)
-    3. store and resume: refuse a mismatched checkpoint (or another world size), else restore
-       model, optimiser, this rank's RNG and the checkpointed progress; write config.json
-    4. run_meta: what the run is (written out by hearsay.train at each epoch end and the finish)
+    1. Data: bundle, job rows, sampler, crop cap, batches per epoch, worker context, and the
+       training and validation loaders (built once: their workers persist)
+    2. Nets: seeded Detector (+ pretrained weights), AdamW groups, DDP, compile
+    3. RunPlan (with the run's identity), the store, and resume: refuse a mismatched
+       checkpoint (or another world size), else restore the Nets, this rank's RNG and the
+       checkpointed Progress; write config.json
+    4. run_meta (Progress.meta): what the run is (written out by hearsay.train at each epoch
+       end and the finish)
 
 The loop that consumes a TrainRun is hearsay.train.
 """
@@ -20,13 +23,11 @@ The loop that consumes a TrainRun is hearsay.train.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import pandas as pd
 import torch
 
-from hearsay import augment, layer_weights
+from hearsay import layer_weights
 from hearsay import store as stores
 from hearsay.bundle import Bundle
 from hearsay.contracts import run_dir
@@ -34,7 +35,7 @@ from hearsay.files import write_json
 from hearsay.hashing import git_sha
 from hearsay.model import Detector, load_pretrained
 from hearsay.sound import crops
-from hearsay.train import checkpoint
+from hearsay.train import checkpoint, rates
 from hearsay.train.config import TrainConfig, config_hash, sections, versions
 from hearsay.train.data import (
     BatchContext,
@@ -46,6 +47,7 @@ from hearsay.train.data import (
 )
 from hearsay.train.errors import ConfigError, ResumeRefused
 from hearsay.train.selection import select_training_rows
+from hearsay.train.state import Data, Nets, Progress, RunPlan, TrainRun
 from hearsay.train.step import (
     compile_blocker,
     compile_forward,
@@ -57,65 +59,10 @@ from hearsay.train.step import (
 ROW_COLUMNS = ["id", "flac", "label", "source", "codec_ids", "duration"]  # what workers read
 
 
-@dataclass
-class TrainRun:
-    """One process's run: fixed parts (set by build_run) and progress (the loop updates it)."""
-
-    resolved: dict  # the resolved config (hearsay.train.config.resolve_config)
-    tc: TrainConfig
-    out: Path  # RUN_DIR
-    device: torch.device
-    world: int  # processes (GPUs) in the job
-    rank: int  # this process; rank 0 writes the run dir and pushes to the store
-    ddp: bool
-    t_start: float  # time.time() at the start: step timestamps and wall_s count from here
-    # 1. data
-    bundle: Bundle
-    sampler: Sampler
-    rows: list[dict]  # training rows (ROW_COLUMNS), indexed by the sampler's plan
-    val_rows: list[dict] | None  # None: no validation (the full model)
-    ctx: BatchContext  # what EpochBatches needs besides the rows
-    loader: object  # the run's training DataLoader (persistent workers), keyed by `keys`
-    keys: EpochKeys  # set_epoch(e) before iterating `loader`
-    val_loader: object  # the validation DataLoader (this rank's share), None without val rows
-    n_batches: int  # micro-batches per epoch over all ranks
-    per_rank: int  # micro-batches per epoch on this rank
-    total_steps: int  # optimiser steps in the whole run (the LR schedule's length)
-    # 2. model
-    det: Detector
-    model: torch.nn.Module  # det, or det wrapped in DistributedDataParallel
-    fwd: torch.nn.Module  # what the forward pass calls (model, or torch.compile of it)
-    opt: torch.optim.Optimizer
-    trainable: list  # the optimiser's parameters (gradient clipping)
-    use_amp: bool  # bf16 autocast (CUDA only)
-    # 3. store and identity
-    store: stores.Store  # hearsay.store.open_store(...): local folder or rclone remote
-    identity: dict  # config_hash, bundle_tree_sha, base_weights_sha, git_sha
-    meta: dict = field(default_factory=dict)  # run_meta.json
-    # progress, checkpointed each epoch
-    step: int = 0  # optimiser steps done
-    start_epoch: int = 1
-    hist: dict = field(default_factory=lambda: {"loss": [], "lr": [], "val": []})
-    rate_log: augment.RateLog = field(default_factory=augment.RateLog)
-    records: list[dict] = field(default_factory=list)  # realised-stream trivial features
-    # progress, not checkpointed (throughput figures, host reads deferred by one step)
-    clips: float = 0.0  # clips seen by this rank
-    audio_s: float = 0.0  # valid audio seconds seen by this rank
-    t_loop: float = 0.0  # s spent in the batch loops (readouts and checkpoints excluded)
-    step_t: list[float] = field(default_factory=list)  # wall s since start at each step
-    pending: list = field(default_factory=list)  # steps queued, not yet read (train_step)
-    stream: object = None  # hearsay.train.records.StreamRecords over `records` (the loop's)
-    steplog: object = None  # hearsay.train.steplog.StepLog (the loop's)
-
-    def amp(self):
-        """The forward pass's autocast context: bf16 on CUDA when configured, off on CPU."""
-        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.use_amp) if \
-            self.device.type == "cuda" else torch.autocast("cpu", enabled=False)
-
-
-def _data(resolved: dict, tc: TrainConfig, cc, ac, bundle: Bundle, world: int,
-          rank: int) -> JobData:
-    """1. The job's rows, sampler and per-epoch sizes; ConfigError when the bundle can't serve."""
+def _data(resolved: dict, tc: TrainConfig, cc, ac, bundle: Bundle, device: torch.device,
+          world: int, rank: int) -> Data:
+    """1. The job's rows, sampler, per-epoch sizes and loaders; ConfigError when the bundle
+    can't serve."""
     train, val, exclusion = plan_job(bundle, resolved["job"], resolved["fold"])
     train, chosen = select_training_rows(train, bundle, resolved.get("selection"))
     test_durations = bundle.manifest.loc[bundle.manifest["fold"] == "test", "duration"].to_numpy()
@@ -135,73 +82,38 @@ def _data(resolved: dict, tc: TrainConfig, cc, ac, bundle: Bundle, world: int,
     n_batches = max(world, n_batches - n_batches % world)
     per_rank = n_batches // world
     steps_per_epoch = -(-per_rank // tc.grad_accum)
-    return JobData(
-        train=train, val=val, sampler=sampler, cap_s=cap_s, family_exclusion=exclusion,
-        selection=chosen,
-        rows=train[ROW_COLUMNS].to_dict("records"),
-        val_rows=None if val is None or val.empty else val[ROW_COLUMNS].to_dict("records"),
-        n_batches=n_batches, per_rank=per_rank, total_steps=tc.epochs * steps_per_epoch,
-        ctx=BatchContext(seed=tc.seed, world=world, rank=rank, test_durations=test_durations,
-                         cap_s=cap_s, crop=cc, augment=ac, max_crop_s=tc.max_crop_s,
-                         gpu_augment=tc.gpu_augment))
-
-
-def _loaders(root, tc: TrainConfig, data: JobData, device: torch.device, world: int,
-             rank: int):
-    """The run's two loaders, built once: workers persist across epochs and readouts.
-    Validation gets a quarter of the training workers (at least 1 when workers > 0)."""
+    rows = train[ROW_COLUMNS].to_dict("records")
+    val_rows = None if val is None or val.empty else val[ROW_COLUMNS].to_dict("records")
+    ctx = BatchContext(seed=tc.seed, world=world, rank=rank, test_durations=test_durations,
+                       cap_s=cap_s, crop=cc, augment=ac, max_crop_s=tc.max_crop_s,
+                       gpu_augment=tc.gpu_augment)
+    # the run's two loaders, built once: workers persist across epochs and readouts;
+    # validation gets a quarter of the training workers (at least 1 when workers > 0)
     pin = device.type == "cuda"
-    keys = EpochKeys(data.per_rank)
-    train = torch.utils.data.DataLoader(
-        EpochBatches(root, data.rows, data.sampler, data.n_batches, data.ctx),
+    keys = EpochKeys(per_rank)
+    loader = torch.utils.data.DataLoader(
+        EpochBatches(bundle.root, rows, sampler, n_batches, ctx),
         batch_size=None, sampler=keys, num_workers=tc.workers, collate_fn=_identity,
         pin_memory=pin, persistent_workers=tc.workers > 0)
-    val = None
-    if data.val_rows is not None:
+    val_loader = None
+    if val_rows is not None:
         n = max(1, tc.workers // 4) if tc.workers else 0
-        val = torch.utils.data.DataLoader(
-            ValBatches(root, data.val_rows, tc, world, rank), batch_size=None,
+        val_loader = torch.utils.data.DataLoader(
+            ValBatches(bundle.root, val_rows, tc, world, rank), batch_size=None,
             num_workers=n, pin_memory=pin, persistent_workers=n > 0)
-    return train, keys, val
-
-
-@dataclass(frozen=True)
-class JobData:
-    """1. What _data derives from the bundle for this job and world size."""
-
-    train: pd.DataFrame  # training rows of the bundle manifest
-    val: pd.DataFrame | None  # validation rows (None: the full model)
-    sampler: Sampler
-    cap_s: float  # s, the longest crop both classes reach
-    family_exclusion: dict  # the extra families kept from this model (plan_job)
-    selection: dict  # the recipe's training-row rules and their counts (select_training_rows)
-    rows: list[dict]  # train[ROW_COLUMNS] as records: what the loader workers read
-    val_rows: list[dict] | None
-    n_batches: int  # micro-batches per epoch over all ranks
-    per_rank: int  # micro-batches per epoch on this rank
-    total_steps: int  # optimiser steps in the whole run
-    ctx: BatchContext
-
-
-@dataclass(frozen=True)
-class ModelParts:
-    """2. What _model builds: the Detector, its optimiser and the wrappers the loop calls."""
-
-    det: Detector
-    base_sha: str  # sha256 of the pretrained weights, or "random-init"
-    opt: torch.optim.Optimizer
-    trainable: list  # the optimiser's parameters (gradient clipping)
-    model: torch.nn.Module  # det, or det wrapped in DistributedDataParallel
-    fwd: torch.nn.Module  # model, or torch.compile of it
-    use_amp: bool  # bf16 autocast (CUDA only)
+    return Data(bundle=bundle, train=train, val=val, sampler=sampler, cap_s=cap_s,
+                family_exclusion=exclusion, selection=chosen, rows=rows, val_rows=val_rows,
+                n_batches=n_batches,
+                per_rank=per_rank, total_steps=tc.epochs * steps_per_epoch, ctx=ctx,
+                loader=loader, keys=keys, val_loader=val_loader)
 
 
 def _identity(x):
     return x
 
 
-def _model(tc: TrainConfig, mc, device: torch.device, rank: int, local_rank: int, ddp: bool,
-           model_hook) -> ModelParts:
+def _nets(tc: TrainConfig, mc, device: torch.device, rank: int, local_rank: int, ddp: bool,
+          model_hook) -> Nets:
     """2. The seeded Detector on the device, its AdamW, the DDP wrapper and the compiled fwd."""
     cpu = device.type == "cpu"
     torch.manual_seed(tc.seed)
@@ -223,9 +135,7 @@ def _model(tc: TrainConfig, mc, device: torch.device, rank: int, local_rank: int
 
         model = DistributedDataParallel(det, device_ids=None if cpu else [local_rank])
     fwd, _ = compile_forward(model) if tc.compile and not cpu else (model, None)
-    return ModelParts(det=det, base_sha=base_sha, opt=opt, trainable=trainable, model=model,
-                      fwd=fwd,
-                      use_amp=device.type == "cuda" and tc.bf16)
+    return Nets(det=det, base_sha=base_sha, opt=opt, trainable=trainable, model=model, fwd=fwd)
 
 
 def _resume(r: TrainRun, latest: int | None) -> None:
@@ -234,65 +144,67 @@ def _resume(r: TrainRun, latest: int | None) -> None:
         raise ResumeRefused(f"--resume: no checkpoint under {r.store.uri}/checkpoints "
                             "(drop --resume to start this run fresh)")
     name = stores.ckpt_name(latest)
-    local = r.out / stores.CKPT_DIR / name
-    if r.rank == 0:  # one pull per box; the other ranks read the same folder after it
+    local = r.plan.out / stores.CKPT_DIR / name
+    if r.plan.rank == 0:  # one pull per box; the other ranks read the same folder after it
         r.store.pull_dir(f"{stores.CKPT_DIR}/{name}", local)
-    if r.ddp:
+    if r.plan.ddp:
         import torch.distributed as dist
 
         dist.barrier()
     ck = checkpoint.read_checkpoint(local)
     for key in ("bundle_tree_sha", "config_hash"):
-        if ck.state[key] != r.identity[key]:
+        if ck.state[key] != r.plan.identity[key]:
             raise ResumeRefused(f"--resume: {name} has {key} {ck.state[key]}, this run has "
-                                f"{r.identity[key]}: resume with the same bundle and config, "
+                                f"{r.plan.identity[key]}: resume with the same bundle and config, "
                                 "or start a fresh --out")
     if ck.state["epoch"] != latest:
         raise ResumeRefused(f"--resume: {name}/state.json says epoch {ck.state['epoch']}: the "
                             "folder was renamed or its state replaced; remove it from the store "
                             "(an earlier checkpoint is resumed) or start a fresh --out")
-    if ck.state.get("world_size", 1) != r.world:
+    if ck.state.get("world_size", 1) != r.plan.world:
         raise ResumeRefused(f"--resume: {name} was written by {ck.state.get('world_size', 1)} "
-                            f"processes, this run has {r.world}: every rank's RNG state is in "
+                            f"processes, this run has {r.plan.world}: every rank's RNG state is in "
                             "the checkpoint, so resume with the same number of GPUs")
-    r.det.load_state_dict(ck.model)
-    r.opt.load_state_dict(ck.optimizer)
-    set_rng_state(rank_rng(ck.rng, r.rank), r.device, r.det.generator)
-    r.step, r.start_epoch = ck.state["step"], latest + 1
-    r.hist, r.records = ck.state["history"], ck.state["stream_records"]
+    r.nets.det.load_state_dict(ck.model)
+    r.nets.opt.load_state_dict(ck.optimizer)
+    set_rng_state(rank_rng(ck.rng, r.plan.rank), r.plan.device, r.nets.det.generator)
+    r.progress.step, r.progress.start_epoch = ck.state["step"], latest + 1
+    r.progress.hist, r.progress.records = ck.state["history"], ck.state["stream_records"]
     # this rank's own logs (rank_logs: one entry per rank; older checkpoints hold rank 0's)
-    mine = (ck.state.get("rank_logs") or [None] * r.world)[r.rank]
-    r.rate_log = augment.RateLog(mine["rate_log"] if mine else ck.state["rate_log"])
+    mine = (ck.state.get("rank_logs") or [None] * r.plan.world)[r.plan.rank]
+    r.progress.rate_log = rates.RateLog(mine["rate_log"] if mine else ck.state["rate_log"])
     if mine:
-        r.hist = {**r.hist, "loss": mine["loss"]}
+        r.progress.hist = {**r.progress.hist, "loss": mine["loss"]}
 
 
-def _run_meta(r: TrainRun, data: JobData, resume: bool) -> dict:
+def _run_meta(r: TrainRun, resume: bool) -> dict:
     """4. run_meta.json's fixed part (hearsay.train adds progress, history and rates)."""
-    tc, val = r.tc, data.val
-    device = r.device
-    return {"job": r.resolved["job"], "fold": r.resolved["fold"], **r.identity,
-            "steps": r.step, "epochs": r.start_epoch - 1, "epochs_planned": tc.epochs,
-            "total_steps": r.total_steps, "batches_per_epoch": r.n_batches,
+    tc, data = r.plan.tc, r.data
+    val = data.val
+    device = r.plan.device
+    return {"job": r.plan.resolved["job"], "fold": r.plan.resolved["fold"], **r.plan.identity,
+            "steps": r.progress.step, "epochs": r.progress.start_epoch - 1,
+            "epochs_planned": tc.epochs,
+            "total_steps": r.data.total_steps, "batches_per_epoch": r.data.n_batches,
             "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-            "world_size": r.world, "versions": versions(), "complete": False,
+            "world_size": r.plan.world, "versions": versions(), "complete": False,
             "budget_usd": os.environ.get("HEARSAY_BUDGET_USD"), "store": r.store.uri,
-            "resumed_from_epoch": r.start_epoch - 1 if resume else None,
+            "resumed_from_epoch": r.progress.start_epoch - 1 if resume else None,
             "train_rows": len(data.train), "val_rows": 0 if val is None else len(val),
-            "quotas": r.sampler.state(0)["quotas"], "crop_cap_s": data.cap_s,
-            "sources_without_quota": r.sampler.without_quota,
+            "quotas": r.data.sampler.state(0)["quotas"], "crop_cap_s": data.cap_s,
+            "sources_without_quota": r.data.sampler.without_quota,
             "family_exclusion": data.family_exclusion, "selection": data.selection,
-            "trainable_backbone_params": layer_weights.trainable_backbone_params(r.det),
+            "trainable_backbone_params": layer_weights.trainable_backbone_params(r.nets.det),
             "tripwire": ("off (config)" if tc.tripwire_auc is None else
                          "not applicable: the full model has no validation split"
-                         if r.val_rows is None else f"abort when AUC <= {tc.tripwire_auc}"),
+                         if r.data.val_rows is None else f"abort when AUC <= {tc.tripwire_auc}"),
             "compile": compile_state(r, tc, device),
-            "step_t": r.step_t}
+            "step_t": r.progress.step_t}
 
 
 def compile_state(r: TrainRun, tc: TrainConfig, device: torch.device) -> str:
     """run_meta's "compile": whether the forward pass ran compiled, and if not, why."""
-    if r.fwd is not r.model:
+    if r.nets.fwd is not r.nets.model:
         return "on (static shapes, a graph per batch shape)"
     if not tc.compile:
         return "off (train.compile false)"
@@ -311,20 +223,15 @@ def build_run(resolved: dict, bundle_dir, out: Path, *, store_uri: str | None, r
     bundle = load_bundle(bundle_dir, verify=verify_bundle)
     out.mkdir(parents=True, exist_ok=True)
     chash = config_hash(resolved)
-    data = _data(resolved, tc, cc, ac, bundle, world, rank)
-    m = _model(tc, mc, device, rank, local_rank, ddp, model_hook)
-    loader, keys, val_loader = _loaders(bundle.root, tc, data, device, world, rank)
+    data = _data(resolved, tc, cc, ac, bundle, device, world, rank)
+    nets = _nets(tc, mc, device, rank, local_rank, ddp, model_hook)
     store = stores.open_store(store_uri, out, backoff_s=backoff_s)
     latest = store.latest_checkpoint()
-    r = TrainRun(resolved=resolved, tc=tc, out=out, device=device, world=world, rank=rank,
-                 ddp=ddp, t_start=t_start, bundle=bundle, sampler=data.sampler,
-                 rows=data.rows, val_rows=data.val_rows, ctx=data.ctx,
-                 loader=loader, keys=keys, val_loader=val_loader,
-                 n_batches=data.n_batches, per_rank=data.per_rank,
-                 total_steps=data.total_steps, det=m.det, model=m.model, fwd=m.fwd,
-                 opt=m.opt, trainable=m.trainable, use_amp=m.use_amp, store=store,
-                 identity={"config_hash": chash, "bundle_tree_sha": bundle.tree_sha,
-                           "base_weights_sha": m.base_sha, "git_sha": git_sha()})
+    plan = RunPlan(resolved=resolved, tc=tc, out=out, device=device, world=world, rank=rank,
+                   ddp=ddp, t_start=t_start, use_amp=device.type == "cuda" and tc.bf16,
+                   identity={"config_hash": chash, "bundle_tree_sha": bundle.tree_sha,
+                             "base_weights_sha": nets.base_sha, "git_sha": git_sha()})
+    r = TrainRun(plan=plan, data=data, nets=nets, store=store, progress=Progress())
     if resume:
         _resume(r, latest)
     elif latest is not None or any((out / stores.CKPT_DIR).glob("epoch_*")):
@@ -332,5 +239,5 @@ def build_run(resolved: dict, bundle_dir, out: Path, *, store_uri: str | None, r
                             "pass --resume to continue that run, or use a fresh --out/--store")
     if rank == 0:
         write_json(run_dir.config_path(out), {**resolved, "config_hash": chash})
-    r.meta = _run_meta(r, data, resume)
+    r.progress.meta = _run_meta(r, resume)
     return r

@@ -7,7 +7,7 @@ training loop's thread, so the device never idles on this host work.
     recs.close()
 
 Each offered micro-batch is copied into a pinned host buffer (non-blocking) with a CUDA event
-behind it; one background thread waits on the event and computes `augment.stream_record` of
+behind it; one background thread waits on the event and computes `rates.stream_record` of
 every clip (trim_silence + peak over the valid samples: 0.2-0.9 s per micro-batch of 64 clips at
 4-14 s crops on one core, which used to stall the step). The thread takes batches in order, so
 `records` is the same list as the inline computation made. At most `depth` batches wait: on CUDA
@@ -23,7 +23,7 @@ import threading
 
 import torch
 
-from hearsay import augment
+from hearsay.train import rates
 
 
 class StreamRecords:
@@ -79,7 +79,7 @@ class StreamRecords:
         values = host.numpy()  # (B, T) float32, pinned
         for i, (s, lab) in enumerate(zip(sources, labels, strict=True)):
             if len(self.records) < self.cap:
-                self.records.append(augment.stream_record(s, lab, values[i], int(n_valid[i])))
+                self.records.append(rates.stream_record(s, lab, values[i], int(n_valid[i])))
 
     def flush(self) -> None:
         """Wait until every offered batch is in `records` (epoch end, readout, abort)."""

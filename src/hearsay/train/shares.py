@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import logging
 
-from hearsay import augment
+from hearsay.contracts.manifest import LABELS
 from hearsay.train.errors import ShareDrift
+from hearsay.train.rates import RateLog
 
 log = logging.getLogger("hearsay.train")
 
@@ -34,7 +35,7 @@ def _shares(counts: dict[str, int]) -> dict[str, float]:
 def drift(table: dict, realised: dict) -> dict[str, dict[str, float]]:
     """{label: {source: realised - table}} over every source either names."""
     out: dict = {}
-    for label in augment.LABELS:
+    for label in LABELS:
         want, got = table.get(label, {}), realised.get(label, {})
         out[label] = {s: got.get(s, 0.0) - float(want.get(s, 0.0))
                       for s in sorted(set(want) | set(got))}
@@ -49,7 +50,7 @@ def _worst(d: dict) -> tuple[float, str]:
 def quota_shares(quotas: dict[tuple[str, str], int]) -> dict[str, dict[str, float]]:
     """{label: {source: share}} of one batch under `quotas` {(label, source): clips}."""
     return {label: _shares({s: q for (lab, s), q in quotas.items() if lab == label})
-            for label in augment.LABELS}
+            for label in LABELS}
 
 
 def check_planned(train, batch_size: int, table: dict, quotas: dict, tol: float,
@@ -72,14 +73,14 @@ def check_planned(train, batch_size: int, table: dict, quotas: dict, tol: float,
 
 def realised(rate_state: dict) -> dict[str, dict[str, int]]:
     """{label: {source: clips trained on}} from a RateLog state {"source|label": {name: n}}."""
-    out: dict = {label: {} for label in augment.LABELS}
+    out: dict = {label: {} for label in LABELS}
     for key, names in rate_state.items():
         source, label = key.split("|", 1)
         out[label][source] = out[label].get(source, 0) + sum(names.values())
     return out
 
 
-def check_realised(tc, rate_log: augment.RateLog, meta: dict) -> dict:
+def check_realised(tc, rate_log: RateLog, meta: dict) -> dict:
     """meta["source_mix"] (run_meta): the realised shares per class of this epoch's clips
     (this rank's: the run's counts now minus those of the previous entry; after a resume, of the
     whole run so far) beside the mix, and "run_counts"; then ShareDrift when a table share

@@ -53,18 +53,18 @@ def step_lrs(opt: torch.optim.Optimizer) -> tuple[float | None, float]:
 
 class StepLog:
     def __init__(self, r):
-        tc = r.tc
-        self.on = r.rank == 0 and bool(tc.log_every or tc.log_every_s)
+        tc = r.plan.tc
+        self.on = r.plan.rank == 0 and bool(tc.log_every or tc.log_every_s)
         self.every, self.every_s = tc.log_every, tc.log_every_s
-        self.world, self.device = r.world, r.device
-        self.csv = Path(r.out) / run_dir.TRAIN_LOG
-        self.latest = Path(r.out) / run_dir.PROGRESS
-        self.head = {"job": r.resolved["job"], "fold": r.resolved["fold"]}
+        self.world, self.device = r.plan.world, r.plan.device
+        self.csv = Path(r.plan.out) / run_dir.TRAIN_LOG
+        self.latest = Path(r.plan.out) / run_dir.PROGRESS
+        self.head = {"job": r.plan.resolved["job"], "fold": r.plan.resolved["fold"]}
         self.t_first = self.t_last = time.time()
-        self.step_first = self.step_last = r.step  # steps done when this process started
-        self.clips_last, self.audio_last = r.clips, r.audio_s
-        self.n_loss = len(r.hist["loss"])
-        self.n_norm = len(r.hist.get("grad_norm", []))
+        self.step_first = self.step_last = r.progress.step  # steps done when this process started
+        self.clips_last, self.audio_last = r.progress.clips, r.progress.audio_s
+        self.n_loss = len(r.progress.hist["loss"])
+        self.n_norm = len(r.progress.hist.get("grad_norm", []))
         self.valid = self.samples = 0  # samples since the previous line (host ints)
         self.computed_last = _computed(r)
 
@@ -74,43 +74,44 @@ class StepLog:
         self.samples += batch["input_values"].numel()
 
     def after_step(self, r, epoch: int) -> None:
-        """After optimiser step r.step (1-based: steps done): a line when one is due."""
+        """After optimiser step r.progress.step (1-based: steps done): a line when one is due."""
         if not self.on:
             return
         now = time.time()
-        due = (r.step in (self.step_first + 1, r.total_steps)
-               or (self.every and r.step % self.every == 0)
+        due = (r.progress.step in (self.step_first + 1, r.data.total_steps)
+               or (self.every and r.progress.step % self.every == 0)
                or (self.every_s and now - self.t_last >= self.every_s))
         if due:
             self.write(self.row(r, epoch, now))
 
     def row(self, r, epoch: int, now: float) -> dict:
-        losses = r.hist["loss"][self.n_loss:] or r.hist["loss"][-1:]
-        norms = r.hist.get("grad_norm", [])
+        losses = r.progress.hist["loss"][self.n_loss:] or r.progress.hist["loss"][-1:]
+        norms = r.progress.hist.get("grad_norm", [])
         norms = norms[self.n_norm:] or norms[-1:]
-        self.n_loss, self.n_norm = len(r.hist["loss"]), len(r.hist.get("grad_norm", []))
-        lr_backbone, lr_head = step_lrs(r.opt)
+        hist = r.progress.hist
+        self.n_loss, self.n_norm = len(hist["loss"]), len(hist.get("grad_norm", []))
+        lr_backbone, lr_head = step_lrs(r.nets.opt)
         dt = max(now - self.t_last, 1e-9)
         # padding: of the samples the model computed (after the loop's padding cut, when it
         # makes one: run_meta "computed_audio_s"), else of the loader's batches
         computed = _computed(r) - self.computed_last
         if computed > 0:
-            padded = max(0.0, 1 - (r.audio_s - self.audio_last) / computed)
+            padded = max(0.0, 1 - (r.progress.audio_s - self.audio_last) / computed)
         else:
             padded = 1 - self.valid / self.samples if self.samples else None
-        per_step = (now - self.t_first) / max(r.step - self.step_first, 1)
-        row = {"step": r.step, "total_steps": r.total_steps, "epoch": epoch,
-               "epochs": r.tc.epochs, "loss": _mean(losses), "lr_backbone": lr_backbone,
+        per_step = (now - self.t_first) / max(r.progress.step - self.step_first, 1)
+        row = {"step": r.progress.step, "total_steps": r.data.total_steps, "epoch": epoch,
+               "epochs": r.plan.tc.epochs, "loss": _mean(losses), "lr_backbone": lr_backbone,
                "lr_head": lr_head, "grad_norm": _mean(norms),
-               "clips_per_s": (r.clips - self.clips_last) * self.world / dt,
-               "audio_s_per_s": (r.audio_s - self.audio_last) * self.world / dt,
+               "clips_per_s": (r.progress.clips - self.clips_last) * self.world / dt,
+               "audio_s_per_s": (r.progress.audio_s - self.audio_last) * self.world / dt,
                "padded_share": padded,
                "gpu_mem_gib": (torch.cuda.max_memory_allocated(self.device) / 2**30
                                if self.device.type == "cuda" else None),
-               "eta_s": per_step * (r.total_steps - r.step),
-               "wall_s": now - r.t_start,
+               "eta_s": per_step * (r.data.total_steps - r.progress.step),
+               "wall_s": now - r.plan.t_start,
                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))}  # not a column
-        self.t_last, self.clips_last, self.audio_last = now, r.clips, r.audio_s
+        self.t_last, self.clips_last, self.audio_last = now, r.progress.clips, r.progress.audio_s
         self.computed_last = _computed(r)
         self.valid = self.samples = 0
         return row
@@ -165,7 +166,7 @@ def format_line(row: dict) -> str:
 
 def _computed(r) -> float:
     """Audio seconds the model computed so far (run_meta "computed_audio_s"; 0 without it)."""
-    return getattr(r, "meta", {}).get("computed_audio_s", 0.0)
+    return getattr(r.progress, "meta", {}).get("computed_audio_s", 0.0)
 
 
 def _mean(xs: list) -> float | None:

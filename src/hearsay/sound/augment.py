@@ -3,9 +3,10 @@
 The recipe's numbers are `AugmentConfig` fields (docs/DESIGN.md, "Model and training"):
 with p 0.65 a clip gets one augmentation type, drawn by weight. `choose` never sees the label,
 so both classes get the same probabilities by construction. The transforms themselves are in
-hearsay.augment.transforms; the per-clip pipeline is hearsay.augment.
+hearsay.sound.transforms; one training example is built in
+hearsay.sound.example.
 
-    from hearsay.augment.recipe import AugmentConfig, choose
+    from hearsay.sound.augment import AugmentConfig, choose
     name = choose(rng, AugmentConfig(), available_codecs="mp3;opus")  # "none", "codec:mp3", ...
 """
 

@@ -1,21 +1,23 @@
-"""Batched torch rendering of hearsay.augment's wave types and of the finish step (the GPU path).
+"""Batched torch rendering of hearsay.sound.transforms' wave types and of the finish step (the
+GPU path).
 
-The numpy path (hearsay.augment.training_example) is the reference; this module renders the
-same thing for a whole padded batch on the trainer's device, from the same per-clip parameters
-that `hearsay.augment.plan_example` drew with numpy in the data-loader worker. What moves to the
-GPU is the deterministic, heavy part: FFT convolutions (reverb, RawBoost), the FIR low-passes
-(3.4/4 kHz band-limit and the 7.25 kHz front-end band-limit) and the masked normalisation.
+The numpy path (hearsay.sound.example.training_example) is the reference; this module renders
+the same thing for a whole padded batch on the trainer's device, from the same per-clip
+parameters that `hearsay.sound.example.plan_example` drew with numpy in the data-loader worker.
+What moves to the GPU is the deterministic, heavy part: FFT convolutions (reverb, RawBoost), the
+FIR low-passes (3.4/4 kHz band-limit and the 7.25 kHz front-end band-limit) and the masked
+normalisation.
 tests/augment/test_augment_gpu.py checks that both paths agree.
 
 Usage (in the trainer)::
 
-    from hearsay import augment
-    from hearsay.sound import crops
-    from hearsay.augment import gpu as augment_gpu
+    from hearsay.sound import example
+    from hearsay.sound.padding import pad_batch
+    from hearsay.train import augment_gpu
     # worker, per clip (numpy):
-    crop, n_valid, params = augment.plan_example(x, name, n_samples, rng, cfg)
+    crop, n_valid, params = example.plan_example(x, name, n_samples, rng, cfg)
     # main process, per batch:
-    values, mask = crops.pad_batch(crops_, n_valids)
+    values, mask = pad_batch(crops_, n_valids)
     values = augment_gpu.train_batch(torch.from_numpy(values).cuda(),
                                      torch.from_numpy(mask).cuda(), names, params)
 
@@ -32,8 +34,8 @@ import torch
 import torch.nn.functional as F
 from scipy import fft as sp_fft
 
-from hearsay.augment.recipe import WAVE_TYPES
 from hearsay.sound import audio
+from hearsay.sound.augment import WAVE_TYPES
 
 
 def _fft_len(n: int) -> int:
@@ -229,5 +231,6 @@ def finish_batch(values: torch.Tensor, attention_mask: torch.Tensor) -> torch.Te
 
 def train_batch(values: torch.Tensor, attention_mask: torch.Tensor, names: Sequence[str],
                 params: Sequence[dict | None]) -> torch.Tensor:
-    """render_batch then finish_batch: the model input, as augment.training_example per row."""
+    """render_batch then finish_batch: the model input, as
+    hearsay.sound.example.training_example per row."""
     return finish_batch(render_batch(values, attention_mask, names, params), attention_mask)

@@ -10,9 +10,9 @@
 
 Every transform is a pure function `(wave, rate, rng, cfg) -> wave` of the same length (except
 trim_jitter), numpy + scipy only, randomness from the explicit np.random.Generator; the ranges
-are hearsay.augment.recipe.AugmentConfig fields.
+are hearsay.sound.augment.AugmentConfig fields.
 
-    from hearsay.augment.transforms import apply
+    from hearsay.sound.transforms import apply
     y = apply("reverb", x, np.random.default_rng(0))   # (n,) float32 @ 16 kHz -> same shape
 """
 
@@ -24,12 +24,12 @@ import numpy as np
 from scipy import fft as sp_fft
 from scipy import signal
 
-from hearsay.augment.recipe import SAMPLE_RATE, AugmentConfig, family
 from hearsay.sound import audio
+from hearsay.sound.augment import SAMPLE_RATE, AugmentConfig, family
 
 # --------------------------------------------------------------------------- transforms
 #
-# Each wave type is split in two so that a batched torch path (hearsay.augment.gpu) can render
+# Each wave type is split in two so that a batched torch path (hearsay.train.augment_gpu) can render
 # exactly what the numpy reference renders: `draw_<type>(n, rate, rng, cfg) -> params` takes all
 # the randomness (numpy, per clip, in the data-loader worker); `render_<type>(x, params, rate)`
 # is deterministic. The public transform `<type>(x, rate, rng, cfg)` is render(draw(...)).

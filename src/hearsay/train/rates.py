@@ -5,7 +5,7 @@ AugmentRateError when the classes diverge (e.g. codec copies missing for one cla
 `stream_shortcut_aucs` measures the trivial-feature AUCs (duration, peak, leading silence) on
 the realised training stream. Both are JSON-able for the checkpoint and run_meta.json.
 
-    from hearsay.augment.rates import RateLog, stream_record, stream_shortcut_aucs
+    from hearsay.train.rates import RateLog, stream_record, stream_shortcut_aucs
     rate_log.record(row.source, row.label, name)          # per clip, after choose
     rate_log.check_balanced()                             # per epoch; raises on divergence
     stream_shortcut_aucs([stream_record(src, lab, wave, n_valid), ...])
@@ -20,10 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from hearsay import metrics
-from hearsay.augment.recipe import SAMPLE_RATE, TYPES, family
 from hearsay.contracts.manifest import LABELS
 from hearsay.shortcuts import SHORTCUT_BOUND, strength
 from hearsay.sound import audio
+from hearsay.sound.augment import SAMPLE_RATE, TYPES, family
 
 log = logging.getLogger("hearsay.augment")  # the stage's logger name, as before the split
 
