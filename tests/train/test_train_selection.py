@@ -9,6 +9,7 @@ import json
 
 import pandas as pd
 import pytest
+import torch
 
 from hearsay import train as tr
 from hearsay.contracts import protocol
@@ -60,7 +61,7 @@ def test_a_bad_selection_is_a_config_error_that_names_the_fix(bad, fix):
 def _job(bundle, selection, job="fold", fold=0):
     resolved = _resolved(selection, job, fold)
     tc, _, cc, ac = tcfg.sections(resolved)
-    return prepare._data(resolved, tc, cc, ac, bundle, world=1, rank=0)
+    return prepare._data(resolved, tc, cc, ac, bundle, torch.device("cpu"), world=1, rank=0)
 
 
 @pytest.mark.parametrize("job, fold", [("fold", 0), ("fold", 3), ("pilot", None)])
