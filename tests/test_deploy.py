@@ -314,7 +314,7 @@ def test_hearsay_score_runs_in_a_fresh_venv_without_torch(world, tmp_path):
 
 def interrupt_on_call(monkeypatch, n: int) -> None:
     """The n-th onnxruntime pass raises KeyboardInterrupt (Ctrl-C while a chunk is scored)."""
-    real, calls = deploy.run_logits, []
+    real, calls = deploy.engine.run_logits, []
 
     def run_logits(*args, **kwargs):
         calls.append(1)
@@ -322,7 +322,7 @@ def interrupt_on_call(monkeypatch, n: int) -> None:
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(deploy, "run_logits", run_logits)
+    monkeypatch.setattr(deploy.engine, "run_logits", run_logits)
 
 
 def test_interrupt_keeps_every_finished_row_in_the_partial_file(world, tmp_path, monkeypatch,

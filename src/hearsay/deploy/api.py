@@ -30,8 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import deploy
-from hearsay.deploy import decide, memory
+from hearsay.deploy import decide, engine, memory
 
 
 class Scorer:
@@ -43,14 +42,14 @@ class Scorer:
 
     def __init__(self, model_dir: str | os.PathLike, threshold: str | float | None = None,
                  llr: bool = False, variant: str = "fp32", first_window: bool = False,
-                 hop_s: float = deploy.ScoreConfig.hop_s, threads: int = 0,
-                 batch_size: int = deploy.ScoreConfig.batch_size):
+                 hop_s: float = engine.ScoreConfig.hop_s, threads: int = 0,
+                 batch_size: int = engine.ScoreConfig.batch_size):
         self.model_dir = Path(model_dir)
-        self.cfg = deploy.ScoreConfig(batch_size=batch_size, chunk=4 * batch_size,
+        self.cfg = engine.ScoreConfig(batch_size=batch_size, chunk=4 * batch_size,
                                       variant=variant, threads=threads,
                                       first_window=first_window, hop_s=hop_s,
                                       window_chunk=4 * batch_size)
-        self.engine = deploy.load_engine(self.model_dir, self.cfg)
+        self.engine = engine.load_engine(self.model_dir, self.cfg)
         if not first_window and not 0 < hop_s <= self.engine.front["max_s"]:
             raise ValueError(f"hop_s {hop_s:g} must be in (0, {self.engine.front['max_s']:g}] "
                              "(the window length, front_end.json max_s)")
@@ -64,7 +63,7 @@ class Scorer:
 
     def _rows(self, inputs: list) -> list[dict]:
         with np.errstate(all="ignore"):  # overflow is checked (isfinite), not warned about
-            rows = [r for c in deploy.rows_of(None, inputs, self.engine, self.cfg) for r in c]
+            rows = [r for c in engine.rows_of(None, inputs, self.engine, self.cfg) for r in c]
         return self.decider.apply(rows)
 
     def score_files(self, paths: list[str | os.PathLike]) -> list[dict]:

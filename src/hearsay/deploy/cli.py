@@ -105,33 +105,15 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay.deploy import (
-    DEFAULT_MODEL_DIR,
-    EXIT_CLOSED,
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_MODEL,
-    EXIT_NO_AUDIO,
-    EXIT_OK,
-    EXIT_OUTPUT,
-    EXIT_USAGE,
-    FRONT_END,
-    INT8,
-    ONNX,
-    PORTABLE,
-    ModelError,
-    ScoreConfig,
-    decide,
-    inputs,
-    io,
-    jsonl,
-    load_engine,
-    resume,
-    rows_of,
-    windowed,
-)
+from hearsay.contracts.model_dir import FRONT_END, INT8, ONNX, PORTABLE, ModelError
+from hearsay.deploy import decide, inputs, io, jsonl, resume, windowed
+from hearsay.deploy.engine import ScoreConfig, load_engine, rows_of
 from hearsay.deploy.io import OutputError, Progress, ResumeError, RowSink, say
 
+DEFAULT_MODEL_DIR = "/opt/hearsay/model"
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL, EXIT_NO_AUDIO, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+EXIT_OUTPUT = 5  # -o / --windows-csv not writable (checked before anything is scored)
+EXIT_CLOSED = 141  # stdout closed by its reader (`| head`): 128 + SIGPIPE, as a shell reports it
 FORMATS = {"csv": RowSink, "jsonl": jsonl.JsonlSink}  # --format: the sink that writes the rows
 
 
