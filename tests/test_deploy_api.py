@@ -62,13 +62,15 @@ def test_score_array_of_a_files_samples_gives_that_files_row(world, tmp_path, mo
     model, _, clips, _ = world
     rng = np.random.default_rng(3)
     t = np.arange(int(9.5 * 44_100)) / 44_100  # longer than one 8 s window: two windows
-    left = 0.3 * np.sin(2 * np.pi * 180 * t) * (t > 0.4) + 0.01 * rng.standard_normal(len(t))
+    sound = 0.3 * np.sin(2 * np.pi * 180 * t) + 0.01 * rng.standard_normal(len(t))
+    left = sound * (t > 0.4)  # 0.4 s of silence first: trimmed, as the file's is
     wave = np.stack([left, 0.5 * left], axis=1).astype(np.float32)
     sf.write(tmp_path / "st.wav", wave, 44_100, subtype="FLOAT")
     scorer = Scorer(model, **mode)
     want = scorer.score_file(tmp_path / "st.wav")
     got = scorer.score_array(*sf.read(tmp_path / "st.wav", dtype="float32"), label="st.wav")
     assert got == want | {"path": "st.wav"} and got["error"] == ""
+    assert float(got["peak_start_s"]) == pytest.approx(0.4, abs=0.03)  # the trim offset
     if not mode:
         assert got["windows"] == "2"
     mono, rate = sf.read(clips / "a.wav", dtype="float32")
