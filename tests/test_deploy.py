@@ -314,7 +314,7 @@ def test_hearsay_score_runs_in_a_fresh_venv_without_torch(world, tmp_path):
 
 def interrupt_on_call(monkeypatch, n: int) -> None:
     """The n-th onnxruntime pass raises KeyboardInterrupt (Ctrl-C while a chunk is scored)."""
-    real, calls = deploy.run_logits, []
+    real, calls = deploy.engine.run_logits, []
 
     def run_logits(*args, **kwargs):
         calls.append(1)
@@ -322,7 +322,7 @@ def interrupt_on_call(monkeypatch, n: int) -> None:
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(deploy, "run_logits", run_logits)
+    monkeypatch.setattr(deploy.engine, "run_logits", run_logits)
 
 
 def test_interrupt_keeps_every_finished_row_in_the_partial_file(world, tmp_path, monkeypatch,
@@ -426,7 +426,7 @@ def test_deploy_and_hearsay_score_give_the_same_input_past_the_cap(tmp_path, sec
     (tmp_path / "audio").mkdir()
     sf.write(tmp_path / "audio" / "c.flac", x, SR, subtype="PCM_16")
     front = {"max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0}
-    scorer = deploy.Scorer(session=None, model_sha="", front=front, min_samples=400)
+    scorer = deploy.Engine(session=None, model_sha="", front=front, min_samples=400)
     row = {"error": ""}
     got = deploy.model_input(tmp_path / "audio" / "c.flac", row, scorer)
     want = inputs.model_input(tmp_path, {"id": "c", "flac": "audio/c.flac"}, "none",
@@ -505,7 +505,7 @@ def test_a_cut_file_is_scored_on_the_audio_it_holds_in_both_modes(world, tmp_pat
     rows = read_csv(tmp_path / "w0.csv")
     assert [(r["start_s"], r["end_s"]) for r in rows] == [
         (f"{w.start_s:.3f}", f"{w.end_s:.3f}") for w in want]
-    scorer = deploy.load_scorer(model)
+    scorer = deploy.load_engine(model)
     logits = scorer.logits([w.wave for w in want])
     assert [float(r["logit"]) for r in rows] == pytest.approx(logits.tolist(), abs=1e-5)
     assert float(first["logit"]) == pytest.approx(float(logits[0]), abs=1e-5)
@@ -551,7 +551,7 @@ def test_an_unwritable_output_exits_5_before_anything_is_scored(world, tmp_path,
                                                                  capsys, flag):
     model, _, clips, _ = world
     (tmp_path / "file").write_text("a file, not a folder")
-    monkeypatch.setattr(deploy, "load_scorer", lambda *a: pytest.fail("scored before checking"))
+    monkeypatch.setattr(deploy.cli, "load_engine", lambda *a: pytest.fail("scored before checking"))
     assert main([str(clips), flag, str(tmp_path / "file" / "s.csv"), "--model", str(model)]) == 5
     err = capsys.readouterr().err
     assert "cannot write" in err and '--user "$(id -u)"' in err
@@ -596,7 +596,7 @@ def test_both_modes_score_any_logit_with_one_stable_sigmoid(world, logit, score)
 
     _, _, clips, _ = world
     front = {"max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0}
-    scorer = deploy.Scorer(session=Session(), model_sha="", front=front, min_samples=400)
+    scorer = deploy.Engine(session=Session(), model_sha="", front=front, min_samples=400)
     cfg = deploy.ScoreConfig(first_window=True)
     for rows in (deploy.score_chunk(clips, [clips / "a.wav"], scorer, cfg),
                  list(deploy.windowed.windowed_rows(clips, [clips / "a.wav"], scorer,

@@ -181,8 +181,8 @@ def test_samples_out_of_range_fail_the_file_with_a_reason_never_nan(world, tmp_p
 @pytest.mark.parametrize("mode", [[], ["--first-window"]])
 def test_a_non_finite_logit_fails_the_row_in_both_modes(world, tmp_path, monkeypatch, mode):
     model, _, clips, _ = world
-    real = deploy.run_logits
-    monkeypatch.setattr(deploy, "run_logits",
+    real = deploy.engine.run_logits
+    monkeypatch.setattr(deploy.engine, "run_logits",
                         lambda *a, **k: np.full_like(real(*a, **k), np.nan))
     out = tmp_path / "s.csv"
     assert main([str(clips), "-o", str(out), "--model", str(model), *mode]) == 0

@@ -79,8 +79,8 @@ def test_front_end_arguments_are_the_ones_the_scorer_prepares_with(folder, tmp_p
     args = model_dir.prepare_args(front)
     assert args == {"max_s": 4.0, "cutoff_hz": 3_000.0, "top_db": 30.0}
     assert model_dir.SAMPLE_RATE == audio.SAMPLE_RATE == front["sample_rate"]
-    monkeypatch.setattr(deploy, "make_session", lambda path, threads=0: None)  # no graph here
-    scorer = deploy.load_scorer(folder)
+    monkeypatch.setattr(deploy.engine, "make_session", lambda path, threads=0: None)  # no graph
+    scorer = deploy.load_engine(folder)
     assert scorer.front == args and scorer.min_samples == 0.25 * audio.SAMPLE_RATE
     rng = np.random.default_rng(0)
     t = np.arange(6 * audio.SAMPLE_RATE) / audio.SAMPLE_RATE

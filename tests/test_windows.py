@@ -285,7 +285,7 @@ def test_an_interrupted_windowed_run_keeps_the_finished_files_and_their_windows(
     clips.mkdir()
     for name, seconds in (("a.wav", 16.0), ("b.wav", 9.0), ("c.wav", 30.0)):
         sf.write(clips / name, tone(seconds, 200), SR)
-    real, calls = deploy.run_logits, []
+    real, calls = deploy.engine.run_logits, []
 
     def run_logits(*args, **kwargs):  # Ctrl-C during the second onnxruntime pass
         calls.append(1)
@@ -293,7 +293,7 @@ def test_an_interrupted_windowed_run_keeps_the_finished_files_and_their_windows(
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(deploy, "run_logits", run_logits)
+    monkeypatch.setattr(deploy.engine, "run_logits", run_logits)
     out, wins = tmp_path / "s.csv", tmp_path / "w.csv"
     # --batch-size 1: 4 windows per pass; pass 1 = a's 3 windows + b's first
     assert deploy.main([str(clips), "-o", str(out), "--model", str(probe_model), "--windows-csv",

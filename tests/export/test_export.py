@@ -370,6 +370,14 @@ def test_export_with_meta_ships_thresholds_card_format_and_portable_graph(tmp_pa
     assert not fmt["graphs"]["model.onnx"]["portable"]  # fused: onnxruntime's own operators
     assert "com.microsoft" in fmt["graphs"]["model.onnx"]["domains"]
     assert report["portable"]["parity_a"]["passed"] and report["parity_a"]["passed"]  # both
+    for graph in ("model.onnx", "model.portable.onnx"):  # the facts travel with each graph
+        props = {p.key: p.value for p in onnx.load(str(out / graph)).metadata_props}
+        assert props["hearsay.checkpoint_sha256"] == "a" * 64
+        assert props["hearsay.thresholds"] == ",".join(sorted(recorded["thresholds"]))
+        assert props["hearsay.format"] == fmt["format"]
+        assert props["hearsay.format_version"] == str(fmt["format_version"])
+        assert json.loads(props["hearsay.front_end"]) == json.loads(
+            (out / "front_end.json").read_text())
     card = (out / "README.md").read_text()
     t = recorded["thresholds"]["min_dcf"]
     for text in (f"| min_dcf | {t['value']:.4f} |", "## Gate: pass", "0.2000 (0.1500 - 0.2500)",

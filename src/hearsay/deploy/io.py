@@ -57,12 +57,13 @@ def _on_stop(signum, frame):
 HEADER_TOLERANCE_S = 0.05
 
 
-def csv_path(root: Path, path: Path) -> str:
-    """`path` relative to `root`, '/'-separated, written losslessly as UTF-8 text: a byte that is
+def csv_path(root: Path | None, path: Path) -> str:
+    """`path` relative to `root` ('/'-separated; `root` None: the path as given, a file or a
+    list's line, or an array's label), written losslessly as UTF-8 text: a byte that is
     not UTF-8 (a name made on another system) or a control character becomes \\xNN and a
     backslash \\\\; a name starting with = + - @ or ' gets a leading ' (FORMULA_START). So
     `codecs.escape_decode(value.removeprefix("'").encode())[0]` gives the name's bytes back."""
-    raw = os.fsencode(path.relative_to(root).as_posix())
+    raw = os.fsencode(str(path) if root is None else path.relative_to(root).as_posix())
     text = _controls(raw.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace"))
     return "'" + text if text.startswith(FORMULA_START) else text
 
@@ -249,10 +250,18 @@ class RowSink:
                 self.stream = sys.stdout
         except OSError as err:
             raise OutputError(f"cannot write {self.partial}: {err.strerror or err}") from None
-        self.writer = csv.DictWriter(self.stream, fieldnames=columns, lineterminator="\r\n",
-                                     quoting=csv.QUOTE_ALL)
-        self._io(self.writer.writeheader)
+        self.columns = columns
+        self._io(self._start)
         self.write(keep or [])
+
+    def _start(self) -> None:
+        """The header (a subclass writing another format overrides _start and _put)."""
+        self.writer = csv.DictWriter(self.stream, fieldnames=self.columns, lineterminator="\r\n",
+                                     quoting=csv.QUOTE_ALL)
+        self.writer.writeheader()
+
+    def _put(self, rows: list[dict]) -> None:
+        self.writer.writerows(rows)
 
     def _io(self, step, *args) -> None:
         try:
@@ -270,7 +279,7 @@ class RowSink:
         text = [{k: _text(v) for k, v in r.items()} for r in rows]
         held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
-            self._io(self.writer.writerows, text)
+            self._io(self._put, text)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a held signal arrives here
 

@@ -3,8 +3,9 @@
     hearsay-score clips/ -o scores.csv            # interrupted: scores.csv.partial + .partial.json
     hearsay-score clips/ -o scores.csv --resume   # same folder, options, engine and model: goes on
 
-`-o FILE` writes FILE.partial.json (the run record) before its first row: the clips folder (its
-real path and its device:inode, so another folder mounted at the same path is told apart), every
+`-o FILE` writes FILE.partial.json (the run record) before its first row: the inputs (a clips
+folder's real path and its device:inode, so another folder mounted at the same path is told
+apart; a file's or a list's absolute paths, as a sha256), the output format (csv, jsonl), every
 option that changes a score or which files fail, the engine and the model identity (the folder's
 SHA256SUMS sha and the variant). --resume keeps FILE.partial's rows only when the record equals
 this run's; otherwise it refuses (exit 2) naming what differs and the fix. The record is removed
@@ -18,6 +19,7 @@ import os
 from importlib import metadata
 from pathlib import Path
 
+from hearsay.deploy import inputs, jsonl
 from hearsay.deploy.io import COLUMNS, ResumeError, partial_of, read_partial, say
 from hearsay.files import write_json
 
@@ -34,11 +36,12 @@ def _version(dist: str) -> str:
         return "unknown"
 
 
-def run_record(args, cfg, model_sha: str) -> dict:
-    """What made (or would make) these rows: folder, options, engine, model identity."""
-    st = os.stat(args.clips)
+def run_record(args, cfg, model_sha: str, source: dict | None = None) -> dict:
+    """What made (or would make) these rows: inputs (`source`, inputs.Inputs.source; None: the
+    folder args.clips), options, output format, engine, model identity."""
     wcsv = getattr(args, "windows_csv", None)
-    return {"clips": os.path.realpath(args.clips), "clips_id": f"{st.st_dev}:{st.st_ino}",
+    source = inputs.folder_source(args.clips) if source is None else source
+    return {**source, "format": getattr(args, "format", "csv"),
             "first_window": cfg.first_window,
             "hop_s": None if cfg.first_window else cfg.hop_s,
             "windows_csv": None if wcsv is None else os.path.realpath(wcsv),
@@ -79,7 +82,8 @@ def resume_rows(args, record: dict, window_columns: list[str]
     diff = [f"{k} {old.get(k)!r} -> {v!r}" for k, v in record.items() if old.get(k) != v]
     if diff:
         raise ResumeError(f"{partial} was written by another run ({'; '.join(diff)}): {fix}")
-    kept = read_partial(partial, COLUMNS)
+    read = jsonl.read_partial if record.get("format") == "jsonl" else read_partial
+    kept = read(partial, COLUMNS)
     other = {(r["model_sums_sha256"], r["variant"]) for r in kept} - {
         (record["model_sums_sha256"], record["variant"])}
     if other:

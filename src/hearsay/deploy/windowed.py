@@ -18,8 +18,7 @@ file's length. The file's row gets:
 and --windows-csv FILE gets one WINDOW_COLUMNS row per window, in the same order.
 
 numpy, onnxruntime (through hearsay.deploy), hearsay.sound.windows and hearsay.contracts.model_dir
-only: never
-torch.
+only: never torch.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from hearsay.contracts.model_dir import FRONT_END
+from hearsay.deploy import memory
 from hearsay.deploy.io import RowSink, failure_reason, new_row, note_header
 from hearsay.logits import sigmoid  # both modes of hearsay-score use it
 from hearsay.sound import windows
@@ -57,7 +57,7 @@ def windowed_rows(root: Path, files: list[Path], scorer, cfg,
                   on_audio: Callable[[float], None] | None = None) -> Iterator[dict]:
     """Yield one row per file, in `files` order, from all of its windows (module docstring).
 
-    `scorer` is a hearsay.deploy.Scorer, `cfg` its ScoreConfig; a row is yielded once its
+    `scorer` is a hearsay.deploy.Engine, `cfg` its ScoreConfig; a row is yielded once its
     file's last window is scored. `on_windows` gets window rows after every onnxruntime pass,
     in file and window order (a long file's windows reach --windows-csv batch by batch, before
     its row). `on_audio(s)` hears of every pass: the trimmed seconds it newly covered."""
@@ -117,10 +117,13 @@ def windowed_rows(root: Path, files: list[Path], scorer, cfg,
     yield from finished()
 
 
-def file_windows(path: Path, row: dict, scorer, cfg) -> Iterator[windows.Window]:
-    """The windows of one file (lazy); duration_s goes into `row`, a too-short file raises."""
+def file_windows(path: Path | memory.MemoryAudio, row: dict, scorer, cfg
+                 ) -> Iterator[windows.Window]:
+    """The windows of one file or array (lazy); duration_s goes into `row`, a too-short one
+    raises."""
     front = scorer.front
-    n, (lo, hi), lazy, info = windows.file_windows(path, front["max_s"], cfg.hop_s,
+    cut = memory.file_windows if isinstance(path, memory.MemoryAudio) else windows.file_windows
+    n, (lo, hi), lazy, info = cut(path, front["max_s"], cfg.hop_s,
                                                    top_db=front["top_db"],
                                                    cutoff_hz=front["cutoff_hz"],
                                                    max_s=cfg.max_decode_s,

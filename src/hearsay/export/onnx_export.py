@@ -36,7 +36,8 @@ model is rebuilt from the checkpoint's saved config). Steps:
      thresholds.json (its out-of-fold thresholds and calibration; a meta.json whose full run is
      another checkpoint is refused); format.json (the format) and README.md (the model card:
      export/model_card.py); SHA256SUMS over the files that make a score or a decision and
-     describe them (model.onnx, model.portable.onnx, model.int8.onnx, front_end.json,
+     describe them (model.onnx, model.portable.onnx, model.int8.onnx -- each carrying these
+     facts as ONNX metadata_props, export/onnx_meta.py --, front_end.json,
      thresholds.json, format.json, README.md). Its own sha256 is the folder's
      identity: what the deploy image pins and every hearsay-score row names. parity.json is the
      folder's record beside it, not listed, so `hearsay parity` adding parity B to it later
@@ -218,24 +219,30 @@ def export_model(model, out: Path, cfg: ExportConfig = ExportConfig(),
     bar.close()
     model_dir.write_parity(out, report)
     if chosen:
-        shipped += describe(out, meta, front, report_a, shipped)
+        shipped += describe(out, meta, front, report_a, shipped, checkpoint_sha256)
         model_dir.write_sums(out, shipped)
     return report
 
 
-def describe(out: Path, meta: dict | None, front: dict, report_a: dict, graphs: list[str]
-             ) -> list[str]:
-    """4b. thresholds.json (with a meta.json), format.json and README.md; their names."""
+def describe(out: Path, meta: dict | None, front: dict, report_a: dict, graphs: list[str],
+             checkpoint_sha256: str | None = None) -> list[str]:
+    """4b. thresholds.json (with a meta.json), format.json and README.md, and the graphs'
+    metadata_props (export/onnx_meta.py); the names of the files written."""
     import json
 
-    from hearsay.export import model_card
+    from hearsay.export import model_card, onnx_meta
 
-    written = []
+    written, thresholds = [], None
     if meta is not None:
-        model_dir.write_thresholds(out, model_card.thresholds_file(meta))
+        thresholds = model_card.thresholds_file(meta)
+        model_dir.write_thresholds(out, thresholds)
         written.append(model_dir.THRESHOLDS)
-    config = model_card.config_file(out, [g for g in graphs if g.endswith(".onnx")], front,
-                                    meta is not None)
+    onnx_graphs = [g for g in graphs if g.endswith(".onnx")]
+    values = onnx_meta.props(model_card.FORMAT, model_card.FORMAT_VERSION, front,
+                             checkpoint_sha256, thresholds)
+    for name in onnx_graphs:
+        onnx_meta.stamp(out / name, values)
+    config = model_card.config_file(out, onnx_graphs, front, meta is not None)
     (out / model_dir.CONFIG).write_text(json.dumps(config, indent=2) + "\n")
     (out / model_dir.CARD).write_text(model_card.card(meta, config, report_a))
     return written + [model_dir.CONFIG, model_dir.CARD]

@@ -1,0 +1,187 @@
+"""The scoring engine of hearsay-score and hearsay.deploy.Scorer: a checked model folder and its
+onnxruntime session (Engine), the first-window mode's scoring, and the rows of a list of inputs
+in either mode (rows_of: windowed.py for the default mode). numpy, onnxruntime and hearsay's
+torch-free modules only.
+
+    engine = load_engine(Path("demo_out/export"))          # ModelError before anything scores
+    for rows in rows_of(root, files, engine, ScoreConfig()):  # one list per finished chunk
+        ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hearsay.contracts.model_dir import FRONT_END, ModelError
+from hearsay.contracts.model_dir import verify as verify_model_dir
+from hearsay.cpu_engine import make_session, run_logits
+from hearsay.deploy import decide, io, memory, windowed
+from hearsay.deploy.io import find_audio, new_row
+from hearsay.sound import windows
+from hearsay.sound.audio import SAMPLE_RATE, AudioError, prepare
+
+MIN_SAMPLES = 400  # one frame of the CNN front end (25 ms @ 16 kHz)
+# prepared_logits' check: prepare() gives every input mean 0 and std sqrt(v / (v + 1e-7)) for a
+# slice of variance v, i.e. >= 0.99 above -63 dBFS rms; raw audio in -1..1 has std well under 1.
+PREPARED_STD = (0.99, 1.001)
+PREPARED_MEAN = 1e-3
+
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    batch_size: int = 8  # clips per onnxruntime call (sorted by length, so padding stays small)
+    chunk: int = 32  # files decoded, scored and written together (rows stream per chunk)
+    variant: str = "fp32"  # "fp32" -> model.onnx, "int8" -> model.int8.onnx
+    threads: int = 0  # onnxruntime intra-op threads; 0 = the CPUs this process may use
+    first_window: bool = False  # True: only the first max_s of each trimmed file (campaign)
+    hop_s: float = windows.HOP_S  # window hop (s); windows are max_s long (front_end.json)
+    window_chunk: int = 32  # windows cut ahead of scoring (32 x 8 s = 16 MB): bounds memory;
+    #                         hearsay-score sets 4 x --batch-size, as chunk
+    max_decode_s: float = windows.MAX_DECODE_S  # per file and decode pass: longer fails the file
+    max_decode_mb: int = windows.MAX_DECODE_MB  # ffmpeg's address space: more fails the file
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A checked model folder, ready to score: the ORT session and the front end it expects.
+    It scores model inputs (prepared windows); files and arrays go through hearsay.deploy.Scorer."""
+
+    session: object  # onnxruntime.InferenceSession
+    model_sha: str  # the model folder's identity (sha256 of SHA256SUMS), in every row
+    front: dict  # prepare()'s kwargs: max_s, cutoff_hz, top_db
+    min_samples: int  # shorter model inputs are refused (16 kHz samples)
+    variant: str = "fp32"  # the model file that scores (fp32 / int8): every row names it
+
+    def logits(self, waves: list[np.ndarray], batch_size: int = 8) -> np.ndarray:
+        """run_logits on this engine's session, unchecked: the scorer's own windows only."""
+        return run_logits(self.session, waves, batch_size)
+
+    def prepared_logits(self, waves: list[np.ndarray], batch_size: int = 8) -> np.ndarray:
+        """(B,) logits of PREPARED model inputs (front end applied: one window, band-limited,
+        normalised); ValueError for a wave that is not one (raw audio would give another logit
+        with no error: score it with Scorer.score_array or score_file instead)."""
+        cap = int(round(self.front["max_s"] * SAMPLE_RATE)) if self.front.get("max_s") else None
+        for k, w in enumerate(waves):
+            w = np.asarray(w)
+            std = float(w.std()) if w.ndim == 1 and len(w) else 0.0
+            why = ("not a (samples,) float32 array" if w.ndim != 1 or w.dtype != np.float32 else
+                   f"{len(w)} samples, under the model's {self.min_samples}"
+                   if len(w) < self.min_samples else
+                   f"{len(w)} samples, over one {self.front['max_s']:g} s window"
+                   if cap is not None and len(w) > cap else
+                   "not finite" if not np.isfinite(w).all() else
+                   f"mean {float(w.mean()):.3g}, std {std:.3g} (prepare() gives 0 and 1)"
+                   if abs(float(w.mean())) > PREPARED_MEAN or
+                   not PREPARED_STD[0] <= std <= PREPARED_STD[1] else "")
+            if why:
+                raise ValueError(f"wave {k} is not a prepared model input ({why}): score audio "
+                                 "with hearsay.deploy.Scorer(model).score_array(wave, "
+                                 "sample_rate) or .score_file(path), which prepare it")
+        return run_logits(self.session, waves, batch_size)
+
+
+def load_engine(model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> Engine:
+    """verify_model_dir + an onnxruntime session; raises ModelError before anything is scored."""
+    model_path, model_sha, front = verify_model_dir(model_dir, cfg.variant)
+    max_s = front.get("max_s")
+    if max_s is not None and not (isinstance(max_s, int | float) and 0 < max_s < 3600):
+        raise ModelError(f"{model_dir}/{FRONT_END}: max_s {max_s!r} is not a window length in "
+                         "seconds (0 < max_s < 3600): re-export the model folder")
+    # at least min_s, and never under one CNN frame (400 samples = 25 ms) or the model has no input
+    min_samples = max(int(round(front.pop("min_s") * SAMPLE_RATE)), MIN_SAMPLES)
+    try:
+        session = make_session(model_path, cfg.threads)
+    except Exception as err:  # noqa: BLE001 - onnxruntime raises its own types for a bad graph
+        why = str(err).splitlines()[0] if str(err) else repr(err)
+        raise ModelError(f"{model_path} matches {model_dir}/SHA256SUMS but onnxruntime cannot "
+                         f"load it ({why}): re-export the model folder") from None
+    return Engine(session, model_sha, front, min_samples, cfg.variant)
+
+
+# --------------------------------------------------------------------------- first-window mode
+
+
+def model_input(path: Path | memory.MemoryAudio, row: dict, scorer: Engine,
+                cfg: ScoreConfig = ScoreConfig()) -> np.ndarray | None:
+    """(N,) float32 model input of one file (or array), or None with the reason in row["error"]."""
+    try:
+        if isinstance(path, memory.MemoryAudio):
+            wave, info = memory.decode(path)
+        else:
+            wave, info = windows.decode(path, max_s=cfg.max_decode_s,  # (N,) float32 @ 16 kHz:
+                                        max_mb=cfg.max_decode_mb)     # the windowed mode's decode
+        io.note_header(row, len(wave), info.header_s)
+        x = prepare(wave, **scorer.front)
+        if not np.isfinite(x).all():
+            raise AudioError(path, "samples too large to score (the normalisation overflows; "
+                             "audio is -1..1)")
+        if len(x) < scorer.min_samples:
+            raise AudioError(path, f"too short after trimming ({len(x) / SAMPLE_RATE:.3f} s"
+                             f" < {scorer.min_samples / SAMPLE_RATE:g} s)")
+        windowed.first_window_span(row, wave, x, scorer.front["top_db"])
+        return x
+    except Exception as err:  # noqa: BLE001 - any per-file failure is that file's error
+        row["error"] = io.failure_reason(err)
+    return None
+
+
+def set_logit(row: dict, logit: float) -> bool:
+    """score/logit of a one-window row; a non-finite logit fails the row instead (False)."""
+    if not np.isfinite(logit):
+        row["error"] = f"the model gave a non-finite logit ({logit}) for this file"
+        return False
+    row["logit"] = f"{logit:.6f}"
+    row["score"] = f"{windowed.sigmoid(logit):.6f}"
+    row["mean_logit"] = row["logit"]  # one window
+    return True
+
+
+def score_chunk(root: Path | None, paths: list, scorer: Engine, cfg: ScoreConfig) -> list[dict]:
+    """Rows of `paths`, in their order: decode all, then one ORT pass batched by length.
+    `root` None: each row's path is the path as given (a file, a list of files, an array)."""
+    rows, waves, slots = [], [], []
+    for path in paths:
+        row = new_row(root, path, scorer.model_sha, scorer.variant)
+        with np.errstate(all="ignore"):  # overflow is checked (isfinite), not warned about
+            x = model_input(path, row, scorer, cfg)
+        if x is not None:
+            waves.append(x)
+            slots.append(len(rows))
+        rows.append(row)
+    if waves:
+        logits = run_logits(scorer.session, waves, cfg.batch_size)
+        for slot, logit in zip(slots, logits, strict=True):
+            if not set_logit(rows[slot], float(logit)):
+                for k in ("windows", "covered_s", "peak_start_s", "peak_end_s"):
+                    rows[slot].pop(k, None)
+    return rows
+
+
+def iter_chunks(root: Path | None, files: list, scorer: Engine,
+                cfg: ScoreConfig = ScoreConfig()) -> Iterator[list[dict]]:
+    """Rows of `files` in input order, one list per chunk of cfg.chunk files, as each finishes."""
+    for c in range(0, len(files), cfg.chunk):
+        yield score_chunk(root, files[c : c + cfg.chunk], scorer, cfg)
+
+
+def rows_of(root: Path | None, files: list, engine: Engine, cfg: ScoreConfig,
+            on_windows=None, on_audio=None) -> Iterator[list[dict]]:
+    """The chunks of rows of `files` in cfg's mode (first window, or windows: the default)."""
+    return (iter_chunks(root, files, engine, cfg) if cfg.first_window else
+            windowed.iter_window_chunks(root, files, engine, cfg, on_windows, on_audio))
+
+
+def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> list[dict]:
+    """One row dict per audio file under `root` (COLUMNS); raises ModelError before scoring."""
+    engine = load_engine(model_dir, cfg)
+    files, _ = find_audio(root)
+    chunks = rows_of(root, files, engine, cfg)
+    return decide.load(model_dir, None, quiet=True).apply([r for c in chunks for r in c])
+

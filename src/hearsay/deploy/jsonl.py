@@ -1,0 +1,53 @@
+"""hearsay-score --format jsonl: the same rows as the CSV, one JSON object a line.
+
+    hearsay-score clips/ --format jsonl -o scores.jsonl     # through scores.jsonl.partial
+    hearsay-score call.m4a --format jsonl | jq -r .decision
+
+Each line is {column: value} with io.COLUMNS' keys in their order and the CSV's values, character
+for character: every value a string ("" when not set), `path` escaped as in the CSV (\\xNN, the
+leading ' of a formula-like name), so a jsonl row and a CSV row of one file are equal. Lines end
+in LF (JSON Lines); a row is always one line. Output goes through io.RowSink (FILE.partial, the
+rename, the write checks, stdout closed), and --resume reads an interrupted FILE.partial back
+with read_partial. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hearsay.deploy.io import ResumeError, RowSink
+
+
+class JsonlSink(RowSink):
+    """RowSink writing JSON Lines: no header; one object per row."""
+
+    def _start(self) -> None:
+        pass
+
+    def _put(self, rows: list[dict]) -> None:
+        self.stream.write("".join(
+            json.dumps({c: r.get(c, "") for c in self.columns}, ensure_ascii=False) + "\n"
+            for r in rows))
+
+
+def read_partial(partial: Path, columns: list[str]) -> list[dict]:
+    """The complete rows of an interrupted run's FILE.partial ([] if there is none); a last line
+    cut by the interrupt (no LF) is dropped; a row with other keys is refused (ResumeError)."""
+    if not partial.is_file():
+        return []
+    text = partial.read_text(encoding="utf-8")
+    rows = []
+    for n, line in enumerate(text[: text.rfind("\n") + 1].splitlines(), 1):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            raise ResumeError(f"{partial} line {n} is not JSON (not written by hearsay-score "
+                              "--format jsonl: remove it, or run without --resume)") from None
+        if not isinstance(row, dict) or list(row) != columns:
+            keys = list(row)[:20] if isinstance(row, dict) else type(row).__name__
+            raise ResumeError(f"{partial} line {n} has keys {keys}, not {columns} "
+                              "(written by another version: remove it, or run without "
+                              "--resume)")
+        rows.append(row)
+    return rows

@@ -1,0 +1,88 @@
+"""A wave already in memory as hearsay-score's input: what `Scorer.score_array` scores.
+
+    src = memory.from_array(wave, 44_100, label="<array>")   # ValueError for a misshapen array
+    wave16k, info = memory.decode(src)                         # as windows.decode gives a file's
+    n, span, lazy, info = memory.file_windows(src, 8.0, 4.0, top_db=40.0, cutoff_hz=7250.0)
+
+The samples go through the decode stage a file's blocks go through (hearsay.sound.windows: mix
+down in float64, soxr VHQ to 16 kHz, NaN/inf and overflow refused) as one block, then the same
+trim span, windows and per-window front end. So an array holding a file's samples (as soundfile
+reads them, float32) gives that file's row. numpy, hearsay.sound only (never torch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from hearsay.sound import audio, windows
+
+MAX_RATE = 768_000  # Hz: above any audio interface; a larger "rate" is a swapped argument
+
+
+@dataclass(frozen=True)
+class MemoryAudio:
+    """Samples (frames, channels) float32 at `rate` Hz; `label` is the row's path (str(src))."""
+
+    samples: np.ndarray
+    rate: int
+    label: str
+
+    def __str__(self) -> str:
+        return self.label
+
+
+def from_array(wave, sample_rate, label: str = "<array>") -> MemoryAudio:
+    """Check an array as a recording and hold it; ValueError (naming the fix) when it cannot be
+    one: not float samples, not (frames,) or (frames, channels), or a sample rate that is not a
+    positive integer number of Hz."""
+    x = np.asarray(wave)
+    if isinstance(sample_rate, bool) or not isinstance(sample_rate, int | np.integer) or \
+            not 0 < sample_rate <= MAX_RATE:
+        raise ValueError(f"sample_rate {sample_rate!r} is not a rate in Hz (an integer in 1.."
+                         f"{MAX_RATE}): pass the rate the samples were recorded or decoded at, "
+                         "e.g. soundfile.read's second value")
+    if not np.issubdtype(x.dtype, np.floating):
+        raise ValueError(f"samples of dtype {x.dtype}: pass float samples in -1..1 (int16 PCM: "
+                         "wave / 32768; soundfile.read(path, dtype='float32') gives them)")
+    if x.ndim == 1:
+        x = x[:, None]
+    if x.ndim != 2 or x.shape[1] > x.shape[0] or x.shape[1] > 64:
+        raise ValueError(f"samples of shape {np.shape(wave)}: pass (frames,) or (frames, "
+                         "channels) as soundfile.read returns them (a (channels, frames) array "
+                         "needs .T)")
+    return MemoryAudio(np.ascontiguousarray(x, dtype=np.float32), int(sample_rate), label)
+
+
+def _mono_16k(src: MemoryAudio) -> np.ndarray:
+    """(N,) float32 at 16 kHz: the decode stage of a file's blocks, on one block."""
+    if not len(src.samples):
+        raise audio.AudioError(src.label, "no audio samples (an empty array)")
+    return np.concatenate(list(windows._mono_16k(src.label, iter([(src.samples, src.rate)]))))
+
+
+def decode(src: MemoryAudio, **_bounds) -> tuple[np.ndarray, windows.DecodeInfo]:
+    """(wave at 16 kHz, DecodeInfo with no header length): windows.decode for an array (the
+    decode bounds, for files, do not apply: the samples are already here)."""
+    return _mono_16k(src), windows.DecodeInfo(decoder="memory")
+
+
+def file_windows(src: MemoryAudio, win_s: float, hop_s: float, *, top_db: float,
+                 cutoff_hz: float | None, **_bounds
+                 ) -> tuple[int, tuple[int, int], Iterator[windows.Window], windows.DecodeInfo]:
+    """windows.file_windows for an array: (samples, trim span, lazy windows, DecodeInfo)."""
+    x, info = decode(src)
+    span = audio.trim_silence(x, top_db)  # the span stream_span finds over a file's blocks
+    if span[1] <= span[0]:
+        raise audio.AudioError(src.label, "silent (nothing left after trimming)")
+
+    def cut() -> Iterator[windows.Window]:
+        for w in windows.cut_windows([x], span, windows.seconds(win_s), windows.seconds(hop_s),
+                                     cutoff_hz):
+            if not np.isfinite(w.wave).all():  # the normalisation overflowed
+                raise audio.AudioError(src.label, windows._TOO_LARGE.format(float("inf")))
+            yield w
+
+    return len(x), span, cut(), info
