@@ -8,9 +8,9 @@ import subprocess
 import pytest
 from test_bundle_build import corpus, tone
 
-from hearsay.bundle import RECIPE, BundleError, load_bundle, tree_sha
+from hearsay.bundle import RECIPE, BundleError, codec_pass, load_bundle, tree_sha
 from hearsay.bundle import build as bundle
-from hearsay.bundle import codec_pass as cp
+from hearsay.bundle import codec_recipe as cp
 from hearsay.bundle.build import BundleConfig, build_bundle
 
 CODECS = ("mp3", "mulaw")  # two encoders the wheel's ffmpeg has: quick, and enough to judge
@@ -43,24 +43,24 @@ def test_a_recipe_bundle_holds_no_copies_and_its_identity_covers_the_recipe(tmp_
 def test_the_pass_makes_verified_copies_and_load_bundle_lists_them(tmp_path):
     root = recipe_bundle(tmp_path)
     sha = tree_sha(root)
-    rec = cp.run_pass(root, jobs=2, progress=False)
+    rec = codec_pass.run_pass(root, jobs=2, progress=False)
     assert rec["outcome"] == "made" and rec["codecs"] == list(CODECS) and rec["files"] == 8
     assert rec["codecs_missing"] == [] and rec["ffmpeg"]["encoders_missing"] == []
     assert tree_sha(root) == sha  # the copies are judged by their record, not by the tree-sha
     b = load_bundle(root, verify=True)
     assert b.manifest["codec_ids"].tolist() == ["mp3;mulaw"] * 4 and b.codecs == CODECS
     assert b.flac("c0", "mp3").is_file()
-    assert cp.run_pass(root, progress=False)["outcome"] == "verified"  # nothing encoded again
+    assert codec_pass.run_pass(root, progress=False)["outcome"] == "verified"  # none encoded
 
 
 def test_copies_changed_after_the_pass_fail_verification_and_the_pass_remakes_them(tmp_path):
     root = recipe_bundle(tmp_path)
-    cp.run_pass(root, jobs=1, progress=False)
+    codec_pass.run_pass(root, jobs=1, progress=False)
     shutil.copy(root / "codecs/mp3/c1.flac", root / "codecs/mp3/c0.flac")  # a torn pull, say
     load_bundle(root)  # cheap checks pass: only a re-hash sees it
     with pytest.raises(BundleError, match="copies hash to"):
         load_bundle(root, verify=True)
-    assert cp.run_pass(root, progress=False)["outcome"] == "made"
+    assert codec_pass.run_pass(root, progress=False)["outcome"] == "made"
     load_bundle(root, verify=True)
 
 
@@ -84,7 +84,7 @@ def test_a_pass_whose_ffmpeg_lacks_an_encoder_records_it_and_fakes_nothing(tmp_p
 
 def test_a_pass_with_another_ffmpeg_version_than_the_recipe_expects_is_refused(tmp_path, capsys):
     root = recipe_bundle(tmp_path, version="0.0-not-this-one")
-    assert bundle.main(["codecs", str(root), "--no-progress"]) == cp.EXIT_REFUSED
+    assert bundle.main(["codecs", str(root), "--no-progress"]) == codec_pass.EXIT_REFUSED
     err = capsys.readouterr().err
     assert "the recipe expects 0.0-not-this-one" in err and "--codec-ffmpeg-version" in err
     assert not (root / cp.PASS).exists()
@@ -96,7 +96,7 @@ def test_a_bundle_that_carries_its_copies_needs_no_pass(tmp_path, capsys):
                  progress=False)
     assert not (tmp_path / "b" / RECIPE).exists()
     assert load_bundle(tmp_path / "b", verify=True).codecs == ("mulaw",)
-    assert bundle.main(["codecs", str(tmp_path / "b")]) == cp.EXIT_REFUSED
+    assert bundle.main(["codecs", str(tmp_path / "b")]) == codec_pass.EXIT_REFUSED
     assert "carries its codec copies" in capsys.readouterr().err
 
 
@@ -134,7 +134,7 @@ def test_training_refuses_copies_made_for_another_recipe(tmp_path, capsys):
 
     mine = recipe_bundle(tmp_path, "mine", version="any")
     other = recipe_bundle(tmp_path, "other")  # same clips, a recipe expecting this ffmpeg
-    cp.run_pass(other, jobs=1, progress=False)
+    codec_pass.run_pass(other, jobs=1, progress=False)
     shutil.copytree(other / "codecs", mine / "codecs")  # the wrong bundle's copies pulled
     for extra in ([], ["--no-verify-bundle"]):  # a cheap check: no re-hash needed to see it
         assert _train(mine, tmp_path, *extra) == EXIT_USAGE
@@ -148,7 +148,7 @@ def test_training_refuses_copies_of_another_ffmpeg_than_the_recipe_expects(tmp_p
     from hearsay.train import EXIT_USAGE
 
     root = recipe_bundle(tmp_path)
-    cp.run_pass(root, jobs=1, progress=False)
+    codec_pass.run_pass(root, jobs=1, progress=False)
     rec = json.loads((root / cp.PASS).read_text())
     rec["ffmpeg"]["version"] = "6.0-elsewhere"
     (root / cp.PASS).write_text(json.dumps(rec))

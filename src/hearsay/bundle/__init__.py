@@ -31,11 +31,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from hearsay.bundle.codec_recipe import RECIPE, CodecRecipeError, check_copies
 from hearsay.hashing import sha256_file
 
 META, DIAG, STAMPS = "bundle_meta.json", "diagnostics.json", ".stamps.json"
 IDENTITY = "selection.json"  # inside the tree-sha: the part of the meta that decides the rows
-RECIPE = "codec_recipe.json"  # inside the tree-sha of a bundle whose codec copies a box makes
 
 
 class BundleError(RuntimeError):
@@ -131,9 +131,10 @@ def load_bundle(root: str | os.PathLike, verify: bool = False) -> Bundle:
     df["duration"] = df["duration"].astype(float)
     names = tuple(meta.get("codecs", ()))
     if (root / RECIPE).is_file():  # copies made from the recipe: their own record says which
-        from hearsay.bundle import codec_pass
-
-        made = codec_pass.check_copies(root, df["id"].tolist(), verify=verify) or {}
+        try:
+            made = check_copies(root, df["id"].tolist(), verify=verify) or {}
+        except CodecRecipeError as err:
+            raise BundleError(str(err)) from None
         df["codec_ids"] = [";".join(made.get(rid, [])) for rid in df["id"]]
         names = tuple(sorted({c for cs in made.values() for c in cs}))
     return Bundle(root, df, meta, meta["tree_sha"], names)

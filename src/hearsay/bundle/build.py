@@ -61,7 +61,8 @@ import pandas as pd
 import soundfile as sf
 
 from hearsay import audio, codecs
-from hearsay.bundle import DIAG, META, STAMPS, clip_rel, codec_pass, tree_sha, write_identity
+from hearsay.bundle import DIAG, META, STAMPS, clip_rel, codec_recipe, tree_sha, write_identity
+from hearsay.bundle.codec_recipe import finish_copy, write_flac
 from hearsay.bundle.diagnostics import diagnostics
 from hearsay.bundle.select import SelectionConfig, SelectionError, check_names, select_bundle
 from hearsay.folds import FoldError, SplitsConfig, apply_folds, check_no_holdout_leak, load_folds
@@ -93,11 +94,6 @@ class BundleConfig:
 
 
 # --------------------------------------------------------------------------- one clip
-
-
-def _write_flac(path: Path, x: np.ndarray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sf.write(path, x, audio.SAMPLE_RATE, subtype="PCM_16", format="FLAC")
 
 
 def process_clip(task: dict) -> dict:
@@ -137,7 +133,7 @@ def _process(task: dict, res: dict) -> dict:
     peak = float(np.max(np.abs(y)))
     y = audio.peak_guard(audio.cap(y, cfg["max_s"]))
     flac = out / clip_rel(rid)
-    _write_flac(flac, y)
+    write_flac(flac, y)
     pcm = sf.read(flac, dtype="int16")[0]
     res.update(duration=round(len(y) / sr, 4), trimmed_s=round((end - start) / sr, 4),
                peak=round(peak, 6), lead_s=round(start / sr, 4),
@@ -154,15 +150,9 @@ def _process(task: dict, res: dict) -> dict:
         if len(z) == 0:
             res["codec_errors"][name] = "silent after round-trip"
             continue
-        _write_flac(out / clip_rel(rid, name), z)
+        write_flac(out / clip_rel(rid, name), z)
         res["codec_ids"].append(name)
     return res
-
-
-def finish_copy(z: np.ndarray, top_db: float, max_s: float) -> np.ndarray:
-    """A decoded codec copy -> re-trimmed (codecs add onset/offset silence), capped, guarded."""
-    s, e = audio.trim_silence(z, top_db=top_db)
-    return audio.peak_guard(audio.cap(z[s:e], max_s))
 
 
 def wav_truncation(path: Path) -> str | None:
@@ -229,7 +219,7 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
     scfg = SelectionConfig() if selection is None else SelectionConfig.from_file(selection)
     df, folds_meta = _prepare_manifest(manifest, None if folds is None else Path(folds))
     check_names(df, scfg)  # before any decoding: a misspelt source is exit 3 at once
-    recipe, have, missing = codec_pass.plan(cfg)  # "box": a recipe here, no copies
+    recipe, have, missing = codec_recipe.plan(cfg)  # "box": a recipe here, no copies
     out.mkdir(parents=True, exist_ok=True)
     (out / META).unlink(missing_ok=True)  # a half-rebuilt bundle must not look finished
     stamps_path = out / STAMPS
@@ -287,7 +277,7 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
                        before=df.set_index("id").loc[decoded].reset_index())
     (out / DIAG).write_text(json.dumps(diag, indent=1) + "\n")
     write_identity(out, {"folds": folds_meta, "selection": sel_meta})  # hashed: tree-sha below
-    codec_pass.write_recipe(out, recipe)  # hashed too (None: removed): the recipe is identity
+    codec_recipe.write_recipe(out, recipe)  # hashed too (None: removed): the recipe is identity
     meta = {
         "status": status,
         "tree_sha": tree_sha(out),
@@ -361,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     if argv[:1] == ["codecs"]:  # hearsay bundle codecs BUNDLE: the codec pass
+        from hearsay.bundle import codec_pass
+
         return codec_pass.main(argv[1:])
     args = ap.parse_args(argv)
     cfg = BundleConfig(workers=args.workers, max_fail_frac=args.max_fail_frac,
@@ -384,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     for item in meta["notes"]:
         print(f"  {item['id']}: {item['note']}")
     if meta["codec_recipe"] is not None:
-        print(f"  {codec_pass.describe(meta['codec_recipe'], args.out)}")
+        print(f"  {codec_recipe.describe(meta['codec_recipe'], args.out)}")
     if meta["encoders_missing"]:
         print(f"  encoders missing, copies skipped: {meta['encoders_missing']}")
     for w in meta["warnings"]:

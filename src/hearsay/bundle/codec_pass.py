@@ -32,13 +32,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import multiprocessing as mp
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,138 +45,28 @@ import pandas as pd
 import soundfile as sf
 
 from hearsay import audio, codecs
-from hearsay.bundle import RECIPE, BundleError, clip_rel
+from hearsay.bundle import BundleError, clip_rel
+from hearsay.bundle.codec_recipe import (
+    PASS,
+    RECIPE,
+    CodecRecipeError,
+    check_copies,
+    ffmpeg_version,
+    finish_copy,
+    listing_sha,
+    pass_key,
+    read_recipe,
+    settings,
+    write_flac,
+)
 from hearsay.hashing import sha256_file
 from hearsay.progress import EVERY_S, Progress
 
-PASS = "codecs/codec_pass.json"  # the pass record, beside the copies (outside the tree-sha)
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED, EXIT_UNVERIFIED = 0, 1, 2, 3, 4
 
 
 class CodecPassRefused(BundleError):
     """This pass cannot make copies that match the recipe; the message names the fix."""
-
-
-# --------------------------------------------------------------------------- the recipe
-
-
-def ffmpeg_version(ffmpeg: str | None = None) -> str:
-    """The version word of `ffmpeg -version` ("n9.0.2-17-g2a571b6068-20260930", "7.1.1")."""
-    exe = ffmpeg or audio.ffmpeg_exe()
-    try:
-        out = subprocess.run([exe, "-version"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError) as err:
-        raise CodecPassRefused(f"{exe} -version failed ({err}): set HEARSAY_FFMPEG to a working "
-                               "ffmpeg") from None
-    m = re.match(r"ffmpeg version (\S+)", out)
-    if m is None:
-        raise CodecPassRefused(f"{exe} -version printed no 'ffmpeg version …' line: is it ffmpeg?")
-    return m.group(1)
-
-
-def settings(names) -> dict:
-    """{codec: {encoder, args, ext}} of this hearsay (hearsay.codecs.CODECS), for `names`."""
-    return {n: {"encoder": codecs.CODECS[n].encoder, "args": list(codecs.CODECS[n].args),
-                "ext": codecs.CODECS[n].ext} for n in names}
-
-
-def make_recipe(names, top_db: float, max_s: float, version: str | None) -> dict:
-    """The recipe a bundle carries: codecs and their settings, the copy's finishing, the ffmpeg
-    version it expects (None = any) and the encoders the codecs need."""
-    names = list(names)
-    unknown = [c for c in names if c not in codecs.CODECS]
-    if unknown:
-        raise ValueError(f"unknown codec(s) {unknown}; known: {list(codecs.CODECS)}")
-    return {"format": 1, "codecs": settings(names),
-            "finish": {"top_db": top_db, "max_s": max_s, "source": "audio/<id>.flac"},
-            "ffmpeg": {"version": version,
-                       "encoders": sorted({codecs.CODECS[n].encoder for n in names})}}
-
-
-def plan(cfg) -> tuple[dict | None, list[str], list[str]]:
-    """A bundle build's codec plan from its BundleConfig: (recipe, codecs made now, lacking).
-    "box": the recipe, nothing made now; "here": no recipe, the codecs this ffmpeg has/lacks."""
-    if cfg.codec_copies == "here":
-        have, missing = codecs.available(cfg.codecs)
-        return None, have, missing
-    if cfg.codec_copies != "box":
-        raise ValueError(f"codec_copies {cfg.codec_copies!r}: 'here' or 'box'")
-    version = (None if cfg.codec_ffmpeg_version == "any"
-               else cfg.codec_ffmpeg_version or ffmpeg_version())
-    return make_recipe(cfg.codecs, cfg.top_db, cfg.max_s, version), [], []
-
-
-def describe(recipe: dict, root) -> str:
-    return (f"codec copies: made on each box from {RECIPE} ({', '.join(recipe['codecs']) or 'none'}"
-            f"; ffmpeg {recipe['ffmpeg']['version'] or 'any'}): hearsay bundle codecs {root}")
-
-
-def write_recipe(root: Path, recipe: dict | None) -> None:
-    """root/codec_recipe.json, canonical; None removes it (a bundle that carries its copies)."""
-    if recipe is None:
-        (Path(root) / RECIPE).unlink(missing_ok=True)
-        return
-    (Path(root) / RECIPE).write_text(json.dumps(recipe, sort_keys=True, indent=1) + "\n")
-
-
-def read_recipe(root: Path) -> dict | None:
-    """The bundle's recipe, or None for a bundle that carries its copies (or none)."""
-    path = Path(root) / RECIPE
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
-def pass_key(root: Path, version: str, made) -> str:
-    """Where copies of this recipe made by this ffmpeg (version, codecs it can make) are kept."""
-    s = json.dumps([sha256_file(Path(root) / RECIPE), version, sorted(made)])
-    return hashlib.sha256(s.encode()).hexdigest()[:16]
-
-
-# --------------------------------------------------------------------------- judging copies
-
-
-def listing_sha(root: Path) -> tuple[str, int]:
-    """(sha256 of the sorted `sha256sum` lines of codecs/<codec>/*.flac, file count)."""
-    rels = sorted(p.relative_to(root).as_posix() for p in (Path(root) / "codecs").glob("*/*")
-                  if p.is_file())
-    text = "".join(f"{sha256_file(Path(root) / r)}  {r}\n" for r in rels)
-    return hashlib.sha256(text.encode()).hexdigest(), len(rels)
-
-
-def check_copies(root: Path, ids, verify: bool = False) -> dict[str, list[str]] | None:
-    """{id: [codecs]} of a recipe bundle's copies, or None when it has none yet. BundleError when
-    the copies are not the recipe's: made for another recipe, by another ffmpeg than it expects,
-    of codecs it does not name, for clips not in the bundle, or (verify) files changed."""
-    root = Path(root)
-    recipe, path = read_recipe(root), root / PASS
-    if recipe is None or not path.is_file():
-        return None
-    rec = json.loads(path.read_text())
-    fix = (f"remove {root / 'codecs'} and make them again: hearsay bundle codecs {root}")
-    want_sha = sha256_file(root / RECIPE)
-    if rec.get("recipe_sha256") != want_sha:
-        raise BundleError(f"{root}: the codec copies were made for recipe "
-                          f"{str(rec.get('recipe_sha256'))[:12]}…, the bundle's "
-                          f"{RECIPE} is {want_sha[:12]}…: {fix}")
-    expect = recipe["ffmpeg"]["version"]
-    if expect is not None and rec["ffmpeg"]["version"] != expect:
-        raise BundleError(f"{root}: the codec copies were made by ffmpeg {rec['ffmpeg']['version']}"
-                          f", the recipe expects {expect}: {fix} with that ffmpeg "
-                          "(HEARSAY_FFMPEG)")
-    if sorted(rec["codecs"] + rec["codecs_missing"]) != sorted(recipe["codecs"]):
-        raise BundleError(f"{root}: the codec copies cover {rec['codecs']} (+ lacking "
-                          f"{rec['codecs_missing']}), the recipe names {list(recipe['codecs'])}"
-                          f": {fix}")
-    copies = rec["copies"]
-    stray = sorted(set(copies) - set(ids))
-    if stray or any(set(c) - set(rec["codecs"]) for c in copies.values()):
-        raise BundleError(f"{root}: the codec record lists copies of clips or codecs the bundle "
-                          f"does not hold ({stray[:3]}…): {fix}")
-    if verify:
-        got, n = listing_sha(root)
-        if got != rec["listing_sha256"]:
-            raise BundleError(f"{root}: the codec copies hash to {got[:12]}… ({n} files), their "
-                              f"record says {rec['listing_sha256'][:12]}… ({rec['files']}): {fix}")
-    return {rid: list(copies.get(rid, [])) for rid in ids}
 
 
 def require_copies(bundle) -> None:
@@ -196,8 +83,6 @@ def require_copies(bundle) -> None:
 
 def _copy_clip(task: dict) -> dict:
     """Encode one clip's FLAC into its codecs and write the finished copies (runs in a worker)."""
-    from hearsay.bundle.build import _write_flac, finish_copy
-
     root, rid = Path(task["root"]), task["id"]
     out = {"id": rid, "codecs": [], "errors": {}}
     x = sf.read(root / clip_rel(rid), dtype="float32")[0]  # (N,) float32 @ 16 kHz
@@ -211,7 +96,7 @@ def _copy_clip(task: dict) -> dict:
         if len(z) == 0:
             out["errors"][name] = "silent after round-trip"
             continue
-        _write_flac(root / clip_rel(rid, name), z)
+        write_flac(root / clip_rel(rid, name), z)
         out["codecs"].append(name)
     return out
 
@@ -230,7 +115,7 @@ def run_pass(root: str | os.PathLike, jobs: int = 0, progress: bool = True) -> d
             check_copies(root, ids, verify=True)
             rec = json.loads((root / PASS).read_text())
             return {**rec, "outcome": "verified"}
-        except BundleError as err:  # stale or torn (a pull cut short): made again below
+        except CodecRecipeError as err:  # stale or torn (a pull cut short): made again below
             print(f"hearsay bundle codecs: existing copies refused, remaking them: {err}",
                   file=sys.stderr)
     ours = settings(recipe["codecs"])
@@ -280,7 +165,7 @@ def run_pass(root: str | os.PathLike, jobs: int = 0, progress: bool = True) -> d
     (root / PASS).write_text(json.dumps(rec, indent=1) + "\n")
     try:
         check_copies(root, ids, verify=True)
-    except BundleError as err:
+    except CodecRecipeError as err:
         raise OSError(f"copies made but not verified: {err}") from None
     return {**rec, "outcome": "made"}
 
@@ -306,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             print(pass_key(args.bundle, ffmpeg_version(), have))
             return EXIT_OK
         rec = run_pass(args.bundle, args.jobs, progress=not args.no_progress)
-    except CodecPassRefused as err:
+    except (CodecPassRefused, CodecRecipeError) as err:
         print(f"hearsay bundle codecs: refused: {err}", file=sys.stderr)
         return EXIT_REFUSED
     except OSError as err:
