@@ -60,7 +60,7 @@ trap 'rm -f "$err"' EXIT
 excl=(--exclude .stamps.json)
 [ ! -f "$dir/codec_recipe.json" ] || excl+=(--exclude 'codecs/**')   # the boxes make them
 say "copying bundle $sha to $dest"
-rclone_store sync "$dir" "$dest" "${excl[@]}" </dev/null >/dev/null 2>"$err" \
+rclone_store sync "$dir" "$dest" ${excl[@]+"${excl[@]}"} </dev/null >/dev/null 2>"$err" \
   || { tail -n 3 "$err" >&2; die 4 "copy of $dir to $dest failed" "check the store and its credentials, then run again"; }
 
 # 3. the store's bytes, read back and hashed
