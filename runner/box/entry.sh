@@ -36,7 +36,8 @@
 #   included) is also written to RUN_PATH/REASON (runner/status.sh --why JOB).
 # From STARTED on, RUN_PATH/HEARTBEAT gets "GEN SEQ EPOCH" every HEARSAY_HEARTBEAT_S (job.env's, 60 s
 # without it) while this script runs: runner/reaper.sh ends a box whose heartbeat stops.
-# BOX_DIR/CHAIN says "GEN running" once training has started (what the launcher waits for) or
+# BOX_DIR/CHAIN says "GEN running" once training (or a codec pass before it) has started (what the
+# launcher waits for) or
 # "GEN failed". On EXIT and ERR the box writes FAIL unless DONE was written, and destroys itself
 # with CONTAINER_ID / CONTAINER_API_KEY (vast.ai sets both inside an instance).
 # The deadline (HEARSAY_DEADLINE) holds in every phase after job.env: the trainer is stopped at it

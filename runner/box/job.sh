@@ -187,7 +187,8 @@ box_pull_bundle() {
 # process per core (nproc), verifies what was pulled or (none, or not verifying) makes them with the
 # image's ffmpeg, listing the encoders it lacks (BOX_DIR/codecs.log; codecs/codec_pass.json). Copies
 # made here are pushed there, codec_pass.json last, so a box never finds a record without its files
-# (a torn set fails verification and is made again). A failed pass is a FAIL with its exit code
+# (a torn set fails verification and is made again). CHAIN says "GEN running" from the pass on
+# (what the launcher waits for). A failed pass is a FAIL with its exit code
 # and last lines in REASON; a failed push of the copies is said, not a FAIL (later boxes make them).
 box_codec_pass() {
   local b=$BOX_DIR/bundle pass=${HEARSAY_CODEC_PASS:-hearsay bundle codecs} key dest rc=0
@@ -198,6 +199,9 @@ box_codec_pass() {
     || box_fail "codec pass: no key for this ffmpeg ($pass $b --key failed)" "$log"
   dest=$(store_codecs_path "$HEARSAY_BUNDLE_SHA" "$key") || box_fail "codec copies path refused: $key"
   box_rclone copy "$dest" "$b/codecs" </dev/null 2>/dev/null || true   # none stored yet: made here
+  # The launcher waits for "running" (RUNNER_CHAIN_DEADLINE_S, minutes); a first box's pass on a
+  # large corpus takes longer, so the chain counts as started here; the heartbeat shows it alive.
+  echo "$HEARSAY_GEN running" >"$BOX_DIR/CHAIN"
   # shellcheck disable=SC2086
   $pass "$b" --jobs "$(nproc)" </dev/null >>"$log" 2>&1 || rc=$?
   [ "$rc" -eq 0 ] || box_fail "codec pass exit $rc ($pass; hearsay bundle codecs --help lists the codes)" "$log"

@@ -109,3 +109,12 @@ key_of() { hearsay bundle codecs "$1" --key; }
   [ ! -e "$box/train.args" ]
   [ "$(cut -d' ' -f1-2 <<<"$(status_of pilot)")" = "g-7 FAIL" ]
 }
+
+@test "the chain counts as running once the codec pass starts: the launcher's wait is minutes, a first pass may take an hour" {
+  printf '#!/bin/sh\ncase " $* " in *" --key "*) ;; *) cat "%s/CHAIN" >"%s/chain_at_pass" ;; esac\nexec hearsay bundle codecs "$@"\n' "$box" "$W" >"$W/pass.sh"
+  chmod +x "$W/pass.sh"
+  HEARSAY_CODEC_PASS=$W/pass.sh run "$REPO/runner/box/entry.sh" "$box"
+  [ "$status" -eq 0 ]
+  [ "$(cat "$W/chain_at_pass")" = "g-7 running" ]
+  grep -q "^codecs: $box/bundle: made 8 copies" "$box/codecs.log"
+}
