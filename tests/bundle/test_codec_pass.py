@@ -162,3 +162,11 @@ def test_training_refuses_a_recipe_bundle_whose_copies_are_not_made(tmp_path, ca
     root = recipe_bundle(tmp_path)
     assert _train(root, tmp_path) == EXIT_USAGE
     assert f"make them first: hearsay bundle codecs {root}" in capsys.readouterr().err
+
+
+def test_a_box_build_asked_for_no_codecs_carries_no_recipe_and_trains_as_it_is(tmp_path):
+    m = corpus(tmp_path, [("c0", tone(1.0), {})])
+    assert bundle.main([str(m), str(tmp_path / "b"), "--codecs", "", "--workers", "1",
+                        "--no-progress"]) == 0
+    assert not (tmp_path / "b" / RECIPE).exists()
+    codec_pass.require_copies(load_bundle(tmp_path / "b", verify=True))  # nothing to make

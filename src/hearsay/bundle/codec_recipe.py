@@ -89,7 +89,7 @@ def make_recipe(names, top_db: float, max_s: float, version: str | None) -> dict
 def plan(cfg) -> tuple[dict | None, list[str], list[str]]:
     """A bundle build's codec plan from its BundleConfig: (recipe, codecs made now, lacking).
     "box": the recipe, nothing made now; "here": no recipe, the codecs this ffmpeg has/lacks."""
-    if cfg.codec_copies == "here":
+    if cfg.codec_copies == "here" or not cfg.codecs:  # no codecs asked: no recipe to carry
         have, missing = codecs.available(cfg.codecs)
         return None, have, missing
     if cfg.codec_copies != "box":
