@@ -4,9 +4,11 @@
 #
 # In order: read BUNDLE_DIR/bundle_meta.json's tree_sha; re-hash the local files (a bundle whose
 # files changed since it was built is refused: the tree-sha covers manifest.csv, selection.json,
-# audio/, codecs/); check that bundle_meta.json's fold and selection records are the hashed
-# selection.json's (one edited afterwards is refused: which rows train is part of the identity);
-# `rclone sync` it to RUNNER_STORE/bundles/<tree_sha>/
+# audio/, codecs/, or codec_recipe.json in place of codecs/ for a bundle whose boxes make its codec
+# copies: such a bundle is uploaded without any codecs/ this machine made); check that
+# bundle_meta.json's fold and selection records are the hashed selection.json's (one edited
+# afterwards is refused: which rows train is part of the identity); `rclone sync` it to
+# RUNNER_STORE/bundles/<tree_sha>/
 # (the store's copy is made identical: a partial earlier upload is completed, strays removed); hash
 # what the store now holds (`rclone hashsum sha256 --download`: every byte is read back, so it
 # holds on remotes without sha256 support, R2 included); only when that equals tree_sha write
@@ -55,8 +57,10 @@ rclone_store() {
 }
 err=$(mktemp "${TMPDIR:-/tmp}/bundle_put.XXXXXX")
 trap 'rm -f "$err"' EXIT
+excl=(--exclude .stamps.json)
+[ ! -f "$dir/codec_recipe.json" ] || excl+=(--exclude 'codecs/**')   # the boxes make them
 say "copying bundle $sha to $dest"
-rclone_store sync "$dir" "$dest" --exclude .stamps.json </dev/null >/dev/null 2>"$err" \
+rclone_store sync "$dir" "$dest" ${excl[@]+"${excl[@]}"} </dev/null >/dev/null 2>"$err" \
   || { tail -n 3 "$err" >&2; die 4 "copy of $dir to $dest failed" "check the store and its credentials, then run again"; }
 
 # 3. the store's bytes, read back and hashed

@@ -14,8 +14,9 @@
 # remote as the store.
 #
 # Stages (one summary line each; the first that fails is named and ends the run):
-#   corpus, bundle     hearsay demo-data, splits make, bundle
-#   bundle_put         runner/bundle_put.sh: into the store, verified by tree-sha
+#   corpus, bundle     hearsay demo-data, splits make, bundle (--codec-copies box: the clips and
+#                      the codec recipe, no copies)
+#   bundle_put         runner/bundle_put.sh: into the store, verified by tree-sha, without copies
 #   reaper             runner/reaper.sh started (one for the whole campaign)
 #   pilot, pilot_gate  a fold launch is refused before the pilot; the pilot (1 epoch, its own config
 #                      of the campaign's recipe) reaches DONE and the reaper's destroy opens the gate
@@ -32,7 +33,11 @@
 #   fan_out            fold0-4 and full launched at once, at E
 #   kill_resume        fold2's box killed after its first checkpoint (the host vanished: processes
 #                      killed, instance destroyed), the job relaunched: it resumes from the store
-#   all_done           every job DONE, its box destroyed by the reaper
+#   all_done           every job DONE, its box destroyed by the reaper; the codec copies were made
+#                      by exactly one box (hearsay bundle codecs at setup) and stored at
+#                      codecs/<tree_sha>/<key>/; every other box pulled and verified them
+#   codecs_here        those stored copies pulled into this machine's bundle and verified
+#                      (hearsay bundle codecs: nothing encoded), for the stages that read it
 #   collect            runner/collect.sh: the six runs and their boxes' scores back, final_runs.json
 #                      written with the parity record (parity A + B required)
 #   box_scores         every run's rows were scored on its box after training (hearsay score-run,
@@ -45,7 +50,7 @@
 #   teardown           reaper stopped; runner/teardown_check.sh exits 0
 #   ledger             ledger rows = instances the API created, every row closed
 # --short (what make test runs): a small corpus, then bundle_put, reaper, one job (fold2, pilot
-# gate overridden) killed and resumed, all_done, box_scores, teardown, ledger.
+# gate overridden) killed and resumed, all_done, codecs_here, box_scores, teardown, ledger.
 #
 # WORK_DIR (default: a new folder under $TMPDIR) keeps everything, logs included (WORK_DIR/logs).
 # Exit codes: 0 every stage passed; 1 a stage failed (named on stderr); 2 usage.
@@ -87,7 +92,7 @@ export RUNNER_BOX_TRAIN="hearsay train --cpu-smoke" HEARSAY_PUSH_WAIT_S=0.2 HEAR
 # the short timings. The chain deadline covers the smoke check (about a minute here).
 export HEARSAY_SMOKE_DEVICE=cpu HEARSAY_SMOKE_ONLY="weights ffmpeg rclone hearsay versions train"
 export FAKE_IMAGE_EXTRA="HEARSAY_SMOKE_DEVICE HEARSAY_SMOKE_ONLY"
-export FAKE_SSH_PASS="VAST_URL HEARSAY_PUSH_WAIT_S HEARSAY_BOX_WAIT_S"
+export FAKE_SSH_PASS="VAST_URL HEARSAY_PUSH_WAIT_S HEARSAY_BOX_WAIT_S PYTHONPATH"   # PYTHONPATH: when set
 export RUNNER_BUNDLE_META=$W/bundle/bundle_meta.json RUNNER_TRAIN_CONFIG=$W/train.json
 unset RUNNER_DEBUG RUNNER_CONFIG HEARSAY_SMOKE_CHECK
 mkdir -p "$HOME" "$RUNNER_STATE" "$FAKE_BOX_ROOT" "$W/bucket"
@@ -155,8 +160,9 @@ do_corpus() {
 }
 do_bundle() {
   hearsay bundle "$W/corpus/manifest.csv" "$W/bundle" --folds "$W/splits/demo.folds.json" \
-    --max-fail-frac 0.02 --workers 2 --no-progress
-  say_detail "tree-sha $(jq -r .tree_sha "$RUNNER_BUNDLE_META")"
+    --max-fail-frac 0.02 --workers 2 --no-progress --codec-copies box
+  [ -f "$W/bundle/codec_recipe.json" ] && [ ! -e "$W/bundle/codecs" ] || { fail "the bundle is not a codec recipe without copies"; return 1; }
+  say_detail "tree-sha $(jq -r .tree_sha "$RUNNER_BUNDLE_META"), codec recipe $(jq -r '.codecs | keys | join(",")' "$W/bundle/codec_recipe.json"), no copies"
 }
 do_world() {
   (umask 077; printf '[store]\ntype = local\n' >"$RUNNER_RCLONE_CONF")
@@ -172,7 +178,8 @@ do_bundle_put() {
   got=$("$REPO/runner/bundle_put.sh" "$W/bundle")
   [ "$got" = "$BUNDLE" ] || { fail "bundle_put printed $got, expected $BUNDLE"; return 1; }
   [ "$(cat "$W/bucket/hearsay/bundles/$BUNDLE/VERIFIED")" = "$BUNDLE" ] || { fail "no VERIFIED marker"; return 1; }
-  say_detail "bundles/$BUNDLE/VERIFIED"
+  [ ! -e "$W/bucket/hearsay/bundles/$BUNDLE/codecs" ] || { fail "codec copies were uploaded with the bundle"; return 1; }
+  say_detail "bundles/$BUNDLE/VERIFIED, $(du -sb "$W/bucket/hearsay/bundles/$BUNDLE" | cut -f1) bytes, no codec copies"
 }
 do_reaper() {
   "$REPO/runner/reaper.sh" </dev/null >>"$LOGS/reaper.log" 2>&1 3>&- &
@@ -297,10 +304,24 @@ do_all_done() {
     wait_until 900 "$j ended and destroyed" gone "$j"
     done_by_reaper "$j" || { fail "$j ended $(archived_result "$j"): $(why "$j")"; return 1; }
   done
-  local from
+  local from made pulled
+  made=$(grep -l '^codecs: .*: made ' "$W"/boxes/box-*/run/codecs.log 2>/dev/null | wc -l)
+  pulled=$(grep -l '^codecs: .*: verified ' "$W"/boxes/box-*/run/codecs.log 2>/dev/null | wc -l)
+  [ "$made" -eq 1 ] || { fail "$made boxes made the codec copies, expected 1 (the others pull them)"; return 1; }
+  [ -n "$(find "$W/bucket/hearsay/codecs/$BUNDLE" -name codec_pass.json 2>/dev/null)" ] || { fail "no codec copies stored at codecs/$BUNDLE/"; return 1; }
   from=$(jq -r .resumed_from_epoch "$(run_dir fold2)/run_meta.json")
   case $from in [1-9]*) ;; *) fail "fold2 did not resume (resumed_from_epoch $from)"; return 1 ;; esac
-  say_detail "$(echo "$JOBS" | wc -w) DONE, each box destroyed by the reaper; fold2 resumed from epoch $from and completed $(jq -r .steps "$(run_dir fold2)/run_meta.json") of $(jq -r .total_steps "$(run_dir fold2)/run_meta.json") steps"
+  say_detail "$(echo "$JOBS" | wc -w) DONE, each box destroyed by the reaper; codec copies made on 1 box, pulled by $pulled; fold2 resumed from epoch $from and completed $(jq -r .steps "$(run_dir fold2)/run_meta.json") of $(jq -r .total_steps "$(run_dir fold2)/run_meta.json") steps"
+}
+# The stored copies into this machine's bundle (what a rescore here would read), verified by the
+# pass: their record, their files re-hashed; nothing encoded.
+do_codecs_here() {
+  local key
+  key=$(hearsay bundle codecs "$W/bundle" --key)   # this machine's ffmpeg is the boxes' here
+  rclone copy "$RUNNER_STORE/codecs/$BUNDLE/$key" "$W/bundle/codecs" --config "$RUNNER_RCLONE_CONF"
+  hearsay bundle codecs "$W/bundle" --no-progress | tee "$W/.codecs_here"
+  grep -q ': verified ' "$W/.codecs_here" || { fail "the stored copies did not verify here"; return 1; }
+  say_detail "$(head -n 1 "$W/.codecs_here" | cut -c1-140)"
 }
 do_collect() {
   # the recipe's budget: 3 epochs x 6 batches on one CPU "GPU", grad_accum 1 (do_world's train.json)
@@ -389,6 +410,7 @@ if [ "$short" = 1 ]; then
   stage launch do_fan_out
   stage kill_resume do_kill_resume
   stage all_done do_all_done
+  stage codecs_here do_codecs_here
   stage box_scores do_box_scores
 else
   stage pilot do_pilot
@@ -399,6 +421,7 @@ else
   stage fan_out do_fan_out
   stage kill_resume do_kill_resume
   stage all_done do_all_done
+  stage codecs_here do_codecs_here
   stage collect do_collect
   stage box_scores do_box_scores
   stage export do_export

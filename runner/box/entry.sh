@@ -22,7 +22,8 @@
 #   HEARSAY_CONFIG_HASH: FAIL) → SMOKE (container/trainer/smoke_check.sh beside this runner/, or
 #   $HEARSAY_SMOKE_CHECK; its FAIL lines go to REASON) → TRAINING (pull
 #   STORE/bundles/BUNDLE_SHA and check its tree-sha; a failed pull or another tree-sha is a FAIL
-#   that says so; then `$HEARSAY_TRAIN --bundle … --fold K|--full|--pilot --out … --store RUN
+#   that says so; a bundle carrying a codec recipe gets its copies: STORE/codecs/BUNDLE_SHA/KEY
+#   pulled, or made here on every core and stored there (box_codec_pass); then `$HEARSAY_TRAIN --bundle … --fold K|--full|--pilot --out … --store RUN
 #   --resume auto --config BOX_DIR/train.json`, RUN = STORE/runs/JOB/BUNDLE_SHA/CONFIG_HASH, so a
 #   job's first launch starts fresh and a relaunch of the same bundle + config resumes from its
 #   latest complete checkpoint) → PUSHING (the run directory to RUN; three failed pushes end the run
@@ -35,7 +36,8 @@
 #   included) is also written to RUN_PATH/REASON (runner/status.sh --why JOB).
 # From STARTED on, RUN_PATH/HEARTBEAT gets "GEN SEQ EPOCH" every HEARSAY_HEARTBEAT_S (job.env's, 60 s
 # without it) while this script runs: runner/reaper.sh ends a box whose heartbeat stops.
-# BOX_DIR/CHAIN says "GEN running" once training has started (what the launcher waits for) or
+# BOX_DIR/CHAIN says "GEN running" once training (or a codec pass before it) has started (what the
+# launcher waits for) or
 # "GEN failed". On EXIT and ERR the box writes FAIL unless DONE was written, and destroys itself
 # with CONTAINER_ID / CONTAINER_API_KEY (vast.ai sets both inside an instance).
 # The deadline (HEARSAY_DEADLINE) holds in every phase after job.env: the trainer is stopped at it
@@ -130,6 +132,7 @@ box_status TRAINING
 if [ "$HEARSAY_KIND" != probe ]; then
   run_store=$(store_run_path "$HEARSAY_JOB" "$HEARSAY_BUNDLE_SHA" "$HEARSAY_CONFIG_HASH")
   box_pull_bundle
+  box_codec_pass   # a bundle with a codec recipe: its copies pulled from the store, or made here
   box_train "$run_store" ${sel[@]+"${sel[@]}"}
   box_status PUSHING
   box_push "$BOX_DIR/run" "$run_store" || box_fail "checkpoint push to $run_store failed 3 times"

@@ -8,6 +8,7 @@
 #   box_watchdog PID the box's hard deadline in every phase: past it, entry.sh (PID) is stopped
 #   box_heartbeat PID RUN_PATH/HEARTBEAT every HEARSAY_HEARTBEAT_S while entry.sh (PID) runs
 #   box_pull_bundle  bundles/<HEARSAY_BUNDLE_SHA> into BOX_DIR/bundle, its tree-sha checked
+#   box_codec_pass   a recipe bundle's codec copies: pulled from the store, or made here and stored
 #   box_train        the trainer, start-or-resume, its exit code and last lines kept on failure
 #   box_score        a fold or full run scores its own rows here (+ parity B logits), pushed
 # shellcheck disable=SC2154  # phase is entry.sh's
@@ -28,7 +29,7 @@ BOX_IMAGE_NAMES="PATH LD_LIBRARY_PATH HF_HUB_OFFLINE TRANSFORMERS_OFFLINE HEARSA
   HEARSAY_WEIGHTS_SHA256 HEARSAY_FFMPEG HEARSAY_VERSION HEARSAY_GIT_SHA SSL_CERT_FILE TMPDIR HOME"
 BOX_VAST_NAMES="CONTAINER_ID CONTAINER_API_KEY"
 BOX_OPTION_NAMES="HEARSAY_SMOKE_CHECK HEARSAY_SMOKE_DEVICE HEARSAY_SMOKE_ONLY HEARSAY_SCORE_RUN
-  HEARSAY_PARITY_CLIPS"
+  HEARSAY_PARITY_CLIPS HEARSAY_CODEC_PASS"
 BOX_JOB_NAMES="HEARSAY_JOB HEARSAY_KIND HEARSAY_FOLD HEARSAY_GEN HEARSAY_STORE HEARSAY_RUN_PATH
   HEARSAY_BUNDLE_SHA HEARSAY_CONFIG_HASH HEARSAY_TRAIN HEARSAY_BUDGET_USD HEARSAY_DEADLINE"
 # (job.env's HEARSAY_HEARTBEAT_S is optional: 60 s without it)
@@ -177,6 +178,42 @@ box_pull_bundle() {
   [ "$got" = "$HEARSAY_BUNDLE_SHA" ] \
     || box_fail "pulled bundle hashes to tree-sha $got, job.env says HEARSAY_BUNDLE_SHA=$HEARSAY_BUNDLE_SHA (the store's copy is incomplete or another bundle: runner/bundle_put.sh BUNDLE_DIR)"
   echo "entry: bundle $got pulled and verified" >&2
+}
+
+# box_codec_pass: the codec copies of a bundle that carries only their recipe (codec_recipe.json;
+# one built with its copies skips this), before training. `$HEARSAY_CODEC_PASS BUNDLE --key`
+# (default `hearsay bundle codecs`) names them for this image's ffmpeg (recipe, version, encoders);
+# STORE/codecs/<tree_sha>/<key>/ is pulled when another box stored them; then the pass, with a
+# process per core (nproc), verifies what was pulled or (none, or not verifying) makes them with the
+# image's ffmpeg, listing the encoders it lacks (BOX_DIR/codecs.log; codecs/codec_pass.json). Copies
+# made here are pushed there, codec_pass.json last, so a box never finds a record without its files
+# (a torn set fails verification and is made again). CHAIN says "GEN running" from the pass on
+# (what the launcher waits for). A failed pass is a FAIL with its exit code
+# and last lines in REASON; a failed push of the copies is said, not a FAIL (later boxes make them).
+box_codec_pass() {
+  local b=$BOX_DIR/bundle pass=${HEARSAY_CODEC_PASS:-hearsay bundle codecs} key dest rc=0
+  local log=$BOX_DIR/codecs.log
+  [ -f "$b/codec_recipe.json" ] || return 0
+  # shellcheck disable=SC2086  # the pass is a command line by design
+  key=$($pass "$b" --key </dev/null 2>>"$log") \
+    || box_fail "codec pass: no key for this ffmpeg ($pass $b --key failed)" "$log"
+  dest=$(store_codecs_path "$HEARSAY_BUNDLE_SHA" "$key") || box_fail "codec copies path refused: $key"
+  box_rclone copy "$dest" "$b/codecs" </dev/null 2>/dev/null || true   # none stored yet: made here
+  # The launcher waits for "running" (RUNNER_CHAIN_DEADLINE_S, minutes); a first box's pass on a
+  # large corpus takes longer, so the chain counts as started here; the heartbeat shows it alive.
+  echo "$HEARSAY_GEN running" >"$BOX_DIR/CHAIN"
+  # shellcheck disable=SC2086
+  $pass "$b" --jobs "$(nproc)" </dev/null >>"$log" 2>&1 || rc=$?
+  [ "$rc" -eq 0 ] || box_fail "codec pass exit $rc ($pass; hearsay bundle codecs --help lists the codes)" "$log"
+  echo "entry: $(grep '^codecs: ' "$log" | tail -n 1)" >&2
+  grep "^  encoders missing" "$log" | tail -n 1 | sed "s/^/entry: /" >&2 || true
+  grep '^codecs: ' "$log" | tail -n 1 | grep -q ': made ' || return 0
+  if box_rclone copy "$b/codecs" "$dest" --exclude codec_pass.json </dev/null 2>>"$log" \
+    && box_rclone copyto "$b/codecs/codec_pass.json" "$dest/codec_pass.json" </dev/null 2>>"$log"; then
+    echo "entry: codec copies stored at $dest for later boxes" >&2
+  else
+    echo "entry: codec copies could not be stored at $dest (later boxes make their own)" >&2
+  fi
 }
 
 # box_train STORE SEL...: `$HEARSAY_TRAIN --bundle … SEL --out BOX_DIR/run --store STORE --resume auto

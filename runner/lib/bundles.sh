@@ -5,7 +5,12 @@
 #
 # Layout under RUNNER_STORE (every path passes guard_path):
 #   bundles/<tree_sha>/            the bundle as built (manifest.csv, selection.json, audio/, codecs/,
-#                                  bundle_meta.json)
+#                                  bundle_meta.json), or with codec_recipe.json in place of codecs/
+#                                  (built with --codec-copies box: each box makes the copies)
+#   codecs/<tree_sha>/<key>/       the codec copies the first box made from that bundle's recipe
+#                                  (codec_pass.json + <codec>/<id>.flac; <key> = `hearsay bundle
+#                                  codecs --key`: recipe, ffmpeg version, encoders): later boxes of
+#                                  the same image pull and verify them instead of re-encoding
 #   bundles/<tree_sha>/VERIFIED    "<tree_sha>": written by runner/bundle_put.sh once the store's
 #                                  copy hashed to it; runner/launch.sh rents only when it is there
 #   runs/<job>/STATUS, REASON      the box's phase line ("GEN PHASE EPOCH") and, after a FAIL, why
@@ -16,6 +21,9 @@
 
 # store_bundle_path TREE_SHA: RUNNER_STORE/bundles/TREE_SHA, guarded.
 store_bundle_path() { guard_path "${RUNNER_STORE%/}/bundles/$1"; }
+
+# store_codecs_path TREE_SHA KEY: RUNNER_STORE/codecs/TREE_SHA/KEY, guarded.
+store_codecs_path() { guard_path "${RUNNER_STORE%/}/codecs/$1/$2"; }
 
 # store_run_path JOB TREE_SHA CONFIG_SHA: the run folder of one (job, bundle, training config), guarded.
 store_run_path() { guard_path "${RUNNER_STORE%/}/runs/$1/$2/$3"; }
@@ -30,10 +38,13 @@ sha256_file() { _sha256_stdin <"$1"; }
 # tree_sha_of_listing: stdin = "HASH  PATH" lines (sha256sum's, or `rclone hashsum sha256`'s) for
 # a bundle's files; prints the bundle tree-sha exactly as hearsay.bundle.tree_sha makes it: only
 # manifest.csv, selection.json (what decides the training rows), audio/** and codecs/**, sorted
-# bytewise by path, re-listed, hashed.
+# bytewise by path, re-listed, hashed; when codec_recipe.json is listed (the box makes the copies),
+# it instead of codecs/**.
 tree_sha_of_listing() {
-  awk '{ h = $1; p = $0; sub(/^[^ ]+ [ *]/, "", p)
-         if (p == "manifest.csv" || p == "selection.json" || p ~ /^(audio|codecs)\//) printf "%s\t%s\n", p, h }' \
+  awk '{ h = $1; p = $0; sub(/^[^ ]+ [ *]/, "", p); n++; P[n] = p; H[n] = h; if (p == "codec_recipe.json") r = 1 }
+       END { for (i = 1; i <= n; i++) { p = P[i]
+               if (p == "manifest.csv" || p == "selection.json" || p ~ /^audio\// \
+                   || (r && p == "codec_recipe.json") || (!r && p ~ /^codecs\//)) printf "%s\t%s\n", p, H[i] } }' \
     | LC_ALL=C sort | awk -F '\t' '{ printf "%s  %s\n", $2, $1 }' | _sha256_stdin
 }
 
@@ -45,7 +56,7 @@ local_tree_sha() {
   command -v sha256sum >/dev/null 2>&1 || sum="shasum -a 256"
   (
     cd "$1" || exit 1
-    set -- manifest.csv selection.json audio codecs
+    set -- manifest.csv selection.json codec_recipe.json audio codecs
     for p in "$@"; do [ -e "$p" ] && printf '%s\0' "$p"; done \
       | xargs -0 -I{} find {} -type f -print0 \
       | xargs -0 -r $sum 2>/dev/null || true

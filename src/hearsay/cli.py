@@ -24,7 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "manifest-import": ("hearsay.manifest_import", "ASVspoof 2019 LA / In-the-Wild / MLAAD "
                         "metadata -> a manifest"),
     "splits": ("hearsay.contracts.folds", "make / verify fold files pinned in splits/SHA256SUMS"),
-    "bundle": ("hearsay.bundle.build", "manifest -> trimmed 16 kHz FLAC bundle with codec copies"),
+    "bundle": ("hearsay.bundle.build", "manifest -> trimmed 16 kHz FLAC bundle with codec copies "
+               "or their recipe (`hearsay bundle codecs BUNDLE` makes them)"),
     "train": ("hearsay.train", "fine-tune the detector (CUDA; --cpu-smoke for a tiny CPU run)"),
     "pilot-epochs": ("hearsay.evaluate.pilot",
                      "the pilot's fold-4 readouts -> the finals' epoch count"),

@@ -13,5 +13,8 @@
   [[ "$output" == *"rehearsal: kill_resume  ok"*"killed with "*" complete checkpoint(s) in the store; fold2 relaunched"* ]]
   [[ "$output" == *"fold2 resumed from epoch "* ]]
   [[ "$output" == *"rehearsal: box_scores   ok"*"1 file(s) scored on the boxes (cpu fp32, the trainer's): fold2_inner_oof.csv"* ]]
+  [[ "$output" == *"rehearsal: bundle_put   ok"*", no codec copies"* ]]           # the boxes make them
+  [[ "$output" == *"codec copies made on 1 box, pulled by 1;"* ]]                  # the relaunch pulled
+  [[ "$output" == *"rehearsal: codecs_here  ok"*": verified 160 copies of 32 clips"* ]]
   [[ "$output" == *"rehearsal: every stage passed"* ]]
 }

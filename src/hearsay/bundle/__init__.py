@@ -11,9 +11,14 @@ codecs/<codec>/<id>.flac (each copy decoded back and re-trimmed), selection.json
 the training rows: the fold file's identity and config, the selection config and its outcome),
 bundle_meta.json (with the tree-sha), diagnostics.json, .stamps.json (the build's resume sidecar).
 
-Identity: the tree-sha covers manifest.csv, selection.json, audio/ and codecs/. bundle_meta.json
-is outside it, so `load_bundle` refuses a meta whose "folds" or "selection" (less their local
-"path") differ from the hashed selection.json: a fold or selection change is a new bundle.
+Codec copies made on a box (hearsay.bundle.codec_pass, `hearsay bundle codecs`): the bundle holds
+codec_recipe.json in place of codecs/ in its tree-sha; once made, codecs/codec_pass.json records
+the copies, load_bundle judges them against the recipe and fills codec_ids from that record.
+
+Identity: the tree-sha covers manifest.csv, selection.json, audio/ and codecs/ (or the recipe).
+bundle_meta.json is outside it, so `load_bundle` refuses a meta whose "folds" or "selection"
+(less their local "path") differ from the hashed selection.json: a fold or selection change is a
+new bundle.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hearsay.bundle.codec_recipe import RECIPE, CodecRecipeError, check_copies
 from hearsay.hashing import sha256_file
 
 META, DIAG, STAMPS = "bundle_meta.json", "diagnostics.json", ".stamps.json"
@@ -44,9 +50,16 @@ def clip_rel(rid: str, codec: str | None = None) -> str:
 def tree_sha(root: Path) -> str:
     """sha256 over the sha256sum listing of manifest.csv, selection.json (when there), audio/ and
     codecs/, paths sorted bytewise (`find manifest.csv selection.json audio codecs -type f |
-    LC_ALL=C sort | xargs sha256sum | sha256sum`; runner/lib/bundles.sh makes the same)."""
-    files = [root / n for n in ("manifest.csv", IDENTITY) if (root / n).is_file()]
-    files += [p for d in ("audio", "codecs") for p in (root / d).rglob("*") if p.is_file()]
+    LC_ALL=C sort | xargs sha256sum | sha256sum`; runner/lib/bundles.sh makes the same).
+    A bundle whose copies are made on the box holds codec_recipe.json instead: the listing then
+    covers that recipe and not codecs/ (its copies are judged against the recipe by
+    hearsay.bundle.codec_pass)."""
+    root = Path(root)
+    on_box = (root / RECIPE).is_file()
+    names = ("manifest.csv", IDENTITY, RECIPE) if on_box else ("manifest.csv", IDENTITY)
+    files = [root / n for n in names if (root / n).is_file()]
+    files += [p for d in (("audio",) if on_box else ("audio", "codecs"))
+              for p in (root / d).rglob("*") if p.is_file()]
     rels = sorted(p.relative_to(root).as_posix() for p in files)
     listing = "".join(f"{sha256_file(root / r)}  {r}\n" for r in rels)
     return hashlib.sha256(listing.encode()).hexdigest()
@@ -116,4 +129,12 @@ def load_bundle(root: str | os.PathLike, verify: bool = False) -> Bundle:
                               f"{meta['tree_sha'][:12]}… (files changed; rebuild the bundle)")
     df = pd.read_csv(root / "manifest.csv", dtype=str, keep_default_na=False)
     df["duration"] = df["duration"].astype(float)
-    return Bundle(root, df, meta, meta["tree_sha"], tuple(meta.get("codecs", ())))
+    names = tuple(meta.get("codecs", ()))
+    if (root / RECIPE).is_file():  # copies made from the recipe: their own record says which
+        try:
+            made = check_copies(root, df["id"].tolist(), verify=verify) or {}
+        except CodecRecipeError as err:
+            raise BundleError(str(err)) from None
+        df["codec_ids"] = [";".join(made.get(rid, [])) for rid in df["id"]]
+        names = tuple(sorted({c for cs in made.values() for c in cs}))
+    return Bundle(root, df, meta, meta["tree_sha"], names)

@@ -1,9 +1,10 @@
-"""`hearsay bundle MANIFEST OUT_DIR`: manifest -> trimmed 16 kHz FLAC bundle + codec copies.
+"""`hearsay bundle MANIFEST OUT_DIR`: manifest -> trimmed 16 kHz FLAC bundle + codec copies/recipe.
 
     hearsay bundle corpus/manifest.csv bundle/ --folds splits/demo.folds.json [--workers 2]
         [--selection configs/selection.example.json]
     hearsay bundle demo_out/corpus/manifest.csv demo_out/bundle --folds splits/demo.folds.json \
         --max-fail-frac 0.02   # a demo-data corpus: its 2 planted undecodable files are 1.4 %
+    hearsay bundle codecs bundle/ --jobs 32   # the copies from the recipe (on a box: job.sh)
 
 Per clip (hearsay.sound.audio, in this order): load_audio -> trim_silence -> drop if < min_s left ->
 cap max_s -> peak_guard -> audio/<id>.flac (16 kHz mono 16-bit); then one ffmpeg run encodes it
@@ -15,6 +16,9 @@ re-trimmed, capped, peak-guarded -> codecs/<codec>/<id>.flac. Layout: docs/INTER
 * Clips with < min_s (0.5 s) left after trimming are dropped and listed in ["dropped"]; a WAV
   holding less data than its header declares is kept (what is there) and listed in ["notes"].
 * An encoder this ffmpeg lacks is listed in ["encoders_missing"] and its copies skipped.
+* --codec-copies box (the CLI's default; BundleConfig's is "here"): no copies here; the bundle
+  carries codec_recipe.json (in the tree-sha) and each box makes them at setup with `hearsay
+  bundle codecs BUNDLE` (hearsay.bundle.codec_pass). "here": made now, as above (small corpora).
 * Resume: a FLAC is reused only when its source's size:mtime_ns stamp and the build settings are
   unchanged (kept in the sidecar OUT_DIR/.stamps.json, saved every 25 clips, so an interrupted
   build resumes; bundle_meta.json is removed when a build starts and written when it ends).
@@ -58,7 +62,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from hearsay.bundle import DIAG, META, STAMPS, clip_rel, tree_sha, write_identity
+from hearsay.bundle import DIAG, META, STAMPS, clip_rel, codec_recipe, tree_sha, write_identity
+from hearsay.bundle.codec_recipe import finish_copy, write_flac
 from hearsay.bundle.diagnostics import diagnostics
 from hearsay.bundle.rows import prepare_manifest
 from hearsay.bundle.select import (
@@ -87,6 +92,8 @@ class BundleConfig:
     max_fail_frac: float = 0.005  # decode failures / rows above this fail the build
     workers: int = 0  # processes; 0 = every CPU this process may use
     auc_warn: float = SHORTCUT_BOUND  # diagnostics: a feature separating this well is a warning
+    codec_copies: str = "here"  # "here": made now, in the bundle; "box": a recipe, made on the box
+    codec_ffmpeg_version: str = ""  # "box": ffmpeg the recipe expects ("": this one's; "any")
 
     def settings_key(self) -> str:
         """Digest of what a FLAC depends on; a change invalidates every resumed FLAC."""
@@ -95,11 +102,6 @@ class BundleConfig:
 
 
 # --------------------------------------------------------------------------- one clip
-
-
-def _write_flac(path: Path, x: np.ndarray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sf.write(path, x, audio.SAMPLE_RATE, subtype="PCM_16", format="FLAC")
 
 
 def process_clip(task: dict) -> dict:
@@ -139,7 +141,7 @@ def _process(task: dict, res: dict) -> dict:
     peak = float(np.max(np.abs(y)))
     y = audio.peak_guard(audio.cap(y, cfg["max_s"]))
     flac = out / clip_rel(rid)
-    _write_flac(flac, y)
+    write_flac(flac, y)
     pcm = sf.read(flac, dtype="int16")[0]
     res.update(duration=round(len(y) / sr, 4), trimmed_s=round((end - start) / sr, 4),
                peak=round(peak, 6), lead_s=round(start / sr, 4),
@@ -156,15 +158,9 @@ def _process(task: dict, res: dict) -> dict:
         if len(z) == 0:
             res["codec_errors"][name] = "silent after round-trip"
             continue
-        _write_flac(out / clip_rel(rid, name), z)
+        write_flac(out / clip_rel(rid, name), z)
         res["codec_ids"].append(name)
     return res
-
-
-def finish_copy(z: np.ndarray, top_db: float, max_s: float) -> np.ndarray:
-    """A decoded codec copy -> re-trimmed (codecs add onset/offset silence), capped, guarded."""
-    s, e = audio.trim_silence(z, top_db=top_db)
-    return audio.peak_guard(audio.cap(z[s:e], max_s))
 
 
 def wav_truncation(path: Path) -> str | None:
@@ -214,7 +210,7 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
     df, folds_meta, dropped_extra = prepare_manifest(manifest, None if folds is None else
                                                       Path(folds), scfg)
     check_names(df, scfg)  # before any decoding: a misspelt source is exit 3 at once
-    have, missing = codecs.available(cfg.codecs)
+    recipe, have, missing = codec_recipe.plan(cfg)  # "box": a recipe here, no copies
     out.mkdir(parents=True, exist_ok=True)
     (out / META).unlink(missing_ok=True)  # a half-rebuilt bundle must not look finished
     stamps_path = out / STAMPS
@@ -273,6 +269,7 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
                        before=df.set_index("id").loc[decoded].reset_index())
     (out / DIAG).write_text(json.dumps(diag, indent=1) + "\n")
     write_identity(out, {"folds": folds_meta, "selection": sel_meta})  # hashed: tree-sha below
+    codec_recipe.write_recipe(out, recipe)  # hashed too (None: removed): the recipe is identity
     meta = {
         "status": status,
         "tree_sha": tree_sha(out),
@@ -290,6 +287,7 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
         "notes": [{"id": r, "note": results[r]["note"]} for r in ok if results[r].get("note")],
         "codec_errors": {r: results[r]["codec_errors"] for r in ok if results[r]["codec_errors"]},
         "codecs": have, "encoders_missing": missing,
+        "codec_copies": cfg.codec_copies, "codec_recipe": recipe,
         "config": asdict(cfg), "folds": folds_meta, "selection": sel_meta,
         "manifest": {"path": str(manifest), "sha256": sha256_file(manifest)},
         "front_end": {"sample_rate": audio.SAMPLE_RATE, "resampler": audio.RESAMPLER,
@@ -335,10 +333,25 @@ def main(argv: list[str] | None = None) -> int:
                     help="decode failures / rows above this fail the build (default 0.005)")
     ap.add_argument("--codecs", default=",".join(codecs.CODECS),
                     help="comma list of codec copies to make ('' for none)")
+    ap.add_argument("--codec-copies", choices=("box", "here"), default="box",
+                    help="box (default): the bundle carries codec_recipe.json and each box makes "
+                         "the copies at setup (hearsay bundle codecs); here: make them now, into "
+                         "the bundle (small corpora: about six times the upload)")
+    ap.add_argument("--codec-ffmpeg-version", default="",
+                    help="with --codec-copies box: the ffmpeg version the boxes must make the "
+                         "copies with (default: this machine's ffmpeg; 'any' = not checked)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["codecs"]:  # hearsay bundle codecs BUNDLE: the codec pass
+        from hearsay.bundle import codec_pass
+
+        return codec_pass.main(argv[1:])
     args = ap.parse_args(argv)
     cfg = BundleConfig(workers=args.workers, max_fail_frac=args.max_fail_frac,
-                       codecs=tuple(c for c in args.codecs.split(",") if c))
+                       codecs=tuple(c for c in args.codecs.split(",") if c),
+                       codec_copies=args.codec_copies,
+                       codec_ffmpeg_version=args.codec_ffmpeg_version)
     try:
         meta = build_bundle(args.manifest, args.out, args.folds, cfg,
                             progress=not args.no_progress, selection=args.selection)
@@ -355,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {item['id']} ({item['path']}): {item['reason']}")
     for item in meta["notes"]:
         print(f"  {item['id']}: {item['note']}")
+    if meta["codec_recipe"] is not None:
+        print(f"  {codec_recipe.describe(meta['codec_recipe'], args.out)}")
     if meta["encoders_missing"]:
         print(f"  encoders missing, copies skipped: {meta['encoders_missing']}")
     for w in meta["warnings"]:

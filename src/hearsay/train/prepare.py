@@ -217,10 +217,11 @@ def build_run(resolved: dict, bundle_dir, out: Path, *, store_uri: str | None, r
               verify_bundle: bool, model_hook, backoff_s: float, world: int, rank: int,
               local_rank: int, ddp: bool, device: torch.device, t_start: float) -> TrainRun:
     """Steps 1-4 above; raises ConfigError / ResumeRefused (exit 2 / 7) before any training."""
-    from hearsay.bundle import load_bundle
+    from hearsay.bundle import codec_pass, load_bundle
 
     tc, mc, cc, ac = sections(resolved)
-    bundle = load_bundle(bundle_dir, verify=verify_bundle)
+    bundle = load_bundle(bundle_dir, verify=verify_bundle)  # judges codec copies against a recipe
+    codec_pass.require_copies(bundle)  # a recipe bundle trains only once its copies are made
     out.mkdir(parents=True, exist_ok=True)
     chash = config_hash(resolved)
     data = _data(resolved, tc, cc, ac, bundle, device, world, rank)
