@@ -43,6 +43,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("hearsay.export.onnx_export", f"checkpoint -> {ONNX} (+ int8) with {PARITY}"),
     "parity": ("hearsay.export.parity", "box or GPU bf16 logits vs CPU onnxruntime fp32"),
     "publish": ("hearsay.publish", "upload / download a checkpoint, verifying every sha256"),
+    "run": ("hearsay.contracts.run_dir", "is a run dir complete, and which run is it? (the "
+            "runner asks)"),
+    "pin": ("hearsay.contracts.pin", "write / check a pin file (final_runs.json, "
+            "ablation_runs.json)"),
+    "ledger": ("hearsay.contracts.ledger", "sum the rental ledger (open rentals, unknown costs)"),
 }
 
 

@@ -56,9 +56,9 @@ import numpy as np
 import pandas as pd
 import soundfile as sf
 
-from hearsay.bundle import DIAG, META, STAMPS, clip_rel, tree_sha, write_identity
 from hearsay.bundle.diagnostics import diagnostics
 from hearsay.bundle.select import SelectionConfig, SelectionError, check_names, select_bundle
+from hearsay.contracts.bundle import DIAG, META, STAMPS, clip_rel, tree_sha, write_identity
 from hearsay.contracts.folds import (
     FoldError,
     SplitsConfig,

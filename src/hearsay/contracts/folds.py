@@ -49,11 +49,9 @@ import pandas as pd
 
 from hearsay import config
 from hearsay.contracts.manifest import INNER_FOLDS, LABELS, ManifestError, read_manifest
-from hearsay.hashing import SumsError, format_sums, read_sums, sha256_file
+from hearsay.hashing import SUMS, SumsError, format_sums, read_sums, sha256_file
 
 EXIT_OK, EXIT_USAGE, EXIT_REJECTED = 0, 2, 3  # `hearsay splits` (module docstring)
-
-SUMS = "SHA256SUMS"
 
 
 class FoldError(ValueError):
@@ -99,7 +97,8 @@ def refuse_holdout_extras(df: pd.DataFrame, cfg: SplitsConfig) -> None:
         raise FoldError(f"extra row(s) {leak['id'].tolist()[:5]} come from holdout famil"
                         f"{'y' if len(cfg.holdout_families) == 1 else 'ies'} "
                         f"{list(cfg.holdout_families)}: training on them leaks the holdout. "
-                        "Drop those rows or remove the family from holdout_families.")
+                        "Drop those rows or remove the family from holdout_families and "
+                        "re-make the folds: the build refuses them.")
 
 
 def refuse_split_test_groups(core: pd.DataFrame, folds: pd.Series) -> None:
@@ -159,19 +158,25 @@ def assign_folds(df: pd.DataFrame, cfg: SplitsConfig) -> dict[str, str]:
     return folds
 
 
-def train_ids(df: pd.DataFrame, cfg: SplitsConfig, model: str) -> list[str]:
-    """Row ids the model for fold `model` ("0".."4") or "full" may train on.
-
-    fold k: core + extra rows in inner folds other than k, plus fold-`extra` rows; full: every
-    inner fold + `extra`. Extra rows whose generator family is in family_exclusion[model] are
-    dropped. Holdout and test rows never train.
-    """
-    model = str(model)
-    inner = [str(k) for k in range(cfg.n_folds)]
+def trains_on(job: str, n_folds: int) -> tuple[str, ...]:
+    """The manifest folds a model trains on (n_folds: the fold file's config.n_folds): "foldK"
+    -> the inner folds but K, "full" -> every inner fold, "pilot" -> all but the last (it
+    validates there); each + "extra". Holdout and test never train."""
+    inner = [str(k) for k in range(n_folds)]
+    if job == "pilot":
+        return (*inner[:-1], "extra")
+    model = str(job).removeprefix("fold")
     if model not in inner + ["full"]:
-        raise FoldError(f"model {model!r} is not one of {inner + ['full']}")
-    allowed = set(inner + ["extra"]) - {model}
-    keep = df["fold"].astype(str).isin(allowed)
+        raise FoldError(f"model {job!r} is not one of fold0..fold{n_folds - 1}, full or pilot")
+    return (*[k for k in inner if k != model], "extra")
+
+
+def train_ids(df: pd.DataFrame, cfg: SplitsConfig, model: str) -> list[str]:
+    """Row ids the model `model` ("0".."4" or "full") trains on: its folds (trains_on) less
+    extra rows whose generator family is in family_exclusion[model]."""
+    model = str(model)
+    keep = df["fold"].astype(str).isin(trains_on("full" if model == "full" else f"fold{model}",
+                                                 cfg.n_folds))
     excluded = set(cfg.family_exclusion.get(model, []))
     fam = df["generator"].map(cfg.family)
     keep &= ~((df["train_scope"] == "extra") & fam.isin(excluded))
@@ -343,14 +348,8 @@ def apply_folds(df: pd.DataFrame, folds: Folds) -> pd.DataFrame:
 
 
 def check_no_holdout_leak(df: pd.DataFrame, cfg: SplitsConfig) -> None:
-    """Refuse when any extra row's generator belongs to a holdout family."""
-    fam = df["generator"].map(cfg.family)
-    bad = df.loc[(df["train_scope"] == "extra") & fam.isin(cfg.holdout_families)
-                 & (df["label"] == "spoof"), "id"].tolist()
-    if bad:
-        raise FoldError(f"extra generator(s) from holdout families {list(cfg.holdout_families)} "
-                        f"in rows {bad[:5]}: the build refuses (drop those rows or change "
-                        "holdout_families and re-make the folds)")
+    """The bundle build's check of the same rule: refuse_holdout_extras."""
+    refuse_holdout_extras(df, cfg)
 
 
 # --------------------------------------------------------------------------- CLI

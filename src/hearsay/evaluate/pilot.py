@@ -65,7 +65,7 @@ def choose_epochs(meta: dict, *, tol: float = 0.01, factor: float = 1.0) -> dict
     if meta.get("job") != "pilot":
         raise PilotRefused(f"run_meta.json is a {meta.get('job')!r} run: E comes from the pilot "
                            "(hearsay train --pilot; runner/launch.sh pilot)")
-    if not meta.get("complete"):
+    if not run_dir.meta_says_complete(meta):
         raise PilotError("the pilot run is not complete: wait for DONE (runner/status.sh --why "
                          "pilot), then bring run_meta.json back")
     rows = epoch_readouts(meta)

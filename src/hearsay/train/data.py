@@ -18,8 +18,8 @@ import pandas as pd
 import torch
 
 from hearsay import augment, metrics
-from hearsay.bundle import clip_rel
 from hearsay.contracts import protocol
+from hearsay.contracts.bundle import clip_rel
 from hearsay.sound import audio, crops
 from hearsay.train import shares
 from hearsay.train.config import TrainConfig

@@ -28,8 +28,8 @@ import torch
 
 from hearsay import augment, layer_weights
 from hearsay import store as stores
-from hearsay.bundle import Bundle
 from hearsay.contracts import run_dir
+from hearsay.contracts.bundle import Bundle
 from hearsay.files import write_json
 from hearsay.hashing import git_sha
 from hearsay.model import Detector, load_pretrained
@@ -282,7 +282,7 @@ def build_run(resolved: dict, bundle_dir, out: Path, *, store_uri: str | None, r
               verify_bundle: bool, model_hook, backoff_s: float, world: int, rank: int,
               local_rank: int, ddp: bool, device: torch.device, t_start: float) -> TrainRun:
     """Steps 1-4 above; raises ConfigError / ResumeRefused (exit 2 / 7) before any training."""
-    from hearsay.bundle import load_bundle
+    from hearsay.contracts.bundle import load_bundle
 
     tc, mc, cc, ac = sections(resolved)
     bundle = load_bundle(bundle_dir, verify=verify_bundle)
