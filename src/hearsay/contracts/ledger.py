@@ -30,6 +30,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+FILE = "ledger.csv"  # docs/ledger.csv in a checkout (runner/config.sh: LEDGER)
 HEADER = ("id", "job", "generation", "offer", "dph", "created", "destroyed_confirmed", "hours",
           "cost")
 EXIT_OK, EXIT_OPEN, EXIT_USAGE = 0, 1, 2  # `hearsay ledger` (main's help)

@@ -150,7 +150,7 @@ def stage_assemble(out: Path, ctx: dict) -> None:
 
     import pandas as pd
 
-    from hearsay.contracts import pin, protocol, run_dir
+    from hearsay.contracts import ledger, pin, protocol, run_dir
     from hearsay.contracts.bundle import load_bundle
     from hearsay.evaluate import assemble, report
     from hearsay.evaluate import bar as bars
@@ -190,7 +190,7 @@ def stage_assemble(out: Path, ctx: dict) -> None:
     bars.build([stamp / "earlier"], "train", "none: clip duration", bundle.manifest, bar_dir,
                probe=stamp / "probe_test_bonafide.csv")
     meta = report.write_all(done, bundle, bars=[bar_dir],
-                            probe=stamp / "probe_test_bonafide.csv", ledger=out / "ledger.csv",
+                            probe=stamp / "probe_test_bonafide.csv", ledger=out / ledger.FILE,
                             reports=out / "reports", about=DEMO_ABOUT)
     print(f"[demo] assemble: {len(df)} rows, F1-F5 passed; gate {meta['gate']['outcome']} "
           f"({meta['gate'].get('why', '')})")

@@ -71,6 +71,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hearsay.contracts import ledger as ledgers
 from hearsay.contracts import pin as pins
 from hearsay.contracts import run_dir, score_file
 from hearsay.contracts.protocol import SPLITS, run_keys, split_rows
@@ -315,7 +316,7 @@ def assemble(pin_path: Path, bundle, outputs: Path, cfg: scoring.ScoreConfig | N
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hearsay assemble", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pinned", type=Path, required=True, help="models/<stamp>/final_runs.json")
+    ap.add_argument("--pinned", type=Path, required=True, help=f"the pin file, models/<stamp>/{pins.FINAL}")
     ap.add_argument("--bundle", type=Path, required=True, help="the bundle the runs trained on")
     ap.add_argument("--bar", type=Path, default=None, metavar="DIR",
                     help="folder of the detector to beat (its meta.json + score CSV): the gate")
@@ -324,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--probe", type=Path, default=None,
                     help="bona fide probe scores (path + logit/score), read at the OOF minDCF "
                          "threshold and held against the bar's own rate")
-    ap.add_argument("--ledger", type=Path, default=Path("docs/ledger.csv"),
+    ap.add_argument("--ledger", type=Path, default=Path("docs") / ledgers.FILE,
                     help="expense ledger for the spend line (absent: spend 'unknown')")
     ap.add_argument("--outputs", type=Path, default=Path("outputs"),
                     help="folder receiving detector_scores/<name>.csv")
