@@ -316,7 +316,8 @@ def assemble(pin_path: Path, bundle, outputs: Path, cfg: scoring.ScoreConfig | N
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hearsay assemble", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pinned", type=Path, required=True, help=f"the pin file, models/<stamp>/{pins.FINAL}")
+    ap.add_argument("--pinned", type=Path, required=True,
+                    help=f"the pin file, models/<stamp>/{pins.FINAL}")
     ap.add_argument("--bundle", type=Path, required=True, help="the bundle the runs trained on")
     ap.add_argument("--bar", type=Path, default=None, metavar="DIR",
                     help="folder of the detector to beat (its meta.json + score CSV): the gate")
