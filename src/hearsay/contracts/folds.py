@@ -94,8 +94,7 @@ def refuse_holdout_extras(df: pd.DataFrame, cfg: SplitsConfig) -> None:
     leak = df.loc[(df["train_scope"] == "extra") & fam.isin(cfg.holdout_families)
                   & (df["label"] == "spoof")]
     if len(leak):
-        raise FoldError(f"extra row(s) {leak['id'].tolist()[:5]} come from holdout famil"
-                        f"{'y' if len(cfg.holdout_families) == 1 else 'ies'} "
+        raise FoldError(f"extra row(s) {leak['id'].tolist()[:5]} come from the holdout families "
                         f"{list(cfg.holdout_families)}: training on them leaks the holdout. "
                         "Drop those rows or remove the family from holdout_families and "
                         "re-make the folds: the build refuses them.")

@@ -21,6 +21,13 @@ The rules, once:
   a row with fewer than 9 fields or no id is MALFORMED (a write cut short) and named by line
   status: "complete" when every rental is closed with a known cost and no row is malformed,
     else "incomplete" (the total a lower bound); "unknown" when the file cannot be read
+
+hearsay ledger sum LEDGER    print rentals, hours and spend per job and in total, then the
+                             malformed rows, the closed rentals whose cost is unknown and the
+                             open ones (runner/ledger.sh prints this)
+
+Exit codes: 0 every rental closed with a known cost; 1 some are open, have an unknown cost, or
+a row is malformed; 2 usage, or the file is unreadable or has no ledger header.
 """
 
 from __future__ import annotations
@@ -164,13 +171,7 @@ def print_summary(s: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="hearsay ledger", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=__doc__ + """
-hearsay ledger sum LEDGER    print rentals, hours and spend per job and in total, then the
-                             malformed rows, the closed rentals whose cost is unknown and the
-                             open ones (runner/ledger.sh prints this)
-
-Exit codes: 0 every rental closed with a known cost; 1 some are open, have an unknown cost, or
-a row is malformed; 2 usage, or the file is unreadable or has no ledger header.""")
+        description=__doc__)
     sub = ap.add_subparsers(dest="verb", required=True)
     s = sub.add_parser("sum", help="sum the ledger (exit 1 while anything is left out)")
     s.add_argument("ledger", type=Path)

@@ -28,6 +28,11 @@ runner/collect_ablation.sh) and by the demo, read strictly by `hearsay assemble`
 The rules, once: a pin is written whole (atomic) from the runs as they are (each run's
 config_hash from its run_meta.json, its weights hashed here), never by hand; a strict read
 refuses unknown or missing keys and a run set other than fold0..fold<n-1> + full (2 <= n <= 5).
+
+Exit codes: 0 written (its path printed) / accepted / keys printed; 2 usage (a --run that is not
+KEY=DIR, no --min-steps or --recipe); 3 a run is not complete or missing (named), or the file is
+absent; 4 the pin is refused (keys, run set, fields; named), or the bundle meta records no
+fold count (keys).
 """
 
 from __future__ import annotations
@@ -175,10 +180,7 @@ def _keys_of_bundle(meta_path: Path) -> tuple[str, ...]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="hearsay pin", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=__doc__ + """
-Exit codes: 0 written (its path printed) / accepted / keys printed; 2 usage (a --run that is not
-KEY=DIR, no --min-steps or --recipe); 3 a run is not complete or missing (named), or the file is
-absent; 4 the pin is refused (keys, run set, fields; named).""")
+        description=__doc__)
     sub = ap.add_subparsers(dest="verb", required=True)
     w = sub.add_parser("write", help="write a pin from the runs as they are")
     w.add_argument("pin", type=Path)

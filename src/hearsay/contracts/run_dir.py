@@ -34,6 +34,11 @@ runner/collect_ablation.sh ask, all judge through them):
     hearsay run progress FILE|-    progress.json likewise
 
 Stdlib only (plus hearsay.files).
+
+Exit codes: 0 the run is complete (and is the run asked for) / the line printed; 2 usage;
+3 not complete (why on stderr: no run_meta.json, it does not say complete, no final weights),
+or a readout/progress file that is not JSON; 4 complete but another run (job, fold or bundle
+differ from --key/--bundle; each difference named).
 """
 
 from __future__ import annotations
@@ -210,11 +215,7 @@ def progress_line(d: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="hearsay run", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=__doc__ + """
-Exit codes: 0 the run is complete (and is the run asked for) / the line printed; 2 usage;
-3 not complete (why on stderr: no run_meta.json, it does not say complete, no final weights),
-or a readout/progress file that is not JSON; 4 complete but another run (job, fold or bundle
-differ from --key/--bundle; each difference named).""")
+        description=__doc__)
     sub = ap.add_subparsers(dest="verb", required=True)
     c = sub.add_parser("check", help="is RUN_DIR complete, and the run --key of --bundle?")
     c.add_argument("run_dir", type=Path)
