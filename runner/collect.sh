@@ -125,7 +125,7 @@ fi
 runs=()
 for job in $keys; do runs+=(--run "$job=$out/runs/$job"); done
 $HEARSAY pin write "$out/final_runs.json" --name "$name" --bundle "$bundle" --min-steps "$min_steps" \
-  "${parity[@]}" "${runs[@]}" >/dev/null || die 1 "cannot write the pin $out/final_runs.json (hearsay pin write said why above)" "check OUT_DIR's permissions and free space"
+  ${parity[@]+"${parity[@]}"} ${runs[@]+"${runs[@]}"} >/dev/null || die 1 "cannot write the pin $out/final_runs.json (hearsay pin write said why above)" "check OUT_DIR's permissions and free space"
 n=$(wc -w <<<"$keys" | tr -d ' ')
 log_event "collected $n runs of bundle $bundle config $cfg into $out"
 say "$n runs of bundle $bundle (train.json sha256 $cfg) pinned in $out/final_runs.json; $(find "$out/scores" -name '*.csv' | wc -l | tr -d ' ') box score file(s) in $out/scores; parity: $(jq -c .parity "$out/final_runs.json")"

@@ -87,7 +87,7 @@ for k in $folds; do
 done
 [ -z "$missing" ] || die 3 "not complete in the store for recipe $recipe (bundle $bundle, $recipe.json sha256 $cfg):$missing" "let those jobs reach DONE (runner/status.sh --why ablate-$recipe-foldK), or relaunch them"
 # shellcheck disable=SC2086  # HEARSAY is a command line by design
-$HEARSAY pin write "$out/ablation_runs.json" --name "$recipe" --recipe "$recipe" --bundle "$bundle" "${runs[@]}" >/dev/null \
+$HEARSAY pin write "$out/ablation_runs.json" --name "$recipe" --recipe "$recipe" --bundle "$bundle" ${runs[@]+"${runs[@]}"} >/dev/null \
   || die 1 "cannot write the pin $out/ablation_runs.json (hearsay pin write said why above)" "check OUT_DIR's permissions and free space"
 log_event "collected ablation recipe $recipe folds $folds into $out"
 say "recipe $recipe: fold runs $folds pinned in $out/ablation_runs.json"
