@@ -114,3 +114,13 @@ put_run() {
   [ "$(jq -r '.runs.full.weights_sha256' "$W/models/camp/final_runs.json")" = "$(sha256sum "$W/models/camp/runs/full/final/model.safetensors" | cut -d' ' -f1)" ]
   [ -n "$(ls "$W/bucket/hearsay/runs/full/$BUNDLE_SHA/$cfg")" ]   # the store folder named by shasum's hash was found
 }
+
+@test "the runs pinned are the fold file's: a 3-fold bundle pins fold0-fold2 and full" {
+  jq -c '.folds.config.n_folds = 3' "$RUNNER_BUNDLE_META" >"$W/m" && mv "$W/m" "$RUNNER_BUNDLE_META"
+  rm -rf "$W/bucket/hearsay/runs/fold3" "$W/bucket/hearsay/runs/fold4"
+  run "$REPO/runner/collect.sh" --min-steps 18 "$W/models/camp"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(jq -r '.runs | keys | join(" ")' "$W/models/camp/final_runs.json")" = "fold0 fold1 fold2 full" ]
+  [ ! -e "$W/models/camp/runs/fold3" ]
+}
