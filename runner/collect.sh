@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Usage: runner/collect.sh [--name NAME] [--no-parity] --min-steps N OUT_DIR
-# Summary: bring the six finished runs (fold0-4, full) back from the store and pin them for hearsay assemble
+# Summary: bring the finished runs (fold0..fold<n-1>, full) back from the store and pin them for hearsay assemble
 #
 # The runs are those of this bundle and training config (RUNNER_BUNDLE_META, RUNNER_TRAIN_CONFIG, as
-# runner/launch.sh uses them): RUNNER_STORE/runs/JOB/<tree_sha>/<sha256 of train.json>/. For each job
-# its final/, run_meta.json and config.json are copied to OUT_DIR/runs/JOB/ (checkpoints stay in
-# the store) and checked: run_meta.json says complete, names the job (and fold), and carries the
-# bundle's tree-sha. Then OUT_DIR/final_runs.json is written for `hearsay assemble --pinned`:
+# runner/launch.sh uses them): RUNNER_STORE/runs/JOB/<tree_sha>/<sha256 of train.json>/, JOB each
+# of `hearsay pin keys RUNNER_BUNDLE_META` (fold0..fold<n-1> and full, n the fold file's n_folds).
+# For each job its final/, run_meta.json and config.json are copied to OUT_DIR/runs/JOB/
+# (checkpoints stay in the store) and checked by `hearsay run check` (the one rule: complete, the
+# job and fold, the bundle's tree-sha). Then `hearsay pin write` writes OUT_DIR/final_runs.json
+# for `hearsay assemble --pinned`:
 # each run by its path, with the TRAINER's config hash (run_meta.json's config_hash: the sha256 of
 # the resolved config, what assemble checks; the runner's sha256 of train.json only names the
 # store folder) and the sha256 of final/model.safetensors; min_steps = --min-steps.
@@ -27,7 +29,9 @@
 #                    (epochs x steps per epoch); never the runs' own planned count, which holds a
 #                    run to nothing
 #
-# Exit codes: 0 pinned; 1 the old pin cannot be removed; 2 usage (--min-steps is required); 3 a run
+# hearsay is RUNNER_HEARSAY (default: hearsay on PATH, the laptop's install).
+#
+# Exit codes: 0 pinned; 1 the old pin cannot be removed or the new one written; 2 usage (--min-steps is required); 3 a run
 #   is missing from the store or not complete (each named), or the full run has no parity logits; 4 a run's identity is wrong (job, fold
 #   or bundle); 6 the store could not be read; 10 missing dependency or store credentials; 12 remote
 #   path refused.
@@ -58,7 +62,8 @@ done
 [ -n "$out" ] || die 2 "no OUT_DIR given" "runner/collect.sh --min-steps N models/STAMP"
 [ -n "$min_steps" ] || die 2 "no --min-steps given: the training budget every run is held to" \
   "pass the recipe's optimiser steps (epochs x steps per epoch), e.g. --min-steps 2000"
-need jq awk "${RUNNER_RCLONE%% *}"
+HEARSAY=${RUNNER_HEARSAY:-hearsay}   # word-split: the hearsay command line of this machine
+need jq awk "${RUNNER_RCLONE%% *}" "${HEARSAY%% *}"
 store_conf_guard || exit 10
 [ -r "$RUNNER_BUNDLE_META" ] || die 2 "no bundle meta at $RUNNER_BUNDLE_META" "set RUNNER_BUNDLE_META to the bundle's bundle_meta.json"
 [ -r "$RUNNER_TRAIN_CONFIG" ] || die 2 "no training config at $RUNNER_TRAIN_CONFIG" "set RUNNER_TRAIN_CONFIG"
@@ -66,13 +71,16 @@ export RCLONE_CONFIG=$RUNNER_RCLONE_CONF
 bundle=$(jq -r '.tree_sha // empty' "$RUNNER_BUNDLE_META")
 [ -n "$bundle" ] || die 2 "$RUNNER_BUNDLE_META has no tree_sha" "rebuild the bundle with hearsay bundle"
 cfg=$(sha256_file "$RUNNER_TRAIN_CONFIG")
+# shellcheck disable=SC2086  # HEARSAY is a command line by design
+keys=$($HEARSAY pin keys "$RUNNER_BUNDLE_META") || die 2 "$RUNNER_BUNDLE_META names no fold count (hearsay pin keys said why above)" "rebuild the bundle with hearsay bundle"
 name=${name:-$(basename "$out")}
 mkdir -p "$out/runs"
 rm -f "$out/final_runs.json" || die 1 "cannot remove the old pin $out/final_runs.json" "check OUT_DIR's permissions"
 
-# 1. each run pulled and checked; every missing or incomplete one is named before exiting
+# 1. each run pulled and checked (hearsay run check: complete, and this job of this bundle); every
+#    missing or incomplete one is named before exiting
 missing=""
-for job in fold0 fold1 fold2 fold3 fold4 full; do
+for job in $keys; do
   src=$(store_run_path "$job" "$bundle" "$cfg") || exit 12
   dest=$out/runs/$job
   rm -rf "$dest"
@@ -87,15 +95,14 @@ for job in fold0 fold1 fold2 fold3 fold4 full; do
   rm -f "$out/scores/${job}_"*   # only what the store holds now: a stale file never stands in
   # shellcheck disable=SC2086  # the box's scores (none for a run scored nowhere: assemble scores it)
   $RUNNER_RCLONE copy --include "${job}_*" "$src/scores" "$out/scores" </dev/null 2>/dev/null || true
-  if [ "$(jq -r '.complete // false' "$dest/run_meta.json" 2>/dev/null)" != true ] || [ ! -s "$dest/final/model.safetensors" ]; then
-    missing="$missing $job"
-    continue
-  fi
-  want_job=${job%%[0-9]*} want_fold=${job#fold}
-  [ "$job" = full ] && want_fold=null
-  got=$(jq -r '"\(.job) \(.fold) \(.bundle_tree_sha)"' "$dest/run_meta.json")
-  [ "$got" = "$want_job $want_fold $bundle" ] \
-    || die 4 "$src/run_meta.json says job/fold/bundle '$got', expected '$want_job $want_fold $bundle'" "that folder holds another run: inspect it"
+  rc=0
+  why=$($HEARSAY run check "$dest" --key "$job" --bundle "$bundle" 2>&1) || rc=$?
+  case $rc in
+    0) ;;
+    3) missing="$missing $job" ;;
+    4) die 4 "$src/run_meta.json holds another run: ${why#*another run: }" "that folder holds another run: inspect it" ;;
+    *) die 2 "hearsay run check failed on $dest (exit $rc): $why" "is hearsay installed here (RUNNER_HEARSAY)?" ;;
+  esac
 done
 if [ -n "$missing" ]; then
   # shellcheck disable=SC2086
@@ -104,24 +111,22 @@ if [ -n "$missing" ]; then
   die 3 "not complete in the store for bundle $bundle and config $cfg:$missing" "let those jobs reach DONE (runner/status.sh --why JOB), or relaunch them"
 fi
 
-# 2. the parity record: parity A and B required (box logits brought back), or waived by the operator
+# 2. the pin, written whole or not at all by hearsay pin write (each run's config hash from its
+#    run_meta.json, its weights hashed), with the parity record: A and B required (box logits
+#    brought back), or waived by the operator
 box_logits=scores/full_parity_logits.json
 if [ "$no_parity" = 1 ]; then
-  parity='{"waived": "runner/collect.sh --no-parity: the operator pinned without parity B"}'
+  parity=(--parity-waived "runner/collect.sh --no-parity: the operator pinned without parity B")
 else
   [ -s "$out/$box_logits" ] || die 3 "the full run brought back no $box_logits (its box records parity B's logits after training)" \
     "relaunch the full job with this runner, or pin without parity B: runner/collect.sh --no-parity"
-  parity=$(jq -n --arg b "$box_logits" '{file: "export/parity.json", require: ["parity_a", "parity_b"], box_logits: $b}')
+  parity=(--parity-box-logits "$box_logits")
 fi
-
-# 3. the pin file, written whole or not at all
-runs_json=$(for job in fold0 fold1 fold2 fold3 fold4 full; do
-  jq -n --arg k "$job" --arg dir "runs/$job" --arg w "$(sha256_file "$out/runs/$job/final/model.safetensors")" \
-    --arg c "$(jq -r .config_hash "$out/runs/$job/run_meta.json")" '{($k): {dir: $dir, config_hash: $c, weights_sha256: $w}}'
-done | jq -s 'add')
-jq -n --arg name "$name" --arg b "$bundle" --argjson m "$min_steps" --argjson runs "$runs_json" --argjson p "$parity" \
-  '{name: $name, bundle_tree_sha: $b, min_steps: $m, parity: $p, runs: $runs}' >"$out/final_runs.json.tmp"
-mv -f "$out/final_runs.json.tmp" "$out/final_runs.json"
-log_event "collected six runs of bundle $bundle config $cfg into $out"
-say "six runs of bundle $bundle (train.json sha256 $cfg) pinned in $out/final_runs.json; $(find "$out/scores" -name '*.csv' | wc -l | tr -d ' ') box score file(s) in $out/scores; parity: $(jq -c . <<<"$parity")"
+runs=()
+for job in $keys; do runs+=(--run "$job=$out/runs/$job"); done
+$HEARSAY pin write "$out/final_runs.json" --name "$name" --bundle "$bundle" --min-steps "$min_steps" \
+  ${parity[@]+"${parity[@]}"} ${runs[@]+"${runs[@]}"} >/dev/null || die 1 "cannot write the pin $out/final_runs.json (hearsay pin write said why above)" "check OUT_DIR's permissions and free space"
+n=$(wc -w <<<"$keys" | tr -d ' ')
+log_event "collected $n runs of bundle $bundle config $cfg into $out"
+say "$n runs of bundle $bundle (train.json sha256 $cfg) pinned in $out/final_runs.json; $(find "$out/scores" -name '*.csv' | wc -l | tr -d ' ') box score file(s) in $out/scores; parity: $(jq -c .parity "$out/final_runs.json")"
 printf '%s\n' "$out/final_runs.json"

@@ -90,10 +90,11 @@ case $verb in
     RCLONE_CONFIG=$RUNNER_RCLONE_CONF $RUNNER_RCLONE copyto "$src/run_meta.json" "$tmp/run_meta.json" </dev/null 2>/dev/null || true
     [ -s "$tmp/run_meta.json" ] || die 3 "no pilot run_meta.json at $src" "let the pilot reach DONE (runner/status.sh --why pilot)"
     rc=0
-    e=$(${RUNNER_HEARSAY:-hearsay} pilot-epochs "$tmp" --json "$tmp/choice.json" ${pass[@]+"${pass[@]}"}) || rc=$?
+    # shellcheck disable=SC2086  # RUNNER_HEARSAY is a command line by design
+    e=$(${RUNNER_HEARSAY:-hearsay} pilot-epochs "$tmp" --json "$tmp/choice.json" --how "$tmp/how" ${pass[@]+"${pass[@]}"}) || rc=$?
     case $rc in 0) ;; 3) die 3 "the pilot at $src cannot give E (hearsay pilot-epochs said why above)" "let it complete, or runner/epochs.sh set E" ;;
       *) die 4 "hearsay pilot-epochs refused the pilot at $src (exit $rc, its message above)" "fix what it names, or runner/epochs.sh set E --why TEXT" ;; esac
     mkdir -p "$(dirname "$file")"
     { cp "$tmp/choice.json" "$file.json.tmp" && mv -f "$file.json.tmp" "$file.json"; } || die 1 "cannot write $file.json" "free space under RUNNER_STATE"
-    record "$e" "from pilot $src: $(jq -r '"epoch \(.chosen_epoch) of \(.pilot_epochs) (best \(.best_epoch)), tol \(.tol), factor \(.factor): " + .rule' "$tmp/choice.json")" ;;
+    record "$e" "from pilot $src: $(cat "$tmp/how")" ;;
 esac

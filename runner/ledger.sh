@@ -6,10 +6,14 @@
 # $RUNNER_STATE/ledger.spool (an append that failed on a full disk or a stuck lock) are appended
 # first, and any that still cannot be are counted and make it exit 1. The ledger is append-only: a
 # rental's creation row, then its closing row (destroyed_confirmed, hours, cost) once its
-# destruction is confirmed. A rental (an id) with no closing row is open: still billing or never
-# confirmed gone; its cost is not in the total. A row without 9 fields (a write cut short) is named.
-# Exit codes: 0 summary printed (all rentals closed); 1 some are open, a row is malformed, or rows
-#   still wait in the spool; 2 usage or unreadable ledger.
+# destruction is confirmed. The sums and their rules are `hearsay ledger sum`'s (hearsay.contracts.
+# ledger, the one reader, which the report's spend uses too): a rental (an id) with no closing row is
+# open (still billing or never confirmed gone) and a closing row with an empty cost is "cost
+# unknown", never $0: either is named and left out of the total, which is then a lower bound. A row
+# with fewer than 9 fields (a write cut short) is named. Columns after cost are allowed.
+# hearsay is RUNNER_HEARSAY (default: hearsay on PATH).
+# Exit codes: 0 summary printed (all rentals closed, every cost known); 1 some are open or have an
+#   unknown cost, a row is malformed, or rows still wait in the spool; 2 usage or unreadable ledger.
 set -euo pipefail
 export RUNNER_SCRIPT=ledger
 # shellcheck source=runner/lib/common.sh
@@ -22,30 +26,24 @@ case ${1:-} in
   '') ;;
   *) LEDGER=$1 own=0 ;;
 esac
-need awk
+HEARSAY=${RUNNER_HEARSAY:-hearsay}   # word-split: the hearsay command line of this machine
+need "${HEARSAY%% *}"
 spooled=0
 if [ "$own" = 1 ] && [ -s "$(_ledger_spool)" ]; then
   ledger_flush || true
-  [ ! -s "$(_ledger_spool)" ] || spooled=$(awk 'END { print NR }' "$(_ledger_spool)")
+  [ ! -s "$(_ledger_spool)" ] || spooled=$(wc -l <"$(_ledger_spool)" | tr -d ' ')
 fi
 [ -r "$LEDGER" ] || die 2 "cannot read ledger $LEDGER" "pass the file, or set LEDGER"
-head -n 1 "$LEDGER" | grep -qx 'id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost' \
-  || die 2 "$LEDGER has no ledger header" "is it the runner's ledger?"
-awk -F, '
-  NR == 1 { next }
-  NF != 9 || $1 == "" { bad++; badlines = badlines " " NR; next }
-  !($1 in seen) { seen[$1] = 1; order[++n] = $1; job[$1] = $2 }
-  $7 != "" && !($1 in closed) { closed[$1] = 1; hh[$1] = $8; cc[$1] = $9 }
-  END {
-    for (i = 1; i <= n; i++) {
-      id = order[i]
-      if (!(id in closed)) { open++; openids = openids " " id; continue }
-      j = job[id]; h += hh[id]; c += cc[id]; jh[j] += hh[id]; jc[j] += cc[id]; jn[j]++
-    }
-    for (j in jn) printf "%-8s rentals %3d  hours %9.4f  spend $%9.4f\n", j, jn[j], jh[j], jc[j]
-    printf "total    rentals %3d  hours %9.4f  spend $%9.4f\n", n - open, h, c
-    if (bad) printf "malformed %d row(s) (a write cut short?) at line(s):%s\n", bad, badlines
-    if (open) printf "open     %d row(s) not confirmed destroyed:%s\n", open, openids
-    if (spooled) printf "spooled  %d row(s) not yet in the ledger (its disk full or its lock stuck?): %s\n", spooled, spool
-    if (open || bad || spooled) exit 1
-  }' spooled="$spooled" spool="$(_ledger_spool)" "$LEDGER"
+case $(head -n 1 "$LEDGER") in
+  "$LEDGER_HEADER" | "$LEDGER_HEADER",*) ;;   # later columns (offer GPU, ...) are the reader's to keep
+  *) die 2 "$LEDGER has no ledger header" "is it the runner's ledger?" ;;
+esac
+rc=0
+# shellcheck disable=SC2086  # HEARSAY is a command line by design
+$HEARSAY ledger sum "$LEDGER" || rc=$?
+[ "$rc" -le 1 ] || die 2 "hearsay ledger sum refused $LEDGER (exit $rc, its message above)" "pass the runner's ledger"
+if [ "$spooled" -gt 0 ]; then
+  printf 'spooled  %d row(s) not yet in the ledger (its disk full or its lock stuck?): %s\n' "$spooled" "$(_ledger_spool)"
+  rc=1
+fi
+exit "$rc"

@@ -11,7 +11,8 @@
 #               (READOUT: minDCF at pi 0.3, EER, AUC; for the pilot, fold 4) and the latest line of its
 #               per-step log (PROGRESS: step/total, epoch, loss, LRs, grad norm, throughput, ETA, when)
 #               from its run folder, that of the record's bundle + config (or RUNNER_BUNDLE_META +
-#               RUNNER_TRAIN_CONFIG); the trainer pushes both with its readouts and checkpoints
+#               RUNNER_TRAIN_CONFIG); the trainer pushes both with its readouts and checkpoints, and
+#               `hearsay run readout|progress` (RUNNER_HEARSAY, default hearsay) prints them
 #   JOB         the same as --why JOB (how far a running box is)
 #
 # Exit codes: 0 printed; 2 usage; 3 (--why) the store has no STATUS for JOB or cannot be read.
@@ -50,9 +51,10 @@ case ${1:-} in
       # shellcheck disable=SC2086
       progress=$(RCLONE_CONFIG="$RUNNER_RCLONE_CONF" $RUNNER_RCLONE cat "$rp/progress.json" </dev/null 2>/dev/null) || progress=""
     fi
-    [ -z "$readout" ] || printf '%s\n' "$readout" | jq -r 'def r: if type == "number" then . * 10000 | round / 10000 else . end;
-        "READOUT epoch \(.epoch) step \(.step)\(if .epoch_end then " (epoch end)" else "" end): minDCF(pi \(.pi)) \(.min_dcf | r) EER \(.eer | r) AUC \(.auc | r) on \(.n) validation clips"' 2>/dev/null || true
-    [ -z "$progress" ] || printf '%s\n' "$progress" | jq -r '"PROGRESS \(.line | sub("^hearsay train: "; "")) (at \(.at))"' 2>/dev/null || true
+    # shellcheck disable=SC2086  # RUNNER_HEARSAY is a command line by design
+    [ -z "$readout" ] || printf '%s\n' "$readout" | ${RUNNER_HEARSAY:-hearsay} run readout - 2>/dev/null || true
+    # shellcheck disable=SC2086
+    [ -z "$progress" ] || printf '%s\n' "$progress" | ${RUNNER_HEARSAY:-hearsay} run progress - 2>/dev/null || true
     exit 0 ;;
   '') ;;
   *) die 2 "unknown argument: $1" "see runner/status.sh --help" ;;

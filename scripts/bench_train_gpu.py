@@ -72,7 +72,7 @@ CODECS = ("mp3", "opus", "aac", "amrnb", "mulaw")
 def synthetic_bundle(root: Path, n: int, seed: int = 0) -> Path:
     """A bundle folder in the docs/INTERFACES.md layout: n clips 4-10 s, codec copies as FLAC
     (filtered copies: the file layout and decode cost of a real bundle, not real codecs)."""
-    from hearsay.bundle import tree_sha, write_identity
+    from hearsay.contracts.bundle import tree_sha, write_identity
 
     rng = np.random.default_rng(seed)
     for d in ["audio", *[f"codecs/{c}" for c in CODECS]]:

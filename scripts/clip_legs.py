@@ -146,7 +146,7 @@ def batch_configs(seed: int):
 def leg_batch(bundle_dir: Path, tc, cc, ac):
     import torch
 
-    from hearsay.bundle import load_bundle
+    from hearsay.contracts.bundle import load_bundle
     from hearsay.sound import crops
     from hearsay.train.data import BatchContext, EpochBatches, device_batch
     from hearsay.train.prepare import ROW_COLUMNS

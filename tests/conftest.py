@@ -46,8 +46,8 @@ def demo_splits(demo_corpus):
 
 @pytest.fixture(scope="session")
 def demo_bundle(demo_corpus, demo_splits):
-    from hearsay.bundle import load_bundle
     from hearsay.bundle.build import BundleConfig, build_bundle
+    from hearsay.contracts.bundle import load_bundle
 
     out = demo_corpus.parent.parent / "bundle"
     build_bundle(demo_corpus, out, demo_splits, BundleConfig(workers=2), progress=False)

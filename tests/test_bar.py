@@ -119,7 +119,7 @@ def test_the_command_writes_two_bars_side_by_side_and_exits_4_on_refusal(tmp_pat
 
     b = Bundle()
     b.manifest = manifest
-    monkeypatch.setattr("hearsay.bundle.load_bundle", lambda root: b)
+    monkeypatch.setattr("hearsay.contracts.bundle.load_bundle", lambda root: b)
     root = tmp_path / "earlier"
     candidate(root, "la", {"train": "la"}, manifest)
     candidate(root, "itw", {"train": "itw"}, manifest, drop=["clips/c40.flac"])

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from hearsay.bundle import splits
 from hearsay.contracts import folds as fo
 from hearsay.contracts.manifest import INNER_FOLDS
 from hearsay.demo.corpus import DemoDataConfig, manifest_rows
@@ -114,7 +115,7 @@ def test_tampered_fold_file_refuses_and_names_the_fix(tmp_path, demo_splits):
     p.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     with pytest.raises(fo.FoldError, match="does not match the pinned.*git checkout"):
         fo.load_folds(p)
-    assert fo.main(["verify", str(p)]) == 3
+    assert splits.main(["verify", str(p)]) == 3
 
 
 def test_unpinned_fold_file_refuses(tmp_path, demo_splits):
@@ -150,9 +151,9 @@ def test_cli_make_then_verify(tmp_path, demo_corpus, capsys):
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps({"holdout_families": ["phq"]}))
     out = tmp_path / "sp"
-    assert fo.main(["make", str(demo_corpus), "--out", str(out), "--name", "d",
+    assert splits.main(["make", str(demo_corpus), "--out", str(out), "--name", "d",
                     "--config", str(cfg)]) == 0
-    assert fo.main(["verify", str(out / "d.folds.json"), "--manifest", str(demo_corpus)]) == 0
+    assert splits.main(["verify", str(out / "d.folds.json"), "--manifest", str(demo_corpus)]) == 0
     assert "ok (sha256" in capsys.readouterr().out
 
 

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+from hearsay.bundle import splits
 from hearsay.contracts import folds as fo
 from hearsay.contracts import protocol
 from hearsay.contracts.manifest import scorable
@@ -46,7 +47,7 @@ def _write(tmp_path, df, folds):
 def test_imported_folds_are_pinned_and_refused_when_edited(tmp_path, demo_df, made, capsys):
     manifest, src, cfg = _write(tmp_path, demo_df, made)
     out = tmp_path / "splits"
-    assert fo.main(["import", str(src), "--manifest", str(manifest), "--out", str(out),
+    assert splits.main(["import", str(src), "--manifest", str(manifest), "--out", str(out),
                     "--name", "ext", "--config", str(cfg)]) == 0
     path = out / "ext.folds.json"
     assert "pinned in" in capsys.readouterr().out
@@ -55,13 +56,13 @@ def test_imported_folds_are_pinned_and_refused_when_edited(tmp_path, demo_df, ma
     assert (out / fo.SUMS).read_text() == f"{loaded.sha256}  ext.folds.json\n"
     assert json.loads(path.read_text())["imported"] == {"from": "ext.csv",
                                                         "sha256": fo.sha256_file(src)}
-    assert fo.main(["verify", str(path), "--manifest", str(manifest)]) == 0
+    assert splits.main(["verify", str(path), "--manifest", str(manifest)]) == 0
     doc = json.loads(path.read_text())
     doc["folds"][next(iter(doc["folds"]))] = "holdout"
     path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     with pytest.raises(fo.FoldError, match="does not match the pinned"):
         fo.load_folds(path)
-    assert fo.main(["verify", str(path)]) == 3
+    assert splits.main(["verify", str(path)]) == 3
 
 
 def test_an_extra_row_keeping_inner_fold_k_never_trains_fold_k_and_is_never_scored(

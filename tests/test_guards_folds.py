@@ -2,6 +2,7 @@
 
 import pandas as pd
 
+from hearsay.bundle import splits
 from hearsay.contracts import folds as fo
 from hearsay.demo.corpus import DemoDataConfig, manifest_rows
 
@@ -17,7 +18,7 @@ def test_splits_make_refuses_a_test_group_with_a_row_outside_test(tmp_path, caps
     manifest = tmp_path / "manifest.csv"
     df.to_csv(manifest, index=False)
     out = tmp_path / "splits"
-    code = fo.main(["make", str(manifest), "--out", str(out), "--name", "d"])
+    code = splits.main(["make", str(manifest), "--out", str(out), "--name", "d"])
     err = capsys.readouterr().err
     assert code == 3
     assert f"group(s) ['{group}'] have rows both in fold 'test' and outside it" in err

@@ -42,7 +42,7 @@ def boxes(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def real_bundle_loader(boxes, monkeypatch):
     monkeypatch.setattr(score, "load_bundle", lambda _p, verify=False: boxes[1])
-    monkeypatch.setattr("hearsay.bundle.load_bundle", lambda _p, verify=False: boxes[1])
+    monkeypatch.setattr("hearsay.contracts.bundle.load_bundle", lambda _p, verify=False: boxes[1])
 
 
 def test_box_files_are_byte_for_byte_what_assemble_writes_and_are_reused(boxes):

@@ -7,6 +7,8 @@ store_job_path() { guard_path "${RUNNER_STORE%/}/runs/$1"; }
 
 # store_status JOB: print "PHASE" of the STATUS written by generation GEN of the record; nothing when
 # there is no STATUS, it cannot be read, or it belongs to another generation (that is "no status").
+# The rule is hearsay.contracts.status.phase_of's (tests/test_bash_spellings.py holds the two alike);
+# it stays in bash because the reaper polls it and must not wait on a Python start.
 store_status() { store_status_of "$1" "$(rec_get "$1" gen)"; }
 
 # store_status_of JOB GEN: the same for generation GEN of JOB, with or without a record.
@@ -16,10 +18,11 @@ store_status_of() {
   # shellcheck disable=SC2086  # RUNNER_RCLONE is a command line by design
   line=$(RCLONE_CONFIG="$RUNNER_RCLONE_CONF" with_timeout "$RUNNER_CLI_TIMEOUT_S" \
     $RUNNER_RCLONE cat "$path/STATUS" --retries 1 --low-level-retries 1 2>/dev/null </dev/null | head -n 1) || true
+  case $line in *" "*) ;; *) return 0 ;; esac   # "GEN PHASE EPOCH": a line without a phase is none
   sgen=${line%% *}
   phase=${line#* }
   phase=${phase%% *}
-  if [ -z "$line" ] || [ -z "$gen" ] || [ "$sgen" != "$gen" ]; then
+  if [ -z "$gen" ] || [ "$sgen" != "$gen" ]; then
     return 0
   fi
   printf '%s\n' "$phase"

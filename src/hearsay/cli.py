@@ -23,7 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo-data": ("hearsay.demo.corpus", "write the synthetic two-class demo corpus + manifest"),
     "manifest-import": ("hearsay.manifest_import", "ASVspoof 2019 LA / In-the-Wild / MLAAD "
                         "metadata -> a manifest"),
-    "splits": ("hearsay.contracts.folds", "make / verify fold files pinned in splits/SHA256SUMS"),
+    "splits": ("hearsay.bundle.splits", "make / verify fold files pinned in splits/SHA256SUMS"),
     "bundle": ("hearsay.bundle.build", "manifest -> trimmed 16 kHz FLAC bundle with codec copies "
                "or their recipe (`hearsay bundle codecs BUNDLE` makes them)"),
     "train": ("hearsay.train", "fine-tune the detector (CUDA; --cpu-smoke for a tiny CPU run)"),
@@ -44,6 +44,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("hearsay.export.onnx_export", f"checkpoint -> {ONNX} (+ int8) with {PARITY}"),
     "parity": ("hearsay.export.parity", "box or GPU bf16 logits vs CPU onnxruntime fp32"),
     "publish": ("hearsay.publish", "upload / download a checkpoint, verifying every sha256"),
+    "run": ("hearsay.contracts.run_dir", "is a run dir complete, and which run is it? (the "
+            "runner asks)"),
+    "pin": ("hearsay.contracts.pin", "write / check a pin file (final_runs.json, "
+            "ablation_runs.json)"),
+    "ledger": ("hearsay.contracts.ledger", "sum the rental ledger (open rentals, unknown costs)"),
 }
 
 

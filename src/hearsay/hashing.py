@@ -13,6 +13,7 @@ import re
 import subprocess
 from pathlib import Path
 
+SUMS = "SHA256SUMS"  # the one spelling of a sums file's name (model folder, splits/, a publication)
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     """Hex sha256 of the file at `path`, read in `chunk`-byte blocks."""
@@ -35,7 +36,7 @@ class SumsError(ValueError):
     """A SHA256SUMS manifest that cannot be trusted as written; the message names the line."""
 
 
-def parse_sums(text: str, source: str = "SHA256SUMS") -> dict[str, str]:
+def parse_sums(text: str, source: str = SUMS) -> dict[str, str]:
     """SHA256SUMS text -> {file name: hex sha256}. Blank lines are skipped; a malformed line, an
     unsafe name or a name listed twice raises SumsError naming `source` and the line."""
     sums: dict[str, str] = {}

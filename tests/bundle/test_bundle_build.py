@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 import soundfile as sf
 
-from hearsay.bundle import BundleError, load_bundle
 from hearsay.bundle import build as bundle
 from hearsay.bundle.build import BundleConfig, build_bundle
+from hearsay.contracts.bundle import BundleError, load_bundle
 from hearsay.sound import audio
 
 SR = audio.SAMPLE_RATE

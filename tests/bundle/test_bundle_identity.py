@@ -7,9 +7,16 @@ import shutil
 import pytest
 from test_bundle_build import corpus, tone
 
-from hearsay.bundle import IDENTITY, META, BundleError, load_bundle, tree_sha, write_identity
 from hearsay.bundle import build as bundle
 from hearsay.bundle.build import BundleConfig, build_bundle
+from hearsay.contracts.bundle import (
+    IDENTITY,
+    META,
+    BundleError,
+    load_bundle,
+    tree_sha,
+    write_identity,
+)
 from hearsay.contracts.folds import SplitsConfig, write_folds
 from hearsay.contracts.manifest import read_manifest
 

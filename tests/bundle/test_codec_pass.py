@@ -8,10 +8,12 @@ import subprocess
 import pytest
 from test_bundle_build import corpus, tone
 
-from hearsay.bundle import RECIPE, BundleError, codec_pass, load_bundle, tree_sha
 from hearsay.bundle import build as bundle
-from hearsay.bundle import codec_recipe as cp
+from hearsay.bundle import codec_pass
 from hearsay.bundle.build import BundleConfig, build_bundle
+from hearsay.contracts import codec_recipe as cp
+from hearsay.contracts.bundle import BundleError, load_bundle, require_copies, tree_sha
+from hearsay.contracts.codec_recipe import RECIPE
 
 CODECS = ("mp3", "mulaw")  # two encoders the wheel's ffmpeg has: quick, and enough to judge
 
@@ -169,4 +171,4 @@ def test_a_box_build_asked_for_no_codecs_carries_no_recipe_and_trains_as_it_is(t
     assert bundle.main([str(m), str(tmp_path / "b"), "--codecs", "", "--workers", "1",
                         "--no-progress"]) == 0
     assert not (tmp_path / "b" / RECIPE).exists()
-    codec_pass.require_copies(load_bundle(tmp_path / "b", verify=True))  # nothing to make
+    require_copies(load_bundle(tmp_path / "b", verify=True))  # nothing to make

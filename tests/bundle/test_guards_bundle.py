@@ -13,8 +13,8 @@ import soundfile as sf
 from signals import speech_like, with_room_noise
 
 from hearsay.bundle import build as bundle
-from hearsay.bundle import load_bundle
 from hearsay.bundle.build import BundleConfig, build_bundle
+from hearsay.contracts.bundle import load_bundle
 from hearsay.sound import audio
 
 SR = audio.SAMPLE_RATE

@@ -10,9 +10,9 @@ import pytest
 import soundfile as sf
 
 from hearsay.bundle import build as bundle
-from hearsay.bundle import load_bundle
+from hearsay.bundle import splits
 from hearsay.bundle.select import SelectionConfig, SelectionError, drop_extra_rows
-from hearsay.contracts import folds
+from hearsay.contracts.bundle import load_bundle
 from hearsay.sound import audio
 
 SR = audio.SAMPLE_RATE
@@ -58,17 +58,17 @@ def test_the_rule_drops_the_extra_rows_before_the_folds_and_the_bundle_counts_th
     make = ["make", str(manifest), "--out", str(tmp_path / "splits"), "--name", "t",
             "--config", str(splits_cfg)]
     # without the rule the existing refusal stands, and names the rule as the fix
-    assert folds.main(make) == folds.EXIT_REJECTED
+    assert splits.main(make) == splits.EXIT_REJECTED
     err = capsys.readouterr().err
     assert "['x0'] come from holdout families ['phq']" in err and "drop_extra_families" in err
-    assert folds.main([*make, "--selection", str(sel)]) == folds.EXIT_OK
+    assert splits.main([*make, "--selection", str(sel)]) == splits.EXIT_OK
     assert "1 extra row(s) dropped by drop_extra_families (phq=1)" in capsys.readouterr().out
     fold_file = tmp_path / "splits" / "t.folds.json"
     assigned = json.loads(fold_file.read_text())["folds"]
     assert "x0" not in assigned and assigned["h0"] == assigned["h1"] == "holdout"
     verify = ["verify", str(fold_file), "--manifest", str(manifest)]
-    assert folds.main(verify) == folds.EXIT_REJECTED  # x0 is in the manifest, not the folds
-    assert folds.main([*verify, "--selection", str(sel)]) == folds.EXIT_OK
+    assert splits.main(verify) == splits.EXIT_REJECTED  # x0 is in the manifest, not the folds
+    assert splits.main([*verify, "--selection", str(sel)]) == splits.EXIT_OK
     capsys.readouterr()
     out = tmp_path / "b"
     args = [str(manifest), str(out), "--folds", str(fold_file), "--codecs", "", "--workers", "1",
@@ -100,9 +100,9 @@ def test_an_extra_row_of_a_holdout_family_no_rule_drops_is_still_refused(tmp_pat
     manifest = _corpus(tmp_path / "corpus", extra_generators=("phq-x", "smr-x"))
     splits_cfg = _json(tmp_path / "splits.json", {"holdout_families": ["phq", "smr"]})
     sel = _json(tmp_path / "sel.json", {"drop_extra_families": ["phq"]})
-    code = folds.main(["make", str(manifest), "--out", str(tmp_path / "splits"), "--name", "t",
+    code = splits.main(["make", str(manifest), "--out", str(tmp_path / "splits"), "--name", "t",
                        "--config", str(splits_cfg), "--selection", str(sel)])
-    assert code == folds.EXIT_REJECTED
+    assert code == splits.EXIT_REJECTED
     assert "extra row(s) ['x1'] come from holdout families" in capsys.readouterr().err
     # and at bundle time, with folds filled in the manifest and no fold file
     df = pd.read_csv(manifest, dtype=str, keep_default_na=False)

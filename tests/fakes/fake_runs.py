@@ -25,7 +25,8 @@ TREE_SHA = "t" * 40  # a hand-made bundle: any fixed string stands for the tree-
 def make_bundle(root: Path, n_per_fold=2, n_holdout=4, n_test=3, codecs=("mp3",), seed=0):
     """A bundle as INTERFACES.md lays it out; clips 0.6-2.5 s, codec copies are re-noised waves.
 
-    Returns the object `hearsay.bundle.load_bundle` returns (root, manifest, meta, tree_sha).
+    Returns the object `hearsay.contracts.bundle.load_bundle` returns (root, manifest, meta,
+    tree_sha).
     """
     rng = np.random.default_rng(seed)
     rows = []
@@ -52,9 +53,11 @@ def make_bundle(root: Path, n_per_fold=2, n_holdout=4, n_test=3, codecs=("mp3",)
                          flac=f"audio/{cid}.flac"))
     manifest = pd.DataFrame(rows)
     manifest.to_csv(root / "manifest.csv", index=False)
-    meta = {"tree_sha": TREE_SHA, "counts": {"rows": len(rows)}}
+    meta = {"tree_sha": TREE_SHA, "counts": {"rows": len(rows)},
+            "folds": {"config": {"n_folds": 5}}}
     (root / "bundle_meta.json").write_text(json.dumps(meta))
-    return types.SimpleNamespace(root=root, manifest=manifest, meta=meta, tree_sha=TREE_SHA)
+    return types.SimpleNamespace(root=root, manifest=manifest, meta=meta, tree_sha=TREE_SHA,
+                                 n_folds=5)
 
 
 def make_run(run: Path, job="fold", fold=0, seed=0, steps=100, tree_sha=TREE_SHA,

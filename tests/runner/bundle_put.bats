@@ -31,7 +31,7 @@ teardown() { world_end; }
 }
 
 @test "the tree-sha is hearsay.bundle's: the shell and Python agree on the same files" {
-  py=$(python -c 'import sys; from pathlib import Path; from hearsay.bundle import tree_sha; print(tree_sha(Path(sys.argv[1])))' "$W/b2")
+  py=$(python -c 'import sys; from pathlib import Path; from hearsay.contracts.bundle import tree_sha; print(tree_sha(Path(sys.argv[1])))' "$W/b2")
   [ "$py" = "$BUNDLE_SHA" ]
 }
 

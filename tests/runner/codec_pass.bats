@@ -49,7 +49,7 @@ key_of() { hearsay bundle codecs "$1" --key; }
   [ ! -e "$W/bucket/hearsay/bundles/$BUNDLE_SHA/codecs" ]
   # the shell's tree-sha is Python's, with and without the local copies
   [ "$(bash -c '. "$1/runner/lib/bundles.sh" && local_tree_sha "$2"' _ "$REPO" "$W/rbundle")" = "$BUNDLE_SHA" ]
-  [ "$(python3 -c 'import sys; from hearsay.bundle import tree_sha; print(tree_sha(sys.argv[1]))' "$W/rbundle")" = "$BUNDLE_SHA" ]
+  [ "$(python3 -c 'import sys; from hearsay.contracts.bundle import tree_sha; print(tree_sha(sys.argv[1]))' "$W/rbundle")" = "$BUNDLE_SHA" ]
 }
 
 @test "the recipe is in the tree-sha the shell computes: an edited recipe is refused, nothing copied" {

@@ -6,6 +6,8 @@ load helpers
 
 setup() {
   world
+  # the fold count a real bundle's meta records (hearsay pin keys reads it)
+  jq -c '.folds = {"config": {"n_folds": 5}}' "$RUNNER_BUNDLE_META" >"$W/m" && mv "$W/m" "$RUNNER_BUNDLE_META"
   cfg=$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)
   for job in fold0 fold1 fold2 fold3 fold4 full; do put_run "$job"; done
 }
@@ -42,7 +44,7 @@ put_run() {
   run "$REPO/runner/collect.sh" --min-steps 18 "$W/models/camp"
   [ "$status" -eq 0 ]
   pin=$W/models/camp/final_runs.json
-  [ "$(jq -c .parity "$pin")" = '{"file":"export/parity.json","require":["parity_a","parity_b"],"box_logits":"scores/full_parity_logits.json"}' ]
+  [ "$(jq -cS .parity "$pin")" = '{"box_logits":"scores/full_parity_logits.json","file":"export/parity.json","require":["parity_a","parity_b"]}' ]
   for job in fold0 fold1 fold2 fold3 fold4 full; do [ -f "$W/models/camp/scores/${job}_x.csv.meta.json" ]; done
   [ -s "$W/models/camp/scores/full_parity_logits.json" ]
   [ ! -e "$W/models/camp/scores/fold2_old.csv" ]                # only what the store holds now
@@ -75,7 +77,7 @@ put_run() {
   put_run fold1 "0000000000000000000000000000000000000000000000000000000000000000"
   run "$REPO/runner/collect.sh" --min-steps 18 "$W/models/camp"
   [ "$status" -eq 4 ]
-  [[ "$output" == *"run_meta.json says job/fold/bundle 'fold 1 0000000000000000000000000000000000000000000000000000000000000000', expected 'fold 1 $BUNDLE_SHA'"* ]]
+  [[ "$output" == *"run_meta.json holds another run: bundle_tree_sha '0000000000000000000000000000000000000000000000000000000000000000' (want '$BUNDLE_SHA')"* ]]
   [ ! -e "$W/models/camp/final_runs.json" ]
 }
 
@@ -111,4 +113,14 @@ put_run() {
   [ "$status" -eq 0 ]
   [ "$(jq -r '.runs.full.weights_sha256' "$W/models/camp/final_runs.json")" = "$(sha256sum "$W/models/camp/runs/full/final/model.safetensors" | cut -d' ' -f1)" ]
   [ -n "$(ls "$W/bucket/hearsay/runs/full/$BUNDLE_SHA/$cfg")" ]   # the store folder named by shasum's hash was found
+}
+
+@test "the runs pinned are the fold file's: a 3-fold bundle pins fold0-fold2 and full" {
+  jq -c '.folds.config.n_folds = 3' "$RUNNER_BUNDLE_META" >"$W/m" && mv "$W/m" "$RUNNER_BUNDLE_META"
+  rm -rf "$W/bucket/hearsay/runs/fold3" "$W/bucket/hearsay/runs/fold4"
+  run "$REPO/runner/collect.sh" --min-steps 18 "$W/models/camp"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(jq -r '.runs | keys | join(" ")' "$W/models/camp/final_runs.json")" = "fold0 fold1 fold2 full" ]
+  [ ! -e "$W/models/camp/runs/fold3" ]
 }

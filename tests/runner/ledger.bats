@@ -144,3 +144,23 @@ CSV
   [ ! -s "$RUNNER_STATE/ledger.spool" ]
   grep -q '^8,full,g8,' "$LEDGER"
 }
+
+@test "a closing row with an empty cost is cost unknown, never \$0: named, left out of the total, exit 1" {
+  echo "4,full,g4,9,3.0,2026-11-30T04:00:00Z,,," >>"$LEDGER"
+  echo "4,full,g4,9,3.0,2026-11-30T04:00:00Z,2026-11-30T05:00:00Z,1.0000," >>"$LEDGER"
+  run "$REPO/runner/ledger.sh"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"total    rentals   4  hours    5.0000  spend \$   5.5000"* ]]
+  [ "${lines[-1]}" = "unknown  1 closed rental(s) with no cost (cost unknown, not \$0; left out of the total): 4" ]
+}
+
+@test "rows with later columns after cost (offer GPU, ...) sum like rows without them" {
+  { echo "id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost,gpu,cpu_cores"
+    tail -n +2 "$LEDGER"
+    echo "5,full,g5,9,3.0,2026-11-30T04:00:00Z,2026-11-30T05:00:00Z,1.0000,3.0000,H100,16"; } >"$BATS_TEST_TMPDIR/wide.csv"
+  run "$REPO/runner/ledger.sh" "$BATS_TEST_TMPDIR/wide.csv"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${lines[-1]}" = "total    rentals   4  hours    5.0000  spend \$   8.5000" ]
+}

@@ -19,7 +19,7 @@ from hearsay.train import config as tcfg
 def _bundle_with_two_long_clips(root):
     """The easy bundle (clips 1-2.5 s) with one training clip per class made 6 s long: the class
     cap, and so the drawn crops, reach 6 s while most batches hold only short clips."""
-    from hearsay.bundle import tree_sha, write_identity
+    from hearsay.contracts.bundle import tree_sha, write_identity
 
     make_easy_bundle(root)
     df = pd.read_csv(root / "manifest.csv", dtype={"fold": str})

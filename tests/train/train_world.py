@@ -35,7 +35,7 @@ def make_easy_bundle(root, seed: int = 0, copies_for=("bonafide", "spoof"),
     other test trains on conftest's `demo_bundle` (the real bundle stage on the demo corpus).
     5 inner folds x 2 sources (`sources`) x 2 clips per class, holdout, test, extra rows; mp3
     "copies" are filtered copies (the layout, not a real codec)."""
-    from hearsay.bundle import tree_sha, write_identity
+    from hearsay.contracts.bundle import tree_sha, write_identity
 
     rng = np.random.default_rng(seed)
     (root / "audio").mkdir(parents=True)

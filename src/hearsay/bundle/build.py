@@ -62,8 +62,6 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from hearsay.bundle import DIAG, META, STAMPS, clip_rel, codec_recipe, tree_sha, write_identity
-from hearsay.bundle.codec_recipe import finish_copy, write_flac
 from hearsay.bundle.diagnostics import diagnostics
 from hearsay.bundle.rows import prepare_manifest
 from hearsay.bundle.select import (
@@ -72,6 +70,9 @@ from hearsay.bundle.select import (
     check_names,
     select_bundle,
 )
+from hearsay.contracts import codec_recipe
+from hearsay.contracts.bundle import DIAG, META, STAMPS, clip_rel, tree_sha, write_identity
+from hearsay.contracts.codec_recipe import finish_copy, write_flac
 from hearsay.contracts.folds import FoldError
 from hearsay.contracts.manifest import ManifestError, resolve_path
 from hearsay.hashing import sha256_file

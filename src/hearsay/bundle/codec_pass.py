@@ -13,7 +13,8 @@ run (hearsay.sound.codecs.roundtrip), decodes each back, re-trims, caps and peak
 (hearsay.bundle.build.finish_copy) -> codecs/<codec>/<id>.flac, in --jobs processes. Then it writes
 codecs/codec_pass.json: the recipe's sha256, this ffmpeg's version, the codecs made and those whose
 encoder this ffmpeg lacks (listed, never faked), the copies per clip, and the sha256 of the copies'
-sha256sum listing. `check_copies` (what hearsay.bundle.load_bundle and training ask) judges them.
+sha256sum listing. `check_copies` (what hearsay.contracts.bundle.load_bundle and training ask)
+judges them.
 
 * An existing codecs/codec_pass.json that verifies (its recipe, its listing re-hashed) is kept: the
   pass says "verified" and encodes nothing (a box that pulled the copies from the store).
@@ -44,8 +45,8 @@ from pathlib import Path
 import pandas as pd
 import soundfile as sf
 
-from hearsay.bundle import BundleError, clip_rel
-from hearsay.bundle.codec_recipe import (
+from hearsay.contracts.bundle import BundleError, clip_rel
+from hearsay.contracts.codec_recipe import (
     PASS,
     RECIPE,
     CodecRecipeError,
@@ -67,15 +68,6 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED, EXIT_UNVERIFIED = 0, 1, 2, 3, 4
 
 class CodecPassRefused(BundleError):
     """This pass cannot make copies that match the recipe; the message names the fix."""
-
-
-def require_copies(bundle) -> None:
-    """Training's rule: a recipe bundle trains only once its copies are made (hearsay.bundle
-    .load_bundle has judged them); a bundle that carries its own copies passes."""
-    if read_recipe(bundle.root) is not None and not (Path(bundle.root) / PASS).is_file():
-        raise BundleError(f"{bundle.root}: the bundle holds a codec recipe but no codec copies "
-                          f"({PASS} missing): make them first: hearsay bundle codecs "
-                          f"{bundle.root} (runner/box/job.sh does it on a box)")
 
 
 # --------------------------------------------------------------------------- the pass

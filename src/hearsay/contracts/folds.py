@@ -1,8 +1,6 @@
-"""`hearsay splits make|import|verify`: fold files, pinned by sha256 in the SHA256SUMS beside them.
-
-    hearsay splits make corpus/manifest.csv --out splits --name demo [--config splits.json]
-    hearsay splits import folds.csv --manifest corpus/manifest.csv --out splits --name ext
-    hearsay splits verify splits/demo.folds.json [--manifest corpus/manifest.csv]
+"""The fold files (docs/INTERFACES.md, "Fold files"): their format, how folds are assigned and
+checked, and the leak rules, once; pinned by sha256 in the SHA256SUMS beside them. The command
+that makes them is `hearsay splits` (hearsay.bundle.splits).
 
 A fold file `<name>.folds.json` holds the resolved SplitsConfig and the fold of every row id:
 {"config": {...}, "folds": {"<id>": "0".."4" | "holdout" | "test" | "extra"}}. `make` writes it and
@@ -31,17 +29,12 @@ it is never scored.
 
 `family_exclusion` ({"0": ["smear"], …, "full": [...]}) names the extra generator families the model
 for fold k (or the full model) must never see; `train_ids` applies it.
-
-Exit codes: 0 ok, 2 usage, 3 manifest or fold file rejected (sha mismatch, holdout leak, bad
-config, an imported fold that breaks the rules above).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -49,12 +42,8 @@ import numpy as np
 import pandas as pd
 
 from hearsay import config
-from hearsay.contracts.manifest import INNER_FOLDS, LABELS, ManifestError, read_manifest
-from hearsay.hashing import SumsError, format_sums, read_sums, sha256_file
-
-EXIT_OK, EXIT_USAGE, EXIT_REJECTED = 0, 2, 3  # `hearsay splits` (module docstring)
-
-SUMS = "SHA256SUMS"
+from hearsay.contracts.manifest import INNER_FOLDS, LABELS
+from hearsay.hashing import SUMS, SumsError, format_sums, read_sums, sha256_file
 
 
 class FoldError(ValueError):
@@ -162,19 +151,25 @@ def assign_folds(df: pd.DataFrame, cfg: SplitsConfig) -> dict[str, str]:
     return folds
 
 
-def train_ids(df: pd.DataFrame, cfg: SplitsConfig, model: str) -> list[str]:
-    """Row ids the model for fold `model` ("0".."4") or "full" may train on.
-
-    fold k: core + extra rows in inner folds other than k, plus fold-`extra` rows; full: every
-    inner fold + `extra`. Extra rows whose generator family is in family_exclusion[model] are
-    dropped. Holdout and test rows never train.
-    """
-    model = str(model)
-    inner = [str(k) for k in range(cfg.n_folds)]
+def trains_on(job: str, n_folds: int) -> tuple[str, ...]:
+    """The manifest folds a model trains on (n_folds: the fold file's config.n_folds): "foldK"
+    -> the inner folds but K, "full" -> every inner fold, "pilot" -> all but the last (it
+    validates there); each + "extra". Holdout and test never train."""
+    inner = [str(k) for k in range(n_folds)]
+    if job == "pilot":
+        return (*inner[:-1], "extra")
+    model = str(job).removeprefix("fold")
     if model not in inner + ["full"]:
-        raise FoldError(f"model {model!r} is not one of {inner + ['full']}")
-    allowed = set(inner + ["extra"]) - {model}
-    keep = df["fold"].astype(str).isin(allowed)
+        raise FoldError(f"model {job!r} is not one of fold0..fold{n_folds - 1}, full or pilot")
+    return (*[k for k in inner if k != model], "extra")
+
+
+def train_ids(df: pd.DataFrame, cfg: SplitsConfig, model: str) -> list[str]:
+    """Row ids the model `model` ("0".."4" or "full") trains on: its folds (trains_on) less
+    extra rows whose generator family is in family_exclusion[model]."""
+    model = str(model)
+    keep = df["fold"].astype(str).isin(trains_on("full" if model == "full" else f"fold{model}",
+                                                 cfg.n_folds))
     excluded = set(cfg.family_exclusion.get(model, []))
     fam = df["generator"].map(cfg.family)
     keep &= ~((df["train_scope"] == "extra") & fam.isin(excluded))
@@ -348,52 +343,3 @@ def apply_folds(df: pd.DataFrame, folds: Folds) -> pd.DataFrame:
 def check_no_holdout_leak(df: pd.DataFrame, cfg: SplitsConfig) -> None:
     """The bundle build's refusal of extra rows from a holdout family (refuse_holdout_extras)."""
     refuse_holdout_extras(df, cfg, "the build")
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def main(argv: list[str] | None = None) -> int:
-    from hearsay.bundle.select import SelectionError, drop_extra_cli, extra_option  # its CLI only
-    ap = argparse.ArgumentParser(prog="hearsay splits", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sel = [extra_option()]  # --selection FILE: its drop_extra_families rule, before the folds
-    mk = sub.add_parser("make", parents=sel, help="assign folds and pin the fold file")
-    mk.add_argument("manifest", type=Path)
-    mk.add_argument("--out", type=Path, default=Path("splits"), help="folder (default splits/)")
-    mk.add_argument("--name", default="folds", help="fold file is OUT/NAME.folds.json")
-    mk.add_argument("--config", type=Path,
-                    help="SplitsConfig JSON: n_folds, holdout_families, family_sep, "
-                         "family_exclusion, seed (unknown keys are errors)")
-    im = sub.add_parser("import", parents=sel, help="check and pin a fold file made elsewhere")
-    im.add_argument("source", type=Path, help="CSV with header id,fold, or a .folds.json")
-    im.add_argument("--manifest", type=Path, required=True, help="the manifest it assigns")
-    im.add_argument("--out", type=Path, default=Path("splits"), help="folder (default splits/)")
-    im.add_argument("--name", default="folds", help="fold file is OUT/NAME.folds.json")
-    im.add_argument("--config", type=Path,
-                    help="SplitsConfig JSON (default: the source JSON's config, else defaults)")
-    vf = sub.add_parser("verify", parents=sel,
-                        help="check a fold file's pinned sha (and its manifest)")
-    vf.add_argument("folds", type=Path)
-    vf.add_argument("--manifest", type=Path, help="also check it covers this manifest")
-    args = ap.parse_args(argv)
-    try:
-        if args.cmd in ("make", "import"):
-            cfg = SplitsConfig.from_dict(json.loads(args.config.read_text()) if args.config else {})
-            df = drop_extra_cli(read_manifest(args.manifest), args.selection)
-            path = (write_folds(df, cfg, args.out, args.name) if args.cmd == "make" else
-                    import_folds(df, args.source, cfg if args.config else None, args.out,
-                                 args.name))
-            counts = pd.Series(json.loads(path.read_text())["folds"]).value_counts().sort_index()
-            print(f"splits: wrote {path} (pinned in {args.out / SUMS}); rows per fold: "
-                  + ", ".join(f"{k}={v}" for k, v in counts.items()))
-        else:
-            folds = load_folds(args.folds)
-            if args.manifest:
-                apply_folds(drop_extra_cli(read_manifest(args.manifest), args.selection), folds)
-            print(f"splits: {args.folds} ok (sha256 {folds.sha256})")
-    except (FoldError, ManifestError, SelectionError) as err:
-        print(f"hearsay splits: {err}", file=sys.stderr)
-        return EXIT_REJECTED
-    return EXIT_OK

@@ -35,7 +35,7 @@ import re
 from pathlib import Path
 
 from hearsay.files import write_atomic
-from hearsay.hashing import SumsError, format_sums, read_sums, sha256_file
+from hearsay.hashing import SUMS, SumsError, format_sums, read_sums, sha256_file
 
 ONNX = "model.onnx"
 INT8 = "model.int8.onnx"
@@ -44,7 +44,6 @@ THRESHOLDS = "thresholds.json"
 CONFIG = "format.json"  # names the format (not config.json: a checkpoint's config)
 CARD = "README.md"
 FRONT_END = "front_end.json"
-SUMS = "SHA256SUMS"
 PARITY = "parity.json"
 VARIANTS = {"fp32": ONNX, "int8": INT8, "portable": PORTABLE}  # --variant -> the model file
 PIN = "HEARSAY_MODEL_SUMS_SHA256"  # the identity a deploy image bakes in (environment variable)

@@ -2,7 +2,9 @@
 "Fold files" and "Pin file"). Every stage that names a run or a split takes it from here.
 
     from hearsay.contracts.protocol import RUN_KEYS, SPLITS, run_job, run_key, scorer_of
-    RUN_KEYS                      # ("fold0", ..., "fold4", "full"): the six runs of a campaign
+    run_keys(n)                   # ("fold0", ..., "fold<n-1>", "full"): the runs of a campaign
+                                  # whose fold file has n_folds n (hearsay.contracts.folds)
+    RUN_KEYS                      # run_keys(5): every key a run may have
     run_job("fold3")              # ("fold", 3)      run_job("full") -> ("full", None)
     run_key("fold", 3)            # "fold3"
     SPLITS["inner_oof"]           # ("0", ..., "4"): the manifest folds each score split holds
@@ -22,9 +24,23 @@ from __future__ import annotations
 
 from hearsay.contracts.manifest import INNER_FOLDS
 
-N_FOLDS = len(INNER_FOLDS)  # 5 fold models
-RUN_KEYS = tuple(f"fold{k}" for k in range(N_FOLDS)) + ("full",)
-FOLD_KEYS = RUN_KEYS[:N_FOLDS]
+N_FOLDS = len(INNER_FOLDS)  # the most fold models a fold file may ask for (its n_folds: 2..5)
+
+
+def fold_keys(n_folds: int = N_FOLDS) -> tuple[str, ...]:
+    """("fold0", ..., "fold<n-1>"): the fold models of a campaign whose fold file has n_folds."""
+    if not 1 <= int(n_folds) <= N_FOLDS:
+        raise ValueError(f"n_folds {n_folds} must be 1..{N_FOLDS}")
+    return tuple(f"fold{k}" for k in range(int(n_folds)))
+
+
+def run_keys(n_folds: int = N_FOLDS) -> tuple[str, ...]:
+    """fold_keys(n_folds) + ("full",): the runs a campaign pins (collect brings them back)."""
+    return fold_keys(n_folds) + ("full",)
+
+
+RUN_KEYS = run_keys()  # the widest campaign (n_folds 5); a campaign's own: run_keys(n)
+FOLD_KEYS = fold_keys()
 PILOT_VALIDATION_FOLD = INNER_FOLDS[-1]  # the pilot trains on 0-3 and validates on "4"
 
 # score split -> the manifest folds whose rows it holds (core rows only: hearsay.evaluate.score)

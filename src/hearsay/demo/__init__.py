@@ -34,8 +34,8 @@ DEMO_MAX_FAIL_FRAC = 0.02
 
 def stage_data(out: Path, ctx: dict) -> None:
     """1-3: corpus (hearsay demo-data), splits (hearsay splits make), bundle (hearsay bundle)."""
-    from hearsay.bundle import load_bundle
     from hearsay.bundle.build import BundleConfig, build_bundle
+    from hearsay.contracts.bundle import load_bundle
     from hearsay.contracts.folds import write_folds
     from hearsay.contracts.manifest import read_manifest
     from hearsay.demo.corpus import write_corpus
@@ -147,30 +147,24 @@ def stage_assemble(out: Path, ctx: dict) -> None:
     demo, so the spend reads "unknown".
     """
     import json
-    import os
 
     import pandas as pd
 
-    from hearsay.bundle import load_bundle
-    from hearsay.contracts import protocol, run_dir
+    from hearsay.contracts import ledger, pin, protocol, run_dir
+    from hearsay.contracts.bundle import load_bundle
     from hearsay.evaluate import assemble, report
     from hearsay.evaluate import bar as bars
-    from hearsay.hashing import sha256_file
     from hearsay.logits import sigmoid
 
     bundle = load_bundle(out / "bundle")
     stamp = out / "models" / "demo"
     stamp.mkdir(parents=True, exist_ok=True)
-    runs = {key: out / "runs" / key for key in protocol.RUN_KEYS}  # named, never "the latest"
+    runs = {key: out / "runs" / key for key in protocol.run_keys(bundle.n_folds)}  # by name
     metas = {k: run_dir.read_meta(d) for k, d in runs.items()}
-    pin = {"name": "demo", "bundle_tree_sha": bundle.tree_sha,
-           "min_steps": min(int(m.get("total_steps") or m["steps"]) for m in metas.values()),
-           "parity": None,  # the export stage runs after this one
-           "runs": {k: {"dir": os.path.relpath(d, stamp), "config_hash": metas[k]["config_hash"],
-                        "weights_sha256": sha256_file(run_dir.weights(d))}
-                    for k, d in runs.items()}}
-    pin_path = stamp / "final_runs.json"
-    pin_path.write_text(json.dumps(pin, indent=2) + "\n")
+    pin_path = stamp / pin.FINAL
+    pin.write(pin_path, name="demo", bundle_tree_sha=bundle.tree_sha, runs=runs,
+              min_steps=min(int(m.get("total_steps") or m["steps"]) for m in metas.values()),
+              parity=None)  # the export stage runs after this one
     done = assemble.assemble(pin_path, bundle, out / "outputs")
     df = done["scores"]
     rows = bundle.manifest.set_index("path")
@@ -196,7 +190,7 @@ def stage_assemble(out: Path, ctx: dict) -> None:
     bars.build([stamp / "earlier"], "train", "none: clip duration", bundle.manifest, bar_dir,
                probe=stamp / "probe_test_bonafide.csv")
     meta = report.write_all(done, bundle, bars=[bar_dir],
-                            probe=stamp / "probe_test_bonafide.csv", ledger=out / "ledger.csv",
+                            probe=stamp / "probe_test_bonafide.csv", ledger=out / ledger.FILE,
                             reports=out / "reports", about=DEMO_ABOUT)
     print(f"[demo] assemble: {len(df)} rows, F1-F5 passed; gate {meta['gate']['outcome']} "
           f"({meta['gate'].get('why', '')})")

@@ -5,7 +5,8 @@
         [--ablation decision.json] [--outputs outputs] [--reports docs/reports]
 
 Runs are taken ONLY from the pin file; nothing is ever chosen by modification time, name order or
-"latest". The pin file (JSON, unknown keys are errors; relative paths are relative to its folder):
+"latest". The pin file (hearsay.contracts.pin, read strictly: unknown keys are errors; relative
+paths are relative to its folder; fold0..fold<n-1> with n the bundle's fold file's n_folds):
 
     {"name": "<stamp>",                      # -> outputs/detector_scores/<name>.csv
      "bundle_tree_sha": "<sha>",             # every run and the bundle must carry this
@@ -70,15 +71,15 @@ from pathlib import Path
 
 import numpy as np
 
+from hearsay.contracts import ledger as ledgers
+from hearsay.contracts import pin as pins
 from hearsay.contracts import run_dir, score_file
-from hearsay.contracts.protocol import FOLD_KEYS, RUN_KEYS, SPLITS, run_job, split_rows
+from hearsay.contracts.protocol import SPLITS, run_keys, split_rows
 from hearsay.evaluate import score as scoring
 from hearsay.evaluate import score_run
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_CHECK = 0, 2, 3, 4, 5  # module docstring
 
-PIN_KEYS = {"name", "bundle_tree_sha", "min_steps", "parity", "runs"}
-RUN_FIELDS = {"dir", "config_hash", "weights_sha256"}
 SCORE_TOL = 1e-6  # |score - sigmoid(logit)| allowed in the written CSV (it keeps 9 digits)
 
 
@@ -102,26 +103,13 @@ class CheckFailed(AssembleError):
 
 
 def load_pin(path: Path) -> dict:
-    """Parse and shape-check the pin file; run dirs resolved against its folder."""
-    path = Path(path)
-    if not path.is_file():
-        raise AssembleError(f"pin file {path} not found (write models/<stamp>/final_runs.json)")
-    pin = json.loads(path.read_text())
-    unknown, missing = set(pin) - PIN_KEYS, PIN_KEYS - set(pin)
-    if unknown or missing:
-        raise PinError(f"{path}: unknown keys {sorted(unknown)}, missing keys {sorted(missing)} "
-                       f"(a pin file has exactly {sorted(PIN_KEYS)})")
-    if set(pin["runs"]) != set(RUN_KEYS):
-        raise PinError(f"{path}: runs must be exactly {list(RUN_KEYS)}, got {sorted(pin['runs'])}")
-    for key, run in pin["runs"].items():
-        if set(run) != RUN_FIELDS:
-            raise PinError(f"{path}: runs.{key} needs exactly {sorted(RUN_FIELDS)}, got "
-                           f"{sorted(run)}")
-        run["dir"] = (path.parent / run["dir"]).resolve()
-    if pin["parity"] is not None and not pin["parity"].get("waived"):
-        pin["parity"]["file"] = (path.parent / pin["parity"]["file"]).resolve()
-    pin["stamp_dir"] = path.parent
-    return pin
+    """The pin file read strictly (hearsay.contracts.pin.read); run dirs resolved."""
+    try:
+        return pins.read(path, strict=True)
+    except FileNotFoundError as err:
+        raise AssembleError(str(err)) from None
+    except pins.PinError as err:
+        raise PinError(str(err)) from None
 
 
 def validate_run(key: str, spec: dict, pin: dict) -> dict:
@@ -133,13 +121,8 @@ def validate_run(key: str, spec: dict, pin: dict) -> dict:
     if not meta_file.is_file():
         raise PinError(f"{key}: {meta_file} missing (pin a completed hearsay train run)")
     meta = run_dir.read_meta(run)
-    want_job, want_fold = run_job(key)
-    problems = []
-    if meta.get("job") != want_job:
-        problems.append(f"job {meta.get('job')!r} (want {want_job!r})")
-    if want_fold is not None and meta.get("fold") != want_fold:
-        problems.append(f"fold {meta.get('fold')!r} (want {want_fold})")
-    if meta.get("complete") is not True:
+    problems = run_dir.identity_problems(meta, key, None)
+    if not run_dir.meta_says_complete(meta):
         problems.append("not complete")
     if meta.get("config_hash") != spec["config_hash"]:
         problems.append(f"config_hash {meta.get('config_hash')!r} (pinned {spec['config_hash']!r})")
@@ -187,7 +170,8 @@ def assemble_frame(manifest, files: dict):
     """inner_oof (manifest order) + holdout + test rows from the per-run files."""
     import pandas as pd
 
-    inner = pd.concat([score_file.read(files[key][("inner_oof", False)]) for key in FOLD_KEYS])
+    inner = pd.concat([score_file.read(files[key][("inner_oof", False)])
+                       for key in files if key != "full"])
     order = {p: i for i, p in enumerate(core_rows(manifest, "inner_oof")["path"])}
     inner = inner.assign(_o=inner["path"].map(order)).sort_values("_o", kind="stable")
     parts = [inner.drop(columns="_o")]
@@ -218,7 +202,7 @@ def check_f2_inner_provenance(df, manifest, files: dict, metas: dict) -> None:
         raise CheckFailed("F2", f"{len(bad)} inner row(s) carry a fold other than the "
                           f"manifest's, e.g. {bad[0]!r}")
     seen: dict[str, list] = {}
-    for key in FOLD_KEYS:
+    for key in (k for k in files if k != "full"):
         per = score_file.read(files[key][("inner_oof", False)])
         for p, logit in zip(per["path"], per["logit"], strict=True):
             seen.setdefault(p, []).append((metas[key]["fold"], logit))
@@ -308,10 +292,14 @@ def assemble(pin_path: Path, bundle, outputs: Path, cfg: scoring.ScoreConfig | N
     if bundle.tree_sha != pin["bundle_tree_sha"]:
         raise PinError(f"bundle tree-sha {bundle.tree_sha} differs from the pinned "
                        f"{pin['bundle_tree_sha']} (assemble with the bundle the runs used)")
-    metas = {key: validate_run(key, pin["runs"][key], pin) for key in RUN_KEYS}
+    keys = run_keys(bundle.n_folds)  # the fold file's n_folds, as the bundle recorded it
+    if set(pin["runs"]) != set(keys):
+        raise PinError(f"the pin's runs {sorted(pin['runs'])} are not this bundle's "
+                       f"{list(keys)} (its fold file has n_folds {bundle.n_folds})")
+    metas = {key: validate_run(key, pin["runs"][key], pin) for key in keys}
     scored: list = []
-    files = {key: run_scores(bundle, pin, key, cfg, rescore, scored) for key in RUN_KEYS}
-    n_files = sum(len(jobs_of(k)) for k in RUN_KEYS)
+    files = {key: run_scores(bundle, pin, key, cfg, rescore, scored) for key in keys}
+    n_files = sum(len(jobs_of(k)) for k in keys)
     scoring_record = {"rescored_here": sum(n for *_, n in scored),  # rows scored on this machine
                       "files_scored_here": {f: why for f, why, _ in scored},
                       "files_reused": n_files - len(scored), "device": cfg.device,
@@ -328,7 +316,8 @@ def assemble(pin_path: Path, bundle, outputs: Path, cfg: scoring.ScoreConfig | N
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hearsay assemble", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pinned", type=Path, required=True, help="models/<stamp>/final_runs.json")
+    ap.add_argument("--pinned", type=Path, required=True,
+                    help=f"the pin file, models/<stamp>/{pins.FINAL}")
     ap.add_argument("--bundle", type=Path, required=True, help="the bundle the runs trained on")
     ap.add_argument("--bar", type=Path, default=None, metavar="DIR",
                     help="folder of the detector to beat (its meta.json + score CSV): the gate")
@@ -337,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--probe", type=Path, default=None,
                     help="bona fide probe scores (path + logit/score), read at the OOF minDCF "
                          "threshold and held against the bar's own rate")
-    ap.add_argument("--ledger", type=Path, default=Path("docs/ledger.csv"),
+    ap.add_argument("--ledger", type=Path, default=Path("docs") / ledgers.FILE,
                     help="expense ledger for the spend line (absent: spend 'unknown')")
     ap.add_argument("--outputs", type=Path, default=Path("outputs"),
                     help="folder receiving detector_scores/<name>.csv")

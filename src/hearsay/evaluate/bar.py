@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if (a.pick2 is None) != (a.out2 is None):
         p.error("--pick2 and --out2 go together")
-    from hearsay.bundle import BundleError, load_bundle
+    from hearsay.contracts.bundle import BundleError, load_bundle
 
     try:
         manifest = load_bundle(a.bundle).manifest

@@ -38,6 +38,7 @@ import sys
 from pathlib import Path
 
 from hearsay import metrics
+from hearsay.contracts import pin as pins
 from hearsay.contracts import score_file
 from hearsay.contracts.protocol import FOLD_KEYS, run_job
 from hearsay.files import jsonable
@@ -69,7 +70,10 @@ def is_inner_file(name: str) -> bool:
 
 
 def _pin_files(pin_file: Path) -> list[Path]:
-    pin = json.loads(pin_file.read_text())
+    try:
+        pin = pins.read(pin_file, strict=False)  # a campaign's or an ablation recipe's pin
+    except pins.PinError as err:
+        raise CompareError(str(err)) from None
     files = []
     for key, run in sorted((pin.get("runs") or {}).items()):
         if key not in FOLD_KEYS:

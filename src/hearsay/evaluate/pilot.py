@@ -17,7 +17,7 @@ operator's own E: `runner/epochs.sh set E`).
 
 Output: E on stdout; `--json FILE` also writes {"rule", "tol", "factor", "pilot_epochs",
 "per_epoch": [{"epoch", "min_dcf", "eer", "auc"}], "best_epoch", "chosen_epoch", "epochs",
-"config_hash", "bundle_tree_sha"}.
+"config_hash", "bundle_tree_sha"}; `--how FILE` writes how E was chosen as one line.
 
 Exit codes: 0 E printed; 2 usage; 3 bad input (no run_meta.json, the run is not complete, no
 epoch-end readout with a minDCF); 4 refused (not a pilot run, or the chosen epoch's AUC <= 0.5).
@@ -65,7 +65,7 @@ def choose_epochs(meta: dict, *, tol: float = 0.01, factor: float = 1.0) -> dict
     if meta.get("job") != "pilot":
         raise PilotRefused(f"run_meta.json is a {meta.get('job')!r} run: E comes from the pilot "
                            "(hearsay train --pilot; runner/launch.sh pilot)")
-    if not meta.get("complete"):
+    if not run_dir.meta_says_complete(meta):
         raise PilotError("the pilot run is not complete: wait for DONE (runner/status.sh --why "
                          "pilot), then bring run_meta.json back")
     rows = epoch_readouts(meta)
@@ -85,6 +85,13 @@ def choose_epochs(meta: dict, *, tol: float = 0.01, factor: float = 1.0) -> dict
             "bundle_tree_sha": meta.get("bundle_tree_sha")}
 
 
+def how(choice: dict) -> str:
+    """The choice in one line: "epoch 2 of 3 (best 2), tol 0.01, factor 1.0: <the rule>"."""
+    return (f"epoch {choice['chosen_epoch']} of {choice['pilot_epochs']} (best "
+            f"{choice['best_epoch']}), tol {choice['tol']}, factor {choice['factor']}: "
+            f"{choice['rule']}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hearsay pilot-epochs", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -94,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--factor", type=float, default=1.0,
                     help="safety factor on the chosen epoch, >= 1 (default 1.0)")
     ap.add_argument("--json", type=Path, default=None, help="write the choice as JSON here")
+    ap.add_argument("--how", type=Path, default=None,
+                    help="write how E was chosen as one line here (runner/epochs.sh records it)")
     args = ap.parse_args(argv)
     if not args.tol >= 0 or not args.factor >= 1:
         ap.error(f"--tol {args.tol} must be >= 0 and --factor {args.factor} >= 1")
@@ -111,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     if args.json:
         args.json.write_text(json.dumps(choice, indent=2) + "\n")
+    if args.how:
+        args.how.write_text(how(choice) + "\n")
     print(choice["epochs"])
     return EXIT_OK
 

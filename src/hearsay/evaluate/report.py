@@ -26,10 +26,10 @@ what each run recorded (hearsay.evaluate.report_record). The markdown names no a
 folds
 breakdown rows with fewer than MIN_GROUP_CLIPS clips of a class into one line that says so.
 
-Spend: the sum of `cost` over the rentals of docs/ledger.csv (runner format: id,job,generation,
-offer,dph,created,destroyed_confirmed,hours,cost; append-only: a creation row per rental, then a
-closing row with its cost). No ledger -> "unknown" (never 0); rentals still open (no closing row)
--> "incomplete", the sum is then a lower bound.
+Spend: the sum of `cost` over the rentals of docs/ledger.csv, read by hearsay.contracts.ledger
+(its rules: a rental is closed by its closing row; an empty cost there is unknown, never $0).
+No ledger -> "unknown" (never 0); rentals still open, or closed with an unknown cost ->
+"incomplete", the sum is then a lower bound and names them.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from hearsay import calibration, metrics
+from hearsay.contracts import ledger as ledgers
 from hearsay.contracts import run_dir as run_dirs
 from hearsay.contracts import score_file
 from hearsay.evaluate import gate as gating
@@ -64,33 +65,9 @@ def key_frame(manifest):
 
 
 def spend(ledger: Path | None) -> dict:
-    """Spend from the runner's ledger; unknown when it cannot be read, never 0 by default."""
-    import pandas as pd
-
-    if ledger is None or not Path(ledger).is_file():
-        return {"status": "unknown", "total_usd": None, "source": str(ledger),
-                "note": "no ledger file: spend unknown"}
-    try:
-        df = pd.read_csv(ledger, dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, OSError) as err:
-        return {"status": "unknown", "total_usd": None, "source": str(ledger),
-                "note": f"ledger unreadable: {err}"}
-    need = {"id", "job", "cost"}
-    if not need <= set(df.columns):
-        return {"status": "unknown", "total_usd": None, "source": str(ledger),
-                "note": f"ledger lacks columns {sorted(need - set(df.columns))}"}
-    # Append-only ledger: a rental's creation row, then its closing row (cost set) once its
-    # destruction is confirmed. A rental is its id; it is open while no row of it has a cost.
-    cost = pd.to_numeric(df["cost"].replace("", np.nan), errors="coerce")
-    closing = df.assign(cost=cost).dropna(subset=["cost"]).drop_duplicates("id")
-    ids = df["id"].drop_duplicates()
-    open_rows = int((~ids.isin(closing["id"])).sum())
-    by_job = {j: float(c) for j, c in closing.groupby("job")["cost"].sum().items()}
-    return {"status": "incomplete" if open_rows else "complete",
-            "total_usd": float(closing["cost"].sum()), "rows": len(ids),
-            "open_rows": open_rows, "by_job": by_job, "source": str(ledger),
-            "note": (f"{open_rows} rental(s) without confirmed destruction: the total is a "
-                     "lower bound") if open_rows else "every rental closed"}
+    """Spend from the runner's ledger (hearsay.contracts.ledger.summary: its one reader);
+    unknown when it cannot be read, never 0 by default."""
+    return ledgers.summary(ledger)
 
 
 # --------------------------------------------------------------------------- meta + markdown

@@ -295,8 +295,8 @@ def no_extra_rows(scores, manifest) -> None:
 
 def load_bundle(path: Path, verify: bool = False):
     """The bundle through its own reader (hearsay.bundle); `verify` re-hashes its tree."""
-    from hearsay.bundle import BundleError
-    from hearsay.bundle import load_bundle as _load
+    from hearsay.contracts.bundle import BundleError
+    from hearsay.contracts.bundle import load_bundle as _load
 
     try:
         return _load(path, verify=verify)

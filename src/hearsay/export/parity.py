@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def from_box(model_dir: Path, box_file: Path, bundle_dir: Path) -> int:
     """--box-logits: parity_b from the box's logits, written into MODEL_DIR/parity.json."""
-    from hearsay.bundle import BundleError, load_bundle
+    from hearsay.contracts.bundle import BundleError, load_bundle
     from hearsay.export import parity_box
 
     try:

@@ -82,7 +82,7 @@ def bundle_clips(root: Path, front: dict, calib: int, gate: int,
     max_s,
     band-limit, normalise); clips shorter than min_s after that are skipped, as scoring skips
     them. Raises ValueError when the bundle has fewer than `calib` usable clips."""
-    from hearsay.bundle import load_bundle
+    from hearsay.contracts.bundle import load_bundle
     from hearsay.contracts.model_dir import prepare_args
     from hearsay.sound.audio import AudioError, prepare_file
 

@@ -15,8 +15,6 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-SUMS = "SHA256SUMS"
-
 
 class RemoteError(Exception):
     """The remote answered an error or cannot be reached (exit 3)."""

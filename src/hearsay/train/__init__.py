@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         return _check_config(args, name)
     if args.bundle is None or args.out is None:
         ap.error("--bundle and --out are required to train (only --check-config goes without)")
-    from hearsay.bundle import BundleError
+    from hearsay.contracts.bundle import BundleError
     try:  # the config first: a bad one is refused before any bundle, device or store work
         resolved = _load_config(args, name)
     except (TrainError, json.JSONDecodeError, OSError) as err:

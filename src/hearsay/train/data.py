@@ -18,8 +18,8 @@ import pandas as pd
 import torch
 
 from hearsay import metrics
-from hearsay.bundle import clip_rel
 from hearsay.contracts import protocol
+from hearsay.contracts.bundle import clip_rel
 from hearsay.contracts.manifest import LABELS
 from hearsay.sound import audio, augment, crops, example
 from hearsay.sound.padding import pad_batch

@@ -29,8 +29,8 @@ import torch
 
 from hearsay import layer_weights
 from hearsay import store as stores
-from hearsay.bundle import Bundle
 from hearsay.contracts import run_dir
+from hearsay.contracts.bundle import Bundle
 from hearsay.files import write_json
 from hearsay.hashing import git_sha
 from hearsay.model import Detector, load_pretrained
@@ -217,11 +217,11 @@ def build_run(resolved: dict, bundle_dir, out: Path, *, store_uri: str | None, r
               verify_bundle: bool, model_hook, backoff_s: float, world: int, rank: int,
               local_rank: int, ddp: bool, device: torch.device, t_start: float) -> TrainRun:
     """Steps 1-4 above; raises ConfigError / ResumeRefused (exit 2 / 7) before any training."""
-    from hearsay.bundle import codec_pass, load_bundle
+    from hearsay.contracts.bundle import load_bundle, require_copies
 
     tc, mc, cc, ac = sections(resolved)
     bundle = load_bundle(bundle_dir, verify=verify_bundle)  # judges codec copies against a recipe
-    codec_pass.require_copies(bundle)  # a recipe bundle trains only once its copies are made
+    require_copies(bundle)  # a recipe bundle trains only once its copies are made
     out.mkdir(parents=True, exist_ok=True)
     chash = config_hash(resolved)
     data = _data(resolved, tc, cc, ac, bundle, device, world, rank)

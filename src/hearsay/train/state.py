@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from hearsay import store as stores
-from hearsay.bundle import Bundle
+from hearsay.contracts.bundle import Bundle
 from hearsay.model import Detector
 from hearsay.train.config import TrainConfig
 from hearsay.train.data import BatchContext, EpochKeys, Sampler

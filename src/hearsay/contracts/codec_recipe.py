@@ -1,6 +1,6 @@
 """A bundle's codec recipe and the record of its copies: what they are and how they are judged.
 
-    from hearsay.bundle import codec_recipe as cr
+    from hearsay.contracts import codec_recipe as cr
     recipe, have, missing = cr.plan(BundleConfig(codec_copies="box"))   # hearsay bundle
     made = cr.check_copies(root, ids, verify=True)   # {id: [codecs]} or None; raises on mismatch
 
@@ -13,7 +13,7 @@ listing_sha256, jobs, wall_s}. Copies match the recipe when the record names thi
 the ffmpeg version the recipe expects (unless null), exactly the recipe's codecs (made + lacking),
 only the bundle's clips, and (verify) the files re-hash to listing_sha256.
 
-A leaf: hearsay.bundle.load_bundle, hearsay.bundle.build and hearsay.bundle.codec_pass import it.
+A leaf: hearsay.contracts.bundle, hearsay.bundle.build and hearsay.bundle.codec_pass import it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,186 @@
+"""The rental ledger, docs/ledger.csv (docs/INTERFACES.md, "Ledger"): the one reader. runner/lib/
+ledger.sh appends its rows (under a lock, spooled when the disk is full); `hearsay ledger sum`
+(runner/ledger.sh) and `hearsay assemble`'s report (hearsay.evaluate.report.spend) read it here.
+
+    id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost[,more columns...]
+
+Append-only: a rental's creation row (the last three columns empty), then, once its destruction
+is confirmed, its closing row (destroyed_confirmed, hours and cost filled). Columns after `cost`
+(a later writer's: offer GPU, CPU cores, ...) are kept by their header names and judge nothing:
+rows with and without them read alike.
+
+    from hearsay.contracts import ledger
+    for r in ledger.rows(path): r.id, r.job, r.closed, r.cost, r.extra   # one Rental per id
+    s = ledger.summary(path)      # {"status", "total_usd", "open_ids", "unknown_cost_ids", ...}
+
+The rules, once:
+  a rental is its id; it is CLOSED when a row of it has destroyed_confirmed set (its first
+    such row is its closing row), OPEN otherwise: still billing or never confirmed gone
+  a closing row's cost (and hours) is a number, or UNKNOWN when empty or not a number: never
+    $0. It is left out of the total, which is then a lower bound, and the rental is named
+  a row with fewer than 9 fields or no id is MALFORMED (a write cut short) and named by line
+  status: "complete" when every rental is closed with a known cost and no row is malformed,
+    else "incomplete" (the total a lower bound); "unknown" when the file cannot be read
+
+hearsay ledger sum LEDGER    print rentals, hours and spend per job and in total, then the
+                             malformed rows, the closed rentals whose cost is unknown and the
+                             open ones (runner/ledger.sh prints this)
+
+Exit codes: 0 every rental closed with a known cost; 1 some are open, have an unknown cost, or
+a row is malformed; 2 usage, or the file is unreadable or has no ledger header.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FILE = "ledger.csv"  # docs/ledger.csv in a checkout (runner/config.sh: LEDGER)
+HEADER = ("id", "job", "generation", "offer", "dph", "created", "destroyed_confirmed", "hours",
+          "cost")
+EXIT_OK, EXIT_OPEN, EXIT_USAGE = 0, 1, 2  # `hearsay ledger` (main's help)
+
+
+class LedgerError(ValueError):
+    """The file is not the runner's ledger (no header) or cannot be read."""
+
+
+@dataclass(frozen=True)
+class Rental:
+    id: str
+    job: str
+    generation: str
+    created: str
+    closed: bool
+    hours: float | None  # None: open, or closed with the hours unknown
+    cost: float | None  # USD; None: open, or closed with the cost unknown (never read as 0)
+    extra: dict = field(default_factory=dict)  # the columns after cost, by header name
+
+
+@dataclass(frozen=True)
+class Read:
+    rentals: list[Rental]  # one per id, in the order their first row appears
+    malformed: list[int]  # 1-based line numbers
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if value == value and abs(value) != float("inf") else None
+
+
+def read(path: Path) -> Read:
+    """Every rental of the ledger at `path` (the rules of the module docstring)."""
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise LedgerError(f"cannot read ledger {path} ({err}): pass the file, or set "
+                          "LEDGER") from None
+    head = lines[0].split(",") if lines else []
+    if tuple(head[:len(HEADER)]) != HEADER:
+        raise LedgerError(f"{path} has no ledger header (is it the runner's ledger?)")
+    names = head[len(HEADER):]
+    first: dict[str, list[str]] = {}
+    closing: dict[str, list[str]] = {}
+    malformed = []
+    for number, line in enumerate(lines[1:], start=2):
+        f = line.split(",")
+        if len(f) < len(HEADER) or not f[0]:
+            malformed.append(number)
+            continue
+        first.setdefault(f[0], f)
+        if f[6] and f[0] not in closing:
+            closing[f[0]] = f
+    rentals = []
+    for rid, f in first.items():
+        c = closing.get(rid)
+        row = c or f
+        extra = {names[i] if i < len(names) else f"column{len(HEADER) + i + 1}": v
+                 for i, v in enumerate(row[len(HEADER):])}
+        rentals.append(Rental(rid, f[1], f[2], f[5], c is not None,
+                              _number(c[7]) if c else None, _number(c[8]) if c else None, extra))
+    return Read(rentals, malformed)
+
+
+def rows(path: Path) -> list[Rental]:
+    """The ledger's rentals, one per id (read(path).rentals)."""
+    return read(path).rentals
+
+
+def summary(path: Path | None) -> dict:
+    """Spend from the ledger: status, total_usd (known costs only), per job, and the rentals
+    the total leaves out (open ones, closed ones whose cost is unknown) and malformed lines.
+    An unreadable or absent ledger is status "unknown" with total_usd None, never 0."""
+    if path is None or not Path(path).is_file():
+        return {"status": "unknown", "total_usd": None, "source": str(path),
+                "note": "no ledger file: spend unknown"}
+    try:
+        got = read(path)
+    except LedgerError as err:
+        return {"status": "unknown", "total_usd": None, "source": str(path), "note": str(err)}
+    closed = [r for r in got.rentals if r.closed]
+    open_ids = [r.id for r in got.rentals if not r.closed]
+    unknown = [r.id for r in closed if r.cost is None]
+    by_job: dict[str, dict] = {}
+    for r in closed:
+        j = by_job.setdefault(r.job, {"rentals": 0, "hours": 0.0, "usd": 0.0})
+        j["rentals"] += 1
+        j["hours"] += r.hours or 0.0
+        j["usd"] += r.cost or 0.0
+    notes = []
+    if open_ids:
+        notes.append(f"{len(open_ids)} rental(s) without confirmed destruction")
+    if unknown:
+        notes.append(f"{len(unknown)} closed rental(s) with an unknown cost")
+    if got.malformed:
+        notes.append(f"{len(got.malformed)} malformed row(s)")
+    bad = bool(open_ids or unknown or got.malformed)
+    return {"status": "incomplete" if bad else "complete",
+            "total_usd": float(sum(r.cost for r in closed if r.cost is not None)),
+            "hours": float(sum(r.hours for r in closed if r.hours is not None)),
+            "rows": len(got.rentals), "closed": len(closed), "open_rows": len(open_ids),
+            "open_ids": open_ids, "unknown_cost_ids": unknown, "malformed_lines": got.malformed,
+            "by_job": {j: v["usd"] for j, v in sorted(by_job.items())}, "jobs": by_job,
+            "source": str(path),
+            "note": ("; ".join(notes) + ": the total is a lower bound") if bad
+            else "every rental closed"}
+
+
+def print_summary(s: dict) -> None:
+    """The text runner/ledger.sh prints (its --help): per job, total, then what is left out."""
+    for j, v in sorted(s["jobs"].items()):
+        print(f"{j:<8} rentals {v['rentals']:3d}  hours {v['hours']:9.4f}  spend ${v['usd']:9.4f}")
+    print(f"total    rentals {s['closed']:3d}  hours {s['hours']:9.4f}  "
+          f"spend ${s['total_usd']:9.4f}")
+    if s["malformed_lines"]:
+        print(f"malformed {len(s['malformed_lines'])} row(s) (a write cut short?) at line(s): "
+              + " ".join(map(str, s["malformed_lines"])))
+    if s["unknown_cost_ids"]:
+        print(f"unknown  {len(s['unknown_cost_ids'])} closed rental(s) with no cost (cost "
+              "unknown, not $0; left out of the total): " + " ".join(s["unknown_cost_ids"]))
+    if s["open_ids"]:
+        print(f"open     {len(s['open_ids'])} row(s) not confirmed destroyed: "
+              + " ".join(s["open_ids"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="hearsay ledger", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__)
+    sub = ap.add_subparsers(dest="verb", required=True)
+    s = sub.add_parser("sum", help="sum the ledger (exit 1 while anything is left out)")
+    s.add_argument("ledger", type=Path)
+    args = ap.parse_args(argv)
+    try:
+        read(args.ledger)
+    except LedgerError as err:
+        print(f"hearsay ledger: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    got = summary(args.ledger)
+    print_summary(got)
+    return EXIT_OK if got["status"] == "complete" else EXIT_OPEN
