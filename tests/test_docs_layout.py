@@ -12,7 +12,7 @@ from test_layout import SRC, modules
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 # hearsay.contracts' modules in their order; a tuple is one INTERFACES section naming several
-CONTRACT_SECTIONS = [("manifest",), ("folds", "protocol"), ("bundle",), ("run_dir",),
+CONTRACT_SECTIONS = [("manifest",), ("folds", "protocol"), ("bundle", "codec_recipe"), ("run_dir",),
                      ("score_file",), ("pin",), ("model_dir",), ("parity_b",), ("ledger",),
                      ("status",)]
 

@@ -134,3 +134,37 @@ def test_the_deploy_scorer_is_a_leaf():
     importers = sorted(name for name, deps in graph.items()
                        if not in_deploy(name) and any(in_deploy(d) for d in deps))
     assert not importers, f"modules importing the scorer (import what it shares): {importers}"
+
+
+STAGES = ("bundle", "train", "evaluate", "export", "deploy", "publish", "demo")
+
+
+def stage_edges(graph: dict[str, set[str]]) -> list[str]:
+    """'a -> b' for every import from one stage package into another, or from a floor (any
+    module outside the stages, `hearsay.cli` excepted: it dispatches to them) into a stage;
+    the demo runs every stage, so it may import them."""
+    def stage(name: str) -> str | None:
+        parts = name.split(".")
+        return parts[1] if len(parts) > 1 and parts[1] in STAGES else None
+
+    return sorted(f"{a} -> {b}" for a, deps in graph.items() for b in deps
+                  if stage(b) and stage(a) != stage(b) and a != "hearsay.cli"
+                  and stage(a) != "demo")
+
+
+def test_no_stage_imports_another_and_no_floor_imports_a_stage():
+    """Stages (bundle, train, evaluate, export, deploy, publish) import only the floors
+    (hearsay.contracts, hearsay.sound and the shared top-level modules): what two stages share
+    is an artefact or a sound rule, and lives there."""
+    edges = stage_edges(import_graph(modules()))
+    assert not edges, ("imports across stages (move what both need into a floor module):\n"
+                       + "\n".join(edges))
+
+
+def test_the_stage_rule_sees_a_stage_and_a_floor_reaching_into_another_stage():
+    graph = {"hearsay.train.loop": {"hearsay.evaluate.score", "hearsay.sound.audio"},
+             "hearsay.sound.audio": {"hearsay.bundle.build"},
+             "hearsay.cli": {"hearsay.train"}, "hearsay.demo": {"hearsay.export.parity"},
+             "hearsay.evaluate.score": {"hearsay.evaluate.inputs", "hearsay.contracts.bundle"}}
+    assert stage_edges(graph) == ["hearsay.sound.audio -> hearsay.bundle.build",
+                                  "hearsay.train.loop -> hearsay.evaluate.score"]
