@@ -25,9 +25,9 @@ train — `hearsay train` itself (hearsay.train.main in this process, its exit c
   float32 logits (B,), a finite loss, a gradient on every trainable parameter, a change in
   every optimiser group. (Its checkpoint would be 1.9 GB, minutes through the store at every
   box start; the store path, its credentials and the format are what the tiny one proves.)
-codecs — a 1 s 16 kHz two-tone signal through the five codec copies of hearsay.sound.codecs (MP3, Opus,
-  AAC, AMR-NB, mu-law) with one ffmpeg run; every copy decoded back must be finite, 0.9-1.25 s
-  long and hold at least a tenth of the input's energy.
+codecs — a 1 s 16 kHz two-tone signal through the five codec copies of hearsay.sound.codecs
+  (MP3, Opus, AAC, AMR-NB, mu-law) with one ffmpeg run; every copy decoded back must be finite,
+  0.9-1.25 s long and hold at least a tenth of the input's energy.
 
 Prints `ok   CHECK: …` / `FAIL CHECK: …` lines on stdout. Exit codes (smoke_check.sh's): 0 ok,
 12 codecs, 15 train (the trainer or the XLS-R step failed: the trainer's exit code and its last
@@ -144,9 +144,9 @@ SMOKE_DEMO = {"inner_groups": 5, "per_group": 2, "holdout_groups": 1, "test_grou
 def make_bundle(tmp: Path) -> Path:
     """The synthetic bundle: demo corpus -> fold file -> bundle (one codec copy): ~2 s."""
     from hearsay.bundle.build import BundleConfig, build_bundle
-    from hearsay.demo.corpus import DemoDataConfig, write_corpus
     from hearsay.contracts.folds import SplitsConfig, write_folds
     from hearsay.contracts.manifest import read_manifest
+    from hearsay.demo.corpus import DemoDataConfig, write_corpus
 
     manifest = write_corpus(tmp / "corpus", DemoDataConfig(**SMOKE_DEMO))
     folds = write_folds(read_manifest(manifest), SplitsConfig.from_dict(
