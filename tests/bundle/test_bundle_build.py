@@ -12,6 +12,7 @@ import soundfile as sf
 
 from hearsay.bundle import build as bundle
 from hearsay.bundle.build import BundleConfig, build_bundle
+from hearsay.contracts import codec_recipe
 from hearsay.contracts.bundle import BundleError, load_bundle
 from hearsay.sound import audio
 
@@ -94,10 +95,10 @@ def test_bundle_trims_silence_from_clips_and_codec_copies(tmp_path):
 
 def test_codec_copies_are_re_trimmed_capped_and_peak_guarded():
     z = np.concatenate([np.zeros(SR // 2), tone(20.0, amp=1.5), np.zeros(SR // 3)])
-    y = bundle.finish_copy(z, audio.TRIM_TOP_DB, 15.0)
+    y = codec_recipe.finish_copy(z, audio.TRIM_TOP_DB, 15.0)
     assert len(y) == 15 * SR and np.max(np.abs(y)) <= audio.PEAK + 1e-6
     assert np.argmax(np.abs(y) > 0.1) < audio.TRIM_FRAME  # the tone starts within one frame
-    assert len(bundle.finish_copy(np.zeros(SR, np.float32), audio.TRIM_TOP_DB, 15.0)) == 0
+    assert len(codec_recipe.finish_copy(np.zeros(SR, np.float32), audio.TRIM_TOP_DB, 15.0)) == 0
 
 
 def test_resume_reuses_a_flac_only_while_its_source_is_unchanged(tmp_path):

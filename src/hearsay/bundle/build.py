@@ -55,7 +55,6 @@ import multiprocessing as mp
 import os
 import resource
 import sys
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -72,7 +71,7 @@ from hearsay.bundle.select import (
 )
 from hearsay.contracts import codec_recipe
 from hearsay.contracts.bundle import DIAG, META, STAMPS, clip_rel, tree_sha, write_identity
-from hearsay.contracts.codec_recipe import finish_copy, write_flac
+from hearsay.contracts.codec_recipe import write_copies, write_flac
 from hearsay.contracts.folds import FoldError
 from hearsay.contracts.manifest import ManifestError, resolve_path
 from hearsay.hashing import sha256_file
@@ -148,19 +147,8 @@ def _process(task: dict, res: dict) -> dict:
                peak=round(peak, 6), lead_s=round(start / sr, 4),
                pcm_sha=hashlib.sha256(pcm.tobytes()).hexdigest(), codec_ids=[],
                codec_errors={})
-    with tempfile.TemporaryDirectory(prefix="hearsay-codec-") as tmp:
-        try:
-            copies = codecs.roundtrip(y, cfg["codecs"], Path(tmp))
-        except audio.AudioError as err:
-            res["codec_errors"] = {c: err.reason for c in cfg["codecs"]}
-            copies = {}
-    for name, z in copies.items():
-        z = finish_copy(z, cfg["top_db"], cfg["max_s"])
-        if len(z) == 0:
-            res["codec_errors"][name] = "silent after round-trip"
-            continue
-        write_flac(out / clip_rel(rid, name), z)
-        res["codec_ids"].append(name)
+    res["codec_ids"], res["codec_errors"] = write_copies(
+        y, cfg["codecs"], cfg["top_db"], cfg["max_s"], lambda name: out / clip_rel(rid, name))
     return res
 
 

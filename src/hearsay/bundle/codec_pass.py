@@ -38,7 +38,6 @@ import multiprocessing as mp
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -52,12 +51,11 @@ from hearsay.contracts.codec_recipe import (
     CodecRecipeError,
     check_copies,
     ffmpeg_version,
-    finish_copy,
     listing_sha,
     pass_key,
     read_recipe,
     settings,
-    write_flac,
+    write_copies,
 )
 from hearsay.hashing import sha256_file
 from hearsay.progress import EVERY_S, Progress
@@ -78,19 +76,9 @@ def _copy_clip(task: dict) -> dict:
     root, rid = Path(task["root"]), task["id"]
     out = {"id": rid, "codecs": [], "errors": {}}
     x = sf.read(root / clip_rel(rid), dtype="float32")[0]  # (N,) float32 @ 16 kHz
-    with tempfile.TemporaryDirectory(prefix="hearsay-codec-") as tmp:
-        try:
-            copies = codecs.roundtrip(x, task["codecs"], Path(tmp))
-        except audio.AudioError as err:
-            return {**out, "errors": {c: err.reason for c in task["codecs"]}}
-    for name, z in copies.items():
-        z = finish_copy(z, task["top_db"], task["max_s"])
-        if len(z) == 0:
-            out["errors"][name] = "silent after round-trip"
-            continue
-        write_flac(root / clip_rel(rid, name), z)
-        out["codecs"].append(name)
-    return out
+    made, errors = write_copies(x, task["codecs"], task["top_db"], task["max_s"],
+                                lambda name: root / clip_rel(rid, name))
+    return {**out, "codecs": made, "errors": errors}
 
 
 def run_pass(root: str | os.PathLike, jobs: int = 0, progress: bool = True) -> dict:

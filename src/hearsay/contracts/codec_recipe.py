@@ -22,6 +22,7 @@ import hashlib
 import json
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +49,27 @@ def finish_copy(z: np.ndarray, top_db: float, max_s: float) -> np.ndarray:
     """A decoded codec copy -> re-trimmed (codecs add onset/offset silence), capped, guarded."""
     s, e = audio.trim_silence(z, top_db=top_db)
     return audio.peak_guard(audio.cap(z[s:e], max_s))
+
+
+def write_copies(x: np.ndarray, names, top_db: float, max_s: float,
+                 path_of) -> tuple[list[str], dict[str, str]]:
+    """Every codec copy of one clip (x: (N,) float32 @ 16 kHz) made in one ffmpeg run, each
+    finished (finish_copy) and written to path_of(codec): (the codecs made, {codec: why not})."""
+    made: list[str] = []
+    errors: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="hearsay-codec-") as tmp:
+        try:
+            copies = codecs.roundtrip(x, names, Path(tmp))
+        except audio.AudioError as err:
+            return made, {c: err.reason for c in names}
+    for name, z in copies.items():
+        z = finish_copy(z, top_db, max_s)
+        if len(z) == 0:
+            errors[name] = "silent after round-trip"
+            continue
+        write_flac(path_of(name), z)
+        made.append(name)
+    return made, errors
 
 
 # --------------------------------------------------------------------------- the recipe
