@@ -7,7 +7,8 @@
 # first, and any that still cannot be are counted and make it exit 1. The ledger is append-only: a
 # rental's creation row, then its closing row (destroyed_confirmed, hours, cost) once its
 # destruction is confirmed. A rental (an id) with no closing row is open: still billing or never
-# confirmed gone; its cost is not in the total. A row without 9 fields (a write cut short) is named.
+# confirmed gone; its cost is not in the total. Rows have 13 fields (9 in a ledger begun before the
+# offer and reason columns: both are read); a row of another length (a write cut short) is named.
 # Exit codes: 0 summary printed (all rentals closed); 1 some are open, a row is malformed, or rows
 #   still wait in the spool; 2 usage or unreadable ledger.
 set -euo pipefail
@@ -29,11 +30,13 @@ if [ "$own" = 1 ] && [ -s "$(_ledger_spool)" ]; then
   [ ! -s "$(_ledger_spool)" ] || spooled=$(awk 'END { print NR }' "$(_ledger_spool)")
 fi
 [ -r "$LEDGER" ] || die 2 "cannot read ledger $LEDGER" "pass the file, or set LEDGER"
-head -n 1 "$LEDGER" | grep -qx 'id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost' \
-  || die 2 "$LEDGER has no ledger header" "is it the runner's ledger?"
+case $(head -n 1 "$LEDGER") in
+  "$LEDGER_HEADER" | "$LEDGER_HEADER_V1") ;;   # a ledger begun with 9 columns keeps its header
+  *) die 2 "$LEDGER has no ledger header" "is it the runner's ledger?" ;;
+esac
 awk -F, '
   NR == 1 { next }
-  NF != 9 || $1 == "" { bad++; badlines = badlines " " NR; next }
+  (NF != 9 && NF != 13) || $1 == "" { bad++; badlines = badlines " " NR; next }
   !($1 in seen) { seen[$1] = 1; order[++n] = $1; job[$1] = $2 }
   $7 != "" && !($1 in closed) { closed[$1] = 1; hh[$1] = $8; cc[$1] = $9 }
   END {

@@ -25,8 +25,10 @@ what each run recorded (hearsay.report_record). The markdown names no absolute p
 breakdown rows with fewer than MIN_GROUP_CLIPS clips of a class into one line that says so.
 
 Spend: the sum of `cost` over the rentals of docs/ledger.csv (runner format: id,job,generation,
-offer,dph,created,destroyed_confirmed,hours,cost; append-only: a creation row per rental, then a
-closing row with its cost). No ledger -> "unknown" (never 0); rentals still open (no closing row)
+offer,dph,created,destroyed_confirmed,hours,cost,gpu_name,cpu_cores,driver_cuda,reason, runner/lib/
+ledger.sh; a ledger begun with the first nine columns keeps that header, and its later rows have all
+thirteen: both are read by position; append-only: a creation row per rental, then a closing row
+with its cost). No ledger -> "unknown" (never 0); rentals still open (no closing row)
 -> "incomplete", the sum is then a lower bound.
 """
 
@@ -67,6 +69,11 @@ def key_frame(manifest):
         {"path": str}).drop_duplicates("path")
 
 
+# The runner's ledger columns (runner/lib/ledger.sh); older ledgers have the first nine.
+LEDGER_COLUMNS = ["id", "job", "generation", "offer", "dph", "created", "destroyed_confirmed",
+                  "hours", "cost", "gpu_name", "cpu_cores", "driver_cuda", "reason"]
+
+
 def spend(ledger: Path | None) -> dict:
     """Spend from the runner's ledger; unknown when it cannot be read, never 0 by default."""
     import pandas as pd
@@ -75,8 +82,14 @@ def spend(ledger: Path | None) -> dict:
         return {"status": "unknown", "total_usd": None, "source": str(ledger),
                 "note": "no ledger file: spend unknown"}
     try:
-        df = pd.read_csv(ledger, dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, OSError) as err:
+        with open(ledger, encoding="utf-8") as fh:
+            head = fh.readline().strip().split(",")
+        # the runner's own header, of 9 or 13 columns: every row is read by position, 9 or 13
+        # fields (a 9-column ledger gets 13-field rows appended); any other file by its names
+        ours = head in (LEDGER_COLUMNS[:9], LEDGER_COLUMNS)
+        df = pd.read_csv(ledger, dtype=str, keep_default_na=False,
+                         **({"names": LEDGER_COLUMNS, "header": None, "skiprows": 1} if ours else {}))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, OSError, UnicodeDecodeError) as err:
         return {"status": "unknown", "total_usd": None, "source": str(ledger),
                 "note": f"ledger unreadable: {err}"}
     need = {"id", "job", "cost"}
