@@ -207,7 +207,9 @@ box_train() {
       [ "${HEARSAY_CAMPAIGN_DEADLINE:-}" != "$HEARSAY_DEADLINE" ] || what="campaign deadline $HEARSAY_DEADLINE (the campaign's hard stop)"
       echo "entry: $what passed: stopping the trainer, pushing what it has" >&2
       box_push_settle "$train"
-      kill -TERM "$train" 2>/dev/null; sleep "${HEARSAY_STOP_WAIT_S:-10}"; kill -KILL "$train" 2>/dev/null
+      # (a trainer already gone makes kill fail: never an error here, or the ERR trap would end the
+      # chain before the push below)
+      kill -TERM "$train" 2>/dev/null || true; sleep "${HEARSAY_STOP_WAIT_S:-10}"; kill -KILL "$train" 2>/dev/null || true
       box_status PUSHING
       box_push "$BOX_DIR/run" "$store" || true
       box_fail "$what passed: trainer stopped, what it had pushed to $store" "$BOX_DIR/train.log"
@@ -228,7 +230,7 @@ box_push_running() {
     a0=${rest%% *} a1=${rest#* }
     a1=${a1%% *}
     for n in "$name" "${a0##*/}" "${a1##*/}"; do
-      case $n in rclone | "${HEARSAY_RCLONE##*/}") [ -n "$n" ] && return 0 ;; esac
+      case $n in rclone | "$(basename "${HEARSAY_RCLONE:-rclone}")") [ -n "$n" ] && return 0 ;; esac
     done
   done
   return 1

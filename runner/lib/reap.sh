@@ -167,7 +167,8 @@ reap_campaign() {
         return 0
       fi ;;
   esac
-  why="the campaign deadline $(iso "$cdl") passed (RUNNER_CAMPAIGN_DEADLINE) with the box ${phase:+in phase $phase}${phase:-without a STATUS}"
+  why="the campaign deadline $(iso "$cdl") passed (RUNNER_CAMPAIGN_DEADLINE) with the box without a STATUS"
+  [ -z "$phase" ] || why="the campaign deadline $(iso "$cdl") passed (RUNNER_CAMPAIGN_DEADLINE) with the box in phase $phase"
   [ "$(now)" -lt "$until" ] || [ -z "$(rec_get "$job" campaign_wait)" ] || why="$why, after RUNNER_CAMPAIGN_GRACE_S=$RUNNER_CAMPAIGN_GRACE_S s"
   say "job $job: REASON $why; destroying instance $(rec_get "$job" instance | grep . || echo '?')"
   log_event "reaper: job $job REASON $why"

@@ -590,6 +590,8 @@ class Handler(BaseHTTPRequestHandler):
             f.tick()
             op, ident = classify(method, path, body)
             self.entry = {"t": f.now(), "method": method, "path": path, "op": op, "query": query}
+            if op == "offers":  # the search as the service got it: the runner's floors and ceiling
+                self.entry["body"] = body
             f.log.append(self.entry)
             del f.log[:-2000]
             if op is None:
