@@ -86,9 +86,9 @@ def spend(ledger: Path | None) -> dict:
             head = fh.readline().strip().split(",")
         # the runner's own header, of 9 or 13 columns: every row is read by position, 9 or 13
         # fields (a 9-column ledger gets 13-field rows appended); any other file by its names
+        by_position = {"names": LEDGER_COLUMNS, "header": None, "skiprows": 1}
         ours = head in (LEDGER_COLUMNS[:9], LEDGER_COLUMNS)
-        df = pd.read_csv(ledger, dtype=str, keep_default_na=False,
-                         **({"names": LEDGER_COLUMNS, "header": None, "skiprows": 1} if ours else {}))
+        df = pd.read_csv(ledger, dtype=str, keep_default_na=False, **(by_position if ours else {}))
     except (pd.errors.ParserError, pd.errors.EmptyDataError, OSError, UnicodeDecodeError) as err:
         return {"status": "unknown", "total_usd": None, "source": str(ledger),
                 "note": f"ledger unreadable: {err}"}
