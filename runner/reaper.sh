@@ -55,7 +55,7 @@
 # ignores the wait); the reaper goes on with the other jobs. Stale locks (owner gone, pid reused,
 # or empty and older than RUNNER_LOCK_STALE_S) are broken.
 #
-# Exit codes: 0 ok; 2 usage, or a malformed RUNNER_CAMPAIGN_DEADLINE; 4 another reaper is running; 5 (--once) the listing failed;
+# Exit codes: 0 ok; 2 usage, or a malformed RUNNER_CAMPAIGN_DEADLINE or RUNNER_CAMPAIGN_GRACE_S; 4 another reaper is running; 5 (--once) the listing failed;
 #   10 missing dependency; 11 no API key; 12 the reaper lock's owner cannot be written (RUNNER_STATE
 #   full or read-only).
 set -euo pipefail
@@ -91,6 +91,7 @@ case ${1:-} in
 esac
 need jq awk mktemp
 campaign_deadline >/dev/null || die 2 "RUNNER_CAMPAIGN_DEADLINE is malformed (see above)" "fix it in runner/config.sh or the environment"
+case $RUNNER_CAMPAIGN_GRACE_S in '' | *[!0-9]*) die 2 "RUNNER_CAMPAIGN_GRACE_S=$RUNNER_CAMPAIGN_GRACE_S is not a whole number of seconds" "fix it in runner/config.sh, e.g. 720" ;; esac
 key_guard || exit 11
 umask 077
 mkdir -p "$RUNNER_STATE" || die 10 "cannot create RUNNER_STATE=$RUNNER_STATE" "check the path and free space"

@@ -152,7 +152,7 @@ reap_campaign() {
   cdl=$(campaign_of "$job" 2>/dev/null) || cdl=""
   is_number "$cdl" && [ "$(now)" -ge "$cdl" ] || return 1
   phase=$(store_status "$job")
-  until=$((cdl + ${RUNNER_CAMPAIGN_GRACE_S%.*}))
+  until=$((cdl + RUNNER_CAMPAIGN_GRACE_S))   # whole seconds (runner/reaper.sh refuses others)
   case $phase in
     DONE)   # finished before the stop: ended as any DONE job is (a DONE pilot is recorded)
       say "job $job: STATUS DONE (generation $(rec_get "$job" gen)) at the campaign deadline, destroying instance $(rec_get "$job" instance | grep . || echo '?')"

@@ -74,6 +74,9 @@ past() { echo $(($(date -u +%s) - 1)); }
   done
   RUNNER_CAMPAIGN_DEADLINE=tomorrow run reaper_once
   [ "$status" -eq 2 ]
+  RUNNER_CAMPAIGN_GRACE_S=10m run reaper_once
+  [ "$status" -eq 2 ]
+  [[ "$output" == *"RUNNER_CAMPAIGN_GRACE_S=10m is not a whole number of seconds"* ]]
   [ "$(created_count)" -eq 0 ]
 }
 
