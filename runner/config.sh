@@ -13,8 +13,17 @@
 : "${RUNNER_CLI_TIMEOUT_S:=60}"              # one CLI call longer than this counts as "unknown"
 : "${RUNNER_IMAGE:=PLACEHOLDER_TRAINER_IMAGE_DIGEST}"  # registry/name@sha256:… from the Nix image's push
 : "${RUNNER_DISK_GB:=80}"                    # --disk; dph_total is priced at this size
-: "${RUNNER_OFFER_QUERY:=num_gpus=1 gpu_name=H100_SXM reliability>0.98 inet_down>=500 direct_port_count>=1}"
+# The default offer: one A100 SXM4 (vast.ai's gpu_name "A100 SXM4"; `_` stands for the space in a
+# query), at least 32 vCPUs of the host for this rental (cpu_cores_effective: the on-box codec pass
+# and the data loaders run on them), host reliability above 0.98, at least 500 Mb/s down (the bundle
+# pull) and a direct port (ssh). The runner adds two floors of its own (below): the driver's CUDA
+# and the price ceiling.
+: "${RUNNER_OFFER_QUERY:=num_gpus=1 gpu_name=A100_SXM4 cpu_cores_effective>=32 reliability>0.98 inet_down>=500 direct_port_count>=1}"
 : "${RUNNER_OFFER_ORDER:=dph_total}"         # cheapest first
+# The price ceiling, $/h: the runner adds `dph_total<=RUNNER_OFFER_MAX_DPH` to the query (dph_total is
+# priced at RUNNER_DISK_GB), so no offer above it is ever rented. A limit of the operator's choosing,
+# not a market figure: raise it deliberately when no offer matches (launch.sh exit 8 says so).
+: "${RUNNER_OFFER_MAX_DPH:=1.50}"
 : "${RUNNER_LABEL_PREFIX:=hearsay}"          # instance label = PREFIX.OPERATOR:JOB:GEN:DEADLINE (state.sh)
 
 # The runner adds `cuda_max_good>=X.Y` to RUNNER_OFFER_QUERY: X.Y is the CUDA of this lock's
@@ -32,6 +41,16 @@
 : "${RUNNER_ABLATION_GPU_HOURS:=2}"          # cap on all ablation rentals' GPU-hours (ledger: spent + open at most)
 : "${RUNNER_DEADLINE_FACTOR:=1.5}"           # reaper destroys at created + FACTOR * estimated hours
 : "${RUNNER_UNKNOWN_COMMIT_H:=1}"            # hours charged to a listed instance with no record of ours
+
+# --- the campaign's hard stop ---------------------------------------------------------------------
+# RUNNER_CAMPAIGN_DEADLINE: an absolute time, epoch seconds (10 digits, e.g. 1796500800) or ISO-8601
+# UTC (2026-12-05T20:00:00Z, the same time; or without seconds: 2026-12-05T20:00Z); empty = none. Past it
+# runner/launch.sh refuses (exit 16) and runner/reaper.sh ends every box of this RUNNER_STATE
+# (runner/lib/campaign.sh); each box is told it at its create, so it ends itself there too.
+: "${RUNNER_CAMPAIGN_DEADLINE:=}"
+: "${RUNNER_CAMPAIGN_GRACE_S:=720}"          # past the deadline, a box still TRAINING or PUSHING gets this
+#   long to stop its trainer and finish pushing its checkpoints (the box's own HEARSAY_DEADLINE_GRACE_S
+#   is 600 s) before the reaper destroys it
 
 # --- timing -------------------------------------------------------------------------------------------
 : "${RUNNER_BOOT_DEADLINE_S:=900}"           # created -> running, else destroy

@@ -8,7 +8,9 @@
 # job of ours counts at its $/h x hours left to its deadline, an overdue one at
 # RUNNER_UNKNOWN_COMMIT_H, another operator's listed box at its $/h x hours left to its label's
 # DEADLINE, and any other unknown listed instance at RUNNER_UNKNOWN_COMMIT_H); choose an offer
-# (RUNNER_OFFER_QUERY, only hosts whose driver runs the CUDA of RUNNER_LOCK's torch: cuda_max_good);
+# (RUNNER_OFFER_QUERY, only hosts whose driver runs the CUDA of RUNNER_LOCK's torch: cuda_max_good,
+# and none above the price ceiling RUNNER_OFFER_MAX_DPH: dph_total; the offer's GPU, vCPUs, driver
+# CUDA and $/h go into its ledger row);
 # ask for the go-ahead (offer, $/h, estimate, credit) unless --yes; create the instance labelled
 # PREFIX.OPERATOR:JOB:GEN:DEADLINE (RUNNER_STATE/operator, one per state folder), its on-start command
 # the box's own guard (runner/box/onstart.sh: it ends a box no chain starts on by HEARSAY_PROVISION_BY,
@@ -30,6 +32,10 @@
 # runner/lib/recipe.sh), so a pilot of 1 epoch clears finals of 3; and a fold/full config must set
 # train.epochs to the E recorded for its bundle + recipe (runner/epochs.sh from-pilot | set E).
 #
+# The campaign's hard stop (RUNNER_CAMPAIGN_DEADLINE, runner/lib/campaign.sh): past it nothing is
+# rented (exit 16); before it, the job's deadline is clamped to it (its record, its label and the
+# box's HEARSAY_DEADLINE), so the box stops its trainer, pushes its checkpoints and ends itself there.
+#
 # ablate RECIPE fold N: job ablate-RECIPE-foldN trains RUNNER_RECIPES/RECIPE.json (a training config,
 # RECIPE of [a-z0-9_]) on inner fold N, validating on fold N (the box runs a fold job; its store
 # folder is runs/ablate-RECIPE-foldN/..., apart from the finals'). No pilot gate; instead, under the
@@ -46,15 +52,18 @@
 #   made under TMPDIR; 3 budget refused or not
 #   measurable; 4 the job's previous instance is still listed (or another launch of it is running);
 #   5 cannot confirm the previous instance is gone (listing failed); 6 no go-ahead or no DONE pilot;
-#   7 ORPHAN: a box could not be confirmed destroyed; 8 no offer matches (RUNNER_OFFER_QUERY and
-#   cuda_max_good >= the CUDA of RUNNER_LOCK's nvidia-cuda-runtime pin), or that lock has no such pin;
+#   7 ORPHAN: a box could not be confirmed destroyed; 8 no offer matches (RUNNER_OFFER_QUERY,
+#   cuda_max_good >= the CUDA of RUNNER_LOCK's nvidia-cuda-runtime pin and dph_total <=
+#   RUNNER_OFFER_MAX_DPH), that lock has no such pin, or RUNNER_OFFER_MAX_DPH is not a number;
 #   10 missing dependency or
 #   store credentials (RUNNER_RCLONE_CONF);
 #   11 no API key (or a key file readable by others); 12 remote path refused; 13 no reaper running
 #   and none could be started (RUNNER_REAPER_MODE); 14 the store holds no verified copy of the
 #   bundle (RUNNER_STORE/bundles/<tree_sha>/VERIFIED: runner/bundle_put.sh BUNDLE_DIR), checked
 #   before any offer is searched; 15 the ablation GPU-hour cap (RUNNER_ABLATION_GPU_HOURS) would be
-#   passed, or the ledger's ablation hours cannot be read.
+#   passed, or the ledger's ablation hours cannot be read; 16 the campaign deadline
+#   (RUNNER_CAMPAIGN_DEADLINE) has passed: nothing rented (checked first, and again just before the
+#   create). A malformed RUNNER_CAMPAIGN_DEADLINE is exit 2.
 set -euo pipefail
 export RUNNER_SCRIPT=launch
 # shellcheck source=runner/lib/common.sh
@@ -75,6 +84,8 @@ export RUNNER_SCRIPT=launch
 . "$RUNNER_ROOT/lib/box.sh"
 # shellcheck source=runner/lib/teardown.sh
 . "$RUNNER_ROOT/lib/teardown.sh"
+# shellcheck source=runner/lib/campaign.sh
+. "$RUNNER_ROOT/lib/campaign.sh"
 # shellcheck source=runner/lib/launch_steps.sh
 . "$RUNNER_ROOT/lib/launch_steps.sh"
 
@@ -126,6 +137,7 @@ mkdir -p "$RUNNER_STATE"
 guard_path "$(store_job_path "$job")" >/dev/null || exit 12
 store_conf_guard || exit 10
 case $RUNNER_IMAGE in PLACEHOLDER*) die 2 "RUNNER_IMAGE is the placeholder $RUNNER_IMAGE" "set it to the trainer image's digest (docs/RUNBOOK.md)" ;; esac
+campaign_refuse_after                     # exit 16 past RUNNER_CAMPAIGN_DEADLINE (2: malformed)
 
 # Every temp file of this launch (the account's listings among them) lives in one folder of its own,
 # removed on every exit; the reaper it may start keeps the caller's TMPDIR (user_tmp).

@@ -35,7 +35,7 @@ if [ "$own" = 1 ] && [ -s "$(_ledger_spool)" ]; then
 fi
 [ -r "$LEDGER" ] || die 2 "cannot read ledger $LEDGER" "pass the file, or set LEDGER"
 case $(head -n 1 "$LEDGER") in
-  "$LEDGER_HEADER" | "$LEDGER_HEADER",*) ;;   # later columns (offer GPU, ...) are the reader's to keep
+  "$LEDGER_HEADER_V1" | "$LEDGER_HEADER_V1",*) ;;   # 9 columns, or 13 (offer GPU, ..., reason): the reader keeps them
   *) die 2 "$LEDGER has no ledger header" "is it the runner's ledger?" ;;
 esac
 rc=0

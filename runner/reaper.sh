@@ -11,6 +11,13 @@
 #                                  other one destroyed the same way; a duplicate not confirmed destroyed
 #                                  keeps the record (ORPHAN, jobs/JOB/dup_sweep) for the next cycle
 #   1. ORPHAN                      destroy again until a successful listing lacks the instance
+#   2a. campaign deadline passed   RUNNER_CAMPAIGN_DEADLINE, or the earlier one the record was
+#                                  launched under (runner/lib/campaign.sh): destroy, a REASON line
+#                                  on stderr, result and ledger reason CAMPAIGN_DEADLINE (a HOLD never
+#                                  defers this); a box whose STATUS is TRAINING or PUSHING (it stops
+#                                  its trainer and pushes its checkpoints at that deadline itself) is
+#                                  left until RUNNER_CAMPAIGN_GRACE_S after it, so no checkpoint is
+#                                  lost mid-push; a DONE one is ended as DONE
 #   2. deadline passed             destroy (a HOLD never defers this)
 #   3. fresh HOLD                  leave the job alone (HOLD: "EPOCH PID", stale after RUNNER_HOLD_TTL_S
 #                                  or once its setter has exited)
@@ -48,7 +55,7 @@
 # ignores the wait); the reaper goes on with the other jobs. Stale locks (owner gone, pid reused,
 # or empty and older than RUNNER_LOCK_STALE_S) are broken.
 #
-# Exit codes: 0 ok; 2 usage; 4 another reaper is running; 5 (--once) the listing failed;
+# Exit codes: 0 ok; 2 usage, or a malformed RUNNER_CAMPAIGN_DEADLINE or RUNNER_CAMPAIGN_GRACE_S; 4 another reaper is running; 5 (--once) the listing failed;
 #   10 missing dependency; 11 no API key; 12 the reaper lock's owner cannot be written (RUNNER_STATE
 #   full or read-only).
 set -euo pipefail
@@ -69,6 +76,8 @@ export RUNNER_SCRIPT=reaper
 . "$RUNNER_ROOT/lib/teardown.sh"
 # shellcheck source=runner/lib/heartbeat.sh
 . "$RUNNER_ROOT/lib/heartbeat.sh"
+# shellcheck source=runner/lib/campaign.sh
+. "$RUNNER_ROOT/lib/campaign.sh"
 # shellcheck source=runner/lib/reap.sh
 . "$RUNNER_ROOT/lib/reap.sh"
 
@@ -81,6 +90,8 @@ case ${1:-} in
   *) die 2 "unknown argument: $1" "see runner/reaper.sh --help" ;;
 esac
 need jq awk mktemp
+campaign_deadline >/dev/null || die 2 "RUNNER_CAMPAIGN_DEADLINE is malformed (see above)" "fix it in runner/config.sh or the environment"
+case $RUNNER_CAMPAIGN_GRACE_S in '' | *[!0-9]*) die 2 "RUNNER_CAMPAIGN_GRACE_S=$RUNNER_CAMPAIGN_GRACE_S is not a whole number of seconds" "fix it in runner/config.sh, e.g. 720" ;; esac
 key_guard || exit 11
 umask 077
 mkdir -p "$RUNNER_STATE" || die 10 "cannot create RUNNER_STATE=$RUNNER_STATE" "check the path and free space"

@@ -54,6 +54,25 @@ def test_spend_counts_a_rental_once_across_its_creation_and_closing_rows(tmp_pat
     assert s["total_usd"] == pytest.approx(4.0) and s["by_job"] == {"fold": 3.0, "full": 1.0}
 
 
+def test_spend_reads_a_nine_column_ledger_with_thirteen_field_rows_appended(tmp_path):
+    # a ledger begun before the offer and reason columns keeps its header; later rows have 13 fields
+    p = tmp_path / "ledger.csv"
+    p.write_text(LEDGER_HEAD +
+                 "21,fold,1,o1,1.5,2026-11-30T01:00:00Z,,,\n"
+                 "21,fold,1,o1,1.5,2026-11-30T01:00:00Z,2026-11-30T03:00:00Z,2.0000,3.0000\n"
+                 "22,full,1,o2,2.0,2026-11-30T01:00:00Z,,,,A100 SXM4,32.0,13.0,\n"
+                 "22,full,1,o2,2.0,2026-11-30T01:00:00Z,2026-11-30T01:30:00Z,0.5000,1.0000,"
+                 "A100 SXM4,32.0,13.0,CAMPAIGN_DEADLINE\n")
+    s = report.spend(p)
+    assert s["status"] == "complete" and s["rows"] == 2
+    assert s["total_usd"] == pytest.approx(4.0) and s["by_job"] == {"fold": 3.0, "full": 1.0}
+    new = tmp_path / "new.csv"  # a ledger begun with all 13 columns
+    new.write_text(LEDGER_HEAD.strip() + ",gpu_name,cpu_cores,driver_cuda,reason\n" +
+                   "22,full,1,o2,2.0,2026-11-30T01:00:00Z,,,,A100 SXM4,32.0,13.0,\n")
+    s = report.spend(new)
+    assert s["status"] == "incomplete" and s["open_rows"] == 1
+
+
 def synthetic(n=200, seed=0, sep=1.5):
     """(scores frame, key frame): logits separate the classes by `sep`."""
     rng = np.random.default_rng(seed)

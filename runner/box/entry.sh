@@ -40,8 +40,9 @@
 # launcher waits for) or
 # "GEN failed". On EXIT and ERR the box writes FAIL unless DONE was written, and destroys itself
 # with CONTAINER_ID / CONTAINER_API_KEY (vast.ai sets both inside an instance).
-# The deadline (HEARSAY_DEADLINE) holds in every phase after job.env: the trainer is stopped at it
-# and what it has pushed; a smoke check, pull or push still running at it is stopped (TERM) and the
+# The deadline (HEARSAY_DEADLINE; the campaign's, RUNNER_CAMPAIGN_DEADLINE, when that is earlier)
+# holds in every phase after job.env: the trainer is stopped at it (a store push it has in flight
+# finishes first, at most HEARSAY_PUSH_FINISH_S, 300 s) and what it has pushed; a smoke check, pull or push still running at it is stopped (TERM) and the
 # run ends FAIL with a REASON naming the phase (the wait for job.env is bounded by HEARSAY_BOX_WAIT_S).
 # Exit codes: 0 DONE; 1 FAIL (the run failed, scoring failed, a push failed three times or did not read
 #   back, the bundle could not be

@@ -32,7 +32,8 @@ BOX_OPTION_NAMES="HEARSAY_SMOKE_CHECK HEARSAY_SMOKE_DEVICE HEARSAY_SMOKE_ONLY HE
   HEARSAY_PARITY_CLIPS HEARSAY_CODEC_PASS"
 BOX_JOB_NAMES="HEARSAY_JOB HEARSAY_KIND HEARSAY_FOLD HEARSAY_GEN HEARSAY_STORE HEARSAY_RUN_PATH
   HEARSAY_BUNDLE_SHA HEARSAY_CONFIG_HASH HEARSAY_TRAIN HEARSAY_BUDGET_USD HEARSAY_DEADLINE"
-# (job.env's HEARSAY_HEARTBEAT_S is optional: 60 s without it)
+# (job.env's HEARSAY_HEARTBEAT_S is optional: 60 s without it; so is HEARSAY_CAMPAIGN_DEADLINE, the
+# campaign's hard stop when HEARSAY_DEADLINE is it: the REASON then says so)
 BOX_ENV_NAMES=$(echo "$BOX_IMAGE_NAMES $BOX_VAST_NAMES $BOX_OPTION_NAMES" | tr -s '\n ' '  ')
 box_env_missing=""   # required container names not found, set by box_env_import
 
@@ -233,18 +234,64 @@ box_train() {
   # The box's own hard deadline (HEARSAY_DEADLINE, epoch s, the record's): past it the trainer is
   # stopped (TERM, KILL after 10 s), what it has is pushed, and the run ends FAIL, so the EXIT trap
   # destroys the box even with the laptop and its reaper gone.
+  # A store push the trainer has in flight at that moment (a checkpoint folder, then its marker)
+  # finishes first, for at most HEARSAY_PUSH_FINISH_S (box_push_settle): a checkpoint cut mid-push
+  # lacks its marker, and a resume skips it. When the deadline is the campaign's
+  # (HEARSAY_CAMPAIGN_DEADLINE, job.env), the REASON says so.
+  local what
   while kill -0 "$train" 2>/dev/null; do
     if [ -n "${HEARSAY_DEADLINE:-}" ] && [ "$(date -u +%s)" -ge "$HEARSAY_DEADLINE" ]; then
-      echo "entry: deadline $HEARSAY_DEADLINE passed: stopping the trainer, pushing what it has" >&2
-      kill -TERM "$train" 2>/dev/null; sleep "${HEARSAY_STOP_WAIT_S:-10}"; kill -KILL "$train" 2>/dev/null
+      what="deadline $HEARSAY_DEADLINE"
+      [ "${HEARSAY_CAMPAIGN_DEADLINE:-}" != "$HEARSAY_DEADLINE" ] || what="campaign deadline $HEARSAY_DEADLINE (the campaign's hard stop)"
+      echo "entry: $what passed: stopping the trainer, pushing what it has" >&2
+      box_push_settle "$train"
+      # (a trainer already gone makes kill fail: never an error here, or the ERR trap would end the
+      # chain before the push below)
+      kill -TERM "$train" 2>/dev/null || true; sleep "${HEARSAY_STOP_WAIT_S:-10}"; kill -KILL "$train" 2>/dev/null || true
       box_status PUSHING
       box_push "$BOX_DIR/run" "$store" || true
-      box_fail "deadline $HEARSAY_DEADLINE passed: trainer stopped, what it had pushed to $store" "$BOX_DIR/train.log"
+      box_fail "$what passed: trainer stopped, what it had pushed to $store" "$BOX_DIR/train.log"
     fi
     sleep 1
   done
   wait "$train" || rc=$?
   [ "$rc" -eq 0 ] || box_fail "trainer exit $rc ($HEARSAY_TRAIN; see hearsay train --help for the codes)" "$BOX_DIR/train.log"
+}
+
+# box_push_running PID: 0 when a store push runs under PID: a process below it whose command (its
+# name, or the script a shell runs) is rclone or $HEARSAY_RCLONE's name (how hearsay.store pushes).
+box_push_running() {
+  local p n name a0 a1 rest
+  for p in $(box_descendants "$1" "$BASHPID"); do
+    name=$(cat "/proc/$p/comm" 2>/dev/null) || continue
+    rest=$(tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | head -n 2 | tr '\n' ' ') || rest=""
+    a0=${rest%% *} a1=${rest#* }
+    a1=${a1%% *}
+    for n in "$name" "${a0##*/}" "${a1##*/}"; do
+      case $n in rclone | "$(basename "${HEARSAY_RCLONE:-rclone}")") [ -n "$n" ] && return 0 ;; esac
+    done
+  done
+  return 1
+}
+
+# box_push_settle PID: wait while the trainer (PID) has a store push in flight (box_push_running,
+# looked at every 0.2 s), until none has been seen for 2 s (a checkpoint's folder and its marker are
+# two pushes in a row), for at most HEARSAY_PUSH_FINISH_S (300) seconds in all.
+box_push_settle() {
+  local train=$1 quiet=0 looks=0 said="" limit=$(( ${HEARSAY_PUSH_FINISH_S:-300} * 5 ))
+  while [ "$quiet" -lt 10 ] && [ "$looks" -lt "$limit" ] && kill -0 "$train" 2>/dev/null; do
+    if box_push_running "$train"; then
+      quiet=0
+      [ -n "$said" ] || echo "entry: the trainer is pushing to the store: that push finishes first (at most HEARSAY_PUSH_FINISH_S=${HEARSAY_PUSH_FINISH_S:-300} s)" >&2
+      said=1
+    else
+      quiet=$((quiet + 1))
+    fi
+    sleep 0.2
+    looks=$((looks + 1))
+  done
+  [ "$looks" -lt "$limit" ] || echo "entry: the trainer's push still runs after HEARSAY_PUSH_FINISH_S=${HEARSAY_PUSH_FINISH_S:-300} s: stopping it" >&2
+  [ -z "$said" ] || [ "$looks" -ge "$limit" ] || echo "entry: the trainer's push finished" >&2
 }
 
 # box_score STORE: after the run is pushed, a fold or full run scores its own rows where it trained

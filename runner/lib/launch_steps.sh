@@ -194,13 +194,16 @@ step_budget() {
   # smoke check while billing (runner/lib/cuda.sh; the box checks again, runner/box/driver_check.sh).
   cuda=$(lock_cuda "$RUNNER_LOCK") \
     || die 8 "$RUNNER_LOCK has no nvidia-cuda-runtime==X.Y.Z pin: the CUDA version offers must support is unknown" "point RUNNER_LOCK at the image's requirements.lock"
-  line=$(vast_offer "$cuda") || rc=$?
+  is_number "$RUNNER_OFFER_MAX_DPH" || die 8 "RUNNER_OFFER_MAX_DPH=$RUNNER_OFFER_MAX_DPH is not a price in \$/h" "set it in runner/config.sh, e.g. 1.50"
+  line=$(vast_offer "$cuda" "$RUNNER_OFFER_MAX_DPH") || rc=$?
   case $rc in
-    0) ;; 2) die 8 "no offer matches RUNNER_OFFER_QUERY with cuda_max_good>=$cuda (the CUDA of $RUNNER_LOCK's torch)" "loosen RUNNER_OFFER_QUERY in runner/config.sh" ;;
+    0) ;; 2) die 8 "no offer matches RUNNER_OFFER_QUERY with cuda_max_good>=$cuda (the CUDA of $RUNNER_LOCK's torch) and dph_total<=$RUNNER_OFFER_MAX_DPH (RUNNER_OFFER_MAX_DPH)" "loosen RUNNER_OFFER_QUERY in runner/config.sh, or raise RUNNER_OFFER_MAX_DPH deliberately" ;;
     *) die 8 "cannot search offers (no valid answer)" "retry later" ;;
   esac
-  offer=${line%% *}
-  dph=${line#* }
+  # id, $/h, and what the ledger row records of the offer: GPU, vCPUs, the driver's CUDA
+  IFS='|' read -r offer dph offer_gpu offer_cores offer_cuda <<EOF_OFFER
+$line
+EOF_OFFER
   hours=$(hours_for "$1")
   estimate=$(calc 'dph * hours' dph="$dph" hours="$hours") || die 3 "cannot compute the estimate" "check RUNNER_HOURS_*"
   { is_number "$credit" && is_number "$RUNNER_MARGIN_USD"; } || die 3 "credit $credit or RUNNER_MARGIN_USD is not a number" "check runner/config.sh"
@@ -212,7 +215,7 @@ step_budget() {
 # step_go_ahead YES: a person says yes (or --yes for scripted use).
 step_go_ahead() {
   local answer=""
-  say "offer $offer at \$$dph/h; job $job estimated \$$estimate ($(hours_for "$kind") h); credit \$$credit; commitments \$$commitments"
+  say "offer $offer (${offer_gpu:-GPU ?}, ${offer_cores:-?} vCPUs, driver CUDA ${offer_cuda:-?}) at \$$dph/h; job $job estimated \$$estimate ($(hours_for "$kind") h); credit \$$credit; commitments \$$commitments"
   if [ "$1" = 1 ]; then
     log_event "go-ahead for $job by --yes (offer $offer \$$dph/h est \$$estimate credit \$$credit)"
     return 0
@@ -270,7 +273,8 @@ on_launch_exit() {
 
 # step_create JOB KIND FOLD: the record first, then the create; the id is persisted the moment it exists.
 step_create() {
-  local hours dl label provision_by onstart
+  local hours dl label provision_by onstart campaign
+  campaign_refuse_after                 # exit 16: the deadline passed while this launch waited
   gen=$(new_gen)
   label=$(label_prefix) || die 1 "no operator identity for the label" "see the message above"
   rec_new "$1" || die 4 "a record for job $1 appeared meanwhile" "check runner/status.sh"
@@ -280,6 +284,13 @@ step_create() {
   trap 'exit 129' HUP
   hours=$(hours_for "$2")
   dl=$(($(now) + $(calc 'hours * factor * 3600' hours="$hours" factor="$RUNNER_DEADLINE_FACTOR" | cut -d. -f1)))
+  # the campaign's hard stop (runner/lib/campaign.sh) bounds every job's deadline: the record's, the
+  # label's and the box's own
+  campaign=$(campaign_deadline) || die 2 "RUNNER_CAMPAIGN_DEADLINE is malformed (see above)" "fix it in runner/config.sh or the environment"
+  if [ -n "$campaign" ] && [ "$campaign" -lt "$dl" ]; then
+    say "job $1's deadline is the campaign deadline $(iso "$campaign") (its own would be $(iso "$dl"))"
+    dl=$campaign
+  fi
   label=$label:$1:$gen:$dl   # PREFIX.OPERATOR:JOB:GEN:DEADLINE (label_prefix)
   rec_set "$1" launcher "$$"
   rec_set "$1" launcher_start "$(proc_start "$$")"
@@ -289,12 +300,16 @@ step_create() {
   rec_set "$1" label "$label"
   rec_set "$1" offer "$offer"
   rec_set "$1" dph "$dph"
+  rec_set "$1" offer_gpu "${offer_gpu:-}"
+  rec_set "$1" offer_cores "${offer_cores:-}"
+  rec_set "$1" offer_cuda "${offer_cuda:-}"
   rec_set "$1" bundle_sha "$bundle_sha"
   rec_set "$1" config_hash "$config_hash"
   rec_set "$1" recipe_hash "$recipe_hash"
   rec_set "$1" recipe "${recipe:-}"
   rec_set "$1" created_at "$(now)"
   rec_set "$1" deadline "$dl"
+  rec_set "$1" campaign_deadline "$campaign"
   rec_set "$1" state CREATING
   rec_set "$1" asked 1
   # The box's own guard from its first second (runner/box/onstart.sh, its on-start command): it
@@ -305,12 +320,12 @@ step_create() {
   # shellcheck disable=SC2016  # expanded on the box by its on-start shell, not here
   onstart='bash ${HEARSAY_ONSTART:-'"$RUNNER_BOX_ONSTART"'} ${HEARSAY_BOX_DIR:-'"$RUNNER_BOX_DIR"'}'
   if ! instance=$(vast_create "$offer" "$label" \
-    "-e HEARSAY_JOB=$1 -e HEARSAY_GEN=$gen -e HEARSAY_DEADLINE=$dl -e HEARSAY_PROVISION_BY=$provision_by" "$onstart"); then
+    "-e HEARSAY_JOB=$1 -e HEARSAY_GEN=$gen -e HEARSAY_DEADLINE=$dl -e HEARSAY_PROVISION_BY=$provision_by${campaign:+ -e HEARSAY_CAMPAIGN_DEADLINE=$campaign}" "$onstart"); then
     die 1 "create of offer $offer gave no clear success" "the launcher looks for instances carrying its label and destroys them; retry later"
   fi
   rec_set "$1" instance "$instance" || die 1 "cannot persist instance $instance of job $1 (see above)" "the box is destroyed now; a full disk under RUNNER_STATE must be freed"
   rec_set "$1" state CREATED
-  ledger_append "$instance" "$1" "$gen" "$offer" "$dph" "$(rec_get "$1" created_at)" \
+  ledger_append "$instance" "$1" "$gen" "$offer" "$dph" "$(rec_get "$1" created_at)" "$(ledger_offer "$1")" \
     || die 1 "no ledger row for instance $instance" "free space under $LEDGER; the box is destroyed now"
   lock_drop "$budget_lock"                # the record now counts this box: the next launch may go on
   say "created instance $instance (offer $offer, \$$dph/h, label $label)"
@@ -386,6 +401,7 @@ step_provision() {
     printf 'HEARSAY_BUNDLE_SHA=%q\nHEARSAY_CONFIG_HASH=%q\nHEARSAY_TRAIN=%q\n' "$bundle_sha" "$config_hash" "${RUNNER_BOX_TRAIN:-hearsay train}"
     printf 'HEARSAY_BUDGET_USD=%q\n' "$estimate"   # the trainer records it in run_meta.json
     printf 'HEARSAY_DEADLINE=%q\n' "$(rec_get "$1" deadline)"   # the box stops itself at the reaper's deadline
+    printf 'HEARSAY_CAMPAIGN_DEADLINE=%q\n' "$(rec_get "$1" campaign_deadline)"   # when that is the campaign's (its REASON says so)
     printf 'HEARSAY_HEARTBEAT_S=%q\n' "$RUNNER_HEARTBEAT_S"   # how often the chain beats (runner/lib/heartbeat.sh)
   } >"$envf"
   box_start "$host" "$port" "$envf" || { rm -f "$envf"; die 1 "ssh to $host:$port failed starting the chain" "check RUNNER_SSH and the box"; }

@@ -1,10 +1,19 @@
 # shellcheck shell=bash
 # runner/lib/ledger.sh — the expense ledger, append-only: it is never rewritten, only appended to.
-# $LEDGER names the file. Columns: id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost
+# $LEDGER names the file. Columns (13):
+#   id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost,gpu_name,cpu_cores,driver_cuda,reason
+# gpu_name, cpu_cores (the offer's cpu_cores_effective: the vCPUs this rental gets) and driver_cuda
+# (its cuda_max_good: the newest CUDA the host's driver runs) are what the chosen offer said, in both
+# rows of a rental (empty for an instance the runner did not choose, e.g. an adopted one); reason is
+# why the rental ended, on the closing row only (DONE, FAIL, DEADLINE, CAMPAIGN_DEADLINE, HEARTBEAT,
+# ABANDONED, LAUNCH_FAILED, …; empty when the box ended itself or the row was closed otherwise).
+# A ledger begun before the last four columns existed keeps its 9-column header and rows; new rows
+# are appended with 13 fields all the same, and every reader (runner/ledger.sh, runner/lib/recipe.sh,
+# hearsay.report) takes a header of either form and rows of 9 or 13 fields by position.
 #
-# Each rental has a creation row (written the moment its id is known; the last three columns empty)
-# and, once its destruction is confirmed, a closing row: the same first six columns with
-# destroyed_confirmed, hours and cost filled. A rental is open while its id has no closing row;
+# Each rental has a creation row (written the moment its id is known; destroyed_confirmed, hours,
+# cost and reason empty) and, once its destruction is confirmed, a closing row: the same columns
+# with destroyed_confirmed, hours and cost filled. A rental is open while its id has no closing row;
 # rentals = distinct ids (runner/ledger.sh sums it that way). Each row is written once per id.
 # An append that fails (full disk, stuck lock) is retried RUNNER_LEDGER_TRIES times (the n-th after
 # n x RUNNER_LEDGER_BACKOFF_S s, default 1) and said loudly
@@ -14,7 +23,9 @@
 # too. Only when the spool cannot be written either does the append return 1; callers then keep
 # the job record (the reaper retries), so a row is never silently dropped.
 
-LEDGER_HEADER='id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost'
+LEDGER_HEADER='id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost,gpu_name,cpu_cores,driver_cuda,reason'
+# shellcheck disable=SC2034  # read by runner/ledger.sh
+LEDGER_HEADER_V1='id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost'   # 9 columns: still read
 : "${RUNNER_LEDGER_TRIES:=5}"
 : "${RUNNER_LEDGER_BACKOFF_S:=1}"   # seconds: the n-th retry waits n x this
 
@@ -103,21 +114,29 @@ _ledger_add() {
   return 1
 }
 
-# ledger_append ID JOB GEN OFFER DPH CREATED_EPOCH: the creation row.
+# ledger_offer JOB: the record's offer fields as the ledger's last columns but one: "GPU,CORES,CUDA"
+# (each empty when the record lacks it; commas were already turned to spaces by vast_offer).
+ledger_offer() {
+  printf '%s,%s,%s\n' "$(rec_get "$1" offer_gpu | tr ',' ' ')" "$(rec_get "$1" offer_cores | tr ',' ' ')" \
+    "$(rec_get "$1" offer_cuda | tr ',' ' ')"
+}
+
+# ledger_append ID JOB GEN OFFER DPH CREATED_EPOCH [GPU,CORES,CUDA]: the creation row.
 ledger_append() {
   [ -n "$1" ] || { echo "runner: ledger_append without an instance id" >&2; return 1; }
-  _ledger_add "$1" open "$1,$2,$3,$4,$5,$(iso "${6:-$(now)}"),,," || return 1
+  _ledger_add "$1" open "$1,$2,$3,$4,$5,$(iso "${6:-$(now)}"),,,,${7:-,,}," || return 1
   log_event "ledger row for instance $1 ($2 $3)"
 }
 
-# ledger_complete ID JOB GEN OFFER DPH CREATED_EPOCH DESTROYED_EPOCH: the closing row.
+# ledger_complete ID JOB GEN OFFER DPH CREATED_EPOCH DESTROYED_EPOCH [GPU,CORES,CUDA [REASON]]: the
+# closing row.
 ledger_complete() {
   local c=${6:-$7} h cost
   [ -n "$1" ] || { echo "runner: ledger_complete without an instance id" >&2; return 1; }
   is_number "$c" || c=$7
   h=$(awk -v c="$c" -v d="$7" 'BEGIN { h = (d - c) / 3600; if (h < 0) h = 0; printf "%.4f", h }')
   cost=$(calc 'h * dph' h="$h" dph="${5:-0}" 2>/dev/null) || cost=""
-  _ledger_add "$1" closed "$1,$2,$3,$4,$5,$(iso "$c"),$(iso "$7"),$h,$cost" || return 1
+  _ledger_add "$1" closed "$1,$2,$3,$4,$5,$(iso "$c"),$(iso "$7"),$h,$cost,${8:-,,},$(printf '%s' "${9:-}" | tr ',\n' '  ')" || return 1
   log_event "ledger row for instance $1 completed"
 }
 
@@ -129,11 +148,12 @@ ledger_open_rows() {
     END { for (i = 1; i <= n; i++) if (!(o[i] in c)) print o[i], s[o[i]] }'
 }
 
-# ledger_close JOB ID [CREATED_EPOCH]: the closing row of instance ID rented for JOB's record, now.
+# ledger_close JOB ID [CREATED_EPOCH]: the closing row of instance ID rented for JOB's record, now,
+# with the record's offer fields and its end_reason (set by finish_job, runner/lib/teardown.sh).
 # An adopted record (runner/lib/teardown.sh adopt_record) keeps the job its label named (ledger_job).
 ledger_close() {
   local job
   job=$(rec_get "$1" ledger_job)
   ledger_complete "$2" "${job:-$1}" "$(rec_get "$1" gen)" "$(rec_get "$1" offer)" "$(rec_get "$1" dph)" \
-    "${3:-$(rec_get "$1" created_at)}" "$(now)"
+    "${3:-$(rec_get "$1" created_at)}" "$(now)" "$(ledger_offer "$1")" "$(rec_get "$1" end_reason)"
 }

@@ -77,6 +77,8 @@ reap_job() {
     finish_job "$job" ORPHAN
     return
   fi
+  # the campaign's hard stop: before the job's own deadline, which it bounds (runner/lib/campaign.sh)
+  if reap_campaign "$job"; then return 0; else case $? in 1) ;; *) return 1 ;; esac; fi
   if is_number "$dl" && [ "$(now)" -ge "$dl" ]; then
     say "job $job: deadline passed, destroying instance ${id:-?}"
     finish_job "$job" DEADLINE
@@ -136,4 +138,41 @@ reap_job() {
   ledger_close "$job" "$id" || return 1
   rec_set "$job" result "GONE${phase:+ $phase}" || true
   rec_archive "$job"
+}
+
+# reap_campaign JOB: the campaign's hard stop (rule 2a of runner/reaper.sh). 1 = no campaign deadline
+# holds for JOB (campaign_of) or it has not passed: the other rules go on. Past it: a box whose STATUS
+# (its generation's) is DONE is ended as DONE; one that is TRAINING or PUSHING is stopping its trainer and pushing its checkpoints (its
+# own deadline is the campaign's): it is left alone until the deadline + RUNNER_CAMPAIGN_GRACE_S (0,
+# said once); after that, or in any other phase, the box is destroyed with the REASON said on stderr
+# and kept in the record (why), result and ledger reason CAMPAIGN_DEADLINE (0 once confirmed gone,
+# 2 when not: the record stays ORPHAN and is retried).
+reap_campaign() {
+  local job=$1 cdl phase until why
+  cdl=$(campaign_of "$job" 2>/dev/null) || cdl=""
+  is_number "$cdl" && [ "$(now)" -ge "$cdl" ] || return 1
+  phase=$(store_status "$job")
+  until=$((cdl + RUNNER_CAMPAIGN_GRACE_S))   # whole seconds (runner/reaper.sh refuses others)
+  case $phase in
+    DONE)   # finished before the stop: ended as any DONE job is (a DONE pilot is recorded)
+      say "job $job: STATUS DONE (generation $(rec_get "$job" gen)) at the campaign deadline, destroying instance $(rec_get "$job" instance | grep . || echo '?')"
+      finish_job "$job" DONE && return 0
+      return 2 ;;
+    TRAINING | PUSHING)
+      if [ "$(now)" -lt "$until" ]; then
+        if [ -z "$(rec_get "$job" campaign_wait)" ]; then
+          rec_set "$job" campaign_wait "$(now)" || true
+          say "job $job: the campaign deadline $(iso "$cdl") has passed while its box is $phase: it stops its trainer and pushes its checkpoints first; destroyed at $(iso "$until") at the latest (RUNNER_CAMPAIGN_GRACE_S)"
+        fi
+        return 0
+      fi ;;
+  esac
+  why="the campaign deadline $(iso "$cdl") passed (RUNNER_CAMPAIGN_DEADLINE) with the box without a STATUS"
+  [ -z "$phase" ] || why="the campaign deadline $(iso "$cdl") passed (RUNNER_CAMPAIGN_DEADLINE) with the box in phase $phase"
+  [ "$(now)" -lt "$until" ] || [ -z "$(rec_get "$job" campaign_wait)" ] || why="$why, after RUNNER_CAMPAIGN_GRACE_S=$RUNNER_CAMPAIGN_GRACE_S s"
+  say "job $job: REASON $why; destroying instance $(rec_get "$job" instance | grep . || echo '?')"
+  log_event "reaper: job $job REASON $why"
+  rec_set "$job" why "$why" || true
+  finish_job "$job" CAMPAIGN_DEADLINE && return 0
+  return 2
 }

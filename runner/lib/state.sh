@@ -3,6 +3,9 @@
 #
 # Fields: gen kind fold state instance label offer dph created_at deadline launcher launcher_start
 #   bundle_sha config_hash asked result HOLD dup_sweep retry gone_since beat why
+#   offer_gpu offer_cores offer_cuda (the chosen offer: gpu_name, cpu_cores_effective, cuda_max_good)
+#   campaign_deadline (the RUNNER_CAMPAIGN_DEADLINE it was launched under, epoch s; empty: none)
+#   campaign_wait (when the reaper first left it to finish a push past that) end_reason (why it ended)
 # States: CREATING (create asked, id not yet known) → CREATED (id persisted) → RUNNING (box up) →
 #         PROVISIONED (chain confirmed running) ; DESTROYING ; ORPHAN (destroy not confirmed).
 # A record leaves jobs/ (moved to archive/) only after its instance is confirmed gone.

@@ -32,7 +32,7 @@ adopt_by_label() {
     rec_set "$job" instance "$id" || { list_rm "$list"; return 1; }
     rec_set "$job" created_at "$created" || true
     rec_set "$job" state CREATED || true
-    ledger_append "$id" "$job" "$(rec_get "$job" gen)" "$(rec_get "$job" offer)" "$(rec_get "$job" dph)" "$created" || true
+    ledger_append "$id" "$job" "$(rec_get "$job" gen)" "$(rec_get "$job" offer)" "$(rec_get "$job" dph)" "$created" "$(ledger_offer "$job")" || true
     log_event "job $job adopted instance $id by label $label"
     rec_set "$job" dup_sweep pending || true
     if sweep_duplicates "$job" "$list"; then rm -f "$(rec_dir "$job")/dup_sweep"; fi
@@ -101,6 +101,9 @@ finish_job() {
     [ -n "$id" ] || return 1
   fi
   rec_set "$job" state DESTROYING || true
+  # the first reason the rental was ended for is the one its closing ledger row carries (a later
+  # ORPHAN retry keeps it)
+  [ -n "$(rec_get "$job" end_reason)" ] || rec_set "$job" end_reason "$reason" || true
   if destroy_confirmed "$id"; then
     created=$(rec_get "$job" created_at)
     if ! ledger_close "$job" "$id" "$created"; then
@@ -149,7 +152,7 @@ sweep_duplicates() {
     created=$(list_field "$list" "$id" 7)
     created=${created%%.*}
     is_number "$created" || created=$(rec_get "$job" created_at)
-    ledger_append "$id" "$job" "$(rec_get "$job" gen)" "$(rec_get "$job" offer)" "$(rec_get "$job" dph)" "$created" || rc=1
+    ledger_append "$id" "$job" "$(rec_get "$job" gen)" "$(rec_get "$job" offer)" "$(rec_get "$job" dph)" "$created" "$(ledger_offer "$job")" || rc=1
     say "job $job: instance $id duplicates instance $own (same label $label, a retried create), destroying it"
     if destroy_confirmed "$id"; then
       ledger_close "$job" "$id" "$created" || rc=1

@@ -35,6 +35,16 @@ GPU_RAM = [24564, 24576, 81920, 81559, 49140, 46068, 16376]  # MB
 # does not filter on cuda_max_good rents it.
 CUDA_MAX_GOOD = [13.0, 13.0, 13.0, 13.0, 13.0, 13.0, 12.4]
 OLD_DRIVER = len(GPU_NAMES) - 1
+# The host's NVIDIA driver behind each cuda_max_good (driver_version, a string as the service gives
+# it): 580.65.06 shipped with CUDA 13.0, 550.54.15 with CUDA 12.4.
+DRIVER_OF_CUDA = {13.0: "580.65.06", 12.4: "550.54.15"}
+# vCPUs: cpu_cores is the host's, cpu_cores_effective the share one rental of the offer gets.
+CPU_CORES, CPU_CORES_EFFECTIVE = 64, 16.0
+# Two more A100 SXM4 offers after the seeded seven (fixed reliability 0.995, CUDA 13.0), so each
+# floor of the runner's default query bites on its own: one with 32 vCPUs (what the default rents
+# when the seeded A100's reliability is below 0.98, as with seed 7), and a cheaper one with 16 vCPUs
+# (below the 32-vCPU floor). Each: (cpu_cores, cpu_cores_effective, dph_base low end).
+EXTRA_A100 = [(128, 32.0, 0.95), (64, 16.0, 0.60)]
 FAULT_KINDS = {
     "error",
     "rate_limit",
@@ -139,7 +149,9 @@ class Fake:
                     "inet_up": 800.0,
                     "geolocation": "SE",
                     "cpu_ram": 64000,
-                    "cpu_cores_effective": 16.0,
+                    "cpu_cores": CPU_CORES,
+                    "cpu_cores_effective": CPU_CORES_EFFECTIVE,
+                    "driver_version": DRIVER_OF_CUDA[CUDA_MAX_GOOD[i]],
                     "score": 100.0 - i,
                     "duration": 30 * 86400.0,
                     "direct_port_count": 100,
@@ -153,6 +165,16 @@ class Fake:
                     "disk_bw": 2000.0,
                     "pcie_bw": 25.0,
                 }
+            )
+        a100 = offers[GPU_NAMES.index("A100 SXM4")]
+        for k, (cores, effective, low) in enumerate(EXTRA_A100):
+            oid = 5_000_000 + 1000 * (len(GPU_NAMES) + k) + self.rng.randrange(1000)
+            offers.append(
+                dict(a100, id=oid, ask_contract_id=oid, machine_id=40_000 + len(offers),
+                     host_id=900 + len(offers), dph_base=round(low + self.rng.random() * 0.05, 4),
+                     storage_cost=round(0.1 + self.rng.random() * 0.2, 4), reliability=0.995,
+                     cuda_max_good=13.0, driver_version=DRIVER_OF_CUDA[13.0], cpu_cores=cores,
+                     cpu_cores_effective=effective, score=90.0 - k)
             )
         return offers
 
@@ -232,7 +254,9 @@ class Fake:
             "template_hash_id": None,
             "template_name": None,
             "cpu_ram": 64000,
-            "cpu_cores_effective": 16.0,
+            "cpu_cores": inst["offer"]["cpu_cores"],
+            "cpu_cores_effective": inst["offer"]["cpu_cores_effective"],
+            "driver_version": inst["offer"]["driver_version"],
         }
 
     def listed(self, inst: dict, now: float) -> bool:
@@ -566,6 +590,8 @@ class Handler(BaseHTTPRequestHandler):
             f.tick()
             op, ident = classify(method, path, body)
             self.entry = {"t": f.now(), "method": method, "path": path, "op": op, "query": query}
+            if op == "offers":  # the search as the service got it: the runner's floors and ceiling
+                self.entry["body"] = body
             f.log.append(self.entry)
             del f.log[:-2000]
             if op is None:

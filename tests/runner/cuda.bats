@@ -26,7 +26,7 @@ rented_offers() { curl -fsS "$VAST_URL/_control/state" | jq -c '[.instances[].of
 @test "when only old-driver hosts match, nothing is rented (exit 8, naming the lock's CUDA)" {
   RUNNER_OFFER_QUERY="num_gpus=1 gpu_name=RTX_4080" run launch --yes probe
   [ "$status" -eq 8 ]
-  [[ "$output" == *"runner: no offer matches RUNNER_OFFER_QUERY with cuda_max_good>=13.0 (the CUDA of "*"requirements.lock's torch) (loosen RUNNER_OFFER_QUERY in runner/config.sh)"* ]]
+  [[ "$output" == *"runner: no offer matches RUNNER_OFFER_QUERY with cuda_max_good>=13.0 (the CUDA of "*"requirements.lock's torch) and dph_total<=1.50 (RUNNER_OFFER_MAX_DPH) (loosen RUNNER_OFFER_QUERY in runner/config.sh, or raise RUNNER_OFFER_MAX_DPH deliberately)"* ]]
   [ "$(created_count)" -eq 0 ]
 }
 

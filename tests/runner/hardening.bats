@@ -153,7 +153,7 @@ full_state() {
   echo "$output"; [ "$status" -eq 0 ]
   [ "$(live_count)" -eq 0 ]
   [ "$(open_rows)" -eq 0 ]
-  grep -q "^$late,probe,g-lag,.*,[0-9.]*,[0-9.]*$" "$LEDGER"   # the closing row keeps the label's job
+  grep -q "^$late,probe,g-lag,.*,[0-9.]*,[0-9.]*,,,,$" "$LEDGER"   # the closing row keeps the label's job
   [ ! -d "$RUNNER_STATE/jobs/adopted-$late" ]
   [ "$(cat "$RUNNER_STATE"/archive/adopted-"$late"-*/result)" = ORPHAN ]
 }

@@ -38,6 +38,21 @@ CSV
   [ "${lines[-1]}" = "open     1 row(s) not confirmed destroyed: 4" ]
 }
 
+@test "a 9-column ledger with 13-field rows appended (offer and reason columns) is summed; a row of another length is named" {
+  echo "4,full,g4,9,3.0,2026-11-30T04:00:00Z,,,,A100 SXM4,32,13.0," >>"$LEDGER"
+  echo "4,full,g4,9,3.0,2026-11-30T04:00:00Z,2026-11-30T05:00:00Z,1.0000,3.0000,A100 SXM4,32,13.0,CAMPAIGN_DEADLINE" >>"$LEDGER"
+  run "$REPO/runner/ledger.sh"
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "${lines[-1]}" = "total    rentals   4  hours    5.0000  spend \$   8.5000" ]
+  echo "5,full,g5,9,3.0,2026-11-30T04:00:00Z,,,,A100 SXM4" >>"$LEDGER"   # cut short
+  run "$REPO/runner/ledger.sh"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"malformed 1 row(s) (a write cut short?) at line(s): 7"* ]]
+  sed '1s/$/,gpu_name,cpu_cores,driver_cuda,reason/' "$LEDGER" | sed '$d' >"$BATS_TEST_TMPDIR/new.csv"   # a ledger begun with 13
+  run "$REPO/runner/ledger.sh" "$BATS_TEST_TMPDIR/new.csv"
+  [ "$status" -eq 0 ]
+}
+
 @test "a file that is not the ledger is refused (exit 2)" {
   echo "a,b" >"$BATS_TEST_TMPDIR/x.csv"
   run "$REPO/runner/ledger.sh" "$BATS_TEST_TMPDIR/x.csv"
@@ -54,8 +69,8 @@ CSV
     ledger_complete 5 probe g5 9 2.0 1796000000 1796005400"
   [ "$status" -eq 0 ]
   [ "$(grep -c '^5,' "$LEDGER")" -eq 2 ]
-  grep -qx '5,probe,g5,9,2.0,2026-11-30T[0-9:]*Z,,,' "$LEDGER"
-  grep -qx '5,probe,g5,9,2.0,2026-11-30T[0-9:]*Z,2026-11-30T[0-9:]*Z,1.5000,3.0000' "$LEDGER"
+  grep -qx '5,probe,g5,9,2.0,2026-11-30T[0-9:]*Z,,,,,,,' "$LEDGER"
+  grep -qx '5,probe,g5,9,2.0,2026-11-30T[0-9:]*Z,2026-11-30T[0-9:]*Z,1.5000,3.0000,,,,' "$LEDGER"
   run "$REPO/runner/ledger.sh"
   [ "$status" -eq 0 ]
   [ "${lines[-1]}" = "total    rentals   4  hours    5.5000  spend \$   8.5000" ]
@@ -77,7 +92,7 @@ CSV
   [[ "$output" == *"runner: LEDGER WRITE FAILED after 2 tries: "*"the row is spooled in $BATS_TEST_TMPDIR/st/ledger.spool"* ]]
   [ "$(sed -n "1,${rows}p" "$LEDGER" | cksum)" = "$(cksum <"$BATS_TEST_TMPDIR/before.csv")" ]
   [ "$(wc -l <"$LEDGER")" -ge "$rows" ]                           # nothing lost, at most a row gained
-  grep -q '^90,fold1,g90,.*,1.5000,1.5000$' "$BATS_TEST_TMPDIR/st/ledger.spool"
+  grep -q '^90,fold1,g90,.*,1.5000,1.5000,,,,$' "$BATS_TEST_TMPDIR/st/ledger.spool"
   rm -f "$mnt/fill"
   run bash -c ". '$REPO/runner/lib/common.sh'; . '$REPO/runner/lib/ledger.sh'
     export RUNNER_STATE='$BATS_TEST_TMPDIR/st'

@@ -14,7 +14,7 @@ teardown() { world_end; }
   [ "$(live_count)" -eq 0 ]
   [ ! -d "$RUNNER_STATE/jobs/pilot" ]
   [ "$(open_rows)" -eq 0 ]
-  grep -q "^$id,pilot,g-2,.*,2026-.*Z,[0-9.]*,[0-9.]*$" "$LEDGER"
+  grep -q "^$id,pilot,g-2,.*,2026-.*Z,[0-9.]*,[0-9.]*,[^,]*,[^,]*,[^,]*,DONE$" "$LEDGER"
   [ "$(cat "$RUNNER_STATE/pilots/tree-aaaa-rcp")" = g-2 ]
   [ "$(cat "$RUNNER_STATE"/archive/pilot-g-2-*/result)" = DONE ]
 }
@@ -137,7 +137,7 @@ teardown() { world_end; }
   echo "$output"; [ "$status" -eq 0 ]
   [ "$(live_ids | sort -n | tr '\n' ' ')" = "$(printf '%s\n' "$id" "$other" "$adopt" | sort -n | tr '\n' ' ')" ]
   [ "$(cat "$RUNNER_STATE/jobs/fold3/state")" = PROVISIONED ]
-  grep -q "^$dup,fold3,g-5,$offer,0.5,.*Z,[0-9.]*,[0-9.]*$" "$LEDGER"
+  grep -q "^$dup,fold3,g-5,$offer,0.5,.*Z,[0-9.]*,[0-9.]*,[^,]*,[^,]*,[^,]*,[^,]*$" "$LEDGER"
   [ "$(open_rows)" -eq 1 ]
 }
 
@@ -216,7 +216,7 @@ teardown() { world_end; }
   [ ! -d "$RUNNER_STATE/jobs/fold3" ]
   [ "$(ledger_rows)" -eq 2 ]
   [ "$(open_rows)" -eq 0 ]
-  grep -q "^$dup,fold3,g-5,.*,2026-.*Z,[0-9.]*,[0-9.]*$" "$LEDGER"
+  grep -q "^$dup,fold3,g-5,.*,2026-.*Z,[0-9.]*,[0-9.]*,[^,]*,[^,]*,[^,]*,[^,]*$" "$LEDGER"
 }
 
 # A well-formed, empty listing (an API hiccup that is valid JSON), served by the fake for N requests.

@@ -2,7 +2,8 @@
 ledger.sh appends its rows (under a lock, spooled when the disk is full); `hearsay ledger sum`
 (runner/ledger.sh) and `hearsay assemble`'s report (hearsay.evaluate.report.spend) read it here.
 
-    id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost[,more columns...]
+    id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost,gpu_name,cpu_cores,
+    driver_cuda,reason            (a ledger begun before the last four keeps the first nine)
 
 Append-only: a rental's creation row (the last three columns empty), then, once its destruction
 is confirmed, its closing row (destroyed_confirmed, hours and cost filled). Columns after `cost`
@@ -18,7 +19,8 @@ The rules, once:
     such row is its closing row), OPEN otherwise: still billing or never confirmed gone
   a closing row's cost (and hours) is a number, or UNKNOWN when empty or not a number: never
     $0. It is left out of the total, which is then a lower bound, and the rental is named
-  a row with fewer than 9 fields or no id is MALFORMED (a write cut short) and named by line
+  a row of another width than 9, the header's, or (under a 9-column header) 13, or with no id,
+    is MALFORMED (a write cut short) and named by line
   status: "complete" when every rental is closed with a known cost and no row is malformed,
     else "incomplete" (the total a lower bound); "unknown" when the file cannot be read
 
@@ -39,7 +41,11 @@ from pathlib import Path
 
 FILE = "ledger.csv"  # docs/ledger.csv in a checkout (runner/config.sh: LEDGER)
 HEADER = ("id", "job", "generation", "offer", "dph", "created", "destroyed_confirmed", "hours",
-          "cost")
+          "cost")  # what every ledger's header starts with (a ledger begun before LATER: all of it)
+# the columns runner/lib/ledger.sh writes after cost: the rented offer's GPU, vCPUs and driver CUDA,
+# and the reason the rental ended (closing rows); a 9-column ledger gets such rows appended
+LATER = ("gpu_name", "cpu_cores", "driver_cuda", "reason")
+WRITTEN = HEADER + LATER  # the header of a ledger begun now
 EXIT_OK, EXIT_OPEN, EXIT_USAGE = 0, 1, 2  # `hearsay ledger` (main's help)
 
 
@@ -84,13 +90,16 @@ def read(path: Path) -> Read:
     head = lines[0].split(",") if lines else []
     if tuple(head[:len(HEADER)]) != HEADER:
         raise LedgerError(f"{path} has no ledger header (is it the runner's ledger?)")
-    names = head[len(HEADER):]
+    names = head[len(HEADER):] or list(LATER)  # a 9-column header: its appended rows carry LATER
+    # whole rows: the first nine columns (a row written before the later ones), the header's
+    # width, or under a 9-column header the 13 of WRITTEN; any other width is a write cut short
+    widths = {len(HEADER), len(head)} | ({len(WRITTEN)} if len(head) == len(HEADER) else set())
     first: dict[str, list[str]] = {}
     closing: dict[str, list[str]] = {}
     malformed = []
     for number, line in enumerate(lines[1:], start=2):
         f = line.split(",")
-        if len(f) < len(HEADER) or not f[0]:
+        if len(f) not in widths or not f[0]:
             malformed.append(number)
             continue
         first.setdefault(f[0], f)
