@@ -87,6 +87,9 @@ export RUNNER_POLL_S=0.3 RUNNER_CONFIRM_WAIT_S=0.2 RUNNER_CONFIRM_CHECKS=5 RUNNE
 export RUNNER_BOOT_DEADLINE_S=120 RUNNER_CHAIN_DEADLINE_S=600 RUNNER_LABEL_LAG_S=5 RUNNER_SSH_TIMEOUT_S=60
 export RUNNER_REAPER_POLL_S=0.5 RUNNER_REAPER_MAX_BACKOFF_S=2 RUNNER_REAPER_MODE=refuse   # the reaper stage starts it
 export RUNNER_BOX_TRAIN="hearsay train --cpu-smoke" HEARSAY_PUSH_WAIT_S=0.2 HEARSAY_BOX_WAIT_S=120
+# the campaign's hard stop, as an operator sets it (an absolute UTC time): three hours on, so every
+# launch below runs under it and each job's deadline is clamped to it (runner/lib/campaign.sh)
+export RUNNER_CAMPAIGN_DEADLINE="${RUNNER_CAMPAIGN_DEADLINE:-$(date -u -d '+3 hours' +%Y-%m-%dT%H:%M:%SZ)}"
 # What reaches a box besides the image's Env and vast.ai's variables: the CPU mode of the image's
 # smoke check (as a test image would set it), and in the ssh session the fake API's address and
 # the short timings. The chain deadline covers the smoke check (about a minute here).
@@ -171,7 +174,7 @@ do_world() {
   echo '{"train": {"epochs": 3, "batches_per_epoch": 6}}' >"$RUNNER_TRAIN_CONFIG"
   "$REPO/tests/fakes/start_fake_vast.sh" "$W/url" "$W/fake.pid" --api-key "$API_KEY" --seed 7 \
     --set created_s=0.3 --set loading_s=0.5 --set initial_credit=1000 --log "$LOGS/fake_vast.requests"
-  say_detail "fake vast.ai at $(cat "$W/url"), store $RUNNER_STORE"
+  say_detail "fake vast.ai at $(cat "$W/url"), store $RUNNER_STORE, campaign deadline $RUNNER_CAMPAIGN_DEADLINE"
 }
 do_bundle_put() {
   local got
