@@ -49,7 +49,6 @@ from hearsay.train.errors import ConfigError, ResumeRefused
 from hearsay.train.selection import select_training_rows
 from hearsay.train.state import Data, Nets, Progress, RunPlan, TrainRun
 from hearsay.train.step import (
-    compile_blocker,
     compile_forward,
     optimizer_groups,
     rank_rng,
@@ -134,8 +133,16 @@ def _nets(tc: TrainConfig, mc, device: torch.device, rank: int, local_rank: int,
         from torch.nn.parallel import DistributedDataParallel
 
         model = DistributedDataParallel(det, device_ids=None if cpu else [local_rank])
-    fwd, _ = compile_forward(model) if tc.compile and not cpu else (model, None)
-    return Nets(det=det, base_sha=base_sha, opt=opt, trainable=trainable, model=model, fwd=fwd)
+    fwd = model
+    if not tc.compile:
+        state = "off (train.compile false)"
+    elif cpu:
+        state = "off (compiles on CUDA only)"
+    else:
+        fwd, why = compile_forward(model)
+        state = f"off: {why}" if why else "on (static shapes, a graph per batch shape)"
+    return Nets(det=det, base_sha=base_sha, opt=opt, trainable=trainable, model=model, fwd=fwd,
+                compile=state)
 
 
 def _resume(r: TrainRun, latest: int | None) -> None:
@@ -198,19 +205,8 @@ def _run_meta(r: TrainRun, resume: bool) -> dict:
             "tripwire": ("off (config)" if tc.tripwire_auc is None else
                          "not applicable: the full model has no validation split"
                          if r.data.val_rows is None else f"abort when AUC <= {tc.tripwire_auc}"),
-            "compile": compile_state(r, tc, device),
+            "compile": r.nets.compile,
             "step_t": r.progress.step_t}
-
-
-def compile_state(r: TrainRun, tc: TrainConfig, device: torch.device) -> str:
-    """run_meta's "compile": whether the forward pass ran compiled, and if not, why."""
-    if r.nets.fwd is not r.nets.model:
-        return "on (static shapes, a graph per batch shape)"
-    if not tc.compile:
-        return "off (train.compile false)"
-    if device.type != "cuda":
-        return "off (compiles on CUDA only)"
-    return f"off: {compile_blocker()}"
 
 
 def build_run(resolved: dict, bundle_dir, out: Path, *, store_uri: str | None, resume: bool,

@@ -83,6 +83,7 @@ class Nets:
     trainable: list  # the optimiser's parameters (gradient clipping)
     model: torch.nn.Module  # det, or det wrapped in DistributedDataParallel
     fwd: torch.nn.Module  # model, or torch.compile of it
+    compile: str  # run_meta's "compile": whether fwd is compiled, and if not, why
 
 
 @dataclass
