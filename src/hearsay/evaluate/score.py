@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,18 +171,23 @@ def score_rows(det, root: Path, rows, augs: list[str], cfg: ScoreConfig,
     return run_fed(det, feed_rows(root, rows, augs, cfg, workers), cfg)
 
 
+@dataclass(frozen=True)
 class Fed:
     """A split's rows on their way to the model: batches (row indices, longest first) and
-    their inputs, already being prepared by the feeding workers."""
+    their inputs, already being prepared by the feeding workers. Windowed scoring is not fed
+    (batches and inputs None): score_windows cuts each row's windows as it goes."""
 
-    def __init__(self, n_rows: int, batches: list[list[int]], inputs):
-        self.n_rows, self.batches, self.inputs = n_rows, batches, inputs
+    root: Path
+    recs: list[dict]
+    augs: list[str]
+    batches: list[list[int]] | None = None
+    inputs: Iterator | None = None
 
 
-def feed_rows(root: Path, rows, augs: list[str], cfg: ScoreConfig, workers: int = 0):
+def feed_rows(root: Path, rows, augs: list[str], cfg: ScoreConfig, workers: int = 0) -> Fed:
     """Start feeding `rows`: the length pass, the batches, and (workers > 0) the worker
     processes preparing the first batches, so that they run while the caller loads the model.
-    Windowed scoring (cfg.hop_s) is not fed: returns the records for score_windows."""
+    Windowed scoring (cfg.hop_s) is not fed."""
     import soundfile as sf
 
     cap_n = int(round(cfg.max_s * audio.SAMPLE_RATE))
@@ -193,18 +199,18 @@ def feed_rows(root: Path, rows, augs: list[str], cfg: ScoreConfig, workers: int 
         except Exception as err:  # noqa: BLE001 - any unreadable file is named below
             raise ScoreError(f"{clip_file(root, rec, aug)}: unreadable ({err})") from None
     if cfg.hop_s is not None:
-        return root, recs, augs
+        return Fed(root, recs, augs)
     batches = length_batches(lengths, cfg)
     jobs = [(root, [recs[i] for i in b], [augs[i] for i in b], cfg) for b in batches]
-    return Fed(len(recs), batches, feed.prepared(batch_inputs, jobs, workers))
+    return Fed(root, recs, augs, batches, feed.prepared(batch_inputs, jobs, workers))
 
 
-def run_fed(det, fed, cfg: ScoreConfig):
+def run_fed(det, fed: Fed, cfg: ScoreConfig):
     """The logits of what feed_rows started ((max, count, mean) per row when windowed)."""
-    if not isinstance(fed, Fed):
-        return score_windows(det, *fed, cfg)
-    logits = np.full(fed.n_rows, np.nan)
-    with Progress(fed.n_rows, desc="scoring", unit="clip") as bar:
+    if fed.inputs is None:
+        return score_windows(det, fed.root, fed.recs, fed.augs, cfg)
+    logits = np.full(len(fed.recs), np.nan)
+    with Progress(len(fed.recs), desc="scoring", unit="clip") as bar:
         try:
             for batch, waves in zip(fed.batches, fed.inputs, strict=True):
                 logits[batch] = run_model(det, waves, cfg.device, cfg.precision)
