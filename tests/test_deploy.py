@@ -94,7 +94,7 @@ def test_scores_every_clip_in_sorted_order_and_lists_broken_ones(world, tmp_path
     assert out.read_text().splitlines()[0] == (
         '"path","duration_s","score","logit","model_sums_sha256","error",'
         '"windows","covered_s","mean_logit","peak_start_s","peak_end_s","header_s","variant",'
-        '"decision","llr"')
+        '"decision","llr","audio_tracks"')
     rows = read_csv(out)
     assert [r["path"] for r in rows] == sorted(expected)
     model_id = hashlib.sha256((model / "SHA256SUMS").read_bytes()).hexdigest()  # what pins it

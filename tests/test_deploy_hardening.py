@@ -23,6 +23,7 @@ from hearsay import deploy
 from hearsay.contracts.model_dir import model_sums
 from hearsay.deploy import io, main
 from hearsay.hashing import format_sums, sha256_file
+from hearsay.sound import windows
 from hearsay.sound.audio import ffmpeg_exe
 
 SR = 16_000
@@ -380,12 +381,36 @@ def test_special_files_and_video_only_files_get_their_own_reasons(world, tmp_pat
     assert "no audio stream" in rows["video.mp4"] and rows["a.wav"] == ""
 
 
+def two_track_m4a(path: Path, first: Path, second: Path) -> None:
+    """An M4A with two AAC audio tracks: `first`'s audio, then `second`'s."""
+    subprocess.run([ffmpeg_exe(), "-v", "error", "-i", str(first), "-i", str(second),
+                    "-map", "0:a", "-map", "1:a", "-c:a", "aac", str(path)], check=True)
+
+
+@pytest.mark.parametrize("mode", [[], ["--first-window"]])
+def test_a_second_audio_track_is_noted_and_the_first_alone_is_scored(world, tmp_path, mode):
+    model, _, clips, _ = world
+    root = tmp_path / "root"
+    root.mkdir()
+    two_track_m4a(root / "two.m4a", clips / "a.wav", clips / "b" / "e.m4a")
+    subprocess.run([ffmpeg_exe(), "-v", "error", "-i", str(clips / "a.wav"), "-c:a", "aac",
+                    str(root / "one.m4a")], check=True)  # the first track alone, same encoder
+    out = tmp_path / "s.csv"
+    done = subprocess.run([sys.executable, "-m", "hearsay.deploy", str(root), "-o", str(out),
+                           "--model", str(model), *mode], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    rows = {r["path"]: r for r in read_csv(out)}
+    assert rows["two.m4a"]["audio_tracks"] == "2" and rows["one.m4a"]["audio_tracks"] == ""
+    assert rows["two.m4a"]["error"] == "" and rows["two.m4a"]["logit"] == rows["one.m4a"]["logit"]
+    assert "1 with more than one audio track (the first scored: audio_tracks)" in done.stderr
+
+
 @pytest.mark.parametrize("header_s,flagged", [(1.0 + 0.051, True), (1.0 + 0.049, False),
                                                (1.0 - 0.049, False), (1.0 - 0.051, True)])
 def test_header_s_is_reported_when_the_header_declares_more_or_less_than_decodes(header_s,
                                                                                  flagged):
     row = {"header_s": ""}
-    io.note_header(row, 16_000, header_s)  # 1.000 s decoded
+    io.note_decode(row, 16_000, windows.DecodeInfo(header_s=header_s))  # 1.000 s decoded
     assert row["duration_s"] == "1.000"
     assert (row["header_s"] == f"{header_s:.3f}") if flagged else row["header_s"] == ""
 

@@ -6,16 +6,19 @@ these).
     fh = open_regular(path)                        # AudioError: missing, a FIFO, a device, ...
     cmd = [ffmpeg, *ffmpeg_input(path), ...]       # file: + absolute path, file protocol only
     Popen(cmd, preexec_fn=limit_memory(1024))      # ffmpeg's address space <= 1024 MiB
+    audio_stream_count(path, 600.0, 1024)          # 2: a container with two audio tracks
     for block in bounded(path, blocks, 600.0): ... # AudioError past 600 s spent decoding
 
-Stdlib and hearsay.sound.audio (for AudioError) only: the deploy image imports it.
+Stdlib and hearsay.sound.audio (AudioError, the ffmpeg binary) only: the deploy image imports it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import resource
 import stat
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import closing
@@ -77,3 +80,24 @@ def limit_memory(mb: int):
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (mb << 20, mb << 20))
     return apply
+
+
+# One audio stream's line in ffmpeg's listing of its input: "  Stream #0:1[0x2](eng): Audio: aac"
+_AUDIO_STREAM = re.compile(r"^\s*Stream #0:\d+\S*: Audio: ", re.MULTILINE)
+
+
+def audio_stream_count(path: Path, max_s: float, max_mb: int) -> int | None:
+    """How many audio streams the container holds, from ffmpeg's listing of its input (ffmpeg
+    run with no output lists the input and exits 1; the wheel ships no ffprobe). The decode maps
+    the first (`-map 0:a:0`); a row says when there were more. None when ffmpeg cannot list it
+    in time (the decode that follows reports why the file fails); bounded like the decode:
+    `max_s` seconds, `max_mb` MiB of address space."""
+    cmd = [audio.ffmpeg_exe(), "-nostdin", "-hide_banner", "-v", "info", *ffmpeg_input(path)]
+    try:
+        done = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, timeout=max_s,
+                              preexec_fn=limit_memory(max_mb))
+    except subprocess.TimeoutExpired:
+        return None
+    found = len(_AUDIO_STREAM.findall(done.stderr.decode(errors="replace")))
+    return found or None

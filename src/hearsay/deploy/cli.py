@@ -17,7 +17,8 @@ the exported ONNX model, one row per file, in input order (CSV, or --format json
 object a line with the same keys and values):
 
     path,duration_s,score,logit,model_sums_sha256,error,
-    windows,covered_s,mean_logit,peak_start_s,peak_end_s,header_s,variant,decision,llr
+    windows,covered_s,mean_logit,peak_start_s,peak_end_s,header_s,variant,decision,llr,
+    audio_tracks
     (one line in the file)
 
 Every field is quoted and a row is one line (RFC 4180, CRLF). `path` is relative to a folder
@@ -28,6 +29,8 @@ decoded length in seconds (before trim/cap): only decoded samples are scored, an
 the length the header declares when it differs by more than 50 ms (a cut download); `score` =
 sigmoid(logit), high = synthetic, always finite; `model_sums_sha256` is the model folder's
 identity, the sha256 of its SHA256SUMS, and `variant` (fp32 / int8) the model file that scored;
+`audio_tracks` is the container's audio streams when it holds more than one (MP4, MKV, ...):
+only the first is scored, and the summary line counts such files;
 a file that cannot be read (or whose samples or logit are not finite) gets empty score/logit and
 its reason in `error`, and the batch goes on.
 

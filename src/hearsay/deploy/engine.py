@@ -117,7 +117,7 @@ def model_input(path: Path | memory.MemoryAudio, row: dict, scorer: Engine,
         else:
             wave, info = windows.decode(path, max_s=cfg.max_decode_s,  # (N,) float32 @ 16 kHz:
                                         max_mb=cfg.max_decode_mb)     # the windowed mode's decode
-        io.note_header(row, len(wave), info.header_s)
+        io.note_decode(row, len(wave), info)
         x = prepare(wave, **scorer.front)
         if not np.isfinite(x).all():
             raise AudioError(path, "samples too large to score (the normalisation overflows; "

@@ -24,9 +24,10 @@ from hearsay import progress
 
 COLUMNS = ["path", "duration_s", "score", "logit", "model_sums_sha256", "error",
            "windows", "covered_s", "mean_logit", "peak_start_s", "peak_end_s", "header_s",
-           "variant", "decision", "llr"]  # variant: fp32 / int8, the model file that scored
-# (with the folder sha: the model's identity; the folder's SHA256SUMS lists both files);
-# decision, llr: hearsay.deploy.decide.
+           "variant", "decision", "llr", "audio_tracks"]
+# variant: fp32 / int8, the model file that scored (with the folder sha: the model's identity;
+# the folder's SHA256SUMS lists both files); decision, llr: hearsay.deploy.decide;
+# audio_tracks: the container's audio streams when more than one (only the first is scored).
 # A name that starts with one of these is written with a leading ' (a spreadsheet would run it
 # as a formula); a name that starts with ' gets one more, so one leading ' is always removable.
 FORMULA_START = ("=", "+", "-", "@", "'")
@@ -77,15 +78,22 @@ def new_row(root: Path, path: Path, model_id: str, variant: str = "fp32") -> dic
     """The CSV row of one file before it is scored: empty but path and model (the model folder's
     identity, the sha256 of its SHA256SUMS, and the variant that scores)."""
     return {"path": csv_path(root, path), "duration_s": "", "score": "", "logit": "",
-            "model_sums_sha256": model_id, "error": "", "header_s": "", "variant": variant}
+            "model_sums_sha256": model_id, "error": "", "header_s": "", "variant": variant,
+            "audio_tracks": ""}
 
 
-def note_header(row: dict, decoded: int, header_s: float | None, rate: int = 16_000) -> None:
-    """duration_s = the decoded seconds; header_s = what the header declared, only when the two
-    differ by more than HEADER_TOLERANCE_S (empty: they agree, or the file declares none)."""
+def note_decode(row: dict, decoded: int, info, rate: int = 16_000) -> None:
+    """What the decode learned, into the row. duration_s = the decoded seconds; header_s = what
+    the header declared, only when the two differ by more than HEADER_TOLERANCE_S (empty: they
+    agree, or the file declares none); audio_tracks = the container's audio streams, only when
+    more than one (the first was scored; empty: one, or not counted). `info`: the decode's
+    hearsay.sound.windows.DecodeInfo."""
     row["duration_s"] = f"{decoded / rate:.3f}"
+    header_s = info.header_s
     if header_s is not None and abs(header_s - decoded / rate) > HEADER_TOLERANCE_S:
         row["header_s"] = f"{header_s:.3f}"
+    if (info.audio_streams or 0) > 1:
+        row["audio_tracks"] = str(info.audio_streams)
 
 
 # Extensions scored (lower case). Other files (README, .DS_Store, …) are skipped and counted.
@@ -352,6 +360,7 @@ class Progress:
     def __init__(self, total: int, every_s: float = 30.0, stream=None):
         self.total, self.every_s, self.done, self.failed = total, every_s, 0, 0
         self.short = 0  # rows whose header declares another length than decoded (header_s)
+        self.tracks = 0  # rows of files with more than one audio track (audio_tracks)
         self.audio_s = 0.0  # trimmed audio seconds scored so far (windowed runs report it)
         self.stream = sys.stderr if stream is None else stream
         self.start = time.monotonic()
@@ -366,6 +375,7 @@ class Progress:
         self.done += len(rows)
         self.failed += sum(1 for r in rows if r["error"])
         self.short += sum(1 for r in rows if r.get("header_s"))
+        self.tracks += sum(1 for r in rows if r.get("audio_tracks"))
         self.bar.update(len(rows), note=self._note())
 
     def audio(self, seconds: float) -> None:
@@ -377,10 +387,13 @@ class Progress:
         self.bar.close()
 
     def summary(self, skipped: dict[str, int]) -> str:
-        """'S/N scored, F failed, K skipped (k1 not audio, k2 hidden, ...)[, H header_s], T s'."""
+        """'S/N scored, F failed, K skipped (k1 not audio, k2 hidden, ...)[, H header_s]
+        [, M audio_tracks], T s'."""
         why = ", ".join(f"{n} {k}" for k, n in sorted(skipped.items()) if n) or "none"
         short = (f", {self.short} with header_s (decoded length is not the header's)"
                  if self.short else "")
+        tracks = (f", {self.tracks} with more than one audio track (the first scored: "
+                  "audio_tracks)" if self.tracks else "")
         return (f"hearsay-score: {self.done - self.failed}/{self.done} scored, {self.failed} "
-                f"failed, {sum(skipped.values())} skipped ({why}){short}, "
+                f"failed, {sum(skipped.values())} skipped ({why}){short}{tracks}, "
                 f"{time.monotonic() - self.start:.1f} s")

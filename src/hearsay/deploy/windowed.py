@@ -33,7 +33,7 @@ import numpy as np
 
 from hearsay.contracts.model_dir import FRONT_END
 from hearsay.deploy import memory
-from hearsay.deploy.io import RowSink, failure_reason, new_row, note_header
+from hearsay.deploy.io import RowSink, failure_reason, new_row, note_decode
 from hearsay.logits import sigmoid  # both modes of hearsay-score use it
 from hearsay.sound import windows
 from hearsay.sound.audio import SAMPLE_RATE, AudioError, trim_silence
@@ -128,7 +128,7 @@ def file_windows(path: Path | memory.MemoryAudio, row: dict, scorer, cfg
                                                    cutoff_hz=front["cutoff_hz"],
                                                    max_s=cfg.max_decode_s,
                                                    max_mb=cfg.max_decode_mb)
-    note_header(row, n, info.header_s)  # duration_s: decoded; header_s if the header disagrees
+    note_decode(row, n, info)  # duration_s: decoded; header_s, audio_tracks: see io
     if hi - lo < scorer.min_samples:
         raise AudioError(path, f"too short after trimming ({(hi - lo) / SAMPLE_RATE:.3f} s < "
                          f"{scorer.min_samples / SAMPLE_RATE:g} s)")

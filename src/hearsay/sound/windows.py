@@ -52,6 +52,7 @@ import soxr
 from hearsay.file_input import (
     MAX_DECODE_MB,
     MAX_DECODE_S,
+    audio_stream_count,
     bounded,
     ffmpeg_input,
     limit_memory,
@@ -149,6 +150,10 @@ class DecodeInfo:
     size: int | None = None  # the file's bytes when first opened (a later pass must see the same)
     max_s: float = MAX_DECODE_S  # decode time bound per pass (s): past it the file fails
     max_mb: int = MAX_DECODE_MB  # ffmpeg's address space bound (MiB): past it the file fails
+    # audio streams in the file's container, counted where ffmpeg decodes it (MP4, MKV, WebM, ...:
+    # the containers that can hold more than one); only the first is ever scored. None: not
+    # counted (soundfile decoded it, or ffmpeg could not list the streams).
+    audio_streams: int | None = None
 
 
 class _SoundfileReadError(audio.AudioError):
@@ -267,6 +272,8 @@ def _ffmpeg_frames(path: Path, block_s: float, info: DecodeInfo
     float32, rate, channels) to stdout; stderr is drained by a thread so it can never block.
     Its address space is bounded by info.max_mb (an allocation past it fails the file)."""
     sf_error = info.sf_error
+    if info.audio_streams is None:
+        info.audio_streams = audio_stream_count(path, info.max_s, info.max_mb)
     cmd = [audio.ffmpeg_exe(), "-nostdin", "-v", "error", *ffmpeg_input(path),
            "-map", "0:a:0", "-c:a", "pcm_f32be", "-f", "au", "-bitexact", "pipe:1"]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
