@@ -11,8 +11,10 @@
 # moment, a relaunch under the same job name, and deadlines that run out. Then the faults stop (a
 # service recovers) and runner/reaper.sh --once runs until no job record is left, nothing is listed
 # or still landing, and no ledger row waits in the spool (at most 30 cycles).
-# Counted per scenario and in total: instances still live on the fake, ledger rows vs instances the
-# fake created, ledger rows left open, secrets (API key, store secret) seen in any output, log or
+# Counted per scenario and in total: our instances still live on the fake, ledger rows vs instances
+# the fake created for us (the boxes another operator rents on the account, the churn fault's
+# "someone-else", are not ours: one the runner ended counts as a healthy box destroyed), ledger rows
+# left open, secrets (API key, store secret) seen in any output, log or
 # process list (sampled every 0.2 s). Goal: 0 left, rows = creations, 0 open, 0 secrets, 0 healthy
 # boxes destroyed, 0 DONE without the run, every box of a gone laptop ended by itself.
 #
@@ -310,8 +312,11 @@ scenario() {
     st=$(curl -fsS "$VAST_URL/_control/state")
     echo "$st" >"$W/fake_state.json"
     kill "$(cat "$W/fake.pid")" 2>/dev/null || true
-    left=$(jq '.live | length' <<<"$st")
-    created=$(jq '.created_total' <<<"$st")
+    # ours: every box but the ones another operator rented on the account (the churn fault's
+    # "someone-else"): those are no rental of ours, and the runner must never end one
+    left=$(jq '[.instances[] | select(.label != "someone-else" and .destroyed_at == null)] | length' <<<"$st")
+    created=$(jq '[.instances[] | select(.label != "someone-else")] | length' <<<"$st")
+    others_ended=$(jq '[.instances[] | select(.label == "someone-else" and .destroyed_at != null)] | length' <<<"$st")
     rows=0 open=0
     if [ -f "$LEDGER" ]; then   # append-only: rentals = distinct ids, open = ids with no closing row
       rows=$(awk -F, 'NR > 1 && !($1 in s) { s[$1] = 1; n++ } END { print n + 0 }' "$LEDGER")
@@ -340,7 +345,7 @@ scenario() {
     # (a box stuck loading never boots, so never runs its on-start guard: the reaper's, not counted)
     local unended=0
     [ "$selfend" != FAIL ] || [ "$stuck" = true ] || unended=1
-    echo "$i seed=$s$story | left=$left created=$created rows=$rows open=$open healthy_killed=$healthy done_without_run=$norun not_self_ended=$unended secrets=$secrets"
+    echo "$i seed=$s$story | left=$left created=$created rows=$rows open=$open healthy_killed=$((healthy + others_ended)) done_without_run=$norun not_self_ended=$unended secrets=$secrets"
   )
 }
 
