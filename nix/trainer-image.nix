@@ -9,7 +9,7 @@
 #   requirements.lock (what the smoke check compares the installed versions with)
 #   /opt/hearsay/weights/xls-r-300m/pytorch_model.bin   ($HEARSAY_WEIGHTS_DIR)
 #   /bin: python3 (requirements.lock's wheels + hearsay), hearsay, rclone and vastai (locked wheels),
-#         ffmpeg, curl, bash, coreutils, grep, sed
+#         ffmpeg, curl, bash, coreutils, grep, sed, cc/gcc (triton builds torch.compile's CUDA launcher)
 #   /tmp writable (1777)
 { pkgs, root, gitRev, tag, nixpkgsRev, py, ffmpeg, weights }:
 let
@@ -57,6 +57,10 @@ pkgs.dockerTools.buildLayeredImage {
     pkgs.coreutils
     pkgs.gnugrep
     pkgs.gnused # --help of entry.sh and smoke_check.sh
+    # a C compiler (cc, gcc) with libc's headers: triton compiles a small C launcher for
+    # torch.compile's CUDA kernels; without one train.compile (on by default on CUDA) falls back
+    # to eager, about 1.6x slower at the recipe's lengths (docs/BENCHMARKS.md)
+    pkgs.gcc
     pkgs.cacert
     pkgs.dockerTools.usrBinEnv
     pkgs.dockerTools.fakeNss # /etc/passwd + /etc/group with root: ssh, getpass and friends need them

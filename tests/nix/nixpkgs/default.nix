@@ -179,6 +179,7 @@ else {
   coreutils = tool "coreutils";
   gnugrep = tool "gnugrep";
   gnused = tool "gnused";
+  gcc = tool "gcc-wrapper";
   cacert = tool "nss-cacert";
   skopeo = tool "skopeo";
 }
