@@ -369,8 +369,11 @@ def test_sigterm_ends_a_real_run_with_the_finished_rows_kept(world, tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     rows = read_csv(partial)
-    assert 4 <= len(rows) < 40 and len(rows) % 4 == 0, err
+    # the windowed default flushes a row as soon as its file is done (a long file is one row), so
+    # any count of finished files is kept: each row whole and scored, the first files in order
+    assert 4 <= len(rows) < 40, err
     assert [r["path"] for r in rows] == [f"{i:02d}.flac" for i in range(len(rows))]
+    assert all(r["score"] and r["error"] == "" and r["variant"] for r in rows), rows
     assert not out.exists()
 
 
