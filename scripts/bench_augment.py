@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from hearsay.sound import audio, augment, crops, example, padding, transforms
+from hearsay.sound import audio, augment, crops, example, padding
 from hearsay.train import rates
 
 SR = audio.SAMPLE_RATE
@@ -63,9 +63,9 @@ def main(argv: list[str] | None = None) -> int:
                  "date": time.strftime("%Y-%m-%d", time.gmtime()), "numpy_ms_per_clip": {}}
     for name in augment.WAVE_TYPES:
         out["numpy_ms_per_clip"][name] = round(per_call_ms(
-            lambda name=name: transforms.apply(name, x, rng, cfg), args.repeats), 2)
+            lambda name=name: augment.apply(name, x, rng, cfg), args.repeats), 2)
     out["numpy_ms_per_clip"]["trim_jitter(8 s clip)"] = round(per_call_ms(
-        lambda: transforms.trim_jitter(clip, SR, rng, cfg), args.repeats), 2)
+        lambda: augment.trim_jitter(clip, SR, rng, cfg), args.repeats), 2)
     out["numpy_ms_per_clip"]["finish"] = round(per_call_ms(
         lambda: crops.finish(x, n), args.repeats), 2)
     out["numpy_ms_per_clip"]["stream_record"] = round(per_call_ms(

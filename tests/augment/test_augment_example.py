@@ -5,7 +5,7 @@ the crop)."""
 import numpy as np
 from augment_signals import speechlike
 
-from hearsay.sound import audio, augment, crops, example, transforms
+from hearsay.sound import audio, augment, crops, example
 
 SR = audio.SAMPLE_RATE
 CFG = augment.AugmentConfig()
@@ -20,7 +20,7 @@ def test_training_example_keeps_padding_zero_and_finishes_last():
         # Same steps by hand with the same generator: crop, transform, then finish.
         rng = np.random.default_rng(22)
         crop, n = crops.random_crop(x, 2 * SR, rng)
-        crop[:n] = transforms.apply(name, crop[:n], rng, CFG)
+        crop[:n] = augment.apply(name, crop[:n], rng, CFG)
         np.testing.assert_array_equal(wave, crops.finish(crop, n))
 
 

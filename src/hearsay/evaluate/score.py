@@ -24,7 +24,7 @@ fold. Rows with train_scope `extra` (or fold `extra`) are never scored.
 The augmented slice: every selected clip gets exactly one augmentation, drawn from a generator
 seeded by (aug_seed, crc32(clip id)) only, so the slice is identical for every model, every
 batch size and every subset: a bundle codec copy (codec:<c>) or one of the wave-domain types of
-`hearsay.sound.transforms` (noise, bandlimit, reverb, gain_clip, rawboost; trim_jitter is
+`hearsay.sound.augment` (noise, bandlimit, reverb, gain_clip, rawboost; trim_jitter is
 training-only).
 
 Windowed readout (--hop-s S): each clip (up to the bundle's 15 s) is cut by hearsay.sound.windows

@@ -6,7 +6,7 @@ by the bundle builder, the trainer, the scorers and hearsay-score.
     windows    long recordings in windows (streamed decode)
     crops      crop lengths and crop positions; test-time inputs
     padding    padded batches (pad_batch): the trainer's and every scorer's
-    augment    the augmentation recipe: AugmentConfig, choose (label-blind), the type names
-    transforms the numpy augmentations: draw_<type>, render_<type>, apply
+    augment    the augmentation: AugmentConfig, choose (label-blind), the type names, and the
+               numpy transforms: draw_<type>, render_<type>, apply
     example    one training example: choose -> load -> crop -> augment -> finish
 """

@@ -16,7 +16,7 @@ Per clip, in this order (`build` does all of it; the trainer's batches call it o
     choose (hearsay.sound.augment; before loading: a codec copy is its own file)
       -> load the original or the codec copy (hearsay.sound.audio.load_audio)
       -> trim_jitter (whole clip) -> random_crop (hearsay.sound.crops)
-      -> draw the wave type's parameters (hearsay.sound.transforms.DRAW)
+      -> draw the wave type's parameters (hearsay.sound.augment.DRAW)
       -> render them on the valid samples (the padding stays zero) -> crops.finish
          (band-limit 7.25 kHz, normalise)
 
@@ -39,8 +39,15 @@ from pathlib import Path
 import numpy as np
 
 from hearsay.sound import audio, crops
-from hearsay.sound.augment import SAMPLE_RATE, WAVE_TYPES, AugmentConfig, choose
-from hearsay.sound.transforms import DRAW, RENDER, trim_jitter
+from hearsay.sound.augment import (
+    DRAW,
+    RENDER,
+    SAMPLE_RATE,
+    WAVE_TYPES,
+    AugmentConfig,
+    choose,
+    trim_jitter,
+)
 
 
 @dataclass

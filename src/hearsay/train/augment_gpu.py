@@ -1,4 +1,4 @@
-"""Batched torch rendering of hearsay.sound.transforms' wave types and of the finish step (the
+"""Batched torch rendering of hearsay.sound.augment's wave types and of the finish step (the
 GPU path).
 
 The numpy path (hearsay.sound.example.training_example) is the reference; this module renders
