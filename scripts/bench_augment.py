@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from hearsay.sound import audio, augment, crops, example, padding
+from hearsay.sound import audio, augment, crops, example
 from hearsay.train import rates
 
 SR = audio.SAMPLE_RATE
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     planned = [example.plan_example(clip, nm, n, rng, cfg) for nm in names]
     out["numpy_plan_example_clips_per_s_one_core"] = round(
         len(names) / (time.process_time() - t0), 1)
-    values, mask = padding.pad_batch([p[0] for p in planned], [p[1] for p in planned])
+    values, mask = audio.pad_batch([p[0] for p in planned], [p[1] for p in planned])
     params = [p[2] for p in planned]
     v = torch.from_numpy(values).to(args.device)
     m = torch.from_numpy(mask).to(args.device)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from hearsay.sound import audio, crops
-from hearsay.sound.padding import pad_batch
+from hearsay.sound.audio import pad_batch
 
 SR = audio.SAMPLE_RATE
 
@@ -197,7 +197,7 @@ def test_crops_and_augment_import_no_torch():
     import subprocess
     import sys
 
-    code = ("import sys, hearsay.sound.crops, hearsay.sound.padding, hearsay.sound.augment, "
+    code = ("import sys, hearsay.sound.crops, hearsay.sound.audio, hearsay.sound.augment, "
             "hearsay.sound.example; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -155,7 +155,7 @@ def run_model(det, waves: list[np.ndarray], device: str = "cpu",
     """Logits (B,) float64 of one padded batch (bf16: under autocast on the device, as training)."""
     import torch
 
-    from hearsay.sound.padding import pad_batch
+    from hearsay.sound.audio import pad_batch
 
     values, mask = pad_batch(waves, [len(w) for w in waves])
     amp = torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16")

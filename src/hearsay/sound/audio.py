@@ -6,8 +6,10 @@ formats) only: this module must never import torch, because the deploy image has
 
 The documented order, shared by training, scoring and the deploy image::
 
-    load_audio  ->  trim_silence  ->  cap  ->  band_limit  ->  normalize
-    (16 kHz mono)   (energy, dB)      (max_s)  (7.25 kHz)      (zero mean, unit var, valid only)
+    load_audio  ->  trim_silence  ->  cap  ->  band_limit  ->  normalize  ->  pad_batch
+    (16 kHz mono)   (energy, dB)      (max_s)  (7.25 kHz)      (zero mean,     (B, T) + mask,
+                                                                unit var,       zeros, never
+                                                                valid only)     a repeat)
 
 `prepare(x, max_s)` is that order, the one function `hearsay score`, hearsay-score and the
 parity checks call: trim -> cap -> band-limit -> normalise on an already-loaded wave;
@@ -17,10 +19,15 @@ gets, sample for sample, the input of a training crop at offset 0. The bundle st
 after load -> trim -> cap 15 s -> `peak_guard` as 16-bit FLAC; the trainer band-limits and
 normalises its crops after augmentation (see hearsay.sound.crops / hearsay.sound.example).
 
+`pad_batch` is the one padding of the project: the trainer's batches (hearsay.train.data), the
+in-process scorer (hearsay.evaluate.score), the CPU scorer (hearsay.cpu_engine) and the export
+probes stack model inputs of different lengths with it.
+
 Usage::
 
-    from hearsay.sound.audio import prepare_file
+    from hearsay.sound.audio import pad_batch, prepare_file
     x = prepare_file("clip.m4a", max_s=8.0)   # (N,) float32 @ 16 kHz, normalised
+    input_values, attention_mask = pad_batch([x, ...], [n_valid, ...])
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import io
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -255,3 +263,27 @@ def prepare_file(path: str | os.PathLike, max_s: float | None = 8.0, **kwargs) -
         return prepare(x, max_s, **kwargs)
     except AudioError as err:
         raise AudioError(path, err.reason) from None
+
+
+# --------------------------------------------------------------------------- batches
+
+
+def pad_batch(waves: Sequence[np.ndarray],
+              n_valids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Stack clips -> (input_values (B, T) float32, attention_mask (B, T) int64; 1 = valid).
+
+    T is the longest wave. Samples at or past each clip's n_valid are zero in input_values.
+    """
+    if len(waves) != len(n_valids) or not waves:
+        raise ValueError(f"pad_batch: {len(waves)} waves vs {len(n_valids)} n_valids "
+                         "(need the same non-zero count)")
+    t = max(len(w) for w in waves)
+    values = np.zeros((len(waves), t), dtype=np.float32)
+    mask = np.zeros((len(waves), t), dtype=np.int64)
+    for i, (w, n) in enumerate(zip(waves, n_valids, strict=True)):
+        n = int(n)
+        if not 0 <= n <= len(w):
+            raise ValueError(f"pad_batch: clip {i} n_valid={n} outside [0, {len(w)}]")
+        values[i, :n] = w[:n]
+        mask[i, :n] = 1
+    return values, mask

@@ -12,7 +12,7 @@ tests/augment/test_augment_gpu.py checks that both paths agree.
 Usage (in the trainer)::
 
     from hearsay.sound import example
-    from hearsay.sound.padding import pad_batch
+    from hearsay.sound.audio import pad_batch
     from hearsay.train import augment_gpu
     # worker, per clip (numpy):
     crop, n_valid, params = example.plan_example(x, name, n_samples, rng, cfg)

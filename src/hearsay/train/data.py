@@ -22,7 +22,7 @@ from hearsay.contracts import protocol
 from hearsay.contracts.bundle import clip_rel
 from hearsay.contracts.manifest import LABELS
 from hearsay.sound import audio, augment, crops, example
-from hearsay.sound.padding import pad_batch
+from hearsay.sound.audio import pad_batch
 from hearsay.train import augment_gpu, rates, shares
 from hearsay.train.config import TrainConfig
 from hearsay.train.errors import ConfigError, FoldLeak
