@@ -5,7 +5,7 @@
 
 Prints one JSON object (CPU figures in process CPU time, GPU figures in wall time): ms per
 clip for each wave type on the numpy reference path (draw + render, one 4 s crop), ms for
-rates.stream_record, ms for crops.finish, clips/s of example.training_example with the
+rates.stream_record, ms for example.finish, clips/s of example.training_example with the
 default mix on one CPU core, and clips/s of hearsay.train.augment_gpu.train_batch on --device for a
 batch planned with augment.plan_example. Synthetic signals only. What it means for the trainer:
 at N clips/s the numpy path needs about N / (training_example clips/s) CPU cores.
@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from hearsay.sound import audio, augment, crops, example
+from hearsay.sound import audio, augment, example
 from hearsay.train import rates
 
 SR = audio.SAMPLE_RATE
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     out["numpy_ms_per_clip"]["trim_jitter(8 s clip)"] = round(per_call_ms(
         lambda: augment.trim_jitter(clip, SR, rng, cfg), args.repeats), 2)
     out["numpy_ms_per_clip"]["finish"] = round(per_call_ms(
-        lambda: crops.finish(x, n), args.repeats), 2)
+        lambda: example.finish(x, n), args.repeats), 2)
     out["numpy_ms_per_clip"]["stream_record"] = round(per_call_ms(
         lambda: rates.stream_record("s", "spoof", x, n), args.repeats), 2)
 

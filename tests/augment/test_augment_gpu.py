@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from augment_signals import speechlike
 
-from hearsay.sound import audio, augment, crops, example
+from hearsay.sound import audio, augment, example
 
 SR = audio.SAMPLE_RATE
 
@@ -41,7 +41,7 @@ def test_torch_finish_batch_equals_crops_finish():
     values, mask = audio.pad_batch(waves, [len(w) for w in waves])
     out = augment_gpu.finish_batch(torch.from_numpy(values), torch.from_numpy(mask)).numpy()
     for i, w in enumerate(waves):
-        np.testing.assert_allclose(out[i, : len(w)], crops.finish(w), atol=5e-5)
+        np.testing.assert_allclose(out[i, : len(w)], example.finish(w), atol=5e-5)
 
 
 def test_torch_render_batch_leaves_the_padding_zero():

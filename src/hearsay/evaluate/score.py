@@ -13,7 +13,7 @@ Per clip (the bundle's FLAC is already loaded, trimmed, capped at 15 s and peak-
 
 audio.prepare is the one front-end order hearsay-score also calls, so a clip scored here and by
 the deploy image gets the same input sample for sample (also past the cap), and the model sees
-exactly what training's `crops.finish` produces for a crop of the same length.
+exactly what training's `example.finish` produces for a crop of the same length.
 Clips are sorted by length and batched (zero padding + attention mask), so a batch never mixes a
 2 s clip with a 14 s one; the output keeps manifest order.
 

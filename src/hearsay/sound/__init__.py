@@ -5,8 +5,8 @@ by the bundle builder, the trainer, the scorers and hearsay-score.
                the trainer's batches and every scorer's
     codecs     the codec copies (MP3, Opus, AAC, AMR-NB, mu-law) through ffmpeg
     windows    long recordings in windows (streamed decode)
-    crops      crop lengths and crop positions; test-time inputs
     augment    the augmentation: AugmentConfig, choose (label-blind), the type names, and the
                numpy transforms: draw_<type>, render_<type>, apply
-    example    one training example: choose -> load -> crop -> augment -> finish
+    example    one training example: crop length (CropConfig) -> choose -> load -> crop -> augment
+               -> finish; the test-time input
 """

@@ -14,10 +14,10 @@ The documented order, shared by training, scoring and the deploy image::
 `prepare(x, max_s)` is that order, the one function `hearsay score`, hearsay-score and the
 parity checks call: trim -> cap -> band-limit -> normalise on an already-loaded wave;
 `prepare_file(path, max_s)` adds the load. Capping before the band-limit is what training does
-(a crop is cut, then `crops.finish` filters it with zero edges), so a clip longer than the cap
+(a crop is cut, then `example.finish` filters it with zero edges), so a clip longer than the cap
 gets, sample for sample, the input of a training crop at offset 0. The bundle stores clips
 after load -> trim -> cap 15 s -> `peak_guard` as 16-bit FLAC; the trainer band-limits and
-normalises its crops after augmentation (see hearsay.sound.crops / hearsay.sound.example).
+normalises its crops after augmentation (see hearsay.sound.example).
 
 `pad_batch` is the one padding of the project: the trainer's batches (hearsay.train.data), the
 in-process scorer (hearsay.evaluate.score), the CPU scorer (hearsay.cpu_engine) and the export

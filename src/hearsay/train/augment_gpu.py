@@ -220,7 +220,8 @@ def render_batch(values: torch.Tensor, attention_mask: torch.Tensor, names: Sequ
 
 
 def finish_batch(values: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """hearsay.sound.crops.finish for a batch: band-limit 7.25 kHz, then normalise valid samples."""
+    """hearsay.sound.example.finish for a batch: band-limit 7.25 kHz, then normalise valid
+    samples."""
     mask = attention_mask.to(torch.float32)
     n = mask.sum(1).clamp(min=1)
     y = _lowpass(values.to(torch.float32) * mask, audio.BAND_LIMIT_HZ) * mask
