@@ -19,6 +19,11 @@ gets, sample for sample, the input of a training crop at offset 0. The bundle st
 after load -> trim -> cap 15 s -> `peak_guard` as 16-bit FLAC; the trainer band-limits and
 normalises its crops after augmentation (see hearsay.sound.example).
 
+Reading one input file as hearsay-score must (hearsay.sound.windows' streaming decode calls
+these): the name is only ever a name (`ffmpeg_input`: `file:` + the absolute path, file protocol
+only), special files are refused (`open_regular`), and each decode is bounded in time (`bounded`)
+and memory (`limit_memory`, ffmpeg's address space).
+
 `pad_batch` is the one padding of the project: the trainer's batches (hearsay.train.data), the
 in-process scorer (hearsay.evaluate.score), the CPU scorer (hearsay.cpu_engine) and the export
 probes stack model inputs of different lengths with it.
@@ -34,9 +39,13 @@ from __future__ import annotations
 
 import io
 import os
+import resource
 import shutil
+import stat
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -138,6 +147,64 @@ def resample(x: np.ndarray, rate: int, target: int = SAMPLE_RATE) -> np.ndarray:
     if rate == target:
         return np.ascontiguousarray(x, dtype=np.float32)
     return soxr.resample(x.astype(np.float32), rate, target, quality="VHQ").astype(np.float32)
+
+
+# --------------------------------------------------------------------------- one input file
+
+MAX_DECODE_S = 600.0  # default decode time bound per file and pass (s; --max-decode-s)
+MAX_DECODE_MB = 1024  # default ffmpeg address-space bound (MiB; hearsay-score --max-decode-mb)
+
+
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK:
+          "a block device", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
+
+
+def open_regular(path: Path):
+    """The file opened for reading; AudioError if it is missing or not a regular file (a FIFO is
+    opened non-blocking, so it is refused instead of waiting for a writer)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise AudioError(path, "file not found") from None
+    except OSError as err:
+        raise AudioError(path, f"cannot open ({err.strerror})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise AudioError(path, f"not a regular file ({kind}): only files are scored")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def bounded(path: Path, blocks: Iterator, max_s: float) -> Iterator:
+    """`blocks`, failing the file once producing them (decoding + resampling, not what the
+    consumer does between blocks) took longer than max_s seconds."""
+    spent = 0.0
+    with closing(blocks):
+        while True:
+            t0 = time.monotonic()
+            block = next(blocks, None)
+            spent += time.monotonic() - t0
+            if spent > max_s:
+                raise AudioError(path, f"decoding took over {max_s:g} s (the per-file "
+                                       "bound: --max-decode-s)")
+            if block is None:
+                return
+            yield block
+
+
+def ffmpeg_input(path: str | os.PathLike) -> list[str]:
+    """ffmpeg's input arguments for a file NAME: only the file protocol, and the absolute path
+    behind `file:`, so no name is read as a URL or protocol (`file:x.m4a`, `concat:a|b`)."""
+    return ["-protocol_whitelist", "file", "-i", b"file:" + os.fsencode(os.path.abspath(path))]
+
+
+def limit_memory(mb: int):
+    """preexec_fn: ffmpeg's address space at most `mb` MiB (a junk file cannot take the box)."""
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (mb << 20, mb << 20))
+    return apply
 
 
 # --------------------------------------------------------------------------- wave transforms
