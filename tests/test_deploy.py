@@ -656,7 +656,7 @@ def test_resume_refuses_rows_of_another_model_and_needs_o(world, tmp_path, capsy
     assert "--resume needs -o FILE" in capsys.readouterr().err
 
 
-# ---------------------------------------------------------------- decision column (decide.py)
+# ---------------------------------------------------------------- decision column (engine.py)
 
 
 def with_thresholds(model: Path, dest: Path, doc: dict) -> Path:
