@@ -106,7 +106,7 @@ from pathlib import Path
 import numpy as np
 
 from hearsay.contracts.model_dir import FRONT_END, INT8, ONNX, PORTABLE, ModelError
-from hearsay.deploy import inputs, io, jsonl, resume, windowed
+from hearsay.deploy import inputs, io, jsonl, windowed
 from hearsay.deploy.engine import (
     ScoreConfig,
     add_decision_args,
@@ -138,14 +138,14 @@ def run(args, cfg: ScoreConfig) -> int:
         say(f"hearsay-score: --hop-s {cfg.hop_s:g} must be in (0, {scorer.front['max_s']:g}] "
             f"(the window length, {FRONT_END} max_s)")
         return EXIT_USAGE
-    record = resume.run_record(args, cfg, scorer.model_sha, src.source)
-    kept, kept_windows = (resume.resume_rows(args, record, windowed.WINDOW_COLUMNS)
+    record = inputs.run_record(args, cfg, scorer.model_sha, src.source)
+    kept, kept_windows = (inputs.resume_rows(args, record, windowed.WINDOW_COLUMNS)
                           if args.resume else ([], []))
     done = {r["path"] for r in kept}
     todo = [f for f in files if io.csv_path(src.root, f) not in done]
     progress, sink, win_sink = Progress(len(files), args.progress), None, None
     try:
-        resume.write_record(args.output, record)  # before the first row of FILE.partial
+        inputs.write_record(args.output, record)  # before the first row of FILE.partial
         sink = FORMATS[args.format](args.output, keep=decider.apply(kept))
         win_sink = windowed.WindowSink(args.windows_csv, keep=kept_windows)
         if kept:
@@ -174,7 +174,7 @@ def run(args, cfg: ScoreConfig) -> int:
         say(f"hearsay-score: interrupted after {progress.done}/{len(files)} files{kept} "
             "(--resume goes on from there)")
         return EXIT_INTERRUPTED
-    resume.drop_record(args.output)
+    inputs.drop_record(args.output)
     progress.close()
     say(progress.summary(skipped))
     return EXIT_FAILED if (progress.failed and args.strict) else EXIT_OK
