@@ -5,7 +5,7 @@
 
 Prints one JSON object (CPU figures in process CPU time, GPU figures in wall time): ms per
 clip for each wave type on the numpy reference path (draw + render, one 4 s crop), ms for
-rates.stream_record, ms for crops.finish, clips/s of example.training_example with the
+rates.stream_record, ms for example.finish, clips/s of example.training_example with the
 default mix on one CPU core, and clips/s of hearsay.train.augment_gpu.train_batch on --device for a
 batch planned with augment.plan_example. Synthetic signals only. What it means for the trainer:
 at N clips/s the numpy path needs about N / (training_example clips/s) CPU cores.
@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from hearsay.sound import audio, augment, crops, example, padding, transforms
+from hearsay.sound import audio, augment, example
 from hearsay.train import rates
 
 SR = audio.SAMPLE_RATE
@@ -63,11 +63,11 @@ def main(argv: list[str] | None = None) -> int:
                  "date": time.strftime("%Y-%m-%d", time.gmtime()), "numpy_ms_per_clip": {}}
     for name in augment.WAVE_TYPES:
         out["numpy_ms_per_clip"][name] = round(per_call_ms(
-            lambda name=name: transforms.apply(name, x, rng, cfg), args.repeats), 2)
+            lambda name=name: augment.apply(name, x, rng, cfg), args.repeats), 2)
     out["numpy_ms_per_clip"]["trim_jitter(8 s clip)"] = round(per_call_ms(
-        lambda: transforms.trim_jitter(clip, SR, rng, cfg), args.repeats), 2)
+        lambda: augment.trim_jitter(clip, SR, rng, cfg), args.repeats), 2)
     out["numpy_ms_per_clip"]["finish"] = round(per_call_ms(
-        lambda: crops.finish(x, n), args.repeats), 2)
+        lambda: example.finish(x, n), args.repeats), 2)
     out["numpy_ms_per_clip"]["stream_record"] = round(per_call_ms(
         lambda: rates.stream_record("s", "spoof", x, n), args.repeats), 2)
 
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     planned = [example.plan_example(clip, nm, n, rng, cfg) for nm in names]
     out["numpy_plan_example_clips_per_s_one_core"] = round(
         len(names) / (time.process_time() - t0), 1)
-    values, mask = padding.pad_batch([p[0] for p in planned], [p[1] for p in planned])
+    values, mask = audio.pad_batch([p[0] for p in planned], [p[1] for p in planned])
     params = [p[2] for p in planned]
     v = torch.from_numpy(values).to(args.device)
     m = torch.from_numpy(mask).to(args.device)

@@ -63,7 +63,7 @@ from hearsay.export.quantize import (
     write_recipe,
 )
 from hearsay.model import Detector, ModelConfig
-from hearsay.sound.padding import pad_batch
+from hearsay.sound.audio import pad_batch
 
 WORKER = Path(__file__).with_name("bench_engine_worker.py")
 FRONT = {"sample_rate": 16_000, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0, "min_s": 0.5}

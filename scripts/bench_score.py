@@ -7,7 +7,7 @@
 Builds a throw-away bundle-shaped folder of synthetic clips (uniform 3-8 s, 16 kHz FLAC) and a
 random-init run of the chosen shape (tiny = ModelConfig.tiny(); xlsr = the XLS-R 300M shape with
 12 kept layers, random init: no weights are downloaded), then times
-  (a) score.score_split: FLAC decode + front end (crops.test_input) + batching + model, and
+  (a) score.score_split: FLAC decode + front end (example.test_input) + batching + model, and
   (b) the model alone on the same padded batches (inputs prepared beforehand).
 Prints wall-clock rates and the process CPU time per clip (the steadier figure on a shared,
 oversubscribed machine). Nothing is written outside a temp folder.

@@ -61,7 +61,7 @@ import torch.nn.functional as F
 from hearsay import train
 from hearsay.files import write_atomic
 from hearsay.model import Detector, ModelConfig
-from hearsay.sound import audio, crops
+from hearsay.sound import audio, example
 from hearsay.train import config as train_config
 from hearsay.train import step as train_step
 
@@ -114,17 +114,17 @@ def autocast_in_force(device_type: str) -> str:
 
 
 def recipe_lengths(bundle: Path | None, crop_s: float | None, k: int) -> list[float]:
-    """k crop lengths, s: `crop_s` fixed, else the trainer's recipe (hearsay.sound.crops with the
+    """k crop lengths, s: `crop_s` fixed, else the trainer's recipe (hearsay.sound.example with the
     CropConfig defaults: test-duration draws + uniform, bucketed, capped at the class cap) on
     the synthetic bundle's durations, seeded: raw and trainer see the same distribution."""
     if crop_s is not None:
         return [crop_s] * k
     df = pd.read_csv(bundle / "manifest.csv")
     train_rows, test = df[df["fold"] != "test"], df.loc[df["fold"] == "test", "duration"]
-    cap = crops.class_cap_s(train_rows.loc[train_rows["label"] == "bonafide", "duration"],
+    cap = example.class_cap_s(train_rows.loc[train_rows["label"] == "bonafide", "duration"],
                             train_rows.loc[train_rows["label"] == "spoof", "duration"])
     rng = np.random.default_rng(0)
-    return [crops.crop_length_s(rng, test.to_numpy(), cap) for _ in range(k)]
+    return [example.crop_length_s(rng, test.to_numpy(), cap) for _ in range(k)]
 
 
 def raw_step(mc: ModelConfig, batch: int, lengths: list[float], steps: int, warmup: int,
@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=64, help="clips per step")
     ap.add_argument("--crop-s", type=float, default=None,
                     help="a fixed crop length, s (default: the recipe's distribution, "
-                         "hearsay.sound.crops, on the synthetic bundle)")
+                         "hearsay.sound.example, on the synthetic bundle)")
     ap.add_argument("--layers", type=int, default=12, help="kept transformer layers")
     ap.add_argument("--steps", type=int, default=40, help="timed steps per figure")
     ap.add_argument("--warmup", type=int, default=8, help="untimed steps first")

@@ -136,25 +136,25 @@ class _OneClipPlan:
 def batch_configs(seed: int):
     """The recipe's defaults (TrainConfig, CropConfig, AugmentConfig): built outside the trace,
     as the bundle is (inputs of the leg, not its path)."""
-    from hearsay.sound import crops
+    from hearsay.sound import example
     from hearsay.sound.augment import AugmentConfig
     from hearsay.train.config import TrainConfig
 
-    return TrainConfig(seed=seed), crops.CropConfig(), AugmentConfig()
+    return TrainConfig(seed=seed), example.CropConfig(), AugmentConfig()
 
 
 def leg_batch(bundle_dir: Path, tc, cc, ac):
     import torch
 
     from hearsay.contracts.bundle import load_bundle
-    from hearsay.sound import crops
+    from hearsay.sound import example
     from hearsay.train.data import BatchContext, EpochBatches, device_batch
     from hearsay.train.prepare import ROW_COLUMNS
 
     bundle = load_bundle(bundle_dir)
     durations = bundle.manifest["duration"].astype(float).to_numpy()
     ctx = BatchContext(seed=tc.seed, world=1, rank=0, test_durations=durations,
-                       cap_s=crops.class_cap_s(durations, durations), crop=cc, augment=ac,
+                       cap_s=example.class_cap_s(durations, durations), crop=cc, augment=ac,
                        max_crop_s=tc.max_crop_s, gpu_augment=tc.gpu_augment)
     rows = bundle.manifest[ROW_COLUMNS].to_dict("records")
     batch = EpochBatches(bundle.root, rows, _OneClipPlan(), 1, ctx)[(1, 0)]

@@ -136,9 +136,9 @@ def test_ffmpeg_pipe_keeps_every_channel_and_the_files_rate(tmp_path):
 
 def test_prepare_of_a_long_clip_is_the_training_crop_at_offset_zero():
     """trim -> cap -> band-limit -> normalise: past the cap, what training's crop path gives."""
-    from hearsay.sound import crops
+    from hearsay.sound import example
 
     x = (tone(12.0, 220.0) + 0.05 * np.random.default_rng(0).standard_normal(12 * SR)) \
         .astype(np.float32)
-    crop, n = crops.take(x, 0, 8 * SR)
-    np.testing.assert_array_equal(audio.prepare(x, 8.0, trim=False), crops.finish(crop, n))
+    crop, n = example.take(x, 0, 8 * SR)
+    np.testing.assert_array_equal(audio.prepare(x, 8.0, trim=False), example.finish(crop, n))

@@ -651,7 +651,7 @@ def test_resume_refuses_rows_of_another_model_and_needs_o(world, tmp_path, capsy
     import argparse  # the run record another model's run left beside its rows
 
     other = argparse.Namespace(clips=clips, windows_csv=None)
-    deploy.resume.write_record(out, deploy.resume.run_record(other, deploy.ScoreConfig(),
+    deploy.inputs.write_record(out, deploy.inputs.run_record(other, deploy.ScoreConfig(),
                                                              "0" * 64))
     assert main([str(clips), "-o", str(out), "--model", str(model), "--resume"]) == 2
     assert f"model_sums_sha256 '{'0' * 64}' -> " in capsys.readouterr().err
@@ -659,7 +659,7 @@ def test_resume_refuses_rows_of_another_model_and_needs_o(world, tmp_path, capsy
     assert "--resume needs -o FILE" in capsys.readouterr().err
 
 
-# ---------------------------------------------------------------- decision column (decide.py)
+# ---------------------------------------------------------------- decision column (engine.py)
 
 
 def with_thresholds(model: Path, dest: Path, doc: dict) -> Path:

@@ -16,7 +16,7 @@ from hearsay.model import (
     load_pretrained,
     save_detector,
 )
-from hearsay.sound import crops
+from hearsay.sound import example
 
 
 def _batch(lengths, t=None, seed=0):
@@ -212,7 +212,7 @@ def test_forward_traces_to_onnx_with_dynamic_batch_and_time(tmp_path, tiny):
 def test_cutting_a_batch_to_its_bucket_leaves_the_logits_unchanged(tiny):
     # clips of 1.2 s and 0.7 s in a batch padded to a 3 s crop: cut to the 2 s bucket
     x, m = _batch([19200, 11200], t=48000)
-    n = crops.cut_samples(int(m.sum(1).max()), x.shape[1], crops.CropConfig().buckets_s)
+    n = example.cut_samples(int(m.sum(1).max()), x.shape[1], example.CropConfig().buckets_s)
     assert n == 32000
     torch.testing.assert_close(tiny(x[:, :n], m[:, :n]), tiny(x, m), atol=1e-5, rtol=1e-4)
 

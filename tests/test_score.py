@@ -17,7 +17,7 @@ from fakes.fake_runs import TREE_SHA, make_bundle, make_run
 from hearsay.contracts import score_file
 from hearsay.evaluate import score
 from hearsay.model import load_detector
-from hearsay.sound import audio, crops
+from hearsay.sound import audio, example
 from hearsay.sound import bundle_inputs as inputs
 
 SR = audio.SAMPLE_RATE
@@ -39,7 +39,7 @@ def test_scores_are_the_models_logits_on_the_training_front_end(world):
     assert list(df["path"]) == list(rows["path"]) and list(df.columns) == score_file.COLUMNS
     det, _ = load_detector(runs["full"])
     for (_, r), logit in zip(rows.iterrows(), df["logit"], strict=True):
-        x = crops.test_input(audio.load_audio(bundle.root / r["flac"]), 8.0)
+        x = example.test_input(audio.load_audio(bundle.root / r["flac"]), 8.0)
         with torch.inference_mode():
             one = det(torch.from_numpy(x)[None], torch.ones(1, len(x), dtype=torch.int64))
         assert logit == pytest.approx(float(one), abs=1e-4)  # batched+padded == alone

@@ -5,7 +5,7 @@ its front-end probe and the CPU benchmarks measure the same engine through it.
     session = make_session(Path("model/model.onnx"))          # intra-op threads = allowed_cpus()
     logits = run_logits(session, [wave, ...], batch_size=8)   # (N,) float32, high = synthetic
 
-numpy, onnxruntime and the torch-free hearsay.sound.padding (whose pad_batch makes the trainer's
+numpy, onnxruntime and the torch-free hearsay.sound.audio (whose pad_batch makes the trainer's
 batches too) only: the deploy image has no torch.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay.sound.padding import pad_batch  # the one padding: training's batches and these
+from hearsay.sound.audio import pad_batch  # the one padding: training's batches and these
 
 
 def allowed_cpus() -> int:

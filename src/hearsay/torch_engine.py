@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hearsay.sound.padding import pad_batch
+from hearsay.sound.audio import pad_batch
 
 
 def torch_logits(model, waves: list[np.ndarray], *, batched: bool, device: str = "cpu",

@@ -17,7 +17,7 @@ from hearsay import demo, train
 from hearsay.demo import corpus as dd
 from hearsay.evaluate.score import run_model
 from hearsay.model import load_detector
-from hearsay.sound import crops
+from hearsay.sound import example
 from hearsay.train import config as train_config
 
 # Measured with the preset on this fixture: 0.863; the preset cut to 8 steps: 0.688 (red); see
@@ -35,7 +35,7 @@ def fresh_clips(seed: int = 1234) -> tuple[list[np.ndarray], np.ndarray]:
         gen = dd.INNER_GENERATORS[(i // 2) % len(dd.INNER_GENERATORS)] if spoof else "bonafide"
         x = dd.synth_clip(gen, dd.SOURCES[(i // 2) % 3], rng.uniform(1.0, 3.0),
                           rng.uniform(90, 220), rng)
-        waves.append(crops.test_input(x, 8.0, trim=True))  # as the bundle + scorer see it
+        waves.append(example.test_input(x, 8.0, trim=True))  # as the bundle + scorer see it
         labels.append(spoof)
     return waves, np.array(labels)
 

@@ -16,7 +16,7 @@ from hearsay.export.onnx_export import ExportConfig, export_model
 from hearsay.export.quantize import QuantGate, gate_report, layer_matmuls, quantize_file
 from hearsay.hashing import sha256_file
 from hearsay.model import Detector, ModelConfig, save_detector
-from hearsay.sound.padding import pad_batch
+from hearsay.sound.audio import pad_batch
 
 
 def tiny_detector(seed: int = 0) -> Detector:

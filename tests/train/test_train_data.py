@@ -98,7 +98,7 @@ def test_a_forgotten_exclusion_is_derived_and_a_leak_is_a_train_error(bundle, mo
 def test_batched_device_augmentation_matches_the_numpy_path(bundle):
     """gpu_augment (draw in the worker, render + finish batched in torch) must give the model
     the same input as example.training_example clip by clip (here on the CPU)."""
-    from hearsay.sound import crops
+    from hearsay.sound import example
     from hearsay.train import augment_gpu
 
     train, _, _ = tdata.plan_job(bundle, "fold", 1)
@@ -106,7 +106,7 @@ def test_batched_device_augmentation_matches_the_numpy_path(bundle):
     sampler = tdata.Sampler(train, 8, "proportional", 0)
     test_durs = bundle.manifest.loc[bundle.manifest["fold"] == "test", "duration"].to_numpy()
     ctx = tdata.BatchContext(seed=0, world=1, rank=0, test_durations=test_durs, cap_s=2.0,
-                             crop=crops.CropConfig(), augment=augment.AugmentConfig(p_aug=1.0),
+                             crop=example.CropConfig(), augment=augment.AugmentConfig(p_aug=1.0),
                              max_crop_s=0.0, gpu_augment=False)
     for b in range(3):
         ref = tdata.EpochBatches(bundle.root, rows, sampler, 3, ctx)[(1, b)]
@@ -121,14 +121,14 @@ def test_batched_device_augmentation_matches_the_numpy_path(bundle):
 def test_device_batch_renders_the_drawn_batch_like_the_numpy_path(bundle):
     """What the loop feeds the model: device_batch of a drawn (gpu_augment) batch equals the
     numpy path's batch on the device; the mask is 1 on exactly the valid samples."""
-    from hearsay.sound import crops
+    from hearsay.sound import example
 
     train, _, _ = tdata.plan_job(bundle, "fold", 1)
     rows = train[["id", "flac", "label", "source", "codec_ids"]].to_dict("records")
     sampler = tdata.Sampler(train, 8, "proportional", 0)
     test_durs = bundle.manifest.loc[bundle.manifest["fold"] == "test", "duration"].to_numpy()
     ctx = tdata.BatchContext(seed=0, world=1, rank=0, test_durations=test_durs, cap_s=2.0,
-                             crop=crops.CropConfig(), augment=augment.AugmentConfig(p_aug=1.0),
+                             crop=example.CropConfig(), augment=augment.AugmentConfig(p_aug=1.0),
                              max_crop_s=0.0, gpu_augment=False)
     cpu = torch.device("cpu")
     ref = tdata.EpochBatches(bundle.root, rows, sampler, 3, ctx)[(1, 0)]

@@ -12,7 +12,7 @@ import soundfile as sf
 from train_world import _clip, make_easy_bundle
 
 from hearsay import train as tr
-from hearsay.sound import audio, crops
+from hearsay.sound import audio, example
 from hearsay.train import config as tcfg
 
 
@@ -56,9 +56,9 @@ def test_a_batch_shorter_than_its_crop_is_cut_to_the_bucket_holding_its_longest_
         "train": {"batches_per_epoch": 6, "max_crop_s": 0.0},
         "crop": {"p_test_dist": 0.0, "uniform_min_s": 13.0, "uniform_max_s": 14.0}})
     meta = tr.run(cfg, bundle_dir, tmp_path / "run", model_hook=record)
-    buckets = crops.CropConfig().buckets_s
+    buckets = example.CropConfig().buckets_s
     drawn = max(t for t, _, _ in seen)
-    assert all(crops.cut_samples(longest, t, buckets) == t for t, longest, _ in seen)
+    assert all(example.cut_samples(longest, t, buckets) == t for t, longest, _ in seen)
     assert any(t < drawn for t, _, _ in seen), f"no batch was cut: {seen}"
     tp = meta["throughput"]
     computed = sum(t * b for t, _, b in seen) / audio.SAMPLE_RATE

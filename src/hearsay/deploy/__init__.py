@@ -6,11 +6,11 @@
     row = scorer.score_array(wave, 44_100)           # the same front end, from samples
 
 The package: engine.py (a checked model folder and its onnxruntime session, the first-window
-mode's scoring, score_folder); api.py (Scorer, the Python API); cli.py
-(`hearsay-score`, its --help); inputs.py (a folder, a file, a list of files); io.py (the walk,
-CSV rows, progress); jsonl.py (--format jsonl); resume.py (the run record --resume checks);
-windowed.py (windowed scoring, the default); memory.py (an array as input); decide.py (the
-decision and llr columns); __main__.py (`python -m hearsay.deploy`). It imports numpy,
+mode's scoring, score_folder, the decision and llr columns); api.py (Scorer, the Python API);
+cli.py (`hearsay-score`, its --help); inputs.py (a folder, a file, a list of files, and the run
+record --resume checks); io.py (the walk, CSV rows, progress); jsonl.py (--format jsonl);
+windowed.py (windowed scoring, the default); memory.py (an array as input);
+__main__.py (`python -m hearsay.deploy`). It imports numpy,
 soundfile, onnxruntime and hearsay's torch-free sound, cpu_engine and contracts modules only --
 never torch (the deploy image has none; tests/test_deploy.py proves it in a venv without torch).
 """
@@ -26,7 +26,7 @@ from hearsay.contracts.model_dir import (  # noqa: F401
     ModelError,
     model_sums,
 )
-from hearsay.deploy import decide, engine, io, resume, windowed  # noqa: F401
+from hearsay.deploy import engine, inputs, io, windowed  # noqa: F401
 from hearsay.deploy.api import Scorer  # noqa: F401
 from hearsay.deploy.cli import (  # noqa: F401
     DEFAULT_MODEL_DIR,

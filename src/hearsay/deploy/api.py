@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay.deploy import decide, engine, memory
+from hearsay.deploy import engine, memory
 
 
 class Scorer:
@@ -53,8 +53,8 @@ class Scorer:
         if not first_window and not 0 < hop_s <= self.engine.front["max_s"]:
             raise ValueError(f"hop_s {hop_s:g} must be in (0, {self.engine.front['max_s']:g}] "
                              "(the window length, front_end.json max_s)")
-        self.decider = decide.load(self.model_dir, None if threshold is None else str(threshold),
-                                   llr, quiet=True)
+        self.decider = engine.load_decider(
+            self.model_dir, None if threshold is None else str(threshold), llr, quiet=True)
 
     @property
     def threshold(self) -> float | None:

@@ -42,7 +42,7 @@ address space; a file over a bound fails with that reason. Every model input is 
 hearsay.sound.audio's front end with the model folder's front_end.json, exactly as in training.
 `decision` is spoof (logit >= threshold) or bonafide, at --threshold NAME|LOGIT: a name in the
 model folder's thresholds.json (default min_dcf, the out-of-fold minDCF threshold at pi 0.3;
-eer; fa_rate); `llr` (with --llr) the calibrated log-likelihood ratio (deploy/decide.py).
+eer; fa_rate); `llr` (with --llr) the calibrated log-likelihood ratio (deploy/engine.py).
 
 WINDOWS (the default, for every file): each file is decoded in blocks, never whole in memory,
 and twice (pass 1 keeps only frame energies to find the trim span, pass 2 cuts the windows), so
@@ -109,8 +109,14 @@ from pathlib import Path
 import numpy as np
 
 from hearsay.contracts.model_dir import FRONT_END, INT8, ONNX, PORTABLE, ModelError
-from hearsay.deploy import decide, inputs, io, jsonl, resume, windowed
-from hearsay.deploy.engine import ScoreConfig, load_engine, rows_of
+from hearsay.deploy import inputs, io, jsonl, windowed
+from hearsay.deploy.engine import (
+    ScoreConfig,
+    add_decision_args,
+    load_decider,
+    load_engine,
+    rows_of,
+)
 from hearsay.deploy.io import OutputError, Progress, ResumeError, RowSink, say
 
 DEFAULT_MODEL_DIR = "/opt/hearsay/model"
@@ -123,7 +129,7 @@ FORMATS = {"csv": RowSink, "jsonl": jsonl.JsonlSink}  # --format: the sink that 
 def run(args, cfg: ScoreConfig) -> int:
     """Score the inputs into args.output (or stdout), streaming rows; the exit code."""
     scorer = load_engine(args.model, cfg)  # ModelError before any output is created
-    decider = decide.load(args.model, args.threshold, args.llr)
+    decider = load_decider(args.model, args.threshold, args.llr)
     src = inputs.resolve(args.clips, args.files_from)
     files, skipped = src.files, src.skipped
     if not files:
@@ -135,14 +141,14 @@ def run(args, cfg: ScoreConfig) -> int:
         say(f"hearsay-score: --hop-s {cfg.hop_s:g} must be in (0, {scorer.front['max_s']:g}] "
             f"(the window length, {FRONT_END} max_s)")
         return EXIT_USAGE
-    record = resume.run_record(args, cfg, scorer.model_sha, src.source)
-    kept, kept_windows = (resume.resume_rows(args, record, windowed.WINDOW_COLUMNS)
+    record = inputs.run_record(args, cfg, scorer.model_sha, src.source)
+    kept, kept_windows = (inputs.resume_rows(args, record, windowed.WINDOW_COLUMNS)
                           if args.resume else ([], []))
     done = {r["path"] for r in kept}
     todo = [f for f in files if io.csv_path(src.root, f) not in done]
     progress, sink, win_sink = Progress(len(files), args.progress), None, None
     try:
-        resume.write_record(args.output, record)  # before the first row of FILE.partial
+        inputs.write_record(args.output, record)  # before the first row of FILE.partial
         sink = FORMATS[args.format](args.output, keep=decider.apply(kept))
         win_sink = windowed.WindowSink(args.windows_csv, keep=kept_windows)
         if kept:
@@ -171,7 +177,7 @@ def run(args, cfg: ScoreConfig) -> int:
         say(f"hearsay-score: interrupted after {progress.done}/{len(files)} files{kept} "
             "(--resume goes on from there)")
         return EXIT_INTERRUPTED
-    resume.drop_record(args.output)
+    inputs.drop_record(args.output)
     progress.close()
     say(progress.summary(skipped))
     return EXIT_FAILED if (progress.failed and args.strict) else EXIT_OK
@@ -217,7 +223,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-decode-mb", type=int, default=ScoreConfig.max_decode_mb, metavar="MIB",
                     help="memory bound of ffmpeg's decode (its address space, default "
                     f"{ScoreConfig.max_decode_mb}): a file that needs more fails with that reason")
-    decide.add_args(ap)
+    add_decision_args(ap)
     return ap
 
 

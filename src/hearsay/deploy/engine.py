@@ -1,29 +1,44 @@
 """The scoring engine of hearsay-score and hearsay.deploy.Scorer: a checked model folder and its
-onnxruntime session (Engine), the first-window mode's scoring, and the rows of a list of inputs
-in either mode (rows_of: windowed.py for the default mode). numpy, onnxruntime and hearsay's
-torch-free modules only.
+onnxruntime session (Engine), the first-window mode's scoring, the rows of a list of inputs
+in either mode (rows_of: windowed.py for the default mode), and the decision the folder's
+thresholds.json makes of a row's logit (Decider). numpy, onnxruntime and hearsay's torch-free
+modules only.
 
     engine = load_engine(Path("demo_out/export"))          # ModelError before anything scores
+    decider = load_decider(Path("demo_out/export"), "min_dcf", llr=True)   # ModelError too
     for rows in rows_of(root, files, engine, ScoreConfig()):  # one list per finished chunk
-        ...
+        rows = decider.apply(rows)                          # fills decision (+ llr)
+
+decision = "spoof" when the row's logit >= the threshold, else "bonafide" (the key's labels;
+hearsay.metrics' rule: a tie is called synthetic); empty for a file that failed. The threshold is
+a name in thresholds.json ("min_dcf", the default: the out-of-fold minDCF threshold at pi 0.3;
+"eer"; "fa_rate") or a logit given as a number. A folder without thresholds.json (exported
+without --meta) leaves `decision` empty unless a number is given, and says so on stderr.
+llr = a * logit + b, the calibration thresholds.json holds (natural log; with --llr only). The
+thresholds file is read through hearsay.contracts.model_dir, which owns its name and checks that
+SHA256SUMS lists it (a decision comes from the folder's identity).
 """
 
 from __future__ import annotations
 
+import argparse
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from hearsay.contracts.model_dir import FRONT_END, ModelError
+from hearsay.contracts.model_dir import FRONT_END, THRESHOLDS, ModelError, read_thresholds
+from hearsay.contracts.model_dir import threshold as named_threshold
 from hearsay.contracts.model_dir import verify as verify_model_dir
 from hearsay.cpu_engine import make_session, run_logits
-from hearsay.deploy import decide, io, memory, windowed
+from hearsay.deploy import io, memory, windowed
 from hearsay.deploy.io import find_audio, new_row
 from hearsay.sound import windows
 from hearsay.sound.audio import SAMPLE_RATE, AudioError, prepare
 
+DEFAULT_THRESHOLD = "min_dcf"  # --threshold when none is given
 MIN_SAMPLES = 400  # one frame of the CNN front end (25 ms @ 16 kHz)
 # prepared_logits' check: prepare() gives every input mean 0 and std sqrt(v / (v + 1e-7)) for a
 # slice of variance v, i.e. >= 0.99 above -63 dBFS rms; raw audio in -1..1 has std well under 1.
@@ -183,5 +198,59 @@ def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) 
     engine = load_engine(model_dir, cfg)
     files, _ = find_audio(root)
     chunks = rows_of(root, files, engine, cfg)
-    return decide.load(model_dir, None, quiet=True).apply([r for c in chunks for r in c])
+    return load_decider(model_dir, None, quiet=True).apply([r for c in chunks for r in c])
 
+
+# --------------------------------------------------------------------------- the decision
+
+
+@dataclass(frozen=True)
+class Decider:
+    name: str | None  # "min_dcf", "eer", "fa_rate", "value"; None: no threshold to decide at
+    threshold: float | None  # logit
+    calibration: dict | None  # {"a", "b"} when --llr
+
+    def apply(self, rows: list[dict]) -> list[dict]:
+        """`rows` with decision (and llr) set from each row's logit; the same list."""
+        for row in rows:
+            logit = row.get("logit") or ""
+            if not logit or row.get("error"):
+                row["decision"], row["llr"] = "", ""
+                continue
+            x = float(logit)
+            row["decision"] = "" if self.threshold is None else \
+                ("spoof" if x >= self.threshold else "bonafide")
+            row["llr"] = "" if self.calibration is None else \
+                f"{self.calibration['a'] * x + self.calibration['b']:.6f}"
+        return rows
+
+
+def load_decider(folder: Path, spec: str | None, llr: bool = False,
+                 quiet: bool = False) -> Decider:
+    """The decider of `folder` for --threshold `spec` (None: the default, min_dcf)."""
+    thresholds = read_thresholds(folder)
+    if llr and not (thresholds or {}).get("calibration"):
+        raise ModelError(f"{folder}: --llr needs the calibration in {THRESHOLDS}, "
+                         "which this folder does not ship (export it with `hearsay export onnx "
+                         "--meta models/<stamp>/meta.json`)")
+    cal = thresholds["calibration"] if llr else None
+    if spec is None and thresholds is None:
+        if not quiet:
+            print(f"hearsay-score: {folder} has no {THRESHOLDS}: the decision column "
+                  "stays empty (pass --threshold LOGIT, or export with --meta)", file=sys.stderr)
+        return Decider(None, None, cal)
+    name, value = named_threshold(thresholds, spec or DEFAULT_THRESHOLD)
+    if not quiet:
+        print(f"hearsay-score: decision = spoof at logit >= {value:g} ({name} threshold)",
+              file=sys.stderr)
+    return Decider(name, value, cal)
+
+
+def add_decision_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--threshold", default=None, metavar="NAME|LOGIT",
+                    help=f"the `decision` column's threshold: a name in the model folder's "
+                    f"{THRESHOLDS} (min_dcf, the default: out-of-fold minDCF at pi "
+                    "0.3; eer; fa_rate) or a logit")
+    ap.add_argument("--llr", action="store_true",
+                    help=f"fill the `llr` column: the calibrated log-likelihood ratio "
+                    f"(a * logit + b from {THRESHOLDS})")

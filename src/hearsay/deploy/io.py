@@ -26,7 +26,7 @@ COLUMNS = ["path", "duration_s", "score", "logit", "model_sums_sha256", "error",
            "windows", "covered_s", "mean_logit", "peak_start_s", "peak_end_s", "header_s",
            "variant", "decision", "llr", "audio_tracks"]
 # variant: fp32 / int8, the model file that scored (with the folder sha: the model's identity;
-# the folder's SHA256SUMS lists both files); decision, llr: hearsay.deploy.decide;
+# the folder's SHA256SUMS lists both files); decision, llr: hearsay.deploy.engine's Decider;
 # audio_tracks: the container's audio streams when more than one (only the first is scored).
 # A name that starts with one of these is written with a leading ' (a spreadsheet would run it
 # as a formula); a name that starts with ' gets one more, so one leading ' is always removable.

@@ -95,8 +95,8 @@ WHOLE_MAX_S = 14.0  # "whole clips": the holdout scored up to 14 s (the bundle c
 def test_length_inputs(root: Path, rows, test_durations, seed: int = TEST_LENGTH_SEED):
     """One crop per holdout row, its length drawn from the test split's durations and its
     offset drawn too, by a generator seeded by (seed, crc32(clip id)) only: the same crops for
-    every model. Each crop goes through crops.finish (band-limit, normalise), as in training."""
-    from hearsay.sound import audio, crops
+    every model. Each crop goes through example.finish (band-limit, normalise), as in training."""
+    from hearsay.sound import audio, example
 
     if not len(test_durations):
         raise scoring.ScoreError("no test rows: the test-length readout needs the test "
@@ -106,8 +106,8 @@ def test_length_inputs(root: Path, rows, test_durations, seed: int = TEST_LENGTH
         rng = inputs.aug_rng(seed, rec["id"])
         length = float(rng.choice(np.asarray(test_durations, np.float64)))
         x = audio.load_audio(inputs.clip_file(root, rec, "none"))
-        wave, n_valid = crops.random_crop(x, max(crops.n_samples(length), 320), rng)
-        waves.append(crops.finish(wave, n_valid)[:n_valid])
+        wave, n_valid = example.random_crop(x, max(example.n_samples(length), 320), rng)
+        waves.append(example.finish(wave, n_valid)[:n_valid])
     return waves
 
 

@@ -13,7 +13,7 @@ Per clip (the bundle's FLAC is already loaded, trimmed, capped at 15 s and peak-
 
 audio.prepare is the one front-end order hearsay-score also calls, so a clip scored here and by
 the deploy image gets the same input sample for sample (also past the cap), and the model sees
-exactly what training's `crops.finish` produces for a crop of the same length.
+exactly what training's `example.finish` produces for a crop of the same length.
 Clips are sorted by length and batched (zero padding + attention mask), so a batch never mixes a
 2 s clip with a 14 s one; the output keeps manifest order.
 
@@ -24,7 +24,7 @@ fold. Rows with train_scope `extra` (or fold `extra`) are never scored.
 The augmented slice: every selected clip gets exactly one augmentation, drawn from a generator
 seeded by (aug_seed, crc32(clip id)) only, so the slice is identical for every model, every
 batch size and every subset: a bundle codec copy (codec:<c>) or one of the wave-domain types of
-`hearsay.sound.transforms` (noise, bandlimit, reverb, gain_clip, rawboost; trim_jitter is
+`hearsay.sound.augment` (noise, bandlimit, reverb, gain_clip, rawboost; trim_jitter is
 training-only).
 
 Windowed readout (--hop-s S): each clip (up to the bundle's 15 s) is cut by hearsay.sound.windows
@@ -155,7 +155,7 @@ def run_model(det, waves: list[np.ndarray], device: str = "cpu",
     """Logits (B,) float64 of one padded batch (bf16: under autocast on the device, as training)."""
     import torch
 
-    from hearsay.sound.padding import pad_batch
+    from hearsay.sound.audio import pad_batch
 
     values, mask = pad_batch(waves, [len(w) for w in waves])
     amp = torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16")

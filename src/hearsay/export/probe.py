@@ -18,8 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from hearsay.contracts.model_dir import PARITY, prepare_args, read_parity
-from hearsay.sound.audio import SAMPLE_RATE, AudioError, prepare
-from hearsay.sound.padding import pad_batch
+from hearsay.sound.audio import SAMPLE_RATE, AudioError, pad_batch, prepare
 from hearsay.torch_engine import torch_logits
 
 

@@ -6,29 +6,48 @@ formats) only: this module must never import torch, because the deploy image has
 
 The documented order, shared by training, scoring and the deploy image::
 
-    load_audio  ->  trim_silence  ->  cap  ->  band_limit  ->  normalize
-    (16 kHz mono)   (energy, dB)      (max_s)  (7.25 kHz)      (zero mean, unit var, valid only)
+    load_audio  ->  trim_silence  ->  cap  ->  band_limit  ->  normalize  ->  pad_batch
+    (16 kHz mono)   (energy, dB)      (max_s)  (7.25 kHz)      (zero mean,     (B, T) + mask,
+                                                                unit var,       zeros, never
+                                                                valid only)     a repeat)
 
 `prepare(x, max_s)` is that order, the one function `hearsay score`, hearsay-score and the
 parity checks call: trim -> cap -> band-limit -> normalise on an already-loaded wave;
 `prepare_file(path, max_s)` adds the load. Capping before the band-limit is what training does
-(a crop is cut, then `crops.finish` filters it with zero edges), so a clip longer than the cap
+(a crop is cut, then `example.finish` filters it with zero edges), so a clip longer than the cap
 gets, sample for sample, the input of a training crop at offset 0. The bundle stores clips
 after load -> trim -> cap 15 s -> `peak_guard` as 16-bit FLAC; the trainer band-limits and
-normalises its crops after augmentation (see hearsay.sound.crops / hearsay.sound.example).
+normalises its crops after augmentation (see hearsay.sound.example).
+
+Reading one input file as hearsay-score must (hearsay.sound.windows' streaming decode calls
+these): the name is only ever a name (`ffmpeg_input`: `file:` + the absolute path, file protocol
+only), special files are refused (`open_regular`), and each decode is bounded in time (`bounded`)
+and memory (`limit_memory`, ffmpeg's address space); a container's audio streams are counted
+(`audio_stream_count`: only the first is scored, and the row says when there were more).
+
+`pad_batch` is the one padding of the project: the trainer's batches (hearsay.train.data), the
+in-process scorer (hearsay.evaluate.score), the CPU scorer (hearsay.cpu_engine) and the export
+probes stack model inputs of different lengths with it.
 
 Usage::
 
-    from hearsay.sound.audio import prepare_file
+    from hearsay.sound.audio import pad_batch, prepare_file
     x = prepare_file("clip.m4a", max_s=8.0)   # (N,) float32 @ 16 kHz, normalised
+    input_values, attention_mask = pad_batch([x, ...], [n_valid, ...])
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
+import resource
 import shutil
+import stat
 import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -130,6 +149,85 @@ def resample(x: np.ndarray, rate: int, target: int = SAMPLE_RATE) -> np.ndarray:
     if rate == target:
         return np.ascontiguousarray(x, dtype=np.float32)
     return soxr.resample(x.astype(np.float32), rate, target, quality="VHQ").astype(np.float32)
+
+
+# --------------------------------------------------------------------------- one input file
+
+MAX_DECODE_S = 600.0  # default decode time bound per file and pass (s; --max-decode-s)
+MAX_DECODE_MB = 1024  # default ffmpeg address-space bound (MiB; hearsay-score --max-decode-mb)
+
+
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK:
+          "a block device", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
+
+
+def open_regular(path: Path):
+    """The file opened for reading; AudioError if it is missing or not a regular file (a FIFO is
+    opened non-blocking, so it is refused instead of waiting for a writer)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise AudioError(path, "file not found") from None
+    except OSError as err:
+        raise AudioError(path, f"cannot open ({err.strerror})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise AudioError(path, f"not a regular file ({kind}): only files are scored")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def bounded(path: Path, blocks: Iterator, max_s: float) -> Iterator:
+    """`blocks`, failing the file once producing them (decoding + resampling, not what the
+    consumer does between blocks) took longer than max_s seconds."""
+    spent = 0.0
+    with closing(blocks):
+        while True:
+            t0 = time.monotonic()
+            block = next(blocks, None)
+            spent += time.monotonic() - t0
+            if spent > max_s:
+                raise AudioError(path, f"decoding took over {max_s:g} s (the per-file "
+                                       "bound: --max-decode-s)")
+            if block is None:
+                return
+            yield block
+
+
+def ffmpeg_input(path: str | os.PathLike) -> list[str]:
+    """ffmpeg's input arguments for a file NAME: only the file protocol, and the absolute path
+    behind `file:`, so no name is read as a URL or protocol (`file:x.m4a`, `concat:a|b`)."""
+    return ["-protocol_whitelist", "file", "-i", b"file:" + os.fsencode(os.path.abspath(path))]
+
+
+def limit_memory(mb: int):
+    """preexec_fn: ffmpeg's address space at most `mb` MiB (a junk file cannot take the box)."""
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (mb << 20, mb << 20))
+    return apply
+
+
+# One audio stream's line in ffmpeg's listing of its input: "  Stream #0:1[0x2](eng): Audio: aac"
+_AUDIO_STREAM = re.compile(r"^\s*Stream #0:\d+\S*: Audio: ", re.MULTILINE)
+
+
+def audio_stream_count(path: Path, max_s: float, max_mb: int) -> int | None:
+    """How many audio streams the container holds, from ffmpeg's listing of its input (ffmpeg
+    run with no output lists the input and exits 1; the wheel ships no ffprobe). The decode maps
+    the first (`-map 0:a:0`); a row says when there were more. None when ffmpeg cannot list it
+    in time (the decode that follows reports why the file fails); bounded like the decode:
+    `max_s` seconds, `max_mb` MiB of address space."""
+    cmd = [ffmpeg_exe(), "-nostdin", "-hide_banner", "-v", "info", *ffmpeg_input(path)]
+    try:
+        done = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, timeout=max_s,
+                              preexec_fn=limit_memory(max_mb))
+    except subprocess.TimeoutExpired:
+        return None
+    found = len(_AUDIO_STREAM.findall(done.stderr.decode(errors="replace")))
+    return found or None
 
 
 # --------------------------------------------------------------------------- wave transforms
@@ -255,3 +353,27 @@ def prepare_file(path: str | os.PathLike, max_s: float | None = 8.0, **kwargs) -
         return prepare(x, max_s, **kwargs)
     except AudioError as err:
         raise AudioError(path, err.reason) from None
+
+
+# --------------------------------------------------------------------------- batches
+
+
+def pad_batch(waves: Sequence[np.ndarray],
+              n_valids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Stack clips -> (input_values (B, T) float32, attention_mask (B, T) int64; 1 = valid).
+
+    T is the longest wave. Samples at or past each clip's n_valid are zero in input_values.
+    """
+    if len(waves) != len(n_valids) or not waves:
+        raise ValueError(f"pad_batch: {len(waves)} waves vs {len(n_valids)} n_valids "
+                         "(need the same non-zero count)")
+    t = max(len(w) for w in waves)
+    values = np.zeros((len(waves), t), dtype=np.float32)
+    mask = np.zeros((len(waves), t), dtype=np.int64)
+    for i, (w, n) in enumerate(zip(waves, n_valids, strict=True)):
+        n = int(n)
+        if not 0 <= n <= len(w):
+            raise ValueError(f"pad_batch: clip {i} n_valid={n} outside [0, {len(w)}]")
+        values[i, :n] = w[:n]
+        mask[i, :n] = 1
+    return values, mask

@@ -65,9 +65,9 @@ def clip_wave(root: Path, row, aug: str, cfg, cap_s: float | None) -> np.ndarray
     """The bundle clip (capped at cap_s), with the row's augmentation when one is asked."""
     x = audio.cap(audio.load_audio(clip_file(root, row, aug)), cap_s)
     if aug not in ("none", "") and not aug.startswith("codec:"):
-        from hearsay.sound import augment, transforms
+        from hearsay.sound import augment
 
         rng = aug_rng(cfg.aug_seed, row["id"])
         augment.choose(rng, aug_config(), row.get("codec_ids"))  # same draws as aug_plan
-        x = transforms.apply(aug, x, rng, aug_config())
+        x = augment.apply(aug, x, rng, aug_config())
     return x

@@ -49,7 +49,8 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-from hearsay.file_input import (
+from hearsay.sound import audio
+from hearsay.sound.audio import (
     MAX_DECODE_MB,
     MAX_DECODE_S,
     audio_stream_count,
@@ -58,7 +59,6 @@ from hearsay.file_input import (
     limit_memory,
     open_regular,
 )
-from hearsay.sound import audio
 
 SR = audio.SAMPLE_RATE
 HOP_S = 4.0  # default hop (s): with 8 s windows every moment is seen by two windows

@@ -16,8 +16,8 @@ folds != K plus extra rows (minus the extra families excluded for K) and validat
 used for selection); `--pilot` is folds 0-3 -> validate fold 4. Holdout and test rows never train.
 
 Per step: a label-balanced micro-batch with fixed per-source quotas (`Sampler`), one crop length
-per batch (hearsay.sound.crops), one augmentation per clip chosen before loading (one example built
-in hearsay.sound.example), bf16 autocast on CUDA, BCE with label smoothing, gradient accumulation
+per batch, one augmentation per clip chosen before loading (one example built in
+hearsay.sound.example), bf16 autocast on CUDA, BCE with label smoothing, gradient accumulation
 whose trailing group is flushed at the epoch end, AdamW with layer-wise LR decay, warm-up + cosine
 counted in optimiser steps (the LR reaches its floor on the last one). A validation readout every
 `val_every` optimiser steps and at each epoch end (once when both fall on one step), each rank

@@ -1,4 +1,4 @@
-"""Batched torch rendering of hearsay.sound.transforms' wave types and of the finish step (the
+"""Batched torch rendering of hearsay.sound.augment's wave types and of the finish step (the
 GPU path).
 
 The numpy path (hearsay.sound.example.training_example) is the reference; this module renders
@@ -12,7 +12,7 @@ tests/augment/test_augment_gpu.py checks that both paths agree.
 Usage (in the trainer)::
 
     from hearsay.sound import example
-    from hearsay.sound.padding import pad_batch
+    from hearsay.sound.audio import pad_batch
     from hearsay.train import augment_gpu
     # worker, per clip (numpy):
     crop, n_valid, params = example.plan_example(x, name, n_samples, rng, cfg)
@@ -220,7 +220,8 @@ def render_batch(values: torch.Tensor, attention_mask: torch.Tensor, names: Sequ
 
 
 def finish_batch(values: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """hearsay.sound.crops.finish for a batch: band-limit 7.25 kHz, then normalise valid samples."""
+    """hearsay.sound.example.finish for a batch: band-limit 7.25 kHz, then normalise valid
+    samples."""
     mask = attention_mask.to(torch.float32)
     n = mask.sum(1).clamp(min=1)
     y = _lowpass(values.to(torch.float32) * mask, audio.BAND_LIMIT_HZ) * mask

@@ -28,7 +28,7 @@ from annotated_types import Ge, Gt, Le, Lt
 from hearsay import config, layer_weights
 from hearsay.contracts.manifest import LABELS
 from hearsay.model import ModelConfig
-from hearsay.sound import crops
+from hearsay.sound import example
 from hearsay.sound.augment import AugmentConfig
 from hearsay.train.errors import ConfigError
 from hearsay.train.selection import SelectionConfig
@@ -134,7 +134,7 @@ def check_share_table(table: dict) -> None:
                              f"to 1 (+-{SHARE_SUM_TOL}) within each class; rescale them")
 
 
-SECTIONS = {"train": TrainConfig, "model": ModelConfig, "crop": crops.CropConfig,
+SECTIONS = {"train": TrainConfig, "model": ModelConfig, "crop": example.CropConfig,
             "augment": AugmentConfig, "selection": SelectionConfig}
 STAGE_SECTIONS = ("train", "model", "crop", "augment")  # what sections() builds
 

@@ -21,8 +21,8 @@ from hearsay import metrics
 from hearsay.contracts import protocol
 from hearsay.contracts.bundle import clip_rel
 from hearsay.contracts.manifest import LABELS
-from hearsay.sound import audio, augment, crops, example
-from hearsay.sound.padding import pad_batch
+from hearsay.sound import audio, augment, example
+from hearsay.sound.audio import pad_batch
 from hearsay.train import augment_gpu, rates, shares
 from hearsay.train.config import TrainConfig
 from hearsay.train.errors import ConfigError, FoldLeak
@@ -180,8 +180,8 @@ class BatchContext:
     world: int  # processes in the job
     rank: int  # this process: it builds global batches rank, rank + world, ...
     test_durations: np.ndarray  # s, the bundle's test rows: the crop-length distribution
-    cap_s: float  # the longest crop both classes reach (crops.class_cap_s)
-    crop: crops.CropConfig
+    cap_s: float  # the longest crop both classes reach (example.class_cap_s)
+    crop: example.CropConfig
     augment: augment.AugmentConfig
     max_crop_s: float  # TrainConfig.max_crop_s (0 = no cap)
     gpu_augment: bool  # draw here, render on the device (TrainConfig.gpu_augment)
@@ -216,10 +216,10 @@ class EpochBatches(torch.utils.data.Dataset):
         plan = self.plan(epoch)
         b = i * c.world + c.rank  # global batch index
         rng = np.random.default_rng([c.seed, epoch, b, 0xC0])
-        length = crops.crop_length_s(rng, c.test_durations, c.cap_s, c.crop)
+        length = example.crop_length_s(rng, c.test_durations, c.cap_s, c.crop)
         if c.max_crop_s > 0:
             length = min(length, c.max_crop_s)
-        n = crops.n_samples(length)
+        n = example.n_samples(length)
         waves, n_valid, names, params, records = [], [], [], [], []
         for pos in plan[b]:
             row = self.rows[pos]
@@ -286,7 +286,7 @@ class ValBatches(torch.utils.data.Dataset):
 
     def __getitem__(self, j: int):
         idx = self.chunks[j]
-        xs = [crops.test_input(audio.load_audio(self.root / self.rows[i]["flac"]), self.max_s)
+        xs = [example.test_input(audio.load_audio(self.root / self.rows[i]["flac"]), self.max_s)
               for i in idx]
         values, _ = pad_batch(xs, [len(x) for x in xs])
         return (torch.from_numpy(np.asarray(idx, dtype=np.int64)), torch.from_numpy(values),

@@ -21,7 +21,7 @@ from hearsay import store as stores
 from hearsay.contracts import run_dir
 from hearsay.files import write_json
 from hearsay.model import save_detector
-from hearsay.sound import audio, crops
+from hearsay.sound import audio, example
 from hearsay.train import checkpoint, rates, shares
 from hearsay.train.data import device_batch, validate
 from hearsay.train.errors import TrainError, Tripwire
@@ -130,10 +130,10 @@ def _micro_batch(r: TrainRun, batch: dict, group_n: int, last: bool) -> torch.Te
 
 def _cut_padding(r: TrainRun, batch: dict, iv: torch.Tensor, am: torch.Tensor):
     """(B, T) -> (B, T_cut): the smallest crop bucket holding the batch's longest valid clip
-    (hearsay.sound.crops.cut_samples; the longest length is read on the host, no device wait). Cut
+    (hearsay.sound.example.cut_samples; the longest length is read on the host, no device wait). Cut
     after augmentation and the stream records, so they see the batch as drawn. Counts the
     computed audio and the distinct batch shapes (one compiled graph each) into run_meta."""
-    n = crops.cut_samples(int(batch["lengths"].max()), iv.shape[1], r.data.ctx.crop.buckets_s)
+    n = example.cut_samples(int(batch["lengths"].max()), iv.shape[1], r.data.ctx.crop.buckets_s)
     iv, am = iv[:, :n], am[:, :n]
     r.progress.meta["computed_audio_s"] = r.progress.meta.get("computed_audio_s", 0.0) + \
         iv.shape[0] * n / audio.SAMPLE_RATE

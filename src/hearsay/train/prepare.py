@@ -34,7 +34,7 @@ from hearsay.contracts.bundle import Bundle
 from hearsay.files import write_json
 from hearsay.hashing import git_sha
 from hearsay.model import Detector, load_pretrained
-from hearsay.sound import crops
+from hearsay.sound import example
 from hearsay.train import checkpoint, rates
 from hearsay.train.config import TrainConfig, config_hash, sections, versions
 from hearsay.train.data import (
@@ -75,7 +75,7 @@ def _data(resolved: dict, tc: TrainConfig, cc, ac, bundle: Bundle, device: torch
                           f"{sorted(val['label'].unique())}); fix the folds or set "
                           '{"train": {"tripwire_auc": null}}')
     sampler = Sampler(train, tc.batch_size, tc.source_mix, tc.seed, share_tol=tc.share_tol)
-    cap_s = crops.class_cap_s(train.loc[train["label"] == "bonafide", "duration"],
+    cap_s = example.class_cap_s(train.loc[train["label"] == "bonafide", "duration"],
                               train.loc[train["label"] == "spoof", "duration"])
     n_batches = tc.batches_per_epoch or max(1, len(train) // tc.batch_size)
     n_batches = max(world, n_batches - n_batches % world)
