@@ -826,6 +826,37 @@ def _(w, tmp, mp):
     return Call([str(w.clips), *_score(w)], closed_stdout=True)  # rows to a closed stdout
 
 
+# --------------------------------------------------------------------------- user errors
+
+def _file(tmp: Path, name: str, text: str) -> str:
+    (tmp / name).write_text(text)
+    return str(tmp / name)
+
+
+# More user errors, each once a traceback (exit 1): (command, argv in tmp, the listed code).
+USER_ERRORS = {
+    "demo-data, a count below its minimum": ("demo-data", lambda t: [str(t / "c"),
+                                                                     "--per-group", "0"], 2),
+    "splits, a --config that is not JSON": ("splits", lambda t: [
+        "make", str(t / "m.csv"), "--out", str(t / "s"), "--config", _file(t, "c.json", "{")], 3),
+    "pin keys, a bundle meta that is not JSON": ("pin", lambda t: [
+        "keys", _file(t, "m.json", "{")], 4),
+    "publish upload, no such folder": ("publish", lambda t: [
+        "upload", str(t / "none"), "--to", str(t / "rel")], 2),
+    "corpus-probe, a --json that cannot be written": ("corpus-probe", lambda t: [
+        "--drop-rule", "--fa-without", "0.01", "--fa-with", "0.05", "--json",
+        str(Path(_file(t, "afile", "")) / "x.json")], 3),
+}
+
+
+@pytest.mark.parametrize("what", USER_ERRORS)
+def test_a_user_error_exits_with_a_listed_code_and_a_message(what, tmp_path):
+    command, make, code = USER_ERRORS[what]
+    assert code in listed_codes(module_of(command))
+    got, err = call(command, make(tmp_path))
+    assert got == code and f"hearsay {command}" in err, err
+
+
 # --------------------------------------------------------------------------- a closed stdout
 
 
