@@ -843,6 +843,13 @@ USER_ERRORS = {
         "keys", _file(t, "m.json", "{")], 4),
     "publish upload, no such folder": ("publish", lambda t: [
         "upload", str(t / "none"), "--to", str(t / "rel")], 2),
+    "export, an --out under a file": ("export", lambda t: [
+        "onnx", str(make_run(t / "run", job="full", fold=None)), "--out",
+        str(Path(_file(t, "afile", "")) / "m")], 2),
+    "compare, a --json that cannot be written": ("compare", lambda t: [
+        *_recipes(t), "--json", str(Path(_file(t, "afile", "")) / "d.json")], 3),
+    "compare, a --markdown that cannot be written": ("compare", lambda t: [
+        *_recipes(t), "--markdown", str(Path(_file(t, "afile", "")) / "d.md")], 3),
     "corpus-probe, a --json that cannot be written": ("corpus-probe", lambda t: [
         "--drop-rule", "--fa-without", "0.01", "--fa-with", "0.05", "--json",
         str(Path(_file(t, "afile", "")) / "x.json")], 3),
