@@ -892,3 +892,15 @@ def test_a_broken_pipe_that_is_not_stdout_is_the_commands_error(monkeypatch):
     monkeypatch.setattr(cli, "_dispatch", boom)
     with pytest.raises(BrokenPipeError):
         cli.main(["ledger"])
+
+
+def test_train_lets_a_closed_stdout_through_to_the_quiet_exit(tmp_path, monkeypatch):
+    """The per-step log prints on stdout: `hearsay train ... | head` is not train's error 1."""
+    from hearsay import train
+
+    def closed(*_a, **_k):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(train, "run", closed)
+    with pytest.raises(BrokenPipeError):
+        train.main(["--bundle", str(tmp_path), "--out", str(tmp_path / "r"), *TRAIN])
