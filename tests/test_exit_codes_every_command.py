@@ -837,6 +837,10 @@ def _file(tmp: Path, name: str, text: str) -> str:
 USER_ERRORS = {
     "demo-data, a count below its minimum": ("demo-data", lambda t: [str(t / "c"),
                                                                      "--per-group", "0"], 2),
+    "demo-data, a negative seed": ("demo-data", lambda t: [str(t / "c"), *TINY_DEMO,
+                                                           "--seed", "-1"], 2),
+    "manifest-import, an --out under a file": ("manifest-import", lambda t: [
+        "in-the-wild", str(_itw(t)), "--out", str(Path(_file(t, "afile", "")) / "m.csv")], 2),
     "splits, a --config that is not JSON": ("splits", lambda t: [
         "make", str(t / "m.csv"), "--out", str(t / "s"), "--config", _file(t, "c.json", "{")], 3),
     "pin keys, a bundle meta that is not JSON": ("pin", lambda t: [
@@ -862,6 +866,13 @@ def test_a_user_error_exits_with_a_listed_code_and_a_message(what, tmp_path):
     assert code in listed_codes(module_of(command))
     got, err = call(command, make(tmp_path))
     assert got == code and f"hearsay {command}" in err, err
+
+
+def test_bar_with_an_out_that_cannot_be_written_is_bad_input(world, tmp_path, monkeypatch):
+    argv = _bar(world, tmp_path, monkeypatch, "train=la")
+    argv[-1] = _file(tmp_path, "afile", "") + "/bar"
+    got, err = call("bar", argv)
+    assert got == 3 and "hearsay bar: " in err and "afile" in err, err
 
 
 # --------------------------------------------------------------------------- a closed stdout

@@ -22,8 +22,8 @@ an extra bona fide source), a few stereo 48 kHz / 22.05 kHz FLAC / 8-bit / MP3 /
 with `bad_files` four deliberately bad ones: a text file named .wav and a header-only .wav
 (decode failures), an all-silent clip and a 0.3 s clip (dropped by the bundle as too short).
 
-Exit codes: 0 written, 2 usage (also a count below its minimum, or --min-s not in (0, --max-s]),
-3 OUT cannot be written (the system's error named).
+Exit codes: 0 written, 2 usage (also --seed or a count below its minimum, or --min-s not in
+(0, --max-s]), 3 OUT cannot be written (the system's error named).
 """
 
 from __future__ import annotations
@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def config_problem(cfg: DemoDataConfig) -> str | None:
     """What makes `cfg` no corpus (a sentence naming the option), or None."""
-    least = {"inner_groups": 1, "per_group": 1, "holdout_groups": 0, "test_groups": 0,
+    least = {"seed": 0, "inner_groups": 1, "per_group": 1, "holdout_groups": 0, "test_groups": 0,
              "extra_rows": 0}
     for name, low in least.items():
         if getattr(cfg, name) < low:

@@ -231,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     except BundleError as err:  # not a (built) bundle: the message names the command to build it
         print(f"hearsay train: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        raise  # stdout closed by its reader (`| head`): hearsay.cli ends quietly with 141
     except (json.JSONDecodeError, OSError) as err:
         print(f"hearsay train: {err}", file=sys.stderr)
         return EXIT_ERROR
