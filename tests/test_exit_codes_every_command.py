@@ -94,8 +94,7 @@ class World:
     def model(self) -> Path:
         """The full run exported (no int8), the folder hearsay-score and parity read."""
         out = self.root / "model"
-        code, err = call("export", ["onnx", str(self.full), "--out", str(out), "--no-int8",
-                                    "--parity-clips", "2"])
+        code, err = call("export", ["onnx", str(self.full), "--out", str(out), *EXPORT])
         assert code == 0, err
         return out
 
@@ -603,7 +602,7 @@ def _(w, tmp, mp):  # patched: the frame written holds one row twice, and F3 rea
     return Call(_assemble(w, tmp, mp, _pin_copy(w, tmp)))
 
 
-EXPORT = ["--no-int8", "--parity-clips", "2"]
+EXPORT = ["--no-int8", "--no-fuse", "--exporter", "torchscript", "--parity-clips", "2"]  # fast
 
 
 @case("export", 0)
