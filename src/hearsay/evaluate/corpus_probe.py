@@ -31,8 +31,8 @@ Features (FEATURES; seconds, dB re full scale, Hz):
   rolloff85_hz        frequency below which 85 % of that power lies
   zcr                 zero crossings per sample of the kept span
 
-Exit codes: 0 written, 2 usage, 3 bad input (manifest, audio, too few clips of a side), or a
---json that cannot be written.
+Exit codes: 0 written, 2 usage, 3 bad input (manifest, audio, too few clips of a side; a --json
+that cannot be written).
 """
 
 from __future__ import annotations
