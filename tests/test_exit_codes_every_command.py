@@ -832,7 +832,8 @@ def _file(tmp: Path, name: str, text: str) -> str:
     return str(tmp / name)
 
 
-# More user errors, each once a traceback (exit 1): (command, argv in tmp, the listed code).
+# More user errors, each once a traceback or exit 1: (command, argv in tmp, the listed code[,
+# what the message must say]).
 USER_ERRORS = {
     "demo-data, a count below its minimum": ("demo-data", lambda t: [str(t / "c"),
                                                                      "--per-group", "0"], 2),
@@ -840,6 +841,9 @@ USER_ERRORS = {
                                                            "--seed", "-1"], 2),
     "manifest-import, an --out under a file": ("manifest-import", lambda t: [
         "in-the-wild", str(_itw(t)), "--out", str(Path(_file(t, "afile", "")) / "m.csv")], 2),
+    "train, an --out under a file": ("train", lambda t: [
+        "--bundle", str(t), "--out", str(Path(_file(t, "afile", "")) / "r"), *TRAIN], 2,
+        "afile is not a folder"),
     "splits, a --config that is not JSON": ("splits", lambda t: [
         "make", str(t / "m.csv"), "--out", str(t / "s"), "--config", _file(t, "c.json", "{")], 3),
     "pin keys, a bundle meta that is not JSON": ("pin", lambda t: [
@@ -861,10 +865,11 @@ USER_ERRORS = {
 
 @pytest.mark.parametrize("what", USER_ERRORS)
 def test_a_user_error_exits_with_a_listed_code_and_a_message(what, tmp_path):
-    command, make, code = USER_ERRORS[what]
+    command, make, code, *said = USER_ERRORS[what]
     assert code in listed_codes(module_of(command))
     got, err = call(command, make(tmp_path))
     assert got == code and f"hearsay {command}" in err, err
+    assert all(s in err for s in said), err
 
 
 def test_bar_with_an_out_that_cannot_be_written_is_bad_input(world, tmp_path, monkeypatch):
