@@ -4,18 +4,22 @@ Each command lives in its own module as `main(argv: list[str]) -> int` with its 
 tests call the library functions directly and `hearsay X --help` is the module's own. Modules are
 imported only when their command runs (torch is slow to import and the scorer has none).
 
-Exit codes common to every command: 0 success, 2 usage error; each command documents the rest
-in its --help.
+Exit codes common to every command: 0 success, 2 usage error, 141 stdout closed by its reader
+(`hearsay ... | head`: it ends quietly, as a shell reports a SIGPIPE); each command documents the
+rest in its --help.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import select
 import sys
 
 from hearsay.contracts.model_dir import ONNX, PARITY  # stdlib only: the folder's file names
 
 EXIT_OK, EXIT_USAGE = 0, 2  # common to every command (module docstring)
+EXIT_CLOSED = 141  # stdout closed by its reader: 128 + SIGPIPE, as hearsay-score and a shell say
 
 # command -> (module, one-line summary). Keep in pipeline order: `hearsay --help` prints it.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -56,11 +60,39 @@ def usage() -> str:
     width = max(map(len, COMMANDS))
     rows = "\n".join(f"  {name:<{width}}  {summary}" for name, (_, summary) in COMMANDS.items())
     return (f"usage: hearsay <command> [options]\n\ncommands:\n{rows}\n\n"
-            "`hearsay <command> --help` for each command's options and exit codes.")
+            "`hearsay <command> --help` for each command's options and exit codes.\n"
+            f"Every command exits {EXIT_OK} on success, {EXIT_USAGE} on a usage error and "
+            f"{EXIT_CLOSED} when its\nstdout is closed by its reader (`hearsay ... | head`).")
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """Run one command; a closed stdout (`| head`) ends it quietly with EXIT_CLOSED."""
+    try:
+        try:
+            return _dispatch(sys.argv[1:] if argv is None else argv)
+        finally:  # flushed here, not at exit: a closed pipe is caught below, not printed
+            sys.stdout.flush()
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise  # another pipe (a child process's): an error of the command, not `| head`
+        try:  # nothing more is flushed at exit (that would print "Exception ignored ...")
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return EXIT_CLOSED
+
+
+def _stdout_closed() -> bool:
+    """Is fd 1 a pipe or socket whose reader has gone? (poll reports POLLERR/POLLHUP on it)"""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poll.poll(0))
+    except (OSError, ValueError, AttributeError):  # no fd (a test's capture), no poll
+        return False
+
+
+def _dispatch(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
         return EXIT_OK

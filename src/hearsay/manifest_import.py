@@ -45,8 +45,8 @@ Anything else (a line with another column count, an unknown label or system id, 
 a clip whose file is missing) is refused, naming the file and line and the fix: these importers
 read the published formats only.
 
-Exit codes: 0 written, 2 usage, 3 bad input (refused: the message names file, line and why),
-4 the output exists (pass --force to replace it).
+Exit codes: 0 written, 2 usage (also an --out that cannot be written), 3 bad input (refused: the
+message names file, line and why), 4 the output exists (pass --force to replace it).
 """
 
 from __future__ import annotations
@@ -76,6 +76,10 @@ ITW_LABELS = {"bona-fide": "bonafide", "spoof": "spoof"}
 MLAAD_COLUMNS = ("path", "original_file", "language", "is_original_language", "duration",
                  "training_data", "model_name", "architecture", "transcript")
 MAILABS_GENDERS = ("female", "male")
+
+
+class OutputExists(FileExistsError):
+    """--out is there and --force was not given (exit 4)."""
 
 
 class ImportRefused(ValueError):
@@ -232,7 +236,7 @@ def mlaad(root: Path, out_dir: Path, source: str = SOURCES["mlaad"], scope: str 
 def write(df: pd.DataFrame, out: Path, force: bool = False) -> Path:
     out = Path(out)
     if out.exists() and not force:
-        raise FileExistsError(f"{out} exists (pass --force to replace it)")
+        raise OutputExists(f"{out} exists (pass --force to replace it)")
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, df.to_csv(index=False))
     return out
@@ -264,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     dropped = 0
     try:
         if a.out.exists() and not a.force:
-            raise FileExistsError(f"{a.out} exists (pass --force to replace it)")
+            raise OutputExists(f"{a.out} exists (pass --force to replace it)")
         if a.corpus == "asvspoof2019-la":
             df = asvspoof2019_la(a.protocols, out_dir, a.audio, a.source, a.scope)
         elif a.corpus == "in-the-wild":
@@ -272,12 +276,15 @@ def main(argv: list[str] | None = None) -> int:
         else:
             df, dropped = mlaad(a.root, out_dir, a.source, a.scope, a.skip_ungrouped)
         write(df, a.out, a.force)
-    except FileExistsError as err:
+    except OutputExists as err:
         print(f"hearsay manifest-import: {err}", file=sys.stderr)
         return EXIT_EXISTS
     except (ImportRefused, ManifestError, FileNotFoundError) as err:
         print(f"hearsay manifest-import: refused: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except OSError as err:  # the manifest could not be written where --out points
+        print(f"hearsay manifest-import: cannot write --out {a.out}: {err}", file=sys.stderr)
+        return EXIT_USAGE
     counts = df["label"].value_counts().to_dict()
     print(f"hearsay manifest-import: {a.out}: {len(df)} clips ({counts.get('bonafide', 0)} bona "
           f"fide, {counts.get('spoof', 0)} spoof), {df['generator'].nunique()} generator(s), "

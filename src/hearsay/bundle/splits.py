@@ -14,7 +14,7 @@ FILE` applies that selection's drop_extra_families rule first (the rows the bund
 too). The rules in full: hearsay.contracts.folds.
 
 Exit codes: 0 ok, 2 usage, 3 manifest or fold file rejected (sha mismatch, holdout leak, bad
-config, an imported fold that breaks the rules).
+config, an imported fold that breaks the rules), 4 --out cannot be made (the system's error named).
 """
 
 from __future__ import annotations
@@ -38,7 +38,15 @@ from hearsay.contracts.folds import (
 from hearsay.contracts.manifest import ManifestError, read_manifest
 from hearsay.hashing import SUMS
 
-EXIT_OK, EXIT_USAGE, EXIT_REJECTED = 0, 2, 3  # module docstring
+EXIT_OK, EXIT_USAGE, EXIT_REJECTED, EXIT_UNWRITABLE = 0, 2, 3, 4  # module docstring
+
+
+def _read_config(path: Path) -> dict:
+    """--config FILE as a dict; a FoldError (exit 3) naming the file when unreadable or not JSON."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise FoldError(f"--config {path}: {err} (a SplitsConfig JSON object)") from err
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,8 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.cmd in ("make", "import"):
-            cfg = SplitsConfig.from_dict(json.loads(args.config.read_text()) if args.config else {})
+            cfg = SplitsConfig.from_dict(_read_config(args.config) if args.config else {})
             df = drop_extra_cli(read_manifest(args.manifest), args.selection)
+            try:
+                args.out.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                print(f"hearsay splits: cannot make --out {args.out}: {err}", file=sys.stderr)
+                return EXIT_UNWRITABLE
             path = (write_folds(df, cfg, args.out, args.name) if args.cmd == "make" else
                     import_folds(df, args.source, cfg if args.config else None, args.out,
                                  args.name))

@@ -31,8 +31,8 @@ refuses unknown or missing keys and a run set other than fold0..fold<n-1> + full
 
 Exit codes: 0 written (its path printed) / accepted / keys printed; 2 usage (a --run that is not
 KEY=DIR, no --min-steps or --recipe); 3 a run is not complete or missing (named), or the file is
-absent; 4 the pin is refused (keys, run set, fields; named), or the bundle meta records no
-fold count (keys).
+absent; 4 the pin is refused (keys, run set, fields; named), or the bundle meta is not JSON or
+records no fold count (keys).
 """
 
 from __future__ import annotations
@@ -168,7 +168,11 @@ def read(path: Path, strict: bool = True) -> dict:
 
 
 def _keys_of_bundle(meta_path: Path) -> tuple[str, ...]:
-    meta = json.loads(Path(meta_path).read_text())
+    try:
+        meta = json.loads(Path(meta_path).read_text())
+    except json.JSONDecodeError as err:
+        raise PinError(f"{meta_path} is not JSON ({err}): pass the bundle's "
+                       "bundle_meta.json") from None
     try:
         n = int(meta["folds"]["config"]["n_folds"])
     except (KeyError, TypeError, ValueError):

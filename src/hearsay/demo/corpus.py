@@ -22,7 +22,8 @@ an extra bona fide source), a few stereo 48 kHz / 22.05 kHz FLAC / 8-bit / MP3 /
 with `bad_files` four deliberately bad ones: a text file named .wav and a header-only .wav
 (decode failures), an all-silent clip and a 0.3 s clip (dropped by the bundle as too short).
 
-Exit codes: 0 written, 2 usage.
+Exit codes: 0 written, 2 usage (also --seed or a count below its minimum, or --min-s not in
+(0, --max-s]), 3 OUT cannot be written (the system's error named).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import csv
 import subprocess
+import sys
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -40,7 +42,7 @@ from scipy import signal
 
 from hearsay.sound.audio import ffmpeg_exe
 
-EXIT_OK, EXIT_USAGE = 0, 2  # module docstring
+EXIT_OK, EXIT_USAGE, EXIT_UNWRITABLE = 0, 2, 3  # module docstring
 
 SR = 16_000  # Hz, generation rate
 VOWELS = [(730, 1090, 2440), (270, 2290, 3010), (300, 870, 2240), (530, 1840, 2480),
@@ -346,9 +348,27 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"{HELP[f.name]} (default {f.default})")
     args = ap.parse_args(argv)
     cfg = DemoDataConfig(**{f.name: getattr(args, f.name) for f in fields(DemoDataConfig)})
-    path = write_corpus(args.out, cfg)
+    if (why := config_problem(cfg)) is not None:
+        ap.error(why)
+    try:
+        path = write_corpus(args.out, cfg)
+    except OSError as err:
+        print(f"hearsay demo-data: cannot write {args.out}: {err}", file=sys.stderr)
+        return EXIT_UNWRITABLE
     print(f"demo-data: wrote {path} (SYNTHETIC corpus, see {args.out / 'README.txt'})")
     return EXIT_OK
+
+
+def config_problem(cfg: DemoDataConfig) -> str | None:
+    """What makes `cfg` no corpus (a sentence naming the option), or None."""
+    least = {"seed": 0, "inner_groups": 1, "per_group": 1, "holdout_groups": 0, "test_groups": 0,
+             "extra_rows": 0}
+    for name, low in least.items():
+        if getattr(cfg, name) < low:
+            return f"--{name.replace('_', '-')} must be >= {low} (got {getattr(cfg, name)})"
+    if not 0 < cfg.min_s <= cfg.max_s:
+        return f"--min-s must lie in (0, --max-s] (got {cfg.min_s:g} and {cfg.max_s:g})"
+    return None
 
 
 def _bool(s: str) -> bool:

@@ -33,8 +33,8 @@ in manifest order) and meta.json {"name", "picked_by": {"field", "value"}, "<fie
 "inner": {"n", "set_sha256"}, "probe"}. A second bar (--pick2/--out2) is made the same way and
 printed beside the first.
 
-Exit codes: 0 written, 2 usage, 3 bad input (a missing folder, bundle or file), 4 refused (no
-candidate or more than one matches, or the rows are not ours).
+Exit codes: 0 written, 2 usage, 3 bad input (a missing folder, bundle or file; an --out that
+cannot be written), 4 refused (no candidate or more than one matches, or the rows are not ours).
 """
 
 from __future__ import annotations
@@ -224,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     except BarRefused as err:
         print(f"hearsay bar: refused: {err}", file=sys.stderr)
         return EXIT_REFUSED
+    except OSError as err:  # the bar folder could not be written
+        print(f"hearsay bar: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     print(summary(made))
     return EXIT_OK
 

@@ -25,9 +25,9 @@ Output: JSON (`--json`, default stdout) {"reading", "readings", "n_clips", "n_bo
 "ranking", "chosen", "flips": [{"reading", "best"}]} and, with `--markdown`, a section for the
 campaign report.
 
-Exit codes: 0 decision written, 2 usage, 3 bad input (missing file or column, unlabelled path),
-4 refused (holdout/test rows, recipes on different clips, a duplicate path, a per-run file that
-is not the pinned run's).
+Exit codes: 0 decision written, 2 usage, 3 bad input (missing file or column, unlabelled path;
+or a --json / --markdown that cannot be written), 4 refused (holdout/test rows, recipes on
+different clips, a duplicate path, a per-run file that is not the pinned run's).
 """
 
 from __future__ import annotations
@@ -243,12 +243,18 @@ def main(argv: list[str] | None = None) -> int:
     for name, source in args.recipe:
         d["recipes"][name].update(source=str(source), files=[str(f) for f in files[name]])
     text = json.dumps(jsonable(d), indent=2, allow_nan=False) + "\n"
-    if args.json is None:
-        sys.stdout.write(text)
-    else:
-        args.json.write_text(text)
-    if args.markdown is not None:
-        args.markdown.write_text(markdown(d))
+    try:
+        if args.json is None:
+            sys.stdout.write(text)
+        else:
+            args.json.write_text(text)
+        if args.markdown is not None:
+            args.markdown.write_text(markdown(d))
+    except BrokenPipeError:
+        raise  # stdout closed by its reader: hearsay.cli ends quietly
+    except OSError as err:
+        print(f"hearsay compare: cannot write the decision: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     print(f"hearsay compare: chosen {d['chosen']} on {RECORD}"
           + (f"; flips under {', '.join(f['reading'] for f in d['flips'])}" if d["flips"] else ""),
           file=sys.stderr)

@@ -31,7 +31,8 @@ Features (FEATURES; seconds, dB re full scale, Hz):
   rolloff85_hz        frequency below which 85 % of that power lies
   zcr                 zero crossings per sample of the kept span
 
-Exit codes: 0 written, 2 usage, 3 bad input (manifest, audio, too few clips of a side).
+Exit codes: 0 written, 2 usage, 3 bad input (manifest, audio, too few clips of a side; a --json
+that cannot be written).
 """
 
 from __future__ import annotations
@@ -176,8 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(jsonable(out), indent=2) + "\n"
     if args.json is None:
         sys.stdout.write(text)
-    else:
+        return EXIT_OK
+    try:
         args.json.write_text(text)
+    except OSError as err:
+        print(f"hearsay corpus-probe: cannot write --json {args.json}: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return EXIT_OK
 
 

@@ -45,7 +45,8 @@ model is rebuilt from the checkpoint's saved config). Steps:
 
 Exit codes: 0 exported and parity A passed, 1 parity A failed for every exporter tried (nothing
 is listed in SHA256SUMS, so hearsay-score refuses the folder), 2 usage (and a --meta that is
-unreadable, of another checkpoint or without thresholds), 3 checkpoint missing or unloadable.
+unreadable, of another checkpoint or without thresholds, or an --out that cannot be made),
+3 checkpoint missing or unloadable.
 """
 
 from __future__ import annotations
@@ -300,6 +301,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hearsay export: cannot load {args.checkpoint}: {err} (pass a run dir with "
               "final/model.safetensors + config.json)", file=sys.stderr)
         return EXIT_CHECKPOINT
+    try:  # before the (slow) export: an --out that cannot be a folder is the caller's to fix
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        print(f"hearsay export: cannot make --out {args.out}: {err}", file=sys.stderr)
+        return EXIT_USAGE
     from hearsay.export.model_card import MetaError
 
     try:

@@ -65,6 +65,8 @@ def parse_sums(text: str) -> dict[str, str]:
 
 def make_sums(folder: Path) -> str:
     """SHA256SUMS for every file in `folder` (flat; sub-folders refused)."""
+    if not folder.is_dir():
+        raise ValueError(f"{folder} is not a folder (publish takes a flat folder of files)")
     sums = {}
     for path in sorted(folder.iterdir()):
         if path.name == SUMS:

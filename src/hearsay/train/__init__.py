@@ -57,8 +57,9 @@ per class are in run_meta "source_mix" at each epoch end; a table's are held wit
 Store retries: 3, the n-th after n x $HEARSAY_STORE_BACKOFF_S seconds (default 5).
 
 Exit codes: 0 run complete; 1 unexpected error; 2 usage, config or input error (a config file
-missing, not JSON or with a bad value; a --bundle that is not a built, intact bundle); 3 device
-refused (no CUDA and no --cpu-smoke); 4 non-finite loss or gradient norm; 5 AUC-direction tripwire
+missing, not JSON or with a bad value; a --bundle that is not a built, intact bundle; an --out
+that cannot be made); 3 device refused (no CUDA and no --cpu-smoke); 4 non-finite loss or
+gradient norm; 5 AUC-direction tripwire
 (validation AUC <= tripwire_auc); 6 store push/pull failed after retries; 7 resume refused
 (different bundle tree-sha, config hash or world size, no checkpoint, or a non-empty RUN_DIR
 without --resume); 8 pretrained weights refused (missing or sha256 not the pin); 9 augmentation
@@ -210,6 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     except (TrainError, json.JSONDecodeError, OSError) as err:
         print(f"hearsay train: {err}", file=sys.stderr)
         return EXIT_USAGE
+    if (why := out_problem(args.out)) is not None:
+        print(f"hearsay train: --out {args.out}: {why} (pass a run dir this user can write)",
+              file=sys.stderr)
+        return EXIT_USAGE
     try:
         resume = args.resume == "yes" or (args.resume == "auto" and stores.open_store(
             args.store, args.out).latest_checkpoint() is not None)
@@ -231,12 +236,27 @@ def main(argv: list[str] | None = None) -> int:
     except BundleError as err:  # not a (built) bundle: the message names the command to build it
         print(f"hearsay train: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        raise  # stdout closed by its reader (`| head`): hearsay.cli ends quietly with 141
     except (json.JSONDecodeError, OSError) as err:
         print(f"hearsay train: {err}", file=sys.stderr)
         return EXIT_ERROR
     print(f"hearsay train: complete: {meta['steps']} optimiser steps, {meta['epochs']} epochs "
           f"-> {args.out}")
     return EXIT_OK
+
+
+def out_problem(out: Path) -> str | None:
+    """Why the run dir cannot be made (a file in its way, a folder this user cannot write), or
+    None; nothing is created."""
+    there = out
+    while not there.exists() and there != there.parent:
+        there = there.parent
+    if not there.is_dir():
+        return f"{there} is not a folder"
+    if not os.access(there, os.W_OK | os.X_OK):
+        return f"{there} is not writable"
+    return None
 
 
 def _load_config(args: argparse.Namespace, name: str) -> dict:
