@@ -39,7 +39,7 @@
 #                                  older than RUNNER_ORPHAN_GRACE_S (a create that answered after its
 #                                  launcher gave up): ledger row, destroy, row completed. One whose
 #                                  record was archived GONE (same label, generation and id) is
-#                                  re-adopted into it instead; one whose generation's STATUS is live
+#                                  re-adopted into it instead (its ledger row re-opened); one whose generation's STATUS is live
 #                                  in the store is never destroyed. Another
 #                                  operator's box (or an older runner's PREFIX:… label) is said once
 #                                  and left alone

@@ -34,7 +34,8 @@
 # tests/runner/bin/fake_boot.sh), and a ledger whose folder does not exist yet. Also counted: healthy
 # boxes destroyed (ended for a dead chain in a scenario that killed none), DONE in the store without
 # the run's run_meta.json, and boxes of a gone laptop that did not end themselves.
-# Rows count rentals (distinct ids; the ledger is append-only), open = ids with no closing row;
+# Rows count rentals (distinct ids; the ledger is append-only), open = ids whose last row is not a
+# closing row (a box re-adopted after it was judged gone has a re-open row until it ends);
 # secrets are searched in every file of the scenario's folder but the store's own rclone.conf copies.
 #
 # Scenario I is drawn from the seed and I alone, so --from I (run I..N) continues a stopped run and
@@ -313,10 +314,10 @@ scenario() {
     left=$(jq '.live | length' <<<"$st")
     created=$(jq '.created_total' <<<"$st")
     rows=0 open=0
-    if [ -f "$LEDGER" ]; then   # append-only: rentals = distinct ids, open = ids with no closing row
+    if [ -f "$LEDGER" ]; then   # append-only: rentals = distinct ids, open = ids whose last row is not a closing row (a re-opened one is open)
       rows=$(awk -F, 'NR > 1 && !($1 in s) { s[$1] = 1; n++ } END { print n + 0 }' "$LEDGER")
-      open=$(awk -F, 'NR > 1 { if (!($1 in s)) { s[$1] = 1; o[++n] = $1 } if ($7 != "") c[$1] = 1 }
-        END { for (i = 1; i <= n; i++) if (!(o[i] in c)) k++; print k + 0 }' "$LEDGER")
+      open=$(awk -F, 'NR > 1 { if (!($1 in s)) { s[$1] = 1; o[++n] = $1 } c[$1] = ($7 != "") }
+        END { for (i = 1; i <= n; i++) if (!c[o[i]]) k++; print k + 0 }' "$LEDGER")
       [ -z "$mnt" ] || cp "$LEDGER" "$W/ledger.final.csv" 2>/dev/null || true
     fi
     [ -z "$mnt" ] || { cp -a "$RUNNER_STATE" "$W/state.final" 2>/dev/null; umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null; } || true

@@ -267,8 +267,11 @@ foreign_note() {
 # a `show instance` that answered wrongly) goes back into that record: the newest archived record of
 # JOB whose label is LABEL, generation GEN, instance ID and result GONE... is moved back to jobs/JOB
 # (state PROVISIONED, result and gone note dropped), and the reaper watches the box again. Its
-# ledger row is not written again (one creation row per rental). 0 = re-adopted; 1 = no such
-# record, or jobs/JOB is taken (then the caller's STATUS check decides).
+# rental, closed when the box was judged gone, is re-opened in the ledger (ledger_reopen: one more
+# row for the same id, no second creation row), so its spend counts as open until the reaper ends
+# it and writes its closing row anew. 0 = re-adopted, or the box is left alone this cycle (its
+# re-open row could not be written: the record goes back to the archive and the next cycle tries
+# again); 1 = no such record, or jobs/JOB is taken (then the caller's STATUS check decides).
 readopt_gone() {
   local id=$1 label=$2 job=$3 gen=$4 a pick=""
   [ -n "$job" ] && [ -n "$gen" ] || return 1
@@ -283,8 +286,13 @@ readopt_gone() {
     return 1
   fi
   mkdir -p "$RUNNER_STATE/jobs" 2>/dev/null && mv "$pick" "$(rec_dir "$job")" 2>/dev/null || return 1
+  if ! ledger_reopen "$job" "$id"; then
+    mv "$(rec_dir "$job")" "$pick" 2>/dev/null || true
+    say "instance $id (label $label) is listed again after job $job was archived GONE, but its ledger row cannot be re-opened (is the disk under $LEDGER full?): left running, re-adopted on a later cycle"
+    return 0
+  fi
   rm -f "$(rec_dir "$job")/result" "$(rec_dir "$job")/gone_since" "$(rec_dir "$job")/retry"
   rec_set "$job" state PROVISIONED || true
-  say "instance $id (label $label) is listed again after job $job was archived GONE: re-adopted into its record (the reaper watches it again)"
+  say "instance $id (label $label) is listed again after job $job was archived GONE: re-adopted into its record, its ledger row re-opened (the reaper watches it again)"
   log_event "job $job re-adopted instance $id from $pick"
 }
