@@ -108,7 +108,8 @@ if [ "$bg" = 1 ]; then
   p=$!
   i=0
   while [ "$i" -lt 100 ]; do
-    if [ -d "$RUNNER_STATE/reaper.lock" ] && ! lock_stale "$RUNNER_STATE/reaper.lock"; then
+    # the lock with its owner written (a taker writes it just after its mkdir): never "(pid )"
+    if [ -n "$(lock_owner "$RUNNER_STATE/reaper.lock")" ] && ! lock_stale "$RUNNER_STATE/reaper.lock"; then
       say "reaper running (pid $(lock_owner "$RUNNER_STATE/reaper.lock")), output in $RUNNER_STATE/reaper.out"
       exit 0
     fi
