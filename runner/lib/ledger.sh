@@ -181,18 +181,30 @@ ledger_close() {
     "${3:-$(rec_get "$1" created_at)}" "$(now)" "$(ledger_offer "$1")" "$(rec_get "$1" end_reason)"
 }
 
-# ledger_reopen JOB ID: the re-open row of instance ID, JOB's record's rental, whose closing row was
-# written when the box was judged gone and which is listed running again (runner/lib/teardown.sh
-# readopt_gone): the creation row's columns from the record, reason "REOPENED <now>". The rental is
-# then open again (spend counted as open, never as done) until its next closing row, which
-# ledger_close writes from the record's created_at as ever. 1 when the row cannot be written (nor
-# spooled).
+# ledger_closed ID: 0 when the rental of instance ID is closed (its last row, in the ledger then
+# the spool, is a closing row).
+ledger_closed() {
+  { cat "$LEDGER" "$(_ledger_spool)" 2>/dev/null || true; } | awk -F, -v id="$1" '   # no spool: no error (pipefail)
+    NR > 1 && $1 == id { n++; last = ($7 != "") } END { exit !(n > 0 && last) }'
+}
+
+# ledger_reopen_row ID JOB GEN OFFER DPH CREATED_EPOCH [GPU,CORES,CUDA]: the re-open row of a rental
+# whose closing row was written when its box was judged gone and which is listed running again:
+# the creation row's columns, reason "REOPENED <now>". The rental is then open again (its spend
+# counted as open, never as done) until its next closing row (ledger_complete, hours and cost from
+# CREATED as ever). 1 when the row cannot be written (nor spooled).
+ledger_reopen_row() {
+  [ -n "$1" ] || { echo "runner: ledger_reopen_row without an instance id" >&2; return 1; }
+  _ledger_add "$1" reopen "$1,$2,$3,$4,$5,$(iso "${6:-$(now)}"),,,,${7:-,,},REOPENED $(iso "$(now)")" || return 1
+  log_event "ledger row for instance $1 re-opened ($2 $3)"
+}
+
+# ledger_reopen JOB ID: ledger_reopen_row for instance ID of JOB's record (runner/lib/teardown.sh
+# readopt_gone), from the record's fields (an adopted record keeps its label's job: ledger_job).
 ledger_reopen() {
   local job c
-  [ -n "$2" ] || { echo "runner: ledger_reopen without an instance id" >&2; return 1; }
   job=$(rec_get "$1" ledger_job)
   c=$(rec_get "$1" created_at)
   is_number "$c" || c=$(now)
-  _ledger_add "$2" reopen "$2,${job:-$1},$(rec_get "$1" gen),$(rec_get "$1" offer),$(rec_get "$1" dph),$(iso "$c"),,,,$(ledger_offer "$1"),REOPENED $(iso "$(now)")" || return 1
-  log_event "ledger row for instance $2 re-opened ($1)"
+  ledger_reopen_row "$2" "${job:-$1}" "$(rec_get "$1" gen)" "$(rec_get "$1" offer)" "$(rec_get "$1" dph)" "$c" "$(ledger_offer "$1")"
 }

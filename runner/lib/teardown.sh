@@ -191,7 +191,8 @@ adopt_record() {
 # (label_prefix: PREFIX.OPERATOR:JOB:GEN[:DEADLINE]) that no job record owns (by id or by label) and
 # that is older than RUNNER_ORPHAN_GRACE_S (its start_date) is ours and billing unwatched: a create
 # that answered after its launcher gave up on the label, or a record lost. It gets a ledger row (job
-# and generation from its label), is destroyed, and its row is completed once confirmed. One that
+# and generation from its label; a re-open row when its rental is closed already: a box judged gone
+# whose job record is another's now), is destroyed, and its row is completed once confirmed. One that
 # carries RUNNER_LABEL_PREFIX but another operator's identity (or none: an older runner's label) is
 # never adopted: said once (RUNNER_STATE/foreign/ID) and left to its own reaper.
 # 0 = none left, 1 = one could not be confirmed destroyed or recorded.
@@ -226,7 +227,11 @@ sweep_unrecorded() {
     esac
     say "instance $id (label $label) has no job record of ours: adopting and destroying it"
     log_event "unrecorded instance $id label $label adopted"
-    ledger_append "$id" "${job:-unknown}" "$gen" "" "$(list_field "$list" "$id" 4)" "$start" || rc=1
+    if ledger_closed "$id"; then   # judged gone before (its record since replaced): running after all
+      ledger_reopen_row "$id" "${job:-unknown}" "$gen" "" "$(list_field "$list" "$id" 4)" "$start" || rc=1
+    else
+      ledger_append "$id" "${job:-unknown}" "$gen" "" "$(list_field "$list" "$id" 4)" "$start" || rc=1
+    fi
     created=$start
     if destroy_confirmed "$id"; then
       ledger_complete "$id" "${job:-unknown}" "$gen" "" "$(list_field "$list" "$id" 4)" "$created" "$(now)" || rc=1

@@ -213,6 +213,27 @@ show_lies_gone() { fault "[{\"op\": \"show\", \"kind\": \"error\", \"status\": 2
   echo "$output"; [ "$status" -eq 0 ]
 }
 
+@test "a box archived GONE whose job is relaunched meanwhile is swept as unrecorded, its rental re-opened and closed anew" {
+  a=$(rent pilot PROVISIONED g-1)
+  put_status pilot "g-1 TRAINING 1"
+  export RUNNER_ORPHAN_GRACE_S=0
+  empty_listings 2
+  show_lies_gone "$a"
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(cat "$RUNNER_STATE"/archive/pilot-*/result)" = "GONE TRAINING" ]
+  b=$(rent pilot PROVISIONED g-2)                   # the job relaunched: jobs/pilot is g-2's now
+  put_status pilot "g-2 TRAINING 1"
+  run reaper_once                                   # a (g-1, no live STATUS) is listed again
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(live_ids)" = "$b" ]
+  [ "$(grep -c "^$a," "$LEDGER")" -eq 4 ]           # creation, closing, re-open, closing anew
+  grep "^$a," "$LEDGER" | sed -n 3p | grep -q ",REOPENED 20"
+  grep "^$a," "$LEDGER" | tail -n 1 | cut -d, -f7 | grep -q .
+  [ "$(open_rows)" -eq 1 ]                          # b's only
+  [ "$(ledger_rows)" -eq 2 ]
+}
+
 @test "an unrecorded box of ours is never destroyed while its generation's STATUS is live; a finished or other generation is" {
   export RUNNER_ORPHAN_GRACE_S=0
   offer=$(vastai search offers 'num_gpus=1' --limit 1 --raw | jq '.[0].id')
