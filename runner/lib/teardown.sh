@@ -197,7 +197,7 @@ adopt_record() {
 # never adopted: said once (RUNNER_STATE/foreign/ID) and left to its own reaper.
 # 0 = none left, 1 = one could not be confirmed destroyed or recorded.
 sweep_unrecorded() {
-  local list=$1 owned j id label start job gen rc=0 created own
+  local list=$1 owned j id label start job gen rc=0 created own fresh="" reopen
   own=$(label_prefix) || return 1
   foreign_note "$list" "$own"
   owned=$(_vast_tmp) || return 1
@@ -218,6 +218,21 @@ sweep_unrecorded() {
     # a box archived GONE (a `show instance` that answered wrongly) is its record's again
     if readopt_gone "$id" "$label" "$job" "$gen"; then continue; fi
     [ $(($(now) - start)) -ge "$RUNNER_ORPHAN_GRACE_S" ] || continue
+    # its rental closed in the ledger: ended since LISTFILE was taken (a record finished this cycle),
+    # or running after all (judged gone wrongly, its record another's now). Only a fresh listing that
+    # still shows it re-opens the rental; a box missing there, or no fresh listing, is left alone.
+    reopen=0
+    if ledger_closed "$id"; then
+      if [ -z "$fresh" ]; then
+        fresh=$(_vast_tmp) || fresh=none
+        [ "$fresh" = none ] || vast_list "$fresh" || { list_rm "$fresh"; fresh=none; }
+      fi
+      if [ "$fresh" = none ] || ! list_has "$fresh" "$id"; then
+        log_event "instance $id (label $label): its rental is closed in the ledger and no fresh listing shows it running: left alone"
+        continue
+      fi
+      reopen=1
+    fi
     case $(store_status_of "$job" "$gen") in
       '' | DONE | FAIL) ;;
       *)
@@ -227,7 +242,7 @@ sweep_unrecorded() {
     esac
     say "instance $id (label $label) has no job record of ours: adopting and destroying it"
     log_event "unrecorded instance $id label $label adopted"
-    if ledger_closed "$id"; then   # judged gone before (its record since replaced): running after all
+    if [ "$reopen" = 1 ]; then
       ledger_reopen_row "$id" "${job:-unknown}" "$gen" "" "$(list_field "$list" "$id" 4)" "$start" || rc=1
     else
       ledger_append "$id" "${job:-unknown}" "$gen" "" "$(list_field "$list" "$id" 4)" "$start" || rc=1
@@ -251,6 +266,7 @@ $(awk -F '\t' -v p="$own:" -v owned="$owned" '
     index($3, p) == 1 && !(("id:" $1) in own) && !(("label:" $3) in own) { print $1 }' "$list")
 EOF_IDS
   rm -f "$owned"
+  [ -z "$fresh" ] || [ "$fresh" = none ] || list_rm "$fresh"
   return "$rc"
 }
 
