@@ -39,8 +39,11 @@
 #                                  older than RUNNER_ORPHAN_GRACE_S (a create that answered after its
 #                                  launcher gave up): ledger row, destroy, row completed. One whose
 #                                  record was archived GONE (same label, generation and id) is
-#                                  re-adopted into it instead (its ledger row re-opened); one whose generation's STATUS is live
-#                                  in the store is never destroyed. Another
+#                                  re-adopted into it instead (its ledger row re-opened); one
+#                                  whose generation's STATUS is live in the store is never
+#                                  destroyed; one whose rental is closed in
+#                                  the ledger is acted on only when a fresh listing still shows it
+#                                  (its row re-opened), else left alone (ended this cycle). Another
 #                                  operator's box (or an older runner's PREFIX:… label) is said once
 #                                  and left alone
 # A destroy counts only when a later listing lacks the instance by the same rule; a failed listing (error,
