@@ -7,8 +7,9 @@
 # first, and any that still cannot be are counted and make it exit 1. The ledger is append-only: a
 # rental's creation row, then its closing row (destroyed_confirmed, hours, cost) once its
 # destruction is confirmed. The sums and their rules are `hearsay ledger sum`'s (hearsay.contracts.
-# ledger, the one reader, which the report's spend uses too): a rental (an id) with no closing row is
-# open (still billing or never confirmed gone) and a closing row with an empty cost is "cost
+# ledger, the one reader, which the report's spend uses too): a rental (an id) whose last row is not
+# a closing row is open (still billing, never confirmed gone, or re-opened: a box judged gone that
+# ran on) and a closing row with an empty cost is "cost
 # unknown", never $0: either is named and left out of the total, which is then a lower bound. A row
 # with fewer than 9 fields (a write cut short) is named. Columns after cost are allowed.
 # hearsay is RUNNER_HEARSAY (default: hearsay on PATH).

@@ -39,8 +39,11 @@
 #                                  older than RUNNER_ORPHAN_GRACE_S (a create that answered after its
 #                                  launcher gave up): ledger row, destroy, row completed. One whose
 #                                  record was archived GONE (same label, generation and id) is
-#                                  re-adopted into it instead; one whose generation's STATUS is live
-#                                  in the store is never destroyed. Another
+#                                  re-adopted into it instead (its ledger row re-opened); one
+#                                  whose generation's STATUS is live in the store is never
+#                                  destroyed; one whose rental is closed in
+#                                  the ledger is acted on only when a fresh listing still shows it
+#                                  (its row re-opened), else left alone (ended this cycle). Another
 #                                  operator's box (or an older runner's PREFIX:… label) is said once
 #                                  and left alone
 # A destroy counts only when a later listing lacks the instance by the same rule; a failed listing (error,
@@ -108,7 +111,8 @@ if [ "$bg" = 1 ]; then
   p=$!
   i=0
   while [ "$i" -lt 100 ]; do
-    if [ -d "$RUNNER_STATE/reaper.lock" ] && ! lock_stale "$RUNNER_STATE/reaper.lock"; then
+    # the lock with its owner written (a taker writes it just after its mkdir): never "(pid )"
+    if [ -n "$(lock_owner "$RUNNER_STATE/reaper.lock")" ] && ! lock_stale "$RUNNER_STATE/reaper.lock"; then
       say "reaper running (pid $(lock_owner "$RUNNER_STATE/reaper.lock")), output in $RUNNER_STATE/reaper.out"
       exit 0
     fi

@@ -36,16 +36,27 @@
 # tests/runner/bin/fake_boot.sh), and a ledger whose folder does not exist yet. Also counted: healthy
 # boxes destroyed (ended for a dead chain in a scenario that killed none), DONE in the store without
 # the run's run_meta.json, and boxes of a gone laptop that did not end themselves.
-# Rows count rentals (distinct ids; the ledger is append-only), open = ids with no closing row;
+# Rows count rentals (distinct ids; the ledger is append-only), open = ids whose last row is not a
+# closing row (a box re-adopted after it was judged gone has a re-open row until it ends);
 # secrets are searched in every file of the scenario's folder but the store's own rclone.conf copies.
 #
-# Scenario I is drawn from the seed and I alone, so --from I (run I..N) continues a stopped run and
-# --only I,J,... replays just those scenarios. J scenarios run at a time; a finished one makes room
-# for the next.
+# Scenario I is drawn from the seed and I alone (and --campaign-every), so --from I (run I..N)
+# continues a stopped run and --only I,J,... replays just those scenarios. J scenarios run at a
+# time; a finished one makes room for the next. Each scenario's result line goes to DIR/rI.txt.
+#
+# A long run, stopped and continued: `--scenarios 400 --keep DIR` (stopped at any point: ^C, a
+# reboot), then `--scenarios 400 --keep DIR --from I` with the same --seed and --campaign-every
+# (DIR/campaign.args holds them; a continuation with others is refused, exit 2). I is the first
+# scenario without a result (the summary of the stopped run, or of `--from N+1`, which runs
+# nothing, names them). With --keep the summary counts the result of every scenario 1..N found in
+# DIR (rI.txt: earlier runs' results count), and names each one missing (no rI.txt, or one without
+# its result line: a scenario cut off by the stop), which misses the goal; the seconds are this
+# run's. Without --keep it counts the scenarios of this run (--from I: I..N). --only narrows both.
 #
 # The last line also says how many scenarios rented a box at all: on an overloaded machine the CLI
 # calls time out before any create, and such a scenario proves nothing.
-# Exit codes: 0 goal met; 1 goal missed (the failing scenarios are named); 2 usage.
+# Exit codes: 0 goal met; 1 goal missed (the failing and the missing scenarios are named); 2 usage,
+#   or --keep DIR holds a campaign of another --seed or --campaign-every.
 
 # shellcheck disable=SC2030,SC2031  # each scenario's world is a subshell on purpose, its helpers run in it
 set -euo pipefail
@@ -54,7 +65,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 n=200 seed=1 jobs=2 keep="" only="" from=1 every=5
 while [ $# -gt 0 ]; do
   case $1 in
-    -h | --help) sed -n '2,/^[^#]/{/^#/!d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^[^#]*$/{/^#/!d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
     --scenarios) n=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
@@ -69,8 +80,18 @@ export PATH="$repo/.venv/bin:$PATH"
 for c in jq curl vastai rclone python3; do
   command -v "$c" >/dev/null || { echo "fault_campaign: missing $c (make install; scripts/system-deps.sh)" >&2; exit 2; }
 done
+for v in "$n" "$seed" "$jobs" "$from" "$every"; do
+  case $v in '' | *[!0-9]*) echo "fault_campaign: $v is not a whole number (see --help)" >&2; exit 2 ;; esac
+done
 top=${keep:-$(mktemp -d "${TMPDIR:-/tmp}/fault_campaign.XXXXXX")}
 mkdir -p "$top"
+# what draws the scenarios: a continuation in the same folder must draw the same ones
+args="seed=$seed campaign-every=$every"
+if [ -s "$top/campaign.args" ] && [ "$(cat "$top/campaign.args")" != "$args" ]; then
+  echo "fault_campaign: $top holds a campaign of $(cat "$top/campaign.args"), not $args: continue it with those, or use another --keep folder" >&2
+  exit 2
+fi
+echo "$args" >"$top/campaign.args"
 
 # gone_faults: the faults aimed at the rule for "gone" and at paging, each its own draw (drawn after
 # every older fault, so older stories replay): others renting between two pages of a listing
@@ -318,10 +339,10 @@ scenario() {
     created=$(jq '[.instances[] | select(.label != "someone-else")] | length' <<<"$st")
     others_ended=$(jq '[.instances[] | select(.label == "someone-else" and .destroyed_at != null)] | length' <<<"$st")
     rows=0 open=0
-    if [ -f "$LEDGER" ]; then   # append-only: rentals = distinct ids, open = ids with no closing row
+    if [ -f "$LEDGER" ]; then   # append-only: rentals = distinct ids, open = ids whose last row is not a closing row (a re-opened one is open)
       rows=$(awk -F, 'NR > 1 && !($1 in s) { s[$1] = 1; n++ } END { print n + 0 }' "$LEDGER")
-      open=$(awk -F, 'NR > 1 { if (!($1 in s)) { s[$1] = 1; o[++n] = $1 } if ($7 != "") c[$1] = 1 }
-        END { for (i = 1; i <= n; i++) if (!(o[i] in c)) k++; print k + 0 }' "$LEDGER")
+      open=$(awk -F, 'NR > 1 { if (!($1 in s)) { s[$1] = 1; o[++n] = $1 } c[$1] = ($7 != "") }
+        END { for (i = 1; i <= n; i++) if (!c[o[i]]) k++; print k + 0 }' "$LEDGER")
       [ -z "$mnt" ] || cp "$LEDGER" "$W/ledger.final.csv" 2>/dev/null || true
     fi
     [ -z "$mnt" ] || { cp -a "$RUNNER_STATE" "$W/state.final" 2>/dev/null; umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null; } || true
@@ -421,28 +442,38 @@ live_records() {
 
 echo "fault campaign: scenarios $from-$n, seed $seed, $jobs at a time, in $top" >&2
 start=$(date +%s)
-want=0
 i=$((from - 1))
 while [ "$i" -lt "$n" ]; do
   i=$((i + 1))
   case ",${only:-$i}," in *",$i,"*) ;; *) continue ;; esac
-  want=$((want + 1))
   # a pool, not batches: a whole campaign takes minutes, a single launch seconds
   while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
   scenario "$i" $((seed * 100003 + i)) >"$top/r$i.txt" 2>"$top/r$i.err" &
 done
 wait
-cat "$top"/r*.txt | sort -n >"$top/results.txt"
+# the summary: scenario I's result line from DIR/rI.txt, for each selected I of 1..N with --keep (a
+# continuation: earlier runs' results count) or of from..N without; one without it is missing
+first=$from
+[ -z "$keep" ] || first=1
+want=0 missing=""
+i=$((first - 1))
+while [ "$i" -lt "$n" ]; do
+  i=$((i + 1))
+  case ",${only:-$i}," in *",$i,"*) ;; *) continue ;; esac
+  want=$((want + 1))
+  grep -m 1 "^$i seed=" "$top/r$i.txt" 2>/dev/null || missing="$missing $i"
+done >"$top/results.txt"
 cat "$top/results.txt"
-awk -v want="$want" -v t=$(( $(date +%s) - start )) '
+awk -v want="$want" -v missing="$missing" -v t=$(( $(date +%s) - start )) '
   { n++; for (f = 1; f <= NF; f++) { split($f, kv, "="); v[kv[1]] += kv[2] }
     if ($0 !~ /left=0 / || $0 !~ /open=0 / || $0 !~ /secrets=0$/ || $0 !~ /healthy_killed=0 / || $0 !~ /done_without_run=0 / || $0 !~ /not_self_ended=0 /) bad = bad " " $1
     split($0, a, "created="); split(a[2], b, " "); split($0, c, "rows="); split(c[2], d, " ")
     if (b[1] != d[1]) bad = bad " " $1
     if (b[1] + 0 > 0) rented++ }
   END {
-    if (n != want) bad = bad " (only " n " of " want " scenarios reported)"
     printf "scenarios %d | instances left %d | ledger rows %d vs creations %d | rows open %d | secrets seen %d | healthy boxes destroyed %d | DONE without the run %d | boxes of a gone laptop not self-ended %d | %ds | %d rented a box\n",
       n, v["left"], v["rows"], v["created"], v["open"], v["secrets"], v["healthy_killed"], v["done_without_run"], v["not_self_ended"], t, rented
-    if (bad != "") { print "failing scenarios:" bad; exit 1 }
+    if (missing != "") printf "missing scenarios (%d of %d, no result: continue with --from the first, same --seed and --keep):%s\n", want - n, want, missing
+    if (bad != "") print "failing scenarios:" bad
+    if (bad != "" || missing != "") exit 1
   }' "$top/results.txt"

@@ -222,6 +222,25 @@ def test_rows_with_and_without_later_columns_read_alike(tmp_path):
     assert ledger.summary(p)["status"] == "complete"
 
 
+def test_a_reopened_rental_is_open_until_its_next_closing_row_which_replaces_the_first(tmp_path):
+    # a box judged gone (closed at 01:30), seen running again (re-opened), ended at 03:00
+    opened = "1,fold,g1,9,2.0,2026-11-30T00:00:00Z,,,,A100,32,13.0,REOPENED 2026-11-30T02:00:00Z\n"
+    again = ("1,fold,g1,9,2.0,2026-11-30T00:00:00Z,2026-11-30T03:00:00Z,3.0000,6.0000,"
+             "A100,32,13.0,DONE\n")
+    p = tmp_path / "l.csv"
+    p.write_text(",".join(ledger.WRITTEN) + "\n" + CLOSED + opened)
+    s = ledger.summary(p)
+    assert s["open_ids"] == ["1"] and s["status"] == "incomplete" and s["rows"] == 1
+    p.write_text(",".join(ledger.WRITTEN) + "\n" + CLOSED + opened + again)
+    s = ledger.summary(p)
+    assert s["open_ids"] == [] and s["status"] == "complete" and s["rows"] == 1
+    assert s["total_usd"] == 6.0 and s["hours"] == 3.0
+    assert ledger.rows(p)[0].extra["reason"] == "DONE"
+    # without a re-open row, a second closing row changes nothing: the first one counts
+    p.write_text(",".join(ledger.WRITTEN) + "\n" + CLOSED + again)
+    assert ledger.summary(p)["total_usd"] == 3.0
+
+
 def test_a_row_cut_short_is_malformed_and_named_by_line(tmp_path):
     p = tmp_path / "l.csv"
     p.write_text(HEAD + CLOSED + "4,full,g4,9\n")

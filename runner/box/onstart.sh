@@ -21,6 +21,30 @@
 #     (entry.sh's own deadline watchdog did not end the box): destroy
 # A destroy that is not confirmed is retried on the next poll. One guard per BOX_DIR
 # (BOX_DIR/guard.lock holds its pid; a lock whose guard is gone is taken over).
+#
+# How vast.ai runs the on-start command, and why this works whatever shell runs it:
+#   - the vastai CLI (1.9.1: vastai/cli/commands/instances.py create_instance_impl,
+#     vastai/api/instances.py build_create_instance_payload) sends --onstart-cmd's text verbatim as
+#     the create's "onstart" field; it names no shell. vast.ai's docs (docs.vast.ai, "Launch Modes"
+#     and "Creating Instances with API") say only that in the ssh/jupyter launch modes (the runner
+#     creates with --ssh --direct) the image's entrypoint is replaced and the onstart "shell
+#     commands" run as part of vast.ai's own entrypoint; the CLI's own example copies the
+#     environment to /etc/environment from the on-start (`env | grep _ >> /etc/environment`), so
+#     the create's -e variables are in the on-start's environment and not in ssh sessions.
+#   - the shell itself is not in those docs; a measurement on a rented box published by a third
+#     party (github.com/inference-book/inference-plane, its vast provider's Deploy comment) shows
+#     pid 1 = `/bin/sh -c while [ ! -e /.launch ]; do sleep 1; done; bash /.launch` (vast.ai's
+#     launcher, started by docker with the container's environment) and the on-start text written
+#     to /root/onstart.sh and run as `bash /root/onstart.sh`.
+#   So the create's command (runner/lib/launch_steps.sh) is one POSIX line, `bash ${HEARSAY_ONSTART:-
+#   …} ${HEARSAY_BOX_DIR:-…}`: any sh runs it, and it runs this script with bash itself (the image
+#   has bash, and vast.ai's launcher needs /bin/sh). The guard reads the container's environment
+#   from /proc/1/environ (pid 1 = that launcher, docker's environment), not from its own, so an
+#   on-start run with a trimmed environment still finds HEARSAY_DEADLINE, HEARSAY_PROVISION_BY,
+#   CONTAINER_ID and CONTAINER_API_KEY. Not verified against the real service: that vast.ai's
+#   launcher keeps the -e variables in pid 1's environment today (the measurement above implies it).
+#   tests/runner/box_deadline.bats runs the create's command under bash (as measured) and under
+#   dash (a POSIX sh), each from an empty environment (tests/runner/bin/fake_boot.sh).
 # Exit codes: 0 the guard runs (or already ran); 2 usage.
 set -euo pipefail
 [ -n "${RUNNER_DEBUG:-}" ] && set -x

@@ -13,8 +13,13 @@
 #
 # Each rental has a creation row (written the moment its id is known; destroyed_confirmed, hours,
 # cost and reason empty) and, once its destruction is confirmed, a closing row: the same columns
-# with destroyed_confirmed, hours and cost filled. A rental is open while its id has no closing row;
-# rentals = distinct ids (runner/ledger.sh sums it that way). Each row is written once per id.
+# with destroyed_confirmed, hours and cost filled. A box judged gone (its row closed) that is seen
+# running again is re-adopted (runner/lib/teardown.sh readopt_gone) and gets a re-open row: the
+# creation row's columns with reason "REOPENED <ISO time>"; its next closing row (hours and cost
+# from the creation again) closes it anew. A rental is open while its id's last row is not a
+# closing row; rentals = distinct ids (runner/ledger.sh sums it that way, through
+# hearsay.contracts.ledger). Each row is written once: one creation row per id, a closing row only
+# onto an open rental, a re-open row only onto a closed one (and never a line already there).
 # An append that fails (full disk, stuck lock) is retried RUNNER_LEDGER_TRIES times (the n-th after
 # n x RUNNER_LEDGER_BACKOFF_S s, default 1) and said loudly
 # on stderr and in the event log. The row then waits in the spool, $RUNNER_STATE/ledger.spool (the
@@ -29,20 +34,38 @@ LEDGER_HEADER_V1='id,job,generation,offer,dph,created,destroyed_confirmed,hours,
 : "${RUNNER_LEDGER_TRIES:=5}"
 : "${RUNNER_LEDGER_BACKOFF_S:=1}"   # seconds: the n-th retry waits n x this
 
-# _ledger_has ID open|closed: the ledger already holds that row.
+# _ledger_has ID open|closed|reopen LINE: 0 when the row must not be written (again): a creation row
+# when the id has any row; a closing row when LINE is there already or the id's last row is a
+# closing row; a re-open row when LINE is there already, the id has no row, or its last row is open.
+# (A spool replayed after a failed flush re-presents rows already appended, in order: LINE itself
+# being there is what keeps a replayed closing row from closing a rental re-opened since.)
 _ledger_has() {
-  awk -F, -v id="$1" -v want="$2" 'NR > 1 && $1 == id && ((want == "open") == ($7 == "")) { f = 1 }
-    END { exit !f }' "$LEDGER" 2>/dev/null
+  LINE=$3 awk -F, -v id="$1" -v want="$2" '
+    NR > 1 && $1 == id { n++; last = ($7 != "") }
+    NR > 1 && $0 == ENVIRON["LINE"] { same = 1 }
+    END {
+      if (want == "open") exit !(n > 0)
+      if (same) exit 0
+      if (want == "closed") exit !(n > 0 && last)
+      exit !(n == 0 || !last)
+    }' "$LEDGER" 2>/dev/null
 }
 
-# _ledger_write ID open|closed LINE: one checked append (header first on a new file; a last line cut
-# short by a full disk is ended first, so the new row starts on its own line). Caller holds the lock.
+# _ledger_kind LINE: open, closed or reopen (a row without destroyed_confirmed whose reason, the
+# 13th column, starts with REOPENED).
+_ledger_kind() {
+  printf '%s\n' "$1" | awk -F, '{ print ($7 != "") ? "closed" : (NF >= 13 && index($13, "REOPENED") == 1) ? "reopen" : "open" }'
+}
+
+# _ledger_write ID open|closed|reopen LINE: one checked append (header first on a new file; a last
+# line cut short by a full disk is ended first, so the new row starts on its own line). Caller holds
+# the lock.
 _ledger_write() {
   if [ ! -s "$LEDGER" ]; then
     mkdir -p "$(dirname "$LEDGER")" 2>/dev/null || return 1
     printf '%s\n' "$LEDGER_HEADER" >>"$LEDGER" 2>/dev/null || return 1
   fi
-  ! _ledger_has "$1" "$2" || return 0
+  ! _ledger_has "$1" "$2" "$3" || return 0
   if [ -n "$(tail -c 1 "$LEDGER" 2>/dev/null)" ]; then printf '\n' >>"$LEDGER" 2>/dev/null || return 1; fi
   printf '%s\n' "$3" >>"$LEDGER" 2>/dev/null
 }
@@ -51,7 +74,7 @@ _ledger_spool() { printf '%s\n' "$RUNNER_STATE/ledger.spool"; }
 
 # _ledger_flush_spool: append the spooled rows (oldest first) to the ledger. Caller holds the ledger
 # lock. 0 = the spool is empty now; 1 = the rows are still spooled (a row already appended is not
-# written twice: _ledger_write writes each id's open and closed row once).
+# written twice: _ledger_has).
 _ledger_flush_spool() {
   local spool batch line id kind ok=1
   spool=$(_ledger_spool)
@@ -61,8 +84,7 @@ _ledger_flush_spool() {
   while IFS= read -r line; do
     [ -n "$line" ] || continue
     id=${line%%,*}
-    kind=open
-    [ -z "$(printf '%s\n' "$line" | cut -d, -f7)" ] || kind=closed
+    kind=$(_ledger_kind "$line")
     if ! _ledger_write "$id" "$kind" "$line"; then ok=0; break; fi
     log_event "spooled ledger row for instance $id ($kind) appended"
   done <"$batch"
@@ -88,7 +110,7 @@ ledger_flush() {
   return "$rc"
 }
 
-# _ledger_add ID open|closed LINE: _ledger_write under the ledger lock (spooled rows first), retried;
+# _ledger_add ID open|closed|reopen LINE: _ledger_write under the ledger lock (spooled rows first), retried;
 # loud when it fails, and then spooled (1 only when even the spool cannot be written).
 _ledger_add() {
   local try=0
@@ -140,12 +162,13 @@ ledger_complete() {
   log_event "ledger row for instance $1 completed"
 }
 
-# ledger_open_rows JOB GEN: "ID CREATED_ISO" of every rental of JOB's generation GEN whose row is
-# still open (the ledger, then the spool: a row spooled after a failed append counts as written).
+# ledger_open_rows JOB GEN: "ID CREATED_ISO" of every rental of JOB's generation GEN that is open
+# (its last row is not a closing row; the ledger, then the spool: a row spooled after a failed
+# append counts as written).
 ledger_open_rows() {
   cat "$LEDGER" "$(_ledger_spool)" 2>/dev/null | awk -F, -v j="$1" -v g="$2" '
-    $2 == j && $3 == g { if (!($1 in s)) { s[$1] = $6; o[++n] = $1 } if ($7 != "") c[$1] = 1 }
-    END { for (i = 1; i <= n; i++) if (!(o[i] in c)) print o[i], s[o[i]] }'
+    $2 == j && $3 == g { if (!($1 in s)) { s[$1] = $6; o[++n] = $1 } c[$1] = ($7 != "") }
+    END { for (i = 1; i <= n; i++) if (!c[o[i]]) print o[i], s[o[i]] }'
 }
 
 # ledger_close JOB ID [CREATED_EPOCH]: the closing row of instance ID rented for JOB's record, now,
@@ -156,4 +179,32 @@ ledger_close() {
   job=$(rec_get "$1" ledger_job)
   ledger_complete "$2" "${job:-$1}" "$(rec_get "$1" gen)" "$(rec_get "$1" offer)" "$(rec_get "$1" dph)" \
     "${3:-$(rec_get "$1" created_at)}" "$(now)" "$(ledger_offer "$1")" "$(rec_get "$1" end_reason)"
+}
+
+# ledger_closed ID: 0 when the rental of instance ID is closed (its last row, in the ledger then
+# the spool, is a closing row).
+ledger_closed() {
+  { cat "$LEDGER" "$(_ledger_spool)" 2>/dev/null || true; } | awk -F, -v id="$1" '   # no spool: no error (pipefail)
+    NR > 1 && $1 == id { n++; last = ($7 != "") } END { exit !(n > 0 && last) }'
+}
+
+# ledger_reopen_row ID JOB GEN OFFER DPH CREATED_EPOCH [GPU,CORES,CUDA]: the re-open row of a rental
+# whose closing row was written when its box was judged gone and which is listed running again:
+# the creation row's columns, reason "REOPENED <now>". The rental is then open again (its spend
+# counted as open, never as done) until its next closing row (ledger_complete, hours and cost from
+# CREATED as ever). 1 when the row cannot be written (nor spooled).
+ledger_reopen_row() {
+  [ -n "$1" ] || { echo "runner: ledger_reopen_row without an instance id" >&2; return 1; }
+  _ledger_add "$1" reopen "$1,$2,$3,$4,$5,$(iso "${6:-$(now)}"),,,,${7:-,,},REOPENED $(iso "$(now)")" || return 1
+  log_event "ledger row for instance $1 re-opened ($2 $3)"
+}
+
+# ledger_reopen JOB ID: ledger_reopen_row for instance ID of JOB's record (runner/lib/teardown.sh
+# readopt_gone), from the record's fields (an adopted record keeps its label's job: ledger_job).
+ledger_reopen() {
+  local job c
+  job=$(rec_get "$1" ledger_job)
+  c=$(rec_get "$1" created_at)
+  is_number "$c" || c=$(now)
+  ledger_reopen_row "$2" "${job:-$1}" "$(rec_get "$1" gen)" "$(rec_get "$1" offer)" "$(rec_get "$1" dph)" "$c" "$(ledger_offer "$1")"
 }

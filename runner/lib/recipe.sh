@@ -28,7 +28,7 @@ epochs_file() { printf '%s/epochs/%s-%s\n' "$RUNNER_STATE" "$1" "$2"; }
 recorded_epochs() { head -n 1 "$(epochs_file "$1" "$2")" 2>/dev/null || true; }
 
 # ablation_hours_used: GPU-hours of every ablation rental (job ablate-*) in the ledger and its spool:
-# a closed rental at its hours column, an open one at its most: its record's deadline - created
+# a closed rental at its hours column (its last closing row), an open (or re-opened) one at its most: its record's deadline - created
 # (the reaper ends it there), or RUNNER_HOURS_ABLATION x RUNNER_DEADLINE_FACTOR without a record.
 # 1 (a reason on stderr) when a row cannot be read that way.
 ablation_hours_used() {
@@ -44,6 +44,7 @@ ablation_hours_used() {
     $1 == "id" || index($2, "ablate-") != 1 { next }
     !($1 in seen) { seen[$1] = 1; ids[++n] = $1 }
     $7 != "" { if (!num($8)) { print "ledger row of instance " $1 " has no hours" >"/dev/stderr"; bad = 1 } closed[$1] = $8 }
+    $7 == "" && ($1 in closed) { delete closed[$1] }   # a re-open row: open again
     END {
       if (bad) exit 1
       for (i = 1; i <= n; i++) h += (ids[i] in closed) ? closed[ids[i]] : ((ids[i] in max) ? max[ids[i]] : dflt)

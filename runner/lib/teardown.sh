@@ -191,12 +191,13 @@ adopt_record() {
 # (label_prefix: PREFIX.OPERATOR:JOB:GEN[:DEADLINE]) that no job record owns (by id or by label) and
 # that is older than RUNNER_ORPHAN_GRACE_S (its start_date) is ours and billing unwatched: a create
 # that answered after its launcher gave up on the label, or a record lost. It gets a ledger row (job
-# and generation from its label), is destroyed, and its row is completed once confirmed. One that
+# and generation from its label; a re-open row when its rental is closed already: a box judged gone
+# whose job record is another's now), is destroyed, and its row is completed once confirmed. One that
 # carries RUNNER_LABEL_PREFIX but another operator's identity (or none: an older runner's label) is
 # never adopted: said once (RUNNER_STATE/foreign/ID) and left to its own reaper.
 # 0 = none left, 1 = one could not be confirmed destroyed or recorded.
 sweep_unrecorded() {
-  local list=$1 owned j id label start job gen rc=0 created own
+  local list=$1 owned j id label start job gen rc=0 created own fresh="" reopen
   own=$(label_prefix) || return 1
   foreign_note "$list" "$own"
   owned=$(_vast_tmp) || return 1
@@ -217,6 +218,21 @@ sweep_unrecorded() {
     # a box archived GONE (a `show instance` that answered wrongly) is its record's again
     if readopt_gone "$id" "$label" "$job" "$gen"; then continue; fi
     [ $(($(now) - start)) -ge "$RUNNER_ORPHAN_GRACE_S" ] || continue
+    # its rental closed in the ledger: ended since LISTFILE was taken (a record finished this cycle),
+    # or running after all (judged gone wrongly, its record another's now). Only a fresh listing that
+    # still shows it re-opens the rental; a box missing there, or no fresh listing, is left alone.
+    reopen=0
+    if ledger_closed "$id"; then
+      if [ -z "$fresh" ]; then
+        fresh=$(_vast_tmp) || fresh=none
+        [ "$fresh" = none ] || vast_list "$fresh" || { list_rm "$fresh"; fresh=none; }
+      fi
+      if [ "$fresh" = none ] || ! list_has "$fresh" "$id"; then
+        log_event "instance $id (label $label): its rental is closed in the ledger and no fresh listing shows it running: left alone"
+        continue
+      fi
+      reopen=1
+    fi
     case $(store_status_of "$job" "$gen") in
       '' | DONE | FAIL) ;;
       *)
@@ -226,7 +242,11 @@ sweep_unrecorded() {
     esac
     say "instance $id (label $label) has no job record of ours: adopting and destroying it"
     log_event "unrecorded instance $id label $label adopted"
-    ledger_append "$id" "${job:-unknown}" "$gen" "" "$(list_field "$list" "$id" 4)" "$start" || rc=1
+    if [ "$reopen" = 1 ]; then
+      ledger_reopen_row "$id" "${job:-unknown}" "$gen" "" "$(list_field "$list" "$id" 4)" "$start" || rc=1
+    else
+      ledger_append "$id" "${job:-unknown}" "$gen" "" "$(list_field "$list" "$id" 4)" "$start" || rc=1
+    fi
     created=$start
     if destroy_confirmed "$id"; then
       ledger_complete "$id" "${job:-unknown}" "$gen" "" "$(list_field "$list" "$id" 4)" "$created" "$(now)" || rc=1
@@ -246,6 +266,7 @@ $(awk -F '\t' -v p="$own:" -v owned="$owned" '
     index($3, p) == 1 && !(("id:" $1) in own) && !(("label:" $3) in own) { print $1 }' "$list")
 EOF_IDS
   rm -f "$owned"
+  [ -z "$fresh" ] || [ "$fresh" = none ] || list_rm "$fresh"
   return "$rc"
 }
 
@@ -267,8 +288,11 @@ foreign_note() {
 # a `show instance` that answered wrongly) goes back into that record: the newest archived record of
 # JOB whose label is LABEL, generation GEN, instance ID and result GONE... is moved back to jobs/JOB
 # (state PROVISIONED, result and gone note dropped), and the reaper watches the box again. Its
-# ledger row is not written again (one creation row per rental). 0 = re-adopted; 1 = no such
-# record, or jobs/JOB is taken (then the caller's STATUS check decides).
+# rental, closed when the box was judged gone, is re-opened in the ledger (ledger_reopen: one more
+# row for the same id, no second creation row), so its spend counts as open until the reaper ends
+# it and writes its closing row anew. 0 = re-adopted, or the box is left alone this cycle (its
+# re-open row could not be written: the record goes back to the archive and the next cycle tries
+# again); 1 = no such record, or jobs/JOB is taken (then the caller's STATUS check decides).
 readopt_gone() {
   local id=$1 label=$2 job=$3 gen=$4 a pick=""
   [ -n "$job" ] && [ -n "$gen" ] || return 1
@@ -283,8 +307,13 @@ readopt_gone() {
     return 1
   fi
   mkdir -p "$RUNNER_STATE/jobs" 2>/dev/null && mv "$pick" "$(rec_dir "$job")" 2>/dev/null || return 1
+  if ! ledger_reopen "$job" "$id"; then
+    mv "$(rec_dir "$job")" "$pick" 2>/dev/null || true
+    say "instance $id (label $label) is listed again after job $job was archived GONE, but its ledger row cannot be re-opened (is the disk under $LEDGER full?): left running, re-adopted on a later cycle"
+    return 0
+  fi
   rm -f "$(rec_dir "$job")/result" "$(rec_dir "$job")/gone_since" "$(rec_dir "$job")/retry"
   rec_set "$job" state PROVISIONED || true
-  say "instance $id (label $label) is listed again after job $job was archived GONE: re-adopted into its record (the reaper watches it again)"
+  say "instance $id (label $label) is listed again after job $job was archived GONE: re-adopted into its record, its ledger row re-opened (the reaper watches it again)"
   log_event "job $job re-adopted instance $id from $pick"
 }

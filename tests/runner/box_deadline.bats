@@ -37,6 +37,23 @@ teardown() {
   no_secrets "$W"/boxes/box-*/run/onstart.log "$W"/boxes/box-*/boot.log
 }
 
+@test "the create's on-start command needs no bash of its own: run by a POSIX sh (dash) from an empty environment, the box still ends itself" {
+  command -v dash >/dev/null || skip "no dash here"
+  echo dash >"$W/boxes/boot_shell"                                  # read by bin/fake_boot.sh
+  export RUNNER_BOOT_DEADLINE_S=10 RUNNER_SSH_TIMEOUT_S=2 RUNNER_PROVISION_SLACK_S=0
+  printf '#!/bin/sh\nexec sleep 15\n' >"$W/ssh_hang.sh"               # the laptop never reaches the box
+  chmod +x "$W/ssh_hang.sh"
+  RUNNER_SSH=$W/ssh_hang.sh "$REPO/runner/launch.sh" --yes pilot >"$W/launch.out" 2>&1 3>&- &
+  lp=$!
+  wait_for 60 test -s "$RUNNER_STATE/jobs/pilot/instance" || { cat "$W/launch.out"; false; }
+  kill -KILL "$lp"
+  id=$(cat "$RUNNER_STATE/jobs/pilot/instance")
+  wait_for 40 none_live || { cat "$W"/boxes/box-*/boot.log "$W"/boxes/box-*/run/onstart.log; false; }
+  grep -q "guarding instance $id: provision by [0-9]*, deadline [0-9]*" "$W"/boxes/box-*/run/onstart.log
+  grep -q "this box was never provisioned: destroying instance $id" "$W"/boxes/box-*/run/onstart.log
+  ! grep -q . "$W"/boxes/box-*/boot.log                             # the sh said nothing (no syntax error)
+}
+
 @test "a chain killed without its exit trap: the guard writes FAIL and a REASON, and destroys the box, no reaper" {
   export FAKE_TRAIN_S=60
   run launch --yes pilot

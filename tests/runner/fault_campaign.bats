@@ -14,3 +14,47 @@
   [[ "${lines[-1]}" =~ ^scenarios\ 5\ \|\ instances\ left\ 0\ \|\ ledger\ rows\ ([0-9]+)\ vs\ creations\ ([0-9]+)\ \|\ rows\ open\ 0\ \|\ secrets\ seen\ 0 ]]
   [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ]
 }
+
+# result LINE-NUMBER CREATED: a scenario's result line as scripts/fault_campaign.sh writes it.
+result() { echo "$1 seed=$((7 * 100003 + $1)) fold | left=0 created=$2 rows=$2 open=0 healthy_killed=0 done_without_run=0 not_self_ended=0 secrets=0"; }
+
+@test "a continuation (--keep DIR --from I) counts every scenario's result kept in DIR and names each missing one" {
+  REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+  d=$BATS_TEST_TMPDIR/c
+  mkdir -p "$d"
+  echo "seed=7 campaign-every=5" >"$d/campaign.args"
+  result 1 2 >"$d/r1.txt"
+  : >"$d/r2.txt"                                     # cut off by the stop: no result line
+  result 3 1 >"$d/r3.txt"
+  printf '%s\n' "$(result 1 2)" "$(result 9 5)" >"$d/results.txt"   # a stopped run's summary: not a result
+  # --from 4 of 3 runs nothing: the summary of what DIR holds
+  run "$REPO/scripts/fault_campaign.sh" --scenarios 3 --seed 7 --campaign-every 5 --keep "$d" --from 4 3>&-
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"scenarios 2 | instances left 0 | ledger rows 3 vs creations 3 | rows open 0 |"* ]]
+  [ "${lines[-1]}" = "missing scenarios (1 of 3, no result: continue with --from the first, same --seed and --keep): 2" ]
+  result 2 4 >"$d/r2.txt"                            # scenario 2 run again by a continuation
+  run "$REPO/scripts/fault_campaign.sh" --scenarios 3 --seed 7 --campaign-every 5 --keep "$d" --from 4 3>&-
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "${lines[-1]}" == "scenarios 3 | instances left 0 | ledger rows 7 vs creations 7 | rows open 0 |"* ]]
+  [ "$(cut -d' ' -f1 "$d/results.txt" | tr '\n' ' ')" = "1 2 3 " ]
+  run "$REPO/scripts/fault_campaign.sh" --scenarios 3 --seed 8 --campaign-every 5 --keep "$d" --from 4 3>&-
+  echo "$output"
+  [ "$status" -eq 2 ]                                # another seed draws other scenarios: refused
+  [[ "$output" == *"$d holds a campaign of seed=7 campaign-every=5, not seed=8 campaign-every=5"* ]]
+}
+
+@test "a 2-scenario run stopped after scenario 1 and continued with --from 2 sums both" {
+  REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+  d=$BATS_TEST_TMPDIR/c
+  run "$REPO/scripts/fault_campaign.sh" --scenarios 1 --seed 7 --jobs 1 --campaign-every 0 --keep "$d" 3>&-
+  echo "$output"
+  [ "$status" -eq 0 ]
+  run "$REPO/scripts/fault_campaign.sh" --scenarios 2 --seed 7 --jobs 1 --campaign-every 0 --keep "$d" --from 2 3>&-
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "${lines[-1]}" =~ ^scenarios\ 2\ \|\ instances\ left\ 0\ \|\ ledger\ rows\ ([0-9]+)\ vs\ creations\ ([0-9]+)\ \|\ rows\ open\ 0\ \| ]]
+  [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ]
+  [ "$(cut -d' ' -f1 "$d/results.txt" | tr '\n' ' ')" = "1 2 " ]
+}

@@ -178,6 +178,62 @@ show_lies_gone() { fault "[{\"op\": \"show\", \"kind\": \"error\", \"status\": 2
   [ ! -d "$RUNNER_STATE/jobs/pilot" ]
 }
 
+@test "a box re-adopted after a GONE archive has its ledger row open again until it ends; one rental, closed once at the end" {
+  id=$(rent pilot PROVISIONED g-1)
+  put_status pilot "g-1 TRAINING 1"
+  export RUNNER_ORPHAN_GRACE_S=0
+  empty_listings 2
+  show_lies_gone "$id"
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(cat "$RUNNER_STATE"/archive/pilot-*/result)" = "GONE TRAINING" ]
+  [ "$(open_rows)" -eq 0 ]                          # judged gone: the row closed
+  run reaper_once                                   # listed again: re-adopted
+  echo "$output"; [ "$status" -eq 0 ]
+  [ -d "$RUNNER_STATE/jobs/pilot" ]
+  [ "$(open_rows)" -eq 1 ]                          # billing again: open, not counted as spent
+  [ "$(ledger_rows)" -eq 1 ]                        # the same rental: rows = creations
+  [ "$(grep -c "^$id," "$LEDGER")" -eq 3 ]          # creation, closing, re-open
+  tail -n 1 "$LEDGER" | grep -q "^$id,pilot,g-1,.*,,,,.*,REOPENED 20"
+  run "$REPO/runner/ledger.sh"                      # the one reader agrees
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"open     1 row(s) not confirmed destroyed: $id"* ]]
+  run reaper_once                                   # a second cycle writes nothing more
+  [ "$(grep -c "^$id," "$LEDGER")" -eq 3 ]
+  put_status pilot "g-1 DONE 2"
+  ctl DELETE faults >/dev/null
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(live_count)" -eq 0 ]
+  [ "$(open_rows)" -eq 0 ]
+  [ "$(ledger_rows)" -eq 1 ]
+  [ "$(grep -c "^$id," "$LEDGER")" -eq 4 ]          # closed anew, its reason DONE
+  tail -n 1 "$LEDGER" | grep -q "^$id,pilot,g-1,.*,DONE$"
+  run "$REPO/runner/ledger.sh"
+  echo "$output"; [ "$status" -eq 0 ]
+}
+
+@test "a box archived GONE whose job is relaunched meanwhile is swept as unrecorded, its rental re-opened and closed anew" {
+  a=$(rent pilot PROVISIONED g-1)
+  put_status pilot "g-1 TRAINING 1"
+  export RUNNER_ORPHAN_GRACE_S=0
+  empty_listings 2
+  show_lies_gone "$a"
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(cat "$RUNNER_STATE"/archive/pilot-*/result)" = "GONE TRAINING" ]
+  b=$(rent pilot PROVISIONED g-2)                   # the job relaunched: jobs/pilot is g-2's now
+  put_status pilot "g-2 TRAINING 1"
+  run reaper_once                                   # a (g-1, no live STATUS) is listed again
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(live_ids)" = "$b" ]
+  [ "$(grep -c "^$a," "$LEDGER")" -eq 4 ]           # creation, closing, re-open, closing anew
+  grep "^$a," "$LEDGER" | sed -n 3p | grep -q ",REOPENED 20"
+  grep "^$a," "$LEDGER" | tail -n 1 | cut -d, -f7 | grep -q .
+  [ "$(open_rows)" -eq 1 ]                          # b's only
+  [ "$(ledger_rows)" -eq 2 ]
+}
+
 @test "an unrecorded box of ours is never destroyed while its generation's STATUS is live; a finished or other generation is" {
   export RUNNER_ORPHAN_GRACE_S=0
   offer=$(vastai search offers 'num_gpus=1' --limit 1 --raw | jq '.[0].id')

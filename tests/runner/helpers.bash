@@ -117,12 +117,13 @@ fault() { ctl POST faults "{\"rules\": $1}" >/dev/null; }
 live_ids() { curl -fsS "$VAST_URL/_control/state" | jq -r '.live[]'; }
 live_count() { curl -fsS "$VAST_URL/_control/state" | jq '.live | length'; }
 created_count() { curl -fsS "$VAST_URL/_control/state" | jq '.created_total'; }
-# The ledger is append-only (a creation row, later a closing row per rental): rentals = distinct ids,
-# open = ids with no closing row.
+# The ledger is append-only (a creation row, later a closing row per rental; a re-open row and a
+# closing row anew for a box seen running after it was judged gone): rentals = distinct ids, open =
+# ids whose last row is not a closing row (hearsay.contracts.ledger's rule).
 ledger_rows() { awk -F, 'NR > 1 && !($1 in s) { s[$1] = 1; n++ } END { print n + 0 }' "$LEDGER"; }
 open_rows() {
-  awk -F, 'NR > 1 { if (!($1 in s)) { s[$1] = 1; o[++n] = $1 } if ($7 != "") c[$1] = 1 }
-    END { for (i = 1; i <= n; i++) if (!(o[i] in c)) k++; print k + 0 }' "$LEDGER"
+  awk -F, 'NR > 1 { if (!($1 in s)) { s[$1] = 1; o[++n] = $1 } c[$1] = ($7 != "") }
+    END { for (i = 1; i <= n; i++) if (!c[o[i]]) k++; print k + 0 }' "$LEDGER"
 }
 
 # wait_for SECONDS CMD...: poll until CMD succeeds (CMD's arguments are expanded once, at the call:

@@ -179,3 +179,27 @@ CSV
   [ "$status" -eq 0 ]
   [ "${lines[-1]}" = "total    rentals   4  hours    5.0000  spend \$   8.5000" ]
 }
+
+@test "a spool replayed after a re-opened rental's rows were appended writes none of them twice, and never closes it again" {
+  export RUNNER_STATE=$BATS_TEST_TMPDIR/st
+  mkdir -p "$RUNNER_STATE"
+  c1="7,probe,g7,9,2.0,2026-11-30T05:00:00Z,2026-11-30T05:30:00Z,0.5000,1.0000,A100,32,13.0,"
+  re="7,probe,g7,9,2.0,2026-11-30T05:00:00Z,,,,A100,32,13.0,REOPENED 2026-11-30T05:40:00Z"
+  c2="7,probe,g7,9,2.0,2026-11-30T05:00:00Z,2026-11-30T06:00:00Z,1.0000,2.0000,A100,32,13.0,DONE"
+  echo "7,probe,g7,9,2.0,2026-11-30T05:00:00Z,,,,A100,32,13.0," >>"$LEDGER"
+  printf '%s\n' "$c1" "$re" >>"$LEDGER"                            # judged gone, then seen running
+  printf '%s\n' "$c1" >"$RUNNER_STATE/ledger.spool"               # a replay of the first closing row
+  run "$REPO/runner/ledger.sh"
+  echo "$output"
+  [ "$status" -eq 1 ]                                              # still open: not closed by the replay
+  [ "${lines[-1]}" = "open     1 row(s) not confirmed destroyed: 7" ]
+  [ "$(grep -c '^7,' "$LEDGER")" -eq 3 ]
+  printf '%s\n' "$c2" >>"$LEDGER"
+  printf '%s\n' "$c1" "$re" "$c2" >"$RUNNER_STATE/ledger.spool"   # the whole story replayed
+  run "$REPO/runner/ledger.sh"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$(grep -c '^7,' "$LEDGER")" -eq 4 ]
+  [ "${lines[-1]}" = "total    rentals   4  hours    5.0000  spend \$   7.5000" ]
+  [ ! -s "$RUNNER_STATE/ledger.spool" ]
+}

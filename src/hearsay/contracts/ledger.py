@@ -6,7 +6,9 @@ ledger.sh appends its rows (under a lock, spooled when the disk is full); `hears
     driver_cuda,reason            (a ledger begun before the last four keeps the first nine)
 
 Append-only: a rental's creation row (the last three columns empty), then, once its destruction
-is confirmed, its closing row (destroyed_confirmed, hours and cost filled). Columns after `cost`
+is confirmed, its closing row (destroyed_confirmed, hours and cost filled). A box judged gone
+(closed) and then seen running again gets a re-open row (destroyed_confirmed empty, reason
+"REOPENED <time>") and later a closing row anew. Columns after `cost`
 (a later writer's: offer GPU, CPU cores, ...) are kept by their header names and judge nothing:
 rows with and without them read alike.
 
@@ -16,7 +18,10 @@ rows with and without them read alike.
 
 The rules, once:
   a rental is its id; it is CLOSED when a row of it has destroyed_confirmed set (its first
-    such row is its closing row), OPEN otherwise: still billing or never confirmed gone
+    such row is its closing row), OPEN otherwise: still billing or never confirmed gone; a row
+    without destroyed_confirmed after its closing row RE-OPENS it (the box ran on), and the
+    first closing row after that is its closing row (its hours and cost, counted from the
+    creation, replace the earlier one's)
   a closing row's cost (and hours) is a number, or UNKNOWN when empty or not a number: never
     $0. It is left out of the total, which is then a lower bound, and the rental is named
   a row of another width than 9, the header's, or (under a 9-column header) 13, or with no id,
@@ -95,7 +100,7 @@ def read(path: Path) -> Read:
     # width, or under a 9-column header the 13 of WRITTEN; any other width is a write cut short
     widths = {len(HEADER), len(head)} | ({len(WRITTEN)} if len(head) == len(HEADER) else set())
     first: dict[str, list[str]] = {}
-    closing: dict[str, list[str]] = {}
+    closing: dict[str, list[str] | None] = {}  # None: open (again)
     malformed = []
     for number, line in enumerate(lines[1:], start=2):
         f = line.split(",")
@@ -103,8 +108,11 @@ def read(path: Path) -> Read:
             malformed.append(number)
             continue
         first.setdefault(f[0], f)
-        if f[6] and f[0] not in closing:
-            closing[f[0]] = f
+        if f[6]:
+            if closing.get(f[0]) is None:  # the first closing row since the creation or a re-open
+                closing[f[0]] = f
+        elif closing.get(f[0]) is not None:  # an open row after the closing row: re-opened
+            closing[f[0]] = None
     rentals = []
     for rid, f in first.items():
         c = closing.get(rid)

@@ -11,6 +11,9 @@
 # what the container's first shell has here: HOME, a bare PATH, HEARSAY_INIT_ENVIRON (standing for
 # /proc/1/environ), HEARSAY_BOX_DIR (into the sandbox), HEARSAY_ONSTART (this tree's
 # runner/box/onstart.sh), VAST_URL (the fake) and each name of FAKE_BOOT_PASS (the fakes' knobs).
+# The command is written to the sandbox's onstart.sh and run as `bash onstart.sh`, as vast.ai runs
+# /root/onstart.sh (runner/box/onstart.sh's header has the source), or by the shell named in
+# $FAKE_BOX_ROOT/boot_shell (e.g. sh: a POSIX shell, to show the command needs no bash of its own).
 # Its output goes to the sandbox's boot.log. The fake kills its process session when the instance is
 # destroyed (the container goes).
 set -euo pipefail
@@ -33,5 +36,8 @@ session=(HOME="$box/home" PATH=/usr/bin:/bin HEARSAY_INIT_ENVIRON="$box/boot.env
 for name in ${FAKE_BOOT_PASS:-}; do
   [ -z "${!name+set}" ] || session+=("$name=${!name}")
 done
+shell=bash
+[ ! -s "$root/boot_shell" ] || shell=$(cat "$root/boot_shell")
+printf '%s\n' "$onstart" >"$box/onstart.sh"
 cd "$box"
-exec env -i "${session[@]}" bash -c "$onstart" </dev/null >>"$box/boot.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
+exec env -i "${session[@]}" "$shell" "$box/onstart.sh" </dev/null >>"$box/boot.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
