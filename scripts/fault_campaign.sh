@@ -83,6 +83,9 @@ done
 for v in "$n" "$seed" "$jobs" "$from" "$every"; do
   case $v in '' | *[!0-9]*) echo "fault_campaign: $v is not a whole number (see --help)" >&2; exit 2 ;; esac
 done
+# our boxes still live in the fake's state: another operator's (the churn fault's "someone-else")
+# are no rentals of ours
+OURS_LIVE='[.instances[] | select(.label != "someone-else" and .destroyed_at == null)] | length'
 top=${keep:-$(mktemp -d "${TMPDIR:-/tmp}/fault_campaign.XXXXXX")}
 mkdir -p "$top"
 # what draws the scenarios: a continuation in the same folder must draw the same ones
@@ -276,8 +279,8 @@ scenario() {
       for _ in $(seq 1 200); do grep -qsx -e CREATED -e RUNNING "$RUNNER_STATE"/jobs/*/state && break; sleep 0.1; done
       for lp in $lps; do kill -9 "$lp" 2>/dev/null || true; done
       # no reaper: the box must end itself (its guard, at HEARSAY_PROVISION_BY)
-      for _ in $(seq 1 600); do [ "$(curl -fsS "$VAST_URL/_control/state" | jq '.live | length')" = 0 ] && break; sleep 0.1; done
-      [ "$(curl -fsS "$VAST_URL/_control/state" | jq '.live | length')" = 0 ] && selfend=ok || selfend=FAIL
+      for _ in $(seq 1 600); do [ "$(curl -fsS "$VAST_URL/_control/state" | jq "$OURS_LIVE")" = 0 ] && break; sleep 0.1; done
+      [ "$(curl -fsS "$VAST_URL/_control/state" | jq "$OURS_LIVE")" = 0 ] && selfend=ok || selfend=FAIL
     fi
     if [ -n "$kill_at" ]; then
       sleep "$kill_at"
@@ -318,7 +321,7 @@ scenario() {
     # late create lands after its launcher gave up: only the reaper's sweep can end that box),
     # and no ledger row waits in the spool (a full ledger disk: each cycle appends spooled rows)
     while { live_records "$RUNNER_STATE/jobs" || [ -s "$RUNNER_STATE/ledger.spool" ] \
-      || [ "$(curl -fsS "$VAST_URL/_control/state" | jq '(.live | length) + .late_pending')" != 0 ]; } \
+      || [ "$(curl -fsS "$VAST_URL/_control/state" | jq "($OURS_LIVE) + .late_pending")" != 0 ]; } \
       && [ "$c" -lt 30 ]; do
       c=$((c + 1))
       TZ=${reaper_tz:-${TZ:-UTC0}} "$repo/runner/reaper.sh" --once >>"$W/reaper.out" 2>&1 3>&- || true
@@ -335,7 +338,7 @@ scenario() {
     kill "$(cat "$W/fake.pid")" 2>/dev/null || true
     # ours: every box but the ones another operator rented on the account (the churn fault's
     # "someone-else"): those are no rental of ours, and the runner must never end one
-    left=$(jq '[.instances[] | select(.label != "someone-else" and .destroyed_at == null)] | length' <<<"$st")
+    left=$(jq "$OURS_LIVE" <<<"$st")
     created=$(jq '[.instances[] | select(.label != "someone-else")] | length' <<<"$st")
     others_ended=$(jq '[.instances[] | select(.label == "someone-else" and .destroyed_at != null)] | length' <<<"$st")
     rows=0 open=0
