@@ -39,7 +39,7 @@ LEDGERS = {
     "an empty closing cost": ([V2, opened("1"), closed("1", cost=""), opened("2")], None),
     "a row still in the spool": ([V2, opened("1"), opened("2")], [closed("1"), opened("4")]),
     "only a spool": (None, [opened("5"), closed("5")]),
-    "a write cut short": ([V2, opened("1"), closed("1")[:30], opened("2"), "6,abl"], None),
+    "a write cut short": ([V2, opened("1"), closed("1")[:60], opened("2"), "6,abl"], None),
     "another job's generation": ([V2, opened("1", gen="g-2"), opened("1b", gen="g-1")], None),
 }
 
