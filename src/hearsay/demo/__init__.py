@@ -85,9 +85,10 @@ def stage_train(out: Path, ctx: dict, preset: dict | None = None) -> None:
 
     The tiny random-init config of --cpu-smoke, trained for the demo preset's steps; the runs
     are re-made from scratch on every demo (an old run dir would hold checkpoints, which a fresh
-    `hearsay train` refuses). `preset` replaces the demo preset (tests). The runs (six with the demo's five folds) go two at a
-    time, one process each (every run is one-threaded, seeded and so deterministic: the same
-    weights as one after another, in about half the wall time on two cores)."""
+    `hearsay train` refuses). `preset` replaces the demo preset (tests). The runs (six with the
+    demo's five folds) go two at a time, one process each (every run is one-threaded, seeded and
+    so deterministic: the same weights as one after another, in about half the wall time on two
+    cores)."""
     import shutil
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
