@@ -119,3 +119,16 @@ def test_train_fold_takes_any_whole_number_and_refuses_a_word():
     assert _fold("7") == 7  # whether the bundle has it is judged once the bundle is loaded
     with pytest.raises(Exception, match="not a fold number"):
         _fold("-1")
+
+
+def test_bundle_info_identity_holds_the_meta_to_the_hashed_selection(tmp_path, capsys):
+    """What runner/bundle_put.sh asks before it copies a bundle (no jq of its own)."""
+    meta_file(tmp_path)  # folds.config.n_folds 3, no selection
+    (tmp_path / "selection.json").write_text(json.dumps(
+        {"folds": {"config": {"n_folds": 3}}, "selection": None}))
+    assert cli.main(["bundle", "info", str(tmp_path), "--identity"]) == 0
+    (tmp_path / "selection.json").write_text(json.dumps(
+        {"folds": {"config": {"n_folds": 5}}, "selection": None}))
+    assert cli.main(["bundle", "info", str(tmp_path / META), "--identity"]) == 5
+    assert "bundle_meta.json's 'folds' differs from the hashed selection.json" in \
+        capsys.readouterr().err

@@ -75,17 +75,9 @@ local_tree_sha() {
 }
 
 # bundle_identity_matches DIR: true when DIR/bundle_meta.json's "folds" and "selection" (each less
-# its "path") are what the hashed DIR/selection.json says, as hearsay.bundle.check_identity
-# checks (a bundle without selection.json passes only when its meta records neither). Needs jq.
-bundle_identity_matches() {
-  local strip='def s: if type == "object" then del(.path) else . end;'
-  local meta hashed='{"folds":null,"selection":null}'
-  meta=$(jq -S -c "$strip"' {folds: (.folds // null | s), selection: (.selection // null | s)}' "$1/bundle_meta.json") || return 1
-  if [ -e "$1/selection.json" ]; then
-    hashed=$(jq -S -c '{folds: (.folds // null), selection: (.selection // null)}' "$1/selection.json") || return 1
-  fi
-  [ "$meta" = "$hashed" ]
-}
+# its "path") are what the hashed DIR/selection.json says: hearsay.contracts.bundle.check_identity
+# judges it (`hearsay bundle info DIR --identity`; its reason on stderr when not).
+bundle_identity_matches() { bundle_info "$1" --identity; }
 
 # step_bundle_in_store TREE_SHA: the launcher's check, before any offer is searched or money spent:
 # the store must hold bundles/TREE_SHA/VERIFIED saying TREE_SHA (exit 14 otherwise).

@@ -23,10 +23,14 @@ codec_ids from that record.
     hearsay bundle info BUNDLE --n-folds     the fold file's n_folds alone: its fold models are
                                              fold0..fold<n-1>
     hearsay bundle info BUNDLE --fold K      exit 0 when K is one of them, 4 (named) when not
-BUNDLE is the bundle folder or its bundle_meta.json (the runner keeps a copy: RUNNER_BUNDLE_META).
+    hearsay bundle info BUNDLE --identity    exit 0 when the meta's folds/selection are the hashed
+                                             selection.json's (check_identity), 5 when not
+BUNDLE is the bundle folder or its bundle_meta.json (the runner keeps a copy: RUNNER_BUNDLE_META;
+--identity needs the folder).
 Exit codes: 0 answered; 2 usage (K not a whole number); 3 no readable bundle_meta.json, or it
 records no tree_sha / no folds.config.n_folds (the one asked for); 4 fold K is not one of the
-bundle's folds 0..n_folds-1.
+bundle's folds 0..n_folds-1; 5 the meta's folds or selection differ from the hashed
+selection.json (--identity).
 
 Identity: the tree-sha covers manifest.csv, selection.json, audio/ and codecs/ (or the recipe).
 bundle_meta.json is outside it, so `load_bundle` refuses a meta whose "folds" or "selection"
@@ -83,7 +87,7 @@ def tree_sha(root: Path) -> str:
 def identity_of(meta: dict) -> dict:
     """The part of a bundle meta that decides which rows train: "folds" and "selection", each
     less its "path" (where the file was read is no part of what it says); None when absent.
-    runner/bundle_put.sh computes the same with jq."""
+    runner/bundle_put.sh asks for the check (`hearsay bundle info DIR --identity`)."""
     def strip(d):
         return {k: v for k, v in d.items() if k != "path"} if isinstance(d, dict) else d
     return json.loads(json.dumps({"folds": strip(meta.get("folds")),
@@ -205,7 +209,7 @@ def require_copies(bundle) -> None:
                           f"{bundle.root} (runner/box/job.sh does it on a box)")
 
 
-EXIT_OK, EXIT_USAGE, EXIT_NO_META, EXIT_FOLD_OUTSIDE = 0, 2, 3, 4  # `hearsay bundle info`
+EXIT_OK, EXIT_USAGE, EXIT_NO_META, EXIT_FOLD_OUTSIDE, EXIT_IDENTITY = 0, 2, 3, 4, 5  # `... info`
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,10 +223,19 @@ def main(argv: list[str] | None = None) -> int:
     ask.add_argument("--tree-sha", action="store_true", help="print the tree-sha alone")
     ask.add_argument("--n-folds", action="store_true", help="print the fold count alone")
     ask.add_argument("--fold", metavar="K", help="exit 0 when K is one of the bundle's folds")
+    ask.add_argument("--identity", action="store_true",
+                     help="exit 0 when the meta's folds/selection are the hashed selection.json's")
     args = ap.parse_args(argv)
     try:
         meta = read_meta(args.bundle)
-        if args.tree_sha:
+        if args.identity:
+            root = args.bundle if args.bundle.is_dir() else args.bundle.parent
+            try:
+                check_identity(root, meta)
+            except BundleError as err:
+                print(f"hearsay bundle info: {err}", file=sys.stderr)
+                return EXIT_IDENTITY
+        elif args.tree_sha:
             print(meta_tree_sha(meta, args.bundle))
         elif args.n_folds:
             print(meta_n_folds(meta, args.bundle))
