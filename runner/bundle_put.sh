@@ -37,11 +37,12 @@ case ${1:-} in
 esac
 [ $# -eq 1 ] || die 2 "one bundle folder only" "runner/bundle_put.sh bundle/"
 dir=${1%/}
-need jq awk find xargs "${RUNNER_RCLONE%% *}"
+hs=${RUNNER_HEARSAY:-hearsay}   # word-split: the hearsay command line of this machine
+need jq awk find xargs "${RUNNER_RCLONE%% *}" "${hs%% *}"
 store_conf_guard || exit 10
 export RCLONE_CONFIG=$RUNNER_RCLONE_CONF
-sha=$(jq -r '.tree_sha // empty' "$dir/bundle_meta.json" 2>/dev/null || true)
-[ -n "$sha" ] || die 2 "$dir/bundle_meta.json has no tree_sha" "is $dir a finished bundle? hearsay bundle MANIFEST $dir"
+sha=$(bundle_info "$dir" --tree-sha) \
+  || die 2 "$dir/bundle_meta.json gives no tree-sha (hearsay bundle info said why above)" "is $dir a finished bundle? hearsay bundle MANIFEST $dir"
 dest=$(store_bundle_path "$sha") || exit 12
 
 # 1. the local files are the bundle bundle_meta.json names

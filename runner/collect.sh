@@ -68,8 +68,8 @@ store_conf_guard || exit 10
 [ -r "$RUNNER_BUNDLE_META" ] || die 2 "no bundle meta at $RUNNER_BUNDLE_META" "set RUNNER_BUNDLE_META to the bundle's bundle_meta.json"
 [ -r "$RUNNER_TRAIN_CONFIG" ] || die 2 "no training config at $RUNNER_TRAIN_CONFIG" "set RUNNER_TRAIN_CONFIG"
 export RCLONE_CONFIG=$RUNNER_RCLONE_CONF
-bundle=$(jq -r '.tree_sha // empty' "$RUNNER_BUNDLE_META")
-[ -n "$bundle" ] || die 2 "$RUNNER_BUNDLE_META has no tree_sha" "rebuild the bundle with hearsay bundle"
+bundle=$(bundle_info "$RUNNER_BUNDLE_META" --tree-sha) \
+  || die 2 "$RUNNER_BUNDLE_META gives no tree-sha (hearsay bundle info said why above)" "rebuild the bundle with hearsay bundle"
 cfg=$(sha256_file "$RUNNER_TRAIN_CONFIG")
 # shellcheck disable=SC2086  # HEARSAY is a command line by design
 keys=$($HEARSAY pin keys "$RUNNER_BUNDLE_META") || die 2 "$RUNNER_BUNDLE_META names no fold count (hearsay pin keys said why above)" "rebuild the bundle with hearsay bundle"

@@ -52,7 +52,8 @@ for k in $folds; do
   case " $(tr '\n' ' ' <<<"$keys")" in *" fold$k "*) ;; *) die 2 "fold $k is not an inner fold of this bundle (its runs: $(tr '\n' ' ' <<<"$keys"))" "FOLDS like \"0 1\"" ;; esac
 done
 export RCLONE_CONFIG=$RUNNER_RCLONE_CONF
-bundle=$(jq -r '.tree_sha // empty' "$RUNNER_BUNDLE_META")
+bundle=$(bundle_info "$RUNNER_BUNDLE_META" --tree-sha) \
+  || die 2 "$RUNNER_BUNDLE_META gives no tree-sha (hearsay bundle info said why above)" "rebuild the bundle with hearsay bundle"
 cfg=$(sha256_file "$config")
 mkdir -p "$out/runs" "$out/scores"
 rm -f "$out/ablation_runs.json" || die 1 "cannot remove the old pin $out/ablation_runs.json" "check OUT_DIR's permissions"

@@ -39,11 +39,12 @@ case $verb in
   from-pilot | set | show) ;;
   *) die 2 "unknown or missing verb: ${verb:-none}" "runner/epochs.sh from-pilot | set E | show" ;;
 esac
-need jq
+hs=${RUNNER_HEARSAY:-hearsay}   # word-split: the hearsay command line of this machine
+need jq "${hs%% *}"
 [ -r "$RUNNER_BUNDLE_META" ] || die 2 "no bundle meta at $RUNNER_BUNDLE_META" "set RUNNER_BUNDLE_META to the bundle's bundle_meta.json"
 [ -r "$RUNNER_TRAIN_CONFIG" ] || die 2 "no training config at $RUNNER_TRAIN_CONFIG" "set RUNNER_TRAIN_CONFIG"
-bundle=$(jq -r '.tree_sha // empty' "$RUNNER_BUNDLE_META")
-[ -n "$bundle" ] || die 2 "$RUNNER_BUNDLE_META has no tree_sha" "rebuild the bundle with hearsay bundle"
+bundle=$(bundle_info "$RUNNER_BUNDLE_META" --tree-sha) \
+  || die 2 "$RUNNER_BUNDLE_META gives no tree-sha (hearsay bundle info said why above)" "rebuild the bundle with hearsay bundle"
 recipe=$(recipe_hash "$RUNNER_TRAIN_CONFIG") || die 2 "$RUNNER_TRAIN_CONFIG is not JSON" "fix it"
 file=$(epochs_file "$bundle" "$recipe")
 

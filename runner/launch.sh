@@ -47,7 +47,9 @@
 # Prints the instance id on stdout when PROVISIONED.
 # Before anything is rented, the trainer the box runs (RUNNER_BOX_TRAIN) checks RUNNER_TRAIN_CONFIG
 # on this machine (--check-config); a box that fails at start has its REASON in the error.
-# Exit codes: 0 provisioned; 1 failed, box confirmed destroyed (its REASON said); 2 usage, the
+# Exit codes: 0 provisioned; 1 failed, box confirmed destroyed (its REASON said); 2 usage (a fold
+#   N that is not one of the bundle's folds 0..n_folds-1, its fold file's n_folds: `hearsay bundle
+#   info RUNNER_BUNDLE_META --n-folds`, among them), the
 #   trainer refuses the training config (its message said, nothing rented), or no temp folder can be
 #   made under TMPDIR; 3 budget refused or not
 #   measurable; 4 the job's previous instance is still listed (or another launch of it is running);
@@ -109,7 +111,7 @@ while [ $# -gt 0 ]; do
       [ -z "$kind" ] || mixed "$1"
       kind="fold"
       fold=${2:-}
-      case $fold in [0-4]) ;; *) die 2 "fold needs a number 0-4" "runner/launch.sh fold 3" ;; esac
+      case $fold in '' | *[!0-9]*) die 2 "fold needs a number: one of the bundle's folds, 0..n_folds-1" "runner/launch.sh fold 3" ;; esac
       shift ;;
     *) die 2 "unknown argument: $1" "see runner/launch.sh --help" ;;
   esac
@@ -131,6 +133,9 @@ fi
 
 need jq awk mktemp
 [ -n "${RUNNER_VASTAI%% *}" ] && need "${RUNNER_VASTAI%% *}"
+hs=${RUNNER_HEARSAY:-hearsay}   # word-split: the hearsay command line of this machine
+[ "$kind" = probe ] || need "${hs%% *}"   # it reads the bundle meta (a probe trains on none)
+[ -z "$fold" ] || step_fold_in_bundle "$fold"   # exit 2: not one of the bundle's folds
 key_guard || exit 11
 umask 077
 mkdir -p "$RUNNER_STATE"

@@ -42,7 +42,7 @@ case ${1:-} in
     # shellcheck source=runner/lib/bundles.sh
     . "$RUNNER_ROOT/lib/bundles.sh"
     b=$(rec_get "$2" bundle_sha) c=$(rec_get "$2" config_hash)
-    [ -n "$b" ] || b=$(jq -r '.tree_sha // empty' "$RUNNER_BUNDLE_META" 2>/dev/null || true)
+    [ -n "$b" ] || b=$(bundle_info "$RUNNER_BUNDLE_META" --tree-sha 2>/dev/null || true)
     [ -n "$c" ] || c=$(sha256_file "$RUNNER_TRAIN_CONFIG" 2>/dev/null || true)
     readout="" progress=""
     if [ -n "$b" ] && [ -n "$c" ] && rp=$(store_run_path "$2" "$b" "$c"); then

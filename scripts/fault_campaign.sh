@@ -19,7 +19,8 @@
 # boxes destroyed, 0 DONE without the run, every box of a gone laptop ended by itself.
 #
 # Every K-th scenario (--campaign-every, default 5; 0 = none) is a whole campaign instead of one
-# launch: a pilot, then six jobs (fold 0-4 and full) launched at the same time, a looping reaper
+# launch: a pilot, then a job per fold of the stand-in bundle (its meta's n_folds: five) and full
+# launched at the same time, a looping reaper
 # started by the first launch (RUNNER_REAPER_MODE=start). Any scenario may also draw: the state
 # folder or the ledger's folder on a small tmpfs that fills up mid-run and is freed later (root
 # only; otherwise not drawn), empty locks left behind (ledger, launch, reaper), two TERMs to a
@@ -178,7 +179,8 @@ scenario() {
     # leaves it): the launcher refuses without it and the box checks what it pulls
     mkdir -p "$W/bundle/audio" && echo "id,path,label" >"$W/bundle/manifest.csv" && echo x >"$W/bundle/audio/a.flac"
     tsha=$(bash -c '. "$1/runner/lib/bundles.sh" && local_tree_sha "$2"' _ "$repo" "$W/bundle")
-    printf '{"tree_sha": "%s"}\n' "$tsha" >"$RUNNER_BUNDLE_META"
+    nf=5   # its fold file's n_folds, recorded in its meta: the campaign launches fold 0..nf-1 and full
+    printf '{"tree_sha": "%s", "folds": {"config": {"n_folds": %d}}}\n' "$tsha" "$nf" >"$RUNNER_BUNDLE_META"
     mkdir -p "$W/bucket/hearsay/bundles" && cp -R "$W/bundle" "$W/bucket/hearsay/bundles/$tsha"
     echo "$tsha" >"$W/bucket/hearsay/bundles/$tsha/VERIFIED"
     echo '{"train": {"epochs": 1}}' >"$RUNNER_TRAIN_CONFIG"
@@ -244,7 +246,9 @@ scenario() {
     if [ "$campaign" = 1 ]; then
       export RUNNER_REAPER_MODE=start
       "$repo/runner/launch.sh" --yes pilot >"$W/launch-pilot.out" 2>"$W/launch-pilot.err" 3>&- || true
-      for job in "fold 0" "fold 1" "fold 2" "fold 3" "fold 4" full; do
+      local fjobs=() k
+      for ((k = 0; k < nf; k++)); do fjobs+=("fold $k"); done
+      for job in "${fjobs[@]}" full; do
         # shellcheck disable=SC2086  # job is "fold 3"
         "$repo/runner/launch.sh" --yes --no-pilot-gate $job >"$W/launch-${job// /}.out" 2>"$W/launch-${job// /}.err" 3>&- &
         lps="$lps $!"
@@ -253,7 +257,7 @@ scenario() {
       [ "$rkill" = 0 ] || export RUNNER_REAPER_MODE=start
       pick kind probe pilot fold
       job=$kind
-      [ "$kind" = fold ] && job="fold $((RANDOM % 5))"
+      [ "$kind" = fold ] && job="fold $((RANDOM % nf))"
       story="$story $kind"
       # shellcheck disable=SC2086  # job is "fold 3"
       "$repo/runner/launch.sh" --yes --no-pilot-gate $job >"$W/launch1.out" 2>"$W/launch1.err" 3>&- &

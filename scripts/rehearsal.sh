@@ -30,7 +30,8 @@
 #                      checked (core_only drops the extra rows, core_extra none);
 #                      runner/collect_ablation.sh pins each (scored here), hearsay compare ranks
 #                      them: models/ablation/decision.json (assemble --ablation)
-#   fan_out            fold0-4 and full launched at once, at E
+#   fan_out            the bundle's fold runs (fold0..fold<n-1>, n its fold file's n_folds) and full
+#                      launched at once, at E
 #   kill_resume        fold2's box killed after its first checkpoint (the host vanished: processes
 #                      killed, instance destroyed), the job relaunched: it resumes from the store
 #   all_done           every job DONE, its box destroyed by the reaper; the codec copies were made
@@ -165,7 +166,7 @@ do_bundle() {
   hearsay bundle "$W/corpus/manifest.csv" "$W/bundle" --folds "$W/splits/demo.folds.json" \
     --max-fail-frac 0.02 --workers 2 --no-progress --codec-copies box
   [ -f "$W/bundle/codec_recipe.json" ] && [ ! -e "$W/bundle/codecs" ] || { fail "the bundle is not a codec recipe without copies"; return 1; }
-  say_detail "tree-sha $(jq -r .tree_sha "$RUNNER_BUNDLE_META"), codec recipe $(jq -r '.codecs | keys | join(",")' "$W/bundle/codec_recipe.json"), no copies"
+  say_detail "tree-sha $(hearsay bundle info "$RUNNER_BUNDLE_META" --tree-sha), codec recipe $(jq -r '.codecs | keys | join(",")' "$W/bundle/codec_recipe.json"), no copies"
 }
 do_world() {
   (umask 077; printf '[store]\ntype = local\n' >"$RUNNER_RCLONE_CONF")
@@ -254,7 +255,8 @@ do_ablation() {
   say_detail "2 recipes on fold 0 from bundle ${BUNDLE:0:12}… (core_only trained $ca of $cb rows, core_extra $ea), $(jq -r .n_clips "$dir/decision.json") clips; chosen $(jq -r .chosen "$dir/decision.json"), flips: $(jq -r '.flips | length' "$dir/decision.json"); $(grep -o 'ablation cap: [^<]*' "$RUNNER_STATE/runner.log" | tail -n 1)"
 }
 # --- pilot -> E, ablation (end) --------------------------------------------------------------------
-JOBS="fold0 fold1 fold2 fold3 fold4 full"
+# JOBS (set once the bundle is built, below): the campaign's runs, fold0..fold<n-1> and full, n the
+# bundle's fold file's n_folds as `hearsay pin keys` reads it.
 do_fan_out() {
   local j pids="" rc=0 p
   start_killer fold2
@@ -266,7 +268,7 @@ do_fan_out() {
   for p in $pids; do wait "$p" || rc=$?; done
   for j in $JOBS; do cat "$LOGS/launch.$j.err"; done
   [ "$rc" -eq 0 ] || { fail "a launch of the fan-out failed (exit $rc; see $LOGS/launch.*.err)"; return 1; }
-  say_detail "6 launched at once, $(find "$W/boxes" -maxdepth 1 -name 'box-*' | wc -l) boxes so far"
+  say_detail "$(echo "$JOBS" | wc -w) launched at once, $(find "$W/boxes" -maxdepth 1 -name 'box-*' | wc -l) boxes so far"
 }
 # killer JOB: started before JOB is launched, in the background. Once JOB's first checkpoint is
 # whole in the store, its box is killed as a vanished host would be: trainer and entry SIGKILLed
@@ -397,7 +399,8 @@ assemble_used_box_scores() {
 
 stage corpus do_corpus
 stage bundle do_bundle
-BUNDLE=$(jq -r .tree_sha "$RUNNER_BUNDLE_META")
+BUNDLE=$(hearsay bundle info "$RUNNER_BUNDLE_META" --tree-sha)
+JOBS=$(hearsay pin keys "$RUNNER_BUNDLE_META" | tr '\n' ' ')
 stage world do_world
 VAST_URL=$(cat "$W/url")
 export VAST_URL

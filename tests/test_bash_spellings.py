@@ -35,8 +35,7 @@ WHERE = {
     pin.FINAL: {"runner/collect.sh", "scripts/rehearsal.sh"},
     pin.ABLATION: {"runner/collect_ablation.sh", "scripts/rehearsal.sh"},
     bundle.META: {"runner/bundle_put.sh", "runner/collect.sh", "runner/config.sh",
-                  "runner/epochs.sh", "runner/lib/bundles.sh", "runner/lib/launch_steps.sh",
-                  "scripts/rehearsal.sh"},
+                  "runner/epochs.sh", "runner/lib/launch_steps.sh", "scripts/rehearsal.sh"},
     bundle.IDENTITY: {"runner/bundle_put.sh", "runner/lib/bundles.sh"},
     model_dir.PARITY: {"scripts/rehearsal.sh"},
 }
@@ -124,3 +123,27 @@ LINES = ["g-7 TRAINING 1796000000\n", "g-7 DONE 1796000000\n", "g-8 DONE 1796000
 @pytest.mark.parametrize("line", LINES)
 def test_the_reapers_bash_reads_a_status_line_as_the_floor_does(tmp_path, line):
     assert bash_phase(tmp_path, line, "g-7") == (status.phase_of(line, "g-7") or "")
+
+
+# the bundle meta's fields and the fold count are hearsay's to read (`hearsay bundle info`,
+# `hearsay pin keys`), never re-read or re-spelled in bash: jq on tree_sha / folds, a fold range
+# such as [0-4], or a list of fold runs
+META_READ = re.compile(r"jq\b[^|;]*\.(tree_sha|folds)\b|\[0-[1-8]\]|\bfold0 fold1\b")
+
+
+def meta_reads(scripts=SCRIPTS) -> list[str]:
+    return [f"{p.name}:{n}: {x.strip()}" for p in scripts
+            for n, x in enumerate(p.read_text().splitlines(), start=1)
+            if not x.lstrip().startswith("#") and META_READ.search(x)]
+
+
+def test_bash_asks_hearsay_for_the_bundle_meta_and_the_fold_count():
+    assert not meta_reads(), "\n".join(meta_reads())
+
+
+def test_the_meta_read_scan_finds_jq_a_fold_range_and_a_fold_list(tmp_path):
+    (tmp_path / "x.sh").write_text("b=$(jq -r '.tree_sha // empty' m.json)\n"
+                                   "case $f in [0-4]) ;; esac\nJOBS=\"fold0 fold1 full\"\n"
+                                   "# jq .tree_sha in a comment\nb=$(bundle_info m --tree-sha)\n")
+    assert [f.split(": ")[0] for f in meta_reads([tmp_path / "x.sh"])] == ["x.sh:1", "x.sh:2",
+                                                                            "x.sh:3"]

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # runner/lib/bundles.sh — bundles in the store, and where each run of a recipe lives there.
 # Sourced by runner/launch.sh (via launch_steps.sh), runner/bundle_put.sh, runner/collect.sh and, on
-# the box, runner/box/entry.sh; the path and hash helpers need bash, coreutils and awk only.
+# the box, runner/box/entry.sh; the path and hash helpers need bash, coreutils and awk only
+# (bundle_info asks hearsay).
 #
 # Layout under RUNNER_STORE (every path passes guard_path):
 #   bundles/<tree_sha>/            the bundle as built (manifest.csv, selection.json, audio/, codecs/,
@@ -18,6 +19,16 @@
 #                                  run_meta.json, config.json); <cfg> = sha256 of train.json's bytes,
 #                                  so a new bundle or recipe never meets an old run's checkpoints and
 #                                  a relaunch of the same one resumes
+
+# bundle_info META [--tree-sha | --n-folds | --fold K]: what hearsay.contracts.bundle reads from a
+# bundle's meta (`hearsay bundle info`: the bundle folder or its bundle_meta.json), never jq: the
+# tree-sha, the fold count of its fold file (its fold models are 0..n-1), or whether fold K is one
+# of them (exit 4 and the reason on stderr when not; 3 when the meta records no such field). The
+# one helper here that needs hearsay (RUNNER_HEARSAY, default hearsay on PATH; a command line).
+bundle_info() {
+  # shellcheck disable=SC2086  # RUNNER_HEARSAY is a command line by design
+  ${RUNNER_HEARSAY:-hearsay} bundle info "$@"
+}
 
 # store_bundle_path TREE_SHA: RUNNER_STORE/bundles/TREE_SHA, guarded.
 store_bundle_path() { guard_path "${RUNNER_STORE%/}/bundles/$1"; }
@@ -64,17 +75,9 @@ local_tree_sha() {
 }
 
 # bundle_identity_matches DIR: true when DIR/bundle_meta.json's "folds" and "selection" (each less
-# its "path") are what the hashed DIR/selection.json says, as hearsay.bundle.check_identity
-# checks (a bundle without selection.json passes only when its meta records neither). Needs jq.
-bundle_identity_matches() {
-  local strip='def s: if type == "object" then del(.path) else . end;'
-  local meta hashed='{"folds":null,"selection":null}'
-  meta=$(jq -S -c "$strip"' {folds: (.folds // null | s), selection: (.selection // null | s)}' "$1/bundle_meta.json") || return 1
-  if [ -e "$1/selection.json" ]; then
-    hashed=$(jq -S -c '{folds: (.folds // null), selection: (.selection // null)}' "$1/selection.json") || return 1
-  fi
-  [ "$meta" = "$hashed" ]
-}
+# its "path") are what the hashed DIR/selection.json says: hearsay.contracts.bundle.check_identity
+# judges it (`hearsay bundle info DIR --identity`; its reason on stderr when not).
+bundle_identity_matches() { bundle_info "$1" --identity; }
 
 # step_bundle_in_store TREE_SHA: the launcher's check, before any offer is searched or money spent:
 # the store must hold bundles/TREE_SHA/VERIFIED saying TREE_SHA (exit 14 otherwise).

@@ -17,6 +17,20 @@ hours_for() {
   esac
 }
 
+# step_fold_in_bundle FOLD: FOLD must be one of the bundle's fold models, 0..n_folds-1 (its fold
+# file's n_folds, as hearsay.contracts.bundle reads RUNNER_BUNDLE_META): exit 2, before anything
+# else is asked of the account, with the reason hearsay gives.
+step_fold_in_bundle() {
+  local why rc=0
+  [ -r "$RUNNER_BUNDLE_META" ] || die 2 "no bundle meta at $RUNNER_BUNDLE_META" "set RUNNER_BUNDLE_META to the bundle's bundle_meta.json"
+  why=$(bundle_info "$RUNNER_BUNDLE_META" --fold "$1" 2>&1) || rc=$?
+  case $rc in
+    0) ;;
+    4) die 2 "${why#hearsay bundle info: }" "runner/launch.sh fold K with K below $(bundle_info "$RUNNER_BUNDLE_META" --n-folds 2>/dev/null || echo n_folds)" ;;
+    *) die 2 "cannot tell the bundle's folds from $RUNNER_BUNDLE_META (hearsay bundle info exit $rc: ${why#hearsay bundle info: })" "rebuild the bundle with hearsay bundle, or set RUNNER_BUNDLE_META" ;;
+  esac
+}
+
 # identity KIND: sets bundle_sha, config_hash (sha256 of the file: the store folder, what the box
 # checks) and recipe_hash (the same config without its step budget: what the pilot gate compares).
 identity() {
@@ -24,8 +38,8 @@ identity() {
   [ "$1" = probe ] && return 0
   [ -r "$RUNNER_BUNDLE_META" ] || die 2 "no bundle meta at $RUNNER_BUNDLE_META" "set RUNNER_BUNDLE_META to the bundle's bundle_meta.json"
   [ -r "$RUNNER_TRAIN_CONFIG" ] || die 2 "no training config at $RUNNER_TRAIN_CONFIG" "set RUNNER_TRAIN_CONFIG"
-  bundle_sha=$(jq -r '.tree_sha // empty' "$RUNNER_BUNDLE_META" 2>/dev/null || true)
-  [ -n "$bundle_sha" ] || die 2 "$RUNNER_BUNDLE_META has no tree_sha" "rebuild the bundle with hearsay bundle"
+  bundle_sha=$(bundle_info "$RUNNER_BUNDLE_META" --tree-sha) \
+    || die 2 "$RUNNER_BUNDLE_META gives no tree-sha (hearsay bundle info said why above)" "rebuild the bundle with hearsay bundle"
   config_hash=$(sha256_file "$RUNNER_TRAIN_CONFIG")
   recipe_hash=$(recipe_hash "$RUNNER_TRAIN_CONFIG") || die 2 "$RUNNER_TRAIN_CONFIG is not JSON" "fix the config; check it with: hearsay train --check-config --config $RUNNER_TRAIN_CONFIG"
   step_check_config "$1"               # exit 2: the trainer refuses the config, nothing rented

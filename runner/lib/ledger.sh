@@ -8,8 +8,11 @@
 # why the rental ended, on the closing row only (DONE, FAIL, DEADLINE, CAMPAIGN_DEADLINE, HEARTBEAT,
 # ABANDONED, LAUNCH_FAILED, …; empty when the box ended itself or the row was closed otherwise).
 # A ledger begun before the last four columns existed keeps its 9-column header and rows; new rows
-# are appended with 13 fields all the same, and every reader (runner/ledger.sh, runner/lib/recipe.sh,
-# hearsay.report) takes a header of either form and rows of 9 or 13 fields by position.
+# are appended with 13 fields all the same. The ledger's reader is hearsay.contracts.ledger (runner/
+# ledger.sh and the ablation cap ask it: `hearsay ledger sum|hours`); it takes a header of either
+# form and rows of 9 or 13 fields by position. The writer below keeps two small readers of its own
+# in bash (_ledger_has, ledger_open_rows: why is written there), held to that reader's answers by
+# tests/test_ledger_readers.py.
 #
 # Each rental has a creation row (written the moment its id is known; destroyed_confirmed, hours,
 # cost and reason empty) and, once its destruction is confirmed, a closing row: the same columns
@@ -34,15 +37,30 @@ LEDGER_HEADER_V1='id,job,generation,offer,dph,created,destroyed_confirmed,hours,
 : "${RUNNER_LEDGER_TRIES:=5}"
 : "${RUNNER_LEDGER_BACKOFF_S:=1}"   # seconds: the n-th retry waits n x this
 
+# Why the writer reads the ledger in bash, not through hearsay: it runs under the ledger lock, on the
+# reaper's teardown path too (the closing row of every destroyed box), and the reaper needs no
+# hearsay: rows must go on being written on a machine whose hearsay install is broken or absent, and
+# a python start per spooled row would hold the lock that much longer. Its rules are the reader's
+# (hearsay.contracts.ledger), spelled once here for both bash readers:
+#   a whole row is 9 fields, the header's width, or 13 under a 9-field header, with an id; any other
+#   row is a write cut short and counts as nothing (so a cut-short row is written again);
+#   a rental (an id) is known from any whole row of it, and closed while its last whole row has
+#   destroyed_confirmed (field 7): a re-open row (reason REOPENED ...) opens it again.
+# LEDGER_AWK: that test as an awk function, whole(), w the header's width (13 with no header line).
+# shellcheck disable=SC2016  # awk code: its $1 and $7 are awk's fields
+LEDGER_AWK='function whole() { return (NF == 9 || NF == w || (w == 9 && NF == 13)) && $1 != "" }
+  BEGIN { w = 13 } NR == 1 && $1 == "id" { w = NF; next }'
+
 # _ledger_has ID open|closed|reopen LINE: 0 when the row must not be written (again): a creation row
-# when the id has any row; a closing row when LINE is there already or the id's last row is a
-# closing row; a re-open row when LINE is there already, the id has no row, or its last row is open.
-# (A spool replayed after a failed flush re-presents rows already appended, in order: LINE itself
-# being there is what keeps a replayed closing row from closing a rental re-opened since.)
+# when the id has any whole row; a closing row when LINE is there already or the id's last whole row
+# is a closing row; a re-open row when LINE is there already, the id has no row, or its last row is
+# open. (A spool replayed after a failed flush re-presents rows already appended, in order: LINE
+# itself being there is what keeps a replayed closing row from closing a rental re-opened since.)
 _ledger_has() {
-  LINE=$3 awk -F, -v id="$1" -v want="$2" '
-    NR > 1 && $1 == id { n++; last = ($7 != "") }
-    NR > 1 && $0 == ENVIRON["LINE"] { same = 1 }
+  LINE=$3 awk -F, -v id="$1" -v want="$2" "$LEDGER_AWK"'
+    !whole() { next }
+    $1 == id { n++; last = ($7 != "") }
+    $0 == ENVIRON["LINE"] { same = 1 }
     END {
       if (want == "open") exit !(n > 0)
       if (same) exit 0
@@ -163,10 +181,11 @@ ledger_complete() {
 }
 
 # ledger_open_rows JOB GEN: "ID CREATED_ISO" of every rental of JOB's generation GEN that is open
-# (its last row is not a closing row; the ledger, then the spool: a row spooled after a failed
-# append counts as written).
+# (its last whole row is not a closing row; the ledger, then the spool: a row spooled after a failed
+# append counts as written). In bash for the writer's reason (above): the reaper calls it.
 ledger_open_rows() {
-  cat "$LEDGER" "$(_ledger_spool)" 2>/dev/null | awk -F, -v j="$1" -v g="$2" '
+  cat "$LEDGER" "$(_ledger_spool)" 2>/dev/null | awk -F, -v j="$1" -v g="$2" "$LEDGER_AWK"'
+    !whole() { next }
     $2 == j && $3 == g { if (!($1 in s)) { s[$1] = $6; o[++n] = $1 } c[$1] = ($7 != "") }
     END { for (i = 1; i <= n; i++) if (!c[o[i]]) print o[i], s[o[i]] }'
 }

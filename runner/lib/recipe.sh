@@ -27,28 +27,20 @@ epochs_file() { printf '%s/epochs/%s-%s\n' "$RUNNER_STATE" "$1" "$2"; }
 # recorded_epochs BUNDLE_SHA RECIPE_HASH: the recorded E, or nothing.
 recorded_epochs() { head -n 1 "$(epochs_file "$1" "$2")" 2>/dev/null || true; }
 
-# ablation_hours_used: GPU-hours of every ablation rental (job ablate-*) in the ledger and its spool:
-# a closed rental at its hours column (its last closing row), an open (or re-opened) one at its most: its record's deadline - created
-# (the reaper ends it there), or RUNNER_HOURS_ABLATION x RUNNER_DEADLINE_FACTOR without a record.
-# 1 (a reason on stderr) when a row cannot be read that way.
+# ablation_hours_used: GPU-hours of every ablation rental (job ablate-*) in the ledger and its spool,
+# as the ledger's one reader counts them (hearsay.contracts.ledger: `hearsay ledger hours`): a closed
+# rental at its hours column (its last closing row), an open (or re-opened) one at its most: its
+# record's deadline - created (the reaper ends it there), or RUNNER_HOURS_ABLATION x
+# RUNNER_DEADLINE_FACTOR without a record. 1 (hearsay's reason on stderr) when a row cannot be read
+# that way.
 ablation_hours_used() {
-  local recs j
-  recs=$(mktemp "${TMPDIR:-/tmp}/runner.abl.XXXXXX") || return 1
+  local j id dflt args=()
+  dflt=$(calc 'h * f' h="$RUNNER_HOURS_ABLATION" f="$RUNNER_DEADLINE_FACTOR") || return 1
   for j in $(jobs_list); do
-    printf '%s %s %s\n' "$(rec_get "$j" instance)" "$(rec_get "$j" created_at)" "$(rec_get "$j" deadline)"
-  done >"$recs"
-  { cat "$LEDGER" 2>/dev/null; cat "$RUNNER_STATE/ledger.spool" 2>/dev/null; true; } | awk -F, -v recs="$recs" \
-    -v dflt="$(calc 'h * f' h="$RUNNER_HOURS_ABLATION" f="$RUNNER_DEADLINE_FACTOR")" '
-    function num(x) { return x ~ /^[0-9]+(\.[0-9]+)?$/ }
-    BEGIN { while ((getline line < recs) > 0) { split(line, f, " "); if (num(f[2]) && num(f[3])) max[f[1]] = (f[3] - f[2]) / 3600 } }
-    $1 == "id" || index($2, "ablate-") != 1 { next }
-    !($1 in seen) { seen[$1] = 1; ids[++n] = $1 }
-    $7 != "" { if (!num($8)) { print "ledger row of instance " $1 " has no hours" >"/dev/stderr"; bad = 1 } closed[$1] = $8 }
-    $7 == "" && ($1 in closed) { delete closed[$1] }   # a re-open row: open again
-    END {
-      if (bad) exit 1
-      for (i = 1; i <= n; i++) h += (ids[i] in closed) ? closed[ids[i]] : ((ids[i] in max) ? max[ids[i]] : dflt)
-      printf "%.4f\n", h
-    }' || { rm -f "$recs"; return 1; }
-  rm -f "$recs"
+    id=$(rec_get "$j" instance)
+    [ -z "$id" ] || args+=(--record "$id" "$(rec_get "$j" created_at)" "$(rec_get "$j" deadline)")
+  done
+  # shellcheck disable=SC2086  # RUNNER_HEARSAY is a command line by design
+  ${RUNNER_HEARSAY:-hearsay} ledger hours "$LEDGER" --job-prefix ablate- --spool "$(_ledger_spool)" \
+    --open-default "$dflt" ${args[@]+"${args[@]}"}
 }

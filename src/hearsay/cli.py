@@ -29,7 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                         "metadata -> a manifest"),
     "splits": ("hearsay.bundle.splits", "make / verify fold files pinned in splits/SHA256SUMS"),
     "bundle": ("hearsay.bundle.build", "manifest -> trimmed 16 kHz FLAC bundle with codec copies "
-               "or their recipe (`hearsay bundle codecs BUNDLE` makes them)"),
+               "or their recipe (`hearsay bundle codecs BUNDLE` makes them; `hearsay bundle "
+               "info BUNDLE`: its tree-sha and fold count)"),
     "train": ("hearsay.train", "fine-tune the detector (CUDA; --cpu-smoke for a tiny CPU run)"),
     "pilot-epochs": ("hearsay.evaluate.pilot",
                      "the pilot's fold-4 readouts -> the finals' epoch count"),

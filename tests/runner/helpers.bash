@@ -43,15 +43,17 @@ world() {
   unset RUNNER_DEBUG RUNNER_CONFIG
 }
 
-# small_bundle DIR: a stand-in bundle (manifest.csv + one audio file) whose bundle_meta.json
-# carries its real tree-sha, exported as BUNDLE_SHA (the box checks what it pulls).
+# small_bundle DIR [N_FOLDS]: a stand-in bundle (manifest.csv + one audio file) whose bundle_meta.json
+# carries its real tree-sha, exported as BUNDLE_SHA (the box checks what it pulls), and its fold
+# file's n_folds (default 5), hashed in selection.json as hearsay bundle records it.
 small_bundle() {
   mkdir -p "$1/audio"
   echo "id,path,label" >"$1/manifest.csv"
   echo "not really flac" >"$1/audio/a.flac"
+  printf '{"folds": {"config": {"n_folds": %d}}, "selection": null}\n' "${2:-5}" >"$1/selection.json"
   BUNDLE_SHA=$(bash -c '. "$1/runner/lib/bundles.sh" && local_tree_sha "$2"' _ "$REPO" "$1")
   export BUNDLE_SHA
-  printf '{"tree_sha": "%s"}\n' "$BUNDLE_SHA" >"$1/bundle_meta.json"
+  printf '{"tree_sha": "%s", "folds": {"config": {"n_folds": %d}}}\n' "$BUNDLE_SHA" "${2:-5}" >"$1/bundle_meta.json"
 }
 
 # box_world: a rented pilot box's folder as the launcher leaves it (rclone.conf, train.json,

@@ -87,6 +87,28 @@ teardown() { world_end; }
   [ "$(created_count)" -eq 0 ]
 }
 
+@test "fold N is one of the bundle's folds: the last of a 3-fold bundle is taken, one past it refused (exit 2, nothing asked)" {
+  jq -c '.folds.config.n_folds = 3' "$RUNNER_BUNDLE_META" >"$W/meta3.json"   # same tree-sha, 3 folds
+  export RUNNER_BUNDLE_META=$W/meta3.json RUNNER_RECIPES=$W/recipes
+  mkdir -p "$RUNNER_RECIPES" && echo '{"train": {"epochs": 1}}' >"$RUNNER_RECIPES/core_only.json"
+  run launch --yes fold 2
+  [ "$status" -eq 6 ]                                   # past the fold check: stopped at the pilot gate
+  [[ "$output" == "runner: no DONE pilot for bundle $BUNDLE_SHA"* ]]
+  asked=$(wc -l <"$W/fake.log")
+  run launch --yes fold 3
+  [ "$status" -eq 2 ]
+  [ "$output" = "runner: fold 3 is not one of this bundle's folds 0..2 (its fold file has n_folds 3): pick one of them, or build the bundle from a fold file with more folds (hearsay splits make, hearsay bundle) (runner/launch.sh fold K with K below 3)" ]
+  run launch --yes ablate core_only fold 3
+  [ "$status" -eq 2 ]
+  [[ "$output" == "runner: fold 3 is not one of this bundle's folds 0..2"* ]]
+  run launch --yes fold x
+  [ "$status" -eq 2 ]
+  [[ "$output" == "runner: fold needs a number"* ]]
+  [ ! -d "$RUNNER_STATE/jobs/fold3" ] && [ ! -d "$RUNNER_STATE/jobs/ablate-core_only-fold3" ]
+  [ "$(wc -l <"$W/fake.log")" -eq "$asked" ]           # the account was never asked
+  [ "$(created_count)" -eq 0 ]
+}
+
 @test "a create that errors but made an instance: found by label, destroyed, row written and closed" {
   fault '[{"op": "create", "kind": "error", "create": true}]'
   run launch --yes probe

@@ -5,6 +5,7 @@
     hearsay bundle demo_out/corpus/manifest.csv demo_out/bundle --folds splits/demo.folds.json \
         --max-fail-frac 0.02   # a demo-data corpus: its 2 planted undecodable files are 1.4 %
     hearsay bundle codecs bundle/ --jobs 32   # the copies from the recipe (on a box: job.sh)
+    hearsay bundle info bundle/ --n-folds     # the meta's answers (hearsay.contracts.bundle)
 
 Per clip (hearsay.sound.audio, in this order): load_audio -> trim_silence -> drop if < min_s left ->
 cap max_s -> peak_guard -> audio/<id>.flac (16 kHz mono 16-bit); then one ffmpeg run encodes it
@@ -332,6 +333,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     if argv is None:
         argv = sys.argv[1:]
+    if argv[:1] == ["info"]:  # hearsay bundle info BUNDLE: the meta's answers (the runner asks)
+        from hearsay.contracts import bundle as artefact
+
+        return artefact.main(argv[1:])
     if argv[:1] == ["codecs"]:  # hearsay bundle codecs BUNDLE: the codec pass
         from hearsay.bundle import codec_pass
 

@@ -17,6 +17,21 @@ codec_recipe.json in place of codecs/ in its tree-sha; once made, codecs/codec_p
 the copies, load_bundle judges them against the recipe (hearsay.contracts.codec_recipe) and fills
 codec_ids from that record.
 
+`hearsay bundle info BUNDLE` (main below) answers the runner from bundle_meta.json, never jq:
+    hearsay bundle info BUNDLE               tree_sha <sha> and n_folds <n>, one a line
+    hearsay bundle info BUNDLE --tree-sha    the tree-sha alone
+    hearsay bundle info BUNDLE --n-folds     the fold file's n_folds alone: its fold models are
+                                             fold0..fold<n-1>
+    hearsay bundle info BUNDLE --fold K      exit 0 when K is one of them, 4 (named) when not
+    hearsay bundle info BUNDLE --identity    exit 0 when the meta's folds/selection are the hashed
+                                             selection.json's (check_identity), 5 when not
+BUNDLE is the bundle folder or its bundle_meta.json (the runner keeps a copy: RUNNER_BUNDLE_META;
+--identity needs the folder).
+Exit codes: 0 answered; 2 usage (K not a whole number); 3 no readable bundle_meta.json, or it
+records no tree_sha / no folds.config.n_folds (the one asked for); 4 fold K is not one of the
+bundle's folds 0..n_folds-1; 5 the meta's folds or selection differ from the hashed
+selection.json (--identity).
+
 Identity: the tree-sha covers manifest.csv, selection.json, audio/ and codecs/ (or the recipe).
 bundle_meta.json is outside it, so `load_bundle` refuses a meta whose "folds" or "selection"
 (less their local "path") differ from the hashed selection.json: a fold or selection change is a
@@ -25,9 +40,11 @@ new bundle.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,7 +87,7 @@ def tree_sha(root: Path) -> str:
 def identity_of(meta: dict) -> dict:
     """The part of a bundle meta that decides which rows train: "folds" and "selection", each
     less its "path" (where the file was read is no part of what it says); None when absent.
-    runner/bundle_put.sh computes the same with jq."""
+    runner/bundle_put.sh asks for the check (`hearsay bundle info DIR --identity`)."""
     def strip(d):
         return {k: v for k, v in d.items() if k != "path"} if isinstance(d, dict) else d
     return json.loads(json.dumps({"folds": strip(meta.get("folds")),
@@ -99,6 +116,41 @@ def check_identity(root: Path, meta: dict) -> None:
                 f" (the fold and selection configs are build inputs, never edited afterwards)")
 
 
+def read_meta(path: str | os.PathLike) -> dict:
+    """bundle_meta.json as written, from the bundle folder or the file itself (the runner's copy,
+    RUNNER_BUNDLE_META); BundleError when it is absent or not a JSON object. Judges nothing else
+    (load_bundle judges the bundle)."""
+    path = Path(path)
+    meta_path = path / META if path.is_dir() else path
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise BundleError(f"cannot read the bundle meta {meta_path} ({err}): pass a built "
+                          f"bundle's folder or its {META} (hearsay bundle MANIFEST DIR)") from None
+    if not isinstance(meta, dict):
+        raise BundleError(f"{meta_path} is not a bundle meta (a JSON object): rebuild the bundle")
+    return meta
+
+
+def meta_tree_sha(meta: dict, where: object = META) -> str:
+    """The meta's tree-sha; BundleError when it records none."""
+    sha = meta.get("tree_sha")
+    if not isinstance(sha, str) or not sha:
+        raise BundleError(f"{where} records no tree_sha: is it a finished bundle? rebuild it "
+                          "with hearsay bundle")
+    return sha
+
+
+def meta_n_folds(meta: dict, where: object = META) -> int:
+    """The fold file's n_folds as the build recorded it (meta "folds"."config"."n_folds"): how
+    many fold models a campaign on this bundle trains; BundleError when it records none."""
+    try:
+        return int(meta["folds"]["config"]["n_folds"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise BundleError(f"{where} records no folds.config.n_folds ({err!r}); rebuild the "
+                          "bundle with hearsay bundle") from None
+
+
 @dataclass(frozen=True)
 class Bundle:
     root: Path
@@ -109,13 +161,9 @@ class Bundle:
 
     @property
     def n_folds(self) -> int:
-        """The fold file's n_folds (the build records it under meta "folds"."config"): how many
-        fold models a campaign on this bundle trains."""
-        try:
-            return int(self.meta["folds"]["config"]["n_folds"])
-        except (KeyError, TypeError) as err:
-            raise BundleError(f"{self.root}: {META} records no folds.config.n_folds ({err}); "
-                              "rebuild the bundle with hearsay bundle") from None
+        """The fold file's n_folds (meta_n_folds): how many fold models a campaign on this
+        bundle trains."""
+        return meta_n_folds(self.meta, f"{self.root}: {META}")
 
     def flac(self, rid: str, codec: str | None = None) -> Path:
         """Path of a clip's FLAC, or of its `codec` copy."""
@@ -159,3 +207,49 @@ def require_copies(bundle) -> None:
         raise BundleError(f"{bundle.root}: the bundle holds a codec recipe but no codec copies "
                           f"({PASS} missing): make them first: hearsay bundle codecs "
                           f"{bundle.root} (runner/box/job.sh does it on a box)")
+
+
+EXIT_OK, EXIT_USAGE, EXIT_NO_META, EXIT_FOLD_OUTSIDE, EXIT_IDENTITY = 0, 2, 3, 4, 5  # `... info`
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`hearsay bundle info` (module docstring)."""
+    from hearsay.contracts.protocol import FoldOutside, check_fold
+
+    ap = argparse.ArgumentParser(prog="hearsay bundle info", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("bundle", type=Path, help=f"the bundle folder or its {META}")
+    ask = ap.add_mutually_exclusive_group()
+    ask.add_argument("--tree-sha", action="store_true", help="print the tree-sha alone")
+    ask.add_argument("--n-folds", action="store_true", help="print the fold count alone")
+    ask.add_argument("--fold", metavar="K", help="exit 0 when K is one of the bundle's folds")
+    ask.add_argument("--identity", action="store_true",
+                     help="exit 0 when the meta's folds/selection are the hashed selection.json's")
+    args = ap.parse_args(argv)
+    try:
+        meta = read_meta(args.bundle)
+        if args.identity:
+            root = args.bundle if args.bundle.is_dir() else args.bundle.parent
+            try:
+                check_identity(root, meta)
+            except BundleError as err:
+                print(f"hearsay bundle info: {err}", file=sys.stderr)
+                return EXIT_IDENTITY
+        elif args.tree_sha:
+            print(meta_tree_sha(meta, args.bundle))
+        elif args.n_folds:
+            print(meta_n_folds(meta, args.bundle))
+        elif args.fold is not None:
+            if not args.fold.isdigit():
+                ap.error(f"--fold {args.fold!r}: give a whole number (0, 1, ...)")
+            check_fold(args.fold, meta_n_folds(meta, args.bundle))
+        else:
+            print(f"tree_sha {meta_tree_sha(meta, args.bundle)}\n"
+                  f"n_folds {meta_n_folds(meta, args.bundle)}")
+    except BundleError as err:
+        print(f"hearsay bundle info: {err}", file=sys.stderr)
+        return EXIT_NO_META
+    except FoldOutside as err:
+        print(f"hearsay bundle info: {err}", file=sys.stderr)
+        return EXIT_FOLD_OUTSIDE
+    return EXIT_OK

@@ -29,12 +29,25 @@ The rules, once:
   status: "complete" when every rental is closed with a known cost and no row is malformed,
     else "incomplete" (the total a lower bound); "unknown" when the file cannot be read
 
+A row still in the spool (runner/lib/ledger.sh: an append that failed waits in
+RUNNER_STATE/ledger.spool, header-less, until the next write) is read after the ledger's rows
+when the reader is handed the spool: it counts as written.
+
 hearsay ledger sum LEDGER    print rentals, hours and spend per job and in total, then the
                              malformed rows, the closed rentals whose cost is unknown and the
                              open ones (runner/ledger.sh prints this)
+hearsay ledger hours LEDGER --job-prefix ablate- [--spool SPOOL] [--record ID CREATED DEADLINE]...
+                   --open-default H
+                             the GPU-hours of the rentals whose job starts with the prefix
+                             (ledger + spool): a closed one at its hours column, an open one at
+                             its most: (DEADLINE - CREATED) / 3600 from its --record (epoch
+                             seconds: the job record's, where the reaper ends it), else H.
+                             Printed as %.4f (runner/launch.sh ablate's GPU-hour cap). A missing
+                             ledger is one with no rows yet.
 
-Exit codes: 0 every rental closed with a known cost; 1 some are open, have an unknown cost, or
-a row is malformed; 2 usage, or the file is unreadable or has no ledger header.
+Exit codes: 0 every rental closed with a known cost (sum) / the hours printed (hours); 1 some are
+open, have an unknown cost, or a row is malformed (sum); 2 usage, or the file is unreadable or
+has no ledger header; 3 a closed rental the hours count has no hours (named; hours).
 """
 
 from __future__ import annotations
@@ -51,7 +64,7 @@ HEADER = ("id", "job", "generation", "offer", "dph", "created", "destroyed_confi
 # and the reason the rental ended (closing rows); a 9-column ledger gets such rows appended
 LATER = ("gpu_name", "cpu_cores", "driver_cuda", "reason")
 WRITTEN = HEADER + LATER  # the header of a ledger begun now
-EXIT_OK, EXIT_OPEN, EXIT_USAGE = 0, 1, 2  # `hearsay ledger` (main's help)
+EXIT_OK, EXIT_OPEN, EXIT_USAGE, EXIT_NO_HOURS = 0, 1, 2, 3  # `hearsay ledger` (its help)
 
 
 class LedgerError(ValueError):
@@ -84,14 +97,22 @@ def _number(text: str) -> float | None:
     return value if value == value and abs(value) != float("inf") else None
 
 
-def read(path: Path) -> Read:
-    """Every rental of the ledger at `path` (the rules of the module docstring)."""
-    path = Path(path)
+def _lines(path: Path) -> list[str]:
     try:
-        lines = path.read_text().splitlines()
+        return Path(path).read_text().splitlines()
     except (OSError, UnicodeDecodeError) as err:
         raise LedgerError(f"cannot read ledger {path} ({err}): pass the file, or set "
                           "LEDGER") from None
+
+
+def read(path: Path, spool: Path | None = None, missing_ok: bool = False) -> Read:
+    """Every rental of the ledger at `path` (the rules of the module docstring), then of the
+    rows still in `spool` (header-less; numbered on after the ledger's lines). `missing_ok`: an
+    absent ledger is one with no rows yet (the header runner/lib/ledger.sh writes first)."""
+    path = Path(path)
+    lines = ([",".join(WRITTEN)] if missing_ok and not path.exists() else _lines(path))
+    if spool is not None and Path(spool).is_file():
+        lines += _lines(Path(spool))
     head = lines[0].split(",") if lines else []
     if tuple(head[:len(HEADER)]) != HEADER:
         raise LedgerError(f"{path} has no ledger header (is it the runner's ledger?)")
@@ -185,6 +206,32 @@ def print_summary(s: dict) -> None:
               + " ".join(s["open_ids"]))
 
 
+class NoHours(LedgerError):
+    """A closed rental whose closing row has no hours: its GPU-hours cannot be counted."""
+
+
+def hours(path: Path, job_prefix: str, open_default: float, spool: Path | None = None,
+          records: dict[str, tuple[str, str]] | None = None) -> float:
+    """GPU-hours of the rentals whose job starts with `job_prefix`, in the ledger and its
+    spool: a closed rental at its hours, an open one at its most: (deadline - created) / 3600
+    of its record (epoch seconds; `records`: id -> (created, deadline)), else `open_default`.
+    NoHours names a closed rental whose hours are not a number."""
+    total = 0.0
+    for r in read(path, spool, missing_ok=True).rentals:
+        if not r.job.startswith(job_prefix):
+            continue
+        if r.closed:
+            if r.hours is None:
+                raise NoHours(f"ledger row of instance {r.id} has no hours: its GPU-hours "
+                              "cannot be counted (fix the row; runner/ledger.sh names bad rows)")
+            total += r.hours
+            continue
+        created, deadline = (_number(x) for x in (records or {}).get(r.id, ("", "")))
+        total += open_default if created is None or deadline is None \
+            else (deadline - created) / 3600
+    return total
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="hearsay ledger", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -192,7 +239,28 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="verb", required=True)
     s = sub.add_parser("sum", help="sum the ledger (exit 1 while anything is left out)")
     s.add_argument("ledger", type=Path)
+    h = sub.add_parser("hours", help="GPU-hours of a kind of rental, open ones at their most")
+    h.add_argument("ledger", type=Path)
+    h.add_argument("--job-prefix", required=True, help="count the jobs starting so (ablate-)")
+    h.add_argument("--spool", type=Path, help="rows still waiting to be appended")
+    h.add_argument("--record", nargs=3, action="append", default=[],
+                   metavar=("ID", "CREATED", "DEADLINE"),
+                   help="an open rental's job record: its most is DEADLINE - CREATED (epoch s)")
+    h.add_argument("--open-default", type=float, required=True, metavar="H",
+                   help="hours of an open rental without a record")
     args = ap.parse_args(argv)
+    if args.verb == "hours":
+        try:
+            got = hours(args.ledger, args.job_prefix, args.open_default, args.spool,
+                        {i: (c, d) for i, c, d in args.record})
+        except NoHours as err:
+            print(f"hearsay ledger hours: {err}", file=sys.stderr)
+            return EXIT_NO_HOURS
+        except LedgerError as err:
+            print(f"hearsay ledger hours: {err}", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"{got:.4f}")
+        return EXIT_OK
     try:
         read(args.ledger)
     except LedgerError as err:

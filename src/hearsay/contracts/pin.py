@@ -43,7 +43,7 @@ import os
 import sys
 from pathlib import Path
 
-from hearsay.contracts import model_dir, run_dir
+from hearsay.contracts import bundle, model_dir, run_dir
 from hearsay.contracts.protocol import N_FOLDS, run_keys
 from hearsay.files import write_json
 
@@ -168,17 +168,10 @@ def read(path: Path, strict: bool = True) -> dict:
 
 
 def _keys_of_bundle(meta_path: Path) -> tuple[str, ...]:
-    try:
-        meta = json.loads(Path(meta_path).read_text())
-    except json.JSONDecodeError as err:
-        raise PinError(f"{meta_path} is not JSON ({err}): pass the bundle's "
-                       "bundle_meta.json") from None
-    try:
-        n = int(meta["folds"]["config"]["n_folds"])
-    except (KeyError, TypeError, ValueError):
-        raise PinError(f"{meta_path} records no folds.config.n_folds: rebuild the bundle with "
-                       "hearsay bundle") from None
-    return run_keys(n)
+    try:  # the bundle's own reader: the fold count is its fold file's
+        return run_keys(bundle.meta_n_folds(bundle.read_meta(meta_path), meta_path))
+    except bundle.BundleError as err:
+        raise PinError(str(err)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,13 +11,14 @@
     scorer_of("inner_oof", "2")   # "fold2": an inner row is scored by the model that did not
                                   # train on it; holdout and test rows by the full model
     split_rows(manifest, "inner_oof", fold=2)   # the core rows a split (or one inner fold) holds
+    check_fold(3, n_folds)        # 3, or FoldOutside: the fold models are 0..n_folds-1, n_folds
+                                  # the bundle's (hearsay.contracts.bundle; `hearsay bundle info`)
 
 The rules, once: the model of fold k trains on the inner folds other than k (plus extra rows),
-validates on k and scores k; the pilot trains on folds 0-3 and validates on fold 4 (it is never
-scored or pinned); the full model trains on every inner fold and scores holdout and test.
-Holdout and test rows never train any model (hearsay.contracts.folds.check_no_holdout_leak holds
-the bundle
-to it). Stdlib only (split_rows is handed a pandas frame).
+validates on k and scores k; the pilot trains on every inner fold but the last and validates on
+the last, n_folds-1 (it is never scored or pinned); the full model trains on every inner fold
+and scores holdout and test. Holdout and test rows never train any model (hearsay.contracts.folds.
+check_no_holdout_leak holds the bundle to it). Stdlib only (split_rows is handed a pandas frame).
 """
 
 from __future__ import annotations
@@ -41,7 +42,26 @@ def run_keys(n_folds: int = N_FOLDS) -> tuple[str, ...]:
 
 RUN_KEYS = run_keys()  # the widest campaign (n_folds 5); a campaign's own: run_keys(n)
 FOLD_KEYS = fold_keys()
-PILOT_VALIDATION_FOLD = INNER_FOLDS[-1]  # the pilot trains on 0-3 and validates on "4"
+
+
+class FoldOutside(ValueError):
+    """A fold the campaign's fold file has no model for (it is not 0..n_folds-1)."""
+
+
+def check_fold(fold, n_folds: int) -> int:
+    """`fold` as an int when it is one of the fold models of a campaign whose fold file has
+    n_folds (0..n_folds-1); FoldOutside, naming them, otherwise (a word, a negative number, or
+    one past the last: fold 3 of a 3-fold bundle)."""
+    n = int(n_folds)
+    try:
+        k = int(str(fold), 10)
+    except ValueError:
+        k = None
+    if k is None or not 0 <= k < n:
+        raise FoldOutside(f"fold {fold} is not one of this bundle's folds 0..{n - 1} (its fold "
+                          f"file has n_folds {n}): pick one of them, or build the bundle from a "
+                          f"fold file with more folds (hearsay splits make, hearsay bundle)")
+    return k
 
 # score split -> the manifest folds whose rows it holds (core rows only: hearsay.evaluate.score)
 SPLITS = {"inner_oof": INNER_FOLDS, "holdout": ("holdout",), "test": ("test",)}
@@ -64,17 +84,20 @@ def run_job(key: str) -> tuple[str, int | None]:
     return ("full", None) if key == "full" else ("fold", int(key[4:]))
 
 
-def validation_fold(job: str, fold: int | None = None) -> str | None:
-    """The manifest fold a job validates on (its family-exclusion key too): fold k -> "k",
-    the pilot -> "4", the full model -> None (no validation split)."""
+def validation_fold(job: str, fold: int | None = None, n_folds: int = N_FOLDS) -> str | None:
+    """The manifest fold a job validates on (its family-exclusion key too), n_folds the fold
+    file's: fold k -> "k" (FoldOutside unless k < n_folds), the pilot -> the last inner fold,
+    str(n_folds - 1), the full model -> None (no validation split)."""
     if job == "pilot":
-        return PILOT_VALIDATION_FOLD
+        return str(int(n_folds) - 1)
+    if job == "fold" and fold is not None:
+        check_fold(fold, n_folds)
     return None if job == "full" else run_key(job, fold)[4:]
 
 
-def exclusion_key(job: str, fold: int | None = None) -> str:
-    """The key of a fold file's family_exclusion for a job: "0".."4" or "full"."""
-    return validation_fold(job, fold) or "full"
+def exclusion_key(job: str, fold: int | None = None, n_folds: int = N_FOLDS) -> str:
+    """The key of a fold file's family_exclusion for a job: "0".."<n_folds-1>" or "full"."""
+    return validation_fold(job, fold, n_folds) or "full"
 
 
 def scorer_of(split: str, fold: str | None = None) -> str:

@@ -80,25 +80,27 @@ def _train_one(job: str, fold: int | None, preset: dict, bundle: Path, run_dir: 
 
 
 def stage_train(out: Path, ctx: dict, preset: dict | None = None) -> None:
-    """4: tiny models for folds 0-4 and full -> runs/<key>/ (= hearsay train --cpu-smoke
-    --config FILE with FILE holding train_config.demo_overrides()).
+    """4: tiny models for the bundle's folds (0-4 with the demo's five) and full -> runs/<key>/
+    (= hearsay train --cpu-smoke --config FILE with FILE holding train_config.demo_overrides()).
 
     The tiny random-init config of --cpu-smoke, trained for the demo preset's steps; the runs
     are re-made from scratch on every demo (an old run dir would hold checkpoints, which a fresh
-    `hearsay train` refuses). `preset` replaces the demo preset (tests). The six runs go two at a
-    time, one process each (every run is one-threaded, seeded and so deterministic: the same
-    weights as one after another, in about half the wall time on two cores)."""
+    `hearsay train` refuses). `preset` replaces the demo preset (tests). The runs (six with the
+    demo's five folds) go two at a time, one process each (every run is one-threaded, seeded and
+    so deterministic: the same weights as one after another, in about half the wall time on two
+    cores)."""
     import shutil
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
     from hearsay.contracts import protocol
+    from hearsay.contracts.bundle import load_bundle
     from hearsay.cpu_engine import allowed_cpus
     from hearsay.train import config as train_config
 
     preset = train_config.demo_overrides() if preset is None else preset
     runs, jobs = {}, {}
-    for key in protocol.RUN_KEYS:
+    for key in protocol.run_keys(load_bundle(ctx["bundle"]).n_folds):  # the fold file's count
         runs[key] = out / "runs" / key
         shutil.rmtree(runs[key], ignore_errors=True)
         jobs[key] = protocol.run_job(key)

@@ -17,9 +17,9 @@ exactly what training's `example.finish` produces for a crop of the same length.
 Clips are sorted by length and batched (zero padding + attention mask), so a batch never mixes a
 2 s clip with a 14 s one; the output keeps manifest order.
 
-Rows: `inner_oof` = core rows of folds 0-4 (with --fold K only fold K, and the run must be the
-fold-K model: it is the one that never trained on them); `holdout`, `test` = core rows of that
-fold. Rows with train_scope `extra` (or fold `extra`) are never scored.
+Rows: `inner_oof` = core rows of the inner folds, 0..n_folds-1 (with --fold K only fold K, and
+the run must be the fold-K model: it is the one that never trained on them); `holdout`, `test` =
+core rows of that fold. Rows with train_scope `extra` (or fold `extra`) are never scored.
 
 The augmented slice: every selected clip gets exactly one augmentation, drawn from a generator
 seeded by (aug_seed, crc32(clip id)) only, so the slice is identical for every model, every

@@ -10,10 +10,11 @@
     hearsay train --check-config --config train.json --fold 3   # what runner/launch.sh runs first
 
 Jobs (hearsay.contracts.folds.train_ids, with the bundle's fold file config): `--fold K` trains on
-inner
-folds != K plus extra rows (minus the extra families excluded for K) and validates on fold K;
-`--full` trains on every inner fold + extra and has no validation split (the holdout is never
-used for selection); `--pilot` is folds 0-3 -> validate fold 4. Holdout and test rows never train.
+inner folds != K plus extra rows (minus the extra families excluded for K) and validates on fold
+K, K one of the bundle's folds 0..n_folds-1 (its fold file's n_folds: 2..5); `--full` trains on
+every inner fold + extra and has no validation split (the holdout is never used for selection);
+`--pilot` is folds 0..n_folds-2 -> validate fold n_folds-1 (0-3 -> 4 with five
+folds). Holdout and test rows never train.
 
 Per step: a label-balanced micro-batch with fixed per-source quotas (`Sampler`), one crop length
 per batch, one augmentation per clip chosen before loading (one example built in
@@ -57,9 +58,9 @@ per class are in run_meta "source_mix" at each epoch end; a table's are held wit
 Store retries: 3, the n-th after n x $HEARSAY_STORE_BACKOFF_S seconds (default 5).
 
 Exit codes: 0 run complete; 1 unexpected error; 2 usage, config or input error (a config file
-missing, not JSON or with a bad value; a --bundle that is not a built, intact bundle; an --out
-that cannot be made); 3 device refused (no CUDA and no --cpu-smoke); 4 non-finite loss or
-gradient norm; 5 AUC-direction tripwire
+missing, not JSON or with a bad value; a --bundle that is not a built, intact bundle; a --fold K
+the bundle's fold file has no model for, K >= its n_folds; an --out that cannot be made); 3 device
+refused (no CUDA and no --cpu-smoke); 4 non-finite loss or gradient norm; 5 AUC-direction tripwire
 (validation AUC <= tripwire_auc); 6 store push/pull failed after retries; 7 resume refused
 (different bundle tree-sha, config hash or world size, no checkpoint, or a non-empty RUN_DIR
 without --resume); 8 pretrained weights refused (missing or sha256 not the pin); 9 augmentation
@@ -173,14 +174,25 @@ def _backoff_s() -> float:
     return value
 
 
+def _fold(text: str) -> int:
+    """--fold K: a whole number >= 0; whether the bundle has fold K is judged once it is loaded
+    (hearsay.contracts.protocol.check_fold against its fold file's n_folds)."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fold number (0, 1, ...)")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hearsay train", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bundle", type=Path, help="bundle dir (hearsay bundle); required to train")
     job = ap.add_mutually_exclusive_group(required=True)
-    job.add_argument("--fold", type=int, choices=range(5), help="train the fold-K model")
+    job.add_argument("--fold", type=_fold, metavar="K",
+                     help="train the fold-K model: K one of the bundle's folds, 0..n_folds-1 "
+                          "(`hearsay bundle info BUNDLE --n-folds`; another K: exit 2)")
     job.add_argument("--full", action="store_true", help="train the full model")
-    job.add_argument("--pilot", action="store_true", help="folds 0-3, validate on fold 4")
+    job.add_argument("--pilot", action="store_true",
+                     help="every inner fold but the last; validate on the last")
     ap.add_argument("--out", type=Path, help="run dir (docs/INTERFACES.md); required to train")
     ap.add_argument("--store", help="checkpoint store: remote:path (rclone) or a folder; "
                                     "default the run dir")

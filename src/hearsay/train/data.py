@@ -36,12 +36,16 @@ def plan_job(bundle, job: str, fold: int | None):
     an extra row of a family that fold k validates on never trains fold k's model (a
     forgotten hand entry can no longer train a model on its own validation family). The full
     model has no validation split: the hand list `family_exclusion["full"]` only.
-    Raises FoldLeak (exit 10) if a holdout, test or validation row would train."""
+    Raises FoldLeak (exit 10) if a holdout, test or validation row would train, and ConfigError
+    (exit 2) for a fold the bundle's fold file has no model for (0..n_folds-1 only)."""
     from hearsay.contracts.folds import SplitsConfig, train_ids
 
     df = bundle.manifest
     scfg = SplitsConfig.from_dict((bundle.meta.get("folds") or {}).get("config") or {})
-    key = protocol.exclusion_key(job, fold)
+    try:  # the fold count is the bundle's fold file's, never a literal: the pilot's is its last
+        key = protocol.exclusion_key(job, fold, scfg.n_folds)
+    except protocol.FoldOutside as err:
+        raise ConfigError(f"--fold {fold}: {err}") from None
     val = None
     listed = sorted(scfg.family_exclusion.get(key, []))
     derived: list[str] = []
