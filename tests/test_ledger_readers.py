@@ -29,6 +29,11 @@ def closed(rid, job="ablate-a-fold0", gen="g-1", hours="2.0000", cost="1.0000", 
                                                                     else "")
 
 
+def reopened(rid, job="ablate-a-fold0", gen="g-1"):
+    """The row of a box judged gone (closed) and then seen running again (runner/lib/ledger.sh)."""
+    return f"{rid},{job},{gen},off,0.5,{T0},,,,A100,32,12.4,REOPENED {T1}"
+
+
 # name -> (ledger text or None for no file, spool text or None)
 LEDGERS = {
     "13 columns": (
@@ -41,6 +46,9 @@ LEDGERS = {
     "only a spool": (None, [opened("5"), closed("5")]),
     "a write cut short": ([V2, opened("1"), closed("1")[:60], opened("2"), "6,abl"], None),
     "another job's generation": ([V2, opened("1", gen="g-2"), opened("1b", gen="g-1")], None),
+    "a rental re-opened": ([V2, opened("1"), closed("1"), reopened("1"), opened("2")], None),
+    "a re-opened rental closed again": (
+        [V2, opened("1"), closed("1"), reopened("1"), closed("1", hours="3.0000")], None),
 }
 
 
