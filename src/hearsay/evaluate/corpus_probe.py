@@ -4,7 +4,8 @@
     hearsay corpus-probe MANIFEST --corpus mlaad --against diffssd --label spoof \\
         [--recipe train.json] [--config probe.json] --json probe.json
     hearsay corpus-probe --drop-rule --without RECIPE --with RECIPE [--probe-without CSV \\
-        --probe-with CSV] --bundle BUNDLE [--probe-result probe.json --decision decision.json]
+        --probe-with CSV] --bundle BUNDLE|--key KEY.csv [--probe-result probe.json \\
+        --decision decision.json]
 
 A corpus that a few trivial features tell apart from its peers carries a recording shortcut: a
 model can learn "this corpus" instead of "synthetic". The probe: per clip (the manifest's
@@ -302,9 +303,13 @@ def _drop_rule(args, cfg: CorpusProbeConfig) -> dict:
         from hearsay.evaluate.score import load_bundle
 
         key = key_frame(load_bundle(args.bundle).manifest)
+    elif args.key is not None:
+        from hearsay.contracts import score_file
+
+        key = score_file.read(args.key)
     elif args.probe_without is not None or args.probe_with is not None:
-        raise ProbeError("--probe-with/--probe-without are read against the bundle's labels: "
-                         "give --bundle BUNDLE")
+        raise ProbeError("--probe-with/--probe-without are read against the clips' labels: "
+                         "give --bundle BUNDLE (or --key KEY.csv)")
     without = cd.recipe_probe(args.without, args.probe_without, key)
     with_ = cd.recipe_probe(args.with_, args.probe_with, key)
     out = cd.drop_from_runs(without, with_, cfg.drop_rise)
@@ -337,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--probe-without", type=Path, help="probe scores of the recipe without")
     ap.add_argument("--probe-with", type=Path, help="probe scores of the recipe with")
     ap.add_argument("--bundle", type=Path, help="the bundle (labels of the scored clips)")
+    ap.add_argument("--key", type=Path, help="or a key CSV (path,label) of the scored clips")
     ap.add_argument("--probe-result", type=Path, help="corpus-probe --against JSON: decide")
     ap.add_argument("--decision", type=Path, help="where the decision file goes")
     ap.add_argument("--json", type=Path, default=None, help="write the result here (else stdout)")
