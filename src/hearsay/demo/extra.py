@@ -34,9 +34,11 @@ def _train(job: str, fold: int | None, preset: dict, bundle: Path, run_dir: Path
                      bundle, run_dir)
 
 
-def stage_extra(out: Path, ctx: dict, preset: dict | None = None) -> None:
+def stage_extra(out: Path, ctx: dict, preset: dict | None = None,
+                probe_config: dict | None = None) -> None:
     """Probe, two fold-0 runs, drop rule, decision; ctx["corpus_decision"] (path) and
-    ctx["corpus_decision_sha"] (what the finals' recipe cites)."""
+    ctx["corpus_decision_sha"] (what the finals' recipe cites). `preset` replaces the demo's
+    training preset and `probe_config` DEMO_PROBE_CONFIG (tests)."""
     import shutil
     from concurrent.futures import ProcessPoolExecutor
     from dataclasses import asdict
@@ -55,7 +57,7 @@ def stage_extra(out: Path, ctx: dict, preset: dict | None = None) -> None:
     root = out / "extra"
     root.mkdir(parents=True, exist_ok=True)
     preset = train_config.demo_overrides() if preset is None else preset
-    (root / "corpus_probe.json").write_text(json.dumps(DEMO_PROBE_CONFIG) + "\n")
+    (root / "corpus_probe.json").write_text(json.dumps(probe_config or DEMO_PROBE_CONFIG) + "\n")
     cfg = cp.load_config(root / "corpus_probe.json")
     probe = cp.probe_manifest(ctx["corpus"], "train_scope=extra", "spoof", cfg,
                               against="train_scope=core",
