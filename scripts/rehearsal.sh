@@ -274,7 +274,7 @@ do_extra() {
   hearsay corpus-probe --drop-rule --bundle "$W/bundle" --config "$W/corpus_probe.json" \
     --without "$dir/core_only/ablation_runs.json" --probe-without "$dir/core_only/probe_test.csv" \
     --with "$dir/core_extra/ablation_runs.json" --probe-with "$dir/core_extra/probe_test.csv" \
-    --probe-result "$dir/corpus_probe.json" --decision "$dir/corpus_decision.json" --json "$dir/drop_rule.json"
+    --probe-result "$dir/corpus_probe.json" --decision "$dir/corpus_decision.json"
   sha=$(sha256sum "$dir/corpus_decision.json" | cut -d' ' -f1)
   jq -c --arg sha "$sha" '.selection.corpus_decision = $sha' "$RUNNER_TRAIN_CONFIG" >"$W/train.d.json" && mv "$W/train.d.json" "$RUNNER_TRAIN_CONFIG"
   say_detail "$(jq -r '"\(.decision): \(.why); probe false alarms \(.drop_rule.fa_without) without, \(.drop_rule.fa_with) with"' "$dir/corpus_decision.json" | cut -c1-240); train.json cites ${sha:0:12}…"
