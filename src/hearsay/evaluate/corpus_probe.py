@@ -337,8 +337,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-augment", action="store_true", help="read the clips as they are")
     ap.add_argument("--drop-rule", action="store_true",
                     help="the drop rule from two recipes' runs (see the docstring)")
-    ap.add_argument("--without", type=Path, help="the recipe without the extra corpus")
-    ap.add_argument("--with", dest="with_", type=Path, help="the recipe with the extra corpus")
+    ap.add_argument("--without", type=Path, metavar="RECIPE",
+                    help="the recipe without the extra corpus")
+    ap.add_argument("--with", dest="with_", type=Path, metavar="RECIPE",
+                    help="the recipe with the extra corpus")
     ap.add_argument("--probe-without", type=Path, help="probe scores of the recipe without")
     ap.add_argument("--probe-with", type=Path, help="probe scores of the recipe with")
     ap.add_argument("--bundle", type=Path, help="the bundle (labels of the scored clips)")
