@@ -95,6 +95,7 @@ class CorpusProbeConfig:
                               "min_per_side": (Ge(2),), "folds": (Ge(2),), "seed": (Ge(0),)}
 
     bound: float = SEPARABLE_BOUND  # max(AUC, 1 - AUC) at or above: separable (shortcut bound)
+    # landing_share and cap_share are chosen settings (no measured basis yet): set them per campaign
     landing_share: float = 0.5  # a bona fide source with this share on the corpus's side lands
     cap_share: float = 0.1  # share of its class the corpus is capped at ("cap share")
     drop_rise: float = 0.01  # probe false-alarm rise (absolute, 0.01 = 1 point): drop above it
