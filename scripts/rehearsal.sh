@@ -52,7 +52,8 @@
 #   export             hearsay export onnx into models/<stamp>/export (parity A)
 #   parity             hearsay parity --box-logits: ONNX fp32 here vs the full box's logits (B)
 #   assemble           hearsay assemble --pinned (F1-F6, F6 on the parity record), reusing every
-#                      box file: meta.json "rescored_here" must be 0
+#                      box file: meta.json "rescored_here" must be 0; the ablation's decision and
+#                      the extra corpus's (--corpus-decision: the gate's extra-corpus line)
 #   deploy             hearsay-score on the corpus audio with the exported model
 #   teardown           reaper stopped; runner/teardown_check.sh exits 0
 #   ledger             ledger rows = instances the API created, every row closed
