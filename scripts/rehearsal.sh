@@ -18,18 +18,25 @@
 #                      the codec recipe, no copies)
 #   bundle_put         runner/bundle_put.sh: into the store, verified by tree-sha, without copies
 #   reaper             runner/reaper.sh started (one for the whole campaign)
-#   pilot, pilot_gate  a fold launch is refused before the pilot; the pilot (1 epoch, its own config
-#                      of the campaign's recipe) reaches DONE and the reaper's destroy opens the gate
-#                      for this bundle + recipe
-#   pilot_e            runner/epochs.sh from-pilot applies the E rule (--factor 3 on the 1-epoch
-#                      pilot: E = 3); a fold launch trained for another epoch count is refused;
-#                      train.json gets E
 #   ablation           two tiny recipes from the one bundle (RUNNER_RECIPES: core_only, whose
 #                      selection keeps train_scope core rows, and core_extra, every row) on inner
 #                      fold 0 under the GPU-hour cap; each run's run_meta "selection" counts are
 #                      checked (core_only drops the extra rows, core_extra none);
 #                      runner/collect_ablation.sh pins each (scored here), hearsay compare ranks
 #                      them: models/ablation/decision.json (assemble --ablation)
+#   extra              the extra corpus's decision before the campaign's recipe is piloted: hearsay
+#                      corpus-probe (the extra synthetic rows against the core ones, on the recipe's
+#                      augmentation, with the per-source landing), each ablation recipe's fold-0
+#                      model scores the test split (the probe set: its bona fide clips), the drop
+#                      rule at each recipe's own out-of-fold threshold, the decision file
+#                      models/ablation/corpus_decision.json; train.json cites its sha256
+#                      (selection.corpus_decision; assemble --corpus-decision)
+#   pilot, pilot_gate  a fold launch is refused before the pilot; the pilot (1 epoch, its own config
+#                      of the campaign's recipe) reaches DONE and the reaper's destroy opens the gate
+#                      for this bundle + recipe
+#   pilot_e            runner/epochs.sh from-pilot applies the E rule (--factor 3 on the 1-epoch
+#                      pilot: E = 3); a fold launch trained for another epoch count is refused;
+#                      train.json gets E
 #   fan_out            the bundle's fold runs (fold0..fold<n-1>, n its fold file's n_folds) and full
 #                      launched at once, at E
 #   kill_resume        fold2's box killed after its first checkpoint (the host vanished: processes
@@ -46,7 +53,8 @@
 #   export             hearsay export onnx into models/<stamp>/export (parity A)
 #   parity             hearsay parity --box-logits: ONNX fp32 here vs the full box's logits (B)
 #   assemble           hearsay assemble --pinned (F1-F6, F6 on the parity record), reusing every
-#                      box file: meta.json "rescored_here" must be 0
+#                      box file: meta.json "rescored_here" must be 0; the ablation's decision and
+#                      the extra corpus's (--corpus-decision: the gate's extra-corpus line)
 #   deploy             hearsay-score on the corpus audio with the exported model
 #   teardown           reaper stopped; runner/teardown_check.sh exits 0
 #   ledger             ledger rows = instances the API created, every row closed
@@ -254,6 +262,25 @@ do_ablation() {
     --bundle "$W/bundle" --json "$dir/decision.json" --markdown "$dir/decision.md"
   say_detail "2 recipes on fold 0 from bundle ${BUNDLE:0:12}… (core_only trained $ca of $cb rows, core_extra $ea), $(jq -r .n_clips "$dir/decision.json") clips; chosen $(jq -r .chosen "$dir/decision.json"), flips: $(jq -r '.flips | length' "$dir/decision.json"); $(grep -o 'ablation cap: [^<]*' "$RUNNER_STATE/runner.log" | tail -n 1)"
 }
+# The extra corpus's decision from the ablation's two recipes (core_only: without the extra rows,
+# core_extra: with them), made before the campaign's recipe is piloted: that recipe cites it.
+CORPUS_DECISION=""   # set once the extra stage passed (assemble --corpus-decision)
+do_extra() {
+  local dir=$W/models/ablation r sha
+  echo '{"min_per_side": 8}' >"$W/corpus_probe.json"   # the demo corpus has 8 extra synthetic clips
+  hearsay corpus-probe "$W/corpus/manifest.csv" --corpus train_scope=extra --against train_scope=core --label spoof \
+    --recipe "$RUNNER_TRAIN_CONFIG" --config "$W/corpus_probe.json" --json "$dir/corpus_probe.json"
+  for r in core_only core_extra; do
+    hearsay score --bundle "$W/bundle" --run "$dir/$r/runs/fold0" --split test -o "$dir/$r/probe_test.csv"
+  done
+  hearsay corpus-probe --drop-rule --bundle "$W/bundle" --config "$W/corpus_probe.json" \
+    --without "$dir/core_only/ablation_runs.json" --probe-without "$dir/core_only/probe_test.csv" \
+    --with "$dir/core_extra/ablation_runs.json" --probe-with "$dir/core_extra/probe_test.csv" \
+    --probe-result "$dir/corpus_probe.json" --decision "$dir/corpus_decision.json"
+  sha=$(sha256sum "$dir/corpus_decision.json" | cut -d' ' -f1)
+  jq -c --arg sha "$sha" '.selection.corpus_decision = $sha' "$RUNNER_TRAIN_CONFIG" >"$W/train.d.json" && mv "$W/train.d.json" "$RUNNER_TRAIN_CONFIG"
+  say_detail "$(jq -r '"\(.decision): \(.why); probe false alarms \(.drop_rule.fa_without) without, \(.drop_rule.fa_with) with"' "$dir/corpus_decision.json" | cut -c1-240); train.json cites ${sha:0:12}…"
+}
 # --- pilot -> E, ablation (end) --------------------------------------------------------------------
 # JOBS (set once the bundle is built, below): the campaign's runs, fold0..fold<n-1> and full, n the
 # bundle's fold file's n_folds as `hearsay pin keys` reads it.
@@ -335,7 +362,8 @@ do_collect() {
 }
 do_assemble() {
   hearsay assemble --pinned "$W/models/rehearsal/final_runs.json" --bundle "$W/bundle" \
-    --ledger "$LEDGER" --outputs "$W/outputs" --reports "$W/reports" ${ABLATION_DECISION:+--ablation "$ABLATION_DECISION"}
+    --ledger "$LEDGER" --outputs "$W/outputs" --reports "$W/reports" ${ABLATION_DECISION:+--ablation "$ABLATION_DECISION"} \
+    ${CORPUS_DECISION:+--corpus-decision "$CORPUS_DECISION"}
   assemble_used_box_scores
   say_detail "$(($(wc -l <"$W/outputs/detector_scores/rehearsal.csv") - 1)) rows, F1-F6 passed (F6: parity A and B); rescored_here 0: every file from the boxes"
 }
@@ -419,11 +447,13 @@ if [ "$short" = 1 ]; then
   stage codecs_here do_codecs_here
   stage box_scores do_box_scores
 else
+  stage ablation do_ablation         # pilot -> E, ablation (begin)
+  ABLATION_DECISION=$W/models/ablation/decision.json   # set in the stage's subshell; here too
+  stage extra do_extra               # the recipe cites the extra corpus's decision, then its pilot
+  CORPUS_DECISION=$W/models/ablation/corpus_decision.json
   stage pilot do_pilot
   stage pilot_gate do_pilot_gate
-  stage pilot_e do_pilot_e           # pilot -> E, ablation (begin)
-  stage ablation do_ablation
-  ABLATION_DECISION=$W/models/ablation/decision.json   # (end) set in the stage's subshell; here too
+  stage pilot_e do_pilot_e           # (end)
   stage fan_out do_fan_out
   stage kill_resume do_kill_resume
   stage all_done do_all_done

@@ -57,3 +57,27 @@ def test_the_ablation_decision_goes_into_meta_and_the_report(pin, tmp_path, monk
     (tmp_path / "bad.json").write_text(json.dumps({"chosen": "x"}))
     assert assemble.main([*common, "--ablation", str(tmp_path / "bad.json")]) == 3
     assert "not a hearsay compare decision" in capsys.readouterr().err
+
+
+def test_the_corpus_decision_is_judged_in_the_gate_against_what_the_runs_cite(pin, tmp_path,
+                                                                             monkeypatch, capsys):
+    from hearsay.evaluate import corpus_decision as cd
+
+    path, bundle = pin
+    monkeypatch.setattr(score, "load_bundle", lambda _p, verify: bundle)
+    probe = {"corpus": "mlaad", "against": "diffssd", "label": "spoof", "strength": 0.9,
+             "bound": 0.85, "separable": True, "landing": {}}
+    rec = cd.decide(probe, cd.drop_rule(0.03, 0.03, 0.01), {"cap_share": 0.1,
+                                                             "landing_share": 0.5})
+    cd.write(tmp_path / "corpus_decision.json", rec)
+    common = ["--pinned", str(path), "--bundle", str(bundle.root), "--outputs",
+              str(tmp_path / "o"), "--reports", str(tmp_path / "r")]
+    assert assemble.main([*common, "--corpus-decision",
+                          str(tmp_path / "corpus_decision.json")]) == 0, capsys.readouterr().err
+    extra = json.loads((path.parent / "meta.json").read_text())["gate"]["extra_corpus"]
+    assert extra["decision"] == "cap share" and extra["outcome"] == "fail"  # runs cite none
+    assert "Extra corpus: fail: extra corpus mlaad: cap share" in (tmp_path / "r" / "s1.md"
+                                                                  ).read_text()
+    (tmp_path / "bad.json").write_text("{}")
+    assert assemble.main([*common, "--corpus-decision", str(tmp_path / "bad.json")]) == 3
+    assert "not a corpus decision" in capsys.readouterr().err

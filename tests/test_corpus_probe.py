@@ -1,5 +1,5 @@
-"""hearsay.evaluate.corpus_probe: handcrafted features, the gradient-boosted corpus probe, the drop
-rule."""
+"""hearsay.evaluate.corpus_probe: handcrafted features, the gradient-boosted corpus probe, a named
+peer, augmented features, the per-source landing, thresholds from config."""
 
 import json
 
@@ -56,12 +56,98 @@ def test_features_drawn_alike_are_not_separable():
     assert out["strength"] < 0.65 and out["n_corpus"] == 50
     with pytest.raises(cp.ProbeError, match="need 10"):
         cp.separability(table[:20], np.arange(20) % 4 == 0)
+    # the minimum is the config's, not the code's
+    assert cp.separability(table[:20], np.arange(20) % 4 == 0,
+                           cfg=cp.CorpusProbeConfig(min_per_side=5))["n_corpus"] == 5
 
 
-@pytest.mark.parametrize("without,with_,drop", [(0.030, 0.041, True), (0.030, 0.040, False),
-                                                (0.030, 0.020, False)])
-def test_the_drop_rule_drops_a_corpus_that_raises_false_alarms_over_one_point(without, with_,
-                                                                              drop):
-    r = cp.drop_rule(without, with_)
-    assert r["drop"] is drop and r["delta_points"] == pytest.approx(100 * (with_ - without))
-    assert cp.main(["--drop-rule", "--fa-without", str(without), "--fa-with", str(with_)]) == 0
+def corpus(tmp_path, rows):
+    """rows: (source, label, lead silence s, f0 Hz); writes clips + manifest, returns its path."""
+    lines = ["id,path,label,generator,source,group,fold,train_scope"]
+    for i, (src, label, lead, f) in enumerate(rows):
+        x = tone(np.random.default_rng(i).uniform(0.8, 1.6), lead=lead, f=f, seed=i)
+        sf.write(tmp_path / f"c{i}.wav", x, SR)
+        scope = "extra" if src == "x" else "core"
+        gen = "bonafide" if label == "bonafide" else "g-" + src
+        lines.append(f"c{i},c{i}.wav,{label},{gen},{src},g{i % 9},0,{scope}")
+    (tmp_path / "manifest.csv").write_text("\n".join(lines) + "\n")
+    return tmp_path / "manifest.csv"
+
+
+@pytest.fixture
+def spoof_corpora(tmp_path):
+    """Synthetic clips of three corpora: x and a open with 0.6 s of silence, b does not;
+    bona fide clips of source `quiet` open with silence too, those of `loud` do not."""
+    rows = []
+    for i in range(14):
+        f = 150 + 10 * i
+        rows += [("x", "spoof", 0.6, f), ("a", "spoof", 0.6, f + 5), ("b", "spoof", 0.0, f),
+                 ("quiet", "bonafide", 0.6, f), ("loud", "bonafide", 0.0, f)]
+    return corpus(tmp_path, rows)
+
+
+def test_a_named_peer_is_probed_alone_and_any_label_can_be_probed(spoof_corpora):
+    like = cp.probe_manifest(spoof_corpora, "x", "spoof", against="a")
+    unlike = cp.probe_manifest(spoof_corpora, "x", "spoof", against="b")
+    assert like["against"] == "a" and like["n_corpus"] == like["n_peers"] == 14
+    assert not like["separable"] and unlike["separable"] and unlike["strength"] > 0.9
+    # a selector may name any manifest column: train_scope=extra is corpus x here
+    assert cp.probe_manifest(spoof_corpora, "train_scope=extra", "spoof",
+                             against="source=b")["separable"]
+    with pytest.raises(cp.ProbeError, match="no clip with source 'c'"):
+        cp.probe_manifest(spoof_corpora, "x", "spoof", against="c")
+
+
+def test_the_landing_readout_names_the_bona_fide_sources_on_the_corpus_side(spoof_corpora):
+    out = cp.probe_manifest(spoof_corpora, "x", "spoof", against="b")
+    assert out["landing"]["quiet"]["lands"] and out["landing"]["quiet"]["share"] > 0.9
+    assert not out["landing"]["loud"]["lands"] and out["landing"]["loud"]["share"] < 0.1
+    assert out["landing"]["quiet"]["n"] == 14 and out["landing_share"] == 0.5
+    # the share at which a source lands is the config's
+    high = cp.probe_manifest(spoof_corpora, "x", "spoof", against="b",
+                             cfg=cp.CorpusProbeConfig(landing_share=1.0))
+    assert high["landing"]["quiet"]["lands"] is (high["landing"]["quiet"]["share"] >= 1.0)
+
+
+def test_the_recipe_augmentation_is_applied_to_every_clip_before_the_features(spoof_corpora):
+    from hearsay.sound.augment import AugmentConfig
+
+    every = AugmentConfig(p_aug=1.0, w_codec=0.0, w_trim_jitter=0.0)
+    out = cp.probe_manifest(spoof_corpora, "x", "spoof", against="b", aug=every)
+    assert "none" not in out["augment"]["drawn"]
+    assert sum(out["augment"]["drawn"].values()) == 28
+    again = cp.probe_manifest(spoof_corpora, "x", "spoof", against="b", aug=every)
+    assert again["auc"] == out["auc"]  # one seeded generator per clip: the same draws
+    raw = cp.probe_manifest(spoof_corpora, "x", "spoof", against="b")
+    assert raw["augment"] is None
+
+
+def test_the_cli_reads_the_recipe_and_the_thresholds_from_files(spoof_corpora, tmp_path, capsys):
+    recipe = tmp_path / "train.json"
+    recipe.write_text(json.dumps({"augment": {"p_aug": 0.0}}))
+    conf = tmp_path / "probe.json"
+    conf.write_text(json.dumps({"bound": 0.999, "min_per_side": 12}))
+    rc = cp.main([str(spoof_corpora), "--corpus", "x", "--against", "b", "--label", "spoof",
+                  "--recipe", str(recipe), "--config", str(conf), "--json",
+                  str(tmp_path / "out.json")])
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert rc == 0 and out["augment"]["drawn"] == {"none": 28}
+    assert out["bound"] == 0.999 and out["config"]["min_per_side"] == 12
+    assert out["separable"] is (out["strength"] >= 0.999)
+    conf.write_text(json.dumps({"bownd": 0.9}))
+    with pytest.raises(SystemExit) as err:
+        cp.main([str(spoof_corpora), "--corpus", "x", "--config", str(conf)])
+    assert err.value.code == cp.EXIT_USAGE and "did you mean 'bound'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("landing_share,lands", [(0.4, True), (0.5, True), (0.6, False)])
+def test_a_source_lands_at_the_configured_share_and_not_below_it(landing_share, lands):
+    rng = np.random.default_rng(0)
+    table = np.r_[rng.normal(1, 0.01, (20, 3)), rng.normal(0, 0.01, (20, 3))]
+    is_corpus = np.arange(40) < 20
+    others = np.r_[rng.normal(1, 0.01, (5, 3)), rng.normal(0, 0.01, (5, 3)),
+                   rng.normal(0, 0.01, (4, 3))]  # source m: half corpus-like; source n: none
+    out = cp.landing(table, is_corpus, others, ["m"] * 10 + ["n"] * 4,
+                     cp.CorpusProbeConfig(landing_share=landing_share))
+    assert out["m"] == {"n": 10, "share": 0.5, "lands": lands}
+    assert out["n"] == {"n": 4, "share": 0.0, "lands": False}

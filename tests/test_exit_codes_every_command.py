@@ -472,9 +472,31 @@ def _(w, tmp, mp):
     return Call([str(tmp / "none.csv"), "--key", str(tmp / "none.csv")])
 
 
+def _drop_rule(tmp: Path, n_with: int = 1000) -> list[str]:
+    """corpus-probe --drop-rule over two recipes' inner-fold scores and probe files
+    (tests/test_corpus_decision.py's); `n_with` other than 1000: the with-side probe file holds
+    other clips (refused)."""
+    from test_corpus_decision import key_and_oof, probe_csv, probe_result
+
+    key, without = key_and_oof(tmp, "core", 2.0)
+    _, with_ = key_and_oof(tmp, "extra", 5.0)
+    key.to_csv(tmp / "key.csv", index=False)
+    (tmp / "probe.json").write_text(json.dumps(probe_result()))
+    return ["--drop-rule", "--without", str(without), "--with", str(with_),
+            "--probe-without", str(probe_csv(tmp / "p0.csv", 30)),
+            "--probe-with", str(probe_csv(tmp / "p1.csv", 50, n=n_with)),
+            "--key", str(tmp / "key.csv"), "--probe-result", str(tmp / "probe.json"),
+            "--decision", str(tmp / "decision.json")]
+
+
 @case("corpus-probe", 0)
 def _(w, tmp, mp):
-    return Call(["--drop-rule", "--fa-without", "0.01", "--fa-with", "0.05"])
+    return Call(_drop_rule(tmp))
+
+
+@case("corpus-probe", 4)
+def _(w, tmp, mp):
+    return Call(_drop_rule(tmp, n_with=999))
 
 
 @case("corpus-probe", 2)
@@ -858,8 +880,7 @@ USER_ERRORS = {
     "compare, a --markdown that cannot be written": ("compare", lambda t: [
         *_recipes(t), "--markdown", str(Path(_file(t, "afile", "")) / "d.md")], 3),
     "corpus-probe, a --json that cannot be written": ("corpus-probe", lambda t: [
-        "--drop-rule", "--fa-without", "0.01", "--fa-with", "0.05", "--json",
-        str(Path(_file(t, "afile", "")) / "x.json")], 3),
+        *_drop_rule(t), "--json", str(Path(_file(t, "afile", "")) / "x.json")], 3),
 }
 
 

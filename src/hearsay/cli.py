@@ -40,7 +40,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "metrics": ("hearsay.evaluate.metrics_cli",
                 "EER, minDCF, actDCF, AUC, Cllr (+ breakdowns) of a score CSV"),
     "corpus-probe": ("hearsay.evaluate.corpus_probe",
-                     "is a corpus separable from its peers on trivial features? (+ the drop rule)"),
+                     "is a corpus separable from its peers on trivial features? (+ the drop "
+                     "rule from two recipes' runs, the decision file)"),
     "compare": ("hearsay.evaluate.compare", "rank recipes on their inner-fold runs (the ablation)"),
     "bar": ("hearsay.evaluate.bar",
             "an earlier detector's scores + meta.json -> the gate's bar folder"),

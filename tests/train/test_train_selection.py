@@ -31,7 +31,7 @@ def _resolved(selection=None, job="fold", fold=0):
 
 def test_a_recipe_selection_changes_the_config_hash_and_the_same_rules_spelt_out_do_not():
     everything, core = _resolved(), _resolved(CORE_ONLY)
-    assert everything["selection"] == {"rules": ()}
+    assert everything["selection"] == {"rules": (), "corpus_decision": ""}
     assert tcfg.config_hash(core) != tcfg.config_hash(everything)
     # the empty selection is the default; a rule with its empty criteria spelt out is the same
     assert tcfg.config_hash(_resolved({"rules": []})) == tcfg.config_hash(everything)
@@ -51,6 +51,8 @@ def test_a_recipe_selection_changes_the_config_hash_and_the_same_rules_spelt_out
     ({"rules": [{"action": "drop", "train_scope": ["extras"]}]}, "use ['core', 'extra']"),
     ({"rules": [{"action": "drop", "source": "studio"}]}, "expected tuple[str, ...]"),
     ({"rule": []}, "did you mean 'rules'"),
+    ({"corpus_decision": "decision.json"}, "the sha256 (64 lowercase hex digits)"),
+    ({"corpus_decision": "A" * 64}, "the sha256 (64 lowercase hex digits)"),
 ])
 def test_a_bad_selection_is_a_config_error_that_names_the_fix(bad, fix):
     with pytest.raises(terrors.ConfigError) as err:
@@ -143,6 +145,7 @@ def test_the_selection_and_its_counts_are_in_run_meta(bundle_dir, bundle, tmp_pa
     n_extra = int((allowed["train_scope"] == "extra").sum())
     assert meta["selection"] == {
         "rows_before": len(allowed), "rows_after": len(allowed) - n_extra,
+        "corpus_decision": None,
         "rules": [{"action": "keep", "train_scope": ["core"], "source": [], "corpus": [],
                    "family": [], "rows_seen": len(allowed), "kept": len(allowed) - n_extra,
                    "dropped": n_extra}]}
@@ -162,3 +165,14 @@ def test_hearsay_train_refuses_a_selection_naming_what_the_bundle_lacks(bundle_d
     assert "selection.rules[0].corpus ['asvspoof2019-la']: no row of the bundle has that " \
            "corpus" in capsys.readouterr().err
     assert not (tmp_path / "r" / "checkpoints").exists()
+
+
+def test_a_recipe_citing_a_corpus_decision_records_its_sha_in_run_meta_and_the_hash(bundle_dir,
+                                                                                 bundle):
+    cited = {"rules": [], "corpus_decision": "ab" * 32}
+    assert tcfg.config_hash(_resolved(cited)) != tcfg.config_hash(_resolved())
+    train, _, _ = tdata.plan_job(bundle, "fold", 0)
+    _, outcome = select_training_rows(train, bundle, _resolved(cited)["selection"])
+    assert outcome["corpus_decision"] == "ab" * 32
+    _, outcome = select_training_rows(train, bundle, _resolved()["selection"])
+    assert outcome["corpus_decision"] is None

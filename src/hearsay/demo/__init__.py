@@ -6,7 +6,10 @@ Stages, in order (each one is its module's own library call; see docs/INTERFACES
   1. demo-data  -> demo_out/corpus/       (synthetic two-class corpus, made in code)
   2. splits     -> demo_out/splits/       (pinned fold file + SHA256SUMS)
   3. bundle     -> demo_out/bundle/       (trimmed 16 kHz FLAC + codec copies + diagnostics)
-  4. train      -> demo_out/runs/         (tiny model per fold + full, the demo preset)
+     extra      -> demo_out/extra/, models/demo/corpus_decision.json (the extra corpus's
+                   probe, two fold-0 recipes, the drop rule from their runs: hearsay.demo.extra)
+  4. train      -> demo_out/runs/         (tiny model per fold + full, the demo preset; the
+                   recipe cites the extra corpus's decision by its sha256)
   5. assemble   -> demo_out/outputs/, models/demo/, reports/
   6. export     -> demo_out/export/       (ONNX + parity.json)
   7. deploy     -> demo_out/deploy_scores.csv (hearsay-score on a folder of clips)
@@ -99,6 +102,11 @@ def stage_train(out: Path, ctx: dict, preset: dict | None = None) -> None:
     from hearsay.train import config as train_config
 
     preset = train_config.demo_overrides() if preset is None else preset
+    if ctx.get("corpus_decision_sha"):  # the recipe cites the decision (and applies a drop)
+        drop = json.loads(Path(ctx["corpus_decision"]).read_text())["decision"] == "drop"
+        preset = {**preset, "selection": {
+            "corpus_decision": ctx["corpus_decision_sha"],
+            "rules": [{"action": "keep", "train_scope": ["core"]}] if drop else []}}
     runs, jobs = {}, {}
     for key in protocol.run_keys(load_bundle(ctx["bundle"]).n_folds):  # the fold file's count
         runs[key] = out / "runs" / key
@@ -154,7 +162,7 @@ def stage_assemble(out: Path, ctx: dict) -> None:
 
     from hearsay.contracts import ledger, pin, protocol, run_dir
     from hearsay.contracts.bundle import load_bundle
-    from hearsay.evaluate import assemble, report
+    from hearsay.evaluate import assemble, corpus_decision, report
     from hearsay.evaluate import bar as bars
     from hearsay.logits import sigmoid
 
@@ -191,9 +199,10 @@ def stage_assemble(out: Path, ctx: dict) -> None:
     bar_dir = stamp / "bar_duration"  # the bar folder hearsay.evaluate.gate reads (hearsay bar)
     bars.build([stamp / "earlier"], "train", "none: clip duration", bundle.manifest, bar_dir,
                probe=stamp / "probe_test_bonafide.csv")
+    extra = corpus_decision.gate_check(ctx.get("corpus_decision"), done["metas"])
     meta = report.write_all(done, bundle, bars=[bar_dir],
                             probe=stamp / "probe_test_bonafide.csv", ledger=out / ledger.FILE,
-                            reports=out / "reports", about=DEMO_ABOUT)
+                            reports=out / "reports", about=DEMO_ABOUT, extra_corpus=extra)
     print(f"[demo] assemble: {len(df)} rows, F1-F5 passed; gate {meta['gate']['outcome']} "
           f"({meta['gate'].get('why', '')})")
     ctx["pin"] = pin_path
@@ -281,7 +290,13 @@ def summary(ctx: dict) -> list[str]:
             "/det.png)"]
 
 
-STAGES = [("data", stage_data), ("train", stage_train),
+def stage_extra(out: Path, ctx: dict) -> None:
+    from hearsay.demo import extra
+
+    extra.stage_extra(out, ctx)
+
+
+STAGES = [("data", stage_data), ("extra", stage_extra), ("train", stage_train),
           ("assemble", stage_assemble), ("export", stage_export),
           ("deploy", stage_deploy)]
 

@@ -2,7 +2,8 @@
 
     hearsay assemble --pinned models/<stamp>/final_runs.json --bundle BUNDLE \\
         [--bar BAR_DIR [--bar2 BAR_DIR]] [--probe PROBE.csv] [--ledger docs/ledger.csv] \\
-        [--ablation decision.json] [--outputs outputs] [--reports docs/reports]
+        [--ablation decision.json] [--corpus-decision corpus_decision.json] \\
+        [--outputs outputs] [--reports docs/reports]
 
 Runs are taken ONLY from the pin file; nothing is ever chosen by modification time, name order or
 "latest". The pin file (hearsay.contracts.pin, read strictly: unknown keys are errors; relative
@@ -56,6 +57,10 @@ models/<stamp>/ can be the next campaign's --bar.
 
 --ablation FILE: the ablation's decision (`hearsay compare --json`) goes into meta.json
 "ablation" and the report's recipe-comparison section, as the record of why this recipe.
+--corpus-decision FILE: the extra corpus's decision (`hearsay corpus-probe --drop-rule ...
+--decision FILE`) is judged in the gate against the sha256 the pinned runs' recipes cite
+(hearsay.evaluate.corpus_decision.gate_check); without it, runs that cite one make the gate
+"not measured".
 
 Exit codes: 0 assembled (a failed gate is a valid, recorded outcome: see meta.json "gate"),
 2 usage (also a --device this machine lacks), 3 bad input (missing bundle/run/file), 4 the pin
@@ -334,6 +339,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="folder receiving <stamp>.md and <stamp>/ plots")
     ap.add_argument("--ablation", type=Path, default=None, metavar="DECISION_JSON",
                     help="the ablation's decision (hearsay compare --json): into meta + report")
+    ap.add_argument("--corpus-decision", type=Path, default=None, metavar="FILE",
+                    help="the extra corpus's decision file (hearsay corpus-probe --decision): "
+                    "judged in the gate against what the runs cite")
     ap.add_argument("--fa-rate", type=float, default=0.01, metavar="RATE",
                     help="false-alarm rate of the third out-of-fold threshold in meta.json "
                     "\"decision\" (beside minDCF and EER), shipped by `hearsay export --meta`")
@@ -360,10 +368,13 @@ def main(argv: list[str] | None = None) -> int:
         bundle = scoring.load_bundle(args.bundle, verify=not args.no_verify_bundle)
         done = assemble(args.pinned, bundle, args.outputs,
                         scoring.ScoreConfig(device=args.device), rescore=args.rescore)
+        from hearsay.evaluate import corpus_decision
+
+        extra = corpus_decision.gate_check(args.corpus_decision, done["metas"])
         meta = report.write_all(done, bundle, bars=bars, probe=args.probe, ledger=args.ledger,
                                 reports=args.reports, ablation=ablation,
                                 ablation_md=ablation and compare.markdown(ablation),
-                                fa_rate=args.fa_rate)
+                                fa_rate=args.fa_rate, extra_corpus=extra)
     except CheckFailed as err:
         print(f"hearsay assemble: check failed: {err}", file=sys.stderr)
         return EXIT_CHECK

@@ -16,7 +16,10 @@ record: minDCF at pi 0.3, cost direction as stated; hearsay.metrics.READINGS):
                clips ("set_sha256": sha256 of the sorted paths), else "not measured";
   shortcuts    every realised-stream shortcut AUC of every pinned run (run_meta.json
                "stream_shortcuts", per source and over all) has max(AUC, 1 - AUC) < 0.85
-               (SHORTCUT_BOUND); an unmeasured source or run is "not measured".
+               (SHORTCUT_BOUND); an unmeasured source or run is "not measured";
+  extra corpus when a decision file is given or the runs cite one: the runs were trained under
+               the extra corpus's decision (keep / cap share / drop), judged by its owner
+               hearsay.evaluate.corpus_decision.gate_check (passed in as `extra`).
 
 The bar folder (`hearsay assemble --bar DIR`): DIR/meta.json as `hearsay assemble` writes it
 (models/<stamp>/meta.json) and the score CSV it names under "scores_csv" (absolute, or relative
@@ -234,19 +237,21 @@ def shortcut_check(metas: dict) -> dict:
 
 
 def judge(oof, holdout, key, bars: list[dict], probe_frame=None, probe_file: Path | None = None,
-          metas: dict | None = None) -> dict:
+          metas: dict | None = None, extra: dict | None = None) -> dict:
     """The gate of record against bars[0]; bars[1:] are judged the same way, reported beside."""
     ours_probe = (None if probe_frame is None else
                   probe_reading(oof, key, probe_frame, probe_file))
     shortcuts = shortcut_check(metas or {})
     judged = [judge_bar(oof, holdout, key, b, ours_probe) for b in bars]
     out = {"reading": RECORD, "metric": "min_dcf", "readings": [reading_name(*r) for r in READINGS],
-           "bars": judged, "probe": ours_probe, "shortcuts": shortcuts}
+           "bars": judged, "probe": ours_probe, "shortcuts": shortcuts, "extra_corpus": extra}
     if not judged:
         out["outcome"], out["why"] = "not measured", "no bar given (--bar DIR)"
         return out
-    out["outcome"] = combine([judged[0]["outcome"], shortcuts["outcome"]])
-    out["why"] = f"against {judged[0]['name']}: {judged[0]['why']}; {shortcuts['why']}"
+    checks = [judged[0]["outcome"], shortcuts["outcome"]] + ([extra["outcome"]] if extra else [])
+    out["outcome"] = combine(checks)
+    out["why"] = (f"against {judged[0]['name']}: {judged[0]['why']}; {shortcuts['why']}"
+                  + (f"; {extra['why']}" if extra else ""))
     out["flips"] = judged[0].get("flips", [])
     return out
 
@@ -294,4 +299,9 @@ def markdown(g: dict, bar_note: str | None = None) -> list[str]:
                   f"{_fmt(p['threshold'])}.", ""]
     s = g["shortcuts"]
     lines += [f"Stream shortcuts (bound {s['bound']}): {s['outcome']}: {s['why']}.", ""]
+    x = g.get("extra_corpus")
+    if x:
+        lines += [f"Extra corpus: {x['outcome']}: {x['why']}"
+                  + (f" (decision file {x['file']}, sha256 `{x['sha256']}`)." if x.get("file")
+                     else "."), ""]
     return lines

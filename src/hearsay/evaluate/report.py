@@ -248,10 +248,13 @@ def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = No
               ledger: Path | None = None,
               reports: Path = Path("docs/reports"), about: dict | None = None,
               ablation: dict | None = None, ablation_md: str | None = None,
-              fa_rate: float = calibration.DEFAULT_FA_RATE) -> dict:
+              fa_rate: float = calibration.DEFAULT_FA_RATE,
+              extra_corpus: dict | None = None) -> dict:
     """meta.json + the markdown report + plots for an assembled campaign; returns meta.
     `ablation`: the recipe decision (hearsay compare's JSON), recorded as meta "ablation";
-    `ablation_md`: its report section (hearsay.evaluate.compare.markdown).
+    `ablation_md`: its report section (hearsay.evaluate.compare.markdown);
+    `extra_corpus`: the gate's extra-corpus line (hearsay.evaluate.corpus_decision.gate_check)
+    or None.
 
     `about` (optional): {"corpus": what the clips are, "bar": what the bar detector is and, for a
     bar that any model passes, that it is one} - words for the report's opening and gate line."""
@@ -270,7 +273,7 @@ def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = No
     results = {name: metrics.evaluate(frame, key, PI_OF_RECORD) for name, frame in sets.items()}
     probe_frame = None if probe is None else score_file.read(probe)
     g = gating.judge(oof, holdout, key, [gating.load_bar(b) for b in bars], probe_frame, probe,
-                     done["metas"])
+                     done["metas"], extra_corpus)
     codec = None
     if ("holdout", "codecs") in files["full"]:
         panel = score_file.read(files["full"][("holdout", "codecs")])

@@ -20,13 +20,16 @@ name up to the fold file's family_sep (bona fide rows: family "bonafide").
 
 Refused (ConfigError, exit 2), naming the fix: a value no bundle row has (a typo would select
 nothing, silently), a rule with no criterion, and a selection that leaves a label without rows.
-The outcome (run_meta.json "selection"): rows before and after, and per rule the rows it saw,
-kept and dropped. An empty selection ({"rules": []}, the default) keeps every row.
+The outcome (run_meta.json "selection"): rows before and after, per rule the rows it saw,
+kept and dropped, and "corpus_decision": the sha256 of the extra corpus's decision file the
+recipe cites (`"corpus_decision": "<sha256>"` in the section; hearsay.evaluate.corpus_decision),
+or null. An empty selection ({"rules": []}, the default) keeps every row.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 
 import pandas as pd
@@ -36,6 +39,7 @@ from hearsay.contracts.manifest import LABELS, SCOPES
 from hearsay.train.errors import ConfigError
 
 ACTIONS = ("keep", "drop")
+SHA256 = re.compile("[0-9a-f]{64}")
 CRITERIA = ("train_scope", "source", "corpus", "family")  # what a rule can match on
 
 
@@ -55,6 +59,9 @@ class SelectionConfig:
     """The `selection` section: training-row rules applied in order (none = every row trains)."""
 
     rules: tuple = ()  # of Rule; each given as {"action": ..., CRITERION: [VALUE, ...]}
+    # sha256 of the extra corpus's decision file this recipe follows (hearsay corpus-probe
+    # --decision; hearsay assemble --corpus-decision checks it); "" = the recipe cites none
+    corpus_decision: str = ""
 
     @classmethod
     def from_dict(cls, d: dict) -> SelectionConfig:
@@ -73,7 +80,11 @@ class SelectionConfig:
             if bad:
                 raise ValueError(f"{what}.train_scope {bad}: use {list(SCOPES)}")
             rules.append(rule)
-        return cls(rules=tuple(rules))
+        cited = d.get("corpus_decision") or ""
+        if not isinstance(cited, str) or (cited and not SHA256.fullmatch(cited)):
+            raise ValueError(f"selection.corpus_decision = {cited!r}: the sha256 (64 lowercase "
+                             "hex digits) of the decision file, e.g. sha256sum decision.json")
+        return cls(rules=tuple(rules), corpus_decision=cited)
 
 
 def row_values(rows: pd.DataFrame, family_sep: str) -> dict[str, pd.Series]:
@@ -97,7 +108,8 @@ def select_training_rows(train: pd.DataFrame, bundle, section: dict | None
         cfg = SelectionConfig.from_dict(section or {})
     except (TypeError, ValueError) as err:
         raise ConfigError(f"config: {err}") from None
-    outcome: dict = {"rules": [], "rows_before": len(train), "rows_after": len(train)}
+    outcome: dict = {"rules": [], "rows_before": len(train), "rows_after": len(train),
+                     "corpus_decision": cfg.corpus_decision or None}
     if not cfg.rules:
         return train, outcome
     sep = SplitsConfig.from_dict((bundle.meta.get("folds") or {}).get("config") or {}).family_sep

@@ -1,0 +1,185 @@
+"""An extra corpus's decision (keep / cap share / drop): the drop rule read from two recipes'
+runs, the decision file a recipe cites, and its line in the gate.
+
+    hearsay corpus-probe --drop-rule --without models/abl/core_only/ablation_runs.json \\
+        --probe-without core_only_probe.csv --with models/abl/core_extra/ablation_runs.json \\
+        --probe-with core_extra_probe.csv --bundle BUNDLE \\
+        --probe-result probe.json --decision models/abl/corpus_decision.json
+
+The drop rule: the extra corpus is dropped when adding it to training raises the probe set's
+(bona fide only, e.g. In-the-Wild) false-alarm rate by more than `drop_rise` (config; 0.01 = one
+point): P_FA(with) - P_FA(without) > drop_rise. Each P_FA is read from that recipe's own runs at
+its own out-of-fold threshold (hearsay.evaluate.gate.probe_reading: minDCF threshold of record
+on its pooled inner-fold scores; a probe clip at or above it is a false alarm). A recipe is
+  * an assembled campaign folder (models/<stamp>/, no probe file given): its meta.json "probe"
+    record, written by `hearsay assemble --probe`;
+  * a recipe's inner-fold scores (what `hearsay compare` reads: a pin file, a scores folder, a
+    score CSV) + `--probe-*` CSV, the probe clips scored by that recipe's model. With --bundle,
+    rows the bundle labels spoof are left out (the probe set is bona fide only) and counted.
+Both readings must be of the same probe clips (set_sha256), else refused.
+
+The decision (`decide`), thresholds from the probe's config (hearsay.evaluate.corpus_probe):
+  drop       the drop rule says drop;
+  cap share  else, the corpus is separable from its peer (probe "separable") or a bona fide
+             source lands on its side (landing share >= landing_share): train it at no more
+             than `cap_share` of its class (train.source_mix);
+  keep       else.
+The file (`write`): {"decision", "why", "corpus", "against", "label", "cap_share", "probe",
+"drop_rule", "config"}; its sha256 is what a recipe cites (`selection.corpus_decision`, recorded
+in run_meta "selection") and what `hearsay assemble --corpus-decision FILE` checks (`gate_check`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hearsay.hashing import sha256_file
+
+DECISIONS = ("keep", "cap share", "drop")
+KEYS = {"decision", "why", "corpus", "against", "label", "cap_share", "probe", "drop_rule",
+        "config"}
+
+
+class DecisionError(ValueError):
+    """Bad input (exit 3)."""
+
+
+class DecisionRefused(DecisionError):
+    """The two readings are not comparable (exit 4)."""
+
+
+def recipe_probe(source: Path, probe: Path | None, key) -> dict:
+    """One recipe's probe reading at its own out-of-fold threshold (see the module docstring)."""
+    from hearsay.contracts import score_file
+    from hearsay.evaluate import compare, gate
+
+    source = Path(source)
+    if probe is None:
+        meta = source / "meta.json"
+        if not meta.is_file():
+            raise DecisionError(f"{source}: give its probe score file (--probe-with / "
+                                "--probe-without) or an assembled campaign folder "
+                                "(models/<stamp>/ whose meta.json holds a probe record)")
+        rec = json.loads(meta.read_text()).get("probe") or {}
+        if rec.get("false_alarm_rate") is None:
+            raise DecisionError(f"{meta}: no probe false-alarm rate (assemble it with --probe)")
+        return {**rec, "from": "assembly", "source": str(source)}
+    try:
+        oof = compare.recipe_scores(source.name, compare.recipe_files(source))
+        frame = score_file.read(probe)
+    except (compare.CompareError, OSError) as err:
+        raise DecisionError(str(err)) from None
+    spoof = set(key.loc[key["label"] == "spoof", "path"].astype(str))
+    left_out = frame["path"].astype(str).isin(spoof)
+    frame = frame[~left_out]
+    if not len(frame):
+        raise DecisionError(f"{probe}: no bona fide probe clip")
+    rec = gate.probe_reading(oof, key, frame, Path(probe))
+    return {**rec, "from": "runs", "source": str(source), "spoof_left_out": int(left_out.sum())}
+
+
+def drop_rule(fa_without: float, fa_with: float, rise: float) -> dict:
+    """Drop the extra corpus when it raises the probe false-alarm rate by more than `rise`."""
+    delta = float(fa_with) - float(fa_without)
+    # compared in points rounded to 1e-9: 0.040 - 0.030 is 0.0100000000000002 in floats
+    return {"fa_without": fa_without, "fa_with": fa_with, "delta_points": 100 * delta,
+            "rise_points": 100 * rise, "drop": bool(round(100 * delta, 9) > round(100 * rise, 9))}
+
+
+def drop_from_runs(without: dict, with_: dict, rise: float) -> dict:
+    """The drop rule on two recipe_probe readings (same probe clips, else DecisionRefused)."""
+    if without.get("set_sha256") != with_.get("set_sha256"):
+        raise DecisionRefused(f"the two recipes' probe readings are of other clips (set_sha256 "
+                              f"{without.get('set_sha256')} vs {with_.get('set_sha256')}): score "
+                              "the same probe set with both")
+    if without.get("false_alarm_rate") is None or with_.get("false_alarm_rate") is None:
+        raise DecisionError("a probe false-alarm rate is undefined (no out-of-fold threshold)")
+    return {**drop_rule(without["false_alarm_rate"], with_["false_alarm_rate"], rise),
+            "set_sha256": with_["set_sha256"], "without": without, "with": with_}
+
+
+def decide(probe: dict, drop: dict, cfg: dict) -> dict:
+    """The decision record from a probe result (corpus_probe.probe_manifest, with --against) and
+    the drop rule (drop_from_runs); `cfg` the probe's config (its thresholds)."""
+    landed = sorted(s for s, r in (probe.get("landing") or {}).items() if r["lands"])
+    if "landing" not in probe:
+        raise DecisionError("the probe result has no landing readout: run corpus-probe with "
+                            "--against PEER")
+    if drop["drop"]:
+        decision = "drop"
+        why = (f"the probe false-alarm rate rises {drop['delta_points']:+.2f} points with the "
+               f"corpus (> {drop['rise_points']:.2f})")
+    elif probe["separable"] or landed:
+        decision = "cap share"
+        why = (f"separable from {probe['against']} (max(AUC, 1-AUC) {probe['strength']:.3f}, "
+               f"bound {probe['bound']})" if probe["separable"] else
+               f"not separable from {probe['against']} ({probe['strength']:.3f})")
+        why += (f"; bona fide sources landing on its side (share >= {cfg['landing_share']}): "
+                f"{', '.join(landed)}" if landed else "")
+        why += f"; cap it at {cfg['cap_share']} of its class"
+    else:
+        decision = "keep"
+        why = (f"not separable from {probe['against']} ({probe['strength']:.3f} < "
+               f"{probe['bound']}), no bona fide source lands on its side, false alarms "
+               f"{drop['delta_points']:+.2f} points (<= {drop['rise_points']:.2f})")
+    return {"decision": decision, "why": why, "corpus": probe["corpus"],
+            "against": probe["against"], "label": probe["label"],
+            "cap_share": cfg["cap_share"] if decision == "cap share" else None,
+            "probe": probe, "drop_rule": drop, "config": cfg}
+
+
+def write(path: Path, record: dict) -> str:
+    """Write the decision file; returns its sha256 (what a recipe cites)."""
+    from hearsay.files import jsonable
+
+    Path(path).write_text(json.dumps(jsonable(record), indent=2, allow_nan=False) + "\n")
+    return sha256_file(path)
+
+
+def load(path: Path) -> dict:
+    """A decision file `write` wrote, with "sha256" added; DecisionError naming the fix."""
+    try:
+        d = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise DecisionError(f"{path}: {err}") from None
+    missing = sorted(KEYS - set(d)) if isinstance(d, dict) else sorted(KEYS)
+    if missing or d.get("decision") not in DECISIONS:
+        raise DecisionError(f"{path}: not a corpus decision (missing {missing}): write it with "
+                            "hearsay corpus-probe --drop-rule ... --decision FILE")
+    return {**d, "sha256": sha256_file(path)}
+
+
+def gate_check(path: Path | None, metas: dict) -> dict | None:
+    """The gate's extra-corpus line: the decision file given to assemble against what the pinned
+    runs cite (run_meta "selection" "corpus_decision"). None when neither exists.
+
+    pass  every run cites this decision (trained under it), or it is "keep";
+    fail  a run cites another decision, or it is "cap share"/"drop" and the runs do not cite it
+          (they trained without applying it: retrain citing it);
+    not measured  the runs cite a decision and none is given (--corpus-decision FILE)."""
+    cited = {k: (m.get("selection") or {}).get("corpus_decision") or None
+             for k, m in metas.items()}
+    shas = sorted({s for s in cited.values() if s})
+    if path is None:
+        if not shas:
+            return None
+        return {"outcome": "not measured", "cited": cited,
+                "why": f"extra corpus: the runs cite decision {shas[0][:12]}…; give it with "
+                       "--corpus-decision FILE"}
+    d = load(path)
+    out = {"file": Path(path).name, "sha256": d["sha256"], "decision": d["decision"],
+           "corpus": d["corpus"], "against": d["against"], "cited": cited,
+           "delta_points": d["drop_rule"]["delta_points"], "decision_why": d["why"]}
+    head = f"extra corpus {d['corpus']}: {d['decision']} ({d['why']})"
+    other = sorted(k for k, s in cited.items() if s and s != d["sha256"])
+    uncited = sorted(k for k, s in cited.items() if not s)
+    if other:
+        return {**out, "outcome": "fail",
+                "why": f"{head}; runs {', '.join(other)} cite another decision"}
+    if uncited and d["decision"] != "keep":
+        return {**out, "outcome": "fail",
+                "why": f"{head}; runs {', '.join(uncited)} were not trained under it (their "
+                       "recipe does not cite it: selection.corpus_decision)"}
+    return {**out, "outcome": "pass",
+            "why": head + ("" if uncited else "; every run's recipe cites it")}

@@ -1,0 +1,168 @@
+"""hearsay.evaluate.corpus_decision: the drop rule read from two recipes' runs (each at its own
+out-of-fold threshold), the decision file (keep / cap share / drop) and its line in the gate."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hearsay.evaluate import corpus_decision as cd
+from hearsay.evaluate import corpus_probe as cp
+from hearsay.evaluate import gate
+
+RISE = cp.CorpusProbeConfig().drop_rise
+
+
+@pytest.mark.parametrize("without,with_,drop", [(0.030, 0.041, True), (0.030, 0.040, False),
+                                                (0.030, 0.020, False)])
+def test_the_drop_rule_drops_a_corpus_that_raises_false_alarms_over_one_point(without, with_,
+                                                                              drop):
+    r = cd.drop_rule(without, with_, RISE)
+    assert r["drop"] is drop and r["delta_points"] == pytest.approx(100 * (with_ - without))
+
+
+def key_and_oof(tmp_path, name, spoof_low):
+    """A recipe's inner-fold scores (20 bona fide at -3..-2, 20 synthetic from `spoof_low` up):
+    its minDCF threshold of record lies between the two."""
+    bona = [f"in/b{i}.flac" for i in range(20)]
+    spoof = [f"in/s{i}.flac" for i in range(20)]
+    key = pd.DataFrame({"path": bona + spoof, "label": ["bonafide"] * 20 + ["spoof"] * 20})
+    logits = np.r_[np.linspace(-3, -2, 20), np.linspace(spoof_low, spoof_low + 1, 20)]
+    oof = pd.DataFrame({"path": bona + spoof, "fold": "0", "split": "inner_oof",
+                        "logit": logits})
+    (tmp_path / name).mkdir(exist_ok=True)
+    oof.to_csv(tmp_path / name / "fold0_inner_oof.csv", index=False)
+    return key, tmp_path / name / "fold0_inner_oof.csv"
+
+
+def probe_csv(path, n_alarms, n=1000, extra_rows=(), n_mid=0):
+    """n bona fide probe clips, n_alarms of them scored far above any threshold, n_mid at 3.5
+    (above the threshold of a recipe whose synthetic clips start at 2, below one's from 5)."""
+    logits = np.r_[np.full(n_alarms, 9.0), np.full(n_mid, 3.5),
+                   np.full(n - n_alarms - n_mid, -9.0)]
+    df = pd.DataFrame({"path": [f"itw/{i}.wav" for i in range(n)], "logit": logits})
+    df = pd.concat([df, pd.DataFrame(list(extra_rows), columns=["path", "logit"])])
+    df.to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("alarms_with,drop", [(41, True), (40, False), (20, False)])
+def test_the_drop_rule_reads_each_recipe_at_its_own_out_of_fold_threshold(tmp_path, alarms_with,
+                                                                          drop):
+    key, without = key_and_oof(tmp_path, "core", 2.0)
+    _, with_ = key_and_oof(tmp_path, "extra", 5.0)  # another threshold: read at its own
+    a = cd.recipe_probe(without, probe_csv(tmp_path / "p0.csv", 30), key)
+    b = cd.recipe_probe(with_, probe_csv(tmp_path / "p1.csv", alarms_with, n_mid=30), key)
+    assert a["threshold"] != b["threshold"] and a["from"] == "runs"
+    assert a["false_alarm_rate"] == 0.030 and b["false_alarm_rate"] == alarms_with / 1000
+    r = cd.drop_from_runs(a, b, RISE)
+    assert r["drop"] is drop and r["without"]["source"] == str(without)
+
+
+def test_probe_rows_the_bundle_labels_synthetic_are_left_out_and_other_clips_refused(tmp_path):
+    key, oof = key_and_oof(tmp_path, "core", 2.0)
+    mixed = probe_csv(tmp_path / "p.csv", 30, extra_rows=[("in/s0.flac", 9.0)])
+    r = cd.recipe_probe(oof, mixed, key)
+    assert r["spoof_left_out"] == 1 and r["n"] == 1000 and r["false_alarm_rate"] == 0.030
+    other = cd.recipe_probe(oof, probe_csv(tmp_path / "q.csv", 30, n=999), key)
+    with pytest.raises(cd.DecisionRefused, match="other clips"):
+        cd.drop_from_runs(r, other, RISE)
+
+
+def test_an_assembled_campaign_is_read_from_its_meta_json_probe_record(tmp_path):
+    (tmp_path / "meta.json").write_text(json.dumps({"probe": {
+        "false_alarm_rate": 0.05, "set_sha256": "s", "threshold": 1.0}}))
+    assert cd.recipe_probe(tmp_path, None, None)["from"] == "assembly"
+    (tmp_path / "meta.json").write_text(json.dumps({"probe": None}))
+    with pytest.raises(cd.DecisionError, match="assemble it with --probe"):
+        cd.recipe_probe(tmp_path, None, None)
+
+
+def probe_result(separable=False, lands=()):
+    return {"corpus": "mlaad", "against": "diffssd", "label": "spoof", "strength": 0.9 if
+            separable else 0.6, "bound": 0.85, "separable": separable,
+            "landing": {s: {"n": 10, "share": 0.8 if s in lands else 0.1, "lands": s in lands}
+                        for s in ("itw", "la")}}
+
+
+@pytest.mark.parametrize("separable,lands,fa_with,decision", [
+    (False, (), 0.035, "keep"), (True, (), 0.035, "cap share"), (False, ("la",), 0.035,
+                                                                  "cap share"),
+    (True, ("la",), 0.045, "drop"), (False, (), 0.045, "drop")])
+def test_the_decision_is_drop_then_cap_share_then_keep(separable, lands, fa_with, decision):
+    cfg = {**cp.CorpusProbeConfig().__dict__}
+    d = cd.decide(probe_result(separable, lands), cd.drop_rule(0.03, fa_with, RISE), cfg)
+    assert d["decision"] == decision
+    assert (d["cap_share"] == cfg["cap_share"]) is (decision == "cap share")
+    if lands:
+        assert "la" in d["why"] or decision == "drop"
+
+
+def decision_file(tmp_path, decision):
+    rec = cd.decide(probe_result(decision != "keep"), cd.drop_rule(
+        0.03, 0.05 if decision == "drop" else 0.03, RISE), {**cp.CorpusProbeConfig().__dict__})
+    assert rec["decision"] == decision
+    path = tmp_path / f"{decision.replace(' ', '_')}.json"
+    return path, cd.write(path, rec)
+
+
+def metas(*cited):
+    return {f"fold{i}": {"selection": {"corpus_decision": c}} for i, c in enumerate(cited)}
+
+
+def test_the_gate_line_passes_runs_trained_under_the_decision_and_fails_the_others(tmp_path):
+    cap, sha = decision_file(tmp_path, "cap share")
+    assert cd.gate_check(cap, metas(sha, sha))["outcome"] == "pass"
+    got = cd.gate_check(cap, metas(sha, None))
+    assert got["outcome"] == "fail" and "fold1 were not trained under it" in got["why"]
+    got = cd.gate_check(cap, metas(sha, "0" * 64))
+    assert got["outcome"] == "fail" and "fold1 cite another decision" in got["why"]
+    keep, _ = decision_file(tmp_path, "keep")
+    assert cd.gate_check(keep, metas(None, None))["outcome"] == "pass"
+    assert cd.gate_check(None, metas(sha))["outcome"] == "not measured"
+    assert cd.gate_check(None, metas(None)) is None
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(cd.DecisionError, match="not a corpus decision"):
+        cd.gate_check(tmp_path / "bad.json", metas(None))
+
+
+def test_the_gate_outcome_carries_the_extra_corpus_line():
+    rng = np.random.default_rng(0)
+    paths = [f"c{i}" for i in range(40)]
+    key = pd.DataFrame({"path": paths, "label": ["bonafide"] * 20 + ["spoof"] * 20})
+    ours = pd.DataFrame({"path": paths, "logit": np.r_[rng.normal(-2, 1, 20),
+                                                        rng.normal(2, 1, 20)]})
+    bar = {"dir": "b", "name": "b", "meta": {}, "scores": ours.assign(logit=0.0), "why": None}
+    fail = {"outcome": "fail", "why": "extra corpus x: cap share"}
+    g = gate.judge(ours, ours, key, [bar], extra=fail)
+    assert g["outcome"] == "fail" and g["extra_corpus"] == fail and "cap share" in g["why"]
+    assert "Extra corpus: fail" in "\n".join(gate.markdown(g))
+    assert gate.judge(ours, ours, key, [bar])["extra_corpus"] is None
+
+
+def test_the_cli_writes_the_decision_from_two_recipes_runs(tmp_path, capsys):
+    key, without = key_and_oof(tmp_path, "core", 2.0)
+    _, with_ = key_and_oof(tmp_path, "extra", 5.0)
+    key.to_csv(tmp_path / "key.csv", index=False)
+    (tmp_path / "probe.json").write_text(json.dumps(probe_result()))
+    args = ["--drop-rule", "--without", str(without), "--with", str(with_),
+            "--probe-without", str(probe_csv(tmp_path / "p0.csv", 30)),
+            "--probe-with", str(probe_csv(tmp_path / "p1.csv", 50, n_mid=30))]
+    assert cp.main(args) == cp.EXIT_BAD_INPUT  # the probe files are read against the labels
+    assert "give --bundle BUNDLE" in capsys.readouterr().err
+    out = tmp_path / "decision.json"
+    assert cp.main(args + ["--key", str(tmp_path / "key.csv"), "--probe-result",
+                           str(tmp_path / "probe.json"), "--decision", str(out)]) == cp.EXIT_OK
+    d = cd.load(out)
+    assert d["decision"] == "drop" and d["drop_rule"]["delta_points"] == pytest.approx(2.0)
+    assert d["sha256"] in capsys.readouterr().err  # what the recipe cites
+    conf = tmp_path / "rise.json"
+    conf.write_text(json.dumps({"drop_rise": 0.025}))  # the rise is the config's
+    assert cp.main(args + ["--key", str(tmp_path / "key.csv"), "--probe-result",
+                           str(tmp_path / "probe.json"), "--decision", str(out), "--config",
+                           str(conf)]) == cp.EXIT_OK
+    assert cd.load(out)["decision"] == "keep"
+    other = probe_csv(tmp_path / "p2.csv", 50, n=999)
+    assert cp.main(args[:-1] + [str(other), "--key", str(tmp_path / "key.csv")]) == \
+        cp.EXIT_REFUSED
