@@ -30,18 +30,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from hearsay.contracts import run_dir, score_file
-from hearsay.contracts.protocol import split_rows
 from hearsay.evaluate import score as scoring
 from hearsay.evaluate.gate import probe_set_sha
 
 KEY, SPLIT, AUG = "full", "test", "probe"  # the file: full_test_probe.csv
 LABEL = "bonafide"  # a probe set holds bona fide clips only: it measures false alarms
-
-
-def rows(manifest):
-    """The probe set's rows: the test split's bona fide core rows, in manifest order."""
-    test = split_rows(manifest, SPLIT)
-    return test[test["label"] == LABEL]
 
 
 def score(bundle, run: Path, cfg: scoring.ScoreConfig, workers: int = 0):
@@ -50,9 +43,10 @@ def score(bundle, run: Path, cfg: scoring.ScoreConfig, workers: int = 0):
     if meta_job != "full":
         raise scoring.ScoreRefused(f"a {meta_job!r} run: the probe set is scored by the full "
                                    "model only (the one the gate judges)")
+    # the test split's bona fide core rows, in manifest order, through the out-of-fold front end
     df, side = scoring.score_split(bundle, run, SPLIT, None, cfg, False, workers, label=LABEL)
-    picked = rows(bundle.manifest)
-    sources = picked["source"].astype(str).value_counts().sort_index()
+    source = bundle.manifest.drop_duplicates("path").set_index("path")["source"]
+    sources = source.loc[df["path"]].astype(str).value_counts().sort_index()
     return df, {**side, "augmented": AUG, "set_sha256": probe_set_sha(df),
                 "sources": {str(k): int(v) for k, v in sources.items()}}
 
