@@ -49,12 +49,19 @@
 #   collect            runner/collect.sh: the six runs and their boxes' scores back, final_runs.json
 #                      written with the parity record (parity A + B required)
 #   box_scores         every run's rows were scored on its box after training (hearsay score-run,
-#                      the trainer's CPU fp32 here), in the store with sidecars naming its weights
+#                      the trainer's CPU fp32 here), in the store with sidecars naming its weights;
+#                      the full box's include the probe set (full_test_probe.csv: the test split's
+#                      bona fide clips, with its set sha256)
 #   export             hearsay export onnx into models/<stamp>/export (parity A)
 #   parity             hearsay parity --box-logits: ONNX fp32 here vs the full box's logits (B)
-#   assemble           hearsay assemble --pinned (F1-F6, F6 on the parity record), reusing every
-#                      box file: meta.json "rescored_here" must be 0; the ablation's decision and
-#                      the extra corpus's (--corpus-decision: the gate's extra-corpus line)
+#   bar                a stand-in earlier detector (clip length: hearsay.demo.write_length_detector)
+#                      on our inner, holdout and probe clips; hearsay bar picks it by its train
+#                      field and writes the bar folder with its own probe record
+#   assemble           hearsay assemble --pinned --bar (F1-F6, F6 on the parity record), reusing
+#                      every box file: meta.json "rescored_here" must be 0; the gate's probe check
+#                      reads the full box's probe file and is measured (pass or fail); the
+#                      ablation's decision and the extra corpus's (--corpus-decision: the gate's
+#                      extra-corpus line)
 #   deploy             hearsay-score on the corpus audio with the exported model
 #   teardown           reaper stopped; runner/teardown_check.sh exits 0
 #   ledger             ledger rows = instances the API created, every row closed
@@ -363,9 +370,10 @@ do_collect() {
 do_assemble() {
   hearsay assemble --pinned "$W/models/rehearsal/final_runs.json" --bundle "$W/bundle" \
     --ledger "$LEDGER" --outputs "$W/outputs" --reports "$W/reports" ${ABLATION_DECISION:+--ablation "$ABLATION_DECISION"} \
-    ${CORPUS_DECISION:+--corpus-decision "$CORPUS_DECISION"}
+    ${CORPUS_DECISION:+--corpus-decision "$CORPUS_DECISION"} --bar "$W/models/rehearsal/bar1"
   assemble_used_box_scores
-  say_detail "$(($(wc -l <"$W/outputs/detector_scores/rehearsal.csv") - 1)) rows, F1-F6 passed (F6: parity A and B); rescored_here 0: every file from the boxes"
+  gate_probe_measured
+  say_detail "$(($(wc -l <"$W/outputs/detector_scores/rehearsal.csv") - 1)) rows, F1-F6 passed (F6: parity A and B); rescored_here 0: every file from the boxes; gate $(jq -r .gate.outcome "$W/models/rehearsal/meta.json"), $(jq -r '.gate.bars[0].probe.why' "$W/models/rehearsal/meta.json")"
 }
 do_export() {
   hearsay export onnx "$W/models/rehearsal/runs/full" --out "$EXPORT" --no-int8
@@ -399,7 +407,7 @@ do_box_scores() {
   for j in $JOBS; do
     weights=$(sha256sum "$(run_dir "$j")/final/model.safetensors" | cut -d' ' -f1)
     want=1
-    [ "$j" != full ] || want=6
+    [ "$j" != full ] || want=7   # holdout x5 (clean, augmented, codecs, test lengths, whole), test, probe
     got=0
     for f in "$(run_dir "$j")/scores/${j}_"*.csv; do
       [ -f "$f.meta.json" ] || { fail "$f: no sidecar"; return 1; }
@@ -410,7 +418,36 @@ do_box_scores() {
     [ "$got" -eq "$want" ] || { fail "$j: $got score file(s) in the store, expected $want"; return 1; }
     n=$((n + got))
   done
-  say_detail "$n file(s) scored on the boxes (cpu fp32, the trainer's): $(find "$(run_dir "${JOBS%% *}")/scores" -maxdepth 1 -name '*.csv' | sed 's|.*/||' | LC_ALL=C sort | tr '\n' ' ')…"
+  say_detail "$n file(s) scored on the boxes (cpu fp32, the trainer's): $(find "$(run_dir "${JOBS%% *}")/scores" -maxdepth 1 -name '*.csv' | sed 's|.*/||' | LC_ALL=C sort | tr '\n' ' ')…$(probe_line)"
+}
+# probe_line: the full box's probe file, when this rehearsal ran the full job (its rows, set sha).
+probe_line() {
+  local f
+  f="$(run_dir full)/scores/full_test_probe.csv.meta.json"
+  [ -f "$f" ] || return 0
+  jq -r '"; probe set: \(.n_rows) bona fide test clips, set sha256 \(.set_sha256[:12])…"' "$f"
+}
+# do_bar: the stand-in earlier detector's scores and meta.json, then hearsay bar, as an operator
+# makes the bar from an earlier detector's score file (RUNBOOK, "The probe set").
+PROBE_CSV=$W/models/rehearsal/scores/full_test_probe.csv   # the full box's, brought back by collect
+do_bar() {
+  # shellcheck disable=SC2016  # the Python line is single-quoted on purpose
+  python -c 'import sys; from hearsay import demo; demo.write_length_detector(*sys.argv[1:])' \
+    "$W/bundle" "$PROBE_CSV" "$W/earlier/length"
+  hearsay bar --from "$W/earlier" --pick "train=none: clip duration" --bundle "$W/bundle" \
+    --probe "$PROBE_CSV" --out "$W/models/rehearsal/bar1"
+  [ "$(jq -r .probe.set_sha256 "$W/models/rehearsal/bar1/meta.json")" = "$(jq -r .set_sha256 "$PROBE_CSV.meta.json")" ] \
+    || { fail "the bar's probe record is of other clips than the full box's probe set"; return 1; }
+  say_detail "bar1 picked by train=none: clip duration; its probe false-alarm rate $(jq -r .probe.false_alarm_rate "$W/models/rehearsal/bar1/meta.json") on the box's probe set"
+}
+# gate_probe_measured: the gate read the full box's probe file and measured it (pass or fail).
+gate_probe_measured() {
+  local meta=$W/models/rehearsal/meta.json
+  [ "$(jq -r .probe.file "$meta")" = "$PROBE_CSV" ] || { fail "the gate read the probe $(jq -r .probe.file "$meta"), not the full box's $PROBE_CSV"; return 1; }
+  case $(jq -r '.gate.bars[0].probe.outcome' "$meta") in
+    pass | fail) ;;
+    *) fail "the gate's probe check: $(jq -r '.gate.bars[0].probe.why' "$meta")"; return 1 ;;
+  esac
 }
 do_parity() {
   hearsay parity "$EXPORT" --box-logits "$W/models/rehearsal/scores/full_parity_logits.json" --bundle "$W/bundle"
@@ -462,6 +499,7 @@ else
   stage box_scores do_box_scores
   stage export do_export
   stage parity do_parity
+  stage bar do_bar
   stage assemble do_assemble
   stage deploy do_deploy
 fi

@@ -171,3 +171,18 @@ def test_the_command_writes_a_manifest_that_reads_back_and_refuses_to_overwrite(
     assert mi.main(["in-the-wild", str(bad), "--out", str(tmp_path / "i.csv")]) == 3
     assert "refused: " in capsys.readouterr().err
     assert isinstance(pd.read_csv(out), pd.DataFrame)
+
+
+def test_test_puts_every_imported_row_in_fold_test_and_the_folds_keep_it_there(tmp_path):
+    meta = itw_release(tmp_path, ["0.wav,A,spoof", "1.wav,A,bona-fide", "2.wav,B,bona-fide"])
+    la = tmp_path / "la.csv"
+    assert mi.main(["asvspoof2019-la", str(la_release(tmp_path)), "--out", str(la)]) == 0
+    assert set(read_manifest(la)["fold"]) == {""}  # without --test: assigned later
+    out = tmp_path / "itw.csv"
+    assert mi.main(["in-the-wild", str(meta), "--out", str(out), "--test"]) == mi.EXIT_OK
+    itw = read_manifest(out)
+    assert list(itw["fold"]) == ["test"] * 3
+    both = pd.concat([read_manifest(la), itw], ignore_index=True)
+    folds = assign_folds(both, SplitsConfig(n_folds=2))
+    assert {folds[i] for i in itw["id"]} == {"test"}
+    assert "test" not in {folds[i] for i in read_manifest(la)["id"]}

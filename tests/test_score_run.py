@@ -1,19 +1,22 @@
 """hearsay score-run: a run scores its own rows (the box's files are assemble's, byte for byte),
 assemble reuses them (rescored_here 0), refuses a file of other weights or another bundle,
---rescore scores all; parity B from the box's recorded logits."""
+--rescore scores all; parity B from the box's recorded logits; the full box's probe set, which
+assemble's gate reads."""
 
 import json
 import shutil
 
 import numpy as np
+import pandas as pd
 import pytest
 from fakes.fake_runs import make_bundle, make_run
 from test_assemble import write_pin
 
 from hearsay.contracts import parity_b, score_file
-from hearsay.evaluate import assemble, parity_record, score, score_run
+from hearsay.evaluate import assemble, bar, gate, parity_record, probe_set, score, score_run
 from hearsay.export import parity
 from hearsay.export.onnx_export import main as export_main
+from hearsay.hashing import sha256_file
 
 KEYS = ("fold0", "fold1", "fold2", "fold3", "fold4", "full")
 
@@ -51,7 +54,7 @@ def test_box_files_are_byte_for_byte_what_assemble_writes_and_are_reused(boxes):
     assert here["scoring"]["rescored_here"] > 0 and here["scoring"]["files_reused"] == 0
     box = assemble.assemble(write_pin(root / "models" / "box", runs), bundle, root / "o2")
     assert box["scoring"]["rescored_here"] == 0 and box["scoring"]["files_scored_here"] == {}
-    assert box["scoring"]["files_reused"] == 11  # one per fold run, six of the full run
+    assert box["scoring"]["files_reused"] == 12  # one per fold run, seven of the full run
     for key in KEYS:
         for (split, aug), csv in here["files"][key].items():
             other = box["files"][key][(split, aug)]
@@ -87,10 +90,10 @@ def test_rescore_scores_every_file_here_and_meta_json_counts_them(boxes, tmp_pat
               "--ledger", str(tmp_path / "none.csv")]
     assert assemble.main(common) == 0
     assert json.loads((stamp / "meta.json").read_text())["rescored_here"] == 0
-    assert "rescored_here 0 rows in 0 file(s); 11 file(s) reused" in capsys.readouterr().out
+    assert "rescored_here 0 rows in 0 file(s); 12 file(s) reused" in capsys.readouterr().out
     assert assemble.main([*common, "--rescore"]) == 0
     meta = json.loads((stamp / "meta.json").read_text())
-    assert meta["rescored_here"] > 0 and len(meta["scoring"]["files_scored_here"]) == 11
+    assert meta["rescored_here"] > 0 and len(meta["scoring"]["files_scored_here"]) == 12
     assert set(meta["scoring"]["files_scored_here"].values()) == {"--rescore"}
 
 
@@ -208,3 +211,68 @@ def test_a_box_parity_record_of_another_precision_or_bundle_is_not_reused(boxes,
         assert got["logits"] == pytest.approx(data["logits"]) and got["precision"] == "fp32"
         assert got["bundle_tree_sha"] == bundle.tree_sha
         assert json.loads(out.read_text()) == got
+
+
+# --------------------------------------------------------------------------- the probe set
+
+
+def test_the_full_box_scores_the_test_splits_bona_fide_clips_as_the_probe_with_its_set_sha(
+        boxes):
+    root, bundle, runs = boxes
+    csv = root / "models" / "box" / "scores" / probe_set.file_name()
+    assert csv.name == "full_test_probe.csv"
+    probe, side = score_file.read(csv), score_file.read_sidecar(csv)
+    m = bundle.manifest
+    want = m.loc[(m["fold"] == "test") & (m["label"] == "bonafide"), "path"].tolist()
+    assert probe["path"].tolist() == want and len(want) == 2  # bona fide only, manifest order
+    assert side["set_sha256"] == gate.probe_set_sha(probe)
+    assert side["augmented"] == "probe" and side["split"] == "test" and side["n_rows"] == 2
+    assert side["sources"] == m.loc[m["path"].isin(want), "source"].value_counts().to_dict()
+    assert side["weights_sha256"] == sha256_file(runs["full"] / "final" / "model.safetensors")
+    # the out-of-fold front end: the very logits the full box gave the same clips in full_test
+    test = score_file.read(root / "models" / "box" / "scores" / "full_test.csv")
+    same = test.set_index("path").loc[want, "logit"].to_numpy()
+    np.testing.assert_allclose(probe["logit"].to_numpy(), same, rtol=0, atol=1e-5)
+
+
+def test_only_the_full_model_scores_the_probe_set(boxes):
+    _, bundle, runs = boxes
+    with pytest.raises(score.ScoreRefused, match="probe set is scored by the full model only"):
+        probe_set.score(bundle, runs["fold1"], score.ScoreConfig())
+
+
+def test_assemble_reads_the_box_probe_by_default_and_the_gate_measures_it(boxes, tmp_path):
+    root, bundle, runs = boxes
+    stamp = tmp_path / "models" / "gated"
+    shutil.copytree(root / "models" / "box" / "scores", stamp / "scores")
+    pin = write_pin(stamp, runs)
+    done = assemble.assemble(pin, bundle, tmp_path / "o0")
+    earlier = tmp_path / "earlier" / "old"  # a stand-in earlier detector: our scores, shifted
+    earlier.mkdir(parents=True)
+    probe_csv = stamp / "scores" / probe_set.file_name()
+    old = pd.concat([done["scores"], score_file.read(probe_csv)]).drop_duplicates("path")
+    old.assign(logit=old["logit"] + 0.5).to_csv(earlier / "scores.csv", index=False)
+    (earlier / "meta.json").write_text(json.dumps({"train": "old"}))
+    bar.build([tmp_path / "earlier"], "train", "old", bundle.manifest, tmp_path / "bar1",
+              probe=probe_csv)
+    common = ["--pinned", str(pin), "--bundle", str(bundle.root), "--outputs",
+              str(tmp_path / "o"), "--reports", str(tmp_path / "r"), "--ledger",
+              str(tmp_path / "none.csv"), "--bar", str(tmp_path / "bar1")]
+    assert assemble.main(common) == 0  # no --probe: the box's file
+    meta = json.loads((stamp / "meta.json").read_text())
+    assert meta["probe"]["file"] == str(probe_csv) and meta["probe"]["n"] == 2
+    checked = meta["gate"]["bars"][0]["probe"]
+    assert checked["outcome"] in ("pass", "fail"), checked["why"]
+    assert checked["set_sha256"] == score_file.read_sidecar(probe_csv)["set_sha256"]
+
+
+def test_a_probe_file_cut_after_scoring_is_refused_naming_the_fix(boxes, tmp_path):
+    root, _, _ = boxes
+    csv = tmp_path / probe_set.file_name()
+    shutil.copy(root / "models" / "box" / "scores" / csv.name, csv)
+    shutil.copy(score_file.sidecar(root / "models" / "box" / "scores" / csv.name),
+                score_file.sidecar(csv))
+    assert len(probe_set.read(csv)) == 2
+    score_file.write_csv(score_file.read(csv).iloc[:1], csv)
+    with pytest.raises(ValueError, match="its sidecar names the probe set .*score it again"):
+        probe_set.read(csv)

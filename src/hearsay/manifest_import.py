@@ -9,7 +9,8 @@ Each importer fills the columns the fold assignment and the family exclusion rea
 (hearsay.contracts.manifest, docs/INTERFACES.md "Input manifest"): label, generator (bona fide rows
 `bonafide`), source (the corpus), group (the speaker, so a speaker never spans folds; prefixed with
 the corpus so two corpora's speaker names never merge), train_scope (`--scope`, default core) and an
-empty fold (filled later from a fold file). Paths are written relative to the manifest's folder.
+empty fold (filled later from a fold file; `--test`: fold test, which the fold assignment
+keeps). Paths are written relative to the manifest's folder.
 A generator's family is its name up to the first '-' (hearsay.contracts.folds.SplitsConfig.family):
 '-' in a
 generator name is written '_' so that each attack / TTS model is a family of its own.
@@ -263,6 +264,10 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--scope", choices=("core", "extra"), default="core",
                        help="train_scope of every row")
         s.add_argument("--force", action="store_true", help="replace an existing --out")
+        s.add_argument("--test", action="store_true",
+                       help="every row in fold test (kept there by hearsay splits make): a "
+                            "corpus only the full model scores, e.g. In-the-Wild, whose bona "
+                            "fide rows are then the probe set (hearsay.evaluate.probe_set)")
     a = p.parse_args(argv)
     out_dir = a.out.resolve().parent
     dropped = 0
@@ -275,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
             df = in_the_wild(a.meta, out_dir, a.source, a.scope)
         else:
             df, dropped = mlaad(a.root, out_dir, a.source, a.scope, a.skip_ungrouped)
+        if a.test:
+            df["fold"] = "test"
         write(df, a.out, a.force)
     except OutputExists as err:
         print(f"hearsay manifest-import: {err}", file=sys.stderr)

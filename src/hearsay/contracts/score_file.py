@@ -15,6 +15,8 @@ reads or reuses a score CSV goes through these names.
             "_codecs"     the codec panel                                     "codecs"
             "_test_length"  test-length crops                                 "test_length"
             "_whole"      whole clips up to 14 s                              "whole"
+            "_probe"      the probe set: the test split's bona fide rows      "probe"
+                          (full_test_probe.csv; hearsay.evaluate.probe_set)
 
 A box's `hearsay score-run --out RUN_DIR/scores` writes the same names; runner/collect.sh brings
 them to models/<stamp>/scores/.
@@ -67,7 +69,7 @@ REUSE_RULE = ("sidecar: weights sha256, bundle tree-sha, split, fold, max_s, aug
               "and precision recorded, not compared)")
 # the sidecar's "augmented" -> the file name's suffix
 SUFFIXES = {False: "", True: "_aug", "codecs": "_codecs", "test_length": "_test_length",
-            "whole": "_whole"}
+            "whole": "_whole", "probe": "_probe"}
 _NAME = re.compile(rf"({'|'.join(RUN_KEYS)})_({'|'.join(SPLITS)})"
                    rf"({'|'.join(re.escape(s) for s in SUFFIXES.values())})\.csv")
 

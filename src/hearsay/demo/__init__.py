@@ -153,18 +153,15 @@ def stage_assemble(out: Path, ctx: dict) -> None:
     under models/demo/earlier/duration/ become the bar folder models/demo/bar_duration/ the way
     `hearsay bar --pick train=...` makes one (rows checked, its own probe record): a model
     that detects beats it out-of-fold; on the holdout only one that carries over to the unseen
-    family does. The probe set is the test split's bona fide clips. There is no ledger in the
-    demo, so the spend reads "unknown".
+    family does. The probe set is the test split's bona fide clips, scored by the full run as a
+    box scores it (hearsay.evaluate.probe_set: models/demo/scores/full_test_probe.csv, with its
+    set sha256), and the gate reads that file. There is no ledger in the demo, so the spend
+    reads "unknown".
     """
-    import json
-
-    import pandas as pd
-
     from hearsay.contracts import ledger, pin, protocol, run_dir
     from hearsay.contracts.bundle import load_bundle
-    from hearsay.evaluate import assemble, corpus_decision, report
+    from hearsay.evaluate import assemble, corpus_decision, probe_set, report
     from hearsay.evaluate import bar as bars
-    from hearsay.logits import sigmoid
 
     bundle = load_bundle(out / "bundle")
     stamp = out / "models" / "demo"
@@ -177,31 +174,13 @@ def stage_assemble(out: Path, ctx: dict) -> None:
               parity=None)  # the export stage runs after this one
     done = assemble.assemble(pin_path, bundle, out / "outputs")
     df = done["scores"]
-    rows = bundle.manifest.set_index("path")
-    all_dur = rows["duration"].astype(float)
-    mu, sd = all_dur.mean(), max(all_dur.std(), 1e-9)
-
-    def by_length(frame):  # the trivial bar: clip length as the logit
-        out = frame[["path", "fold", "split"]].copy()
-        out["logit"] = (rows.loc[out["path"], "duration"].astype(float).to_numpy() - mu) / sd
-        out["score"] = sigmoid(out["logit"].to_numpy())
-        return out
-
-    test = df[df["split"] == "test"]
-    probe = test[rows.loc[test["path"], "label"].to_numpy() == "bonafide"]
-    probe.to_csv(stamp / "probe_test_bonafide.csv", index=False)
+    probe = done["files"]["full"][("test", probe_set.AUG)]  # scored as the full box scores it
     earlier = stamp / "earlier" / "duration"  # the earlier detector's own score file + meta
-    earlier.mkdir(parents=True, exist_ok=True)
-    by_length(pd.concat([df[df["split"].isin(["inner_oof", "holdout"])], probe])).to_csv(
-        earlier / "scores.csv", index=False)
-    (earlier / "meta.json").write_text(json.dumps({"name": "clip-length bar",
-                                                   "train": "none: clip duration"}) + "\n")
+    write_length_detector(bundle.root, probe, earlier)
     bar_dir = stamp / "bar_duration"  # the bar folder hearsay.evaluate.gate reads (hearsay bar)
-    bars.build([stamp / "earlier"], "train", "none: clip duration", bundle.manifest, bar_dir,
-               probe=stamp / "probe_test_bonafide.csv")
+    bars.build([stamp / "earlier"], "train", LENGTH_TRAIN, bundle.manifest, bar_dir, probe=probe)
     extra = corpus_decision.gate_check(ctx.get("corpus_decision"), done["metas"])
-    meta = report.write_all(done, bundle, bars=[bar_dir],
-                            probe=stamp / "probe_test_bonafide.csv", ledger=out / ledger.FILE,
+    meta = report.write_all(done, bundle, bars=[bar_dir], probe=probe, ledger=out / ledger.FILE,
                             reports=out / "reports", about=DEMO_ABOUT, extra_corpus=extra)
     print(f"[demo] assemble: {len(df)} rows, F1-F5 passed; gate {meta['gate']['outcome']} "
           f"({meta['gate'].get('why', '')})")
@@ -210,6 +189,39 @@ def stage_assemble(out: Path, ctx: dict) -> None:
     ctx["model_meta"] = stamp / "meta.json"
     ctx["report"] = Path(meta["report"])
     ctx["metrics"] = meta["metrics"]
+
+
+LENGTH_TRAIN = "none: clip duration"  # the stand-in earlier detector's train field (--pick)
+
+
+def write_length_detector(bundle_dir: Path, probe_csv: Path, out: Path) -> Path:
+    """A stand-in earlier detector for the demo and the rehearsal (scripts/rehearsal.sh): each
+    clip's length as its logit (z-scored over the bundle), on every inner and holdout row of the
+    bundle and on the probe set's clips -> out/scores.csv (path, fold, split, score, logit) and
+    out/meta.json {"name", "train": LENGTH_TRAIN}, the folder `hearsay bar --from` reads. The
+    demo corpus draws lengths alike for both classes, so it sits near chance (the rehearsal
+    calls it as `python -c ... BUNDLE PROBE_CSV OUT`)."""
+    import pandas as pd
+
+    from hearsay.contracts import score_file
+    from hearsay.contracts.bundle import load_bundle
+    from hearsay.contracts.protocol import split_rows
+    from hearsay.logits import sigmoid
+
+    manifest = load_bundle(Path(bundle_dir)).manifest
+    dur = manifest.set_index("path")["duration"].astype(float)
+    probe = score_file.read(probe_csv)
+    rows = pd.concat([split_rows(manifest, "inner_oof")[["path", "fold"]].assign(split="inner_oof"),
+                      split_rows(manifest, "holdout")[["path", "fold"]].assign(split="holdout"),
+                      probe[["path", "fold", "split"]]], ignore_index=True)
+    rows["logit"] = (dur.loc[rows["path"]].to_numpy() - dur.mean()) / max(dur.std(), 1e-9)
+    rows["score"] = sigmoid(rows["logit"].to_numpy())
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    score_file.write_csv(rows[["path", "fold", "split", "score", "logit"]], out / "scores.csv")
+    (out / "meta.json").write_text(json.dumps({"name": "clip-length bar",
+                                               "train": LENGTH_TRAIN}) + "\n")
+    return out
 
 
 def stage_export(out: Path, ctx: dict) -> None:

@@ -61,7 +61,10 @@ nobody looked at.
 --windows-csv FILE writes one row per window: path,start_s,end_s,logit,score, after every
 onnxruntime pass (a long file's windows are on disk before its row).
 --first-window scores the first max_s trimmed seconds only (windows = 1), as the campaign's
-exported scores were made: use it to reproduce or compare with them.
+scores were made: it is the mode that reproduces them (the out-of-fold, holdout, test and probe
+files of `hearsay score-run` / `hearsay assemble`; within 1e-3 logit on the demo model, ONNX fp32
+here against torch fp32 there; docs/RUNBOOK.md, "The probe set"). The windowed default does not
+reproduce a file longer than max_s after trimming: its score is the highest window's.
 
 Rows stream in input order: windowed, file by file; with --first-window every 4 batches (4 x
 --batch-size files) they are written and flushed. With -o FILE they go to FILE.partial, renamed

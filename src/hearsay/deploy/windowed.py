@@ -190,7 +190,9 @@ def add_window_args(ap: argparse.ArgumentParser, hop_s: float) -> None:
                       help="score every window of each file (the default; see WINDOWS above)")
     mode.add_argument("--first-window", action="store_true",
                       help="score only the first max_s trimmed seconds of each file, as the "
-                      "campaign's exported scores were made")
+                      "campaign's scores were made: the mode that reproduces them (out-of-fold, "
+                      "holdout, test and probe; the windowed default does not for a file longer "
+                      "than max_s after trimming)")
     ap.add_argument("--hop-s", type=float, default=hop_s,
                     help=f"seconds between window starts (default {hop_s:g}; at most the "
                     "window length, max_s)")

@@ -47,8 +47,10 @@ The gate (hearsay.evaluate.gate): --bar DIR names the earlier detector to beat: 
 campaign's
 models/<stamp>/ (meta.json + the score CSV meta.json names), or a folder with scores.csv and a
 meta.json holding its own probe record. A pass needs ours below the bar's minDCF (pi 0.3) on the
-holdout AND on the pooled out-of-fold clips, judged apart; with --probe (bona fide clips only,
-e.g. In-the-Wild: path + logit/score), our false-alarm rate at our out-of-fold threshold no
+holdout AND on the pooled out-of-fold clips, judged apart; the probe (bona fide clips only,
+e.g. In-the-Wild: by default the full run's full_test_probe.csv, the test split's bona fide
+clips scored on its box: hearsay.evaluate.probe_set; --probe FILE for another, path +
+logit/score): our false-alarm rate at our out-of-fold threshold no
 worse than the bar's own rate from its meta.json (same probe clips, by set_sha256); and no stream
 shortcut AUC of a pinned run at 0.85 or beyond. --bar2 DIR is judged the same way and reported
 beside, never gating. Every decision is read at pi 0.3 and 0.5 in both cost directions, and a
@@ -80,8 +82,8 @@ from hearsay.contracts import ledger as ledgers
 from hearsay.contracts import pin as pins
 from hearsay.contracts import run_dir, score_file
 from hearsay.contracts.protocol import SPLITS, run_keys, split_rows
+from hearsay.evaluate import probe_set, score_run
 from hearsay.evaluate import score as scoring
-from hearsay.evaluate import score_run
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_CHECK = 0, 2, 3, 4, 5  # module docstring
 
@@ -330,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="a second bar, judged the same way and reported beside (not gating)")
     ap.add_argument("--probe", type=Path, default=None,
                     help="bona fide probe scores (path + logit/score), read at the OOF minDCF "
-                         "threshold and held against the bar's own rate")
+                         "threshold and held against the bar's own rate (default: the full "
+                         "run's scores/full_test_probe.csv, scored on its box)")
     ap.add_argument("--ledger", type=Path, default=Path("docs") / ledgers.FILE,
                     help="expense ledger for the spend line (absent: spend 'unknown')")
     ap.add_argument("--outputs", type=Path, default=Path("outputs"),
@@ -371,7 +374,8 @@ def main(argv: list[str] | None = None) -> int:
         from hearsay.evaluate import corpus_decision
 
         extra = corpus_decision.gate_check(args.corpus_decision, done["metas"])
-        meta = report.write_all(done, bundle, bars=bars, probe=args.probe, ledger=args.ledger,
+        probe = args.probe or done["files"]["full"].get(("test", probe_set.AUG))
+        meta = report.write_all(done, bundle, bars=bars, probe=probe, ledger=args.ledger,
                                 reports=args.reports, ablation=ablation,
                                 ablation_md=ablation and compare.markdown(ablation),
                                 fa_rate=args.fa_rate, extra_corpus=extra)

@@ -44,7 +44,7 @@ from hearsay.contracts import ledger as ledgers
 from hearsay.contracts import run_dir as run_dirs
 from hearsay.contracts import score_file
 from hearsay.evaluate import gate as gating
-from hearsay.evaluate import readouts, report_plots, report_record, report_stats
+from hearsay.evaluate import probe_set, readouts, report_plots, report_record, report_stats
 from hearsay.files import jsonable
 from hearsay.hashing import git_sha
 from hearsay.metrics import PI_OF_RECORD
@@ -271,7 +271,7 @@ def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = No
         if ("holdout", variant) in files["full"]:
             sets[name] = score_file.read(files["full"][("holdout", variant)])
     results = {name: metrics.evaluate(frame, key, PI_OF_RECORD) for name, frame in sets.items()}
-    probe_frame = None if probe is None else score_file.read(probe)
+    probe_frame = None if probe is None else probe_set.read(probe)  # its set sha checked
     g = gating.judge(oof, holdout, key, [gating.load_bar(b) for b in bars], probe_frame, probe,
                      done["metas"], extra_corpus)
     codec = None

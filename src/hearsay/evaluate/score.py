@@ -246,9 +246,11 @@ def score_windows(det, root: Path, recs: list, augs: list[str], cfg: ScoreConfig
 
 
 def score_split(bundle, run: Path, split: str, fold: int | None = None,
-                cfg: ScoreConfig = ScoreConfig(), augmented: bool = False, workers: int = 0):
+                cfg: ScoreConfig = ScoreConfig(), augmented: bool = False, workers: int = 0,
+                label: str | None = None):
     """(scores DataFrame, sidecar dict) of one split scored by one run; `workers` feeding
-    processes (score_rows) change the speed, never a score, so no sidecar records them."""
+    processes (score_rows) change the speed, never a score, so no sidecar records them;
+    `label` keeps that label's rows only (the probe set: hearsay.evaluate.probe_set)."""
     import pandas as pd
 
     from hearsay.hashing import sha256_file
@@ -264,6 +266,8 @@ def score_split(bundle, run: Path, split: str, fold: int | None = None,
         rows = split_rows(bundle.manifest, split, fold)
     except ValueError as err:  # an unknown split, or --fold off inner_oof
         raise ScoreError(str(err)) from None
+    if label is not None:
+        rows = rows[rows["label"] == label]
     augs = aug_plan(rows, cfg.aug_seed) if augmented else ["none"] * len(rows)
     wfile = run_dir.weights_of(run)
     # the feeding workers start before the model loads (seconds on a GPU box), so the first

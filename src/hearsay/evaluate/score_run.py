@@ -7,7 +7,9 @@
 
 The rows are those assemble asks of the run (`jobs_of`): a fold-K run scores inner_oof fold K;
 the full run scores holdout, the augmented holdout, the codec panel, the test-length crops, the
-whole clips up to 14 s, and test. Each file is <key>_<split><suffix>.csv (key fold0-4 or full,
+whole clips up to 14 s, test, and the probe set (the test split's bona fide clips, e.g.
+In-the-Wild's: full_test_probe.csv with its set_sha256, the probe the gate reads;
+hearsay.evaluate.probe_set). Each file is <key>_<split><suffix>.csv (key fold0-4 or full,
 from run_meta.json) with its `.meta.json` sidecar (hearsay.contracts.score_file), byte for byte what
 assemble writes for the same model, settings and precision (the sidecar's "run" is the scoring
 machine's path).
@@ -42,7 +44,7 @@ from pathlib import Path
 
 from hearsay.contracts import parity_b, run_dir, score_file
 from hearsay.contracts.protocol import N_FOLDS, run_job, run_key
-from hearsay.evaluate import readouts
+from hearsay.evaluate import probe_set, readouts
 from hearsay.evaluate import score as scoring
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
@@ -52,11 +54,12 @@ PARITY_FILE = parity_b.FILE
 def jobs_of(key: str) -> list[tuple[str, int | None, bool | str]]:
     """(split, fold, augmented) each pinned run scores; augmented "codecs" is the codec readout
     (hearsay.evaluate.readouts.score_codec_panel: every codec copy of the same holdout rows);
-    "test_length" and "whole" the holdout at fixed-seed test-length crops and up to 14 s."""
+    "test_length" and "whole" the holdout at fixed-seed test-length crops and up to 14 s;
+    "probe" the probe set (hearsay.evaluate.probe_set)."""
     if key == "full":
         return [("holdout", None, False), ("holdout", None, True), ("holdout", None, "codecs"),
                 ("holdout", None, "test_length"), ("holdout", None, "whole"),
-                ("test", None, False)]
+                ("test", None, False), ("test", None, "probe")]
     return [("inner_oof", run_job(key)[1], False)]
 
 
@@ -84,6 +87,8 @@ def score_one(bundle, run: Path, split: str, fold, aug, cfg: scoring.ScoreConfig
         df, side = readouts.score_codec_panel(bundle, run, cfg)
     elif aug in ("test_length", "whole"):
         df, side = readouts.score_holdout_variant(bundle, run, aug, cfg)
+    elif aug == "probe":
+        df, side = probe_set.score(bundle, run, cfg, workers)
     else:
         df, side = scoring.score_split(bundle, run, split, fold, cfg, aug, workers)
     from hearsay.evaluate.parity_record import device_name
