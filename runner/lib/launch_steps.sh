@@ -70,6 +70,12 @@ step_previous() {
   listed=$(awk -F '\t' -v p="$own:$job:" 'index($3, p) == 1 { print $1 }' "$prev_list" | head -n 1)
   id=$(rec_get "$job" instance)
   if [ -z "$listed" ] && [ -n "$id" ] && list_has "$prev_list" "$id"; then listed=$id; fi
+  # the record's create landed but its launcher died before keeping the id (killed mid-create): the
+  # id and the creation row are kept now (adoption by its label), so the rental is on the ledger
+  # whoever ends it, even if the box then ends itself before any listing sees it again
+  if [ -n "$listed" ] && [ -z "$id" ] && [ -n "$(rec_get "$job" asked)" ] && ! launcher_alive "$job"; then
+    adopt_by_label "$job" >/dev/null 2>&1 || true
+  fi
   [ -z "$listed" ] || die 4 "job $job's previous instance $listed is still listed" "wait for runner/reaper.sh to end it, or: vastai destroy instance $listed -y"
   rec_exists "$job" || return 0
   # a well-formed empty listing can be an API hiccup: the record's box must be gone by the one rule

@@ -47,6 +47,19 @@ teardown() { world_end; }
   [ "$(created_count)" -eq 1 ]
 }
 
+@test "a relaunch that finds a dead launcher's create landed keeps its id and ledger row, then refuses (exit 4)" {
+  id=$(rent pilot CREATING g-old)
+  d=$RUNNER_STATE/jobs/pilot
+  rm "$d/instance"; echo 1 >"$d/asked"              # killed mid-create: the id was never kept
+  head -n 1 "$LEDGER" >"$W/l" && mv "$W/l" "$LEDGER"   # nor its creation row
+  run launch --yes pilot
+  [ "$status" -eq 4 ]
+  [ "$(cat "$d/instance")" = "$id" ]
+  grep -q "^$id,pilot,g-old," "$LEDGER"
+  [ "$(open_rows)" -eq 1 ]
+  [ "$(created_count)" -eq 1 ]
+}
+
 @test "a failed listing never clears an old record (exit 5); a confirmed absence does, completing its row" {
   id=$(rent pilot PROVISIONED g-old)
   vastai destroy instance "$id" -y --raw
