@@ -321,6 +321,7 @@ def test_the_opposite_reading_holds_the_six_figures_of_the_negated_scores():
     assert m["opposite"] == {k: opp[k] for k in ("eer", "min_dcf", "act_dcf", "auc", "cllr",
                                                    "min_cllr")}
     assert m["flips"] == sorted(m["flips"]) and m["pi"] == 0.2
+    assert m["cllr"] == metrics.cllr(rank * 2, is_spoof)  # the llr given, not the rank
     one = metrics.with_opposite(np.arange(3.0), np.ones(3, bool))
     assert (one["flips"], one["suspect_inverted"]) == ([], None)  # undefined: nothing flips
 
@@ -330,7 +331,7 @@ def test_the_summary_names_every_figure_the_flips_the_inversion_and_each_group()
          "min_dcf_pi05": 0.125, "auc": 0.4, "cllr": 1.0, "min_cllr": 0.75,
          "flips": ["better_than_chance", "min_dcf_below_1"], "suspect_inverted": True,
          "breakdowns": {"codec": {"mp3": {"n_bonafide": 1, "n_spoof": 2, "eer": 0.5,
-                                          "min_dcf": None},
+                                          "min_dcf": 0.75},
                                   "none": {"n_bonafide": 0, "n_spoof": 1,
                                            "undefined": "no bona fide clips"}}}}
     assert metrics.summary_lines(m) == [
@@ -339,9 +340,10 @@ def test_the_summary_names_every_figure_the_flips_the_inversion_and_each_group()
         "cllr=1.0000  min_cllr=0.7500",
         "opposite convention flips: better_than_chance, min_dcf_below_1",
         "WARNING: AUC < 0.5, the scores look inverted (high = bona fide?)",
-        "  codec/mp3: n_b=1 n_s=2 eer=0.5000 min_dcf=undefined",
+        "  codec/mp3: n_b=1 n_s=2 eer=0.5000 min_dcf=0.7500",
         "  codec/none: n_b=0 n_s=1 no bona fide clips"]
-    quiet = {**m, "flips": [], "suspect_inverted": False, "breakdowns": {}}
+    quiet = {k: v for k, v in m.items() if k != "breakdowns"} | {"flips": [],
+                                                                  "suspect_inverted": False}
     assert len(metrics.summary_lines(quiet)) == 2
     assert metrics.summary_lines({"n_bonafide": 0, "n_spoof": 1, "pi": 0.3,
                                   "undefined": "no bona fide clips"}) == [
@@ -421,3 +423,14 @@ def test_join_refuses_what_it_cannot_read_and_names_the_fix():
             metrics.join(scores, k)
     j = metrics.join(pd.DataFrame({"path": ["b", "a"], "logit": [1.0, 2.0]}), key)
     assert j["is_spoof"].tolist() == [False, True] and j["rank"].tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("auc, better", [(0.5, False), (0.5000001, True), (0.4999999, False)])
+def test_an_auc_of_exactly_half_is_not_better_than_chance(auc, better):
+    assert metrics.decisions({"auc": auc, "min_dcf": 0.9, "act_dcf": 0.9})[
+        "better_than_chance"] is better
+
+
+def test_an_undefined_group_takes_no_decision():
+    assert metrics.decisions({"auc": None}) == {"better_than_chance": None,
+                                               "min_dcf_below_1": None, "act_dcf_below_1": None}
