@@ -2,7 +2,6 @@
 
 import json
 import math
-import re
 
 import numpy as np
 import pandas as pd
@@ -378,6 +377,9 @@ def test_breakdown_groups_are_read_at_the_pi_asked_for():
     assert list(b["length"]) == ["<=4s", "4-6s", ">6s"]
     n_s = int((key["label"] == "spoof").sum())
     assert all(g["n_spoof"] == n_s for g in b["source"].values())  # all synthetic clips each
+    bona = key[key["label"] == "bonafide"]
+    assert {s: g["n_bonafide"] for s, g in b["source"].items()} == {
+        s: int((bona["source"] == s).sum()) for s in ("A", "B")}  # and that source's bona fide
 
 
 def test_evaluate_states_its_convention_and_takes_the_logit_as_llr():
@@ -407,22 +409,35 @@ def test_a_duration_that_is_not_seconds_is_refused(seconds):
 
 def test_join_refuses_what_it_cannot_read_and_names_the_fix():
     key = pd.DataFrame({"path": ["a", "b"], "label": ["spoof", "bonafide"]})
+    one = pd.DataFrame({"path": ["a"], "logit": [1.0]})
+    bad_labels = pd.DataFrame({"path": list("abcdefg"), "label": list("gfedcba")})
     cases = [(pd.DataFrame({"logit": [1.0]}), key,
               "scores file lacks column(s) ['path']; it has ['logit']"),
-             (pd.DataFrame({"path": ["a"]}), key, "needs a `logit` or a `score` column"),
-             (pd.DataFrame({"path": ["a"], "logit": [1.0]}), key.drop(columns="label"),
+             (pd.DataFrame({"path": ["a"]}), key,
+              "scores file needs a `logit` or a `score` column"),
+             (one, key.drop(columns="label"),
               "key file lacks column(s) ['label']; it has ['path']"),
-             (pd.DataFrame({"path": ["a"], "logit": [1.0]}), key.assign(label=["fake", "real"]),
-              "key labels must be bonafide/spoof; found ['fake', 'real']"),
-             (pd.DataFrame({"path": ["a"], "logit": [1.0]}), pd.concat([key, key.iloc[:1]]),
-              "key has duplicate paths, e.g. 'a'"),
+             (one, bad_labels, "key labels must be bonafide/spoof; found "
+                               "['a', 'b', 'c', 'd', 'e']"),  # the first five named
+             (one, pd.concat([key, key.iloc[:1]]),
+              "key has duplicate paths, e.g. 'a' (one row per clip)"),
              (pd.DataFrame({"path": ["a", "z"], "logit": [1.0, 2.0]}), key,
-              "1 scored path(s) are not in the key, e.g. 'z' (the key must label every row)")]
+              "1 scored path(s) are not in the key, e.g. 'z' (the key must label every row)"),
+             ]
     for scores, k, why in cases:
-        with pytest.raises(metrics.MetricsError, match=re.escape(why)):
+        with pytest.raises(metrics.MetricsError) as err:
             metrics.join(scores, k)
+        assert str(err.value) == why
     j = metrics.join(pd.DataFrame({"path": ["b", "a"], "logit": [1.0, 2.0]}), key)
     assert j["is_spoof"].tolist() == [False, True] and j["rank"].tolist() == [1.0, 2.0]
+
+
+def test_a_column_in_both_files_is_the_scores_and_the_keys_copy_is_suffixed():
+    key = pd.DataFrame({"path": ["a", "b"], "label": ["spoof", "bonafide"], "codec": ["x", "y"]})
+    scores = pd.DataFrame({"path": ["a", "b"], "logit": [1.0, 0.0], "codec": ["mp3", "opus"]})
+    j = metrics.join(scores, key)
+    assert j["codec"].tolist() == ["mp3", "opus"] and j["codec_key"].tolist() == ["x", "y"]
+    assert j["label"].tolist() == ["spoof", "bonafide"]
 
 
 @pytest.mark.parametrize("auc, better", [(0.5, False), (0.5000001, True), (0.4999999, False)])
@@ -434,3 +449,34 @@ def test_an_auc_of_exactly_half_is_not_better_than_chance(auc, better):
 def test_an_undefined_group_takes_no_decision():
     assert metrics.decisions({"auc": None}) == {"better_than_chance": None,
                                                "min_dcf_below_1": None, "act_dcf_below_1": None}
+
+
+def test_scores_that_tell_nothing_flip_nothing_and_are_not_suspected_inverted():
+    y = np.arange(10) % 2 == 1
+    m = metrics.with_opposite(np.zeros(10), y)  # AUC exactly 0.5, minDCF and actDCF 1
+    assert (m["auc"], m["min_dcf"], m["act_dcf"]) == (0.5, 1.0, 1.0)
+    assert m["flips"] == [] and m["suspect_inverted"] is False
+
+
+def test_act_dcf_is_normalised_by_the_smaller_prior_above_one_half_too():
+    y = np.array([True, True, False, False])
+    llr = np.array([5.0, -5.0, 5.0, -5.0])  # one miss in two, one false alarm in two
+    for pi in (0.3, 0.7):
+        assert metrics.act_dcf(llr, y, pi) == pytest.approx(0.5 / min(pi, 1 - pi))
+
+
+def test_labels_given_as_zeros_and_ones_read_as_synthetic_and_bona_fide():
+    rank, is_spoof = random_set(6)
+    assert metrics.compute(rank, is_spoof.astype(int)) == metrics.compute(rank, is_spoof)
+    assert metrics.auc(rank, is_spoof.astype(int)) == metrics.auc(rank, is_spoof)
+    assert metrics.min_dcf_reading(rank, is_spoof.astype(int), 0.3, "swapped") == \
+        metrics.min_dcf_reading(rank, is_spoof, 0.3, "swapped")
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_score_is_refused_where_metrics_are_computed_naming_the_fix(bad):
+    key = pd.DataFrame({"path": ["a", "b"], "label": ["spoof", "bonafide"]})
+    j = metrics.join(pd.DataFrame({"path": ["a", "b"], "logit": [1.0, bad]}), key)
+    with pytest.raises(metrics.MetricsError) as err:
+        metrics.compute(j["rank"], j["is_spoof"])
+    assert str(err.value) == "non-finite score or logit (fix the scorer; metrics refuse NaN/inf)"
