@@ -480,3 +480,12 @@ def test_a_non_finite_score_is_refused_where_metrics_are_computed_naming_the_fix
     with pytest.raises(metrics.MetricsError) as err:
         metrics.compute(j["rank"], j["is_spoof"])
     assert str(err.value) == "non-finite score or logit (fix the scorer; metrics refuse NaN/inf)"
+
+
+def test_min_cllr_of_pure_blocks_is_computed_without_a_divide_warning():
+    import warnings
+
+    is_spoof = np.array([False] * 5 + [True] * 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # log(0) at a pure block is the infinite LLR it means
+        assert metrics.min_cllr(np.arange(10.0), is_spoof) == 0.0
