@@ -128,3 +128,26 @@ def test_ledger_sum_prints_jobs_total_and_each_thing_left_out(tmp_path, capsys):
     assert ledger.main(["sum", str(tmp_path / "none.csv")]) == ledger.EXIT_USAGE == 2
     assert capsys.readouterr().err.startswith(f"hearsay ledger: cannot read ledger "
                                               f"{tmp_path / 'none.csv'} (")
+
+
+def test_ledger_help_is_the_module_docstring_under_its_own_name(capsys):
+    with pytest.raises(SystemExit) as e:
+        ledger.main(["--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and out.startswith("usage: hearsay ledger [-h] {sum} ...")
+    assert ledger.__doc__.splitlines()[0] in out
+    assert "  status: \"complete\" when every rental is closed" in out  # layout kept as written
+    assert "sum the ledger (exit 1 while anything is left out)" in out
+    with pytest.raises(SystemExit) as e:
+        ledger.main([])
+    assert e.value.code == ledger.EXIT_USAGE
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "hearsay ledger: error: the following arguments are required: verb")
+
+
+def test_ledger_sum_names_every_closed_rental_whose_cost_is_unknown(tmp_path, capsys):
+    p = write(tmp_path, row("1", "fold", DONE, "1", ""), row("2", "full", DONE, "2", ""))
+    assert ledger.main(["sum", str(p)]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "unknown  2 closed rental(s) with no cost (cost unknown, not $0; left out of the total): "
+        "1 2")

@@ -177,3 +177,74 @@ def test_pin_check_refuses_strictly_and_accepts_laxly_and_names_the_verb(tmp_pat
     run_dir.write_meta(runs["full"], {"complete": False})
     assert pin.main(cli_write(tmp_path, runs, "--min-steps", "1")) == pin.EXIT_INCOMPLETE == 3
     assert capsys.readouterr().err.startswith("hearsay pin write: ")
+
+
+def test_pin_help_is_the_module_docstring_under_its_own_name(capsys):
+    with pytest.raises(SystemExit) as e:
+        pin.main(["--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and out.startswith("usage: hearsay pin [-h]")
+    assert pin.__doc__.splitlines()[0] in out
+    assert "    models/<stamp>/final_runs.json      the campaign's pin (FINAL)" in out  # as written
+    for verb_help in ("write a pin from the runs as they are",
+                      "read a pin as hearsay assemble (or with --lax, compare)",
+                      "the runs a campaign pin on this bundle holds, one a line"):
+        assert verb_help in out
+    with pytest.raises(SystemExit) as e:
+        pin.main([])
+    assert e.value.code == pin.EXIT_USAGE
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "hearsay pin: error: the following arguments are required: verb")
+
+
+def test_each_pin_verb_help_names_its_arguments_and_what_they_do(capsys):
+    wanted = {"write": ["--name NAME", "--bundle BUNDLE", "--run KEY=RUN_DIR",
+                        "--min-steps MIN_STEPS", "--recipe RECIPE", "--parity-box-logits REL",
+                        "--parity-waived WHY", "the bundle tree-sha every run trained on",
+                        "a campaign pin: the steps each run is held to",
+                        "an ablation pin: the recipe's name",
+                        "require parity A and B, B on these box logits (relative to the pin)",
+                        "pin without parity B, recorded"],
+              "check": ["[--lax] pin", "any pin with a runs object"],
+              "keys": ["keys [-h] bundle_meta"]}
+    for verb, fragments in wanted.items():
+        with pytest.raises(SystemExit):
+            pin.main([verb, "--help"])
+        out = " ".join(capsys.readouterr().out.split())  # argparse wraps by the terminal width
+        assert out.startswith(f"usage: hearsay pin {verb} [-h]")
+        assert all(f in out for f in fragments), (verb, out)
+    with pytest.raises(SystemExit) as e:
+        pin.main(["write", "p.json"])
+    assert e.value.code == 2 and capsys.readouterr().err.splitlines()[-1] == (
+        "hearsay pin write: error: the following arguments are required: --name, --bundle, "
+        "--run")
+
+
+def test_pin_write_records_the_name_and_bundle_and_a_run_folder_holding_an_equals_sign(tmp_path,
+                                                                                       capsys):
+    runs = {k: make_run(tmp_path / "a=b", k) for k in protocol.run_keys(2)}
+    args = ["write", str(tmp_path / "p.json"), "--name", "camp", "--bundle", SHA,
+            "--min-steps", "2", *[f"--run={k}={d}" for k, d in runs.items()]]
+    assert pin.main(args) == 0
+    doc = pin.read(tmp_path / "p.json")
+    assert (doc["name"], doc["bundle_tree_sha"]) == ("camp", SHA)
+    assert doc["runs"]["fold1"]["dir"] == runs["fold1"].resolve()
+    args[-1] = "--run=full"  # no =DIR
+    with pytest.raises(SystemExit):
+        pin.main(args)
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "hearsay pin: error: --run KEY=RUN_DIR each, and exactly one of --min-steps / "
+        "--recipe")
+
+
+def test_refusals_name_the_fix(tmp_path):
+    with pytest.raises(pin.PinError) as err:
+        pin.write(tmp_path / "p.json", name="c", bundle_tree_sha=SHA, runs={}, min_steps=0)
+    assert str(err.value) == "a campaign pin needs min_steps >= 1 (the recipe's optimiser steps)"
+    with pytest.raises(FileNotFoundError) as err:
+        pin.read(tmp_path / "none.json")
+    assert str(err.value) == (f"pin file {tmp_path / 'none.json'} not found (write it: "
+                              "runner/collect.sh, or hearsay pin write)")
+    p = pin_text(tmp_path, {**good(tmp_path), "runs": {"fold0": {}}})
+    with pytest.raises(pin.PinError, match=rf"^{p}: runs must be exactly"):
+        pin.read(p)

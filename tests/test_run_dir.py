@@ -97,3 +97,28 @@ def test_readout_and_progress_lines_show_absent_figures_as_null(tmp_path, capsys
     assert capsys.readouterr().out == "PROGRESS x (at 5)\n"
     assert run_dir.main(["progress", str(tmp_path / "none.json")]) == run_dir.EXIT_INCOMPLETE
     assert capsys.readouterr().err.startswith(f"hearsay run progress: {tmp_path / 'none.json'}:")
+
+
+def test_run_help_is_the_module_docstring_under_its_own_name(capsys):
+    with pytest.raises(SystemExit) as e:
+        run_dir.main(["--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and out.startswith("usage: hearsay run [-h]")
+    assert run_dir.__doc__.splitlines()[0] in out
+    assert "      config.json             the resolved training config" in out  # as written
+    for verb_help in ("is RUN_DIR complete, and the run --key of --bundle?",
+                      "print readout.json as runner/status.sh --why shows it",
+                      "print progress.json as runner/status.sh --why shows it"):
+        assert verb_help in out
+    with pytest.raises(SystemExit) as e:
+        run_dir.main([])
+    assert e.value.code == run_dir.EXIT_USAGE
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "hearsay run: error: the following arguments are required: verb")
+
+
+def test_a_folder_without_weights_is_refused_naming_both_places_looked(tmp_path):
+    with pytest.raises(run_dir.RunDirError) as err:
+        run_dir.weights_of(tmp_path)
+    assert str(err.value) == (f"no final/model.safetensors under {tmp_path} (is the run "
+                              "complete? pass a run dir with final/ or a checkpoint dir)")
