@@ -122,3 +122,35 @@ def test_a_folder_without_weights_is_refused_naming_both_places_looked(tmp_path)
         run_dir.weights_of(tmp_path)
     assert str(err.value) == (f"no final/model.safetensors under {tmp_path} (is the run "
                               "complete? pass a run dir with final/ or a checkpoint dir)")
+
+
+def test_identity_reads_a_parsed_meta_and_a_key_stands_for_its_job_fold_and_bundle(tmp_path,
+                                                                                 capsys):
+    meta = {"job": "fold", "fold": 3, "bundle_tree_sha": "s"}
+    assert run_dir.identity(meta) == run_dir.Identity("fold", 3, "s")
+    assert run_dir.wanted("fold3", "s") == ("fold", 3, "s")
+    assert run_dir.wanted("full", None) == ("full", None, None)
+    run = tmp_path / "r"
+    (run / "final").mkdir(parents=True)
+    (run / "final" / "model.safetensors").write_bytes(b"w")
+    run_dir.write_meta(run, {**meta, "complete": True})
+    assert run_dir.identity_key(run) == "fold3"
+    assert run_dir.main(["check", str(run), "--key", "full", "--bundle", "t"]) == 4
+    assert capsys.readouterr().err == (
+        f"hearsay run check: {run}: another run: job 'fold' (want 'full'); fold 3 (want None); "
+        "bundle_tree_sha 's' (want 't')\n")
+    with pytest.raises(SystemExit):
+        run_dir.main(["check", str(run), "--key", "fold9"])
+    assert capsys.readouterr().err.splitlines()[-1].startswith(
+        "hearsay run: error: run 'fold9' is not one of fold0, ")
+
+
+def test_each_run_verb_help_names_its_arguments(capsys):
+    wanted = {"check": ["--key KEY", "the campaign key it must be: fold0..fold4 or full",
+                        "--bundle BUNDLE", "the bundle tree-sha it must have trained on"],
+              "readout": ["the file, or - for stdin"], "progress": ["the file, or - for stdin"]}
+    for verb, fragments in wanted.items():
+        with pytest.raises(SystemExit):
+            run_dir.main([verb, "--help"])
+        out = " ".join(capsys.readouterr().out.split())
+        assert all(f in out for f in fragments), (verb, out)
