@@ -151,3 +151,13 @@ def test_ledger_sum_names_every_closed_rental_whose_cost_is_unknown(tmp_path, ca
     assert capsys.readouterr().out.splitlines()[-1] == (
         "unknown  2 closed rental(s) with no cost (cost unknown, not $0; left out of the total): "
         "1 2")
+
+
+def test_the_sum_verbs_help_line_is_its_own_text(capsys, monkeypatch):
+    import re
+
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit):
+        ledger.main(["--help"])
+    assert re.search(r"^\s+sum\s+sum the ledger \(exit 1 while anything is left out\)$",
+                     capsys.readouterr().out, re.M)

@@ -248,3 +248,23 @@ def test_refusals_name_the_fix(tmp_path):
     p = pin_text(tmp_path, {**good(tmp_path), "runs": {"fold0": {}}})
     with pytest.raises(pin.PinError, match=rf"^{p}: runs must be exactly"):
         pin.read(p)
+
+
+def test_each_pin_help_line_ends_with_its_own_text(capsys, monkeypatch):
+    import re
+
+    monkeypatch.setenv("COLUMNS", "200")  # one line per entry
+    lines = {"": [r"write\s+write a pin from the runs as they are"],
+             "write": [r"--bundle BUNDLE\s+the bundle tree-sha every run trained on",
+                       r"--min-steps MIN_STEPS\s+a campaign pin: the steps each run is held to",
+                       r"--recipe RECIPE\s+an ablation pin: the recipe's name",
+                       r"--parity-box-logits REL\s+require parity A and B, B on these box logits "
+                       r"\(relative to the pin\)",
+                       r"--parity-waived WHY\s+pin without parity B, recorded"],
+              "check": [r"--lax\s+any pin with a runs object"]}
+    for verb, patterns in lines.items():
+        with pytest.raises(SystemExit):
+            pin.main([verb, "--help"] if verb else ["--help"])
+        out = capsys.readouterr().out
+        for pattern in patterns:
+            assert re.search(rf"^\s+{pattern}$", out, re.M), (pattern, out)

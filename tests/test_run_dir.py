@@ -154,3 +154,18 @@ def test_each_run_verb_help_names_its_arguments(capsys):
             run_dir.main([verb, "--help"])
         out = " ".join(capsys.readouterr().out.split())
         assert all(f in out for f in fragments), (verb, out)
+
+
+def test_each_run_help_line_ends_with_its_own_text(capsys, monkeypatch):
+    import re
+
+    monkeypatch.setenv("COLUMNS", "200")
+    wanted = {"check": [r"--key KEY\s+the campaign key it must be: fold0..fold4 or full",
+                        r"--bundle BUNDLE\s+the bundle tree-sha it must have trained on"],
+              "readout": [r"file\s+the file, or - for stdin"]}
+    for verb, patterns in wanted.items():
+        with pytest.raises(SystemExit):
+            run_dir.main([verb, "--help"])
+        out = capsys.readouterr().out
+        for pattern in patterns:
+            assert re.search(rf"^\s+{pattern}$", out, re.M), (pattern, out)
