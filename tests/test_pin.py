@@ -268,3 +268,10 @@ def test_each_pin_help_line_ends_with_its_own_text(capsys, monkeypatch):
         out = capsys.readouterr().out
         for pattern in patterns:
             assert re.search(rf"^\s+{pattern}$", out, re.M), (pattern, out)
+
+
+def test_min_steps_that_is_not_a_whole_number_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        pin.main(cli_write(tmp_path, {"fold0": tmp_path}, "--min-steps", "many"))
+    assert e.value.code == pin.EXIT_USAGE
+    assert "argument --min-steps: invalid int value: 'many'" in capsys.readouterr().err
