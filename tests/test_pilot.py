@@ -116,3 +116,29 @@ def test_pilot_epochs_exit_codes_name_the_fix(tmp_path, capsys):
             pil.main([str(tmp_path), *bad])
         assert e.value.code == pil.EXIT_USAGE
         assert "must be >= 0 and --factor" in capsys.readouterr().err
+
+
+def test_pilot_epochs_help_is_the_module_docstring_and_each_line_its_own_text(capsys,
+                                                                             monkeypatch):
+    import re
+
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit):
+        pil.main(["--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: hearsay pilot-epochs [-h]")
+    assert "    hearsay pilot-epochs runs/pilot                       # prints E" in out  # as is
+    for pattern in (r"run_dir\s+the pilot's run dir \(its run_meta.json\)",
+                    r"--tol TOL\s+minDCF within this of the lowest counts as the lowest "
+                    r"\(default 0.01\)",
+                    r"--factor FACTOR\s+safety factor on the chosen epoch, >= 1 \(default 1.0\)",
+                    r"--json JSON\s+write the choice as JSON here",
+                    r"--how HOW\s+write how E was chosen as one line here \(runner/epochs.sh "
+                    r"records it\)"):
+        assert re.search(rf"^\s+{pattern}$", out, re.M), (pattern, out)
+
+
+def test_pilot_epochs_takes_tol_zero_and_writes_its_json_two_spaces_indented(tmp_path, capsys):
+    (tmp_path / "run_meta.json").write_text(json.dumps(meta_of([readout(1, 0.5)])))
+    assert pil.main([str(tmp_path), "--tol", "0", "--json", str(tmp_path / "e.json")]) == 0
+    assert (tmp_path / "e.json").read_text().startswith('{\n  "rule": ')
