@@ -57,7 +57,8 @@ rehearsal: install
 # the score per module is printed at the end (scripts/mutation_score.py), survivors with
 # `$(MUTATE_VENV)/bin/mutmut results` and `... show NAME`. Work and results: mutants/.
 MUTANTS ?= hearsay.evaluate.gate.* hearsay.bundle.select.* hearsay.contracts.protocol.* hearsay.metrics.* \
-	hearsay.evaluate.compare.* hearsay.evaluate.readouts.* hearsay.evaluate.pilot.* hearsay.contracts.folds.*
+	hearsay.evaluate.compare.* hearsay.evaluate.readouts.* hearsay.evaluate.pilot.* hearsay.contracts.folds.* \
+	hearsay.contracts.ledger.* hearsay.contracts.pin.* hearsay.contracts.run_dir.*
 MUTATE_JOBS ?= 2
 # mutmut lives in a venv of its own that sees $(VENV)'s packages through a .pth file: $(VENV)
 # stays exactly the lock (the box's version gate, which the rehearsal runs, refuses any package

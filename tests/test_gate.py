@@ -216,3 +216,288 @@ def test_bar_record_is_the_probe_rate_at_the_detectors_own_oof_threshold(tmp_pat
     assert rec["probe"]["threshold"] == thr
     assert rec["probe"]["false_alarm_rate"] == pytest.approx(np.mean(probe[1]["logit"] >= thr))
     assert rec["probe"]["set_sha256"] == gate.probe_set_sha(probe[1].iloc[::-1])  # order-free
+
+
+def test_a_bar_folder_reads_its_named_score_file_relative_or_absolute_else_scores_csv(tmp_path):
+    oof, hold, _ = campaign(1.0, 1.0)
+    d = tmp_path / "stamp"
+    d.mkdir()
+    pd.concat([oof, hold]).to_csv(d / "mine.csv", index=False)
+    (d / "meta.json").write_text(json.dumps({"name": "old", "scores_csv": "mine.csv"}))
+    bar = gate.load_bar(d)
+    assert {k: v for k, v in bar.items() if k != "scores"} == {
+        "dir": str(d), "name": "old", "meta": {"name": "old", "scores_csv": "mine.csv"},
+        "why": None, "scores_csv": str(d / "mine.csv")}
+    assert len(bar["scores"]) == len(oof) + len(hold)
+    (d / "meta.json").write_text(json.dumps({"scores_csv": str(d / "mine.csv")}))  # absolute
+    bar = gate.load_bar(d)
+    assert bar["name"] == "stamp" and bar["scores_csv"] == str(d / "mine.csv")  # no name: folder
+    (d / "meta.json").write_text(json.dumps({"name": "old"}))
+    pd.concat([oof, hold]).to_csv(d / "scores.csv", index=False)
+    assert gate.load_bar(d)["scores_csv"] == str(d / "scores.csv")  # none named: scores.csv
+    (d / "meta.json").write_text(json.dumps({"scores_csv": "/gone/elsewhere.csv"}))
+    assert gate.load_bar(d)["scores_csv"] == str(d / "scores.csv")  # named one gone: scores.csv
+
+
+def test_a_bar_folder_without_meta_or_score_file_says_which_without_its_path(tmp_path):
+    bar = gate.load_bar(tmp_path / "nowhere")
+    assert bar == {"dir": str(tmp_path / "nowhere"), "name": "nowhere", "meta": {},
+                   "scores": None, "why": "nowhere/meta.json missing (the bar folder is "
+                   "models/<stamp>/ of its campaign)"}
+    d = tmp_path / "stamp"
+    d.mkdir()
+    (d / "meta.json").write_text(json.dumps({"name": "old", "scores_csv": "mine.csv"}))
+    bar = gate.load_bar(d)
+    assert bar["scores"] is None and bar["name"] == "old"
+    assert bar["why"] == "the bar's score file mine.csv is missing"
+    g = gate.judge(*campaign(1.0, 1.0), [bar])
+    assert g["bars"][0] == {"name": "old", "dir": str(d), "outcome": "not measured",
+                            "why": "the bar's score file mine.csv is missing"}
+
+
+def test_bar_record_names_the_detector_its_score_file_and_the_probe_file(tmp_path, probe):
+    oof, _, key = campaign(3.0, 3.0)
+    rec = gate.bar_record("old", oof, key, probe[1], probe[0])
+    assert rec == {"name": "old", "scores_csv": "scores.csv",
+                   "probe": gate.probe_reading(oof, key, probe[1], probe[0])}
+    assert rec["probe"]["file"] == str(probe[0]) and rec["probe"]["n"] == 20
+    assert rec["probe"]["reading"] == "pi 0.3, as stated"
+
+
+def test_every_reading_compares_ours_and_the_bars_minDCF_at_that_reading(tmp_path, probe):
+    o, bo, k1 = flip_frames("o", "inner_oof")
+    h, bh, k2 = flip_frames("h", "holdout")
+    key = pd.concat([k1, k2], ignore_index=True)
+    bar = bar_dir(tmp_path, "bar", bo, bh, probe_fa=1.0, probe_file=probe[0])
+    g = gate.judge(o, h, key, [bar], probe[1], probe[0], {"full": GOOD_SHORTCUTS})
+    for stage, ours, theirs in (("holdout", h, bh), ("out-of-fold", o, bo)):
+        readings = g["bars"][0]["stages"][stage]["readings"]
+        for pi, d in metrics.READINGS:
+            r = readings[metrics.reading_name(pi, d)]
+            a, b = metrics.join(ours, key), metrics.join(theirs, key)
+            assert r["ours"] == metrics.min_dcf_reading(a["rank"], a["is_spoof"], pi, d)[0]
+            assert r["bar"] == metrics.min_dcf_reading(b["rank"], b["is_spoof"], pi, d)[0]
+            assert r["margin"] == pytest.approx(r["bar"] - r["ours"])
+            assert r["beats"] is (r["ours"] < r["bar"])
+    swapped = g["bars"][0]["stages"]["holdout"]["readings"]["pi 0.3, swapped"]
+    assert swapped["bar"] != g["bars"][0]["stages"]["holdout"]["readings"][
+        "pi 0.3, as stated"]["bar"]  # the direction reaches the bar's reading too
+
+
+def test_a_stage_with_one_class_only_is_not_measured_never_won_or_lost(tmp_path, probe):
+    oof, hold, key = campaign(3.0, 3.0)
+    b_oof, b_hold, _ = campaign(1.0, 1.0, seed=7)
+    bar = bar_dir(tmp_path, "bar", b_oof, b_hold, probe_fa=1.0, probe_file=probe[0])
+    bona_only = hold[hold["path"].isin(key.loc[key["label"] == "bonafide", "path"])]
+    g = gate.judge(oof, bona_only, key, [bar], probe[1], probe[0], {"full": GOOD_SHORTCUTS})
+    st = g["bars"][0]["stages"]["holdout"]
+    assert st["outcome"] == "not measured" and st["why"] == (
+        "holdout: minDCF undefined (one class only)")
+    assert st["n_spoof"] == 0 and st["n_bonafide"] == len(bona_only)
+    assert all(r == {"ours": None, "bar": None, "margin": None, "beats": None}
+               for r in st["readings"].values())
+    assert g["bars"][0]["flips"] == [] and g["outcome"] == "not measured"
+
+
+def test_a_stage_names_its_figures_and_clip_counts(tmp_path, probe):
+    oof, hold, key = campaign(3.0, 3.0)
+    b_oof, b_hold, _ = campaign(1.0, 1.0, seed=7)
+    bar = bar_dir(tmp_path, "bar", b_oof, b_hold, probe_fa=1.0, probe_file=probe[0])
+    g = gate.judge(oof, hold, key, [bar], probe[1], probe[0], {"full": GOOD_SHORTCUTS})
+    st = g["bars"][0]["stages"]["holdout"]
+    rec = st["readings"][gate.RECORD]
+    assert (st["n_bonafide"], st["n_spoof"]) == (30, 30)
+    assert st["why"] == (f"holdout: minDCF ours {rec['ours']:.4f} vs bar {rec['bar']:.4f} "
+                         f"(margin {rec['margin']:+.4f}, 30 bona fide + 30 synthetic)")
+    assert g["bars"][0]["why"] == "; ".join([st["why"], g["bars"][0]["stages"]["out-of-fold"][
+        "why"], g["bars"][0]["probe"]["why"]])
+    assert g["why"] == (f"against bar: {g['bars'][0]['why']}; {g['shortcuts']['why']}")
+    assert (g["reading"], g["metric"]) == ("pi 0.3, as stated", "min_dcf")
+    assert g["readings"] == ["pi 0.3, as stated", "pi 0.3, swapped", "pi 0.5, as stated",
+                             "pi 0.5, swapped"]
+
+
+def gate_doc(bars, probe=None):
+    """A judged gate as judge() returns it, by hand: every figure known."""
+    return {"outcome": "fail", "reading": gate.RECORD, "why": "WHY", "bars": bars,
+            "readings": [metrics.reading_name(*r) for r in metrics.READINGS], "probe": probe,
+            "shortcuts": {"bound": 0.85, "outcome": "pass", "why": "SHORTCUTS"}}
+
+
+def stage(ours, bar):
+    names = [metrics.reading_name(*r) for r in metrics.READINGS]
+    return {"readings": {n: {"ours": ours + i, "bar": bar, "beats": ours + i < bar}
+                         for i, n in enumerate(names)}}
+
+
+def test_the_report_section_states_the_rule_each_bar_its_readings_probe_and_shortcuts():
+    flipping = {"name": "b1", "outcome": "pass", "flips": ["pi 0.5, swapped", "pi 0.3, swapped"],
+                "stages": {"holdout": stage(0.1, 0.2), "out-of-fold": {"why": "no readings"}},
+                "probe": {"why": "PROBE1"}}
+    unread = {"name": "b2", "outcome": "not measured", "why": "B2 UNREAD"}
+    steady = {"name": "b3", "outcome": "fail", "flips": [], "probe": {"why": "PROBE3"},
+              "stages": {"holdout": stage(0.5, 0.25), "out-of-fold": stage(0.5, 0.25)}}
+    probe = {"file": "/deep/path/probe.csv", "n": 20, "false_alarm_rate": 0.25, "threshold": None}
+    assert gate.markdown(gate_doc([flipping, unread, steady], probe)) == [
+        "## Gate: **fail** (minDCF at pi 0.3, as stated; holdout and out-of-fold each below the "
+        "bar's, probe false alarms no worse than the bar's own, no stream shortcut)", "",
+        "The bar: b1. It is the bar because a campaign is worth shipping only if it beats the "
+        "detector it would replace, on exactly the same clips.", "", "WHY", "",
+        "### Bar 1 (gate): b1: pass", "",
+        "| reading | holdout ours | holdout bar | beats | OOF ours | OOF bar | beats |",
+        "|---|---|---|---|---|---|---|",
+        "| pi 0.3, as stated (of record) | 0.1000 | 0.2000 | True | - | - | None |",
+        "| pi 0.3, swapped | 1.1000 | 0.2000 | False | - | - | None |",
+        "| pi 0.5, as stated | 2.1000 | 0.2000 | False | - | - | None |",
+        "| pi 0.5, swapped | 3.1000 | 0.2000 | False | - | - | None |", "",
+        "- PROBE1", "- **The decision flips** under: pi 0.5, swapped, pi 0.3, swapped.", "",
+        "### Bar 2 (beside (not gating)): b2: not measured", "", "B2 UNREAD", "",
+        "### Bar 3 (beside (not gating)): b3: fail", "",
+        "| reading | holdout ours | holdout bar | beats | OOF ours | OOF bar | beats |",
+        "|---|---|---|---|---|---|---|",
+        "| pi 0.3, as stated (of record) | 0.5000 | 0.2500 | False | 0.5000 | 0.2500 | False |",
+        "| pi 0.3, swapped | 1.5000 | 0.2500 | False | 1.5000 | 0.2500 | False |",
+        "| pi 0.5, as stated | 2.5000 | 0.2500 | False | 2.5000 | 0.2500 | False |",
+        "| pi 0.5, swapped | 3.5000 | 0.2500 | False | 3.5000 | 0.2500 | False |", "",
+        "- PROBE3", "- The decision is the same under every reading.", "",
+        "Probe (probe.csv, n=20): our false-alarm rate 0.2500 at the out-of-fold minDCF "
+        "threshold -.", "",
+        "Stream shortcuts (bound 0.85): pass: SHORTCUTS.", ""]
+
+
+def test_the_report_section_names_a_given_bar_note_an_unnamed_probe_and_a_missing_bar():
+    probe = {"file": None, "n": 3, "false_alarm_rate": None, "threshold": 1.23456}
+    lines = gate.markdown(gate_doc([], probe), bar_note="models/old (picked by name)")
+    assert lines[2].startswith("The bar: models/old (picked by name). It is the bar because")
+    assert ("Probe (in memory, n=3): our false-alarm rate - at the out-of-fold minDCF threshold "
+            "1.2346.") in lines
+    assert gate.markdown(gate_doc([]))[2].startswith("The bar: none given. It is")
+    assert not any(line.startswith("Probe") for line in gate.markdown(gate_doc([])))
+
+
+def test_the_probe_check_records_both_rates_and_sets_and_says_why_in_each_case():
+    ours = {"false_alarm_rate": 0.2, "set_sha256": "s1"}
+    assert gate._probe_check(None, {}) == {
+        "outcome": "not measured", "why": "probe: no probe set given (--probe)"}
+    cases = [({}, "not measured", "probe: the bar's meta.json holds no probe false-alarm rate"),
+             ({"false_alarm_rate": 0.3}, "not measured",
+              "probe: the bar's probe record names no probe set (set_sha256)"),
+             ({"false_alarm_rate": 0.3, "set_sha256": "s2"}, "not measured",
+              "probe: the bar's rate was read on other probe clips (set_sha256 differs)"),
+             ({"false_alarm_rate": 0.3, "set_sha256": "s1"}, "pass",
+              "probe false alarms ours 0.2000 vs the bar's own 0.3000 (no worse)"),
+             ({"false_alarm_rate": 0.1, "set_sha256": "s1"}, "fail",
+              "probe false alarms ours 0.2000 vs the bar's own 0.1000 (WORSE)")]
+    for theirs, outcome, why in cases:
+        assert gate._probe_check(ours, {"probe": theirs}) == {
+            "ours": 0.2, "bar": theirs.get("false_alarm_rate"), "set_sha256": "s1",
+            "bar_set_sha256": theirs.get("set_sha256"), "outcome": outcome, "why": why}
+    unknown = gate._probe_check({"false_alarm_rate": None, "set_sha256": "s1"},
+                                {"probe": {"false_alarm_rate": 0.3, "set_sha256": "s1"}})
+    assert (unknown["outcome"], unknown["why"]) == ("not measured",
+                                                    "probe: our false-alarm rate is unknown")
+
+
+def test_a_bar_missing_one_of_our_clips_names_it(tmp_path, probe):
+    oof, hold, key = campaign(3.0, 3.0)
+    b_oof, b_hold, _ = campaign(1.0, 1.0, seed=7)
+    bar = bar_dir(tmp_path, "short", b_oof, b_hold.iloc[1:], probe_fa=1.0, probe_file=probe[0])
+    st = gate.judge(oof, hold, key, [bar], probe[1], probe[0], {})["bars"][0]["stages"]
+    assert st["holdout"] == {"n_bonafide": 30, "n_spoof": 30, "outcome": "not measured",
+                             "why": "holdout: the bar scores 1 of our clips not at all, "
+                                    "e.g. 'h0'"}
+    assert st["out-of-fold"]["outcome"] == "pass"
+
+
+def test_a_bar_that_scored_a_clip_twice_is_judged_on_its_first_score(tmp_path, probe):
+    oof, hold, key = campaign(3.0, 3.0)
+    b_oof, b_hold, _ = campaign(1.0, 1.0, seed=7)
+    once = bar_dir(tmp_path, "once", b_oof, b_hold, probe_fa=1.0, probe_file=probe[0])
+    again = b_hold.iloc[:10].assign(logit=-b_hold["logit"].iloc[:10] * 5)  # rescored, later rows
+    twice = bar_dir(tmp_path, "twice", b_oof, pd.concat([b_hold, again]), probe_fa=1.0,
+                    probe_file=probe[0])
+    g1, g2 = (gate.judge(oof, hold, key, [b], probe[1], probe[0], {})["bars"][0]["stages"]
+              for b in (once, twice))
+    assert g2["holdout"]["readings"] == g1["holdout"]["readings"]
+
+
+def test_no_decision_is_taken_and_nothing_flips_while_a_stage_has_no_readings(tmp_path, probe):
+    o, bo, k1 = flip_frames("o", "inner_oof")  # out-of-fold alone would flip (test above)
+    h, bh, k2 = flip_frames("h", "holdout")
+    key = pd.concat([k1, k2], ignore_index=True)
+    unread = bar_dir(tmp_path, "unread", bo, bh.iloc[1:], probe_fa=1.0, probe_file=probe[0])
+    g = gate.judge(o, h, key, [unread], probe[1], probe[0], {})
+    assert "readings" not in g["bars"][0]["stages"]["holdout"] and g["flips"] == []
+    one_class = h[key.set_index("path").loc[h["path"], "label"].to_numpy() == "spoof"]
+    bar = bar_dir(tmp_path, "bar", bo, bh, probe_fa=1.0, probe_file=probe[0])
+    g = gate.judge(o, one_class, key, [bar], probe[1], probe[0], {})
+    assert g["bars"][0]["stages"]["holdout"]["readings"][gate.RECORD]["beats"] is None
+    assert g["flips"] == [] and g["bars"][0]["flips"] == []
+
+
+def test_the_gate_names_its_probe_file_and_no_bar_and_an_unread_bar_has_no_flips(tmp_path,
+                                                                                 probe):
+    oof, hold, key = campaign(3.0, 3.0)
+    g = gate.judge(oof, hold, key, [], probe[1], probe[0], {})
+    assert (g["outcome"], g["why"]) == ("not measured", "no bar given (--bar DIR)")
+    assert g["probe"] == gate.probe_reading(oof, key, probe[1], probe[0])
+    assert g["probe"]["file"] == str(probe[0])
+    g = gate.judge(oof, hold, key, [gate.load_bar(tmp_path / "none")], probe[1], probe[0], {})
+    assert g["flips"] == [] and g["bars"][0]["outcome"] == "not measured"
+
+
+def test_an_unmeasured_run_or_auc_never_hides_a_flagged_one_after_it():
+    unmeasured_first = {"fold0": {}, "full": {"stream_shortcuts": {"per_source": {
+        "all": {"auc": {"peak": None, "duration_s": 0.97}}}}}}
+    s = gate.shortcut_check(unmeasured_first)
+    assert s["outcome"] == "fail" and s["flagged"] == ["full/all/duration_s AUC 0.970"]
+    assert s["unmeasured"] == ["fold0: no stream_shortcuts in run_meta.json",
+                               "full/all/peak: too few clips per class"]
+    assert s["runs"] == {"full": {"max_strength": 0.97, "per_feature": {"all/duration_s": 0.97}}}
+
+
+def test_the_probe_set_is_the_sha256_of_its_sorted_paths_one_per_line():
+    import hashlib
+
+    frame = pd.DataFrame({"path": ["b.wav", "a.wav", "b.wav"], "logit": [0.0, 1.0, 2.0]})
+    assert gate.probe_set_sha(frame) == hashlib.sha256(b"a.wav\nb.wav").hexdigest()
+
+
+def test_a_probe_reading_without_clips_or_without_a_threshold_has_no_rate():
+    oof, _, key = campaign(2.0, 2.0)
+    empty = gate.probe_reading(oof, key, pd.DataFrame({"path": [], "logit": []}), None)
+    assert (empty["n"], empty["false_alarm_rate"], empty["file"]) == (0, None, None)
+    one_class = oof[oof["path"].isin(key.loc[key["label"] == "spoof", "path"])]
+    probe = pd.DataFrame({"path": ["w0", "w1"], "logit": [0.0, 1.0]})
+    rec = gate.probe_reading(one_class, key, probe, None)
+    assert (rec["n"], rec["threshold"], rec["false_alarm_rate"]) == (2, None, None)
+
+
+def test_each_stage_names_itself_in_its_why(tmp_path, probe):
+    oof, hold, key = campaign(3.0, 3.0)
+    b_oof, b_hold, _ = campaign(1.0, 1.0, seed=7)
+    bar = bar_dir(tmp_path, "bar", b_oof, b_hold, probe_fa=1.0, probe_file=probe[0])
+    st = gate.judge(oof, hold, key, [bar], probe[1], probe[0], {})["bars"][0]["stages"]
+    assert st["holdout"]["why"].startswith("holdout: minDCF ours ")
+    assert st["out-of-fold"]["why"].startswith("out-of-fold: minDCF ours ")
+    assert st["out-of-fold"]["why"].endswith("(margin " + format(
+        st["out-of-fold"]["readings"][gate.RECORD]["margin"], "+.4f") +
+        ", 200 bona fide + 200 synthetic)")
+
+
+def test_the_shortcut_why_lists_four_flagged_at_most_or_the_first_unmeasured():
+    aucs = {f"f{i}": 0.9 + i / 100 for i in range(5)}
+    s = gate.shortcut_check({"full": {"stream_shortcuts": {"per_source": {"all": {"auc": aucs}}}}})
+    assert s["why"] == ("stream shortcuts: 5 at max(AUC, 1-AUC) >= 0.85: full/all/f0 AUC 0.900, "
+                        "full/all/f1 AUC 0.910, full/all/f2 AUC 0.920, full/all/f3 AUC 0.930")
+    s = gate.shortcut_check({"a": {}, "b": {}})
+    assert s["why"] == ("stream shortcuts: 2 AUC(s) unmeasured, e.g. a: no stream_shortcuts in "
+                        "run_meta.json")
+    assert gate.shortcut_check({"fold0": GOOD_SHORTCUTS})["why"] == (
+        "stream shortcuts: every AUC within (1-0.85, 0.85)")
+
+
+def test_a_gate_without_a_why_reports_an_empty_line_for_it():
+    doc = gate_doc([])
+    del doc["why"]
+    assert gate.markdown(doc)[3:6] == ["", "", ""]

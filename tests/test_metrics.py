@@ -284,3 +284,208 @@ def test_an_inverted_detector_reads_min_dcf_one_and_is_no_better_than_trivial():
     assert m["min_dcf"] == 1.0 and m["opposite"]["min_dcf"] == 0.0
     assert metrics.decisions(m)["min_dcf_below_1"] is False
     assert "min_dcf_below_1" in m["flips"] and m["suspect_inverted"] is True
+
+
+@pytest.mark.parametrize("labels, why", [
+    ([], "no clips in this group (n_bonafide=0, n_spoof=0)"),
+    ([False, False], "no synthetic (spoof) clips in this group (n_bonafide=2, n_spoof=0)"),
+    ([True, True, True], "no bona fide clips in this group (n_bonafide=0, n_spoof=3)")])
+def test_an_undefined_group_names_the_class_it_lacks_and_both_counts(labels, why):
+    m = metrics.compute(np.arange(float(len(labels))), np.array(labels, bool), pi=0.5)
+    assert m == {"n_bonafide": labels.count(False), "n_spoof": labels.count(True), "pi": 0.5,
+                 **dict.fromkeys(("eer", "min_dcf", "min_dcf_threshold", "act_dcf",
+                                  "min_dcf_pi05", "act_dcf_pi05", "auc", "cllr", "min_cllr")),
+                 "undefined": why}
+
+
+def test_compute_reads_minDCF_and_actDCF_at_its_pi_and_at_05_beside():
+    rank, is_spoof = random_set(5)
+    m = metrics.compute(rank, is_spoof, rank + 0.3, pi=0.2)
+    thr, p_miss, p_fa = metrics.operating_points(rank, is_spoof)
+    assert (m["min_dcf"], m["min_dcf_threshold"]) == metrics.min_dcf(p_miss, p_fa, thr, 0.2)
+    assert m["min_dcf_pi05"] == metrics.min_dcf(p_miss, p_fa, thr, 0.5)[0]
+    assert m["act_dcf"] == metrics.act_dcf(rank + 0.3, is_spoof, 0.2)
+    assert m["act_dcf_pi05"] == metrics.act_dcf(rank + 0.3, is_spoof, 0.5)
+    assert m["cllr"] == metrics.cllr(rank + 0.3, is_spoof)  # the llr given, not the rank
+    assert m["min_cllr"] == metrics.min_cllr(rank, is_spoof) and m["pi"] == 0.2
+    assert (m["n_bonafide"], m["n_spoof"]) == (int((~is_spoof).sum()), int(is_spoof.sum()))
+    with pytest.raises(metrics.MetricsError, match="non-finite"):
+        metrics.compute(rank, is_spoof, np.where(is_spoof, np.inf, 0.0))
+
+
+def test_the_opposite_reading_holds_the_six_figures_of_the_negated_scores():
+    rank, is_spoof = random_set(4, ties=False)
+    m = metrics.with_opposite(rank, is_spoof, rank * 2, pi=0.2)
+    opp = metrics.compute(-rank, is_spoof, -rank * 2, pi=0.2)
+    assert m["opposite"] == {k: opp[k] for k in ("eer", "min_dcf", "act_dcf", "auc", "cllr",
+                                                   "min_cllr")}
+    assert m["flips"] == sorted(m["flips"]) and m["pi"] == 0.2
+    assert m["cllr"] == metrics.cllr(rank * 2, is_spoof)  # the llr given, not the rank
+    one = metrics.with_opposite(np.arange(3.0), np.ones(3, bool))
+    assert (one["flips"], one["suspect_inverted"]) == ([], None)  # undefined: nothing flips
+
+
+def test_the_summary_names_every_figure_the_flips_the_inversion_and_each_group():
+    m = {"n_bonafide": 3, "n_spoof": 2, "pi": 0.3, "eer": 0.25, "min_dcf": 0.5, "act_dcf": None,
+         "min_dcf_pi05": 0.125, "auc": 0.4, "cllr": 1.0, "min_cllr": 0.75,
+         "flips": ["better_than_chance", "min_dcf_below_1"], "suspect_inverted": True,
+         "breakdowns": {"codec": {"mp3": {"n_bonafide": 1, "n_spoof": 2, "eer": 0.5,
+                                          "min_dcf": 0.75},
+                                  "none": {"n_bonafide": 0, "n_spoof": 1,
+                                           "undefined": "no bona fide clips"}}}}
+    assert metrics.summary_lines(m) == [
+        "n_bonafide=3 n_spoof=2 pi=0.3",
+        "eer=0.2500  min_dcf=0.5000  act_dcf=undefined  min_dcf_pi05=0.1250  auc=0.4000  "
+        "cllr=1.0000  min_cllr=0.7500",
+        "opposite convention flips: better_than_chance, min_dcf_below_1",
+        "WARNING: AUC < 0.5, the scores look inverted (high = bona fide?)",
+        "  codec/mp3: n_b=1 n_s=2 eer=0.5000 min_dcf=0.7500",
+        "  codec/none: n_b=0 n_s=1 no bona fide clips"]
+    quiet = {k: v for k, v in m.items() if k != "breakdowns"} | {"flips": [],
+                                                                  "suspect_inverted": False}
+    assert len(metrics.summary_lines(quiet)) == 2
+    assert metrics.summary_lines({"n_bonafide": 0, "n_spoof": 1, "pi": 0.3,
+                                  "undefined": "no bona fide clips"}) == [
+        "n_bonafide=0 n_spoof=1 pi=0.3", "undefined: no bona fide clips"]
+
+
+def test_codec_groups_read_a_missing_codec_as_none_and_split_clean_from_other_augmentation():
+    labels = ["bonafide", "spoof"] * 4
+    key = pd.DataFrame({"path": list("abcdefgh"), "label": labels})
+    scores = pd.DataFrame({"path": list("abcdefgh"), "logit": np.arange(8.0),
+                           "codec": [None, None, "", "mp3", "mp3", "mp3", "clean", ""],
+                           "augmentation": [None, "", "noise", "codec", "codec", "codec", "none",
+                                            None]})
+    b = metrics.breakdowns(metrics.join(scores, key))
+    counts = {k: {g: (v["n_bonafide"], v["n_spoof"]) for g, v in b[k].items()}
+              for k in ("codec", "augmentation", "transcoded")}
+    assert counts == {
+        "codec": {"none": (2, 2), "clean": (1, 0), "mp3": (1, 2)},
+        "augmentation": {"": (0, 1), "codec": (1, 2), "noise": (1, 0), "none": (2, 1)},
+        "transcoded": {"clean": (2, 2), "other augmentation": (1, 0), "transcoded": (1, 2)}}
+    no_aug = metrics.breakdowns(metrics.join(scores.drop(columns="augmentation"), key))
+    assert "augmentation" not in no_aug  # absent columns are skipped; clean = no codec
+    assert {g: (v["n_bonafide"], v["n_spoof"]) for g, v in no_aug["transcoded"].items()} == {
+        "clean": (3, 2), "other augmentation": (0, 0), "transcoded": (1, 2)}
+
+
+def test_breakdown_groups_are_read_at_the_pi_asked_for():
+    scores, key = frames(3)
+    b = metrics.evaluate(scores, key, pi=0.2)["breakdowns"]
+    assert {g["pi"] for groups in b.values() for g in groups.values()} == {0.2}
+    assert list(b) == ["generator", "source", "length", "augmentation", "codec", "transcoded"]
+    assert list(b["length"]) == ["<=4s", "4-6s", ">6s"]
+    n_s = int((key["label"] == "spoof").sum())
+    assert all(g["n_spoof"] == n_s for g in b["source"].values())  # all synthetic clips each
+    bona = key[key["label"] == "bonafide"]
+    assert {s: g["n_bonafide"] for s, g in b["source"].items()} == {
+        s: int((bona["source"] == s).sum()) for s in ("A", "B")}  # and that source's bona fide
+
+
+def test_evaluate_states_its_convention_and_takes_the_logit_as_llr():
+    scores, key = frames(4)
+    m = metrics.evaluate(scores, key, pi=0.2)
+    assert m["convention"] == metrics.CONVENTION and m["pi"] == 0.2
+    assert m["convention"].startswith("score high = synthetic; pi = prior of synthetic; miss")
+    y = (scores.merge(key, on="path")["label"] == "spoof").to_numpy()
+    assert m["act_dcf"] == metrics.act_dcf(scores["logit"].to_numpy(), y, 0.2)
+    only_score = metrics.evaluate(scores.drop(columns="logit"), key)  # logit = log(s / (1 - s))
+    assert only_score["auc"] == pytest.approx(metrics.evaluate(scores, key)["auc"], abs=1e-12)
+
+
+def test_the_ranking_value_of_a_saturated_score_is_clipped_not_infinite():
+    frame = pd.DataFrame({"score": [0.0, 0.5, 1.0]})
+    r = metrics.rank_values(frame)
+    assert r[1] == 0.0 and np.isfinite(r).all()
+    assert r[0] == pytest.approx(math.log(1e-15)) and r[2] == pytest.approx(-r[0], rel=1e-4)
+
+
+@pytest.mark.parametrize("seconds", [-0.1, float("nan"), float("inf")])
+def test_a_duration_that_is_not_seconds_is_refused(seconds):
+    with pytest.raises(metrics.MetricsError, match="bad duration"):
+        metrics.length_bucket(seconds)
+    assert metrics.length_bucket(0.0) == "<=4s"
+
+
+def test_join_refuses_what_it_cannot_read_and_names_the_fix():
+    key = pd.DataFrame({"path": ["a", "b"], "label": ["spoof", "bonafide"]})
+    one = pd.DataFrame({"path": ["a"], "logit": [1.0]})
+    bad_labels = pd.DataFrame({"path": list("abcdefg"), "label": list("gfedcba")})
+    cases = [(pd.DataFrame({"logit": [1.0]}), key,
+              "scores file lacks column(s) ['path']; it has ['logit']"),
+             (pd.DataFrame({"path": ["a"]}), key,
+              "scores file needs a `logit` or a `score` column"),
+             (one, key.drop(columns="label"),
+              "key file lacks column(s) ['label']; it has ['path']"),
+             (one, bad_labels, "key labels must be bonafide/spoof; found "
+                               "['a', 'b', 'c', 'd', 'e']"),  # the first five named
+             (one, pd.concat([key, key.iloc[:1]]),
+              "key has duplicate paths, e.g. 'a' (one row per clip)"),
+             (pd.DataFrame({"path": ["a", "z"], "logit": [1.0, 2.0]}), key,
+              "1 scored path(s) are not in the key, e.g. 'z' (the key must label every row)"),
+             ]
+    for scores, k, why in cases:
+        with pytest.raises(metrics.MetricsError) as err:
+            metrics.join(scores, k)
+        assert str(err.value) == why
+    j = metrics.join(pd.DataFrame({"path": ["b", "a"], "logit": [1.0, 2.0]}), key)
+    assert j["is_spoof"].tolist() == [False, True] and j["rank"].tolist() == [1.0, 2.0]
+
+
+def test_a_column_in_both_files_is_the_scores_and_the_keys_copy_is_suffixed():
+    key = pd.DataFrame({"path": ["a", "b"], "label": ["spoof", "bonafide"], "codec": ["x", "y"]})
+    scores = pd.DataFrame({"path": ["a", "b"], "logit": [1.0, 0.0], "codec": ["mp3", "opus"]})
+    j = metrics.join(scores, key)
+    assert j["codec"].tolist() == ["mp3", "opus"] and j["codec_key"].tolist() == ["x", "y"]
+    assert j["label"].tolist() == ["spoof", "bonafide"]
+
+
+@pytest.mark.parametrize("auc, better", [(0.5, False), (0.5000001, True), (0.4999999, False)])
+def test_an_auc_of_exactly_half_is_not_better_than_chance(auc, better):
+    assert metrics.decisions({"auc": auc, "min_dcf": 0.9, "act_dcf": 0.9})[
+        "better_than_chance"] is better
+
+
+def test_an_undefined_group_takes_no_decision():
+    assert metrics.decisions({"auc": None}) == {"better_than_chance": None,
+                                               "min_dcf_below_1": None, "act_dcf_below_1": None}
+
+
+def test_scores_that_tell_nothing_flip_nothing_and_are_not_suspected_inverted():
+    y = np.arange(10) % 2 == 1
+    m = metrics.with_opposite(np.zeros(10), y)  # AUC exactly 0.5, minDCF and actDCF 1
+    assert (m["auc"], m["min_dcf"], m["act_dcf"]) == (0.5, 1.0, 1.0)
+    assert m["flips"] == [] and m["suspect_inverted"] is False
+
+
+def test_act_dcf_is_normalised_by_the_smaller_prior_above_one_half_too():
+    y = np.array([True, True, False, False])
+    llr = np.array([5.0, -5.0, 5.0, -5.0])  # one miss in two, one false alarm in two
+    for pi in (0.3, 0.7):
+        assert metrics.act_dcf(llr, y, pi) == pytest.approx(0.5 / min(pi, 1 - pi))
+
+
+def test_labels_given_as_zeros_and_ones_read_as_synthetic_and_bona_fide():
+    rank, is_spoof = random_set(6)
+    assert metrics.compute(rank, is_spoof.astype(int)) == metrics.compute(rank, is_spoof)
+    assert metrics.auc(rank, is_spoof.astype(int)) == metrics.auc(rank, is_spoof)
+    assert metrics.min_dcf_reading(rank, is_spoof.astype(int), 0.3, "swapped") == \
+        metrics.min_dcf_reading(rank, is_spoof, 0.3, "swapped")
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_score_is_refused_where_metrics_are_computed_naming_the_fix(bad):
+    key = pd.DataFrame({"path": ["a", "b"], "label": ["spoof", "bonafide"]})
+    j = metrics.join(pd.DataFrame({"path": ["a", "b"], "logit": [1.0, bad]}), key)
+    with pytest.raises(metrics.MetricsError) as err:
+        metrics.compute(j["rank"], j["is_spoof"])
+    assert str(err.value) == "non-finite score or logit (fix the scorer; metrics refuse NaN/inf)"
+
+
+def test_min_cllr_of_pure_blocks_is_computed_without_a_divide_warning():
+    import warnings
+
+    is_spoof = np.array([False] * 5 + [True] * 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # log(0) at a pure block is the infinite LLR it means
+        assert metrics.min_cllr(np.arange(10.0), is_spoof) == 0.0
