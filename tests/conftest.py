@@ -28,6 +28,11 @@ def small_demo_config() -> DemoDataConfig:
 
 
 @pytest.fixture(scope="session")
+def small_demo_splits() -> dict:
+    return SMALL_DEMO_SPLITS
+
+
+@pytest.fixture(scope="session")
 def demo_corpus(tmp_path_factory):
     from hearsay.demo.corpus import write_corpus
 

@@ -788,6 +788,12 @@ def _(w, tmp, mp):
     return Call(["sum", str(tmp / "l.csv")])  # a rental still open
 
 
+@case("ledger", 3)
+def _(w, tmp, mp):
+    (tmp / "l.csv").write_text(LEDGER_HEAD + CLOSED.replace("1.5000,3.0000", ",3.0000"))
+    return Call(["hours", str(tmp / "l.csv"), "--job-prefix", "fold", "--open-default", "1"])
+
+
 @case("ledger", 2)
 def _(w, tmp, mp):
     (tmp / "l.csv").write_text("a,b\n")  # no ledger header

@@ -134,7 +134,7 @@ def test_ledger_help_is_the_module_docstring_under_its_own_name(capsys):
     with pytest.raises(SystemExit) as e:
         ledger.main(["--help"])
     out = capsys.readouterr().out
-    assert e.value.code == 0 and out.startswith("usage: hearsay ledger [-h] {sum} ...")
+    assert e.value.code == 0 and out.startswith("usage: hearsay ledger [-h] {sum,hours} ...")
     assert ledger.__doc__.splitlines()[0] in out
     assert "  status: \"complete\" when every rental is closed" in out  # layout kept as written
     assert "sum the ledger (exit 1 while anything is left out)" in out

@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import soundfile as sf
-from conftest import SMALL_DEMO, SMALL_DEMO_SPLITS
 
 from hearsay import train
 from hearsay.bundle.build import BundleConfig, build_bundle
@@ -37,10 +36,10 @@ LONG = "long-probe"
 
 
 @pytest.fixture(scope="module")
-def campaign(tmp_path_factory):
+def campaign(tmp_path_factory, small_demo_config, small_demo_splits):
     """(corpus dir, bundle, full run dir, exported model dir)."""
     root = tmp_path_factory.mktemp("probe_deploy")
-    manifest = dd.write_corpus(root / "corpus", SMALL_DEMO)
+    manifest = dd.write_corpus(root / "corpus", small_demo_config)
     rng = np.random.default_rng(46)
     wave = np.concatenate([dd.synth_clip("bonafide", "studio", 9.0, 120.0, rng),
                            dd.synth_clip(dd.INNER_GENERATORS[0], "studio", 9.0, 120.0, rng)])
@@ -50,7 +49,7 @@ def campaign(tmp_path_factory):
                 "generator": "bonafide", "source": "studio", "group": "long", "fold": "test",
                 "train_scope": "core"}
     pd.concat([rows, pd.DataFrame([long_row])]).to_csv(manifest, index=False)
-    folds = write_folds(read_manifest(manifest), SplitsConfig.from_dict(SMALL_DEMO_SPLITS),
+    folds = write_folds(read_manifest(manifest), SplitsConfig.from_dict(small_demo_splits),
                         root / "splits", "demo")
     build_bundle(manifest, root / "bundle", folds, BundleConfig(workers=2), progress=False)
     bundle = load_bundle(root / "bundle")

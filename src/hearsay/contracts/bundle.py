@@ -146,9 +146,9 @@ def meta_n_folds(meta: dict, where: object = META) -> int:
     many fold models a campaign on this bundle trains; BundleError when it records none."""
     try:
         return int(meta["folds"]["config"]["n_folds"])
-    except (KeyError, TypeError, ValueError) as err:
-        raise BundleError(f"{where} records no folds.config.n_folds ({err!r}); rebuild the "
-                          "bundle with hearsay bundle") from None
+    except (KeyError, TypeError, ValueError):
+        raise BundleError(f"{where} records no folds.config.n_folds: rebuild the bundle with "
+                          "hearsay bundle") from None
 
 
 @dataclass(frozen=True)

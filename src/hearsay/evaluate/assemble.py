@@ -362,17 +362,13 @@ def main(argv: list[str] | None = None) -> int:
     if (why := scoring.device_problem(args.device)) is not None:
         print(f"hearsay assemble: {why}", file=sys.stderr)
         return EXIT_USAGE
-    from hearsay.evaluate import report
+    from hearsay.evaluate import compare, corpus_decision, report
 
     try:
-        from hearsay.evaluate import compare
-
         ablation = None if args.ablation is None else compare.load_decision(args.ablation)
         bundle = scoring.load_bundle(args.bundle, verify=not args.no_verify_bundle)
         done = assemble(args.pinned, bundle, args.outputs,
                         scoring.ScoreConfig(device=args.device), rescore=args.rescore)
-        from hearsay.evaluate import corpus_decision
-
         extra = corpus_decision.gate_check(args.corpus_decision, done["metas"])
         probe = args.probe or done["files"]["full"].get(("test", probe_set.AUG))
         meta = report.write_all(done, bundle, bars=bars, probe=probe, ledger=args.ledger,

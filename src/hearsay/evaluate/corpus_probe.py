@@ -196,8 +196,7 @@ def augmented(x: np.ndarray, rng: np.random.Generator, aug, codecs_here: list[st
               tmp: Path) -> tuple[np.ndarray, str]:
     """One clip through the recipe's augmentation (the whole clip: no crop, no normalising)."""
     from hearsay.sound import codecs
-    from hearsay.sound.augment import choose
-    from hearsay.sound.transforms import apply
+    from hearsay.sound.augment import apply, choose
 
     name = choose(rng, aug, codecs_here)
     if name.startswith("codec:"):
