@@ -15,15 +15,9 @@ Crops (every number is a `CropConfig` field; docs/DESIGN.md, "Model and training
    `hearsay.sound.audio.normalize(x, n_valid)`, after augmentation.
 
 Augmentation (every number is an `AugmentConfig` field of hearsay.sound.augment): with p 0.65 a
-clip gets one augmentation type, drawn by weight from
-
-    codec:<c>    a codec copy from the bundle (codecs/<c>/<id>.flac: mp3, opus, aac, amrnb, mulaw)
-    noise        coloured Gaussian noise at 5–30 dB SNR
-    bandlimit    telephone band: low-pass at 3.4 or 4 kHz
-    reverb       exponential-decay impulse response, direct path at lag 0 (no delay)
-    gain_clip    gain into a hard-clipping ceiling
-    rawboost     RawBoost convolutive (LnL) noise (Tak et al., ICASSP 2022)
-    trim_jitter  re-trim at 30–40 dB with 0–200 ms margins (training only; shortens the clip)
+clip gets one augmentation type, drawn by weight from the types hearsay.sound.augment lists (a
+codec copy from the bundle, codecs/<c>/<id>.flac: mp3, opus, aac, amrnb, mulaw; noise, bandlimit,
+reverb, gain_clip, rawboost, trim_jitter).
 
 Per clip, in this order (`build` does all of it; the trainer's batches call it once per clip):
 
