@@ -117,7 +117,8 @@ teardown() { world_end; }
   run launch --yes fold x
   [ "$status" -eq 2 ]
   [[ "$output" == "runner: fold needs a number"* ]]
-  [ ! -d "$RUNNER_STATE/jobs/fold3" ] && [ ! -d "$RUNNER_STATE/jobs/ablate-core_only-fold3" ]
+  [ ! -d "$RUNNER_STATE/jobs/fold3" ]
+  [ ! -d "$RUNNER_STATE/jobs/ablate-core_only-fold3" ]
   [ "$(wc -l <"$W/fake.log")" -eq "$asked" ]           # the account was never asked
   [ "$(created_count)" -eq 0 ]
 }
