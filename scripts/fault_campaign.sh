@@ -355,7 +355,11 @@ scenario() {
     [ -z "$mnt" ] || { cp -a "$RUNNER_STATE" "$W/state.final" 2>/dev/null; umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null; } || true
     # every file of the scenario but the store's own credentials (rclone.conf and its box copies)
     secrets=$( { grep -r -l -e "$key" -e "$secret" "$W" --exclude=rclone.conf --exclude='rclone.conf.*' --exclude=fake_state.json 2>/dev/null || true; } | wc -l)
-    [ "$secrets" -eq 0 ] || grep -r -l -e "$key" -e "$secret" "$W" --exclude=rclone.conf --exclude='rclone.conf.*' --exclude=fake_state.json >"$W/secret_files" 2>/dev/null
+    if [ "$secrets" -gt 0 ]; then   # where: each line that holds one, the secret masked (to rI.err)
+      grep -r -n -e "$key" -e "$secret" "$W" --exclude=rclone.conf --exclude='rclone.conf.*' --exclude=fake_state.json 2>/dev/null \
+        | sed -e "s/$key/<API key>/g" -e "s/$secret/<store secret>/g" | cut -c 1-400 >"$W/secret_lines" || true
+      sed "s/^/secret seen: /" "$W/secret_lines" >&2
+    fi
     local healthy=0 norun=0
     # a healthy box destroyed: ended for a dead chain (the reaper's HEARTBEAT, the guard's "without
     # its exit trap") in a scenario that killed no chain
@@ -471,7 +475,7 @@ while [ "$i" -lt "$n" ]; do
   grep -m 1 "^$i seed=" "$top/r$i.txt" 2>/dev/null || missing="$missing $i"
 done >"$top/results.txt"
 cat "$top/results.txt"
-awk -v want="$want" -v missing="$missing" -v t=$(( $(date +%s) - start )) '
+awk -v want="$want" -v missing="$missing" -v top="$top" -v t=$(( $(date +%s) - start )) '
   { n++; for (f = 1; f <= NF; f++) { split($f, kv, "="); v[kv[1]] += kv[2] }
     if ($0 !~ /left=0 / || $0 !~ /open=0 / || $0 !~ /secrets=0$/ || $0 !~ /healthy_killed=0 / || $0 !~ /done_without_run=0 / || $0 !~ /not_self_ended=0 /) bad = bad " " $1
     split($0, a, "created="); split(a[2], b, " "); split($0, c, "rows="); split(c[2], d, " ")
@@ -482,5 +486,7 @@ awk -v want="$want" -v missing="$missing" -v t=$(( $(date +%s) - start )) '
       n, v["left"], v["rows"], v["created"], v["open"], v["secrets"], v["healthy_killed"], v["done_without_run"], v["not_self_ended"], t, rented
     if (missing != "") printf "missing scenarios (%d of %d, no result: continue with --from the first, same --seed and --keep):%s\n", want - n, want, missing
     if (bad != "") print "failing scenarios:" bad
+    if (bad != "" && top != "") { split(bad, ids, " "); for (k in ids) {   # where each secret was seen
+      f = top "/r" ids[k] ".err"; while ((getline l < f) > 0) if (l ~ /^secret seen: /) print "scenario " ids[k] ": " l; close(f) } }
     if (bad != "" || missing != "") exit 1
   }' "$top/results.txt"
