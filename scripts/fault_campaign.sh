@@ -13,10 +13,13 @@
 # or still landing, and no ledger row waits in the spool (at most 30 cycles).
 # Counted per scenario and in total: our instances still live on the fake, ledger rows vs instances
 # the fake created for us (the boxes another operator rents on the account, the churn fault's
-# "someone-else", are not ours: one the runner ended counts as a healthy box destroyed), ledger rows
-# left open, secrets (API key, store secret) seen in any output, log or
-# process list (sampled every 0.2 s). Goal: 0 left, rows = creations, 0 open, 0 secrets, 0 healthy
-# boxes destroyed, 0 DONE without the run, every box of a gone laptop ended by itself.
+# "someone-else", are not ours: one the runner ended counts as a healthy box destroyed), unseen
+# creates (rows id unseen:LABEL: a create whose answer never came, judged after its box's
+# provision-by, its box if any gone unseen), creations without a row (neither by id nor by an unseen
+# row for its label), ledger rows left open, secrets (API key, store secret) seen in any output, log,
+# temp file or process list (sampled every 0.2 s). Goal: 0 left, 0 creations without a row, no more
+# rows than creations, 0 open, 0 secrets, 0 healthy boxes destroyed, 0 DONE without the run, every
+# box of a gone laptop ended by itself.
 #
 # Every K-th scenario (--campaign-every, default 5; 0 = none) is a whole campaign instead of one
 # launch: a pilot, then a job per fold of the stand-in bundle (its meta's n_folds: five) and full
@@ -24,7 +27,9 @@
 # started by the first launch (RUNNER_REAPER_MODE=start). Any scenario may also draw: the state
 # folder or the ledger's folder on a small tmpfs that fills up mid-run and is freed later (root
 # only; otherwise not drawn), empty locks left behind (ledger, launch, reaper), two TERMs to a
-# launcher, a create that lands after the label window (answered with an error, rented 8 s later),
+# launcher, a create that lands late (answered with an error, rented 8 s after that answer: inside
+# the label window, RUNNER_LABEL_LAG_S=20 here, the runner's bound on how long after it is asked a
+# create can land; the CLI's own seconds under load count too),
 # the looping reaper SIGKILLed and restarted, a launcher's pid reused by another process, and a
 # vanished laptop (every launcher and the reaper SIGKILLed; the boxes end at their own deadline);
 # others renting between two pages of a listing, a failed destroy answered by empty pages, a lying
@@ -110,13 +115,14 @@ gone_faults() {
   return 0
 }
 
-# scenario I SEED: one world, one story; prints "I seed=S story | left=L created=C rows=R open=O secrets=X".
+# scenario I SEED: one world, one story; prints "I seed=S story | left=L created=C rows=R unseen=U
+# missing=M open=O ... secrets=X".
 scenario() {
   local i=$1 s=$2 W key secret rules story="" job kind r kill_at relaunch sampler lp
   RANDOM=$s
   W="$top/s$i"
   rm -rf "$W"
-  mkdir -p "$W/home" "$W/state" "$W/boxes" "$W/bucket"
+  mkdir -p "$W/home" "$W/state" "$W/boxes" "$W/bucket" "$W/tmp"
   key="vastkey-SECRET-$s-$RANDOM$RANDOM"
   secret="r2-SECRET-$s-$RANDOM$RANDOM"
   # --- faults, drawn per step ---------------------------------------------------------------------
@@ -153,6 +159,7 @@ scenario() {
     RANDOM=$((s + 1))   # a subshell reseeds RANDOM (bash >= 5.1): seed it again so stories replay
     export HOME=$W/home XDG_CONFIG_HOME=$W/home/.config XDG_CACHE_HOME=$W/home/.cache VAST_API_KEY=$key
     export VASTAI_NO_UPDATE_CHECK=1 FAKE_BOX_ROOT=$W/boxes RUNNER_STATE=$W/state LEDGER=$W/ledger.csv
+    export TMPDIR=$W/tmp   # the runner's temp files (listings, answers) are searched for secrets too
     # every box runs its create's on-start guard (runner/box/onstart.sh) from boot (bin/fake_boot.sh)
     export HEARSAY_GUARD_POLL_S=0.3 HEARSAY_PUSH_WAIT_S=0.1 FAKE_BOOT_PASS="HEARSAY_GUARD_POLL_S HEARSAY_PUSH_WAIT_S"
     "$repo/tests/fakes/start_fake_vast.sh" "$W/url" "$W/fake.pid" --api-key "$key" --seed "$s" \
@@ -165,7 +172,7 @@ scenario() {
     (umask 077; printf '[store]\ntype = local\nsecret_access_key = %s\n' "$secret" >"$RUNNER_RCLONE_CONF")
     export RUNNER_OFFER_QUERY="num_gpus=1" RUNNER_CLI_TIMEOUT_S=60 RUNNER_POLL_S=0.3 RUNNER_CONFIRM_WAIT_S=0.1
     export RUNNER_CONFIRM_CHECKS=2 RUNNER_DESTROY_TRIES=2 RUNNER_BOOT_DEADLINE_S=12 RUNNER_CHAIN_DEADLINE_S=10
-    export RUNNER_LABEL_LAG_S=3 RUNNER_SSH_TIMEOUT_S=15 RUNNER_HOLD_TTL_S=20
+    export RUNNER_LABEL_LAG_S=20 RUNNER_SSH_TIMEOUT_S=15 RUNNER_HOLD_TTL_S=20
     export RUNNER_LOCK_STALE_S=5 RUNNER_ORPHAN_GRACE_S=2 RUNNER_REAPER_MODE=off RUNNER_LEDGER_TRIES=3
     export RUNNER_HEARTBEAT_S=0.5 RUNNER_HEARTBEAT_STALE_S=8 RUNNER_PROVISION_SLACK_S=0
     export RUNNER_BOX_TRAIN="$repo/tests/runner/bin/fake_train.sh" HEARSAY_PUSH_WAIT_S=0.1 HEARSAY_BOX_WAIT_S=20
@@ -345,9 +352,16 @@ scenario() {
     left=$(jq "$OURS_LIVE" <<<"$st")
     created=$(jq '[.instances[] | select(.label != "someone-else")] | length' <<<"$st")
     others_ended=$(jq '[.instances[] | select(.label == "someone-else" and .destroyed_at != null)] | length' <<<"$st")
-    rows=0 open=0
+    rows=0 open=0 unseen=0 missing=$created
     if [ -f "$LEDGER" ]; then   # append-only: rentals = distinct ids, open = ids whose last row is not a closing row (a re-opened one is open)
-      rows=$(awk -F, 'NR > 1 && !($1 in s) { s[$1] = 1; n++ } END { print n + 0 }' "$LEDGER")
+      # rows by instance id; an unseen create's row (id unseen:LABEL: runner/lib/ledger.sh) has no id
+      # and stands for the box its label may have rented
+      rows=$(awk -F, 'NR > 1 && index($1, "unseen:") != 1 && !($1 in s) { s[$1] = 1; n++ } END { print n + 0 }' "$LEDGER")
+      unseen=$(awk -F, 'NR > 1 && index($1, "unseen:") == 1 && !($1 in s) { s[$1] = 1; n++ } END { print n + 0 }' "$LEDGER")
+      # missing: a box of ours with neither a row by its id nor an unseen row for its label
+      missing=$(jq -r '.instances[] | select(.label != "someone-else") | "\(.id)\t\(.label)"' <<<"$st" \
+        | awk -F'\t' 'FILENAME != "-" { split($0, f, ","); if (FNR > 1) have[f[1]] = 1; next }
+            !(($1 in have) || (("unseen:" $2) in have)) { m++ } END { print m + 0 }' "$LEDGER" -)
       open=$(awk -F, 'NR > 1 { if (!($1 in s)) { s[$1] = 1; o[++n] = $1 } c[$1] = ($7 != "") }
         END { for (i = 1; i <= n; i++) if (!c[o[i]]) k++; print k + 0 }' "$LEDGER")
       [ -z "$mnt" ] || cp "$LEDGER" "$W/ledger.final.csv" 2>/dev/null || true
@@ -377,7 +391,7 @@ scenario() {
     # (a box stuck loading never boots, so never runs its on-start guard: the reaper's, not counted)
     local unended=0
     [ "$selfend" != FAIL ] || [ "$stuck" = true ] || unended=1
-    echo "$i seed=$s$story | left=$left created=$created rows=$rows open=$open healthy_killed=$((healthy + others_ended)) done_without_run=$norun not_self_ended=$unended secrets=$secrets"
+    echo "$i seed=$s$story | left=$left created=$created rows=$rows unseen=$unseen missing=$missing open=$open healthy_killed=$((healthy + others_ended)) done_without_run=$norun not_self_ended=$unended secrets=$secrets"
   )
 }
 
@@ -479,11 +493,13 @@ awk -v want="$want" -v missing="$missing" -v top="$top" -v t=$(( $(date +%s) - s
   { n++; for (f = 1; f <= NF; f++) { split($f, kv, "="); v[kv[1]] += kv[2] }
     if ($0 !~ /left=0 / || $0 !~ /open=0 / || $0 !~ /secrets=0$/ || $0 !~ /healthy_killed=0 / || $0 !~ /done_without_run=0 / || $0 !~ /not_self_ended=0 /) bad = bad " " $1
     split($0, a, "created="); split(a[2], b, " "); split($0, c, "rows="); split(c[2], d, " ")
-    if (b[1] != d[1]) bad = bad " " $1
+    if ($0 ~ / missing=/) {   # every creation has its row (by id, or its label unseen), and no row is for nothing
+      if ($0 !~ / missing=0 / || d[1] + 0 > b[1] + 0) bad = bad " " $1
+    } else if (b[1] != d[1]) bad = bad " " $1   # a result kept from before unseen rows: rows = creations
     if (b[1] + 0 > 0) rented++ }
   END {
-    printf "scenarios %d | instances left %d | ledger rows %d vs creations %d | rows open %d | secrets seen %d | healthy boxes destroyed %d | DONE without the run %d | boxes of a gone laptop not self-ended %d | %ds | %d rented a box\n",
-      n, v["left"], v["rows"], v["created"], v["open"], v["secrets"], v["healthy_killed"], v["done_without_run"], v["not_self_ended"], t, rented
+    printf "scenarios %d | instances left %d | ledger rows %d vs creations %d | unseen creates %d | creations without a row %d | rows open %d | secrets seen %d | healthy boxes destroyed %d | DONE without the run %d | boxes of a gone laptop not self-ended %d | %ds | %d rented a box\n",
+      n, v["left"], v["rows"], v["created"], v["unseen"], v["missing"], v["open"], v["secrets"], v["healthy_killed"], v["done_without_run"], v["not_self_ended"], t, rented
     if (missing != "") printf "missing scenarios (%d of %d, no result: continue with --from the first, same --seed and --keep):%s\n", want - n, want, missing
     if (bad != "") print "failing scenarios:" bad
     if (bad != "" && top != "") { split(bad, ids, " "); for (k in ids) {   # where each secret was seen

@@ -369,6 +369,15 @@ def test_codec_groups_read_a_missing_codec_as_none_and_split_clean_from_other_au
         "clean": (3, 2), "other augmentation": (0, 0), "transcoded": (1, 2)}
 
 
+def test_no_codec_written_empty_or_none_is_one_group_holding_every_such_clip():
+    key = pd.DataFrame({"path": list("abcdef"), "label": ["bonafide", "spoof"] * 3})
+    scores = pd.DataFrame({"path": list("abcdef"), "logit": np.arange(6.0),
+                           "codec": ["", "none", "none", "", "mp3", "mp3"]})
+    b = metrics.breakdowns(metrics.join(scores, key))["codec"]
+    assert {g: (v["n_bonafide"], v["n_spoof"]) for g, v in b.items()} == {
+        "none": (2, 2), "mp3": (1, 1)}
+
+
 def test_breakdown_groups_are_read_at_the_pi_asked_for():
     scores, key = frames(3)
     b = metrics.evaluate(scores, key, pi=0.2)["breakdowns"]

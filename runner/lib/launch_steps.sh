@@ -96,6 +96,8 @@ step_previous() {
   rec_lock "$job" || die 4 "record of job $job is locked" "wait for runner/reaper.sh"
   if [ -n "$id" ]; then
     ledger_close "$job" "$id" || die 1 "cannot complete the ledger row of job $job's old instance $id" "free space under $LEDGER, then launch again"
+  elif unseen_rental "$job"; then
+    ledger_unseen "$job" || die 1 "cannot write the ledger row of job $job's unseen create" "free space under $LEDGER, then launch again"
   fi
   rec_set "$job" result CLEARED
   rec_archive "$job"

@@ -19,7 +19,10 @@
 # with destroyed_confirmed, hours and cost filled. A box judged gone (its row closed) that is seen
 # running again is re-adopted (runner/lib/teardown.sh readopt_gone) and gets a re-open row: the
 # creation row's columns with reason "REOPENED <ISO time>"; its next closing row (hours and cost
-# from the creation again) closes it anew. A rental is open while its id's last row is not a
+# from the creation again) closes it anew. A create whose answer never came and whose label no
+# listing showed before its box's provision-by (the box, if rented, ended itself unseen) gets one
+# closing row, id "unseen:LABEL", hours to that provision-by: the most it can have billed
+# (ledger_unseen). A rental is open while its id's last row is not a
 # closing row; rentals = distinct ids (runner/ledger.sh sums it that way, through
 # hearsay.contracts.ledger). Each row is written once: one creation row per id, a closing row only
 # onto an open rental, a re-open row only onto a closed one (and never a line already there).
@@ -198,6 +201,25 @@ ledger_close() {
   job=$(rec_get "$1" ledger_job)
   ledger_complete "$2" "${job:-$1}" "$(rec_get "$1" gen)" "$(rec_get "$1" offer)" "$(rec_get "$1" dph)" \
     "${3:-$(rec_get "$1" created_at)}" "$(now)" "$(ledger_offer "$1")" "$(rec_get "$1" end_reason)"
+}
+
+# ledger_unseen JOB: the one row of a rental no listing showed (runner/lib/teardown.sh unseen_rental):
+# id "unseen:LABEL", a closing row from the create (created_at) to the record's provision_by, when
+# the box's guard ended it if it existed, so hours and cost are the most it can have billed (give or
+# take the guard's destroy call); reason UNSEEN. It is written whether or not a box was rented: the
+# ledger cannot know, and the budget counts the worst case.
+ledger_unseen() {
+  local c pb label
+  c=$(rec_get "$1" created_at)
+  pb=$(rec_get "$1" provision_by)
+  is_number "$pb" || pb=$(now)
+  is_number "$c" || c=$pb
+  label=$(rec_get "$1" label)
+  ledger_complete "unseen:${label:-$1:$(rec_get "$1" gen)}" "$1" "$(rec_get "$1" gen)" "$(rec_get "$1" offer)" \
+    "$(rec_get "$1" dph)" "$c" "$pb" "$(ledger_offer "$1")" \
+    "UNSEEN: its create's answer never came and no listing showed its label before its provision-by; hours are the most it can have billed" \
+    || return 1
+  say "job $1: its create may have rented a box no listing showed (it ends itself by $(iso "$pb")): ledger row unseen:$label, hours to its provision-by"
 }
 
 # ledger_closed ID: 0 when the rental of instance ID is closed (its last row, in the ledger then

@@ -64,6 +64,21 @@ adopt_by_label() {
   return 1
 }
 
+# unseen_rental JOB: 0 when a record whose create was asked and never gave an id may yet have
+# rented a box that no listing will ever show; called once its label is absent from a listing that
+# vouches, RUNNER_LABEL_LAG_S after the create (adopt_by_label's 2). A box rented for it gets no chain
+# (no id, so no ssh) and its on-start guard ends it at the record's provision_by, not before: an
+# absence judged before then means no box was rented (it would still be listed: 1), one judged at or
+# after then proves nothing (the box may have come and gone unseen, e.g. its launcher killed
+# mid-create and no reaper running until after: 0, and the caller writes ledger_unseen's row).
+unseen_rental() {
+  local pb
+  [ -n "$(rec_get "$1" asked)" ] || return 1
+  pb=$(rec_get "$1" provision_by)
+  is_number "$pb" || return 0          # a record from before provision_by was kept: no bound, say so
+  [ "$(now)" -ge "$pb" ]
+}
+
 # sweep_pending JOB: a dup_sweep marker (a sweep that could not confirm every duplicate destroyed) is
 # retried on a fresh listing. 0 = no marker left, 1 = still pending (listing failed or a duplicate lives).
 sweep_pending() {
@@ -95,7 +110,9 @@ finish_job() {
     adopt_by_label "$job" || rc=$?
     case $rc in
       0) id=$(rec_get "$job" instance) ;;
-      2) rec_set "$job" result "$reason" || true; rec_archive "$job" || return 1; return 0 ;;
+      2)
+        if unseen_rental "$job"; then ledger_unseen "$job" || return 1; fi
+        rec_set "$job" result "$reason" || true; rec_archive "$job" || return 1; return 0 ;;
       *) return 1 ;;
     esac
     [ -n "$id" ] || return 1

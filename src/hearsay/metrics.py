@@ -321,7 +321,8 @@ def breakdowns(df, pi: float = PI_OF_RECORD) -> dict:
         out["augmentation"] = {a: _group(df, aug == a, pi) for a in sorted(aug.unique())}
     if "codec" in df.columns:
         codec = df["codec"].fillna("").astype(str)
-        out["codec"] = {c or "none": _group(df, codec == c, pi) for c in sorted(codec.unique())}
+        named = codec.where(codec != "", "none")   # no codec, written "" or "none": one group
+        out["codec"] = {c: _group(df, named == c, pi) for c in sorted(named.unique())}
         clean = codec.isin(CLEAN_CODECS)
         aug = df["augmentation"].fillna("none").astype(str) if "augmentation" in df.columns \
             else pd.Series("none", index=df.index)

@@ -162,6 +162,50 @@ teardown() { world_end; }
   [ "$(grep ',fold4,g-9,' "$LEDGER" | cut -d, -f1 | sort -u | wc -l)" -eq 3 ]   # 3 rentals (a creation and a closing row each)
 }
 
+# asked_record JOB PROVISION_BY: a record whose create was asked 300 s ago and never gave an id, its
+# launcher gone (what a launcher SIGKILLed mid-create leaves), with the box's provision-by given.
+asked_record() {
+  local d=$RUNNER_STATE/jobs/$1
+  mkdir -p "$d"
+  echo CREATING >"$d/state"; echo g-7 >"$d/gen"; own_label "$1" g-7 >"$d/label"; echo fold >"$d/kind"
+  echo 999999 >"$d/launcher"; echo 1 >"$d/asked"; echo 0.5 >"$d/dph"; echo 4242 >"$d/offer"
+  echo $(($(date -u +%s) - 300)) >"$d/created_at"; echo "$2" >"$d/provision_by"
+  echo $(($(date -u +%s) + 3600)) >"$d/deadline"
+}
+
+@test "a lost create judged after its box's provision-by: one closed UNSEEN row, hours to the provision-by; judged before it: no row" {
+  pb=$(($(date -u +%s) - 60))                     # the box, if rented, ended itself a minute ago
+  asked_record fold2 "$pb"
+  label=$(cat "$RUNNER_STATE/jobs/fold2/label")
+  asked_record fold3 $(($(date -u +%s) + 600))    # a box rented would still be listed: none was
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ ! -d "$RUNNER_STATE/jobs/fold2" ]
+  [ ! -d "$RUNNER_STATE/jobs/fold3" ]
+  [ "$(ledger_rows)" -eq 1 ]
+  [ "$(open_rows)" -eq 0 ]
+  row=$(grep "^unseen:$label,fold2,g-7,4242,0.5," "$LEDGER")
+  echo "$row"
+  [ "$(cut -d, -f7 <<<"$row")" = "$(date -u -d "@$pb" +%Y-%m-%dT%H:%M:%SZ)" ]   # closed at its provision-by
+  c=$(cat "$RUNNER_STATE"/archive/*fold2*/created_at)
+  [ "$(cut -d, -f8 <<<"$row")" = "$(awk -v s=$((pb - c)) 'BEGIN { printf "%.4f", s / 3600 }')" ]   # the most it can have billed
+  [[ "$(cut -d, -f13 <<<"$row")" == "UNSEEN: its create's answer never came"* ]]
+  [[ "$output" == *"job fold2: its create may have rented a box no listing showed"* ]]
+  run "$REPO/runner/ledger.sh"                   # the ledger's reader counts it as spent
+  echo "$output"; [ "$status" -eq 0 ]
+  [[ "$output" == *"fold2 "*"rentals   1"* ]]
+}
+
+@test "a relaunch over a lost create past its provision-by writes the UNSEEN row before clearing the record" {
+  asked_record probe $(($(date -u +%s) - 60))
+  label=$(cat "$RUNNER_STATE/jobs/probe/label")
+  export FAKE_TRAIN_S=0.2
+  run launch --yes probe
+  echo "$output"; [ "$status" -eq 0 ]
+  grep -q "^unseen:$label,probe,g-7," "$LEDGER"
+  [[ "$output" == *"old record of job probe cleared"* ]]
+}
+
 @test "a job whose destroy keeps failing backs off (doubling, capped) while the other jobs are ended" {
   bad=$(rent probe ORPHAN g-1)
   id=$(rent pilot PROVISIONED g-2)

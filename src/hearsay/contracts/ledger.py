@@ -8,7 +8,10 @@ ledger.sh appends its rows (under a lock, spooled when the disk is full); `hears
 Append-only: a rental's creation row (the last three columns empty), then, once its destruction
 is confirmed, its closing row (destroyed_confirmed, hours and cost filled). A box judged gone
 (closed) and then seen running again gets a re-open row (destroyed_confirmed empty, reason
-"REOPENED <time>") and later a closing row anew. Columns after `cost`
+"REOPENED <time>") and later a closing row anew. A create whose answer never came and whose
+label no listing showed before its box's provision-by has one closing row alone, id
+"unseen:<label>", its hours the most that box can have billed: a rental like any other here.
+Columns after `cost`
 (a later writer's: offer GPU, CPU cores, ...) are kept by their header names and judge nothing:
 rows with and without them read alike.
 
