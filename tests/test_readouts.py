@@ -2,6 +2,8 @@
 every codec,
 in its rows (codec_panel_rows) and in its figures (codec_readout)."""
 
+import hashlib
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -63,3 +65,88 @@ def test_a_codec_readout_without_codec_rows_is_undefined_not_the_clean_row_alone
     empty = scored([], [], codec=[])
     out = readouts.codec_readout(scored(["a", "b"], [0.0, 1.0]), empty, key)
     assert out["n_clips"] == 0 and out["rows"] == {} and "every codec" in out["undefined"]
+
+
+def test_class_counts_count_clips_not_rows_per_inner_fold_and_per_other_split():
+    scores = pd.DataFrame({
+        "path": ["a", "a", "b", "c", "d", "e", "f", "g"],
+        "fold": ["0", "0", "0", "1", "holdout", "holdout", "holdout", "test"],
+        "split": ["inner_oof", "inner_oof", "inner_oof", "inner_oof", "holdout", "holdout",
+                  "holdout", "test"]})
+    key = pd.DataFrame({"path": list("abcdef"),
+                        "label": ["spoof", "bonafide", "spoof", "bonafide", "spoof", "spoof"]})
+    counts = readouts.class_counts(scores, key)
+    assert counts == {  # "a" twice is one clip; "g" has no label
+        "fold 0": {"bonafide": 1, "spoof": 1, "unlabelled": 0},
+        "fold 1": {"bonafide": 0, "spoof": 1, "unlabelled": 0},
+        "holdout": {"bonafide": 1, "spoof": 2, "unlabelled": 0},
+        "test": {"bonafide": 0, "spoof": 0, "unlabelled": 1}}
+    assert list(counts) == sorted(counts)
+    lines = readouts.counts_lines(counts)
+    assert lines[:5] == ["", "## Clips per fold", "", "| fold / split | bona fide | synthetic |",
+                         "|---|---|---|"]
+    assert lines[5:] == ["| fold 0 | 1 | 1 |", "| fold 1 | 0 | 1 |", "| holdout | 1 | 2 |",
+                         "| test | 0 | 0 |"]
+    assert readouts.counts_lines({}) == []
+
+
+def test_the_codec_gap_is_each_codec_min_dcf_less_the_clean_row_and_the_table_says_so(tmp_path):
+    paths = [f"c{i}" for i in range(8)]
+    key = pd.DataFrame({"path": paths, "label": ["bonafide", "spoof"] * 4})
+    y = (key["label"] == "spoof").to_numpy()
+    clean = scored(paths, np.where(y, 2.0, -2.0))            # perfectly ranked: minDCF 0
+    mp3 = scored(paths, np.where(y, 1.0, -1.0), codec="mp3")
+    mp3.loc[0, "logit"] = 9.0                                 # one bona fide clip above all
+    out = readouts.codec_readout(clean, mp3, key)
+    m = out["rows"]["mp3"]["min_dcf"]
+    assert m > 0 and out["gap"] == {"mp3": pytest.approx(m - out["rows"]["clean"]["min_dcf"])}
+    assert out["rows"]["clean"]["min_dcf"] == pytest.approx(0.0)
+    want = hashlib.sha256("".join(f"{p}\n" for p in sorted(paths)).encode()).hexdigest()
+    assert {r["paths_sha"] for r in out["rows"].values()} == {want}
+    lines = readouts.codec_lines(out)
+    assert lines[1] == ("## Codec readout (clean = unaugmented; every row on the same 8 holdout "
+                        "clips)")
+    assert lines[3:5] == ["| row | EER | minDCF 0.3 | gap to clean | AUC |",
+                          "|---|---|---|---|---|"]
+    r = out["rows"]
+    assert lines[5] == (f"| clean | {r['clean']['eer']:.4f} | {r['clean']['min_dcf']:.4f} | - | "
+                        f"{r['clean']['auc']:.4f} |")
+    assert lines[6] == (f"| mp3 | {r['mp3']['eer']:.4f} | {m:.4f} | {out['gap']['mp3']:+.4f} | "
+                        f"{r['mp3']['auc']:.4f} |")
+    assert readouts.codec_lines(None) == [] and readouts.codec_lines({}) == []
+    undefined = readouts.codec_readout(clean, scored([], [], codec=[]), key)
+    assert readouts.codec_lines(undefined)[-1] == f"Undefined: {undefined['undefined']}."
+    assert readouts.plot_codecs(undefined, tmp_path / "u.png") is None
+    png = readouts.plot_codecs(out, tmp_path / "codecs.png")
+    assert png == tmp_path / "codecs.png" and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_codec_row_without_a_min_dcf_has_no_gap():
+    key = pd.DataFrame({"path": ["a", "b"], "label": ["bonafide", "spoof"]})
+    clean = scored(["a", "b"], [0.0, 1.0])
+    only_bona = scored(["a"], [0.5], codec="mp3")             # one class: minDCF undefined
+    out = readouts.codec_readout(clean[clean["path"] == "a"], only_bona, key)
+    assert out["n_clips"] == 1 and out["gap"] == {"mp3": None}
+
+
+def test_test_length_crops_are_drawn_per_clip_from_the_test_durations_alike_every_call(tmp_path):
+    import soundfile as sf
+
+    rng = np.random.default_rng(0)
+    (tmp_path / "audio").mkdir()
+    rows = pd.DataFrame({"id": ["x", "y", "z"], "path": ["x.flac", "y.flac", "z.flac"]})
+    for i in rows["id"]:
+        sf.write(tmp_path / "audio" / f"{i}.flac", rng.uniform(-0.5, 0.5, 16000 * 3), 16000)
+    durations = [0.5, 1.0, 2.0]
+    a = readouts.test_length_inputs(tmp_path, rows, durations)
+    b = readouts.test_length_inputs(tmp_path, rows, durations)
+    assert [len(w) for w in a] == [len(w) for w in b]
+    assert all(np.array_equal(u, v) for u, v in zip(a, b, strict=True))
+    assert {len(w) for w in a} <= {8000, 16000, 32000}        # each a test duration, at 16 kHz
+    other = readouts.test_length_inputs(tmp_path, rows, durations,
+                                        seed=readouts.TEST_LENGTH_SEED + 1)
+    assert any(len(u) != len(v) or not np.array_equal(u, v) for u, v in zip(a, other, strict=True))
+    short = readouts.test_length_inputs(tmp_path, rows, [0.001])
+    assert {len(w) for w in short} == {320}                   # never below 20 ms
+    with pytest.raises(readouts.scoring.ScoreError, match="test split's durations"):
+        readouts.test_length_inputs(tmp_path, rows, [])

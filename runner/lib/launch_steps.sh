@@ -74,7 +74,7 @@ step_previous() {
   # id and the creation row are kept now (adoption by its label), so the rental is on the ledger
   # whoever ends it, even if the box then ends itself before any listing sees it again
   if [ -n "$listed" ] && [ -z "$id" ] && [ -n "$(rec_get "$job" asked)" ] && ! launcher_alive "$job"; then
-    adopt_by_label "$job" >/dev/null 2>&1 || true
+    adopt_by_label "$job" "$prev_list" >/dev/null 2>&1 || true
   fi
   [ -z "$listed" ] || die 4 "job $job's previous instance $listed is still listed" "wait for runner/reaper.sh to end it, or: vastai destroy instance $listed -y"
   rec_exists "$job" || return 0

@@ -5,8 +5,8 @@
 # shellcheck source=runner/lib/gone.sh
 . "$RUNNER_ROOT/lib/gone.sh"
 
-# adopt_by_label JOB: for a record whose create answered badly (no id persisted), look for an instance
-# carrying its label. 0 = found and adopted (id persisted, ledger row written); 2 = confirmed none
+# adopt_by_label JOB [LISTFILE]: for a record whose create answered badly (no id persisted), look for an
+# instance carrying its label (in LISTFILE, a vast_list the caller has just taken, else a fresh one). 0 = found and adopted (id persisted, ledger row written); 2 = confirmed none
 # after RUNNER_LABEL_LAG_S of successful listings; 1 = unknown (listing failed, or still inside the lag).
 # Every create attempt can fail from our side yet each have rented a box (the CLI retries a create
 # whose connection dropped): the first labelled instance is adopted, every other one is swept on the
@@ -18,8 +18,14 @@ adopt_by_label() {
   if [ -z "$(rec_get "$job" asked)" ]; then
     return 2                   # the create was never asked: nothing can carry this record's label
   fi
-  list=$(_vast_tmp) || return 1
-  vast_list "$list" || { list_rm "$list"; return 1; }
+  if [ -n "${2:-}" ]; then   # the caller's listing: copied, as every path below removes its own
+    list=$(_vast_tmp) || return 1
+    cp "$2" "$list" 2>/dev/null || { list_rm "$list"; return 1; }
+    [ ! -e "$2.partial" ] || : >"$list.partial"
+  else
+    list=$(_vast_tmp) || return 1
+    vast_list "$list" || { list_rm "$list"; return 1; }
+  fi
   id=""
   # an empty label matches nothing (an unlabelled instance is someone else's); after the lag such a
   # record is given up and runner/reaper.sh's sweep of unrecorded labels takes whatever it rented

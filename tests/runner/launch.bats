@@ -60,6 +60,18 @@ teardown() { world_end; }
   [ "$(created_count)" -eq 1 ]
 }
 
+@test "that adoption judges the relaunch's own listing: every later listing failing, the id and row are still kept" {
+  id=$(rent pilot CREATING g-old)
+  d=$RUNNER_STATE/jobs/pilot
+  rm "$d/instance"; echo 1 >"$d/asked"
+  head -n 1 "$LEDGER" >"$W/l" && mv "$W/l" "$LEDGER"
+  fault '[{"op": "list", "kind": "error", "skip": 1, "times": null}]'   # only the first listing answers
+  run launch --yes pilot
+  [ "$status" -eq 4 ]
+  [ "$(cat "$d/instance")" = "$id" ]
+  grep -q "^$id,pilot,g-old," "$LEDGER"
+}
+
 @test "a failed listing never clears an old record (exit 5); a confirmed absence does, completing its row" {
   id=$(rent pilot PROVISIONED g-old)
   vastai destroy instance "$id" -y --raw
