@@ -45,3 +45,19 @@ def test_a_run_without_shortcut_measurements_never_passes_the_shortcut_check(met
 def test_no_run_at_all_is_not_measured_and_a_measured_run_passes():
     assert gate.shortcut_check({})["outcome"] == "not measured"
     assert gate.shortcut_check({"fold0": GOOD_SHORTCUTS})["outcome"] == "pass"
+
+
+def test_a_one_class_source_is_named_apart_never_unmeasured_but_a_one_class_pool_is():
+    book = {"n_bonafide": 18, "n_spoof": 0, "auc": {"peak": None, "duration_s": None}}
+    meta = {"stream_shortcuts": {"per_source": {**GOOD_SHORTCUTS["stream_shortcuts"]["per_source"],
+                                                "audiobook": book}}}
+    s = gate.shortcut_check({"fold0": meta, "full": meta})
+    assert s["outcome"] == "pass" and s["unmeasured"] == []
+    assert s["single_class"] == ["fold0/audiobook", "full/audiobook"]
+    assert s["why"].endswith("(audiobook: one class only in the training stream, no AUC within "
+                             "it; read in the pooled one)")
+    few = {**book, "n_spoof": 6}                            # both classes, too few: unmeasured
+    meta["stream_shortcuts"]["per_source"]["audiobook"] = few
+    assert gate.shortcut_check({"full": meta})["outcome"] == "not measured"
+    pool = {"stream_shortcuts": {"per_source": {"all": book, "audiobook": book}}}
+    assert gate.shortcut_check({"full": pool})["outcome"] == "not measured"

@@ -139,6 +139,20 @@ def test_shortcut_auc_of_a_one_class_source_is_unknown_not_ok():
     assert out["status"] == "unknown" and out["per_source"]["s"]["auc"]["duration_s"] is None
 
 
+def test_a_bona_fide_only_source_beside_both_classes_is_single_class_not_unknown():
+    rng = np.random.default_rng(26)
+    records = stream(rng, 30, bona_s=(0.5, 2.0), spoof_s=(0.5, 2.0), crop_s=1.5)
+    records += [{"source": "audiobook", "label": "bonafide", "duration_s": 1.0, "peak": 1.0,
+                 "lead_silence_s": 0.0}] * 20
+    out = train_rates.stream_shortcut_aucs(records)
+    book = out["per_source"]["audiobook"]
+    assert book["single_class"] is True and set(book["auc"].values()) == {None}
+    assert out["per_source"]["src_a"]["single_class"] is False
+    assert out["status"] == "ok" and out["unknown_sources"] == []
+    few = records[:39] + records[-20:]                      # src_a: 30 bona fide, 9 synthetic
+    assert train_rates.stream_shortcut_aucs(few)["status"] == "unknown"
+
+
 @pytest.mark.parametrize("only", LABELS)
 def test_a_codec_that_only_one_class_gets_is_refused_whichever_class_it_is(only):
     # both classes: 10% augmented, all codecs; "opus" only for `only`, mp3 shared (5% vs 10%)

@@ -16,7 +16,8 @@ record: minDCF at pi 0.3, cost direction as stated; hearsay.metrics.READINGS):
                clips ("set_sha256": sha256 of the sorted paths), else "not measured";
   shortcuts    every realised-stream shortcut AUC of every pinned run (run_meta.json
                "stream_shortcuts", per source and over all) has max(AUC, 1 - AUC) < 0.85
-               (SHORTCUT_BOUND); an unmeasured source or run is "not measured";
+               (SHORTCUT_BOUND); an unmeasured source or run is "not measured", a source of one
+               class only (no AUC can exist within it) is named apart;
   extra corpus when a decision file is given or the runs cite one: the runs were trained under
                the extra corpus's decision (keep / cap share / drop), judged by its owner
                hearsay.evaluate.corpus_decision.gate_check (passed in as `extra`).
@@ -46,7 +47,7 @@ import numpy as np
 from hearsay import metrics
 from hearsay.contracts.score_file import read as read_scores  # a bar's CSV is read as ours are
 from hearsay.metrics import READING_OF_RECORD, READINGS, reading_name
-from hearsay.shortcuts import SHORTCUT_BOUND
+from hearsay.shortcuts import SHORTCUT_BOUND, single_class
 from hearsay.shortcuts import strength as shortcut_strength
 
 RECORD = reading_name(*READING_OF_RECORD)
@@ -203,8 +204,10 @@ def judge_bar(oof, holdout, key, bar: dict, ours_probe: dict | None) -> dict:
 
 def shortcut_check(metas: dict) -> dict:
     """The realised training streams' shortcut AUCs (run_meta "stream_shortcuts") of every run,
-    re-read against SHORTCUT_BOUND (not the run's own flag)."""
-    runs, flagged, unmeasured = {}, [], []
+    re-read against SHORTCUT_BOUND (not the run's own flag). A source that held clips of one
+    class only (its counts say so: hearsay.shortcuts.single_class) has no AUC to read and is
+    listed apart, never as unmeasured."""
+    runs, flagged, unmeasured, one_class = {}, [], [], []
     for key, meta in metas.items():
         st = meta.get("stream_shortcuts")
         if not isinstance(st, dict) or not st.get("per_source"):
@@ -212,6 +215,10 @@ def shortcut_check(metas: dict) -> dict:
             continue
         worst = {}
         for source, entry in st["per_source"].items():
+            n_b, n_s = entry.get("n_bonafide"), entry.get("n_spoof")
+            if isinstance(n_b, int) and isinstance(n_s, int) and single_class(n_b, n_s):
+                one_class.append(f"{key}/{source}")
+                continue
             for feat, a in (entry.get("auc") or {}).items():
                 if a is None:
                     unmeasured.append(f"{key}/{source}/{feat}: too few clips per class")
@@ -229,8 +236,12 @@ def shortcut_check(metas: dict) -> dict:
            f"stream shortcuts: {len(unmeasured)} AUC(s) unmeasured, e.g. {unmeasured[0]}"
            if unmeasured else
            f"stream shortcuts: every AUC within (1-{SHORTCUT_BOUND}, {SHORTCUT_BOUND})")
+    if one_class and not flagged:
+        sources = sorted({s.split("/", 1)[1] for s in one_class})
+        why += (f" ({', '.join(sources)}: one class only in the training stream, no AUC within "
+                "it; read in the pooled one)")
     return {"bound": SHORTCUT_BOUND, "outcome": outcome, "why": why, "flagged": flagged,
-            "unmeasured": unmeasured, "runs": runs}
+            "unmeasured": unmeasured, "single_class": one_class, "runs": runs}
 
 
 # --------------------------------------------------------------------------- the whole gate

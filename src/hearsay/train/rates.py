@@ -21,7 +21,7 @@ import numpy as np
 
 from hearsay import metrics
 from hearsay.contracts.manifest import LABELS
-from hearsay.shortcuts import SHORTCUT_BOUND, strength
+from hearsay.shortcuts import SHORTCUT_BOUND, single_class, strength
 from hearsay.sound import audio
 from hearsay.sound.augment import SAMPLE_RATE, TYPES, family
 
@@ -151,7 +151,9 @@ def stream_shortcut_aucs(records: Iterable[Mapping], gate: float = SHORTCUT_GATE
 
     A feature is flagged when max(AUC, 1 - AUC) >= gate (either direction is a shortcut); a
     flag logs a warning. A source with fewer than `min_per_class` clips of a class gets AUC None
-    and status "unknown" for it, never "ok". JSON-serialisable (run_meta.json).
+    and status "unknown" for it, never "ok"; a source with no clip of one class at all is
+    "single_class" (AUC None, not unknown: hearsay.shortcuts.single_class) unless it is the pooled
+    "all" (a stream of one class has nothing measured). JSON-serialisable (run_meta.json).
     """
     groups: dict[str, dict[str, list[Mapping]]] = defaultdict(lambda: {lab: [] for lab in LABELS})
     for r in records:
@@ -160,7 +162,9 @@ def stream_shortcut_aucs(records: Iterable[Mapping], gate: float = SHORTCUT_GATE
     per_source, warnings, unknown = {}, [], []
     for source in sorted(groups, key=lambda s: (s == "all", s)):
         bona, spoof = groups[source]["bonafide"], groups[source]["spoof"]
-        entry = {"n_bonafide": len(bona), "n_spoof": len(spoof), "auc": {}, "flagged": []}
+        one_class = single_class(len(bona), len(spoof))
+        entry = {"n_bonafide": len(bona), "n_spoof": len(spoof), "auc": {}, "flagged": [],
+                 "single_class": one_class}
         for feat in STREAM_FEATURES:
             if min(len(bona), len(spoof)) < min_per_class:
                 entry["auc"][feat] = None
@@ -171,7 +175,8 @@ def stream_shortcut_aucs(records: Iterable[Mapping], gate: float = SHORTCUT_GATE
                 entry["flagged"].append(feat)
                 warnings.append(f"{source}: {feat} AUC {a:.3f} (gate {gate}): the realised "
                                 "training stream carries a trivial shortcut")
-        if any(v is None for v in entry["auc"].values()):
+        # a one-class source is exempt beside a pooled stream of both classes, never the pool
+        if (source == "all" or not one_class) and any(v is None for v in entry["auc"].values()):
             unknown.append(source)
         per_source[source] = entry
     for w in warnings:
