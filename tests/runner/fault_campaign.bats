@@ -31,13 +31,13 @@ result() { echo "$1 seed=$((7 * 100003 + $1)) fold | left=0 created=$2 rows=$2 o
   run "$REPO/scripts/fault_campaign.sh" --scenarios 3 --seed 7 --campaign-every 5 --keep "$d" --from 4 3>&-
   echo "$output"
   [ "$status" -eq 1 ]
-  [[ "$output" == *"scenarios 2 | instances left 0 | ledger rows 3 vs creations 3 | rows open 0 |"* ]]
+  [[ "$output" == *"scenarios 2 | instances left 0 | ledger rows 3 vs creations 3 | unseen creates 0 | creations without a row 0 | rows open 0 |"* ]]
   [ "${lines[-1]}" = "missing scenarios (1 of 3, no result: continue with --from the first, same --seed and --keep): 2" ]
   result 2 4 >"$d/r2.txt"                            # scenario 2 run again by a continuation
   run "$REPO/scripts/fault_campaign.sh" --scenarios 3 --seed 7 --campaign-every 5 --keep "$d" --from 4 3>&-
   echo "$output"
   [ "$status" -eq 0 ]
-  [[ "${lines[-1]}" == "scenarios 3 | instances left 0 | ledger rows 7 vs creations 7 | rows open 0 |"* ]]
+  [[ "${lines[-1]}" == "scenarios 3 | instances left 0 | ledger rows 7 vs creations 7 | unseen creates 0 | creations without a row 0 | rows open 0 |"* ]]
   [ "$(cut -d' ' -f1 "$d/results.txt" | tr '\n' ' ')" = "1 2 3 " ]
   run "$REPO/scripts/fault_campaign.sh" --scenarios 3 --seed 8 --campaign-every 5 --keep "$d" --from 4 3>&-
   echo "$output"
@@ -54,7 +54,7 @@ result() { echo "$1 seed=$((7 * 100003 + $1)) fold | left=0 created=$2 rows=$2 o
   run "$REPO/scripts/fault_campaign.sh" --scenarios 2 --seed 7 --jobs 1 --campaign-every 0 --keep "$d" --from 2 3>&-
   echo "$output"
   [ "$status" -eq 0 ]
-  [[ "${lines[-1]}" =~ ^scenarios\ 2\ \|\ instances\ left\ 0\ \|\ ledger\ rows\ ([0-9]+)\ vs\ creations\ ([0-9]+)\ \|\ rows\ open\ 0\ \| ]]
+  [[ "${lines[-1]}" =~ ^scenarios\ 2\ \|\ instances\ left\ 0\ \|\ ledger\ rows\ ([0-9]+)\ vs\ creations\ ([0-9]+)\ \|\ unseen\ creates\ 0\ \|\ creations\ without\ a\ row\ 0\ \|\ rows\ open\ 0\ \| ]]
   [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ]
   [ "$(cut -d' ' -f1 "$d/results.txt" | tr '\n' ' ')" = "1 2 " ]
 }

@@ -13,9 +13,12 @@ heartbeat_of() { cat "$W/bucket/hearsay/runs/$1/HEARTBEAT" 2>/dev/null || true; 
 seq_of() { heartbeat_of "$1" | cut -d' ' -f2; }
 seq_past() { [ "$(seq_of "$1")" -gt "$2" ] 2>/dev/null; }
 
-# kill_tree PID: SIGKILL PID and everything under it (a chain killed without its EXIT trap)
+# kill_tree PID: SIGKILL PID and everything under it (a chain killed without its EXIT trap). Each
+# process is stopped before its children are listed, so none can fork one the listing misses (on a
+# loaded machine such a child outlived the kill and carried the chain's steps on).
 kill_tree() {
   local c
+  kill -STOP "$1" 2>/dev/null || true
   for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do kill_tree "$c"; done
   kill -KILL "$1" 2>/dev/null || true
 }
