@@ -107,8 +107,20 @@ def decision_file(tmp_path, decision):
     return path, cd.write(path, rec)
 
 
-def metas(*cited):
-    return {f"fold{i}": {"selection": {"corpus_decision": c}} for i, c in enumerate(cited)}
+def groups(mlaad_share=0.05, mlaad_rows=4):
+    """A run's stream_groups: spoof from diffssd and the extra corpus mlaad (source = corpus)."""
+    g = [{"label": "bonafide", "source": "ls", "train_scope": "core", "corpus": "ls", "rows": 50,
+          "share": 1.0},
+         {"label": "spoof", "source": "diffssd", "train_scope": "core", "corpus": "diffssd",
+          "rows": 40, "share": round(1.0 - mlaad_share, 6)}]
+    return g + ([{"label": "spoof", "source": "mlaad", "train_scope": "extra", "corpus": "mlaad",
+                  "rows": mlaad_rows, "share": mlaad_share}] if mlaad_rows else [])
+
+
+def metas(*cited, stream=None):
+    return {f"fold{i}": {"selection": {"corpus_decision": c},
+                         "stream_groups": groups() if stream is None else stream}
+            for i, c in enumerate(cited)}
 
 
 def test_the_gate_line_passes_runs_trained_under_the_decision_and_fails_the_others(tmp_path):
@@ -166,3 +178,24 @@ def test_the_cli_writes_the_decision_from_two_recipes_runs(tmp_path, capsys):
     other = probe_csv(tmp_path / "p2.csv", 50, n=999)
     assert cp.main(args[:-1] + [str(other), "--key", str(tmp_path / "key.csv")]) == \
         cp.EXIT_REFUSED
+
+
+def test_a_cited_cap_or_drop_must_show_in_each_run_s_training_stream(tmp_path):
+    cap, sha = decision_file(tmp_path, "cap share")             # mlaad at most 0.1 of spoof
+    cap_share = json.loads(cap.read_text())["cap_share"]
+    assert cap_share == 0.1
+    assert cd.gate_check(cap, metas(sha, sha, stream=groups(0.1)))["outcome"] == "pass"
+    over = {**metas(sha), "fold1": metas(sha, stream=groups(0.100002))["fold0"]}
+    got = cd.gate_check(cap, over)
+    assert got["outcome"] == "fail"
+    assert "run fold1 draws mlaad at 0.100 of its spoof clips, above the cap 0.1" in got["why"]
+    drop, dsha = decision_file(tmp_path, "drop")
+    assert cd.gate_check(drop, metas(dsha, stream=groups(0.0, 0)))["outcome"] == "pass"
+    got = cd.gate_check(drop, metas(dsha, stream=groups(0.0, 3)))
+    assert got["outcome"] == "fail" and "run fold0 trains 3 row(s) of mlaad" in got["why"]
+    old = {"fold0": {"selection": {"corpus_decision": dsha}}}   # trained before the record
+    got = cd.gate_check(drop, old)
+    assert got["outcome"] == "not measured" and "fold0 cite it but" in got["why"]
+    keep, ksha = decision_file(tmp_path, "keep")               # keep: nothing to apply
+    assert cd.gate_check(keep, {"fold0": {"selection": {"corpus_decision": ksha}}})[
+        "outcome"] == "pass"

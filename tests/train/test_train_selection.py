@@ -17,7 +17,7 @@ from hearsay.train import config as tcfg
 from hearsay.train import data as tdata
 from hearsay.train import errors as terrors
 from hearsay.train import prepare
-from hearsay.train.selection import select_training_rows
+from hearsay.train.selection import select_training_rows, stream_groups
 
 CORE_ONLY = {"rules": [{"action": "keep", "train_scope": ["core"]}]}
 
@@ -152,6 +152,27 @@ def test_the_selection_and_its_counts_are_in_run_meta(bundle_dir, bundle, tmp_pa
     assert meta["train_rows"] == len(allowed) - n_extra
     assert meta["val_rows"] == len(tdata.plan_job(bundle, "fold", 0)[1])  # validation: all of it
     assert meta["config_hash"] == tcfg.config_hash(cfg)
+    groups = meta["stream_groups"]                    # what a corpus decision is checked against
+    assert {g["train_scope"] for g in groups} == {"core"}
+    assert sum(g["rows"] for g in groups) == meta["train_rows"]
+    for lab in ("bonafide", "spoof"):
+        assert sum(g["share"] for g in groups if g["label"] == lab) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_stream_groups_give_each_group_its_source_s_slots_times_its_part_of_the_source():
+    train = pd.DataFrame({
+        "label": ["bonafide"] * 4 + ["spoof"] * 6,
+        "source": ["ls"] * 4 + ["a", "a", "a", "a", "b", "b"],
+        "train_scope": ["core"] * 4 + ["core", "core", "core", "extra", "extra", "extra"]})
+    quotas = {("bonafide", "ls"): 2, ("spoof", "a"): 1, ("spoof", "b"): 3}
+    got = {(g["label"], g["source"], g["train_scope"]): (g["rows"], g["share"], g["corpus"])
+           for g in stream_groups(train, quotas)}
+    assert got == {("bonafide", "ls", "core"): (4, 1.0, "ls"),   # no corpus column: the source
+                   ("spoof", "a", "core"): (3, 0.1875, "a"),     # 1/4 of the slots x 3/4 rows
+                   ("spoof", "a", "extra"): (1, 0.0625, "a"),
+                   ("spoof", "b", "extra"): (2, 0.75, "b")}
+    no_slot = stream_groups(train, {("bonafide", "ls"): 2, ("spoof", "a"): 4})
+    assert [g["share"] for g in no_slot if g["source"] == "b"] == [0.0]
 
 
 def test_hearsay_train_refuses_a_selection_naming_what_the_bundle_lacks(bundle_dir, tmp_path,

@@ -154,10 +154,12 @@ def gate_check(path: Path | None, metas: dict) -> dict | None:
     """The gate's extra-corpus line: the decision file given to assemble against what the pinned
     runs cite (run_meta "selection" "corpus_decision"). None when neither exists.
 
-    pass  every run cites this decision (trained under it), or it is "keep";
+    pass  every run cites this decision (trained under it), or it is "keep"; a "cap share" or
+          "drop" is also applied by every run (`applied`: its training stream's record);
     fail  a run cites another decision, or it is "cap share"/"drop" and the runs do not cite it
-          (they trained without applying it: retrain citing it);
-    not measured  the runs cite a decision and none is given (--corpus-decision FILE)."""
+          (they trained without applying it: retrain citing it), or cite it and do not apply it;
+    not measured  the runs cite a decision and none is given (--corpus-decision FILE), or a run
+          cannot show a cap or drop applied."""
     cited = {k: (m.get("selection") or {}).get("corpus_decision") or None
              for k, m in metas.items()}
     shas = sorted({s for s in cited.values() if s})
@@ -181,5 +183,46 @@ def gate_check(path: Path | None, metas: dict) -> dict | None:
         return {**out, "outcome": "fail",
                 "why": f"{head}; runs {', '.join(uncited)} were not trained under it (their "
                        "recipe does not cite it: selection.corpus_decision)"}
+    if d["decision"] != "keep":   # cited: did each run apply it? (its stream_groups say)
+        broken, unread = applied(d, metas)
+        if broken:
+            return {**out, "outcome": "fail", "why": f"{head}; " + "; ".join(broken)}
+        if unread:
+            return {**out, "outcome": "not measured",
+                    "why": f"{head}; runs {', '.join(unread)} cite it but their run_meta.json "
+                           "cannot show it applied (no stream_groups of the corpus's column: "
+                           "retrain with this version)"}
+        return {**out, "outcome": "pass",
+                "why": f"{head}; every run's recipe cites it and its training stream applies it"}
     return {**out, "outcome": "pass",
             "why": head + ("" if uncited else "; every run's recipe cites it")}
+
+
+def applied(d: dict, metas: dict) -> tuple[list[str], list[str]]:
+    """(how runs break decision `d`, runs that cannot show it): "drop" = no training row of the
+    corpus; "cap share" = the corpus's planned share of its class's draws <= cap_share. Read
+    from run_meta "stream_groups" (hearsay.train.selection.stream_groups: rows and planned share
+    per label, source, train_scope, corpus); a corpus named by another column, or a run without
+    that record, cannot be shown."""
+    from hearsay.contracts.manifest import LABELS
+    from hearsay.evaluate.corpus_probe import parse_selector
+
+    col, value = parse_selector(d["corpus"])
+    labels = [d["label"]] if d["label"] in LABELS else list(LABELS)
+    broken, unread = [], []
+    for k, meta in sorted(metas.items()):
+        groups = meta.get("stream_groups")
+        if not isinstance(groups, list) or any(col not in g for g in groups):
+            unread.append(k)
+            continue
+        ours = [g for g in groups if str(g[col]) == value and g["label"] in labels]
+        rows = sum(int(g["rows"]) for g in ours)
+        if d["decision"] == "drop" and rows:
+            broken.append(f"run {k} trains {rows} row(s) of {d['corpus']}, which the decision "
+                          "drops")
+        for lab in labels if d["decision"] == "cap share" else ():
+            share = sum(float(g["share"]) for g in ours if g["label"] == lab)
+            if share > float(d["cap_share"]) + 1e-9:
+                broken.append(f"run {k} draws {d['corpus']} at {share:.3f} of its {lab} clips, "
+                              f"above the cap {d['cap_share']}")
+    return broken, unread

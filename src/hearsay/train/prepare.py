@@ -46,7 +46,7 @@ from hearsay.train.data import (
     plan_job,
 )
 from hearsay.train.errors import ConfigError, ResumeRefused
-from hearsay.train.selection import select_training_rows
+from hearsay.train.selection import select_training_rows, stream_groups
 from hearsay.train.state import Data, Nets, Progress, RunPlan, TrainRun
 from hearsay.train.step import (
     compile_forward,
@@ -201,6 +201,7 @@ def _run_meta(r: TrainRun, resume: bool) -> dict:
             "quotas": r.data.sampler.state(0)["quotas"], "crop_cap_s": data.cap_s,
             "sources_without_quota": r.data.sampler.without_quota,
             "family_exclusion": data.family_exclusion, "selection": data.selection,
+            "stream_groups": stream_groups(data.train, r.data.sampler.quotas),
             "trainable_backbone_params": layer_weights.trainable_backbone_params(r.nets.det),
             "tripwire": ("off (config)" if tc.tripwire_auc is None else
                          "not applicable: the full model has no validation split"

@@ -23,7 +23,9 @@ nothing, silently), a rule with no criterion, and a selection that leaves a labe
 The outcome (run_meta.json "selection"): rows before and after, per rule the rows it saw,
 kept and dropped, and "corpus_decision": the sha256 of the extra corpus's decision file the
 recipe cites (`"corpus_decision": "<sha256>"` in the section; hearsay.evaluate.corpus_decision),
-or null. An empty selection ({"rules": []}, the default) keeps every row.
+or null. An empty selection ({"rules": []}, the default) keeps every row. `stream_groups`
+(run_meta "stream_groups") breaks the kept rows down with each group's planned share of the
+draws, which a cited cap share or drop is checked against.
 """
 
 from __future__ import annotations
@@ -87,10 +89,15 @@ class SelectionConfig:
         return cls(rules=tuple(rules), corpus_decision=cited)
 
 
+def corpus_of(rows: pd.DataFrame) -> pd.Series:
+    """The rows' corpus: the manifest's `corpus` column where it has one, else the source."""
+    return rows["corpus"] if "corpus" in rows.columns else rows["source"]
+
+
 def row_values(rows: pd.DataFrame, family_sep: str) -> dict[str, pd.Series]:
     """{criterion: the rows' value} (aligned with rows)."""
-    corpus = rows["corpus"] if "corpus" in rows.columns else rows["source"]
-    return {"train_scope": rows["train_scope"], "source": rows["source"], "corpus": corpus,
+    return {"train_scope": rows["train_scope"], "source": rows["source"],
+            "corpus": corpus_of(rows),
             "family": rows["generator"].map(lambda g: g.split(family_sep, 1)[0])}
 
 
@@ -143,3 +150,28 @@ def select_training_rows(train: pd.DataFrame, bundle, section: dict | None
                           '"bonafide") or use a drop rule')
     outcome["rows_after"] = len(kept)
     return kept, outcome
+
+
+GROUP_KEYS = ("label", "source", "train_scope", "corpus")  # what stream_groups breaks rows down by
+
+
+def stream_groups(train: pd.DataFrame, quotas: dict) -> list[dict]:
+    """The training rows by (label, source, train_scope, corpus), each group with its planned
+    share of its class's draws (run_meta.json "stream_groups"; hearsay.evaluate.corpus_decision
+    checks a decision's cap and drop against it): its source's slots per batch over its class's
+    (`quotas`: {(label, source): slots}, hearsay.train.data.Sampler), times its part of that
+    source's rows, as a source's pool is drawn uniformly. A group whose source has no slot
+    (run_meta "sources_without_quota") has share 0."""
+    df = pd.DataFrame({"label": train["label"].astype(str), "source": train["source"].astype(str),
+                       "train_scope": train["train_scope"].astype(str),
+                       "corpus": corpus_of(train).astype(str)})
+    slots = {lab: sum(q for (lab2, _), q in quotas.items() if lab2 == lab) for lab in LABELS}
+    per_source = df.groupby(["label", "source"]).size()
+    out = []
+    for key, n in df.groupby(list(GROUP_KEYS)).size().items():
+        group = dict(zip(GROUP_KEYS, key, strict=True))
+        lab, src = group["label"], group["source"]
+        q = quotas.get((lab, src), 0)
+        share = q / slots[lab] * n / per_source[(lab, src)] if slots.get(lab) else 0.0
+        out.append({**group, "rows": int(n), "share": round(float(share), 6)})
+    return out
