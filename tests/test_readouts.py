@@ -150,3 +150,49 @@ def test_test_length_crops_are_drawn_per_clip_from_the_test_durations_alike_ever
     assert {len(w) for w in short} == {320}                   # never below 20 ms
     with pytest.raises(readouts.scoring.ScoreError, match="test split's durations"):
         readouts.test_length_inputs(tmp_path, rows, [])
+
+
+def test_a_manifest_without_codec_copies_has_no_codec_readout_rows_nor_codecs():
+    m = manifest(["mp3", "mp3"]).drop(columns="codec_ids")
+    rows, codecs = readouts.codec_panel_rows(m)
+    assert codecs == [] and rows.empty
+
+
+def test_the_codec_readout_keeps_only_clips_the_clean_holdout_scored_too():
+    paths = [f"c{i}" for i in range(8)]
+    key = pd.DataFrame({"path": paths, "label": ["bonafide", "spoof"] * 4})
+    y = (key["label"] == "spoof").to_numpy()
+    clean = scored(paths[:6], np.where(y[:6], 1.0, -1.0))       # c6, c7 never scored clean
+    clean.loc[0, "logit"] = 3.0                                  # clean minDCF above 0
+    mp3 = scored(paths, np.where(y, 1.0, -1.0), codec="mp3")
+    out = readouts.codec_readout(clean, mp3, key)
+    assert out["n_clips"] == 6
+    base = out["rows"]["clean"]["min_dcf"]
+    assert base > 0 and out["gap"]["mp3"] == pytest.approx(out["rows"]["mp3"]["min_dcf"] - base)
+    lines = readouts.codec_lines(out)
+    assert lines[0] == "" and lines[2] == ""
+    empty = readouts.codec_readout(clean, scored([], [], codec=[]), key)
+    assert empty["gap"] == {} and empty["codecs"] == []
+    assert empty["undefined"] == "no holdout clip has a copy of every codec"
+
+
+def test_each_clip_s_test_length_is_drawn_by_its_own_generator_and_padding_stays_out(tmp_path):
+    import soundfile as sf
+
+    from hearsay.sound import bundle_inputs, example
+
+    (tmp_path / "audio").mkdir()
+    wave = np.random.default_rng(1).uniform(-0.5, 0.5, 6400)    # 0.4 s: shorter than any crop
+    ids = [f"clip{i}" for i in range(6)]
+    for i in ids:
+        sf.write(tmp_path / "audio" / f"{i}.flac", wave, 16000)  # the same audio in every clip
+    rows = pd.DataFrame({"id": ids, "path": [f"{i}.flac" for i in ids]})
+    durations = np.array([0.5, 1.0, 2.0])
+    got = readouts.test_length_inputs(tmp_path, rows, durations, seed=7)
+    for i, w in zip(ids, got, strict=True):
+        rng = bundle_inputs.aug_rng(7, i)
+        n = example.n_samples(float(rng.choice(durations)))
+        assert len(w) == min(n, 6400)                            # the valid part, no padding
+        crop, n_valid = example.random_crop(
+            np.asarray(sf.read(tmp_path / "audio" / f"{i}.flac", dtype="float32")[0]), n, rng)
+        assert np.allclose(w, example.finish(crop, n_valid)[:n_valid])
