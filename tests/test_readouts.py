@@ -68,11 +68,12 @@ def test_a_codec_readout_without_codec_rows_is_undefined_not_the_clean_row_alone
 
 
 def test_class_counts_count_clips_not_rows_per_inner_fold_and_per_other_split():
-    scores = pd.DataFrame({
-        "path": ["a", "a", "b", "c", "d", "e", "f", "g"],
-        "fold": ["0", "0", "0", "1", "holdout", "holdout", "holdout", "test"],
-        "split": ["inner_oof", "inner_oof", "inner_oof", "inner_oof", "holdout", "holdout",
-                  "holdout", "test"]})
+    scores = pd.DataFrame({   # listed out of order; "a" twice, scored apart (two augmentations)
+        "path": ["g", "a", "a", "b", "c", "d", "e", "f"],
+        "fold": ["test", "0", "0", "0", "1", "holdout", "holdout", "holdout"],
+        "split": ["test", "inner_oof", "inner_oof", "inner_oof", "inner_oof", "holdout", "holdout",
+                  "holdout"],
+        "logit": [0.0, 1.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0]})
     key = pd.DataFrame({"path": list("abcdef"),
                         "label": ["spoof", "bonafide", "spoof", "bonafide", "spoof", "spoof"]})
     counts = readouts.class_counts(scores, key)
@@ -182,17 +183,20 @@ def test_each_clip_s_test_length_is_drawn_by_its_own_generator_and_padding_stays
     from hearsay.sound import bundle_inputs, example
 
     (tmp_path / "audio").mkdir()
-    wave = np.random.default_rng(1).uniform(-0.5, 0.5, 6400)    # 0.4 s: shorter than any crop
-    ids = [f"clip{i}" for i in range(6)]
-    for i in ids:
-        sf.write(tmp_path / "audio" / f"{i}.flac", wave, 16000)  # the same audio in every clip
+    noise = np.random.default_rng(1).uniform(-0.5, 0.5, 16000 * 3)
+    ids = [f"clip{i}" for i in range(8)]
+    for k, i in enumerate(ids):   # the same audio in every clip: 3 s, or 0.4 s (below any crop)
+        sf.write(tmp_path / "audio" / f"{i}.flac", noise if k % 2 else noise[:6400], 16000)
     rows = pd.DataFrame({"id": ids, "path": [f"{i}.flac" for i in ids]})
     durations = np.array([0.5, 1.0, 2.0])
     got = readouts.test_length_inputs(tmp_path, rows, durations, seed=7)
+    lengths = set()
     for i, w in zip(ids, got, strict=True):
         rng = bundle_inputs.aug_rng(7, i)
         n = example.n_samples(float(rng.choice(durations)))
-        assert len(w) == min(n, 6400)                            # the valid part, no padding
-        crop, n_valid = example.random_crop(
-            np.asarray(sf.read(tmp_path / "audio" / f"{i}.flac", dtype="float32")[0]), n, rng)
+        x = np.asarray(sf.read(tmp_path / "audio" / f"{i}.flac", dtype="float32")[0])
+        assert len(w) == min(n, len(x))                          # the valid part, no padding
+        crop, n_valid = example.random_crop(x, n, rng)
         assert np.allclose(w, example.finish(crop, n_valid)[:n_valid])
+        lengths.add(len(w))
+    assert len(lengths) > 2                                      # the clips drew apart
