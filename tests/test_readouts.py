@@ -200,3 +200,28 @@ def test_each_clip_s_test_length_is_drawn_by_its_own_generator_and_padding_stays
         assert np.allclose(w, example.finish(crop, n_valid)[:n_valid])
         lengths.add(len(w))
     assert len(lengths) > 2                                      # the clips drew apart
+
+
+def test_the_codec_plot_draws_each_row_s_eer_and_min_dcf_under_its_name(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made = []
+    subplots, close = plt.subplots, plt.close
+    monkeypatch.setattr(plt, "subplots", lambda *a, **k: made.append(subplots(*a, **k)) or made[-1])
+    monkeypatch.setattr(plt, "close", lambda fig: None)           # keep the figure to read back
+    codec = {"n_clips": 6, "codecs": ["mp3"], "gap": {"mp3": 0.1},
+             "rows": {"clean": {"eer": 0.1, "min_dcf": 0.2}, "mp3": {"eer": 0.3, "min_dcf": None}}}
+    assert readouts.plot_codecs(codec, tmp_path / "c.png") == tmp_path / "c.png"
+    fig, ax = made[-1]
+    heights = [round(p.get_height(), 6) for p in ax.patches]
+    assert heights == [0.1, 0.3, 0.2, 0.0]                        # EER bars, then minDCF (None: 0)
+    lefts = [p.get_x() + p.get_width() / 2 for p in ax.patches]
+    assert lefts[0] < lefts[2] < lefts[1] < lefts[3]              # each name's two bars side by side
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["clean", "mp3"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["EER", "minDCF 0.3"]
+    assert ax.get_title() == "codec readout: each row on the same 6 holdout clips"
+    assert ax.get_ylabel() == "lower is better"
+    close("all")
