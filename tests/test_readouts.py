@@ -219,7 +219,7 @@ def test_the_codec_plot_draws_each_row_s_eer_and_min_dcf_under_its_name(tmp_path
     heights = [round(p.get_height(), 6) for p in ax.patches]
     assert heights == [0.1, 0.3, 0.2, 0.0]                        # EER bars, then minDCF (None: 0)
     lefts = [p.get_x() + p.get_width() / 2 for p in ax.patches]
-    assert lefts[0] < lefts[2] < lefts[1] < lefts[3]              # each name's two bars side by side
+    assert lefts[0] < lefts[2] < lefts[1] < lefts[3]   # each name's two bars side by side
     assert [t.get_text() for t in ax.get_xticklabels()] == ["clean", "mp3"]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["EER", "minDCF 0.3"]
     assert ax.get_title() == "codec readout: each row on the same 6 holdout clips"
