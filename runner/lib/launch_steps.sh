@@ -96,7 +96,8 @@ step_previous() {
   rec_lock "$job" || die 4 "record of job $job is locked" "wait for runner/reaper.sh"
   if [ -n "$id" ]; then
     ledger_close "$job" "$id" || die 1 "cannot complete the ledger row of job $job's old instance $id" "free space under $LEDGER, then launch again"
-  elif unseen_rental "$job"; then
+  fi
+  if unseen_rental "$job"; then
     ledger_unseen "$job" || die 1 "cannot write the ledger row of job $job's unseen create" "free space under $LEDGER, then launch again"
   fi
   rec_set "$job" result CLEARED
@@ -333,6 +334,7 @@ step_create() {
   rec_set "$1" deadline "$dl"
   rec_set "$1" campaign_deadline "$campaign"
   rec_set "$1" state CREATING
+  rec_set "$1" dups_seen 0   # until a listing shows its box (and so any duplicate of its label)
   rec_set "$1" asked 1
   # The box's own guard from its first second (runner/box/onstart.sh, its on-start command): it
   # ends the box if no chain starts by HEARSAY_PROVISION_BY (the boot deadline and three ssh calls

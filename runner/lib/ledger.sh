@@ -205,20 +205,24 @@ ledger_close() {
 
 # ledger_unseen JOB: the one row of a rental no listing showed (runner/lib/teardown.sh unseen_rental):
 # id "unseen:LABEL", a closing row from the create (created_at) to the record's provision_by, when
-# the box's guard ended it if it existed, so hours and cost are the most it can have billed (give or
-# take the guard's destroy call); reason UNSEEN. It is written whether or not a box was rented: the
-# ledger cannot know, and the budget counts the worst case.
+# the box's guard ended it if it existed, so hours and cost are the most one such box can have
+# billed (give or take the guard's destroy call); reason UNSEEN, saying which case. It is written
+# whether or not a box was rented: the ledger cannot know, and the budget counts the worst case.
 ledger_unseen() {
-  local c pb label
+  local c pb label what
   c=$(rec_get "$1" created_at)
   pb=$(rec_get "$1" provision_by)
   is_number "$pb" || pb=$(now)
   is_number "$c" || c=$pb
   label=$(rec_get "$1" label)
+  if [ -z "$(rec_get "$1" instance)" ]; then
+    what="its create's answer never came and no listing showed its label before its provision-by"
+  else
+    what="no listing showed its box before its provision-by: a duplicate the CLI's resent create rented would have gone unseen"
+  fi
   ledger_complete "unseen:${label:-$1:$(rec_get "$1" gen)}" "$1" "$(rec_get "$1" gen)" "$(rec_get "$1" offer)" \
     "$(rec_get "$1" dph)" "$c" "$pb" "$(ledger_offer "$1")" \
-    "UNSEEN: its create's answer never came and no listing showed its label before its provision-by; hours are the most it can have billed" \
-    || return 1
+    "UNSEEN: $what; hours are the most one such box can have billed" || return 1
   say "job $1: its create may have rented a box no listing showed (it ends itself by $(iso "$pb")): ledger row unseen:$label, hours to its provision-by"
 }
 

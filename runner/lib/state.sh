@@ -6,6 +6,9 @@
 #   offer_gpu offer_cores offer_cuda (the chosen offer: gpu_name, cpu_cores_effective, cuda_max_good)
 #   campaign_deadline (the RUNNER_CAMPAIGN_DEADLINE it was launched under, epoch s; empty: none)
 #   campaign_wait (when the reaper first left it to finish a push past that) end_reason (why it ended)
+#   provision_by (epoch s: its box's on-start guard ends a box no chain reached by then) dups_seen
+#   (0 from the create, 1 once a listing showed its own box, so any duplicate of its label too:
+#   runner/lib/teardown.sh unseen_rental)
 # States: CREATING (create asked, id not yet known) → CREATED (id persisted) → RUNNING (box up) →
 #         PROVISIONED (chain confirmed running) ; DESTROYING ; ORPHAN (destroy not confirmed).
 # A record leaves jobs/ (moved to archive/) only after its instance is confirmed gone.

@@ -70,16 +70,21 @@ adopt_by_label() {
   return 1
 }
 
-# unseen_rental JOB: 0 when a record whose create was asked and never gave an id may yet have
-# rented a box that no listing will ever show; called once its label is absent from a listing that
-# vouches, RUNNER_LABEL_LAG_S after the create (adopt_by_label's 2). A box rented for it gets no chain
-# (no id, so no ssh) and its on-start guard ends it at the record's provision_by, not before: an
-# absence judged before then means no box was rented (it would still be listed: 1), one judged at or
-# after then proves nothing (the box may have come and gone unseen, e.g. its launcher killed
-# mid-create and no reaper running until after: 0, and the caller writes ledger_unseen's row).
+# unseen_rental JOB: 0 when the record's create may have rented a box that no listing will ever
+# show, so the caller writes ledger_unseen's row. Two cases, judged as the record ends:
+#   no id: its label absent from a listing that vouches, RUNNER_LABEL_LAG_S after the create
+#     (adopt_by_label's 2);
+#   an id: no listing ever showed its own box (dups_seen still 0), so none showed the duplicates a
+#     create the CLI resent can rent (e.g. its launcher killed right after the create).
+# A box rented for it that no chain reaches (no id for it, so no ssh) is ended by its on-start
+# guard at the record's provision_by, not before: judged before then, it would still be listed
+# (none was rented: 1); judged at or after then, it may have come and gone unseen (0).
 unseen_rental() {
   local pb
   [ -n "$(rec_get "$1" asked)" ] || return 1
+  # with an id: unseen only while no listing has shown it ("0" from the create; a record an older
+  # runner made has no such field and is not judged)
+  [ -z "$(rec_get "$1" instance)" ] || [ "$(rec_get "$1" dups_seen)" = 0 ] || return 1
   pb=$(rec_get "$1" provision_by)
   is_number "$pb" || return 0          # a record from before provision_by was kept: no bound, say so
   [ "$(now)" -ge "$pb" ]
@@ -143,6 +148,7 @@ finish_job() {
     fi
     say "instance $id of job $job destroyed (confirmed gone: runner/lib/gone.sh)"
     if sweep_pending "$job"; then
+      if unseen_rental "$job"; then ledger_unseen "$job" || { rec_set "$job" state ORPHAN || true; return 1; }; fi
       rec_set "$job" result "$reason" || true
       rec_archive "$job" || return 1
       return 0
@@ -162,6 +168,7 @@ finish_job() {
 # without an id (CREATING) or with a label outside RUNNER_LABEL_PREFIX is left alone (adopt_by_label
 # adopts one of its labelled instances and then calls this for the others). A duplicate destroyed in
 # an earlier sweep but not confirmed then, and absent from this listing, has its open row completed.
+# A listing that shows the record's own instance marks it "dups_seen" (unseen_rental reads it).
 # 0 = no duplicate left, 1 = one could not be confirmed destroyed.
 sweep_duplicates() {
   local job=$1 list=$2 own label id created lj rc=0
@@ -170,6 +177,9 @@ sweep_duplicates() {
   [ -n "$own" ] && [ -n "$label" ] || return 0
   # the record's own label (this operator's PREFIX.OPERATOR:…, or an older runner's PREFIX:…)
   case $label in "$RUNNER_LABEL_PREFIX".* | "$RUNNER_LABEL_PREFIX":*) ;; *) return 0 ;; esac
+  # a listing that shows the record's own box shows its duplicates too (a retried create rents them
+  # before its answer names the id): whatever this sweep finds, none can have gone unseen since
+  if list_has "$list" "$own" && [ "$(rec_get "$job" dups_seen)" != 1 ]; then rec_set "$job" dups_seen 1 || true; fi
   for id in $(list_by_label "$list" "$label"); do
     [ "$id" != "$own" ] || continue
     created=$(list_field "$list" "$id" 7)

@@ -15,6 +15,7 @@ teardown() { world_end; }
   id=${lines[${#lines[@]}-1]}
   [ "$(cat "$RUNNER_STATE/jobs/pilot/instance")" = "$id" ]
   [ "$(cat "$RUNNER_STATE/jobs/pilot/state")" = PROVISIONED ]
+  [ "$(cat "$RUNNER_STATE/jobs/pilot/dups_seen")" = 1 ]   # its duplicate sweep saw its own box
   gen=$(cat "$RUNNER_STATE/jobs/pilot/gen")
   [ "$(ledger_rows)" -eq 1 ]
   grep -q "^$id,pilot,$gen," "$LEDGER"

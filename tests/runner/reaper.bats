@@ -196,6 +196,27 @@ asked_record() {
   [[ "$output" == *"fold2 "*"rentals   1"* ]]
 }
 
+@test "a box no listing ever showed, ended past its provision-by: its row closed and an UNSEEN row for the duplicates none could see" {
+  id=$(rent fold1 CREATED g-7)
+  d=$RUNNER_STATE/jobs/fold1
+  echo 999999 >"$d/launcher"; echo 1 >"$d/asked"; echo 0 >"$d/dups_seen"   # its launcher died at once
+  echo $(($(date -u +%s) - 60)) >"$d/provision_by"
+  vastai destroy instance "$id" -y --raw >/dev/null                # the box ended itself, unseen
+  id2=$(rent fold3 CREATED g-8)                                     # seen once (dups_seen 1): no row
+  d3=$RUNNER_STATE/jobs/fold3
+  echo 999999 >"$d3/launcher"; echo 1 >"$d3/asked"; echo 1 >"$d3/dups_seen"
+  echo $(($(date -u +%s) - 60)) >"$d3/provision_by"
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ ! -d "$d" ]
+  [ ! -d "$d3" ]
+  [ "$(open_rows)" -eq 0 ]
+  grep -q "^unseen:$(cat "$RUNNER_STATE"/archive/fold1-*/label),fold1,g-7," "$LEDGER"
+  [[ "$(grep "^unseen:.*,fold1," "$LEDGER")" == *"UNSEEN: no listing showed its box before its provision-by"* ]]
+  [ "$(grep -c "^unseen:.*,fold3," "$LEDGER")" -eq 0 ]
+  grep -q "^$id2,fold3,g-8,.*Z,[0-9.]*,[0-9.]*," "$LEDGER"
+}
+
 @test "a relaunch over a lost create past its provision-by writes the UNSEEN row before clearing the record" {
   asked_record probe $(($(date -u +%s) - 60))
   label=$(cat "$RUNNER_STATE/jobs/probe/label")
