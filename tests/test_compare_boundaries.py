@@ -145,3 +145,30 @@ def test_a_decision_file_is_read_back_and_anything_else_is_refused_naming_the_co
     (tmp_path / "l.json").write_text("[]")
     with pytest.raises(ValueError, match="not a hearsay compare decision"):
         compare.load_decision(tmp_path / "l.json")
+
+
+def test_the_cli_prints_the_decision_naming_each_recipe_s_source_and_files(tmp_path, capsys):
+    from test_compare import flip_pair
+
+    sharp, broad, key = flip_pair()
+    key.to_csv(tmp_path / "key.csv", index=False)
+    sharp.to_csv(tmp_path / "sharp.csv", index=False)
+    broad.to_csv(tmp_path / "broad.csv", index=False)
+    rc = compare.main(["--recipe", f"sharp={tmp_path / 'sharp.csv'}", "--recipe",
+                       f"broad={tmp_path / 'broad.csv'}", "--key", str(tmp_path / "key.csv")])
+    out, err = capsys.readouterr()
+    assert rc == 0
+    d = json.loads(out)                                      # no --json: the JSON on stdout
+    assert out == json.dumps(d, indent=2) + "\n"
+    assert d["recipes"]["sharp"]["source"] == str(tmp_path / "sharp.csv")
+    assert d["recipes"]["broad"]["files"] == [str(tmp_path / "broad.csv")]
+    flips = ", ".join(f["reading"] for f in d["flips"])
+    assert err == f"hearsay compare: chosen sharp on {compare.RECORD}; flips under {flips}\n"
+    with pytest.raises(SystemExit):                          # one recipe is no comparison
+        compare.main(["--recipe", f"a={tmp_path / 'sharp.csv'}", "--key", "k.csv"])
+    assert "give two or more --recipe NAME=SOURCE with distinct names" in capsys.readouterr().err
+    rc = compare.main(["--recipe", f"a={tmp_path / 'sharp.csv'}", "--recipe",
+                       f"b={tmp_path / 'broad.csv'}", "--key", str(tmp_path / "key.csv"),
+                       "--json", str(tmp_path / "no" / "d.json")])
+    assert rc == compare.EXIT_BAD_INPUT
+    assert capsys.readouterr().err.startswith("hearsay compare: cannot write the decision: ")
