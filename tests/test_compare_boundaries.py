@@ -172,3 +172,13 @@ def test_the_cli_prints_the_decision_naming_each_recipe_s_source_and_files(tmp_p
                        "--json", str(tmp_path / "no" / "d.json")])
     assert rc == compare.EXIT_BAD_INPUT
     assert capsys.readouterr().err.startswith("hearsay compare: cannot write the decision: ")
+
+
+@pytest.mark.parametrize("argv", [["--key", "k.csv"],                        # no recipe
+                                  ["--recipe", "a=x.csv", "--recipe", "b=y.csv"],   # no labels
+                                  ["--recipe", "a=x.csv", "--recipe", "b=y.csv", "--key", "k.csv",
+                                   "--bundle", "b/"]])                       # both label sources
+def test_a_usage_error_is_argparse_s_exit_2_before_anything_is_read(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        compare.main(argv)
+    assert exc.value.code == 2 and capsys.readouterr().err.startswith("usage: hearsay compare")
