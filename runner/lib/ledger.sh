@@ -20,8 +20,9 @@
 # running again is re-adopted (runner/lib/teardown.sh readopt_gone) and gets a re-open row: the
 # creation row's columns with reason "REOPENED <ISO time>"; its next closing row (hours and cost
 # from the creation again) closes it anew. A create whose answer never came and whose label no
-# listing showed before its box's provision-by (the box, if rented, ended itself unseen) gets one
-# closing row, id "unseen:LABEL", hours to that provision-by: the most it can have billed
+# listing showed before its box's provision-by (the box, if rented, ended itself unseen), or whose
+# box no listing showed before then (so none showed a duplicate a resent create rented), gets one
+# closing row, id "unseen:LABEL", hours to that provision-by: the most one such box can have billed
 # (ledger_unseen). A rental is open while its id's last row is not a
 # closing row; rentals = distinct ids (runner/ledger.sh sums it that way, through
 # hearsay.contracts.ledger). Each row is written once: one creation row per id, a closing row only

@@ -9,8 +9,9 @@ Append-only: a rental's creation row (the last three columns empty), then, once 
 is confirmed, its closing row (destroyed_confirmed, hours and cost filled). A box judged gone
 (closed) and then seen running again gets a re-open row (destroyed_confirmed empty, reason
 "REOPENED <time>") and later a closing row anew. A create whose answer never came and whose
-label no listing showed before its box's provision-by has one closing row alone, id
-"unseen:<label>", its hours the most that box can have billed: a rental like any other here.
+label no listing showed before its box's provision-by (or whose box no listing showed, so none
+showed its duplicates) has one closing row alone, id "unseen:<label>", its hours the most such a
+box can have billed: a rental like any other here.
 Columns after `cost`
 (a later writer's: offer GPU, CPU cores, ...) are kept by their header names and judge nothing:
 rows with and without them read alike.
