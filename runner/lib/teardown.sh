@@ -5,9 +5,10 @@
 # shellcheck source=runner/lib/gone.sh
 . "$RUNNER_ROOT/lib/gone.sh"
 
-# adopt_by_label JOB [LISTFILE]: for a record whose create answered badly (no id persisted), look for an
-# instance carrying its label (in LISTFILE, a vast_list the caller has just taken, else a fresh one). 0 = found and adopted (id persisted, ledger row written); 2 = confirmed none
-# after RUNNER_LABEL_LAG_S of successful listings; 1 = unknown (listing failed, or still inside the lag).
+# adopt_by_label JOB [LISTFILE]: for a record whose create answered badly (no id persisted), look for
+# an instance carrying its label (in LISTFILE, a vast_list the caller has just taken, else a fresh
+# one). 0 = found and adopted (id persisted, ledger row written); 2 = confirmed none after
+# RUNNER_LABEL_LAG_S of successful listings; 1 = unknown (listing failed, or still inside the lag).
 # Every create attempt can fail from our side yet each have rented a box (the CLI retries a create
 # whose connection dropped): the first labelled instance is adopted, every other one is swept on the
 # same listing (sweep_duplicates); one not confirmed destroyed leaves the dup_sweep marker, which
@@ -86,7 +87,7 @@ unseen_rental() {
   # runner made has no such field and is not judged)
   [ -z "$(rec_get "$1" instance)" ] || [ "$(rec_get "$1" dups_seen)" = 0 ] || return 1
   pb=$(rec_get "$1" provision_by)
-  is_number "$pb" || return 0          # a record from before provision_by was kept: no bound, say so
+  is_number "$pb" || return 1          # a record an older runner made: no bound to judge by
   [ "$(now)" -ge "$pb" ]
 }
 
@@ -168,18 +169,23 @@ finish_job() {
 # without an id (CREATING) or with a label outside RUNNER_LABEL_PREFIX is left alone (adopt_by_label
 # adopts one of its labelled instances and then calls this for the others). A duplicate destroyed in
 # an earlier sweep but not confirmed then, and absent from this listing, has its open row completed.
-# A listing that shows the record's own instance marks it "dups_seen" (unseen_rental reads it).
+# A listing taken before the record's provision_by that shows its own instance marks it "dups_seen"
+# (unseen_rental reads it).
 # 0 = no duplicate left, 1 = one could not be confirmed destroyed.
 sweep_duplicates() {
-  local job=$1 list=$2 own label id created lj rc=0
+  local job=$1 list=$2 own label id created lj pb rc=0
   own=$(rec_get "$job" instance)
   label=$(rec_get "$job" label)
   [ -n "$own" ] && [ -n "$label" ] || return 0
   # the record's own label (this operator's PREFIX.OPERATOR:…, or an older runner's PREFIX:…)
   case $label in "$RUNNER_LABEL_PREFIX".* | "$RUNNER_LABEL_PREFIX":*) ;; *) return 0 ;; esac
   # a listing that shows the record's own box shows its duplicates too (a retried create rents them
-  # before its answer names the id): whatever this sweep finds, none can have gone unseen since
-  if list_has "$list" "$own" && [ "$(rec_get "$job" dups_seen)" != 1 ]; then rec_set "$job" dups_seen 1 || true; fi
+  # before its answer names the id), if taken before its provision_by (a duplicate, which no chain
+  # reaches, ends then): whatever this sweep finds, none can have gone unseen
+  if [ "$(rec_get "$job" dups_seen)" = 0 ] && list_has "$list" "$own"; then
+    pb=$(rec_get "$job" provision_by)
+    if ! is_number "$pb" || [ "$(now)" -lt "$pb" ]; then rec_set "$job" dups_seen 1 || true; fi
+  fi
   for id in $(list_by_label "$list" "$label"); do
     [ "$id" != "$own" ] || continue
     created=$(list_field "$list" "$id" 7)

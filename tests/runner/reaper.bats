@@ -217,6 +217,28 @@ asked_record() {
   grep -q "^$id2,fold3,g-8,.*Z,[0-9.]*,[0-9.]*," "$LEDGER"
 }
 
+@test "only a listing taken before the provision-by that shows a record's own box marks its duplicates seen" {
+  id=$(rent fold1 CREATED g-7)
+  d=$RUNNER_STATE/jobs/fold1
+  sweep() {   # sweep_duplicates on a fresh listing, as the launcher and the reaper call it
+    bash -c 'for f in common state ledger vast teardown; do . "$1/runner/lib/$f.sh"; done
+      l=$(_vast_tmp) && vast_list "$l" || exit 9
+      sweep_duplicates fold1 "$l"; list_rm "$l"' _ "$REPO"
+  }
+  echo 0 >"$d/dups_seen"; echo $(($(date -u +%s) - 5)) >"$d/provision_by"
+  run sweep
+  [ "$status" -eq 0 ]
+  [ "$(cat "$d/dups_seen")" = 0 ]                  # past it: a duplicate may have ended unseen
+  echo $(($(date -u +%s) + 600)) >"$d/provision_by"
+  fault '[{"op": "list", "kind": "error", "status": 200, "body": {"instances": [], "total_instances": 0}}]'
+  run sweep                                        # an empty page: its own box not in it
+  [ "$(cat "$d/dups_seen")" = 0 ]
+  run sweep
+  [ "$status" -eq 0 ]
+  [ "$(cat "$d/dups_seen")" = 1 ]
+  [ "$(live_ids)" = "$id" ]
+}
+
 @test "a relaunch over a lost create past its provision-by writes the UNSEEN row before clearing the record" {
   asked_record probe $(($(date -u +%s) - 60))
   label=$(cat "$RUNNER_STATE/jobs/probe/label")
