@@ -11,10 +11,9 @@ is confirmed, its closing row (destroyed_confirmed, hours and cost filled). A bo
 "REOPENED <time>") and later a closing row anew. A create whose answer never came and whose
 label no listing showed before its box's provision-by (or whose box no listing showed, so none
 showed its duplicates) has one closing row alone, id "unseen:<label>", its hours the most such a
-box can have billed: a rental like any other here.
-Columns after `cost`
-(a later writer's: offer GPU, CPU cores, ...) are kept by their header names and judge nothing:
-rows with and without them read alike.
+box can have billed: a rental like any other here. Columns after `cost` (a later writer's:
+offer GPU, CPU cores, ...) are kept by their header names and judge nothing: rows with and
+without them read alike.
 
     from hearsay.contracts import ledger
     for r in ledger.rows(path): r.id, r.job, r.closed, r.cost, r.extra   # one Rental per id

@@ -190,8 +190,9 @@ def gate_check(path: Path | None, metas: dict) -> dict | None:
         if unread:
             return {**out, "outcome": "not measured",
                     "why": f"{head}; runs {', '.join(unread)} cite it but their run_meta.json "
-                           "cannot show it applied (no stream_groups of the corpus's column: "
-                           "retrain with this version)"}
+                           "cannot show it applied (no stream_groups, from a trainer before "
+                           "them: retrain; or the corpus is named by a column they do not break "
+                           "down: name it by source, train_scope or corpus)"}
         return {**out, "outcome": "pass",
                 "why": f"{head}; every run's recipe cites it and its training stream applies it"}
     return {**out, "outcome": "pass",
