@@ -177,3 +177,43 @@ def test_family_exclusion_drops_only_extra_rows_of_the_family():
     # core rows of the excluded family stay; extra rows of it (any version) go; others stay
     assert ids0 == ["core_smear", "core_voc", "extra_voc", "extra_smearish"]
     assert fo.train_ids(df, DEMO_SPLITS, "2") == list(df["id"])  # no exclusion for model 2
+
+
+def small_manifest():
+    """Ten inner groups (one bona fide and one synthetic clip each), a holdout-family group, a
+    test group, and extra rows in the holdout group, the test group, an inner group and their
+    own."""
+    rows = []
+    for g in range(10):
+        rows += [(f"b{g}", "bonafide", "", f"g{g}", "", "core"),
+                 (f"s{g}", "spoof", "voc-a", f"g{g}", "", "core")]
+    rows += [("h0", "spoof", "phq-x", "gh", "", "core"), ("h1", "bonafide", "", "gh", "", "core"),
+             ("t0", "bonafide", "", "gt", "test", "core"), ("t1", "spoof", "voc-a", "gt", "test",
+                                                                "core"),
+             ("xh", "bonafide", "", "gh", "", "extra"), ("xt", "bonafide", "", "gt", "", "extra"),
+             ("xi", "spoof", "voc-b", "g3", "extra", "extra"), ("xo", "spoof", "voc-b", "gx", "",
+                                                                   "extra")]
+    return pd.DataFrame(rows, columns=["id", "label", "generator", "group", "fold", "train_scope"])
+
+
+def test_extra_rows_take_their_group_s_fold_holdout_and_test_included():
+    df = small_manifest()
+    got = fo.assign_folds(df, DEMO_SPLITS)
+    assert got["h0"] == got["h1"] == "holdout" and got["t0"] == got["t1"] == "test"
+    assert got["xh"] == "holdout" and got["xt"] == "test"     # never trained on: their group isn't
+    assert got["xi"] == got["b3"] and got["xo"] == "extra"     # an inner group's, or its own
+    inner = {k: v for k, v in got.items() if k[0] in "bs"}
+    assert sorted(pd.Series(inner).value_counts().tolist()) == [4] * 5   # two groups a fold
+
+
+def test_a_preset_fold_other_than_test_is_refused_but_an_extra_row_may_say_extra():
+    df = small_manifest()
+    df.loc[df["id"] == "b0", "fold"] = "extra"                 # a core row cannot
+    with pytest.raises(fo.FoldError, match=r"^rows \['b0'\] come with fold values; `splits make` "
+                       r"assigns inner and holdout folds itself \(only 'test' is kept\): empty "
+                       "those cells$"):
+        fo.assign_folds(df, DEMO_SPLITS)
+    df = small_manifest()
+    df.loc[df["id"] == "xo", "fold"] = "2"                     # nor an extra row another fold
+    with pytest.raises(fo.FoldError, match=r"rows \['xo'\] come with fold values"):
+        fo.assign_folds(df, DEMO_SPLITS)
