@@ -109,6 +109,13 @@ def resolve_path(rel: str, manifest_dir: str | os.PathLike) -> Path:
     return p if p.is_absolute() else Path(manifest_dir) / p
 
 
+def parse_selector(sel: str) -> tuple[str, str]:
+    """(column, value) of a selector of manifest rows: COLUMN=VALUE, or a bare source name
+    (`hearsay corpus-probe --corpus/--against`, a corpus decision's "corpus")."""
+    col, sep, value = sel.partition("=")
+    return (col, value) if sep else ("source", sel)
+
+
 def split_of(fold: str) -> str | None:
     """The score split a fold belongs to; None for `extra` (never scored)."""
     return SPLIT_OF_FOLD.get(str(fold))

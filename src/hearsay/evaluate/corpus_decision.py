@@ -205,8 +205,7 @@ def applied(d: dict, metas: dict) -> tuple[list[str], list[str]]:
     from run_meta "stream_groups" (hearsay.train.selection.stream_groups: rows and planned share
     per label, source, train_scope, corpus); a corpus named by another column, or a run without
     that record, cannot be shown."""
-    from hearsay.contracts.manifest import LABELS
-    from hearsay.evaluate.corpus_probe import parse_selector
+    from hearsay.contracts.manifest import LABELS, parse_selector
 
     col, value = parse_selector(d["corpus"])
     labels = [d["label"]] if d["label"] in LABELS else list(LABELS)

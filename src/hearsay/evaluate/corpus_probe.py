@@ -178,14 +178,10 @@ def separability(table, is_corpus, groups=None, cfg: CorpusProbeConfig = CorpusP
             "folds": folds, "grouped": groups is not None and len(set(groups)) >= folds}
 
 
-def parse_selector(sel: str) -> tuple[str, str]:
-    """(column, value) of SEL: COLUMN=VALUE, or a bare source name."""
-    col, sep, value = sel.partition("=")
-    return (col, value) if sep else ("source", sel)
-
-
 def select(df, sel: str):
     """Boolean mask of the rows SEL names: a source name, or COLUMN=VALUE."""
+    from hearsay.contracts.manifest import parse_selector
+
     col, value = parse_selector(sel)
     if col not in df.columns:
         raise ProbeError(f"{sel!r}: the manifest has no column {col!r} (columns: "
