@@ -123,8 +123,13 @@ scenario() {
   W="$top/s$i"
   rm -rf "$W"
   mkdir -p "$W/home" "$W/state" "$W/boxes" "$W/bucket" "$W/tmp"
-  key="vastkey-SECRET-$s-$RANDOM$RANDOM"
-  secret="r2-SECRET-$s-$RANDOM$RANDOM"
+  # the secrets: drawn from the seed as ever (so the stories after them replay), and each made this
+  # run's own by a nonce, so two runs of one seed at once (CI runs tests side by side) never hold
+  # the same key: one's sampler would count the other's fake API's command line
+  local nonce
+  nonce=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+  key="vastkey-SECRET-$s-$RANDOM$RANDOM-$nonce"
+  secret="r2-SECRET-$s-$RANDOM$RANDOM-$nonce"
   # --- faults, drawn per step ---------------------------------------------------------------------
   rules="[]"
   add() { rules=$(jq -c --argjson r "$1" '. + [$r]' <<<"$rules"); story="$story $2"; }
@@ -240,9 +245,9 @@ scenario() {
     [ "$pidreuse" = 0 ] || story="$story pidreuse"
     [ "$rkill" = 0 ] || story="$story reaperkill"
     # process-list sampler: a secret on any command line is counted, except the fake's own (the harness
-    # gives the fake its account key by --api-key; that process is not the runner)
+    # gives the fake its account key by --api-key, through start_fake_vast.sh: not the runner)
     # shellcheck disable=SC2009  # pgrep cannot print whole command lines portably
-    ( exec 3>&- ; while :; do ps -eo args 2>/dev/null | grep -e "$key" -e "$secret" | grep -v -e grep -e fake_vast.py >>"$W/ps_hits" || true; sleep 0.2; done ) &
+    ( exec 3>&- ; while :; do ps -eo args 2>/dev/null | grep -e "$key" -e "$secret" | grep -v -e grep -e fake_vast.py -e start_fake_vast.sh >>"$W/ps_hits" || true; sleep 0.2; done ) &
     sampler=$!
     if [ -n "$mnt" ]; then       # the disk fills up mid-run, and is freed a little later
       ( exec 3>&-; sleep "$((1 + RANDOM % 6))"; head -c 2000000 /dev/zero >"$mnt/fill" 2>/dev/null
