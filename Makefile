@@ -60,6 +60,9 @@ MUTANTS ?= hearsay.evaluate.gate.* hearsay.bundle.select.* hearsay.contracts.pro
 	hearsay.evaluate.compare.* hearsay.evaluate.readouts.* hearsay.evaluate.pilot.* hearsay.contracts.folds.* \
 	hearsay.contracts.ledger.* hearsay.contracts.pin.* hearsay.contracts.run_dir.*
 MUTATE_JOBS ?= 2
+# OMP_NUM_THREADS=1: mutmut forks each mutant's test run from a process that has already run
+# torch; a forked child that starts OpenMP threads again hangs until mutmut's CPU limit ends it,
+# and a hung survivor is counted "timeout", i.e. killed (seen on the readouts' scoring tests).
 # mutmut lives in a venv of its own that sees $(VENV)'s packages through a .pth file: $(VENV)
 # stays exactly the lock (the box's version gate, which the rehearsal runs, refuses any package
 # the lock does not pin).
@@ -71,7 +74,7 @@ mutate: install
 		"$$($(MUTATE_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/hearsay-venv.pth"
 	$(MUTATE_VENV)/bin/mutmut --version >/dev/null 2>&1 || \
 		$(MUTATE_PY) -m pip install -q --require-hashes --no-deps -r requirements-dev.lock
-	PATH="$(CURDIR)/$(MUTATE_VENV)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(MUTATE_VENV)/bin/mutmut run \
+	OMP_NUM_THREADS=1 PATH="$(CURDIR)/$(MUTATE_VENV)/bin:$(CURDIR)/$(VENV)/bin:$$PATH" $(MUTATE_VENV)/bin/mutmut run \
 		--max-children $(MUTATE_JOBS) $(foreach m,$(MUTANTS),'$(m)')
 	$(MUTATE_PY) scripts/mutation_score.py
 
