@@ -62,6 +62,12 @@ def test_the_codec_panel_scores_each_codecs_own_copy_of_the_same_holdout_clips(b
                     "config": dataclasses.asdict(scoring.ScoreConfig())}
 
 
+def test_a_fold_models_codec_panel_records_its_fold(bundle, tmp_path):
+    run = make_run(tmp_path / "fold2", job="fold", fold=2)
+    _, side = readouts.score_codec_panel(bundle, run)
+    assert side["job"] == "fold" and side["run_fold"] == 2
+
+
 def test_a_holdout_without_codec_copies_gives_an_empty_panel_with_the_columns(bundle, full_run):
     plain = types.SimpleNamespace(**{**vars(bundle),
                                      "manifest": bundle.manifest.assign(codec_ids="")})
@@ -88,9 +94,13 @@ def test_test_length_crops_are_drawn_from_the_test_durations_and_repeat_exactly(
     assert list(df["path"]) == list(holdout["path"]) and set(df["split"]) == {"holdout"}
     np.testing.assert_array_equal(df["logit"], again["logit"])   # the same crops every time
     np.testing.assert_allclose(df["score"], expit(df["logit"].to_numpy()))
-    assert side["augmented"] == "test_length" and side["seed"] == readouts.TEST_LENGTH_SEED
-    assert side["n_rows"] == len(holdout) and side["bundle_tree_sha"] == TREE_SHA
-    assert side["weights_sha256"] == sha256_file(run_dir.weights_of(full_run))
+    assert list(df.columns) == ["path", "fold", "split", "score", "logit"]
+    assert set(df["fold"]) == {"holdout"}
+    assert side == {"run": str(full_run),
+                    "weights_sha256": sha256_file(run_dir.weights_of(full_run)),
+                    "bundle_tree_sha": TREE_SHA, "split": "holdout", "fold": None,
+                    "augmented": "test_length", "seed": readouts.TEST_LENGTH_SEED,
+                    "n_rows": len(holdout), "config": dataclasses.asdict(scoring.ScoreConfig())}
     # each crop is as long as a test clip, or the whole holdout clip when that is shorter
     test_s = protocol.split_rows(bundle.manifest, "test")["duration"].astype(float).to_numpy()
     waves = readouts.test_length_inputs(Path(bundle.root), holdout, test_s)
