@@ -193,3 +193,52 @@ def test_a_graph_whose_convs_cannot_be_found_tries_the_layers_alone_and_says_why
     r = _run(tmp_path, calibration=tmp_path / "bundle")
     assert [w[0] for w in stand.written] == ["none"]
     assert r["conv_recipes_skipped"] == "no encoder convs found" and r["passed"] is True
+
+
+def _graph(n_const: int, extra=()):
+    """An onnx graph of `n_const` MatMuls with a constant weight (initializers, the first
+    `extra` of them from Constant nodes instead) and one MatMul of two activations."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    w = helper.make_tensor("w", TensorProto.FLOAT, [1, 1], [1.0])
+    nodes, inits = [], []
+    for i in range(n_const):
+        if i in extra:
+            nodes.append(helper.make_node("Constant", [], [f"c{i}"], value=w))
+            nodes.append(helper.make_node("MatMul", ["x", f"c{i}"], [f"y{i}"], name=f"mm{i}"))
+        else:
+            inits.append(helper.make_tensor(f"w{i}", TensorProto.FLOAT, [1, 1], [1.0]))
+            nodes.append(helper.make_node("MatMul", ["x", f"w{i}"], [f"y{i}"], name=f"mm{i}"))
+    nodes.append(helper.make_node("MatMul", ["x", "x"], ["xx"], name="activations"))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])
+    return onnx.helper.make_model(helper.make_graph(nodes, "g", [x], [x], inits))
+
+
+def test_the_layers_matmuls_are_found_by_position_projection_and_pooling_left_out():
+    # projection, 2 layers of 6, attentive pooling's 2: the 12 in between, in graph order;
+    # a weight from a Constant node counts as constant, a product of two activations does not
+    names = quantize.layer_matmuls(_graph(1 + 12 + 2, extra=(3,)))
+    assert names == [f"mm{i}" for i in range(1, 13)]
+    assert quantize.layer_matmuls(_graph(1 + 12)) == [f"mm{i}" for i in range(1, 13)]  # mean
+
+
+@pytest.mark.parametrize("n", [1, 1 + 12 + 1, 1 + 12 + 3])
+def test_a_graph_of_another_shape_is_refused_naming_the_exporter(n):
+    with pytest.raises(ValueError, match="^" + str(n) + r" constant-weight MatMuls; expected 1 \+ "
+                       r"6 per layer \+ 2 \(projection, layers, attentive pooling; 0 with mean "
+                       r"pooling\), all named: export the Detector with export/onnx_export.py$"):
+        quantize.layer_matmuls(_graph(n))
+
+
+def test_an_unnamed_matmul_is_refused():
+    g = _graph(1 + 6)
+    g.graph.node[3].name = ""
+    with pytest.raises(ValueError, match="all named"):
+        quantize.layer_matmuls(g)
+
+
+def test_an_empty_node_list_is_refused_before_onnxruntime_reads_it_as_every_node(tmp_path):
+    with pytest.raises(ValueError, match=r"^no nodes to quantise \(onnxruntime would read \[\] "
+                       r"as 'every node'\)$"):
+        quantize.quantize_file(tmp_path / "a.onnx", tmp_path / "b.onnx", [])
