@@ -41,6 +41,26 @@ def test_the_report_holds_the_figures_and_the_bounds_they_were_judged_by():
                  "min_agreement": 0.75, "passed": True}
 
 
+def test_agreement_and_the_largest_move_pass_at_their_bounds_exactly():
+    fp32 = np.linspace(-1.0, 1.0, 100)
+    int8 = fp32.copy()
+    int8[49] = 0.3                                   # one decision flips at the median
+    r = gate_report(fp32, int8, QuantGate(max_abs_dlogit=9.0))
+    at = QuantGate(min_agreement=r["agreement"], max_abs_dlogit=r["max_abs_dlogit"],
+                   min_spearman=0.0)
+    assert r["threshold_source"] == "median fp32 logit" and gate_report(fp32, int8, at)["passed"]
+    assert not gate_report(fp32, int8, QuantGate(min_agreement=np.nextafter(r["agreement"], 2),
+                                                 max_abs_dlogit=9.0, min_spearman=0.0))["passed"]
+    assert not gate_report(fp32, int8, QuantGate(
+        min_agreement=0.0, min_spearman=0.0,
+        max_abs_dlogit=np.nextafter(r["max_abs_dlogit"], 0)))["passed"]
+
+
+def test_two_clips_have_a_rank_correlation():
+    r = gate_report(np.array([0.0, 1.0]), np.array([0.0, 1.0]), QuantGate())
+    assert r["spearman"] == pytest.approx(1.0)
+
+
 def test_one_clip_has_no_rank_correlation_and_never_passes():
     r = gate_report(np.array([0.1]), np.array([0.1]), QuantGate())
     assert np.isnan(r["spearman"]) and r["clips"] == 1 and not r["passed"]
@@ -53,19 +73,22 @@ def test_the_gate_clips_span_the_deploy_range_unless_the_gate_names_its_own():
     lengths = [len(w) / 16_000 for w in quantize.gate_clips(
         QuantGate(clips=3, min_s=1.0, max_s=2.0), FRONT, np.random.default_rng(0))]
     assert len(lengths) == 3 and max(lengths) <= 2.0 and max(lengths) > 1.5
+    assert min(lengths) >= 0.9   # trimming may shave a little off the shortest, 1 s
 
 
 def test_long_file_windows_are_max_s_long_and_a_gate_max_s_cuts_shorter_ones():
     gate = QuantGate(long_files=1, long_s=12.0, max_s=4.0)
     got = quantize.long_file_windows(gate, FRONT, np.random.default_rng(1))
-    assert len(got) >= 2 and max(len(w) for w in got) == 4 * 16_000
+    assert len(got) == 3 and max(len(w) for w in got) == 4 * 16_000   # 12 s: 0, 4, 8 s
 
 
 def test_long_files_built_from_bundle_clips_repeat_them_to_the_file_length():
     src = [np.full(16_000, 0.1 * (k + 1), np.float32) for k in range(3)]  # 3 s of clips
     gate = QuantGate(long_files=2, long_s=10.0)
     got = quantize.long_file_windows(gate, FRONT, np.random.default_rng(2), src)
-    assert len(got) >= 2 and max(len(w) for w in got) == 8 * 16_000
+    one = quantize.long_file_windows(QuantGate(long_files=1, long_s=10.0), FRONT,
+                                     np.random.default_rng(2), src)
+    assert len(got) == 2 * len(one) and max(len(w) for w in got) == 8 * 16_000
 
 
 @pytest.mark.parametrize("which, want", [("rowwise_mean", CONVS[1:]), ("rowwise", CONVS[1:]),
