@@ -126,17 +126,18 @@ def test_each_unreadable_fold_source_names_what_it_should_be(tmp_path):
     with pytest.raises(fo.FoldError, match=re.escape(
             'the JSON is {"config": {...}, "folds": {"<id>": "<fold>"}}')):
         fo.read_fold_source(bad_json)
-    binary = _csv(tmp_path, "")
-    with pytest.raises(fo.FoldError, match=re.escape(f"{binary}: not a readable CSV (")):
-        fo.read_fold_source(binary)
+    empty = _csv(tmp_path, "")
+    with pytest.raises(fo.FoldError, match=re.escape(f"{empty}: not a readable CSV (")):
+        fo.read_fold_source(empty)
 
 
-def _two_groups() -> pd.DataFrame:
+def _three_groups() -> pd.DataFrame:
+    """Three core groups of one bona fide and one synthetic clip each (g0, g1, g2)."""
     return _one_class_groups({"g0": (1, 1), "g1": (1, 1), "g2": (1, 1)})
 
 
 def test_import_messages_name_the_source_file_and_the_fix(tmp_path):
-    df = _two_groups()
+    df = _three_groups()
     src = _csv(tmp_path, "id,fold\n" + "".join(f"{i},0\n" for i in df["id"][:-1]))
     with pytest.raises(fo.FoldError, match=re.escape(
             f"{src} does not cover the manifest: 1 manifest id(s) missing ['g2s0'], 0 unknown "
@@ -145,7 +146,7 @@ def test_import_messages_name_the_source_file_and_the_fix(tmp_path):
 
 
 def test_a_core_row_in_fold_extra_is_named_by_its_id():
-    df = _two_groups()
+    df = _three_groups()
     folds = {i: "0" for i in df["id"]} | {"g1b0": "extra", "g1s0": "extra"}
     with pytest.raises(fo.FoldError, match=re.escape(
             "ext.csv: core id(s) ['g1b0', 'g1s0'] in fold 'extra' (only train_scope extra rows "
@@ -157,7 +158,7 @@ def test_a_core_row_in_fold_extra_is_named_by_its_id():
 def test_an_extra_row_of_a_group_without_core_rows_may_not_sit_in_holdout_or_test(fold):
     # `make` gives such a row 'extra' (or its own speaker's inner fold, imported): never a fold
     # that is scored as unseen
-    df = pd.concat([_two_groups(), pd.DataFrame([("x0", "spoof", "voc-b", "gx", "", "extra")],
+    df = pd.concat([_three_groups(), pd.DataFrame([("x0", "spoof", "voc-b", "gx", "", "extra")],
                                                 columns=["id", "label", "generator", "group",
                                                          "fold", "train_scope"])])
     folds = {"g0b0": "0", "g0s0": "0", "g1b0": "1", "g1s0": "1", "g2b0": "0", "g2s0": "0"}
@@ -170,7 +171,7 @@ def test_an_extra_row_of_a_group_without_core_rows_may_not_sit_in_holdout_or_tes
 
 def test_fold_files_are_written_into_a_folder_made_on_the_way(tmp_path):
     out = tmp_path / "new" / "splits"
-    path = fo.write_folds(_two_groups(), fo.SplitsConfig(n_folds=2), out, "d")
+    path = fo.write_folds(_three_groups(), fo.SplitsConfig(n_folds=2), out, "d")
     loaded = fo.load_folds(path)
     assert loaded.path == path and loaded.sha256 == fo.sha256_file(path)
 
@@ -184,7 +185,7 @@ def test_a_missing_fold_file_says_how_to_make_one(tmp_path):
 
 
 def test_an_unpinned_or_changed_fold_file_names_the_fix(tmp_path):
-    path = fo.write_folds(_two_groups(), fo.SplitsConfig(n_folds=2), tmp_path, "d")
+    path = fo.write_folds(_three_groups(), fo.SplitsConfig(n_folds=2), tmp_path, "d")
     pinned = fo.sha256_file(path)
     path.write_text(path.read_text().replace('"n_folds": 2', '"n_folds": 3'))
     actual = fo.sha256_file(path)
@@ -206,7 +207,7 @@ def test_an_unpinned_or_changed_fold_file_names_the_fix(tmp_path):
 
 
 def test_a_manifest_row_missing_from_the_fold_file_names_the_fix(tmp_path):
-    df = _two_groups()
+    df = _three_groups()
     folds = fo.load_folds(fo.write_folds(df, fo.SplitsConfig(n_folds=2), tmp_path, "d"))
     grown = pd.concat([df, _one_class_groups({"g9": (1, 0)})], ignore_index=True)
     with pytest.raises(fo.FoldError, match=re.escape(
@@ -231,7 +232,7 @@ def test_refusals_list_at_most_five_ids():
 
 
 def test_an_extra_row_of_a_holdout_family_is_refused_by_splits_naming_both_fixes():
-    df = pd.concat([_two_groups(), pd.DataFrame([("x0", "spoof", "phq-b", "gx", "", "extra")],
+    df = pd.concat([_three_groups(), pd.DataFrame([("x0", "spoof", "phq-b", "gx", "", "extra")],
                                                 columns=["id", "label", "generator", "group",
                                                          "fold", "train_scope"])])
     cfg = fo.SplitsConfig(n_folds=2, holdout_families=("phq",))
@@ -245,7 +246,7 @@ def test_an_extra_row_of_a_holdout_family_is_refused_by_splits_naming_both_fixes
 
 def _imported(edit):
     """check_imported's message for the three-group manifest's folds after `edit`."""
-    df = _two_groups().assign(generator=lambda d: d["generator"].where(d["id"] != "g2s0",
+    df = _three_groups().assign(generator=lambda d: d["generator"].where(d["id"] != "g2s0",
                                                                        "phq-a"))
     folds = {"g0b0": "0", "g0s0": "0", "g1b0": "1", "g1s0": "1", "g2b0": "holdout",
              "g2s0": "holdout"}
