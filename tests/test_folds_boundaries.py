@@ -136,6 +136,13 @@ def _three_groups() -> pd.DataFrame:
     return _one_class_groups({"g0": (1, 1), "g1": (1, 1), "g2": (1, 1)})
 
 
+def _three_groups_and_an_extra_row(generator: str) -> pd.DataFrame:
+    """_three_groups and one synthetic extra row x0 of `generator`, in a group of its own (gx)."""
+    extra = _one_class_groups({"gx": (0, 1)}).assign(id="x0", generator=generator,
+                                                      train_scope="extra")
+    return pd.concat([_three_groups(), extra], ignore_index=True)
+
+
 def test_import_messages_name_the_source_file_and_the_fix(tmp_path):
     df = _three_groups()
     src = _csv(tmp_path, "id,fold\n" + "".join(f"{i},0\n" for i in df["id"][:-1]))
@@ -158,9 +165,7 @@ def test_a_core_row_in_fold_extra_is_named_by_its_id():
 def test_an_extra_row_of_a_group_without_core_rows_may_not_sit_in_holdout_or_test(fold):
     # `make` gives such a row 'extra' (or its own speaker's inner fold, imported): never a fold
     # that is scored as unseen
-    df = pd.concat([_three_groups(), pd.DataFrame([("x0", "spoof", "voc-b", "gx", "", "extra")],
-                                                columns=["id", "label", "generator", "group",
-                                                         "fold", "train_scope"])])
+    df = _three_groups_and_an_extra_row("voc-b")
     folds = {"g0b0": "0", "g0s0": "0", "g1b0": "1", "g1s0": "1", "g2b0": "0", "g2s0": "0"}
     fo.check_imported(df, folds | {"x0": "extra"}, fo.SplitsConfig(n_folds=2), "ext.csv")
     with pytest.raises(fo.FoldError, match=re.escape(
@@ -232,9 +237,7 @@ def test_refusals_list_at_most_five_ids():
 
 
 def test_an_extra_row_of_a_holdout_family_is_refused_by_splits_naming_both_fixes():
-    df = pd.concat([_three_groups(), pd.DataFrame([("x0", "spoof", "phq-b", "gx", "", "extra")],
-                                                columns=["id", "label", "generator", "group",
-                                                         "fold", "train_scope"])])
+    df = _three_groups_and_an_extra_row("phq-b")
     cfg = fo.SplitsConfig(n_folds=2, holdout_families=("phq",))
     with pytest.raises(fo.FoldError, match="^" + re.escape(
             "extra row(s) ['x0'] come from holdout families ['phq']: training on them leaks the "
