@@ -9,7 +9,9 @@
 #                                  row written and completed. A record without an id is swept when it
 #                                  is ended (rules 2, 4, 5): one labelled instance is adopted, every
 #                                  other one destroyed the same way; a duplicate not confirmed destroyed
-#                                  keeps the record (ORPHAN, jobs/JOB/dup_sweep) for the next cycle
+#                                  keeps the record (ORPHAN, jobs/JOB/dup_sweep) for the next cycle, and
+#                                  so does a label not yet settled (no listing taken RUNNER_LABEL_LAG_S
+#                                  after the create has shown every box it rented)
 #   1. ORPHAN                      destroy again until a successful listing lacks the instance
 #   2a. campaign deadline passed   RUNNER_CAMPAIGN_DEADLINE, or the earlier one the record was
 #                                  launched under (runner/lib/campaign.sh): destroy, a REASON line

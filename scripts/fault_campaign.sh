@@ -115,6 +115,17 @@ gone_faults() {
   return 0
 }
 
+# kill_named SIGNAL PIDFILE WORD: signal the pid a pid or lock-owner file names (its first word),
+# only while that process's command line still holds WORD. A box or reaper that ended long ago left
+# its pid behind, and pids wrap (pid_max): by now it can name another scenario's fake API.
+kill_named() {
+  local pid cmd
+  pid=$(cut -d' ' -f1 "$2" 2>/dev/null) || return 0
+  case $pid in '' | *[!0-9]*) return 0 ;; esac
+  cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 0
+  case $cmd in *"$3"*) kill "-$1" "$pid" 2>/dev/null || true ;; esac
+}
+
 # scenario I SEED: one world, one story; prints "I seed=S story | left=L created=C rows=R unseen=U
 # missing=M open=O ... secrets=X".
 scenario() {
@@ -249,6 +260,10 @@ scenario() {
     # shellcheck disable=SC2009  # pgrep cannot print whole command lines portably
     ( exec 3>&- ; while :; do ps -eo args 2>/dev/null | grep -e "$key" -e "$secret" | grep -v -e grep -e fake_vast.py -e start_fake_vast.sh >>"$W/ps_hits" || true; sleep 0.2; done ) &
     sampler=$!
+    # a harness command that fails ends the scenario without its result line (the summary names it
+    # missing): its line goes to rI.err, and the sampler goes with it
+    trap 'echo "scenario $i: a harness command failed at line $LINENO (exit $?): no result" >&2' ERR
+    trap 'kill "$sampler" 2>/dev/null || true' EXIT
     if [ -n "$mnt" ]; then       # the disk fills up mid-run, and is freed a little later
       ( exec 3>&-; sleep "$((1 + RANDOM % 6))"; head -c 2000000 /dev/zero >"$mnt/fill" 2>/dev/null
         sleep "$((3 + RANDOM % 8))"; rm -f "$mnt/fill" ) &
@@ -284,8 +299,7 @@ scenario() {
         sleep "$t_sig2"; for lp in $lps; do kill -TERM "$lp" 2>/dev/null; done ) &
     fi
     if [ "$rkill" = 1 ]; then    # the looping reaper SIGKILLed mid-run, and started again later
-      ( exec 3>&-; sleep "$t_rk"; rp=$(cut -d' ' -f1 "$RUNNER_STATE/reaper.lock/owner" 2>/dev/null)
-        [ -z "$rp" ] || kill -9 "$rp" 2>/dev/null; sleep 3
+      ( exec 3>&-; sleep "$t_rk"; kill_named 9 "$RUNNER_STATE/reaper.lock/owner" reaper.sh; sleep 3
         "$repo/runner/reaper.sh" --background >>"$W/reaper-restart.out" 2>&1 ) &
       rk=$!
     fi
@@ -305,8 +319,7 @@ scenario() {
     if [ "$vanish" = 1 ]; then   # the laptop is gone: every launcher and the reaper, at once
       sleep 6
       for lp in $lps; do kill -9 "$lp" 2>/dev/null || true; done
-      rp=$(cut -d' ' -f1 "$RUNNER_STATE/reaper.lock/owner" 2>/dev/null || true)
-      [ -z "$rp" ] || kill -9 "$rp" 2>/dev/null || true
+      kill_named 9 "$RUNNER_STATE/reaper.lock/owner" reaper.sh
     fi
     for lp in $lps; do wait "$lp" 2>/dev/null || true; done
     if [ "$pidreuse" = 1 ]; then  # a launcher died and its pid now names an unrelated process
@@ -327,8 +340,7 @@ scenario() {
     [ "$rkill" = 0 ] || wait "$rk" 2>/dev/null || true
     [ -z "$killer" ] || wait "$killer" 2>/dev/null || true
     # a looping reaper still running is stopped (TERM): the --once cycles below count alone
-    rp=$(cut -d' ' -f1 "$RUNNER_STATE/reaper.lock/owner" 2>/dev/null || true)
-    if [ -n "$rp" ]; then kill -TERM "$rp" 2>/dev/null || true; sleep 1; fi
+    if [ -e "$RUNNER_STATE/reaper.lock/owner" ]; then kill_named TERM "$RUNNER_STATE/reaper.lock/owner" reaper.sh; sleep 1; fi
     # the service recovers; the reaper ends everything
     curl -fsS -X DELETE "$VAST_URL/_control/faults" >/dev/null
     rm -f "$W/boxes/ssh_fail"
@@ -345,9 +357,7 @@ scenario() {
     done
     [ "$pidreuse" = 0 ] || kill "$reuse" 2>/dev/null || true
     kill "$sampler" 2>/dev/null || true
-    for p in "$W"/boxes/*/run/entry.pid; do
-      if [ -f "$p" ]; then kill "$(cat "$p")" 2>/dev/null || true; fi
-    done
+    for p in "$W"/boxes/*/run/entry.pid; do kill_named TERM "$p" entry.sh; done
     sleep 0.3
     st=$(curl -fsS "$VAST_URL/_control/state")
     echo "$st" >"$W/fake_state.json"
@@ -451,12 +461,12 @@ kill_chains() {
       [ -s "$d/train.pid" ] || continue
       sleep 1
       if [ "$1" = box ]; then
-        p=$(cat "$d/guard.lock/pid" 2>/dev/null || true)
-        [ -z "$p" ] || kill -9 "$p" 2>/dev/null || true
-        for f in "$d/entry.pid" "$d/train.pid"; do kill -9 "$(cat "$f" 2>/dev/null)" 2>/dev/null || true; done
+        kill_named 9 "$d/guard.lock/pid" onstart.sh
+        kill_named 9 "$d/entry.pid" entry.sh
+        kill -9 "$(cat "$d/train.pid" 2>/dev/null)" 2>/dev/null || true   # live: its box trains now
         for p in $(ps -eo pid=,args= | awk -v d="$d" 'index($0, d) { print $1 }'); do kill -9 "$p" 2>/dev/null || true; done
       else
-        kill -9 "$(cat "$d/entry.pid")" 2>/dev/null || true
+        kill_named 9 "$d/entry.pid" entry.sh
       fi
       return 0
     done

@@ -83,6 +83,10 @@ step_previous() {
   if [ -n "$id" ] && ! gone_judge "$prev_list" "$id"; then
     die 5 "job $job's previous instance $id is missing from the listing but show instance does not confirm it gone" "retry later; check runner/teardown_check.sh"
   fi
+  # its label must be settled too: a duplicate a resent create rented may land late (label_settled)
+  if [ -n "$id" ] && [ -e "$(rec_dir "$job")/dup_sweep" ] && ! label_settled "$job" "$prev_list"; then
+    die 5 "job $job's previous create may still have a duplicate no listing has shown (its label is not settled)" "runner/reaper.sh settles it; retry after its provision-by $(iso "$(rec_get "$job" provision_by)")"
+  fi
   if launcher_alive "$job" && [ "$(rec_get "$job" launcher)" != "$$" ]; then
     die 4 "job $job is being launched by process $(rec_get "$job" launcher)" "wait for it"
   fi
@@ -334,7 +338,8 @@ step_create() {
   rec_set "$1" deadline "$dl"
   rec_set "$1" campaign_deadline "$campaign"
   rec_set "$1" state CREATING
-  rec_set "$1" dups_seen 0   # until a listing shows its box (and so any duplicate of its label)
+  rec_set "$1" dups_seen 0   # until a listing in the label window shows them all (label_settled)
+  rec_set "$1" dup_sweep pending   # born unsettled: a create the CLI resends may rent twice
   rec_set "$1" asked 1
   # The box's own guard from its first second (runner/box/onstart.sh, its on-start command): it
   # ends the box if no chain starts by HEARSAY_PROVISION_BY (the boot deadline and three ssh calls
@@ -356,22 +361,23 @@ step_create() {
   step_sweep "$1"
 }
 
-# step_sweep JOB: destroy any duplicate a retried create rented (sweep_duplicates). Never blocks the launch:
-# the dup_sweep marker stays in the record until a sweep on a successful listing confirms none is left,
-# and runner/reaper.sh sweeps every record with an id each cycle.
+# step_sweep JOB: destroy any duplicate a retried create rented (sweep_label). Never blocks the launch:
+# the dup_sweep marker stays in the record until a sweep settles the label (label_settled: a listing
+# RUNNER_LABEL_LAG_S after the create, as a resent create may still land), and runner/reaper.sh
+# sweeps every record with an id each cycle.
 step_sweep() {
-  local list
-  rec_set "$1" dup_sweep pending
+  local list rc=0
   list=$(_vast_tmp)
-  if vast_list "$list" && sweep_duplicates "$1" "$list"; then
-    rm -f "$(rec_dir "$1")/dup_sweep"
-  else
-    say "cannot confirm job $1 has no duplicate instance (runner/reaper.sh sweeps label $(rec_get "$1" label))"
-  fi
+  if vast_list "$list"; then sweep_label "$1" "$list" || rc=$?; else rc=1; fi
   list_rm "$list"
+  case $rc in
+    1) say "cannot confirm job $1 has no duplicate instance (runner/reaper.sh sweeps label $(rec_get "$1" label))" ;;
+    2) log_event "job $1: label swept; it settles with a listing ${RUNNER_LABEL_LAG_S}s after the create (the reaper's, or this launcher's exit)" ;;
+  esac
 }
 
-# step_wait_running JOB: until the instance is listed running with ssh, or the boot deadline.
+# step_wait_running JOB: until the instance is listed running with ssh, or the boot deadline; then its
+# label settled (sweep_pending).
 step_wait_running() {
   local until list st
   until=$(($(now) + RUNNER_BOOT_DEADLINE_S))
@@ -390,6 +396,10 @@ step_wait_running() {
     sleep "$RUNNER_POLL_S"
   done
   list_rm "$list"
+  # the label settles while the box is listed to vouch for the listing (label_settled): a box that
+  # ran within RUNNER_LABEL_LAG_S of its create waits out the rest here, as a box whose chain fails
+  # ends itself, and after that only its provision-by could settle the label
+  sweep_pending "$1" || say "cannot confirm job $1 has no duplicate instance yet (runner/reaper.sh sweeps label $(rec_get "$1" label))"
   rec_set "$1" state RUNNING
   rec_set "$1" ssh "$host:$port"
 }

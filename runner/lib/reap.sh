@@ -67,10 +67,10 @@ reap_job() {
   id=$(rec_get "$job" instance)
   dl=$(rec_get "$job" deadline)
   # 0. duplicates of the record's label (a retried create): swept first, while the record owns the label;
-  # one not confirmed destroyed keeps the record (and its marker) for the next cycle.
+  # one not confirmed destroyed keeps the record (and its marker) for the next cycle. A cycle inside
+  # the label window sweeps but cannot settle it (sweep_label's 2): a later cycle does.
   if [ -n "$id" ]; then
-    sweep_duplicates "$job" "$list" || { rec_set "$job" dup_sweep pending; return 1; }
-    rm -f "$(rec_dir "$job")/dup_sweep"
+    sweep_label "$job" "$list" || [ $? = 2 ] || return 1
   fi
   if [ "$st" = ORPHAN ]; then
     say "job $job: ORPHAN instance $id, destroying again"

@@ -11,8 +11,9 @@
 # RUNNER_LABEL_LAG_S of successful listings; 1 = unknown (listing failed, or still inside the lag).
 # Every create attempt can fail from our side yet each have rented a box (the CLI retries a create
 # whose connection dropped): the first labelled instance is adopted, every other one is swept on the
-# same listing (sweep_duplicates); one not confirmed destroyed leaves the dup_sweep marker, which
-# finish_job retries and which keeps the record (and so runner/reaper.sh's sweep) alive.
+# same listing (sweep_label). The dup_sweep marker stays until a sweep settles the label (a resent
+# create may land after this listing): finish_job retries it, and it keeps the record (and so
+# runner/reaper.sh's sweep) alive.
 adopt_by_label() {
   local job=$1 list id label created v
   label=$(rec_get "$job" label)
@@ -23,6 +24,7 @@ adopt_by_label() {
     list=$(_vast_tmp) || return 1
     cp "$2" "$list" 2>/dev/null || { list_rm "$list"; return 1; }
     [ ! -e "$2.partial" ] || : >"$list.partial"
+    [ ! -e "$2.at" ] || cp "$2.at" "$list.at" 2>/dev/null || true   # uncopied: its time is unknown
   else
     list=$(_vast_tmp) || return 1
     vast_list "$list" || { list_rm "$list"; return 1; }
@@ -42,7 +44,7 @@ adopt_by_label() {
     ledger_append "$id" "$job" "$(rec_get "$job" gen)" "$(rec_get "$job" offer)" "$(rec_get "$job" dph)" "$created" "$(ledger_offer "$job")" || true
     log_event "job $job adopted instance $id by label $label"
     rec_set "$job" dup_sweep pending || true
-    if sweep_duplicates "$job" "$list"; then rm -f "$(rec_dir "$job")/dup_sweep"; fi
+    sweep_label "$job" "$list" || true
     list_rm "$list"
     return 0
   fi
@@ -75,32 +77,42 @@ adopt_by_label() {
 # show, so the caller writes ledger_unseen's row. Two cases, judged as the record ends:
 #   no id: its label absent from a listing that vouches, RUNNER_LABEL_LAG_S after the create
 #     (adopt_by_label's 2);
-#   an id: no listing ever showed its own box (dups_seen still 0), so none showed the duplicates a
-#     create the CLI resent can rent (e.g. its launcher killed right after the create).
+#   an id: no listing that could show every duplicate a resent create rents was taken before the
+#     provision_by (dups_seen still 0: label_settled), e.g. its launcher killed right after the create.
 # A box rented for it that no chain reaches (no id for it, so no ssh) is ended by its on-start
 # guard at the record's provision_by, not before: judged before then, it would still be listed
-# (none was rented: 1); judged at or after then, it may have come and gone unseen (0).
+# (none was rented: 1); judged at or after then, it may have come and gone unseen (0). A record
+# with an id is archived only once its label is settled (finish_job, step_previous), which before
+# the provision-by means seen.
 unseen_rental() {
   local pb
   [ -n "$(rec_get "$1" asked)" ] || return 1
-  # with an id: unseen only while no listing has shown it ("0" from the create; a record an older
-  # runner made has no such field and is not judged)
+  # with an id: unseen only while no listing in the label window has shown it ("0" from the create;
+  # a record an older runner made has no such field and is not judged)
   [ -z "$(rec_get "$1" instance)" ] || [ "$(rec_get "$1" dups_seen)" = 0 ] || return 1
   pb=$(rec_get "$1" provision_by)
   is_number "$pb" || return 1          # a record an older runner made: no bound to judge by
   [ "$(now)" -ge "$pb" ]
 }
 
-# sweep_pending JOB: a dup_sweep marker (a sweep that could not confirm every duplicate destroyed) is
-# retried on a fresh listing. 0 = no marker left, 1 = still pending (listing failed or a duplicate lives).
+# sweep_pending JOB: a dup_sweep marker (a label not settled yet: label_settled) is retried on a fresh
+# listing, taken no earlier than RUNNER_LABEL_LAG_S after the create: inside that window it first
+# waits (at most RUNNER_LABEL_LAG_S), as a create the CLI resent may still land.
+# 0 = no marker left, 1 = still pending (listing failed, a duplicate lives, or the listing cannot vouch).
 sweep_pending() {
-  local list rc=1
+  local list created wait rc=1
   [ -e "$(rec_dir "$1")/dup_sweep" ] || return 0
-  list=$(_vast_tmp)
-  if vast_list "$list" && sweep_duplicates "$1" "$list"; then
-    rm -f "$(rec_dir "$1")/dup_sweep"
-    rc=0
+  created=$(rec_get "$1" created_at)
+  if is_number "$created"; then
+    wait=$((${created%%.*} + RUNNER_LABEL_LAG_S - $(now)))
+    [ "$wait" -le "$RUNNER_LABEL_LAG_S" ] || wait=$RUNNER_LABEL_LAG_S   # a created_at in the future
+    if [ "$wait" -gt 0 ]; then
+      say "job $1: waiting ${wait}s for its label to settle: a create the CLI resent may still land a duplicate (RUNNER_LABEL_LAG_S=$RUNNER_LABEL_LAG_S)"
+      sleep "$wait"
+    fi
   fi
+  list=$(_vast_tmp) || return 1
+  if vast_list "$list" && sweep_label "$1" "$list"; then rc=0; fi
   list_rm "$list"
   return "$rc"
 }
@@ -108,10 +120,11 @@ sweep_pending() {
 # finish_job JOB REASON [ID]: end the job's rental (ID: an instance id the caller holds that the
 # record may lack, when writing it failed). 0 = confirmed gone (record archived), 1 = not confirmed
 # (record kept, state ORPHAN, or CREATING while its label may still appear). The record is archived
-# only once its own instance AND every duplicate of its label are confirmed destroyed: a pending
-# dup_sweep marker keeps it ORPHAN, so runner/reaper.sh sweeps again (its step 0) and finishes it.
+# only once its own instance AND every duplicate of its label are confirmed destroyed and its label
+# is settled (label_settled): a pending dup_sweep marker keeps it ORPHAN, so runner/reaper.sh sweeps
+# again (its step 0) and finishes it.
 finish_job() {
-  local job=$1 reason=$2 id rc=0 created
+  local job=$1 reason=$2 id rc=0 created settled=0
   rec_exists "$job" || return 0
   id=$(rec_get "$job" instance)
   if [ -z "$id" ] && [ -n "${3:-}" ]; then   # the launcher knows an id it could not persist
@@ -129,6 +142,9 @@ finish_job() {
     esac
     [ -n "$id" ] || return 1
   fi
+  # the label is settled before the box is destroyed: the box, still listed, is what vouches for the
+  # listing that settles it (destroyed first, only other boxes of ours or the provision-by could)
+  sweep_pending "$job" || settled=1
   rec_set "$job" state DESTROYING || true
   # the first reason the rental was ended for is the one its closing ledger row carries (a later
   # ORPHAN retry keeps it)
@@ -148,14 +164,14 @@ finish_job() {
       fi
     fi
     say "instance $id of job $job destroyed (confirmed gone: runner/lib/gone.sh)"
-    if sweep_pending "$job"; then
+    if [ "$settled" = 0 ]; then
       if unseen_rental "$job"; then ledger_unseen "$job" || { rec_set "$job" state ORPHAN || true; return 1; }; fi
       rec_set "$job" result "$reason" || true
       rec_archive "$job" || return 1
       return 0
     fi
     rec_set "$job" state ORPHAN || true
-    say "job $job: a duplicate of label $(rec_get "$job" label) could NOT be confirmed destroyed: record kept ORPHAN (the reaper keeps sweeping; check: runner/teardown_check.sh)"
+    say "job $job: a duplicate of label $(rec_get "$job" label) could NOT be confirmed destroyed, or no listing could show them all yet: record kept ORPHAN (the reaper keeps sweeping; check: runner/teardown_check.sh)"
     return 1
   fi
   rec_set "$job" state ORPHAN || true
@@ -169,23 +185,15 @@ finish_job() {
 # without an id (CREATING) or with a label outside RUNNER_LABEL_PREFIX is left alone (adopt_by_label
 # adopts one of its labelled instances and then calls this for the others). A duplicate destroyed in
 # an earlier sweep but not confirmed then, and absent from this listing, has its open row completed.
-# A listing taken before the record's provision_by that shows its own instance marks it "dups_seen"
-# (unseen_rental reads it).
+# Whether the listing can have shown every duplicate is label_settled's to judge (sweep_label).
 # 0 = no duplicate left, 1 = one could not be confirmed destroyed.
 sweep_duplicates() {
-  local job=$1 list=$2 own label id created lj pb rc=0
+  local job=$1 list=$2 own label id created lj rc=0
   own=$(rec_get "$job" instance)
   label=$(rec_get "$job" label)
   [ -n "$own" ] && [ -n "$label" ] || return 0
   # the record's own label (this operator's PREFIX.OPERATOR:…, or an older runner's PREFIX:…)
   case $label in "$RUNNER_LABEL_PREFIX".* | "$RUNNER_LABEL_PREFIX":*) ;; *) return 0 ;; esac
-  # a listing that shows the record's own box shows its duplicates too (a retried create rents them
-  # before its answer names the id), if taken before its provision_by (a duplicate, which no chain
-  # reaches, ends then): whatever this sweep finds, none can have gone unseen
-  if [ "$(rec_get "$job" dups_seen)" = 0 ] && list_has "$list" "$own"; then
-    pb=$(rec_get "$job" provision_by)
-    if ! is_number "$pb" || [ "$(now)" -lt "$pb" ]; then rec_set "$job" dups_seen 1 || true; fi
-  fi
   for id in $(list_by_label "$list" "$label"); do
     [ "$id" != "$own" ] || continue
     created=$(list_field "$list" "$id" 7)
@@ -214,6 +222,52 @@ sweep_duplicates() {
     ledger_close "$job" "$id" "$(epoch_of "$created")" || rc=1
   done
   return "$rc"
+}
+
+# label_settled JOB LISTFILE: may LISTFILE, a successful listing, have shown every box the record's
+# creates rented? The CLI resends a create whose connection dropped, and a create answered with an
+# error can still land, each within RUNNER_LABEL_LAG_S of the create (created_at); a duplicate no
+# chain reaches ends itself at the record's provision_by. Judged by when the listing was taken
+# (list_taken_at), never by the time now (a listing can be minutes old when a reaper cycle reaches
+# its job):
+#   0, seen: taken in [created_at + RUNNER_LABEL_LAG_S, provision_by), and it vouches for absences
+#     (it shows the record's own box, or runner/lib/gone.sh's listing_vouches): dups_seen is set 1,
+#     as none can have come and gone unseen (unseen_rental);
+#   0, past: taken at or after provision_by: whatever it does not show has ended itself, and
+#     unseen_rental's row counts it while dups_seen is 0;
+#   1: a later listing is owed (taken inside the label window, a page that cannot vouch, its time
+#     unknown, or a record without an id yet).
+# Once seen, a label stays settled: what is left is destroying the duplicates that listing named.
+label_settled() {
+  local job=$1 list=$2 t created pb own
+  [ "$(rec_get "$job" dups_seen)" != 1 ] || return 0
+  t=$(list_taken_at "$list")
+  created=$(rec_get "$job" created_at)
+  pb=$(rec_get "$job" provision_by)
+  own=$(rec_get "$job" instance)
+  is_number "$t" && is_number "$created" && [ -n "$own" ] || return 1
+  if is_number "$pb" && [ "$t" -ge "${pb%%.*}" ]; then return 0; fi
+  [ "$t" -ge $((${created%%.*} + RUNNER_LABEL_LAG_S)) ] || return 1
+  list_has "$list" "$own" || listing_vouches "$list" || return 1
+  if is_number "$pb"; then rec_set "$job" dups_seen 1 || true; fi   # no provision_by: an older runner's record
+  return 0
+}
+
+# sweep_label JOB LISTFILE: sweep_duplicates on LISTFILE and label_settled on the same listing, then the
+# record's dup_sweep marker: removed when nothing is left to sweep and the label is settled; set when
+# a duplicate could not be confirmed destroyed; otherwise (a later listing owed) left as it is: a
+# record that has no marker never had a create to settle (an older runner's, or one adopt_record made).
+# 0 = settled (no marker), 1 = a duplicate lives on, 2 = not settled by this listing.
+sweep_label() {
+  local swept=0 settled=0
+  sweep_duplicates "$1" "$2" || swept=1
+  label_settled "$1" "$2" || settled=1   # judged even so: a listing that showed them all is "seen"
+  if [ "$swept" = 1 ]; then
+    rec_set "$1" dup_sweep pending || true
+    return 1
+  fi
+  [ "$settled" = 0 ] || return 2
+  rm -f "$(rec_dir "$1")/dup_sweep"
 }
 
 # adopt_record ID LABEL JOB GEN DPH CREATED: a record adopted-ID (state ORPHAN) for an unrecorded

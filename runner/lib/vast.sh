@@ -40,14 +40,17 @@ _vast_judge() {
 # is then taken again from its first page, up to RUNNER_LIST_TRIES times; when the total still moves,
 # the rows gathered are kept and OUT.partial is written beside OUT: every row shown is real, but an
 # absence proves nothing (gone_judge in runner/lib/gone.sh asks `show instance` instead). Pages that
-# agree on a total the rows gathered do not match are UNKNOWN (1). Callers remove OUT with list_rm.
+# agree on a total the rows gathered do not match are UNKNOWN (1). OUT.at holds when the pass that
+# made OUT asked its first page (epoch s, list_taken_at): a box that landed later may be missing.
+# Callers remove OUT with list_rm.
 : "${RUNNER_LIST_TRIES:=3}"
 vast_list() {
   local dest=$1 try=0 rc
-  rm -f "$dest.partial"
+  rm -f "$dest.partial" "$dest.at"
   while :; do
     try=$((try + 1))
     rc=0
+    now >"$dest.at" 2>/dev/null || rm -f "$dest.at"   # unwritten: the listing's time is unknown
     _vast_list_once "$dest" || rc=$?
     [ "$rc" = 4 ] || return "$rc"
     if [ "$try" -ge "$RUNNER_LIST_TRIES" ]; then
@@ -59,8 +62,15 @@ vast_list() {
   done
 }
 
-# list_rm LISTFILE: remove a listing and its .partial marker.
-list_rm() { rm -f "$1" "$1.partial"; }
+# list_rm LISTFILE: remove a listing, its .partial marker and its time.
+list_rm() { rm -f "$1" "$1.partial" "$1.at"; }
+
+# list_taken_at LISTFILE: when vast_list asked the listing's first page (epoch s); nothing when unknown.
+list_taken_at() {
+  local t
+  t=$(cat "$1.at" 2>/dev/null) || t=""
+  if is_number "$t"; then printf '%s\n' "$t"; fi
+}
 
 # _vast_list_once OUT: one pass over the pages. 0 = complete (OUT written), 1 unknown, 3 rate
 # limited, 4 the total changed between pages (OUT holds the rows gathered).

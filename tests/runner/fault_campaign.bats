@@ -58,3 +58,18 @@ result() { echo "$1 seed=$((7 * 100003 + $1)) fold | left=0 created=$2 rows=$2 o
   [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ]
   [ "$(cut -d' ' -f1 "$d/results.txt" | tr '\n' ' ')" = "1 2 " ]
 }
+
+@test "the harness signals a pid file's process only while its command line still names it (pids wrap)" {
+  REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+  eval "$(sed -n '/^kill_named() {/,/^}/p' "$REPO/scripts/fault_campaign.sh")"
+  sleep 60 3>&- &
+  other=$!                                         # what a box's old pid now names
+  echo "$other" >"$BATS_TEST_TMPDIR/entry.pid"
+  kill_named TERM "$BATS_TEST_TMPDIR/entry.pid" entry.sh
+  sleep 0.2
+  kill -0 "$other"                                 # not an entry.sh: left alone
+  echo "$other 12345" >"$BATS_TEST_TMPDIR/owner"   # a lock owner's "PID START"
+  kill_named TERM "$BATS_TEST_TMPDIR/owner" sleep
+  wait "$other" || rc=$?
+  [ "$rc" -eq 143 ]
+}

@@ -236,19 +236,21 @@ teardown() { world_end; }
   grep -q "^$id,probe,\([^,]*,\)\{4\},,,[^,]*,[^,]*,[^,]*,$" "$LEDGER"           # the live box's row stays open, the extra's is closed
 }
 
-@test "the same double rental with the listing after it failing: the launch goes on, marked, and the reaper sweeps" {
+@test "the same double rental with the listing after it failing: the launch goes on, and the listing that settles its label sweeps the extra" {
   fault '[{"op": "create", "kind": "drop", "apply": true}, {"op": "list", "kind": "error", "skip": 1}]'
   run launch --yes probe
   echo "$output"; [ "$status" -eq 0 ]
   id=${lines[${#lines[@]}-1]}
+  [[ "$output" == *"cannot confirm job probe has no duplicate instance (runner/reaper.sh sweeps label"* ]]
   [ "$(created_count)" -eq 2 ]
-  [ "$(live_count)" -eq 2 ]
-  [ "$(cat "$RUNNER_STATE/jobs/probe/dup_sweep")" = pending ]
-  [ "$(ledger_rows)" -eq 1 ]
+  [ "$(live_ids)" = "$id" ]                        # swept once the box ran, RUNNER_LABEL_LAG_S after the create
+  [ ! -e "$RUNNER_STATE/jobs/probe/dup_sweep" ]
+  [ "$(cat "$RUNNER_STATE/jobs/probe/dups_seen")" = 1 ]
+  [ "$(ledger_rows)" -eq 2 ]
+  [ "$(open_rows)" -eq 1 ]
   run reaper_once
   [ "$status" -eq 0 ]
   [ -z "$(live_ids | grep -vx "$id")" ]            # only the job's own box may be left (its STATUS may end it too)
-  [ ! -e "$RUNNER_STATE/jobs/probe/dup_sweep" ] || [ ! -d "$RUNNER_STATE/jobs/probe" ]
   [ "$(ledger_rows)" -eq "$(created_count)" ]
   [ "$(open_rows)" -eq "$(live_count)" ]
 }
@@ -268,10 +270,28 @@ teardown() { world_end; }
   [ "$status" -eq 0 ]
 }
 
+@test "a resent create that lands after the launcher's first listing, inside the label window: found and destroyed before the record ends, rows = creations" {
+  # two attempts dropped after renting; the third answered an error, its box landing 3 s later, after
+  # the listing that adopted the first box and swept the second
+  export RUNNER_LABEL_LAG_S=8
+  fault '[{"op": "create", "kind": "drop", "apply": true, "times": 2}, {"op": "create", "kind": "late", "delay_s": 3}]'
+  run launch --yes probe
+  echo "$output"; [ "$status" -eq 1 ]
+  [ "$(created_count)" -eq 3 ]
+  [ "$(live_count)" -eq 0 ]
+  [ "$(ledger_rows)" -eq 3 ]
+  [ "$(open_rows)" -eq 0 ]
+  [ "$(grep -c 'duplicates instance' <<<"$output")" -eq 2 ]
+  [[ "$output" == *"waiting "*"s for its label to settle"* ]]
+  [ "$(cat "$RUNNER_STATE"/archive/probe-*/result)" = LAUNCH_FAILED ]
+  [ "$(cat "$RUNNER_STATE"/archive/probe-*/dups_seen)" = 1 ]
+}
+
 @test "the same with the duplicates' destroys failing: own box destroyed, record kept ORPHAN with its dup_sweep marker; the reaper ends the rest" {
-  # one destroy try each: destroys 1-2 (the duplicates) fail, 3 (the adopted box) works, every later one fails
+  # one destroy try each: destroys 1-4 (the duplicates, at adoption and again as the label settles)
+  # fail, 5 (the adopted box) works, every later one fails
   export RUNNER_DESTROY_TRIES=1 RUNNER_CONFIRM_CHECKS=1
-  fault '[{"op": "create", "kind": "drop", "apply": true, "times": 3}, {"op": "destroy", "kind": "error", "times": 2},
+  fault '[{"op": "create", "kind": "drop", "apply": true, "times": 3}, {"op": "destroy", "kind": "error", "times": 4},
           {"op": "destroy", "kind": "error", "skip": 1, "times": 100}]'
   run launch --yes probe
   echo "$output"; [ "$status" -eq 7 ]

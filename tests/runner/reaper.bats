@@ -217,25 +217,50 @@ asked_record() {
   grep -q "^$id2,fold3,g-8,.*Z,[0-9.]*,[0-9.]*," "$LEDGER"
 }
 
-@test "only a listing taken before the provision-by that shows a record's own box marks its duplicates seen" {
+@test "a listing settles a label when taken RUNNER_LABEL_LAG_S after the create and it vouches (seen), or at the provision-by; judged by when it was taken" {
   id=$(rent fold1 CREATED g-7)
   d=$RUNNER_STATE/jobs/fold1
-  sweep() {   # sweep_duplicates on a fresh listing, as the launcher and the reaper call it
+  t=1000000                    # when the listing was taken: long before now, so "now" would settle all
+  settled() {   # settled AT CREATED PROVISION_BY [LISTED_ID]: label_settled on a hand-made listing
+    printf '%s\trunning\t%s\t0.1\th\t22\t%s\n' "${4:-$id}" "$(cat "$d/label")" "$2" >"$W/listing"
+    rm -f "$W/listing.at"; [ "$1" = unknown ] || echo "$1" >"$W/listing.at"
+    echo "$2" >"$d/created_at"; echo "$3" >"$d/provision_by"; echo 0 >"$d/dups_seen"
+    RUNNER_LABEL_LAG_S=100 bash -c 'for f in common state ledger vast teardown; do . "$1/runner/lib/$f.sh"; done
+      label_settled fold1 "$2"' _ "$REPO" "$W/listing"
+  }
+  run settled $t $((t - 100)) $((t + 1))           # the lag passed, before the provision-by: seen
+  [ "$status" -eq 0 ]
+  [ "$(cat "$d/dups_seen")" = 1 ]
+  run settled $t $((t - 99)) $((t + 1))            # a second short of the lag: a resent create may land
+  [ "$status" -eq 1 ]
+  [ "$(cat "$d/dups_seen")" = 0 ]
+  run settled $t $((t - 99)) $t                    # at the provision-by: settled, never seen
+  [ "$status" -eq 0 ]
+  [ "$(cat "$d/dups_seen")" = 0 ]
+  run settled $((t - 1)) $((t - 99)) $t            # a second before it, inside the lag: owed
+  [ "$status" -eq 1 ]
+  run settled unknown $((t - 100)) $((t + 1))      # a listing whose time is unknown
+  [ "$status" -eq 1 ]
+  run settled $t $((t - 100)) $((t + 1)) 424242    # its own box not in it, no other box of ours known
+  [ "$status" -eq 1 ]
+  [ "$(cat "$d/dups_seen")" = 0 ]
+  # through vast_list: a listing taken now, its create 5 s ago, the lag 2 s; an empty page first
+  echo $(($(date -u +%s) - 5)) >"$d/created_at"; echo $(($(date -u +%s) + 600)) >"$d/provision_by"
+  sweep() {
     bash -c 'for f in common state ledger vast teardown; do . "$1/runner/lib/$f.sh"; done
       l=$(_vast_tmp) && vast_list "$l" || exit 9
-      sweep_duplicates fold1 "$l"; list_rm "$l"' _ "$REPO"
+      sweep_label fold1 "$l"; rc=$?; list_rm "$l"; exit $rc' _ "$REPO"
   }
-  echo 0 >"$d/dups_seen"; echo $(($(date -u +%s) - 5)) >"$d/provision_by"
-  run sweep
-  [ "$status" -eq 0 ]
-  [ "$(cat "$d/dups_seen")" = 0 ]                  # past it: a duplicate may have ended unseen
-  echo $(($(date -u +%s) + 600)) >"$d/provision_by"
+  echo pending >"$d/dup_sweep"
   fault '[{"op": "list", "kind": "error", "status": 200, "body": {"instances": [], "total_instances": 0}}]'
   run sweep                                        # an empty page: its own box not in it
+  [ "$status" -eq 2 ]
   [ "$(cat "$d/dups_seen")" = 0 ]
+  [ -e "$d/dup_sweep" ]
   run sweep
   [ "$status" -eq 0 ]
   [ "$(cat "$d/dups_seen")" = 1 ]
+  [ ! -e "$d/dup_sweep" ]
   [ "$(live_ids)" = "$id" ]
 }
 
