@@ -97,13 +97,15 @@ unseen_rental() {
 
 # sweep_pending JOB: a dup_sweep marker (a label not settled yet: label_settled) is retried on a fresh
 # listing, taken no earlier than RUNNER_LABEL_LAG_S after the create: inside that window it first
-# waits (at most RUNNER_LABEL_LAG_S), as a create the CLI resent may still land.
+# waits (at most RUNNER_LABEL_LAG_S), as a create the CLI resent may still land. It does not wait
+# when the window ends at or after the provision-by (only the provision-by can settle it then).
 # 0 = no marker left, 1 = still pending (listing failed, a duplicate lives, or the listing cannot vouch).
 sweep_pending() {
-  local list created wait rc=1
+  local list created pb wait rc=1
   [ -e "$(rec_dir "$1")/dup_sweep" ] || return 0
   created=$(rec_get "$1" created_at)
-  if is_number "$created"; then
+  pb=$(rec_get "$1" provision_by)
+  if is_number "$created" && { ! is_number "$pb" || [ $((${created%%.*} + RUNNER_LABEL_LAG_S)) -lt "${pb%%.*}" ]; }; then
     wait=$((${created%%.*} + RUNNER_LABEL_LAG_S - $(now)))
     [ "$wait" -le "$RUNNER_LABEL_LAG_S" ] || wait=$RUNNER_LABEL_LAG_S   # a created_at in the future
     if [ "$wait" -gt 0 ]; then

@@ -287,6 +287,18 @@ teardown() { world_end; }
   [ "$(cat "$RUNNER_STATE"/archive/probe-*/dups_seen)" = 1 ]
 }
 
+@test "a label window that outlasts the provision-by is not waited for: the launch goes on, the label left to the reaper" {
+  # provision-by: RUNNER_BOOT_DEADLINE_S + 3 x RUNNER_SSH_TIMEOUT_S + RUNNER_PROVISION_SLACK_S after
+  # the create; a box no chain reached by then ends itself, so waiting past it would end this one
+  export RUNNER_LABEL_LAG_S=85 RUNNER_BOOT_DEADLINE_S=20 RUNNER_SSH_TIMEOUT_S=20 RUNNER_PROVISION_SLACK_S=0
+  run launch --yes probe
+  echo "$output"; [ "$status" -eq 0 ]
+  [[ "$output" != *"waiting "* ]]
+  [ "$(cat "$RUNNER_STATE/jobs/probe/state")" = PROVISIONED ]
+  [ "$(cat "$RUNNER_STATE/jobs/probe/dup_sweep")" = pending ]
+  [ "$(cat "$RUNNER_STATE/jobs/probe/dups_seen")" = 0 ]
+}
+
 @test "the same with the duplicates' destroys failing: own box destroyed, record kept ORPHAN with its dup_sweep marker; the reaper ends the rest" {
   # one destroy try each: destroys 1-4 (the duplicates, at adoption and again as the label settles)
   # fail, 5 (the adopted box) works, every later one fails

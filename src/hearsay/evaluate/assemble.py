@@ -247,7 +247,7 @@ def check_f5_scores(df) -> None:
     if not (np.isfinite(s).all() and np.isfinite(lg).all()):
         raise CheckFailed("F5", f"{int((~np.isfinite(s) | ~np.isfinite(lg)).sum())} non-finite "
                           "score/logit value(s)")
-    if s.min() < 0 or s.max() > 1:
+    if len(s) and (s.min() < 0 or s.max() > 1):
         raise CheckFailed("F5", f"scores outside [0, 1]: min {s.min()}, max {s.max()}")
     worst = float(np.max(np.abs(sigmoid(lg) - s))) if len(s) else 0.0
     if worst > SCORE_TOL:
