@@ -122,7 +122,7 @@ kill_named() {
   local pid cmd
   pid=$(cut -d' ' -f1 "$2" 2>/dev/null) || return 0
   case $pid in '' | *[!0-9]*) return 0 ;; esac
-  cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 0
+  cmd=$( { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null) || return 0   # gone: nothing to signal
   case $cmd in *"$3"*) kill "-$1" "$pid" 2>/dev/null || true ;; esac
 }
 
