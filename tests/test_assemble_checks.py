@@ -31,9 +31,9 @@ def scored(paths, folds, split, logits=None):
                          "score": sigmoid(logits), "logit": logits})
 
 
-def written(m=None):
+def written():
     """What assemble writes for manifest(): inner rows in manifest order, then holdout, test."""
-    m = manifest() if m is None else m
+    m = manifest()
     core = m[m["train_scope"] != "extra"]
     inner = core[core["fold"].isin(["0", "1"])]
     logits = [0.1, -0.2, 0.3, -0.4]
@@ -176,16 +176,14 @@ def test_f5_takes_scores_of_exactly_0_and_1(logit):
     assemble.check_f5_scores(df)
 
 
-@pytest.mark.parametrize("value, match", [
-    (np.nan, r"^F5: 1 non-finite score/logit value\(s\)$"),
-    (-1e-9, r"^F5: scores outside \[0, 1\]: min -1e-09, max 0.6"),
-    (1 + 1e-9, r"^F5: scores outside \[0, 1\]: min 0.5, max 1.000000001$"),
+@pytest.mark.parametrize("row, value, match", [
+    (0, np.nan, r"^F5: 1 non-finite score/logit value\(s\)$"),
+    (0, -1e-9, r"^F5: scores outside \[0, 1\]: min -1e-09, max 0.6"),
+    (1, 1 + 1e-9, r"^F5: scores outside \[0, 1\]: min 0.5, max 1.000000001$"),
 ])
-def test_f5_refuses_a_score_not_finite_or_outside_0_1(value, match):
+def test_f5_refuses_a_score_not_finite_or_outside_0_1(row, value, match):
     df = scored(["p", "q"], ["0", "0"], "inner_oof", [0.0, 0.5])
-    df.loc[1 if value > 0.5 else 0, "score"] = value
-    if np.isnan(value):
-        df.loc[0, "score"] = value
+    df.loc[row, "score"] = value
     with pytest.raises(assemble.CheckFailed, match=match):
         assemble.check_f5_scores(df)
 

@@ -250,7 +250,7 @@ def test_an_extra_row_of_a_holdout_family_is_refused_by_splits_naming_both_fixes
 def _imported(edit):
     """check_imported's message for the three-group manifest's folds after `edit`."""
     df = _three_groups().assign(generator=lambda d: d["generator"].where(d["id"] != "g2s0",
-                                                                       "phq-a"))
+                                                                         "phq-a"))
     folds = {"g0b0": "0", "g0s0": "0", "g1b0": "1", "g1s0": "1", "g2b0": "holdout",
              "g2s0": "holdout"}
     df, folds = edit(df, folds)
