@@ -300,7 +300,7 @@ on_launch_exit() {
 
 # step_create JOB KIND FOLD: the record first, then the create; the id is persisted the moment it exists.
 step_create() {
-  local hours dl label provision_by onstart campaign
+  local hours t0 dl label provision_by onstart campaign
   campaign_refuse_after                 # exit 16: the deadline passed while this launch waited
   gen=$(new_gen)
   label=$(label_prefix) || die 1 "no operator identity for the label" "see the message above"
@@ -310,7 +310,10 @@ step_create() {
   trap 'exit 143' TERM
   trap 'exit 129' HUP
   hours=$(hours_for "$2")
-  dl=$(($(now) + $(calc 'hours * factor * 3600' hours="$hours" factor="$RUNNER_DEADLINE_FACTOR" | cut -d. -f1)))
+  # one clock reading for the deadline and created_at: read twice, a second boundary between them
+  # made the record's most hours (deadline - created_at, the ablation cap's) a second short
+  t0=$(now)
+  dl=$((t0 + $(calc 'hours * factor * 3600' hours="$hours" factor="$RUNNER_DEADLINE_FACTOR" | cut -d. -f1)))
   # the campaign's hard stop (runner/lib/campaign.sh) bounds every job's deadline: the record's, the
   # label's and the box's own
   campaign=$(campaign_deadline) || die 2 "RUNNER_CAMPAIGN_DEADLINE is malformed (see above)" "fix it in runner/config.sh or the environment"
@@ -334,7 +337,7 @@ step_create() {
   rec_set "$1" config_hash "$config_hash"
   rec_set "$1" recipe_hash "$recipe_hash"
   rec_set "$1" recipe "${recipe:-}"
-  rec_set "$1" created_at "$(now)"
+  rec_set "$1" created_at "$t0"
   rec_set "$1" deadline "$dl"
   rec_set "$1" campaign_deadline "$campaign"
   rec_set "$1" state CREATING
