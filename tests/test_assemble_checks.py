@@ -149,7 +149,7 @@ def test_f2_holds_the_written_logit_to_the_fold_models_within_1e_6(per_run, shif
 
 
 def test_f3_counts_duplicate_paths_and_names_the_first():
-    df = pd.concat([written(), written().iloc[[6, 6, 4]]], ignore_index=True)
+    df = pd.concat([written(), written().iloc[[6, 4, 6]]], ignore_index=True)  # t0, h0, t0
     with pytest.raises(assemble.CheckFailed, match=r"^F3: 3 duplicate path\(s\), e.g. 't0'$"):
         assemble.check_f3_unique(df)
 
@@ -189,8 +189,8 @@ def test_f5_refuses_a_score_not_finite_or_outside_0_1(row, value, match):
 
 
 def test_f5_counts_a_non_finite_logit_too():
-    df = scored(["p", "q"], ["0", "0"], "inner_oof")
-    df.loc[:, "logit"] = [np.inf, -np.inf]
+    df = scored(["p", "q", "r"], ["0", "0", "0"], "inner_oof")
+    df.loc[:, "logit"] = [np.inf, -np.inf, 0.0]               # the scores all finite
     with pytest.raises(assemble.CheckFailed, match=r"^F5: 2 non-finite"):
         assemble.check_f5_scores(df)
 
@@ -205,6 +205,15 @@ def test_f5_holds_score_to_sigmoid_of_logit_within_1e_6(shift, ok):
         want = r"^F5: score differs from sigmoid\(logit\) by up to 1.1e-06$"
         with pytest.raises(assemble.CheckFailed, match=want):
             assemble.check_f5_scores(df)
+
+
+def test_f5_takes_a_score_exactly_1e_6_from_sigmoid_of_logit():
+    df = scored(["p"], ["0"], "inner_oof", [-800.0])  # sigmoid(-800) is exactly 0.0
+    df.loc[0, "score"] = 1e-6
+    assemble.check_f5_scores(df)
+    df.loc[0, "score"] = np.nextafter(1e-6, 1.0)
+    with pytest.raises(assemble.CheckFailed, match="^F5: score differs"):
+        assemble.check_f5_scores(df)
 
 
 def test_f5_takes_an_empty_frame():
@@ -254,8 +263,8 @@ def test_f6_takes_the_pinned_full_weights_or_a_record_that_names_none(tmp_path):
     path = record(tmp_path, **ok)
     assert "checkpoint_sha256" not in assemble.check_f6_parity(pin_with({"file": path}))
     path = record(tmp_path, **ok, checkpoint_sha256="v" * 64)
-    want = (r"is the export of checkpoint v{64}, not the pinned full run's w{64} "
-            r"\(export runs/full again\)$")
+    want = (r"^F6: .*parity.json is the export of checkpoint v{64}, not the pinned full "
+            r"run's w{64} \(export runs/full again\)$")
     with pytest.raises(assemble.CheckFailed, match=want):
         assemble.check_f6_parity(pin_with({"file": path}))
 

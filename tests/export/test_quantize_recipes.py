@@ -82,6 +82,29 @@ def test_long_file_windows_are_max_s_long_and_a_gate_max_s_cuts_shorter_ones():
     assert len(got) == 3 and max(len(w) for w in got) == 4 * 16_000   # 12 s: 0, 4, 8 s
 
 
+def test_long_file_windows_are_cut_as_the_front_end_says():
+    from hearsay.sound.windows import wave_windows
+
+    t = np.arange(16_000) / 16_000
+    loud = 0.5 * np.sin(2 * np.pi * 300 * t) + 0.3 * np.sin(2 * np.pi * 6_000 * t)
+    quiet = 0.03 * np.sin(2 * np.pi * 300 * t)              # ~29 dB under the loud second's peak
+    src = [np.concatenate([loud, quiet]).astype(np.float32)]
+    front = {**FRONT, "top_db": 20.0, "cutoff_hz": 4_000.0}
+    gate = QuantGate(long_files=1, long_s=8.0, max_s=2.0)    # 2 s windows: every 2 s, not 4
+    got = quantize.long_file_windows(gate, front, np.random.default_rng(0), src)
+    x = np.concatenate(src * 4)                              # the one clip repeated: 8 s
+    want = [w.wave for w in wave_windows(x, 2.0, 2.0, top_db=20.0, cutoff_hz=4_000.0)]
+    assert len(got) == len(want)
+    assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+    # each setting changes the windows on its own, so the test holds each of them (the default
+    # hop, 4 s, is refused for 2 s windows)
+    for other in (wave_windows(x, 2.0, 2.0, cutoff_hz=4_000.0),
+                  wave_windows(x, 2.0, 2.0, top_db=20.0)):
+        other = [w.wave for w in other]
+        assert len(other) != len(want) or not all(
+            np.array_equal(a, b) for a, b in zip(other, want, strict=True))
+
+
 def test_long_files_built_from_bundle_clips_repeat_them_to_the_file_length():
     src = [np.full(16_000, 0.1 * (k + 1), np.float32) for k in range(3)]  # 3 s of clips
     gate = QuantGate(long_files=2, long_s=10.0)
@@ -100,36 +123,59 @@ def test_each_recipe_quantises_its_convs(which, want):
 
 class Stand:
     """onnx, onnxruntime and the quantisers stood in for: each recipe's int8 logits are fp32's
-    plus that recipe's offset (or its error)."""
+    plus that recipe's offset (or its error). What each stand-in is handed is recorded: `calls`
+    by name (the graph, the bundle's clips, the long files, the layers' step) and `written`
+    (each recipe's which, convs and calibration clips). The bundle gives two clips of 0.6234375
+    and 1 s, and the long files one window of 7.1234375 s (lengths whose rounding shows)."""
 
-    def __init__(self, monkeypatch, offsets: dict, convs=CONVS):
-        self.offsets, self.written = offsets, []
+    def __init__(self, monkeypatch, offsets: dict, convs=CONVS, layers_error=None):
+        self.offsets, self.written, self.calls = offsets, [], {}
+        self.real = [np.zeros(9_975), np.zeros(16_000)]
         import onnx
 
         from hearsay import cpu_engine
         from hearsay.export import quantize_conv
 
-        monkeypatch.setattr(onnx, "load", lambda *_a, **_k: "graph")
-        monkeypatch.setattr(quantize, "layer_matmuls", lambda _g: ["m1", "m2"])
+        def load(path, load_external_data=True):
+            self.calls["load"] = (path, load_external_data)
+            return "graph"
 
-        def encoder_convs(_g):
+        def layer_matmuls(graph):
+            assert graph == "graph"
+            return ["m1", "m2"]
+
+        def encoder_convs(graph):
+            assert graph == "graph"
             if convs is None:
                 raise ValueError("no encoder convs found")
             return list(convs)
 
+        def bundle_clips(root, front, n_cal, n_gate, rng):
+            self.calls["bundle_clips"] = (root, front, n_cal, n_gate, rng)
+            return [np.zeros(10)] * n_cal, self.real
+
+        def quantize_file(src, dst, nodes):
+            self.calls["quantize_file"] = (src, dst, nodes)
+            if layers_error is not None:
+                raise layers_error
+            Path(dst).write_text("layers")
+
+        def long_file_windows(gate, front, rng, real):
+            self.calls["long_file_windows"] = (gate, front, rng, real)
+            return [np.zeros(113_975)]
+
+        monkeypatch.setattr(onnx, "load", load)
+        monkeypatch.setattr(quantize, "layer_matmuls", layer_matmuls)
         monkeypatch.setattr(quantize_conv, "encoder_convs", encoder_convs)
-        monkeypatch.setattr(quantize_conv, "bundle_clips",
-                            lambda _b, _f, n_cal, n_gate, _r: ([np.zeros(10)] * n_cal,
-                                                              [np.zeros(16_000)] * 2))
-        monkeypatch.setattr(quantize, "quantize_file",
-                            lambda src, dst, nodes: Path(dst).write_text("layers"))
+        monkeypatch.setattr(quantize_conv, "bundle_clips", bundle_clips)
+        monkeypatch.setattr(quantize, "quantize_file", quantize_file)
         monkeypatch.setattr(quantize, "write_recipe", self.write_recipe)
-        monkeypatch.setattr(quantize, "long_file_windows",
-                            lambda gate, front, rng, real: [np.zeros(8 * 16_000)])
+        monkeypatch.setattr(quantize, "long_file_windows", long_file_windows)
         monkeypatch.setattr(cpu_engine, "make_session", lambda path: Path(path).read_text())
         monkeypatch.setattr(cpu_engine, "run_logits", self.run_logits)
 
     def write_recipe(self, src, dst, which, convs, nodes, calib, layers):
+        self.calls.setdefault("write_recipe", []).append((src, dst, nodes, layers))
         self.written.append((which, list(convs), len(calib)))
         if isinstance(self.offsets.get(which), Exception):
             raise self.offsets[which]
@@ -140,11 +186,37 @@ class Stand:
         return base if session == "fp32" else base + self.offsets[session]
 
 
-def _run(tmp_path, calibration=None, gate=QuantGate(clips=4)):
+def _run(tmp_path, calibration=None, gate=QuantGate(clips=4), rng=None):
     src = tmp_path / "model.onnx"
     src.write_text("fp32")
     return quantize.quantize_int8(src, tmp_path / "int8.onnx", gate, FRONT,
-                                  np.random.default_rng(0), calibration)
+                                  rng or np.random.default_rng(0), calibration)
+
+
+def test_each_step_is_handed_the_graph_the_clips_and_the_layers_file(monkeypatch, tmp_path):
+    stand = Stand(monkeypatch, {w: 0.5 for _, w in quantize.RECIPES} | {"none": 0.0})
+    gate, rng = QuantGate(clips=5, calibration_clips=3), np.random.default_rng(0)
+    _run(tmp_path, calibration=str(tmp_path / "bundle"), gate=gate, rng=rng)
+    src, dst = tmp_path / "model.onnx", tmp_path / "int8.onnx"
+    layers = tmp_path / "int8.layers.onnx"
+    assert stand.calls["load"] == (str(src), False)         # the graph's names, not its weights
+    assert stand.calls["bundle_clips"] == (tmp_path / "bundle", FRONT, 3, 5, rng)
+    assert stand.calls["long_file_windows"] == (gate, FRONT, rng, stand.real)
+    assert stand.calls["quantize_file"] == (src, layers, ["m1", "m2"])
+    assert stand.calls["write_recipe"] == [(src, dst, ["m1", "m2"], layers)] * 5
+
+
+def test_bundle_clips_enough_for_the_gate_are_not_topped_up(monkeypatch, tmp_path):
+    Stand(monkeypatch, {w: 0.0 for _, w in quantize.RECIPES})
+    r = _run(tmp_path, calibration=tmp_path / "bundle", gate=QuantGate(clips=2))
+    assert r["gate_clips_bundle"] == 2 and r["gate_clips_synthetic"] == 0
+    assert r["lengths_s"] == [0.623, 7.123]          # 0.6234375 and 7.1234375 s, to the ms
+
+
+def test_the_layers_step_failing_leaves_its_error_not_another(monkeypatch, tmp_path):
+    Stand(monkeypatch, {"none": 0.0}, layers_error=RuntimeError("layers step broke"))
+    with pytest.raises(RuntimeError, match="^layers step broke$"):
+        _run(tmp_path)
 
 
 def test_without_calibration_the_row_wise_recipe_is_tried_first_and_shipped(monkeypatch,
@@ -179,6 +251,10 @@ def test_when_no_recipe_passes_the_last_attempt_is_reported_and_not_passed(monke
     r = _run(tmp_path)
     assert r["recipe"] == "layers" and r["passed"] is False and len(r["attempts"]) == 2
     assert r["max_abs_dlogit"] == pytest.approx(0.3)
+    offsets = {"rowwise_mean": 0.1, "rowwise": 0.2, "all": 0.3, "skip_first": 0.4, "none": 0.5}
+    Stand(monkeypatch, offsets)
+    r = _run(tmp_path, calibration=tmp_path / "bundle")     # five attempts: the fifth reported
+    assert r["recipe"] == "layers" and r["max_abs_dlogit"] == pytest.approx(0.5)
 
 
 def test_with_calibration_every_recipe_is_tried_in_order_with_the_calibration_clips(

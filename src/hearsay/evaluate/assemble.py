@@ -99,10 +99,9 @@ class PinError(AssembleError):
 
 
 class CheckFailed(AssembleError):
-    """One of F1-F6 failed on the written files (exit 5). `check` names it."""
+    """One of F1-F6 failed on the written files (exit 5); the message starts with its name."""
 
     def __init__(self, check: str, msg: str):
-        self.check = check
         super().__init__(f"{check}: {msg}")
 
 

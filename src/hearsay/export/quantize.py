@@ -255,7 +255,7 @@ def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
     long_windows = long_file_windows(gate, front, rng, real)  # the deploy range: long files
     waves += long_windows
     fp32 = run_logits(make_session(src), waves)
-    attempts, best = [], None
+    attempts = []
     layers = dst.with_suffix(".layers.onnx")  # the layers' MatMuls int8: once for every recipe
     try:
         quantize_file(src, layers, nodes)
@@ -270,11 +270,10 @@ def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
                 report = {"passed": False, "error": f"{type(err).__name__}: {str(err)[:500]}"}
             attempts.append({"recipe": label, "quantised_convs": len(chosen), **report})
             if report["passed"]:
-                best = attempts[-1]
                 break
     finally:
         layers.unlink(missing_ok=True)
-    best = best or attempts[-1]
+    best = attempts[-1]  # the one that passed, or else the last tried ("none": always tried)
     lengths = [len(w) / SAMPLE_RATE for w in waves]
     return {**best, "quantised_matmuls": len(nodes), "attempts": attempts,
             "conv_recipes_skipped": no_convs,
