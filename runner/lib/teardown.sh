@@ -101,12 +101,11 @@ unseen_rental() {
 # when the window ends at or after the provision-by (only the provision-by can settle it then).
 # 0 = no marker left, 1 = still pending (listing failed, a duplicate lives, or the listing cannot vouch).
 sweep_pending() {
-  local list created pb wait rc=1
+  local list lag_end pb wait rc=1
   [ -e "$(rec_dir "$1")/dup_sweep" ] || return 0
-  created=$(rec_get "$1" created_at)
   pb=$(rec_get "$1" provision_by)
-  if is_number "$created" && { ! is_number "$pb" || [ $((${created%%.*} + RUNNER_LABEL_LAG_S)) -lt "${pb%%.*}" ]; }; then
-    wait=$((${created%%.*} + RUNNER_LABEL_LAG_S - $(now)))
+  if lag_end=$(label_lag_end "$1") && { ! is_number "$pb" || [ "$lag_end" -lt "${pb%%.*}" ]; }; then
+    wait=$((lag_end - $(now)))
     [ "$wait" -le "$RUNNER_LABEL_LAG_S" ] || wait=$RUNNER_LABEL_LAG_S   # a created_at in the future
     if [ "$wait" -gt 0 ]; then
       say "job $1: waiting ${wait}s for its label to settle: a create the CLI resent may still land a duplicate (RUNNER_LABEL_LAG_S=$RUNNER_LABEL_LAG_S)"
@@ -226,6 +225,16 @@ sweep_duplicates() {
   return "$rc"
 }
 
+# label_lag_end JOB: prints the second (created_at + RUNNER_LABEL_LAG_S) from which a listing can
+# show every box the record's creates rented: a create the CLI resent lands within the lag (label_settled).
+# Fails when the record has no created_at.
+label_lag_end() {
+  local created
+  created=$(rec_get "$1" created_at)
+  is_number "$created" || return 1
+  echo $((${created%%.*} + RUNNER_LABEL_LAG_S))
+}
+
 # label_settled JOB LISTFILE: may LISTFILE, a successful listing, have shown every box the record's
 # creates rented? The CLI resends a create whose connection dropped, and a create answered with an
 # error can still land, each within RUNNER_LABEL_LAG_S of the create (created_at); a duplicate no
@@ -241,15 +250,14 @@ sweep_duplicates() {
 #     unknown, or a record without an id yet).
 # Once seen, a label stays settled: what is left is destroying the duplicates that listing named.
 label_settled() {
-  local job=$1 list=$2 t created pb own
+  local job=$1 list=$2 t lag_end pb own
   [ "$(rec_get "$job" dups_seen)" != 1 ] || return 0
   t=$(list_taken_at "$list")
-  created=$(rec_get "$job" created_at)
   pb=$(rec_get "$job" provision_by)
   own=$(rec_get "$job" instance)
-  is_number "$t" && is_number "$created" && [ -n "$own" ] || return 1
+  is_number "$t" && lag_end=$(label_lag_end "$job") && [ -n "$own" ] || return 1
   if is_number "$pb" && [ "$t" -ge "${pb%%.*}" ]; then return 0; fi
-  [ "$t" -ge $((${created%%.*} + RUNNER_LABEL_LAG_S)) ] || return 1
+  [ "$t" -ge "$lag_end" ] || return 1
   list_has "$list" "$own" || listing_vouches "$list" || return 1
   if is_number "$pb"; then rec_set "$job" dups_seen 1 || true; fi   # no provision_by: an older runner's record
   return 0
