@@ -252,6 +252,7 @@ def cli(campaign, monkeypatch, tmp_path):
     written as a record of what it was handed."""
     pin, outputs, _ = campaign
     handed = {}
+
     def load_bundle(path, verify):
         handed["verify"] = verify
         return bundle()
@@ -259,8 +260,8 @@ def cli(campaign, monkeypatch, tmp_path):
     monkeypatch.setattr(scoring, "load_bundle", load_bundle)
     from hearsay.evaluate import report
 
-    def write_all(done, bundle, **kw):
-        handed.update(done=done, bundle=bundle, **kw)
+    def write_all(done, bundle_read, **kw):
+        handed.update(done=done, bundle=bundle_read, **kw)
         return {"gate": {"outcome": "not measured"}, "report": "docs/reports/stamp1.md"}
 
     monkeypatch.setattr(report, "write_all", write_all)
@@ -357,18 +358,19 @@ def test_main_refuses_a_device_this_machine_lacks_with_exit_2(cli, capsys, monke
     assert capsys.readouterr().err == "hearsay assemble: no cuda here\n"
 
 
-def test_main_exit_codes_name_the_failure(cli, capsys, monkeypatch):
+def test_main_exits_4_for_a_refused_run_and_3_for_a_missing_bundle(cli, capsys, monkeypatch,
+                                                                    campaign):
     argv, _ = cli
-    pin = argv[1]
-    doc = json.loads(open(pin).read())
-    with open(pin, "w") as f:
-        json.dump({**doc, "name": "stamp1", "min_steps": 51}, f)
+    pin, *_ = campaign
+    pin.write_text(json.dumps({**json.loads(pin.read_text()), "min_steps": 51}))
     assert assemble.main(argv) == assemble.EXIT_REFUSED
     err = capsys.readouterr().err
     assert err.startswith("hearsay assemble: refused: fold0 (") and "< min_steps 51" in err
 
-    monkeypatch.setattr(scoring, "load_bundle", lambda path, verify: (_ for _ in ()).throw(
-        scoring.ScoreError(f"{path}: no bundle")))
+    def no_bundle(path, verify):
+        raise scoring.ScoreError(f"{path}: no bundle")
+
+    monkeypatch.setattr(scoring, "load_bundle", no_bundle)
     assert assemble.main(argv) == assemble.EXIT_BAD_INPUT
     assert capsys.readouterr().err == f"hearsay assemble: {argv[3]}: no bundle\n"
 
