@@ -63,7 +63,7 @@ done
 [ -n "$min_steps" ] || die 2 "no --min-steps given: the training budget every run is held to" \
   "pass the recipe's optimiser steps (epochs x steps per epoch), e.g. --min-steps 2000"
 HEARSAY=${RUNNER_HEARSAY:-hearsay}   # word-split: the hearsay command line of this machine
-need jq awk "${RUNNER_RCLONE%% *}" "${HEARSAY%% *}"
+need awk "${RUNNER_RCLONE%% *}" "${HEARSAY%% *}"
 store_conf_guard || exit 10
 [ -r "$RUNNER_BUNDLE_META" ] || die 2 "no bundle meta at $RUNNER_BUNDLE_META" "set RUNNER_BUNDLE_META to the bundle's bundle_meta.json"
 [ -r "$RUNNER_TRAIN_CONFIG" ] || die 2 "no training config at $RUNNER_TRAIN_CONFIG" "set RUNNER_TRAIN_CONFIG"
@@ -117,10 +117,12 @@ fi
 box_logits=scores/full_parity_logits.json
 if [ "$no_parity" = 1 ]; then
   parity=(--parity-waived "runner/collect.sh --no-parity: the operator pinned without parity B")
+  parity_said="waived (--no-parity)"
 else
   [ -s "$out/$box_logits" ] || die 3 "the full run brought back no $box_logits (its box records parity B's logits after training)" \
     "relaunch the full job with this runner, or pin without parity B: runner/collect.sh --no-parity"
   parity=(--parity-box-logits "$box_logits")
+  parity_said="A and B required, B against $box_logits"
 fi
 runs=()
 for job in $keys; do runs+=(--run "$job=$out/runs/$job"); done
@@ -128,5 +130,5 @@ $HEARSAY pin write "$out/final_runs.json" --name "$name" --bundle "$bundle" --mi
   ${parity[@]+"${parity[@]}"} ${runs[@]+"${runs[@]}"} >/dev/null || die 1 "cannot write the pin $out/final_runs.json (hearsay pin write said why above)" "check OUT_DIR's permissions and free space"
 n=$(wc -w <<<"$keys" | tr -d ' ')
 log_event "collected $n runs of bundle $bundle config $cfg into $out"
-say "$n runs of bundle $bundle (train.json sha256 $cfg) pinned in $out/final_runs.json; $(find "$out/scores" -name '*.csv' | wc -l | tr -d ' ') box score file(s) in $out/scores; parity: $(jq -c .parity "$out/final_runs.json")"
+say "$n runs of bundle $bundle (train.json sha256 $cfg) pinned in $out/final_runs.json; $(find "$out/scores" -name '*.csv' | wc -l | tr -d ' ') box score file(s) in $out/scores; parity: $parity_said"
 printf '%s\n' "$out/final_runs.json"

@@ -48,7 +48,7 @@ put_run() {
   for job in fold0 fold1 fold2 fold3 fold4 full; do [ -f "$W/models/camp/scores/${job}_x.csv.meta.json" ]; done
   [ -s "$W/models/camp/scores/full_parity_logits.json" ]
   [ ! -e "$W/models/camp/scores/fold2_old.csv" ]                # only what the store holds now
-  [[ "$output" == *"6 box score file(s) in $W/models/camp/scores"* ]]
+  [[ "$output" == *"6 box score file(s) in $W/models/camp/scores; parity: A and B required, B against scores/full_parity_logits.json"* ]]
   python -c 'import sys; from pathlib import Path; from hearsay.evaluate.assemble import load_pin; p = load_pin(Path(sys.argv[1])); assert p["parity"]["file"] == Path(sys.argv[1]).parent.resolve() / "export" / "parity.json"' "$pin"
 }
 
@@ -61,6 +61,7 @@ put_run() {
   run "$REPO/runner/collect.sh" --no-parity --min-steps 18 "$W/models/camp"
   [ "$status" -eq 0 ]
   [ "$(jq -r .parity.waived "$W/models/camp/final_runs.json")" = "runner/collect.sh --no-parity: the operator pinned without parity B" ]
+  [[ "$output" == *"; parity: waived (--no-parity)"* ]]
   python -c 'import sys; from pathlib import Path; from hearsay.evaluate.assemble import load_pin, check_f6_parity; assert "waived" in check_f6_parity(load_pin(Path(sys.argv[1])))' "$W/models/camp/final_runs.json"
 }
 
