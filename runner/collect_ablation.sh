@@ -43,7 +43,7 @@ recipe=${args[0]} folds=${args[1]} out=${args[2]%/}
 config=$RUNNER_RECIPES/$recipe.json
 [ -r "$config" ] || die 2 "no recipe $recipe: $config is missing" "name a recipe of runner/launch.sh ablate (RUNNER_RECIPES)"
 HEARSAY=${RUNNER_HEARSAY:-hearsay}   # word-split: the hearsay command line of this machine
-need jq "${RUNNER_RCLONE%% *}" "${HEARSAY%% *}"
+need "${RUNNER_RCLONE%% *}" "${HEARSAY%% *}"
 store_conf_guard || exit 10
 [ -r "$RUNNER_BUNDLE_META" ] || die 2 "no bundle meta at $RUNNER_BUNDLE_META" "set RUNNER_BUNDLE_META"
 # shellcheck disable=SC2086  # HEARSAY is a command line by design
