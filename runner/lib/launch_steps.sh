@@ -91,9 +91,8 @@ step_previous() {
     die 4 "job $job is being launched by process $(rec_get "$job" launcher)" "wait for it"
   fi
   if [ -z "$id" ] && [ -n "$(rec_get "$job" asked)" ]; then
-    local created
-    created=$(rec_get "$job" created_at)
-    if ! is_number "$created" || [ $(($(now) - created)) -lt "$RUNNER_LABEL_LAG_S" ]; then
+    local lag_end
+    if ! lag_end=$(label_lag_end "$job") || [ "$(now)" -lt "$lag_end" ]; then
       die 5 "job $job's last create is recent and may still appear in the listing" "retry after RUNNER_LABEL_LAG_S=$RUNNER_LABEL_LAG_S s"
     fi
   fi

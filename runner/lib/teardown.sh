@@ -15,7 +15,7 @@
 # create may land after this listing): finish_job retries it, and it keeps the record (and so
 # runner/reaper.sh's sweep) alive.
 adopt_by_label() {
-  local job=$1 list id label created v
+  local job=$1 list id label created lag_end v
   label=$(rec_get "$job" label)
   if [ -z "$(rec_get "$job" asked)" ]; then
     return 2                   # the create was never asked: nothing can carry this record's label
@@ -62,11 +62,9 @@ adopt_by_label() {
   # a create still in flight in another live launcher may land any moment: only that launcher (or,
   # once it is gone, the reaper) may give up on its label
   if launcher_alive "$job" && [ "$(rec_get "$job" launcher)" != "$$" ]; then return 1; fi
-  created=$(rec_get "$job" created_at)
-  if is_number "$created" && [ $(($(now) - created)) -ge "$RUNNER_LABEL_LAG_S" ]; then
-    return 2
-  fi
-  if ! is_number "$created"; then   # no creation time persisted: the record directory's own age
+  if lag_end=$(label_lag_end "$job"); then
+    [ "$(now)" -lt "$lag_end" ] || return 2
+  else   # no creation time persisted: the record directory's own age
     created=$(mtime_of "$(rec_dir "$job")")
     if is_number "$created" && [ $(($(now) - created)) -ge "$RUNNER_LABEL_LAG_S" ]; then return 2; fi
   fi

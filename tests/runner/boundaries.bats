@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # Boundaries of the runner's guards: process identity across time zones and locales, paging while
-# the account changes, a listing whose rows and total disagree, the ablation cap (inclusive, spool
-# counted), the hours a full job is budgeted at, and a clean end of each test's world.
+# the account changes, a listing whose rows and total disagree, the label lag after a create that
+# gave no id (to the second), the ablation cap (inclusive, spool counted), the hours a full job is
+# budgeted at, and a clean end of each test's world.
 
 load helpers
 
@@ -126,6 +127,39 @@ page_of() {
   run judge                                          # the same account, paged without churn
   echo "$output"
   [ "$output" = "judged 0" ]                         # gone: the listing vouches
+}
+
+# at T CMD...: CMD with the runner's libraries sourced and their clock stopped at second T.
+at() {
+  RUNNER_LABEL_LAG_S=100 bash -c 'for f in common guard state ledger vast cuda store box teardown campaign launch_steps; do
+      . "$1/runner/lib/$f.sh"; done
+    frozen_s=$2; shift 2; now() { echo "$frozen_s"; }; "$@"' _ "$REPO" "$@"
+}
+
+@test "a create that gave no id holds its record for the label lag to the second (relaunch exit 5, adoption unknown), then clears" {
+  d=$RUNNER_STATE/jobs/fold1
+  mkdir -p "$d"
+  t=$(date -u +%s)
+  echo g-9 >"$d/gen"; echo CREATING >"$d/state"; echo 1 >"$d/asked"; echo 999999 >"$d/launcher"
+  echo 0.5 >"$d/dph"; echo 4242 >"$d/offer"; echo "$(own_label fold1 g-9)" >"$d/label"
+  echo $((t - 99)) >"$d/created_at"; echo $((t - 1)) >"$d/provision_by"   # the lag ends at t + 1
+  printf '' >"$W/listing"; echo "$t" >"$W/listing.at"        # a listing taken at t: no box at all
+  run at "$t" adopt_by_label fold1 "$W/listing"
+  [ "$status" -eq 1 ]                                # a second short of the lag: a create may land
+  run at $((t + 1)) adopt_by_label fold1 "$W/listing"
+  [ "$status" -eq 2 ]                                # the lag reached: confirmed none
+  run at "$t" step_previous fold1
+  echo "$output"; [ "$status" -eq 5 ]
+  [ "$output" = "runner: job fold1's last create is recent and may still appear in the listing (retry after RUNNER_LABEL_LAG_S=100 s)" ]
+  [ -d "$d" ]
+  mv "$d/created_at" "$W/created_at"
+  run at $((t + 1000)) step_previous fold1
+  [ "$status" -eq 5 ]                                # no creation time kept: never judged settled
+  mv "$W/created_at" "$d/created_at"
+  run at $((t + 1)) step_previous fold1
+  echo "$output"; [ "$status" -eq 0 ]
+  [ ! -d "$d" ]                                      # cleared, its unseen create on the ledger
+  [ "$(grep -c "^unseen:.*,fold1,g-9," "$LEDGER")" -eq 1 ]
 }
 
 @test "a full job is budgeted at RUNNER_HOURS_FULL, not the fold hours; a fold at the fold hours" {
