@@ -7,8 +7,8 @@
 
 The package: engine.py (a checked model folder and its onnxruntime session, the first-window
 mode's scoring, score_folder, the decision and llr columns); api.py (Scorer, the Python API);
-cli.py (`hearsay-score`, its --help); inputs.py (a folder, a file, a list of files, and the run
-record --resume checks); io.py (the walk, CSV rows, progress); jsonl.py (--format jsonl);
+cli.py (`hearsay-score`, its --help); inputs.py (a folder walked, a file, a list of files, and
+the run record --resume checks); io.py (CSV rows, signals, progress); jsonl.py (--format jsonl);
 windowed.py (windowed scoring, the default); memory.py (an array as input);
 __main__.py (`python -m hearsay.deploy`). It imports numpy,
 soundfile, onnxruntime and hearsay's torch-free sound, cpu_engine and contracts modules only --
@@ -52,14 +52,13 @@ from hearsay.deploy.engine import (  # noqa: F401
     score_folder,
     set_logit,
 )
+from hearsay.deploy.inputs import AUDIO_EXTS, find_audio  # noqa: F401
 from hearsay.deploy.io import (  # noqa: F401
-    AUDIO_EXTS,
     COLUMNS,
     OutputError,
     Progress,
     ResumeError,
     RowSink,
-    find_audio,
     new_row,
     say,
 )

@@ -34,7 +34,8 @@ from hearsay.contracts.model_dir import threshold as named_threshold
 from hearsay.contracts.model_dir import verify as verify_model_dir
 from hearsay.cpu_engine import make_session, run_logits
 from hearsay.deploy import io, memory, windowed
-from hearsay.deploy.io import find_audio, new_row
+from hearsay.deploy.inputs import find_audio
+from hearsay.deploy.io import new_row
 from hearsay.sound import windows
 from hearsay.sound.audio import SAMPLE_RATE, AudioError, prepare
 

@@ -1,7 +1,7 @@
 """What hearsay-score scores: a folder (walked), one file, or a list of files; and the run record
 of them that --resume checks.
 
-    hearsay-score clips/              # every audio file under clips/ (io.find_audio)
+    hearsay-score clips/              # every audio file under clips/ (find_audio)
     hearsay-score call.m4a            # that file (any name: the decoder goes by its bytes)
     hearsay-score --files-from list.txt      # one path a line
     find . -name '*.wav' | hearsay-score --files-from -    # the list on stdin
@@ -36,8 +36,54 @@ from importlib import metadata
 from pathlib import Path
 
 from hearsay.deploy import jsonl
-from hearsay.deploy.io import COLUMNS, ResumeError, find_audio, partial_of, read_partial, say
+from hearsay.deploy.io import COLUMNS, ResumeError, partial_of, read_partial, say
 from hearsay.files import write_json
+
+
+# Extensions scored (lower case). Other files (README, .DS_Store, …) are skipped and counted.
+AUDIO_EXTS = frozenset({
+    ".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".aac", ".mp4", ".amr", ".webm",
+    ".wma", ".aif", ".aiff", ".au", ".caf", ".3gp", ".mka", ".spx", ".ulaw", ".mulaw",
+})
+
+def find_audio(root: Path) -> tuple[list[Path], Counter]:
+    """Audio files under `root`, recursively, sorted by relative path; and what was skipped.
+
+    Symlinked folders are followed; one that leads to a folder already walked (a loop, or a
+    second way into the same files) is not walked again. Nothing under `root` goes uncounted:
+    the Counter has "not audio", "hidden" (a dot-file, or any file under a dot-folder),
+    "symlink loop" (folders) and "unreadable" (folders that cannot be listed)."""
+    found, skipped, seen = [], Counter(), set()
+
+    def walk(folder: Path, hidden: bool) -> None:
+        try:
+            st = folder.stat()
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            skipped["unreadable"] += 1
+            return
+        if (st.st_dev, st.st_ino) in seen:
+            skipped["symlink loop"] += 1
+            return
+        seen.add((st.st_dev, st.st_ino))
+        for entry in entries:
+            path, dot = Path(entry.path), hidden or entry.name.startswith(".")
+            try:
+                is_dir = entry.is_dir()  # follows a symlink
+            except OSError:
+                is_dir = False
+            if is_dir:
+                walk(path, dot)
+            elif dot:
+                skipped["hidden"] += 1
+            elif path.suffix.lower() not in AUDIO_EXTS:
+                skipped["not audio"] += 1
+            else:
+                found.append(path)
+
+    walk(root, False)
+    found.sort(key=lambda p: p.relative_to(root).as_posix())
+    return found, skipped
 
 
 class InputError(Exception):

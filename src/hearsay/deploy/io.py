@@ -1,5 +1,5 @@
-"""hearsay-score's input walk and its output as it runs: the audio files under CLIPS_DIR, CSV
-rows streamed per chunk (and --resume's partial rows), progress and the summary line.
+"""hearsay-score's output as it runs: CSV rows streamed per chunk (and --resume's partial rows),
+the output's checks, stop signals, progress and the summary line.
 
     sink, progress = RowSink(Path("scores.csv")), Progress(total=len(files))
     for rows in chunks:  sink.write(rows); progress.update(rows)
@@ -17,7 +17,6 @@ import stat
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 
 from hearsay import progress
@@ -94,52 +93,6 @@ def note_decode(row: dict, decoded: int, info, rate: int = 16_000) -> None:
         row["header_s"] = f"{header_s:.3f}"
     if (info.audio_streams or 0) > 1:
         row["audio_tracks"] = str(info.audio_streams)
-
-
-# Extensions scored (lower case). Other files (README, .DS_Store, …) are skipped and counted.
-AUDIO_EXTS = frozenset({
-    ".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".aac", ".mp4", ".amr", ".webm",
-    ".wma", ".aif", ".aiff", ".au", ".caf", ".3gp", ".mka", ".spx", ".ulaw", ".mulaw",
-})
-
-def find_audio(root: Path) -> tuple[list[Path], Counter]:
-    """Audio files under `root`, recursively, sorted by relative path; and what was skipped.
-
-    Symlinked folders are followed; one that leads to a folder already walked (a loop, or a
-    second way into the same files) is not walked again. Nothing under `root` goes uncounted:
-    the Counter has "not audio", "hidden" (a dot-file, or any file under a dot-folder),
-    "symlink loop" (folders) and "unreadable" (folders that cannot be listed)."""
-    found, skipped, seen = [], Counter(), set()
-
-    def walk(folder: Path, hidden: bool) -> None:
-        try:
-            st = folder.stat()
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError:
-            skipped["unreadable"] += 1
-            return
-        if (st.st_dev, st.st_ino) in seen:
-            skipped["symlink loop"] += 1
-            return
-        seen.add((st.st_dev, st.st_ino))
-        for entry in entries:
-            path, dot = Path(entry.path), hidden or entry.name.startswith(".")
-            try:
-                is_dir = entry.is_dir()  # follows a symlink
-            except OSError:
-                is_dir = False
-            if is_dir:
-                walk(path, dot)
-            elif dot:
-                skipped["hidden"] += 1
-            elif path.suffix.lower() not in AUDIO_EXTS:
-                skipped["not audio"] += 1
-            else:
-                found.append(path)
-
-    walk(root, False)
-    found.sort(key=lambda p: p.relative_to(root).as_posix())
-    return found, skipped
 
 
 class OutputError(Exception):
