@@ -39,12 +39,12 @@ from hearsay.deploy import jsonl
 from hearsay.deploy.io import COLUMNS, ResumeError, partial_of, read_partial, say
 from hearsay.files import write_json
 
-
 # Extensions scored (lower case). Other files (README, .DS_Store, …) are skipped and counted.
 AUDIO_EXTS = frozenset({
     ".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".aac", ".mp4", ".amr", ".webm",
     ".wma", ".aif", ".aiff", ".au", ".caf", ".3gp", ".mka", ".spx", ".ulaw", ".mulaw",
 })
+
 
 def find_audio(root: Path) -> tuple[list[Path], Counter]:
     """Audio files under `root`, recursively, sorted by relative path; and what was skipped.
