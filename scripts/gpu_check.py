@@ -175,7 +175,7 @@ def score_figures(out: Path) -> tuple[list[str], str]:
     except OSError:
         return [], "no bench_score.txt"
     keep = [ln for ln in lines
-            if ln.startswith(("shape=", "end-to-end:", "fed scoring:", "model only:",
+            if ln.startswith(("shape=", "end-to-end:", "fed scoring:", "feed only:", "model only:",
                               "end-to-end / model only:"))]
     # "end-to-end: 41.8 clips/s wall, 229.0 audio-s/s (1.53 s wall); ..." -> the two rates
     rates = [f"{name} {re.sub(r' [(].*$', '', rest).strip()}"

@@ -58,6 +58,23 @@ def test_feeding_processes_give_the_same_scores_in_manifest_order(world):
     assert side_alone == side_fed  # how the batches were fed is not part of a score's identity
 
 
+def test_a_feeding_worker_hands_over_padded_batches_through_shared_memory(world):
+    bundle, _ = world
+    rows = bundle.manifest[bundle.manifest["fold"] == "holdout"]
+    cfg = score.ScoreConfig(max_batch=2)
+    augs = ["none"] * len(rows)
+    fed = score.feed_rows(bundle.root, rows, augs, cfg, workers=1)
+    n = 0
+    for batch, (values, mask) in zip(fed.batches, fed.inputs, strict=True):
+        # torch tensors arrive as shared-memory handles; numpy arrays would be pickled by pipe
+        assert isinstance(values, torch.Tensor) and values.is_shared() and mask.is_shared()
+        waves = [inputs.model_input(bundle.root, fed.recs[i], "none", cfg) for i in batch]
+        v, m = audio.pad_batch(waves, [len(w) for w in waves])
+        assert np.array_equal(values.numpy(), v) and np.array_equal(mask.numpy(), m)
+        n += len(batch)
+    assert n == len(rows) and len(fed.batches) >= 2
+
+
 def test_a_feeding_worker_s_unreadable_clip_is_bad_input(world, tmp_path):
     bundle, runs = world
     root = tmp_path / "bundle"

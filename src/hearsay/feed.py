@@ -1,8 +1,8 @@
 """Inputs prepared ahead of the model by worker processes (hearsay score-run; `hearsay score` and
 assemble call it with workers 0, in-process).
 
-    for waves in feed.prepared(score.batch_inputs, jobs, workers=8):  # fn(*job), in job order
-        logits = run_model(det, waves, ...)
+    for values, mask in feed.prepared(score.batch_inputs, jobs, workers=8):  # fn(*job), in order
+        logits = run_padded(det, values, mask, ...)
 
 On a GPU the model outruns one decoding core (box scoring measured 73% of its wall in decoding
 and the front end), so `workers` processes of a torch DataLoader compute fn(*job) for the next
@@ -39,4 +39,4 @@ class _Jobs:
 
 
 def _as_is(item):
-    return item  # keep numpy: the default collate would turn each array into a tensor
+    return item  # as fn returned it: torch tensors travel through shared memory, numpy by pipe

@@ -152,15 +152,30 @@ def length_batches(lengths: list[int], cfg: ScoreConfig) -> list[list[int]]:
 
 def run_model(det, waves: list[np.ndarray], device: str = "cpu",
               precision: str = "fp32") -> np.ndarray:
-    """Logits (B,) float64 of one padded batch (bf16: under autocast on the device, as training)."""
+    """Logits (B,) float64 of one batch of waves, zero-padded (bf16: under autocast on the
+    device, as training)."""
+    return run_padded(det, *padded(waves), device, precision)
+
+
+def padded(waves: list[np.ndarray]):
+    """(input_values (B, T) float32, attention_mask (B, T) int64) torch tensors of a batch, T its
+    longest wave. Tensors, not numpy, and padded in the worker: a feeding worker hands tensors to
+    the model's process through shared memory, where numpy arrays are pickled through a pipe and
+    the model's process, which the GPU waits on, unpickles them (docs/BENCHMARKS.md, Scoring
+    throughput)."""
     import torch
 
-    from hearsay.sound.audio import pad_batch
+    values, mask = audio.pad_batch(waves, [len(w) for w in waves])
+    return torch.from_numpy(values), torch.from_numpy(mask)
 
-    values, mask = pad_batch(waves, [len(w) for w in waves])
+
+def run_padded(det, values, mask, device: str = "cpu", precision: str = "fp32") -> np.ndarray:
+    """Logits (B,) float64 of one padded batch (values, mask: `padded`'s tensors)."""
+    import torch
+
     amp = torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16")
     with torch.inference_mode(), amp:
-        logits = det(torch.from_numpy(values).to(device), torch.from_numpy(mask).to(device))
+        logits = det(values.to(device), mask.to(device))
     return logits.float().cpu().numpy().astype(np.float64).reshape(-1)
 
 
@@ -212,17 +227,18 @@ def run_fed(det, fed: Fed, cfg: ScoreConfig):
     logits = np.full(len(fed.recs), np.nan)
     with Progress(len(fed.recs), desc="scoring", unit="clip") as bar:
         try:
-            for batch, waves in zip(fed.batches, fed.inputs, strict=True):
-                logits[batch] = run_model(det, waves, cfg.device, cfg.precision)
+            for batch, (values, mask) in zip(fed.batches, fed.inputs, strict=True):
+                logits[batch] = run_padded(det, values, mask, cfg.device, cfg.precision)
                 bar.update(len(batch))
         except audio.AudioError as err:
             raise ScoreError(f"bundle clip unreadable: {err} (rebuild the bundle)") from None
     return logits
 
 
-def batch_inputs(root: Path, recs: list, augs: list[str], cfg: ScoreConfig) -> list[np.ndarray]:
-    """The model inputs of one batch (decode + front end): what a feeding worker computes."""
-    return [model_input(root, rec, aug, cfg) for rec, aug in zip(recs, augs, strict=True)]
+def batch_inputs(root: Path, recs: list, augs: list[str], cfg: ScoreConfig):
+    """The padded model inputs of one batch (decode + front end + padding: `padded`'s tensors):
+    what a feeding worker computes."""
+    return padded([model_input(root, rec, aug, cfg) for rec, aug in zip(recs, augs, strict=True)])
 
 
 def score_windows(det, root: Path, recs: list, augs: list[str], cfg: ScoreConfig):
