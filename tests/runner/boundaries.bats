@@ -129,7 +129,8 @@ page_of() {
   [ "$output" = "judged 0" ]                         # gone: the listing vouches
 }
 
-# at T CMD...: CMD with the runner's libraries sourced and their clock stopped at second T.
+# at T CMD...: CMD with the runner's libraries sourced, RUNNER_LABEL_LAG_S 100 s and their clock
+# stopped at second T.
 at() {
   RUNNER_LABEL_LAG_S=100 bash -c 'for f in common guard state ledger vast cuda store box teardown campaign launch_steps; do
       . "$1/runner/lib/$f.sh"; done
