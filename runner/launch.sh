@@ -53,10 +53,12 @@
 #   trainer refuses the training config (its message said, nothing rented), or no temp folder can be
 #   made under TMPDIR; 3 budget refused or not
 #   measurable; 4 the job's previous instance is still listed (or another launch of it is running);
-#   5 cannot confirm the previous instance is gone (listing failed); 6 no go-ahead or no DONE pilot;
-#   7 ORPHAN: a box could not be confirmed destroyed; 8 no offer matches (RUNNER_OFFER_QUERY,
-#   cuda_max_good >= the CUDA of RUNNER_LOCK's nvidia-cuda-runtime pin and dph_total <=
-#   RUNNER_OFFER_MAX_DPH), that lock has no such pin, or RUNNER_OFFER_MAX_DPH is not a number;
+#   5 cannot confirm the previous instance is gone (listing failed or cannot vouch, its label not
+#   settled, or a create that gave no id still inside RUNNER_LABEL_LAG_S); 6 no go-ahead or no
+#   DONE pilot; 7 ORPHAN: a box could not be confirmed destroyed; 8 no offer matches
+#   (RUNNER_OFFER_QUERY, cuda_max_good >= the CUDA of RUNNER_LOCK's nvidia-cuda-runtime pin and
+#   dph_total <= RUNNER_OFFER_MAX_DPH), that lock has no such pin, or RUNNER_OFFER_MAX_DPH is not
+#   a number;
 #   10 missing dependency or
 #   store credentials (RUNNER_RCLONE_CONF);
 #   11 no API key (or a key file readable by others); 12 remote path refused; 13 no reaper running
