@@ -62,12 +62,12 @@ adopt_by_label() {
   # a create still in flight in another live launcher may land any moment: only that launcher (or,
   # once it is gone, the reaper) may give up on its label
   if launcher_alive "$job" && [ "$(rec_get "$job" launcher)" != "$$" ]; then return 1; fi
-  if lag_end=$(label_lag_end "$job"); then
-    [ "$(now)" -lt "$lag_end" ] || return 2
-  else   # no creation time persisted: the record directory's own age
+  if ! lag_end=$(label_lag_end "$job"); then   # no creation time persisted: the record's own age
     created=$(mtime_of "$(rec_dir "$job")")
-    if is_number "$created" && [ $(($(now) - created)) -ge "$RUNNER_LABEL_LAG_S" ]; then return 2; fi
+    is_number "$created" || return 1
+    lag_end=$((created + RUNNER_LABEL_LAG_S))
   fi
+  [ "$(now)" -lt "$lag_end" ] || return 2
   return 1
 }
 

@@ -156,6 +156,11 @@ at() {
   mv "$d/created_at" "$W/created_at"
   run at $((t + 1000)) step_previous fold1
   [ "$status" -eq 5 ]                                # no creation time kept: never judged settled
+  touch -d "@$((t - 99))" "$d"                       # adoption goes by the record folder's age then
+  run at "$t" adopt_by_label fold1 "$W/listing"
+  [ "$status" -eq 1 ]
+  run at $((t + 1)) adopt_by_label fold1 "$W/listing"
+  [ "$status" -eq 2 ]
   mv "$W/created_at" "$d/created_at"
   run at $((t + 1)) step_previous fold1
   echo "$output"; [ "$status" -eq 0 ]
