@@ -47,7 +47,8 @@
 # Prints the instance id on stdout when PROVISIONED.
 # Before anything is rented, the trainer the box runs (RUNNER_BOX_TRAIN) checks RUNNER_TRAIN_CONFIG
 # on this machine (--check-config); a box that fails at start has its REASON in the error.
-# Exit codes: 0 provisioned; 1 failed, box confirmed destroyed (its REASON said); 2 usage (a fold
+# Exit codes: 0 provisioned; 1 failed, box confirmed destroyed (its REASON said), or the job's
+#   record could not be written before the create (a full disk: nothing rented); 2 usage (a fold
 #   N that is not one of the bundle's folds 0..n_folds-1, its fold file's n_folds: `hearsay bundle
 #   info RUNNER_BUNDLE_META --n-folds`, among them), the
 #   trainer refuses the training config (its message said, nothing rented), or no temp folder can be

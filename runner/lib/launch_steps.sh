@@ -283,6 +283,10 @@ on_launch_exit() {
     rec_lock "$job" 3000
     until=$(($(now) + RUNNER_LABEL_LAG_S + 10))
     while ! finish_job "$job" LAUNCH_FAILED "${instance:-}"; do
+      if [ -z "$(rec_get "$job" asked)" ] && [ -z "${instance:-}" ]; then   # no create asked: no box to wait for
+        say "job $job's record could not be archived (disk full?); nothing was rented: runner/reaper.sh or the next launch clears it"
+        break
+      fi
       if [ -n "$(rec_get "$job" instance)" ] || [ "$(now)" -gt "$until" ]; then
         rc=7
         break
@@ -321,33 +325,37 @@ step_create() {
     dl=$campaign
   fi
   label=$label:$1:$gen:$dl   # PREFIX.OPERATOR:JOB:GEN:DEADLINE (label_prefix)
-  rec_set "$1" launcher "$$"
-  rec_set "$1" launcher_start "$(proc_start "$$")"
-  rec_set "$1" gen "$gen"
-  rec_set "$1" kind "$2"
-  rec_set "$1" fold "$3"
-  rec_set "$1" label "$label"
-  rec_set "$1" offer "$offer"
-  rec_set "$1" dph "$dph"
-  rec_set "$1" offer_gpu "${offer_gpu:-}"
-  rec_set "$1" offer_cores "${offer_cores:-}"
-  rec_set "$1" offer_cuda "${offer_cuda:-}"
-  rec_set "$1" bundle_sha "$bundle_sha"
-  rec_set "$1" config_hash "$config_hash"
-  rec_set "$1" recipe_hash "$recipe_hash"
-  rec_set "$1" recipe "${recipe:-}"
-  rec_set "$1" created_at "$t0"
-  rec_set "$1" deadline "$dl"
-  rec_set "$1" campaign_deadline "$campaign"
-  rec_set "$1" state CREATING
-  rec_set "$1" dups_seen 0   # until a listing in the label window shows them all (label_settled)
-  rec_set "$1" dup_sweep pending   # born unsettled: a create the CLI resends may rent twice
-  rec_set "$1" asked 1
   # The box's own guard from its first second (runner/box/onstart.sh, its on-start command): it
   # ends the box if no chain starts by HEARSAY_PROVISION_BY (the boot deadline and three ssh calls
   # from now, and RUNNER_PROVISION_SLACK_S), or past HEARSAY_DEADLINE, with or without this laptop.
   provision_by=$(($(now) + $(calc 'b + 3 * s + m' b="$RUNNER_BOOT_DEADLINE_S" s="$RUNNER_SSH_TIMEOUT_S" m="$RUNNER_PROVISION_SLACK_S" | cut -d. -f1)))
-  rec_set "$1" provision_by "$provision_by"
+  # the record first, whole: every field the teardown reads is written before the create is asked
+  # (asked last: from then on a box may carry the label), so a full disk stops here, nothing rented
+  if ! { rec_set "$1" launcher "$$" &&
+    rec_set "$1" launcher_start "$(proc_start "$$")" &&
+    rec_set "$1" gen "$gen" &&
+    rec_set "$1" kind "$2" &&
+    rec_set "$1" fold "$3" &&
+    rec_set "$1" label "$label" &&
+    rec_set "$1" offer "$offer" &&
+    rec_set "$1" dph "$dph" &&
+    rec_set "$1" offer_gpu "${offer_gpu:-}" &&
+    rec_set "$1" offer_cores "${offer_cores:-}" &&
+    rec_set "$1" offer_cuda "${offer_cuda:-}" &&
+    rec_set "$1" bundle_sha "$bundle_sha" &&
+    rec_set "$1" config_hash "$config_hash" &&
+    rec_set "$1" recipe_hash "$recipe_hash" &&
+    rec_set "$1" recipe "${recipe:-}" &&
+    rec_set "$1" created_at "$t0" &&
+    rec_set "$1" deadline "$dl" &&
+    rec_set "$1" campaign_deadline "$campaign" &&
+    rec_set "$1" state CREATING &&
+    rec_set "$1" dups_seen 0 &&   # until a listing in the label window shows them all (label_settled)
+    rec_set "$1" dup_sweep pending &&   # born unsettled: a create the CLI resends may rent twice
+    rec_set "$1" provision_by "$provision_by" &&
+    rec_set "$1" asked 1; }; then
+    die 1 "cannot write job $1's record under $RUNNER_STATE before its create: nothing was rented" "free space under RUNNER_STATE, then launch again"
+  fi
   # shellcheck disable=SC2016  # expanded on the box by its on-start shell, not here
   onstart='bash ${HEARSAY_ONSTART:-'"$RUNNER_BOX_ONSTART"'} ${HEARSAY_BOX_DIR:-'"$RUNNER_BOX_DIR"'}'
   if ! instance=$(vast_create "$offer" "$label" \

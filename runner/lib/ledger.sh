@@ -205,16 +205,15 @@ ledger_close() {
 }
 
 # ledger_unseen JOB: the one row of a rental no listing showed (runner/lib/teardown.sh unseen_rental):
-# id "unseen:LABEL", a closing row from the create (created_at) to the record's provision_by, when
+# id "unseen:LABEL", a closing row from the create (rec_created) to the record's provision_by, when
 # the box's guard ended it if it existed, so hours and cost are the most one such box can have
 # billed (give or take the guard's destroy call); reason UNSEEN, saying which case. It is written
 # whether or not a box was rented: the ledger cannot know, and the budget counts the worst case.
 ledger_unseen() {
   local c pb label what
-  c=$(rec_get "$1" created_at)
   pb=$(rec_get "$1" provision_by)
   is_number "$pb" || pb=$(now)
-  is_number "$c" || c=$pb
+  c=$(rec_created "$1") || c=$pb
   label=$(rec_get "$1" label)
   if [ -z "$(rec_get "$1" instance)" ]; then
     what="its create's answer never came and no listing showed its label before its provision-by"

@@ -39,6 +39,17 @@ rec_set() {
 # rec_new JOB: create the record directory (fails if one exists: never overwrite a live record).
 rec_new() { mkdir -p "$RUNNER_STATE/jobs" && mkdir "$(rec_dir "$1")"; }
 
+# rec_created JOB: the epoch second the record's create counts from, its created_at; a record without
+# one (lost, or an older runner's unchecked write) counts from its folder's mtime instead, a later
+# second, as every field is written after created_at's clock reading. 1 when neither can be read.
+rec_created() {
+  local c
+  c=$(rec_get "$1" created_at)
+  is_number "$c" || c=$(mtime_of "$(rec_dir "$1")")
+  is_number "$c" || return 1
+  printf '%s\n' "${c%%.*}"
+}
+
 # rec_lock JOB / rec_unlock JOB: serialise changes to one record (launcher vs reaper).
 rec_lock() { lock_take "$RUNNER_STATE/jobs/.$1.lock" "${2:-600}"; }
 rec_unlock() { lock_drop "$RUNNER_STATE/jobs/.$1.lock"; }

@@ -62,11 +62,7 @@ adopt_by_label() {
   # a create still in flight in another live launcher may land any moment: only that launcher (or,
   # once it is gone, the reaper) may give up on its label
   if launcher_alive "$job" && [ "$(rec_get "$job" launcher)" != "$$" ]; then return 1; fi
-  if ! lag_end=$(label_lag_end "$job"); then   # no creation time persisted: the record's own age
-    created=$(mtime_of "$(rec_dir "$job")")
-    is_number "$created" || return 1
-    lag_end=$((created + RUNNER_LABEL_LAG_S))
-  fi
+  lag_end=$(label_lag_end "$job") || return 1
   [ "$(now)" -lt "$lag_end" ] || return 2
   return 1
 }
@@ -225,12 +221,12 @@ sweep_duplicates() {
 
 # label_lag_end JOB: prints the second (created_at + RUNNER_LABEL_LAG_S) from which a listing can
 # show every box the record's creates rented: a create the CLI resent lands within the lag (label_settled).
-# Fails when the record has no created_at.
+# Counted from rec_created (without a created_at, a later second: the window only ends later).
+# Fails when the record has no creation time at all.
 label_lag_end() {
   local created
-  created=$(rec_get "$1" created_at)
-  is_number "$created" || return 1
-  echo $((${created%%.*} + RUNNER_LABEL_LAG_S))
+  created=$(rec_created "$1") || return 1
+  echo $((created + RUNNER_LABEL_LAG_S))
 }
 
 # label_settled JOB LISTFILE: may LISTFILE, a successful listing, have shown every box the record's

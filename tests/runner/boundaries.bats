@@ -153,19 +153,20 @@ at() {
   echo "$output"; [ "$status" -eq 5 ]
   [ "$output" = "runner: job fold1's last create is recent and may still appear in the listing (retry after RUNNER_LABEL_LAG_S=100 s)" ]
   [ -d "$d" ]
-  mv "$d/created_at" "$W/created_at"
-  run at $((t + 1000)) step_previous fold1
-  [ "$status" -eq 5 ]                                # no creation time kept: never judged settled
-  touch -d "@$((t - 99))" "$d"                       # adoption goes by the record folder's age then
+  rm "$d/created_at"                                 # no creation time kept: both readers go by
+  touch -d "@$((t - 99))" "$d"                       # the record folder's age, to the same second
+  run at "$t" step_previous fold1
+  [ "$status" -eq 5 ]
   run at "$t" adopt_by_label fold1 "$W/listing"
   [ "$status" -eq 1 ]
   run at $((t + 1)) adopt_by_label fold1 "$W/listing"
   [ "$status" -eq 2 ]
-  mv "$W/created_at" "$d/created_at"
   run at $((t + 1)) step_previous fold1
   echo "$output"; [ "$status" -eq 0 ]
   [ ! -d "$d" ]                                      # cleared, its unseen create on the ledger
   [ "$(grep -c "^unseen:.*,fold1,g-9," "$LEDGER")" -eq 1 ]
+  c=$(date -u -d "@$((t - 99))" +%Y-%m-%dT%H:%M:%SZ) pb=$(date -u -d "@$((t - 1))" +%Y-%m-%dT%H:%M:%SZ)
+  grep "^unseen:.*,fold1,g-9," "$LEDGER" | grep -q ",$c,$pb,"   # its hours from the folder's age on
 }
 
 @test "a full job is budgeted at RUNNER_HOURS_FULL, not the fold hours; a fold at the fold hours" {

@@ -102,6 +102,33 @@ full_state() {
   [ ! -d "$RUNNER_STATE/jobs/fold4" ]
 }
 
+@test "the state disk filling before the create: nothing is rented (exit 1, the full disk named); the reaper clears the record" {
+  full_state
+  rm "$RUNNER_STATE/fill"                           # room for the launch's steps up to the go-ahead
+  mkfifo "$W/answer"
+  launch probe <"$W/answer" 2>"$W/err" 3>&- &
+  pid=$!
+  exec 4>"$W/answer"
+  until grep -q "rent it?" "$W/err"; do kill -0 "$pid"; sleep 0.1; done   # the launch waits for its go-ahead
+  head -c 1000000 /dev/zero >"$RUNNER_STATE/fill" 2>/dev/null || true   # full while the offer is read,
+  truncate -s -4096 "$RUNNER_STATE/fill"            # but for one page (the record's first field)
+  echo y >&4
+  exec 4>&-
+  rc=0; wait "$pid" || rc=$?
+  cat "$W/err"
+  [ "$rc" -eq 1 ]                                   # not 7: no box can be left behind
+  [ "$(created_count)" -eq 0 ]                      # the record comes first: no create without it
+  grep -qx "runner: cannot write job probe's record under $RUNNER_STATE before its create: nothing was rented (free space under RUNNER_STATE, then launch again)" "$W/err"
+  [ "$(tail -n 1 "$W/err")" = "runner: job probe's record could not be archived (disk full?); nothing was rented: runner/reaper.sh or the next launch clears it" ]
+  [ ! -e "$RUNNER_STATE/jobs/probe/asked" ]
+  rm "$RUNNER_STATE/fill"                           # the disk is freed: the next cycle clears it
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ ! -d "$RUNNER_STATE/jobs/probe" ]
+  [ "$(created_count)" -eq 0 ]
+  [ ! -s "$LEDGER" ] || [ "$(ledger_rows)" -eq 0 ]
+}
+
 @test "an unlabelled instance in the account: the budget reads its dph_total (empty fields kept) and counts it" {
   # on an offer the launcher could rent too (the fake's cheapest host has a CUDA 12.4 driver)
   offer=$(vastai search offers 'num_gpus=1 cuda_max_good>=13.0' --order dph_total --limit 1 --raw | jq '.[0].id')
