@@ -58,7 +58,7 @@ rehearsal: install
 # `$(MUTATE_VENV)/bin/mutmut results` and `... show NAME`. Work and results: mutants/.
 MUTANTS ?= hearsay.evaluate.gate.* hearsay.bundle.select.* hearsay.contracts.protocol.* hearsay.metrics.* \
 	hearsay.evaluate.compare.* hearsay.evaluate.readouts.* hearsay.evaluate.pilot.* hearsay.contracts.folds.* \
-	hearsay.contracts.ledger.* hearsay.contracts.pin.* hearsay.contracts.run_dir.*
+	hearsay.contracts.ledger.* hearsay.contracts.pin.* hearsay.contracts.run_dir.* hearsay.deploy.inputs.*
 MUTATE_JOBS ?= 2
 # OMP_NUM_THREADS=1: mutmut forks each mutant's test run from a process that has already run
 # torch; a forked child that starts OpenMP threads again hangs until mutmut's CPU limit ends it,

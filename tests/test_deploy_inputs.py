@@ -1,0 +1,168 @@
+"""hearsay-score's inputs in-process: what a list names (its lines, duplicates, the run record's
+sha of its absolute paths), a single file, and --resume's guards on the partial file's rows.
+The CLI's subprocess tests (tests/test_deploy_api.py) show the same end to end."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from hearsay.deploy import inputs
+from hearsay.deploy.io import COLUMNS, ResumeError
+
+NOT_UTF8 = b"caf\xe9.wav"  # Latin-1 bytes: no UTF-8 decoding of them exists
+
+
+def _sha_of(paths: list[str]) -> str:
+    """A list's files_sha256 by the rule: the absolute names, NUL-joined."""
+    return hashlib.sha256(b"\0".join(os.fsencode(os.path.abspath(p)) for p in paths)).hexdigest()
+
+
+def test_a_list_file_gives_one_path_a_line_crlf_or_lf_empty_lines_skipped_bytes_kept(tmp_path):
+    listing = tmp_path / "list.txt"
+    listing.write_bytes(b"a.wav\r\n\r\nmy call\t2.flac \n\n" + NOT_UTF8 + b"\nlast.mp3")
+    paths = inputs.read_list(str(listing))
+    assert paths == [Path("a.wav"), Path("my call\t2.flac "), Path(os.fsdecode(NOT_UTF8)),
+                     Path("last.mp3")]  # spaces and tabs belong to the name, only the line ends
+    assert os.fsencode(paths[2]) == NOT_UTF8  # the name's bytes, not a replacement character
+
+
+def test_a_list_on_stdin_is_read_as_bytes(monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"x.wav\r\n" + NOT_UTF8 + b"\n")))
+    assert inputs.read_list("-") == [Path("x.wav"), Path(os.fsdecode(NOT_UTF8))]
+
+
+def test_an_unreadable_list_is_an_input_error_naming_it(tmp_path):
+    with pytest.raises(inputs.InputError) as err:
+        inputs.read_list(str(tmp_path / "nowhere.txt"))
+    assert str(err.value) == (f"--files-from {tmp_path / 'nowhere.txt'}: cannot read it "
+                              "(No such file or directory)")
+
+
+def test_a_list_scores_each_path_once_in_its_order_and_counts_the_repeats(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "list.txt").write_text("b.wav\na.wav\nb.wav\n./a.wav\nc.txt\nb.wav\n")
+    got = inputs.resolve(None, "list.txt")
+    assert got.root is None and got.where == "in list.txt"
+    assert got.files == [Path("b.wav"), Path("a.wav"), Path("c.txt")]  # ./a.wav is a.wav
+    assert got.skipped == Counter({"duplicate": 3})
+    assert got.source == {"clips": None, "clips_id": None, "files": 3,
+                          "files_sha256": _sha_of(["b.wav", "a.wav", "c.txt"])}
+
+
+def test_a_lists_record_names_files_not_spellings(tmp_path, monkeypatch):
+    """The same files spelled relative or absolute give one record; the same lines read from
+    another folder name other files, so another record (--resume refuses to mix them)."""
+    (tmp_path / "d").mkdir()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rel.txt").write_text("a.wav\nd/b.wav\n")
+    (tmp_path / "abs.txt").write_text(f"{tmp_path / 'a.wav'}\n{tmp_path / 'd' / 'b.wav'}\n")
+    here = inputs.resolve(None, "rel.txt").source
+    assert here == inputs.resolve(None, "abs.txt").source
+    monkeypatch.chdir(tmp_path / "d")
+    assert inputs.resolve(None, str(tmp_path / "rel.txt")).source["files_sha256"] != \
+        here["files_sha256"]
+
+
+def test_one_file_is_its_own_list_whatever_its_name(tmp_path):
+    clip = tmp_path / "call.data"  # no audio extension: named, so scored
+    clip.write_bytes(b"")
+    got = inputs.resolve(clip, None)
+    assert (got.root, got.files, got.skipped) == (None, [clip], Counter())
+    assert got.where == f"in {clip}"
+    assert got.source == {"clips": None, "clips_id": None, "files": 1,
+                          "files_sha256": _sha_of([str(clip)])}
+
+
+def test_a_folder_is_walked_case_blind_on_extensions_and_counts_what_it_skips(tmp_path):
+    for name in ("B.WAV", "a.Flac", "notes.txt", ".hidden.wav", ".git/x.wav", "z/y.mp3"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"")
+    got = inputs.resolve(tmp_path, None)
+    assert got.root == tmp_path and got.where == f"under {tmp_path}"
+    assert [p.relative_to(tmp_path).as_posix() for p in got.files] == ["B.WAV", "a.Flac",
+                                                                        "z/y.mp3"]
+    assert got.skipped == Counter({"not audio": 1, "hidden": 2})
+    st = os.stat(tmp_path)
+    assert got.source == {"clips": os.path.realpath(tmp_path),
+                          "clips_id": f"{st.st_dev}:{st.st_ino}"}
+
+
+# --------------------------------------------------------------------------- --resume's guards
+
+
+def _partial_run(tmp_path: Path, record: dict, rows: list[dict]) -> SimpleNamespace:
+    """-o OUT with OUT.partial holding `rows` and OUT.partial.json holding `record`."""
+    out = tmp_path / "scores.csv"
+    with open(tmp_path / "scores.csv.partial", "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, COLUMNS)
+        w.writeheader()
+        w.writerows({c: r.get(c, "") for c in COLUMNS} for r in rows)
+    inputs.write_record(out, record)
+    return SimpleNamespace(output=out, windows_csv=None)
+
+
+RECORD = {"clips": "/data/clips", "format": "csv", "variant": "fp32", "model_sums_sha256": "aa"}
+FIX = ("run again with the first run's folder and options, or remove {p} and {r} and run "
+       "without --resume")
+
+
+def test_resume_keeps_the_rows_of_this_run(tmp_path, capsys):
+    rows = [{"path": "a.wav", "model_sums_sha256": "aa", "variant": "fp32", "score": "0.5"}]
+    args = _partial_run(tmp_path, RECORD, rows)
+    kept, windows = inputs.resume_rows(args, dict(RECORD), [])
+    assert [(r["path"], r["score"]) for r in kept] == [("a.wav", "0.5")] and windows == []
+    p = tmp_path / "scores.csv.partial"
+    assert capsys.readouterr().err == f"hearsay-score: --resume: 1 files already done in {p}\n"
+
+
+@pytest.mark.parametrize("row", [{"model_sums_sha256": "bb", "variant": "fp32"},
+                                 {"model_sums_sha256": "aa", "variant": "int8"}])
+def test_resume_refuses_a_row_of_another_model_even_under_this_runs_record(tmp_path, row):
+    """The record matches, but a row names another model folder or variant (a partial file
+    pieced together): every kept row must be this run's model, never mixed into one file."""
+    rows = [{"path": "a.wav", "model_sums_sha256": "aa", "variant": "fp32"},
+            {"path": "b.wav", **row}]
+    args = _partial_run(tmp_path, RECORD, rows)
+    with pytest.raises(ResumeError) as err:
+        inputs.resume_rows(args, dict(RECORD), [])
+    p, r = tmp_path / "scores.csv.partial", tmp_path / "scores.csv.partial.json"
+    other = (row["model_sums_sha256"], row["variant"])
+    assert str(err.value) == (f"{p} holds rows of model {other}, not this run's: "
+                              + FIX.format(p=p, r=r))
+
+
+def test_resume_names_every_option_that_differs(tmp_path):
+    args = _partial_run(tmp_path, RECORD, [])
+    now = {**RECORD, "format": "jsonl", "variant": "int8"}
+    with pytest.raises(ResumeError) as err:
+        inputs.resume_rows(args, now, [])
+    p, r = tmp_path / "scores.csv.partial", tmp_path / "scores.csv.partial.json"
+    assert str(err.value) == (f"{p} was written by another run (format 'csv' -> 'jsonl'; "
+                              f"variant 'fp32' -> 'int8'): " + FIX.format(p=p, r=r))
+
+
+def test_resume_with_an_unreadable_record_says_which_file_and_the_fix(tmp_path):
+    args = _partial_run(tmp_path, RECORD, [])
+    r = tmp_path / "scores.csv.partial.json"
+    r.write_text("{cut")
+    with pytest.raises(ResumeError) as err:
+        inputs.resume_rows(args, dict(RECORD), [])
+    p = tmp_path / "scores.csv.partial"
+    assert str(err.value).startswith(f"{r} cannot be read (")
+    assert str(err.value).endswith("): " + FIX.format(p=p, r=r))
+
+
+def test_resume_without_a_partial_file_scores_everything_and_says_so(tmp_path, capsys):
+    args = SimpleNamespace(output=tmp_path / "scores.csv", windows_csv=None)
+    assert inputs.resume_rows(args, dict(RECORD), []) == ([], [])
+    p = tmp_path / "scores.csv.partial"
+    assert capsys.readouterr().err == f"hearsay-score: --resume: no {p}, scoring every file\n"
