@@ -1,6 +1,7 @@
 """hearsay-score's inputs in-process: what a list names (its lines, duplicates, the run record's
-sha of its absolute paths), a single file, and --resume's guards on the partial file's rows.
-The CLI's subprocess tests (tests/test_deploy_api.py) show the same end to end."""
+sha of its absolute paths), a single file, a folder's walk (extensions, dot-names, a folder
+reached twice, one that cannot be listed, the rows' order), and --resume's guards on the
+partial file's rows. The scorer's own tests (tests/test_deploy*.py) show the same end to end."""
 
 from __future__ import annotations
 
@@ -94,6 +95,68 @@ def test_a_folder_is_walked_case_blind_on_extensions_and_counts_what_it_skips(tm
     st = os.stat(tmp_path)
     assert got.source == {"clips": os.path.realpath(tmp_path),
                           "clips_id": f"{st.st_dev}:{st.st_ino}"}
+
+
+def test_a_folder_reached_twice_is_walked_once_under_its_first_name_in_sorted_order(tmp_path):
+    (tmp_path / "z_real").mkdir()
+    (tmp_path / "z_real" / "x.wav").write_bytes(b"")
+    (tmp_path / "a_link").symlink_to(tmp_path / "z_real", target_is_directory=True)
+    (tmp_path / "m_link").symlink_to(tmp_path / "z_real", target_is_directory=True)
+    (tmp_path / ".dot" / "deep").mkdir(parents=True)  # hidden all the way down
+    (tmp_path / ".dot" / "deep" / "y.wav").write_bytes(b"")
+    files, skipped = inputs.find_audio(tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in files] == ["a_link/x.wav"]
+    assert skipped == Counter({"symlink loop": 2, "hidden": 1})  # m_link, then z_real itself
+
+
+def test_rows_come_in_the_text_order_of_their_relative_paths(tmp_path):
+    """`a-b/x.wav` before `a/y.wav` ('-' sorts before '/', as `sort` in the C locale has it),
+    though the walk enters `a` first: one order for every walk, whatever the folder tree."""
+    for name in ("a/y.wav", "a-b/x.wav", "a/b/z.wav", "A.wav"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"")
+    files, _ = inputs.find_audio(tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in files] == ["A.wav", "a-b/x.wav",
+                                                                    "a/b/z.wav", "a/y.wav"]
+
+
+def test_folders_that_cannot_be_listed_are_counted_and_the_walk_goes_on(tmp_path, monkeypatch):
+    for name in ("locked/x.wav", "open/y.wav", "shut/z.wav"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(b"")
+    scandir = os.scandir
+
+    def refuse_two(path):
+        if Path(path).name in ("locked", "shut"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(inputs.os, "scandir", refuse_two)
+    files, skipped = inputs.find_audio(tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in files] == ["open/y.wav"]
+    assert skipped == Counter({"unreadable": 2})
+
+
+def test_an_entry_whose_kind_cannot_be_read_is_taken_as_a_file(tmp_path, monkeypatch):
+    """is_dir() raising (a stat refused mid-walk): the entry is a file, judged by its name, never
+    walked as a folder (it would be counted unreadable and its name lost)."""
+    (tmp_path / "odd.wav").write_bytes(b"")
+    (tmp_path / "fine.wav").write_bytes(b"")
+    scandir = os.scandir
+
+    class Unknown:
+        def __init__(self, entry):
+            self.name, self.path = entry.name, entry.path
+
+        def is_dir(self):
+            raise PermissionError(13, "Permission denied", self.path)
+
+    def odd_unknown(path):
+        return [Unknown(e) if e.name == "odd.wav" else e for e in scandir(path)]
+
+    monkeypatch.setattr(inputs.os, "scandir", odd_unknown)
+    files, skipped = inputs.find_audio(tmp_path)
+    assert [p.name for p in files] == ["fine.wav", "odd.wav"] and skipped == Counter()
 
 
 # --------------------------------------------------------------------------- --resume's guards

@@ -40,8 +40,9 @@ rec_set() {
 rec_new() { mkdir -p "$RUNNER_STATE/jobs" && mkdir "$(rec_dir "$1")"; }
 
 # rec_created JOB: the epoch second the record's create counts from, its created_at; a record without
-# one (lost, or an older runner's unchecked write) counts from its folder's mtime instead, a later
-# second, as every field is written after created_at's clock reading. 1 when neither can be read.
+# one (lost, or an older runner's unchecked write) counts from its folder's mtime instead, never an
+# earlier second, as every field is written after created_at's clock reading (a label window then
+# ends later, an unseen row's hours are a few seconds short). 1 when neither can be read.
 rec_created() {
   local c
   c=$(rec_get "$1" created_at)
