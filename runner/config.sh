@@ -75,6 +75,7 @@
 # --- local files --------------------------------------------------------------------------------------
 : "${RUNNER_STATE:=${XDG_STATE_HOME:-$HOME/.local/state}/hearsay-runner}"  # job records, HOLDs, logs
 : "${LEDGER:=${RUNNER_ROOT}/../docs/ledger.csv}"  # one row per rental
+: "${RUNNER_RECORD_RESERVE_KB:=64}"         # KiB of ballast per job record, freed as it ends: its teardown's room on a full disk
 
 # --- the box ------------------------------------------------------------------------------------------
 # RUNNER_SSH is called like ssh: `$RUNNER_SSH -p PORT root@HOST 'remote command'`, secrets on stdin.

@@ -47,8 +47,8 @@
 # Prints the instance id on stdout when PROVISIONED.
 # Before anything is rented, the trainer the box runs (RUNNER_BOX_TRAIN) checks RUNNER_TRAIN_CONFIG
 # on this machine (--check-config); a box that fails at start has its REASON in the error.
-# Exit codes: 0 provisioned; 1 failed, box confirmed destroyed (its REASON said), or the job's
-#   record could not be written before the create (a full disk: nothing rented); 2 usage (a fold
+# Exit codes: 0 provisioned; 1 failed, box confirmed destroyed (its REASON said), or nothing can
+#   be written under RUNNER_STATE before the create (a full disk: nothing rented); 2 usage (a fold
 #   N that is not one of the bundle's folds 0..n_folds-1, its fold file's n_folds: `hearsay bundle
 #   info RUNNER_BUNDLE_META --n-folds`, among them), the
 #   trainer refuses the training config (its message said, nothing rented), or no temp folder can be
@@ -159,10 +159,12 @@ trap 'rm -rf "$launch_tmp"' EXIT
 # and the persisted id of its create (budget_lock), so a second launch counts the first one's box.
 launch_lock="$RUNNER_STATE/launch.$job.lock"
 budget_lock="$RUNNER_STATE/launch.lock"
-lock_take "$launch_lock" 1 || die 4 "another launch of $job is running" "wait for it, or check runner/status.sh"
+# lock_take's 2: its owner could not be written (a full state disk), not a lock another holds
+state_full() { die 1 "nothing can be written under RUNNER_STATE=$RUNNER_STATE (disk full?): nothing was rented" "free space there, then launch again"; }
+lock_take "$launch_lock" 1 || { [ $? != 2 ] || state_full; die 4 "another launch of $job is running" "wait for it, or check runner/status.sh"; }
 trap 'lock_drop "$budget_lock"; lock_drop "$launch_lock"; rm -rf "$launch_tmp"' EXIT
 lock_take "$budget_lock" $((RUNNER_LAUNCH_WAIT_S * 10)) \
-  || die 4 "another launch held the budget lock for over RUNNER_LAUNCH_WAIT_S=$RUNNER_LAUNCH_WAIT_S s" "wait for it (runner/status.sh), then launch again"
+  || { [ $? != 2 ] || state_full; die 4 "another launch held the budget lock for over RUNNER_LAUNCH_WAIT_S=$RUNNER_LAUNCH_WAIT_S s" "wait for it (runner/status.sh), then launch again"; }
 
 step_previous "$job"                      # exit 4/5 unless the old record is cleared
 step_pilot_gate "$job" "$kind" "$gate" "$any_epochs"  # exit 6: fold/full without a DONE pilot or E

@@ -22,6 +22,13 @@ from hearsay.deploy.io import COLUMNS, ResumeError
 NOT_UTF8 = b"caf\xe9.wav"  # Latin-1 bytes: no UTF-8 decoding of them exists
 
 
+def _empty_files(root: Path, names) -> None:
+    """An empty file at each relative name under root, its folders made."""
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(b"")
+
+
 def _sha_of(paths: list[str]) -> str:
     """A list's files_sha256 by the rule: the absolute names, NUL-joined."""
     return hashlib.sha256(b"\0".join(os.fsencode(os.path.abspath(p)) for p in paths)).hexdigest()
@@ -84,9 +91,7 @@ def test_one_file_is_its_own_list_whatever_its_name(tmp_path):
 
 
 def test_a_folder_is_walked_case_blind_on_extensions_and_counts_what_it_skips(tmp_path):
-    for name in ("B.WAV", "a.Flac", "notes.txt", ".hidden.wav", ".git/x.wav", "z/y.mp3"):
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_bytes(b"")
+    _empty_files(tmp_path, ("B.WAV", "a.Flac", "notes.txt", ".hidden.wav", ".git/x.wav", "z/y.mp3"))
     got = inputs.resolve(tmp_path, None)
     assert got.root == tmp_path and got.where == f"under {tmp_path}"
     assert [p.relative_to(tmp_path).as_posix() for p in got.files] == ["B.WAV", "a.Flac",
@@ -98,12 +103,9 @@ def test_a_folder_is_walked_case_blind_on_extensions_and_counts_what_it_skips(tm
 
 
 def test_a_folder_reached_twice_is_walked_once_under_its_first_name_in_sorted_order(tmp_path):
-    (tmp_path / "z_real").mkdir()
-    (tmp_path / "z_real" / "x.wav").write_bytes(b"")
+    _empty_files(tmp_path, ("z_real/x.wav", ".dot/deep/y.wav"))  # .dot: hidden all the way down
     (tmp_path / "a_link").symlink_to(tmp_path / "z_real", target_is_directory=True)
     (tmp_path / "m_link").symlink_to(tmp_path / "z_real", target_is_directory=True)
-    (tmp_path / ".dot" / "deep").mkdir(parents=True)  # hidden all the way down
-    (tmp_path / ".dot" / "deep" / "y.wav").write_bytes(b"")
     files, skipped = inputs.find_audio(tmp_path)
     assert [p.relative_to(tmp_path).as_posix() for p in files] == ["a_link/x.wav"]
     assert skipped == Counter({"symlink loop": 2, "hidden": 1})  # m_link, then z_real itself
@@ -112,18 +114,14 @@ def test_a_folder_reached_twice_is_walked_once_under_its_first_name_in_sorted_or
 def test_rows_come_in_the_text_order_of_their_relative_paths(tmp_path):
     """`a-b/x.wav` before `a/y.wav` ('-' sorts before '/', as `sort` in the C locale has it),
     though the walk enters `a` first: one order for every walk, whatever the folder tree."""
-    for name in ("a/y.wav", "a-b/x.wav", "a/b/z.wav", "A.wav"):
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_bytes(b"")
+    _empty_files(tmp_path, ("a/y.wav", "a-b/x.wav", "a/b/z.wav", "A.wav"))
     files, _ = inputs.find_audio(tmp_path)
     assert [p.relative_to(tmp_path).as_posix() for p in files] == ["A.wav", "a-b/x.wav",
                                                                     "a/b/z.wav", "a/y.wav"]
 
 
 def test_folders_that_cannot_be_listed_are_counted_and_the_walk_goes_on(tmp_path, monkeypatch):
-    for name in ("locked/x.wav", "open/y.wav", "shut/z.wav"):
-        (tmp_path / name).parent.mkdir(exist_ok=True)
-        (tmp_path / name).write_bytes(b"")
+    _empty_files(tmp_path, ("locked/x.wav", "open/y.wav", "shut/z.wav"))
     scandir = os.scandir
 
     def refuse_two(path):
@@ -140,8 +138,7 @@ def test_folders_that_cannot_be_listed_are_counted_and_the_walk_goes_on(tmp_path
 def test_an_entry_whose_kind_cannot_be_read_is_taken_as_a_file(tmp_path, monkeypatch):
     """is_dir() raising (a stat refused mid-walk): the entry is a file, judged by its name, never
     walked as a folder (it would be counted unreadable and its name lost)."""
-    (tmp_path / "odd.wav").write_bytes(b"")
-    (tmp_path / "fine.wav").write_bytes(b"")
+    _empty_files(tmp_path, ("odd.wav", "fine.wav"))
     scandir = os.scandir
 
     class Unknown:

@@ -155,7 +155,8 @@ lock_break() {
 }
 
 # lock_take DIR [TRIES]: take the lock, waiting 0.1 s between TRIES (default 50); a stale lock is
-# broken. 1 when it stays held, or when the owner file cannot be written (then no lock is left).
+# broken. 1 when it stays held; 2 when the owner file cannot be written (a full disk: then no lock
+# is left).
 lock_take() {
   local dir=$1 tries=${2:-50} i=0
   while ! mkdir "$dir" 2>/dev/null; do
@@ -169,7 +170,7 @@ lock_take() {
     || ! mv -f "$dir/.owner.$$" "$dir/owner" 2>/dev/null; then
     rm -rf "$dir"
     echo "runner: cannot write the owner of lock $dir (disk full?)" >&2
-    return 1
+    return 2
   fi
 }
 

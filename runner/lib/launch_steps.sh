@@ -280,6 +280,7 @@ on_launch_exit() {
   hold_release "$job" 2>/dev/null
   if rec_exists "$job" && [ "$(rec_state "$job")" != PROVISIONED ]; then
     [ "$rc" -ne 0 ] || rc=1
+    rec_reserve_free "$job"   # its ending starts: room for the lock's owner and finish_job's writes
     rec_lock "$job" 3000
     until=$(($(now) + RUNNER_LABEL_LAG_S + 10))
     while ! finish_job "$job" LAUNCH_FAILED "${instance:-}"; do
@@ -329,8 +330,9 @@ step_create() {
   # ends the box if no chain starts by HEARSAY_PROVISION_BY (the boot deadline and three ssh calls
   # from now, and RUNNER_PROVISION_SLACK_S), or past HEARSAY_DEADLINE, with or without this laptop.
   provision_by=$(($(now) + $(calc 'b + 3 * s + m' b="$RUNNER_BOOT_DEADLINE_S" s="$RUNNER_SSH_TIMEOUT_S" m="$RUNNER_PROVISION_SLACK_S" | cut -d. -f1)))
-  # the record first, whole: every field the teardown reads is written before the create is asked
-  # (asked last: from then on a box may carry the label), so a full disk stops here, nothing rented
+  # the record first, whole: every field the teardown reads, and the reserve its writes use, is
+  # written before the create is asked (asked last: from then on a box may carry the label), so a
+  # full disk stops here, nothing rented
   if ! { rec_set "$1" launcher "$$" &&
     rec_set "$1" launcher_start "$(proc_start "$$")" &&
     rec_set "$1" gen "$gen" &&
@@ -353,6 +355,7 @@ step_create() {
     rec_set "$1" dups_seen 0 &&   # until a listing in the label window shows them all (label_settled)
     rec_set "$1" dup_sweep pending &&   # born unsettled: a create the CLI resends may rent twice
     rec_set "$1" provision_by "$provision_by" &&
+    rec_reserve "$1" &&                 # room for the teardown's writes if the disk fills later
     rec_set "$1" asked 1; }; then
     die 1 "cannot write job $1's record under $RUNNER_STATE before its create: nothing was rented" "free space under RUNNER_STATE, then launch again"
   fi

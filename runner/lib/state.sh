@@ -8,7 +8,7 @@
 #   campaign_wait (when the reaper first left it to finish a push past that) end_reason (why it ended)
 #   provision_by (epoch s: its box's on-start guard ends a box no chain reached by then) dups_seen
 #   (0 from the create, 1 once a listing showed its own box, so any duplicate of its label too:
-#   runner/lib/teardown.sh unseen_rental)
+#   runner/lib/teardown.sh unseen_rental); .reserve (ballast: rec_reserve)
 # States: CREATING (create asked, id not yet known) → CREATED (id persisted) → RUNNING (box up) →
 #         PROVISIONED (chain confirmed running) ; DESTROYING ; ORPHAN (destroy not confirmed).
 # A record leaves jobs/ (moved to archive/) only after its instance is confirmed gone.
@@ -51,17 +51,49 @@ rec_created() {
   printf '%s\n' "${c%%.*}"
 }
 
-# rec_lock JOB / rec_unlock JOB: serialise changes to one record (launcher vs reaper).
-rec_lock() { lock_take "$RUNNER_STATE/jobs/.$1.lock" "${2:-600}"; }
+# rec_lock JOB [TRIES] / rec_unlock JOB: serialise changes to one record (launcher vs reaper). On a
+# full disk (the lock's owner cannot be written) the record's reserve (rec_reserve) is given back
+# and the lock taken again: whoever locks a record then may have to end it, and needs the room.
+rec_lock() {
+  local rc=0
+  lock_take "$RUNNER_STATE/jobs/.$1.lock" "${2:-600}" || rc=$?
+  if [ "$rc" = 2 ] && [ -e "$(rec_dir "$1")/.reserve" ]; then
+    rec_reserve_free "$1"
+    log_event "job $1: its record's reserve given back (the state disk is full)"
+    rc=0; lock_take "$RUNNER_STATE/jobs/.$1.lock" "${2:-600}" || rc=$?
+  fi
+  return "$rc"
+}
 rec_unlock() { lock_drop "$RUNNER_STATE/jobs/.$1.lock"; }
 
 rec_state() { rec_get "$1" state; }
+
+# rec_reserve JOB: RUNNER_RECORD_RESERVE_KB KiB of ballast in the record (.reserve), written with
+# its fields before the create is asked; rec_reserve_free JOB gives it back as the record's ending
+# starts (a launch's exit path, finish_job, and rec_archive for the endings that do not go through
+# them). A state disk that fills while the box is rented then still has room for the ending's own
+# writes (the lock's owner, the id, state, reason and dups_seen, a page each, and the archive's),
+# so a full disk cannot keep a label from settling and turn a destroyed box into an ORPHAN.
+# 1 (said on stderr) when it cannot be written.
+rec_reserve() {
+  local f
+  f=$(rec_dir "$1")/.reserve
+  case $RUNNER_RECORD_RESERVE_KB in
+    '' | *[!0-9]*) echo "runner: RUNNER_RECORD_RESERVE_KB must be a whole number of KiB, not '$RUNNER_RECORD_RESERVE_KB'" >&2; return 1 ;;
+  esac
+  if { head -c "$((RUNNER_RECORD_RESERVE_KB * 1024))" /dev/zero >"$f"; } 2>/dev/null; then return 0; fi
+  rm -f "$f" 2>/dev/null
+  echo "runner: cannot write the ${RUNNER_RECORD_RESERVE_KB} KiB reserve of job $1 under $RUNNER_STATE (disk full? free space under RUNNER_STATE)" >&2
+  return 1
+}
+rec_reserve_free() { rm -f "$(rec_dir "$1")/.reserve" 2>/dev/null || true; }
 
 # rec_archive JOB: move the record out of jobs/ (only once its instance is confirmed gone).
 # 1 when the move failed (the record stays in jobs/ and is seen again).
 rec_archive() {
   local d a
   d=$(rec_dir "$1")
+  rec_reserve_free "$1"
   a="$RUNNER_STATE/archive/$1-$(rec_get "$1" gen)-$(now)-$$"
   mkdir -p "$RUNNER_STATE/archive" 2>/dev/null || return 1
   rec_set "$1" state DESTROYED || return 1

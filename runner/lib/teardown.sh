@@ -121,6 +121,7 @@ sweep_pending() {
 finish_job() {
   local job=$1 reason=$2 id rc=0 created settled=0
   rec_exists "$job" || return 0
+  rec_reserve_free "$job"   # the ending's writes have room on a state disk that filled meanwhile
   id=$(rec_get "$job" instance)
   if [ -z "$id" ] && [ -n "${3:-}" ]; then   # the launcher knows an id it could not persist
     id=$3

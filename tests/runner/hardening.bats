@@ -102,6 +102,16 @@ full_state() {
   [ ! -d "$RUNNER_STATE/jobs/fold4" ]
 }
 
+@test "a full state disk at the launch's start is named as such (exit 1), never as another launch holding the lock (4)" {
+  full_state
+  head -c 8192 /dev/zero >>"$RUNNER_STATE/fill" 2>/dev/null || true   # not one page left
+  run launch --yes probe
+  echo "$output"; [ "$status" -eq 1 ]
+  [[ "$output" == *"nothing can be written under RUNNER_STATE=$RUNNER_STATE (disk full?): nothing was rented"* ]]
+  [[ "$output" != *"another launch"* ]]
+  [ "$(created_count)" -eq 0 ]
+}
+
 @test "the state disk filling before the create: nothing is rented (exit 1, the full disk named); the reaper clears the record" {
   full_state
   rm "$RUNNER_STATE/fill"                           # room for the launch's steps up to the go-ahead
@@ -127,6 +137,46 @@ full_state() {
   [ ! -d "$RUNNER_STATE/jobs/probe" ]
   [ "$(created_count)" -eq 0 ]
   [ ! -s "$LEDGER" ] || [ "$(ledger_rows)" -eq 0 ]
+}
+
+@test "the state disk filling while the create is in flight: the record's reserve lets the box be destroyed, its label settled and the record archived (exit 1, not 7)" {
+  full_state
+  rm "$RUNNER_STATE/fill"                           # room for the launch up to its create
+  export RUNNER_LABEL_LAG_S=3
+  fault '[{"op": "create", "kind": "delay", "delay_s": 3}]'
+  launch --yes probe 2>"$W/err" 3>&- &
+  pid=$!
+  wait_for 60 test -e "$RUNNER_STATE/jobs/probe/asked"   # the create is asked, its answer 3 s away
+  [ "$(stat -c %s "$RUNNER_STATE/jobs/probe/.reserve")" -eq $((64 * 1024)) ]
+  head -c 1000000 /dev/zero >"$RUNNER_STATE/fill" 2>/dev/null || true   # full, to the last page
+  rc=0; wait "$pid" || rc=$?
+  cat "$W/err"
+  [ "$rc" -eq 1 ]                                   # the launch failed; nothing is left billing
+  grep -q "^runner: cannot persist instance [0-9]* of job probe" "$W/err"
+  grep -q "^runner: instance [0-9]* of job probe destroyed (confirmed gone" "$W/err"
+  [[ "$(cat "$W/err")" != *"could NOT be confirmed"* ]]   # its label settled: the sweep knew its id
+  [ "$(created_count)" -eq 1 ]
+  [ "$(live_count)" -eq 0 ]
+  [ ! -d "$RUNNER_STATE/jobs/probe" ]
+  [ "$(cat "$RUNNER_STATE"/archive/probe-*/result)" = LAUNCH_FAILED ]
+  [ -z "$(find "$RUNNER_STATE" -name .reserve)" ]  # the ballast is not archived
+  [ "$(ledger_rows)" -eq 1 ]
+  [ "$(open_rows)" -eq 0 ]
+  [ "$(tail -n 1 "$LEDGER" | awk -F, '{ print $13 }')" = LAUNCH_FAILED ]
+}
+
+@test "the state disk full when the reaper ends a box past its deadline: the record's reserve gives the ending room (one cycle: destroyed, row closed with its reason, archived)" {
+  rent pilot PROVISIONED g-1 >/dev/null
+  head -c $((64 * 1024)) /dev/zero >"$RUNNER_STATE/jobs/pilot/.reserve"   # what the launch wrote
+  echo $(($(date -u +%s) - 5)) >"$RUNNER_STATE/jobs/pilot/deadline"
+  full_state
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(live_count)" -eq 0 ]
+  [ "$(open_rows)" -eq 0 ]
+  [ "$(tail -n 1 "$LEDGER" | awk -F, '{ print $13 }')" = DEADLINE ]
+  [ ! -d "$RUNNER_STATE/jobs/pilot" ]
+  [ "$(cat "$RUNNER_STATE"/archive/pilot-*/result)" = DEADLINE ]
 }
 
 @test "an unlabelled instance in the account: the budget reads its dph_total (empty fields kept) and counts it" {
