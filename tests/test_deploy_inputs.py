@@ -1,13 +1,15 @@
 """hearsay-score's inputs in-process: what a list names (its lines, duplicates, the run record's
 sha of its absolute paths), a single file, a folder's walk (extensions, dot-names, a folder
-reached twice, one that cannot be listed, the rows' order), and --resume's guards on the
-partial file's rows. The scorer's own tests (tests/test_deploy*.py) show the same end to end."""
+reached twice, one that cannot be listed, the rows' order), the usage errors, the run record
+(its fields, where it lives), and --resume's guards on the partial file's rows. The scorer's
+own tests (tests/test_deploy*.py) show the same end to end."""
 
 from __future__ import annotations
 
 import csv
 import hashlib
 import io
+import json
 import os
 import sys
 from collections import Counter
@@ -154,6 +156,89 @@ def test_an_entry_whose_kind_cannot_be_read_is_taken_as_a_file(tmp_path, monkeyp
     monkeypatch.setattr(inputs.os, "scandir", odd_unknown)
     files, skipped = inputs.find_audio(tmp_path)
     assert [p.name for p in files] == ["fine.wav", "odd.wav"] and skipped == Counter()
+
+
+# --------------------------------------------------------------------------- usage
+
+MISSING_FIX = ("pass a folder of clips, a file, or --files-from LIST; in a container: "
+               'docker run --rm -v "$PWD:/data" hearsay-score clips/')
+
+
+@pytest.mark.parametrize("clips, files_from, why", [
+    ("list.txt", "list.txt", "give CLIPS (a folder or a file) or --files-from LIST, not both"),
+    (None, None, "nothing to score: give a folder of clips, a file, or --files-from LIST "
+                 "(- for stdin)"),
+    ("-", None, "'-' is not a folder or a file: to read a list of paths from stdin, pass "
+                "--files-from -"),
+    ("nowhere", None, "{tmp}/nowhere is not a folder or a file (" + MISSING_FIX + ")"),
+])
+def test_each_usage_error_is_named_before_any_work(tmp_path, clips, files_from, why):
+    (tmp_path / "list.txt").write_text("a.wav\n")
+    clips = None if clips is None else tmp_path / clips if clips != "-" else Path("-")
+    files_from = None if files_from is None else str(tmp_path / files_from)
+    assert inputs.usage_error(clips, files_from) == why.format(tmp=tmp_path)
+    with pytest.raises(inputs.InputError) as err:
+        inputs.resolve(clips, files_from)
+    assert str(err.value) == why.format(tmp=tmp_path)
+
+
+def test_a_dangling_link_is_a_file_to_score_not_a_usage_error(tmp_path):
+    """It is named, so it gets a row (its failure said there), never a usage error."""
+    (tmp_path / "gone.wav").symlink_to(tmp_path / "nowhere.wav")
+    assert inputs.usage_error(tmp_path / "gone.wav", None) == ""
+    assert inputs.resolve(tmp_path / "gone.wav", None).files == [tmp_path / "gone.wav"]
+
+
+def test_a_list_on_stdin_is_said_to_be_on_stdin(monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"x.wav\n")))
+    got = inputs.resolve(None, "-")
+    assert (got.root, got.files, got.where) == (None, [Path("x.wav")], "on stdin")
+
+
+# --------------------------------------------------------------------------- the run record
+
+
+def test_the_run_record_names_inputs_options_engine_and_model(tmp_path):
+    from importlib import metadata
+
+    from hearsay.deploy import ScoreConfig
+
+    (tmp_path / "clips").mkdir()
+    args = SimpleNamespace(clips=tmp_path / "clips", format="jsonl",
+                           windows_csv=tmp_path / "w.csv")
+    cfg = ScoreConfig(hop_s=2.5, max_decode_s=60.0, max_decode_mb=512, variant="int8")
+    rec = inputs.run_record(args, cfg, "ab" * 32)
+    st = os.stat(tmp_path / "clips")
+    assert rec == {"clips": str(tmp_path / "clips"), "clips_id": f"{st.st_dev}:{st.st_ino}",
+                   "format": "jsonl", "first_window": False, "hop_s": 2.5,
+                   "windows_csv": str(tmp_path / "w.csv"), "max_decode_s": 60.0,
+                   "max_decode_mb": 512, "variant": "int8", "model_sums_sha256": "ab" * 32,
+                   "engine": f"onnxruntime {metadata.version('onnxruntime')}",
+                   "hearsay": metadata.version("hearsay"), "columns": COLUMNS}
+    # the campaign's first window has no hop; a list's source replaces the folder's; no
+    # --format or --windows-csv on args: csv and none
+    first = inputs.run_record(SimpleNamespace(clips=None), ScoreConfig(first_window=True),
+                              "cd", source={"clips": None, "files": 2})
+    assert (first["hop_s"], first["first_window"], first["format"], first["windows_csv"]) == \
+        (None, True, "csv", None)
+    assert (first["clips"], first["files"]) == (None, 2)
+
+
+def test_the_record_lives_beside_the_partial_file_and_goes_with_it(tmp_path):
+    out = tmp_path / "scores.csv"
+    assert inputs.record_path(out) == tmp_path / "scores.csv.partial.json"
+    inputs.write_record(out, {"a": 1})
+    assert json.loads((tmp_path / "scores.csv.partial.json").read_text()) == {"a": 1}
+    inputs.drop_record(out)
+    assert not (tmp_path / "scores.csv.partial.json").exists()
+    inputs.drop_record(out)  # twice: nothing to remove is no error
+    inputs.write_record(None, {"a": 1})  # stdout: no record at all
+    inputs.drop_record(None)
+    assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_an_uninstalled_package_has_version_unknown():
+    assert inputs._version("no-such-distribution-hearsay") == "unknown"
 
 
 # --------------------------------------------------------------------------- --resume's guards
