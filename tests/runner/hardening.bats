@@ -14,14 +14,15 @@ teardown() {
 # old PATH: set PATH's mtime a minute back (an empty lock left by a crash or a full disk)
 old() { touch -d "@$(($(date -u +%s) - 60))" "$1"; }
 
-# full_state: RUNNER_STATE on a small tmpfs, filled but for one page (room for one lock's owner)
+# full_state [SIZE]: RUNNER_STATE on a small tmpfs (256k), filled but for one page (room for one
+# lock's owner)
 full_state() {
   local mnt=$BATS_TEST_TMPDIR/mnt
   mkdir -p "$mnt"
-  mount -t tmpfs -o size=256k tmpfs "$mnt" 2>/dev/null || skip "cannot mount a tmpfs here (needs root)"
+  mount -t tmpfs -o "size=${1:-256k}" tmpfs "$mnt" 2>/dev/null || skip "cannot mount a tmpfs here (needs root)"
   cp -a "$RUNNER_STATE/." "$mnt/"
   export RUNNER_STATE=$mnt
-  head -c 1000000 /dev/zero >"$mnt/fill" 2>/dev/null || true
+  head -c 4000000 /dev/zero >"$mnt/fill" 2>/dev/null || true
   truncate -s -4096 "$mnt/fill"
 }
 
@@ -165,18 +166,21 @@ full_state() {
   [ "$(tail -n 1 "$LEDGER" | awk -F, '{ print $13 }')" = LAUNCH_FAILED ]
 }
 
-@test "the state disk full when the reaper ends a box past its deadline: the record's reserve gives the ending room (one cycle: destroyed, row closed with its reason, archived)" {
-  rent pilot PROVISIONED g-1 >/dev/null
-  head -c $((64 * 1024)) /dev/zero >"$RUNNER_STATE/jobs/pilot/.reserve"   # what the launch wrote
-  echo $(($(date -u +%s) - 5)) >"$RUNNER_STATE/jobs/pilot/deadline"
-  full_state
+@test "the state disk full when the reaper ends a campaign's six boxes past their deadlines: each record's reserve gives its ending room (one cycle: all destroyed, rows closed with their reason, archived)" {
+  for job in pilot fold0 fold1 fold2 fold3 fold4; do
+    rent "$job" PROVISIONED g-1 >/dev/null
+    head -c $((64 * 1024)) /dev/zero >"$RUNNER_STATE/jobs/$job/.reserve"   # what the launch wrote
+    echo $(($(date -u +%s) - 5)) >"$RUNNER_STATE/jobs/$job/deadline"
+  done
+  full_state 1m
   run reaper_once
   echo "$output"; [ "$status" -eq 0 ]
   [ "$(live_count)" -eq 0 ]
+  [ "$(ledger_rows)" -eq 6 ]
   [ "$(open_rows)" -eq 0 ]
-  [ "$(tail -n 1 "$LEDGER" | awk -F, '{ print $13 }')" = DEADLINE ]
-  [ ! -d "$RUNNER_STATE/jobs/pilot" ]
-  [ "$(cat "$RUNNER_STATE"/archive/pilot-*/result)" = DEADLINE ]
+  [ "$(awk -F, 'NF == 13 && $13 == "DEADLINE"' "$LEDGER" | wc -l)" -eq 6 ]   # each closing row
+  [ -z "$(ls "$RUNNER_STATE/jobs")" ]
+  [ "$(cat "$RUNNER_STATE"/archive/*/result | sort | uniq -c | awk '{ print $1, $2 }')" = "6 DEADLINE" ]
 }
 
 @test "an unlabelled instance in the account: the budget reads its dph_total (empty fields kept) and counts it" {
