@@ -58,7 +58,9 @@
 # One job's failure (full disk, lock, destroy not confirmed) is logged and that job backs off
 # (RUNNER_REAPER_POLL_S doubling per failure in a row, up to RUNNER_REAPER_JOB_BACKOFF_S; --once
 # ignores the wait); the reaper goes on with the other jobs. Stale locks (owner gone, pid reused,
-# or empty and older than RUNNER_LOCK_STALE_S) are broken.
+# or empty and older than RUNNER_LOCK_STALE_S) are broken. On a full disk a record's lock is taken
+# with the room of its reserve (jobs/JOB/.reserve, RUNNER_RECORD_RESERVE_KB), so its ending has
+# room to be written; a live record gets its reserve again once its disk has 16 times it free.
 #
 # Exit codes: 0 ok; 2 usage, or a malformed RUNNER_CAMPAIGN_DEADLINE or RUNNER_CAMPAIGN_GRACE_S; 4 another reaper is running; 5 (--once) the listing failed;
 #   10 missing dependency; 11 no API key; 12 the reaper lock's owner cannot be written (RUNNER_STATE

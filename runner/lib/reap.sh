@@ -17,6 +17,7 @@ reap_cycle() {
     # jobs go on
     if reap_job "$job" "$list"; then
       rm -f "$(rec_dir "$job")/retry" 2>/dev/null || true
+      rec_reserve_renew "$job"       # a reserve a full disk took, back once there is room
     else
       job_failed "$job"
     fi

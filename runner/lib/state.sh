@@ -88,6 +88,20 @@ rec_reserve() {
 }
 rec_reserve_free() { rm -f "$(rec_dir "$1")/.reserve" 2>/dev/null || true; }
 
+# rec_reserve_renew JOB: a live record whose reserve was given back while its box runs on (its lock
+# taken on a full disk) gets it again once its disk has 16 times the reserve free (runner/reaper.sh,
+# each cycle): never written into a disk's last free pages, where it would make the next writer's
+# disk full. A record that is ending (CREATING, DESTROYING, ORPHAN) is left as it is.
+rec_reserve_renew() {
+  local d free_kb
+  d=$(rec_dir "$1")
+  [ -d "$d" ] && [ ! -e "$d/.reserve" ] && [ -n "$(rec_get "$1" asked)" ] || return 0
+  case $(rec_state "$1") in CREATED | RUNNING | PROVISIONED) ;; *) return 0 ;; esac
+  free_kb=$(df -Pk "$d" 2>/dev/null | awk 'NR == 2 { print $4 }')
+  is_number "$free_kb" && [ "$free_kb" -ge $((RUNNER_RECORD_RESERVE_KB * 16)) ] || return 0
+  if rec_reserve "$1" 2>/dev/null; then log_event "job $1: its record's reserve written again"; fi
+}
+
 # rec_archive JOB: move the record out of jobs/ (only once its instance is confirmed gone).
 # 1 when the move failed (the record stays in jobs/ and is seen again).
 rec_archive() {

@@ -183,6 +183,26 @@ full_state() {
   [ "$(cat "$RUNNER_STATE"/archive/*/result | sort | uniq -c | awk '{ print $1, $2 }')" = "6 DEADLINE" ]
 }
 
+@test "a reserve a full disk took is written again once the disk has room (16 times it free), never into the last free pages" {
+  rent fold0 PROVISIONED g-1 >/dev/null
+  echo 1 >"$RUNNER_STATE/jobs/fold0/asked"
+  head -c $((64 * 1024)) /dev/zero >"$RUNNER_STATE/jobs/fold0/.reserve"   # what the launch wrote
+  full_state 2m
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(live_count)" -eq 1 ]                        # a healthy box runs on
+  [ ! -e "$RUNNER_STATE/jobs/fold0/.reserve" ]      # given back: its lock's owner needed the room
+  truncate -s -$((512 * 1024)) "$RUNNER_STATE/fill"   # 512 KiB free: under 16 x 64 KiB
+  run reaper_once
+  [ "$status" -eq 0 ]
+  [ ! -e "$RUNNER_STATE/jobs/fold0/.reserve" ]
+  rm "$RUNNER_STATE/fill"
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(stat -c %s "$RUNNER_STATE/jobs/fold0/.reserve")" -eq $((64 * 1024)) ]
+  [ "$(live_count)" -eq 1 ]
+}
+
 @test "an unlabelled instance in the account: the budget reads its dph_total (empty fields kept) and counts it" {
   # on an offer the launcher could rent too (the fake's cheapest host has a CUDA 12.4 driver)
   offer=$(vastai search offers 'num_gpus=1 cuda_max_good>=13.0' --order dph_total --limit 1 --raw | jq '.[0].id')
