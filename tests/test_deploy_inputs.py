@@ -174,7 +174,8 @@ MISSING_FIX = ("pass a folder of clips, a file, or --files-from LIST; in a conta
 ])
 def test_each_usage_error_is_named_before_any_work(tmp_path, clips, files_from, why):
     (tmp_path / "list.txt").write_text("a.wav\n")
-    clips = None if clips is None else tmp_path / clips if clips != "-" else Path("-")
+    if clips is not None:
+        clips = Path("-") if clips == "-" else tmp_path / clips
     files_from = None if files_from is None else str(tmp_path / files_from)
     assert inputs.usage_error(clips, files_from) == why.format(tmp=tmp_path)
     with pytest.raises(inputs.InputError) as err:
@@ -209,9 +210,10 @@ def test_the_run_record_names_inputs_options_engine_and_model(tmp_path):
     cfg = ScoreConfig(hop_s=2.5, max_decode_s=60.0, max_decode_mb=512, variant="int8")
     rec = inputs.run_record(args, cfg, "ab" * 32)
     st = os.stat(tmp_path / "clips")
-    assert rec == {"clips": str(tmp_path / "clips"), "clips_id": f"{st.st_dev}:{st.st_ino}",
+    real = Path(os.path.realpath(tmp_path))  # the record names real paths (tmp may be a link)
+    assert rec == {"clips": str(real / "clips"), "clips_id": f"{st.st_dev}:{st.st_ino}",
                    "format": "jsonl", "first_window": False, "hop_s": 2.5,
-                   "windows_csv": str(tmp_path / "w.csv"), "max_decode_s": 60.0,
+                   "windows_csv": str(real / "w.csv"), "max_decode_s": 60.0,
                    "max_decode_mb": 512, "variant": "int8", "model_sums_sha256": "ab" * 32,
                    "engine": f"onnxruntime {metadata.version('onnxruntime')}",
                    "hearsay": metadata.version("hearsay"), "columns": COLUMNS}
