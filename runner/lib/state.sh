@@ -11,7 +11,8 @@
 #   runner/lib/teardown.sh unseen_rental); .reserve (ballast: rec_reserve)
 # States: CREATING (create asked, id not yet known) → CREATED (id persisted) → RUNNING (box up) →
 #         PROVISIONED (chain confirmed running) ; DESTROYING ; ORPHAN (destroy not confirmed).
-# A record leaves jobs/ (moved to archive/) only after its instance is confirmed gone.
+# A record leaves jobs/ (moved to archive/; removed when it cannot be: rec_archive) only after its
+# instance is confirmed gone.
 
 rec_dir() { printf '%s/jobs/%s\n' "$RUNNER_STATE" "$1"; }
 
@@ -102,17 +103,24 @@ rec_reserve_renew() {
   if rec_reserve "$1" 2>/dev/null; then log_event "job $1: its record's reserve written again"; fi
 }
 
-# rec_archive JOB: move the record out of jobs/ (only once its instance is confirmed gone).
-# 1 when the move failed (the record stays in jobs/ and is seen again).
+# rec_archive JOB: move the record out of jobs/ (only once its ending is complete: its instance
+# confirmed gone, its ledger rows written, its label settled). A record that cannot be archived
+# (a full disk) has nothing left to guard: it is removed instead, said on stderr (its rental is in
+# the ledger; only its history under archive/ is lost). 1 when even that failed (the record stays
+# in jobs/ and is seen again).
 rec_archive() {
   local d a
   d=$(rec_dir "$1")
   rec_reserve_free "$1"
   a="$RUNNER_STATE/archive/$1-$(rec_get "$1" gen)-$(now)-$$"
-  mkdir -p "$RUNNER_STATE/archive" 2>/dev/null || return 1
-  rec_set "$1" state DESTROYED || return 1
-  mv "$d" "$a" || return 1
-  log_event "job $1 archived to $a"
+  if mkdir -p "$RUNNER_STATE/archive" 2>/dev/null && rec_set "$1" state DESTROYED 2>/dev/null \
+    && mv "$d" "$a" 2>/dev/null; then
+    log_event "job $1 archived to $a"
+    return 0
+  fi
+  rm -rf "$d" 2>/dev/null && [ ! -e "$d" ] || return 1
+  echo "runner: job $1's record could not be archived under $RUNNER_STATE (disk full?): removed, its ending complete (the ledger holds whatever it rented)" >&2
+  log_event "job $1: record removed, not archived"
 }
 
 # jobs_list: the job names with a live record.

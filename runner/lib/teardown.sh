@@ -5,6 +5,16 @@
 # shellcheck source=runner/lib/gone.sh
 . "$RUNNER_ROOT/lib/gone.sh"
 
+# rec_instance JOB: the record's instance id; or, when this process holds one it could not write
+# there (finish_job's ID on a full disk: held_job, held_id), that one, so the label's sweep still
+# knows which box is the record's own.
+rec_instance() {
+  local id
+  id=$(rec_get "$1" instance)
+  if [ -z "$id" ] && [ "${held_job:-}" = "$1" ]; then id=${held_id:-}; fi
+  printf '%s\n' "$id"
+}
+
 # adopt_by_label JOB [LISTFILE]: for a record whose create answered badly (no id persisted), look for
 # an instance carrying its label (in LISTFILE, a vast_list the caller has just taken, else a fresh
 # one). 0 = found and adopted (id persisted, ledger row written); 2 = confirmed none after
@@ -125,7 +135,10 @@ finish_job() {
   id=$(rec_get "$job" instance)
   if [ -z "$id" ] && [ -n "${3:-}" ]; then   # the launcher knows an id it could not persist
     id=$3
-    rec_set "$job" instance "$id" || say "job $job: instance $id could not be written to its record; destroying it anyway"
+    if ! rec_set "$job" instance "$id"; then
+      say "job $job: instance $id could not be written to its record; destroying it anyway"
+      held_job=$job held_id=$id   # rec_instance: the label sweep knows it all the same
+    fi
   fi
   if [ -z "$id" ]; then
     adopt_by_label "$job" || rc=$?
@@ -185,7 +198,7 @@ finish_job() {
 # 0 = no duplicate left, 1 = one could not be confirmed destroyed.
 sweep_duplicates() {
   local job=$1 list=$2 own label id created lj rc=0
-  own=$(rec_get "$job" instance)
+  own=$(rec_instance "$job")
   label=$(rec_get "$job" label)
   [ -n "$own" ] && [ -n "$label" ] || return 0
   # the record's own label (this operator's PREFIX.OPERATOR:…, or an older runner's PREFIX:…)
@@ -249,7 +262,7 @@ label_settled() {
   [ "$(rec_get "$job" dups_seen)" != 1 ] || return 0
   t=$(list_taken_at "$list")
   pb=$(rec_get "$job" provision_by)
-  own=$(rec_get "$job" instance)
+  own=$(rec_instance "$job")
   is_number "$t" && lag_end=$(label_lag_end "$job") && [ -n "$own" ] || return 1
   if is_number "$pb" && [ "$t" -ge "${pb%%.*}" ]; then return 0; fi
   [ "$t" -ge "$lag_end" ] || return 1

@@ -113,7 +113,7 @@ full_state() {
   [ "$(created_count)" -eq 0 ]
 }
 
-@test "the state disk filling before the create: nothing is rented (exit 1, the full disk named); the reaper clears the record" {
+@test "the state disk filling before the create: nothing is rented (exit 1, the full disk named); the record that cannot be archived is removed" {
   full_state
   rm "$RUNNER_STATE/fill"                           # room for the launch's steps up to the go-ahead
   mkfifo "$W/answer"
@@ -130,12 +130,11 @@ full_state() {
   [ "$rc" -eq 1 ]                                   # not 7: no box can be left behind
   [ "$(created_count)" -eq 0 ]                      # the record comes first: no create without it
   grep -qx "runner: cannot write job probe's record under $RUNNER_STATE before its create: nothing was rented (free space under RUNNER_STATE, then launch again)" "$W/err"
-  [ "$(tail -n 1 "$W/err")" = "runner: job probe's record could not be archived (disk full?); nothing was rented: runner/reaper.sh or the next launch clears it" ]
-  [ ! -e "$RUNNER_STATE/jobs/probe/asked" ]
-  rm "$RUNNER_STATE/fill"                           # the disk is freed: the next cycle clears it
+  [ "$(tail -n 1 "$W/err")" = "runner: job probe's record could not be archived under $RUNNER_STATE (disk full?): removed, its ending complete (the ledger holds whatever it rented)" ]
+  [ ! -d "$RUNNER_STATE/jobs/probe" ]               # nothing left for the reaper to judge
+  rm "$RUNNER_STATE/fill"
   run reaper_once
   echo "$output"; [ "$status" -eq 0 ]
-  [ ! -d "$RUNNER_STATE/jobs/probe" ]
   [ "$(created_count)" -eq 0 ]
   [ ! -s "$LEDGER" ] || [ "$(ledger_rows)" -eq 0 ]
 }
@@ -164,6 +163,33 @@ full_state() {
   [ "$(ledger_rows)" -eq 1 ]
   [ "$(open_rows)" -eq 0 ]
   [ "$(tail -n 1 "$LEDGER" | awk -F, '{ print $13 }')" = LAUNCH_FAILED ]
+}
+
+@test "the same with no reserve (RUNNER_RECORD_RESERVE_KB=0): the launcher's own id settles the label; the record, not archivable, is removed (exit 1, not 7)" {
+  full_state
+  rm "$RUNNER_STATE/fill"
+  export RUNNER_LABEL_LAG_S=3 RUNNER_RECORD_RESERVE_KB=0
+  fault '[{"op": "create", "kind": "delay", "delay_s": 3}]'
+  launch --yes probe 2>"$W/err" 3>&- &
+  pid=$!
+  wait_for 60 test -e "$RUNNER_STATE/jobs/probe/asked"
+  head -c 1000000 /dev/zero >"$RUNNER_STATE/fill" 2>/dev/null || true   # full, to the last page
+  rc=0; wait "$pid" || rc=$?
+  cat "$W/err"
+  [ "$rc" -eq 1 ]
+  grep -q "^runner: job probe: instance [0-9]* could not be written to its record; destroying it anyway" "$W/err"
+  grep -q "^runner: instance [0-9]* of job probe destroyed (confirmed gone" "$W/err"
+  [[ "$(cat "$W/err")" != *"could NOT be confirmed"* ]]   # the sweep used the id it holds
+  grep -q "^runner: job probe's record could not be archived .*: removed" "$W/err"
+  [ "$(created_count)" -eq 1 ]
+  [ "$(live_count)" -eq 0 ]
+  [ ! -d "$RUNNER_STATE/jobs/probe" ]
+  [ "$(ledger_rows)" -eq 1 ]
+  [ "$(open_rows)" -eq 0 ]
+  rm "$RUNNER_STATE/fill"
+  run reaper_once                                   # nothing left to judge: no unseen row either
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(ledger_rows)" -eq 1 ]
 }
 
 @test "the state disk full when the reaper ends a campaign's six boxes past their deadlines: each record's reserve gives its ending room (one cycle: all destroyed, rows closed with their reason, archived)" {
