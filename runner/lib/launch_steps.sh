@@ -280,7 +280,6 @@ on_launch_exit() {
   hold_release "$job" 2>/dev/null
   if rec_exists "$job" && [ "$(rec_state "$job")" != PROVISIONED ]; then
     [ "$rc" -ne 0 ] || rc=1
-    rec_reserve_free "$job"   # its ending starts: room for the lock's owner and finish_job's writes
     rec_lock "$job" 3000
     until=$(($(now) + RUNNER_LABEL_LAG_S + 10))
     while ! finish_job "$job" LAUNCH_FAILED "${instance:-}"; do

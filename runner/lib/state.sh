@@ -71,21 +71,28 @@ rec_state() { rec_get "$1" state; }
 
 # rec_reserve JOB: RUNNER_RECORD_RESERVE_KB KiB of ballast in the record (.reserve), written with
 # its fields before the create is asked; rec_reserve_free JOB gives it back as the record's ending
-# starts (a launch's exit path, finish_job, and rec_archive for the endings that do not go through
-# them). A state disk that fills while the box is rented then still has room for the ending's own
-# writes (the lock's owner, the id, state, reason and dups_seen, a page each, and the archive's),
-# so a full disk cannot keep a label from settling and turn a destroyed box into an ORPHAN.
-# 1 (said on stderr) when it cannot be written.
+# starts (rec_lock on a full disk, finish_job, and rec_archive for the endings that do not go
+# through it). A state disk that fills while the box is rented then still has room for the
+# ending's own writes (the lock's owner, the id, state, reason and dups_seen, a page each, and the
+# archive's), so a full disk cannot keep a label from settling and turn a destroyed box into an
+# ORPHAN. 1 (said on stderr) when it cannot be written.
 rec_reserve() {
-  local f
+  local f kb
   f=$(rec_dir "$1")/.reserve
+  kb=$(reserve_kb) || return 1
+  if { head -c "$((kb * 1024))" /dev/zero >"$f"; } 2>/dev/null; then return 0; fi
+  rm -f "$f" 2>/dev/null
+  echo "runner: cannot write the $kb KiB reserve of job $1 under $RUNNER_STATE (disk full? free space under RUNNER_STATE)" >&2
+  return 1
+}
+
+# reserve_kb: RUNNER_RECORD_RESERVE_KB once checked (a whole number: bash arithmetic on anything
+# else is an error that ends a `set -e` script such as the reaper); 1, said on stderr, otherwise.
+reserve_kb() {
   case $RUNNER_RECORD_RESERVE_KB in
     '' | *[!0-9]*) echo "runner: RUNNER_RECORD_RESERVE_KB must be a whole number of KiB, not '$RUNNER_RECORD_RESERVE_KB'" >&2; return 1 ;;
   esac
-  if { head -c "$((RUNNER_RECORD_RESERVE_KB * 1024))" /dev/zero >"$f"; } 2>/dev/null; then return 0; fi
-  rm -f "$f" 2>/dev/null
-  echo "runner: cannot write the ${RUNNER_RECORD_RESERVE_KB} KiB reserve of job $1 under $RUNNER_STATE (disk full? free space under RUNNER_STATE)" >&2
-  return 1
+  printf '%s\n' "$RUNNER_RECORD_RESERVE_KB"
 }
 rec_reserve_free() { rm -f "$(rec_dir "$1")/.reserve" 2>/dev/null || true; }
 
@@ -94,12 +101,13 @@ rec_reserve_free() { rm -f "$(rec_dir "$1")/.reserve" 2>/dev/null || true; }
 # each cycle): never written into a disk's last free pages, where it would make the next writer's
 # disk full. A record that is ending (CREATING, DESTROYING, ORPHAN) is left as it is.
 rec_reserve_renew() {
-  local d free_kb
+  local d free_kb kb
   d=$(rec_dir "$1")
   [ -d "$d" ] && [ ! -e "$d/.reserve" ] && [ -n "$(rec_get "$1" asked)" ] || return 0
   case $(rec_state "$1") in CREATED | RUNNING | PROVISIONED) ;; *) return 0 ;; esac
+  kb=$(reserve_kb 2>/dev/null) || return 0   # malformed: said by the launch that wrote none
   free_kb=$(df -Pk "$d" 2>/dev/null | awk 'NR == 2 { print $4 }')
-  is_number "$free_kb" && [ "$free_kb" -ge $((RUNNER_RECORD_RESERVE_KB * 16)) ] || return 0
+  is_number "$free_kb" && [ "$free_kb" -ge $((kb * 16)) ] || return 0
   if rec_reserve "$1" 2>/dev/null; then log_event "job $1: its record's reserve written again"; fi
 }
 

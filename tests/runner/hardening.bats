@@ -229,6 +229,19 @@ full_state() {
   [ "$(live_count)" -eq 1 ]
 }
 
+@test "a malformed RUNNER_RECORD_RESERVE_KB never ends the reaper; a launch under it names it and rents nothing" {
+  rent fold0 PROVISIONED g-1 >/dev/null
+  echo 1 >"$RUNNER_STATE/jobs/fold0/asked"           # a live record without its reserve
+  RUNNER_RECORD_RESERVE_KB=64k run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(live_count)" -eq 1 ]
+  [ ! -e "$RUNNER_STATE/jobs/fold0/.reserve" ]
+  RUNNER_RECORD_RESERVE_KB=64k run launch --yes probe
+  echo "$output"; [ "$status" -eq 1 ]
+  [[ "$output" == *"RUNNER_RECORD_RESERVE_KB must be a whole number of KiB, not '64k'"* ]]
+  [ "$(created_count)" -eq 1 ]                     # fold0's box only
+}
+
 @test "an unlabelled instance in the account: the budget reads its dph_total (empty fields kept) and counts it" {
   # on an offer the launcher could rent too (the fake's cheapest host has a CUDA 12.4 driver)
   offer=$(vastai search offers 'num_gpus=1 cuda_max_good>=13.0' --order dph_total --limit 1 --raw | jq '.[0].id')
