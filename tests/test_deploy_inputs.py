@@ -265,10 +265,22 @@ FIX = ("run again with the first run's folder and options, or remove {p} and {r}
 def test_resume_keeps_the_rows_of_this_run(tmp_path, capsys):
     rows = [{"path": "a.wav", "model_sums_sha256": "aa", "variant": "fp32", "score": "0.5"}]
     args = _partial_run(tmp_path, RECORD, rows)
-    kept, windows = inputs.resume_rows(args, dict(RECORD), [])
+    inputs.IdLog(args.output, {"a.wav": [1, 2, 3, 4]}).close()
+    kept, windows, ids = inputs.resume_rows(args, dict(RECORD), [], {"a.wav": [1, 2, 3, 4]})
     assert [(r["path"], r["score"]) for r in kept] == [("a.wav", "0.5")] and windows == []
+    assert ids == {"a.wav": [1, 2, 3, 4]}
     p = tmp_path / "scores.csv.partial"
     assert capsys.readouterr().err == f"hearsay-score: --resume: 1 files already done in {p}\n"
+
+
+@pytest.mark.parametrize("now", [{"a.wav": [1, 2, 3, 5]}, {"a.wav": None}, {}],
+                         ids=["changed", "gone", "not_an_input"])
+def test_resume_scores_again_a_row_whose_file_is_not_the_one_scored(tmp_path, capsys, now):
+    rows = [{"path": "a.wav", "model_sums_sha256": "aa", "variant": "fp32", "score": "0.5"}]
+    args = _partial_run(tmp_path, RECORD, rows)
+    inputs.IdLog(args.output, {"a.wav": [1, 2, 3, 4]}).close()
+    assert inputs.resume_rows(args, dict(RECORD), [], now) == ([], [], {})
+    assert "0 files already done" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("row", [{"model_sums_sha256": "bb", "variant": "fp32"},
@@ -280,7 +292,7 @@ def test_resume_refuses_a_row_of_another_model_even_under_this_runs_record(tmp_p
             {"path": "b.wav", **row}]
     args = _partial_run(tmp_path, RECORD, rows)
     with pytest.raises(ResumeError) as err:
-        inputs.resume_rows(args, dict(RECORD), [])
+        inputs.resume_rows(args, dict(RECORD), [], {})
     p, r = tmp_path / "scores.csv.partial", tmp_path / "scores.csv.partial.json"
     other = (row["model_sums_sha256"], row["variant"])
     assert str(err.value) == (f"{p} holds rows of model {other}, not this run's: "
@@ -291,7 +303,7 @@ def test_resume_names_every_option_that_differs(tmp_path):
     args = _partial_run(tmp_path, RECORD, [])
     now = {**RECORD, "format": "jsonl", "variant": "int8"}
     with pytest.raises(ResumeError) as err:
-        inputs.resume_rows(args, now, [])
+        inputs.resume_rows(args, now, [], {})
     p, r = tmp_path / "scores.csv.partial", tmp_path / "scores.csv.partial.json"
     assert str(err.value) == (f"{p} was written by another run (format 'csv' -> 'jsonl'; "
                               f"variant 'fp32' -> 'int8'): " + FIX.format(p=p, r=r))
@@ -302,7 +314,7 @@ def test_resume_with_an_unreadable_record_says_which_file_and_the_fix(tmp_path):
     r = tmp_path / "scores.csv.partial.json"
     r.write_text("{cut")
     with pytest.raises(ResumeError) as err:
-        inputs.resume_rows(args, dict(RECORD), [])
+        inputs.resume_rows(args, dict(RECORD), [], {})
     p = tmp_path / "scores.csv.partial"
     assert str(err.value).startswith(f"{r} cannot be read (")
     assert str(err.value).endswith("): " + FIX.format(p=p, r=r))
@@ -310,6 +322,6 @@ def test_resume_with_an_unreadable_record_says_which_file_and_the_fix(tmp_path):
 
 def test_resume_without_a_partial_file_scores_everything_and_says_so(tmp_path, capsys):
     args = SimpleNamespace(output=tmp_path / "scores.csv", windows_csv=None)
-    assert inputs.resume_rows(args, dict(RECORD), []) == ([], [])
+    assert inputs.resume_rows(args, dict(RECORD), [], {}) == ([], [], {})
     p = tmp_path / "scores.csv.partial"
     assert capsys.readouterr().err == f"hearsay-score: --resume: no {p}, scoring every file\n"

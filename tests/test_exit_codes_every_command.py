@@ -840,6 +840,16 @@ def _(w, tmp, mp):
     return Call([str(w.clips), *_score(w, "-o", str(tmp))])  # -o is a folder
 
 
+@case("hearsay-score", 6)
+def _(w, tmp, mp):  # another run holds -o: its lock is held here until the module ends
+    from hearsay.deploy import lock
+
+    held = lock.hold([tmp / "o.csv"])
+    held.__enter__()
+    w.request.addfinalizer(lambda: held.__exit__(None, None, None))
+    return Call([str(w.clips), *_score(w, "-o", str(tmp / "o.csv"))])
+
+
 @case("hearsay-score", 130)
 def _(w, tmp, mp):  # patched: a signal arrives while the first rows are written
     from hearsay.deploy import io as deploy_io

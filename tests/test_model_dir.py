@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -79,7 +80,10 @@ def test_front_end_arguments_are_the_ones_the_scorer_prepares_with(folder, tmp_p
     args = model_dir.prepare_args(front)
     assert args == {"max_s": 4.0, "cutoff_hz": 3_000.0, "top_db": 30.0}
     assert model_dir.SAMPLE_RATE == audio.SAMPLE_RATE == front["sample_rate"]
-    monkeypatch.setattr(deploy.engine, "make_session", lambda path, threads=0: None)  # no graph
+    stamped = {"hearsay.front_end": json.dumps(front, sort_keys=True)}  # as the export stamps
+    session = SimpleNamespace(get_modelmeta=lambda: SimpleNamespace(
+        custom_metadata_map=stamped))  # no graph runs here: only its metadata is read
+    monkeypatch.setattr(deploy.engine, "make_session", lambda path, threads=0: session)
     scorer = deploy.load_engine(folder)
     assert scorer.front == args and scorer.min_samples == 0.25 * audio.SAMPLE_RATE
     rng = np.random.default_rng(0)

@@ -65,6 +65,7 @@ def diff_energy_model(folder: Path) -> Path:
          helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["B", "T"])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["B"])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    model.metadata_props.add(key="hearsay.front_end", value=json.dumps(FRONT))  # as exported
     folder.mkdir(parents=True)
     onnx.save(model, folder / "model.onnx")
     (folder / "front_end.json").write_text(json.dumps(FRONT))

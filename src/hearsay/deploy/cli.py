@@ -23,7 +23,8 @@ object a line with the same keys and values):
 
 Every field is quoted and a row is one line (RFC 4180, CRLF). `path` is relative to a folder
 ('/'-separated), or the path as given for a file or a list's line (a byte of a name that is not
-UTF-8, or a control character, written \\xNN, a backslash \\\\; a name starting with = + - @ or
+UTF-8, a control character or a line separator (U+0085, U+2028, U+2029: its UTF-8 bytes),
+written \\xNN, a backslash \\\\; a name starting with = + - @ or
 ' gets one leading ', so a spreadsheet does not run it as a formula); `duration_s` is the
 decoded length in seconds (before trim/cap): only decoded samples are scored, and `header_s` is
 the length the header declares when it differs by more than 50 ms (a cut download); `score` =
@@ -74,9 +75,16 @@ finished rows are already out. --resume keeps FILE.partial's complete rows and s
 only when FILE.partial.json (the run record: clips folder and its device:inode, or the
 listed files' absolute paths; options that change a score, the format, engine, model identity
 and variant) matches this run (jsonl too); otherwise it refuses
-(exit 2) naming what differs. -o and --windows-csv are checked before anything is scored: they
-must be writable regular files (a symlink, FIFO or device is refused: leave -o out and redirect
-stdout instead) and not the same file. Progress goes to
+(exit 2) naming what differs. Each row is bound to its file's identity (device, inode, size,
+mtime_ns; FILE.partial.ids, beside the record): --resume scores again a file replaced or
+rewritten since its row was written, and a file whose identity changes between the scorer
+taking it and its row gets an error row ("changed while scored"), never a score. A partial
+file cut anywhere (inside a character, a quote, a JSON line) loses only its last, cut line.
+One run per output: FILE.lock (pid, host, start) is held while FILE.partial, its record and
+FILE are written; a second run on the same -o exits 6 naming the holder, and a FILE.lock
+whose run is gone is taken over, so said. -o and --windows-csv are checked before anything
+is scored: they must be writable regular files (a symlink, FIFO or device is refused: leave -o
+out and redirect stdout instead) and not the same file. Progress goes to
 stderr (a bar on a terminal, else a line every --progress seconds; windowed runs add the audio
 seconds scored, inside a long file too), then one summary line: scored, failed, skipped (by kind:
 hidden, not audio, symlink loop, unreadable), files whose header disagrees, seconds.
@@ -91,20 +99,26 @@ The same rows from Python: hearsay.deploy.Scorer (api.py; docs/INTERFACES.md). T
 numpy, soundfile, onnxruntime and hearsay's sound, cpu_engine and contracts modules only.
 
 Exit codes: 0 every file scored (or some failed without --strict), 1 some files failed (--strict),
-2 usage (bad arguments, CLIPS missing, '-' as CLIPS (use --files-from -), CLIPS and
---files-from both or neither, LIST unreadable, --resume on another run's partial file, -o and
---windows-csv the same file), 3 model folder missing, incomplete, sha mismatch, not loadable by
-onnxruntime, a front_end.json max_s that is no window length, or $HEARSAY_MODEL_SUMS_SHA256 set
-but empty or malformed, or without the --threshold name or the --llr calibration, 4 no audio
-file under CLIPS (often a mistyped mount) or no path in LIST, 5 -o / --windows-csv not
-writable or not a regular file, or stdout failing (a full disk) (in a container: --user
-"$(id -u)" or a writable mount), 130 interrupted (Ctrl-C, SIGTERM, SIGHUP; finished rows
-kept), 141 stdout closed by its reader (`| head`). A closed stderr loses only the messages.
+2 usage (bad arguments, a numeric option out of its range or not finite: --threshold nan,
+--hop-s inf; CLIPS missing, '-' as CLIPS (use --files-from -), CLIPS and --files-from both or
+neither, LIST unreadable, --resume on another run's partial file or one that is not this
+hearsay-score's (not UTF-8, not its columns), -o and --windows-csv the same file), 3 model
+folder missing, incomplete, sha mismatch, not loadable by onnxruntime, a front_end.json or
+thresholds.json that is not valid (each named: not JSON, a key missing, a value not finite or
+out of range), a front_end.json other than the one the graph carries in its metadata_props, or
+$HEARSAY_MODEL_SUMS_SHA256 set but empty or malformed, or without the --threshold name or the
+--llr calibration, 4 no audio file under CLIPS (often a mistyped mount) or no path in LIST, 5
+-o / --windows-csv not writable or not a regular file (FILE.lock too), or stdout failing (a
+full disk) (in a container: --user "$(id -u)" or a writable mount), 6 -o / --windows-csv held
+by another hearsay-score run (the message names its pid, host and start; wait for it, or pass
+another -o), 130 interrupted (Ctrl-C, SIGTERM, SIGHUP; finished rows kept), 141 stdout closed
+by its reader (`| head`). A closed stderr loses only the messages.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 from pathlib import Path
@@ -112,7 +126,7 @@ from pathlib import Path
 import numpy as np
 
 from hearsay.contracts.model_dir import FRONT_END, INT8, ONNX, PORTABLE, ModelError
-from hearsay.deploy import inputs, io, jsonl, windowed
+from hearsay.deploy import inputs, io, jsonl, lock, windowed
 from hearsay.deploy.engine import (
     ScoreConfig,
     add_decision_args,
@@ -125,6 +139,7 @@ from hearsay.deploy.io import OutputError, Progress, ResumeError, RowSink, say
 DEFAULT_MODEL_DIR = "/opt/hearsay/model"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL, EXIT_NO_AUDIO, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 EXIT_OUTPUT = 5  # -o / --windows-csv not writable (checked before anything is scored)
+EXIT_LOCKED = 6  # -o / --windows-csv held by another run (lock.py)
 EXIT_CLOSED = 141  # stdout closed by its reader (`| head`): 128 + SIGPIPE, as a shell reports it
 FORMATS = {"csv": RowSink, "jsonl": jsonl.JsonlSink}  # --format: the sink that writes the rows
 
@@ -145,21 +160,31 @@ def run(args, cfg: ScoreConfig) -> int:
             f"(the window length, {FRONT_END} max_s)")
         return EXIT_USAGE
     record = inputs.run_record(args, cfg, scorer.model_sha, src.source)
-    kept, kept_windows = (inputs.resume_rows(args, record, windowed.WINDOW_COLUMNS)
-                          if args.resume else ([], []))
-    done = {r["path"] for r in kept}
-    todo = [f for f in files if io.csv_path(src.root, f) not in done]
-    progress, sink, win_sink = Progress(len(files), args.progress), None, None
+    kept, kept_windows, kept_ids = [], [], {}
+    if args.resume:  # a kept row's file must be an input, as it was when scored (file_id)
+        now = {io.csv_path(src.root, f): inputs.file_id(f) for f in files}
+        kept, kept_windows, kept_ids = inputs.resume_rows(args, record, windowed.WINDOW_COLUMNS,
+                                                          now)
+    todo = [f for f in files if io.csv_path(src.root, f) not in kept_ids]
+    progress, sink, win_sink, ids = Progress(len(files), args.progress), None, None, None
+    bound = {}  # row path -> its file's identity, for the chunk being written
+
+    def on_file(path, identity) -> None:
+        bound[io.csv_path(src.root, path)] = identity
+
     try:
         inputs.write_record(args.output, record)  # before the first row of FILE.partial
         sink = FORMATS[args.format](args.output, keep=decider.apply(kept))
+        ids = inputs.IdLog(args.output, kept_ids)  # after the rows they bind
         win_sink = windowed.WindowSink(args.windows_csv, keep=kept_windows)
         if kept:
             progress.update(kept)
-        chunks = rows_of(src.root, todo, scorer, cfg, win_sink.write, progress.audio)
+        chunks = rows_of(src.root, todo, scorer, cfg, win_sink.write, progress.audio, on_file)
         with np.errstate(all="ignore"):  # overflow is checked (isfinite), not warned about
             for rows in chunks:
                 sink.write(decider.apply(rows))
+                ids.write(bound)
+                bound.clear()
                 progress.update(rows)
                 if io.stop_requested():
                     raise KeyboardInterrupt  # a signal whose own raise was swallowed
@@ -169,6 +194,8 @@ def run(args, cfg: ScoreConfig) -> int:
         for s in (sink, win_sink):
             if s is not None:
                 s.abandon()
+        if ids is not None:
+            ids.close()
         progress.close()
         kept = f"; finished rows kept in {sink.partial}" if sink and sink.partial else ""
         if isinstance(err, BrokenPipeError):
@@ -180,6 +207,7 @@ def run(args, cfg: ScoreConfig) -> int:
         say(f"hearsay-score: interrupted after {progress.done}/{len(files)} files{kept} "
             "(--resume goes on from there)")
         return EXIT_INTERRUPTED
+    ids.close()
     inputs.drop_record(args.output)
     progress.close()
     say(progress.summary(skipped))
@@ -230,6 +258,35 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+# Every numeric option: (its flag, lowest, highest) allowed, and POSITIVE ones above 0 too; a
+# value outside, or not finite (nan, inf), is a usage error (exit 2) before any work. --hop-s
+# is also at most the model's max_s (checked once the model folder is read).
+NUMBERS = {"batch_size": ("--batch-size", 1, 4096), "threads": ("--threads", 0, 1024),
+           "progress": ("--progress", 0.0, 86_400.0), "hop_s": ("--hop-s", 0.0, 3600.0),
+           "max_decode_s": ("--max-decode-s", 0.0, 604_800.0),  # a week
+           "max_decode_mb": ("--max-decode-mb", 16, 1 << 20)}  # 16 MiB .. 1 TiB
+POSITIVE = {"hop_s", "max_decode_s"}
+
+
+def number_error(args) -> str:
+    """The message for the first numeric option out of NUMBERS' range (or a --threshold number
+    that is not finite), or ''."""
+    for key, (flag, lo, hi) in NUMBERS.items():
+        value = getattr(args, key)
+        if not (math.isfinite(value) and lo <= value <= hi) or (key in POSITIVE and
+                                                                value <= 0):
+            above = " (above 0)" if key in POSITIVE else ""
+            return f"{flag} {value!r} is not a number in {lo:g}..{hi:g}{above}"
+    try:
+        value = float(args.threshold) if args.threshold is not None else 0.0
+    except ValueError:  # a name: the model folder's thresholds.json judges it
+        value = 0.0
+    if not math.isfinite(value):
+        return (f"--threshold {args.threshold} is not a finite logit: pass a number such as "
+                "0.5, or a name in the model folder's thresholds.json (min_dcf, eer, fa_rate)")
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     io.std_open()
     code = _main(argv)
@@ -238,17 +295,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)  # argparse exits 2 on usage errors
-    if args.batch_size < 1 or args.threads < 0:
-        say("hearsay-score: --batch-size must be >= 1 and --threads >= 0")
-        return EXIT_USAGE
-    usage = inputs.usage_error(args.clips, args.files_from) or \
+    usage = number_error(args) or inputs.usage_error(args.clips, args.files_from) or \
         windowed.window_usage_error(args) or (
         "--resume needs -o FILE (it goes on from FILE.partial)"
         if args.resume and args.output is None else "") or (
         "-o and --windows-csv name the same file: give the windows their own file"
-        if io.same_file(args.output, args.windows_csv) else "") or (
-        "--max-decode-s and --max-decode-mb must be > 0"
-        if not (args.max_decode_s > 0 and args.max_decode_mb > 0) else "")
+        if io.same_file(args.output, args.windows_csv) else "")
     if usage:
         say(f"hearsay-score: {usage}")
         return EXIT_USAGE
@@ -265,7 +317,14 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_OUTPUT
     old = io.stop_on_signals()
     try:
-        return run(args, cfg)
+        with lock.hold([args.output, args.windows_csv]):  # one run per output
+            return run(args, cfg)
+    except lock.LockedError as err:
+        say(f"hearsay-score: {err}")
+        return EXIT_LOCKED
+    except OutputError as err:  # FILE.lock cannot be created
+        say(f"hearsay-score: {err}")
+        return EXIT_OUTPUT
     except ModelError as err:
         say(f"hearsay-score: {err}")
         return EXIT_MODEL

@@ -22,22 +22,29 @@ SHA256SUMS lists it (a decision comes from the folder's identity).
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from contextlib import closing
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from hearsay.contracts.model_dir import FRONT_END, THRESHOLDS, ModelError, read_thresholds
+from hearsay.contracts.model_dir import (
+    THRESHOLDS,
+    ModelError,
+    check_graph_front_end,
+    read_thresholds,
+)
 from hearsay.contracts.model_dir import threshold as named_threshold
 from hearsay.contracts.model_dir import verify as verify_model_dir
 from hearsay.cpu_engine import make_session, run_logits
-from hearsay.deploy import io, memory, windowed
+from hearsay.deploy import inputs, io, memory, windowed
 from hearsay.deploy.inputs import find_audio
 from hearsay.deploy.io import new_row
 from hearsay.sound import windows
-from hearsay.sound.audio import SAMPLE_RATE, AudioError, prepare
+from hearsay.sound.audio import SAMPLE_RATE
 
 DEFAULT_THRESHOLD = "min_dcf"  # --threshold when none is given
 MIN_SAMPLES = 400  # one frame of the CNN front end (25 ms @ 16 kHz)
@@ -104,12 +111,9 @@ class Engine:
 
 
 def load_engine(model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> Engine:
-    """verify_model_dir + an onnxruntime session; raises ModelError before anything is scored."""
+    """verify_model_dir + an onnxruntime session whose graph carries front_end.json's front end;
+    raises ModelError (naming the file) before anything is scored."""
     model_path, model_sha, front = verify_model_dir(model_dir, cfg.variant)
-    max_s = front.get("max_s")
-    if max_s is not None and not (isinstance(max_s, int | float) and 0 < max_s < 3600):
-        raise ModelError(f"{model_dir}/{FRONT_END}: max_s {max_s!r} is not a window length in "
-                         "seconds (0 < max_s < 3600): re-export the model folder")
     # at least min_s, and never under one CNN frame (400 samples = 25 ms) or the model has no input
     min_samples = max(int(round(front.pop("min_s") * SAMPLE_RATE)), MIN_SAMPLES)
     try:
@@ -118,6 +122,8 @@ def load_engine(model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> Engine:
         why = str(err).splitlines()[0] if str(err) else repr(err)
         raise ModelError(f"{model_path} matches {model_dir}/SHA256SUMS but onnxruntime cannot "
                          f"load it ({why}): re-export the model folder") from None
+    # the graph's own metadata_props name the front end it was exported with
+    check_graph_front_end(model_dir, model_path, session.get_modelmeta().custom_metadata_map)
     return Engine(session, model_sha, front, min_samples, cfg.variant)
 
 
@@ -126,23 +132,19 @@ def load_engine(model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> Engine:
 
 def model_input(path: Path | memory.MemoryAudio, row: dict, scorer: Engine,
                 cfg: ScoreConfig = ScoreConfig()) -> np.ndarray | None:
-    """(N,) float32 model input of one file (or array), or None with the reason in row["error"]."""
+    """(N,) float32 model input of one file (or array), or None with the reason in row["error"].
+
+    It is the first window of the windowed mode (windowed.file_windows: pass 1 keeps only the
+    frame energies to find the trim span, pass 2 decodes up to the first window's end and
+    stops), i.e. audio.prepare(whole wave, max_s) sample for sample, without the whole wave in
+    memory: a 5-s call followed by hours of silence holds one window, not hours of samples."""
+    one = replace(cfg, hop_s=scorer.front["max_s"])  # one window: any hop <= max_s cuts it
     try:
-        if isinstance(path, memory.MemoryAudio):
-            wave, info = memory.decode(path)
-        else:
-            wave, info = windows.decode(path, max_s=cfg.max_decode_s,  # (N,) float32 @ 16 kHz:
-                                        max_mb=cfg.max_decode_mb)     # the windowed mode's decode
-        io.note_decode(row, len(wave), info)
-        x = prepare(wave, **scorer.front)
-        if not np.isfinite(x).all():
-            raise AudioError(path, "samples too large to score (the normalisation overflows; "
-                             "audio is -1..1)")
-        if len(x) < scorer.min_samples:
-            raise AudioError(path, f"too short after trimming ({len(x) / SAMPLE_RATE:.3f} s"
-                             f" < {scorer.min_samples / SAMPLE_RATE:g} s)")
-        windowed.first_window_span(row, wave, x, scorer.front["top_db"])
-        return x
+        lazy = windowed.file_windows(path, row, scorer, one)  # duration_s, header_s; too short
+        with closing(lazy):  # ends the decode (and ffmpeg) after the first window
+            first = next(lazy)
+        windowed.first_window_span(row, first)
+        return first.wave
     except Exception as err:  # noqa: BLE001 - any per-file failure is that file's error
         row["error"] = io.failure_reason(err)
     return None
@@ -180,18 +182,26 @@ def score_chunk(root: Path | None, paths: list, scorer: Engine, cfg: ScoreConfig
     return rows
 
 
-def iter_chunks(root: Path | None, files: list, scorer: Engine,
+def iter_chunks(root: Path | None, files, scorer: Engine,
                 cfg: ScoreConfig = ScoreConfig()) -> Iterator[list[dict]]:
-    """Rows of `files` in input order, one list per chunk of cfg.chunk files, as each finishes."""
-    for c in range(0, len(files), cfg.chunk):
-        yield score_chunk(root, files[c : c + cfg.chunk], scorer, cfg)
+    """Rows of `files` (any iterable, taken lazily) in input order, one list per chunk of
+    cfg.chunk files, as each finishes."""
+    it = iter(files)
+    while chunk := list(itertools.islice(it, cfg.chunk)):
+        yield score_chunk(root, chunk, scorer, cfg)
 
 
 def rows_of(root: Path | None, files: list, engine: Engine, cfg: ScoreConfig,
-            on_windows=None, on_audio=None) -> Iterator[list[dict]]:
-    """The chunks of rows of `files` in cfg's mode (first window, or windows: the default)."""
-    return (iter_chunks(root, files, engine, cfg) if cfg.first_window else
-            windowed.iter_window_chunks(root, files, engine, cfg, on_windows, on_audio))
+            on_windows=None, on_audio=None, on_file=None) -> Iterator[list[dict]]:
+    """The chunks of rows of `files` in cfg's mode (first window, or windows: the default),
+    each row bound to its file's identity (inputs.bound_rows: a file that changed while scored
+    is an error row; `on_file(path, identity)` hears each)."""
+
+    def chunks_of(paths):
+        return (iter_chunks(root, paths, engine, cfg) if cfg.first_window else
+                windowed.iter_window_chunks(root, paths, engine, cfg, on_windows, on_audio))
+
+    return inputs.bound_rows(chunks_of, files, on_file)
 
 
 def score_folder(root: Path, model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> list[dict]:

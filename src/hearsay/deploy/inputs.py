@@ -26,17 +26,27 @@ when FILE is complete. Stdlib only (the deploy image imports it).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sys
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
 from hearsay.deploy import jsonl
-from hearsay.deploy.io import COLUMNS, ResumeError, partial_of, read_partial, say
+from hearsay.deploy.io import (
+    COLUMNS,
+    OutputError,
+    ResumeError,
+    new_row,
+    partial_of,
+    read_partial,
+    say,
+    whole_lines,
+)
 from hearsay.files import write_json
 
 # Extensions scored (lower case). Other files (README, .DS_Store, …) are skipped and counted.
@@ -167,6 +177,53 @@ def resolve(clips: Path | None, files_from: str | None) -> Inputs:
     return Inputs(None, [clips], Counter(), _list_source([clips]), f"in {clips}")
 
 
+# --------------------------------------------------------------------------- file identity
+
+# A row's error when its file changed between the scorer taking it and its row being done.
+CHANGED = "changed while scored (replaced or rewritten: its identity {} -> {}); score it again"
+
+
+def file_id(path) -> list[int] | None:
+    """The identity of the file at `path` as opened (symlinks followed): [st_dev, st_ino,
+    st_size, st_mtime_ns]; None when there is no file to stat (missing, an array)."""
+    if not isinstance(path, str | os.PathLike):
+        return None
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def bound_rows(chunks_of, files: list, on_file=None):
+    """The chunks of rows `chunks_of(paths)` makes of `files`, each row bound to its file's
+    identity: taken as the scorer takes the file (`paths` is iterated lazily, before each file
+    is opened) and again once its row is done. A file whose identity changed between gets an
+    error row (CHANGED), never a score (`row` is emptied through `io.new_row`'s values).
+    `on_file(path, identity)` hears each row's identity, None for a changed file (never kept
+    by --resume). `chunks_of` yields lists of rows, one row per path, in order."""
+    taken: deque = deque()  # (path, identity when taken), in order, until its row is done
+
+    def take():
+        for path in files:
+            taken.append((path, file_id(path)))
+            yield path
+
+    for rows in chunks_of(take()):
+        for row in rows:
+            path, before = taken.popleft()
+            now = file_id(path)
+            if now != before:
+                empty = new_row(None, Path("."), "", "")
+                keep = {k: row[k] for k in ("path", "model_sums_sha256", "variant")}
+                row.clear()
+                row.update({**empty, **keep, "error": CHANGED.format(before, now)})
+                now = None
+            if on_file is not None:
+                on_file(path, now)
+        yield rows
+
+
 # --------------------------------------------------------------------------- the run record
 
 
@@ -197,6 +254,12 @@ def run_record(args, cfg, model_sha: str, source: dict | None = None) -> dict:
             "hearsay": _version("hearsay"), "columns": COLUMNS}
 
 
+def ids_path(output: Path) -> Path:
+    """FILE.partial.ids: the run record's rows, one JSON line per row of FILE.partial (written
+    after it): {"path": the row's path, "file": its file's identity (file_id) or null}."""
+    return output.with_name(output.name + ".partial.ids")
+
+
 def write_record(output: Path | None, record: dict) -> None:
     if output is not None:
         write_json(record_path(output), record)
@@ -205,17 +268,67 @@ def write_record(output: Path | None, record: dict) -> None:
 def drop_record(output: Path | None) -> None:
     if output is not None:
         record_path(output).unlink(missing_ok=True)
+        ids_path(output).unlink(missing_ok=True)
 
 
-def resume_rows(args, record: dict, window_columns: list[str]
-                ) -> tuple[list[dict], list[dict]]:
+class IdLog:
+    """FILE.partial.ids as rows are written (ids_path): `keep` first (--resume's kept rows),
+    then each chunk's identities, flushed after its rows. A row whose identity line is missing
+    (a run stopped between the two) is scored again by --resume. No file without -o."""
+
+    def __init__(self, output: Path | None, keep: dict[str, list | None]):
+        self.stream = None
+        if output is not None:
+            path = ids_path(output)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
+                self.stream = open(fd, "w", encoding="utf-8", newline="")  # noqa: SIM115
+            except OSError as err:
+                raise OutputError(f"cannot write {path}: {err.strerror or err}") from None
+        self.write(keep)
+
+    def write(self, ids: dict[str, list | None]) -> None:
+        if self.stream is None or not ids:
+            return
+        try:
+            self.stream.write("".join(jsonl.json_line({"path": p, "file": f})
+                                      for p, f in ids.items()))
+            self.stream.flush()
+        except OSError as err:
+            raise OutputError(f"writing {self.stream.name} failed: {err.strerror or err}") \
+                from None
+
+    def close(self) -> None:
+        if self.stream is not None:
+            with contextlib.suppress(OSError):
+                self.stream.close()
+
+
+def _recorded_ids(output: Path) -> dict[str, list | None]:
+    """FILE.partial.ids as {path: identity}; lines cut or not JSON read as no identity (their
+    rows are scored again)."""
+    ids = {}
+    with contextlib.suppress(ResumeError):
+        for line in whole_lines(ids_path(output)):
+            try:
+                doc = json.loads(line)
+                ids[doc["path"]] = doc["file"]
+            except (ValueError, TypeError, KeyError):
+                continue
+    return ids
+
+
+def resume_rows(args, record: dict, window_columns: list[str], current: dict[str, list | None]
+                ) -> tuple[list[dict], list[dict], dict[str, list]]:
     """--resume: the complete rows of -o's and --windows-csv's .partial files (the window rows
-    of files whose row is there only), if FILE.partial.json is this run's record; else
-    ResumeError naming what differs."""
+    of files whose row is kept only) and their identities, if FILE.partial.json is this run's
+    record; else ResumeError naming what differs. A row is kept only when its file is among
+    this run's inputs with the identity FILE.partial.ids recorded for it (`current`: each
+    input's row path -> file_id now): a file replaced or rewritten since is scored again."""
     partial, rec = partial_of(args.output), record_path(args.output)
     if not partial.is_file():
         say(f"hearsay-score: --resume: no {partial}, scoring every file")
-        return [], []
+        return [], [], {}
     fix = (f"run again with the first run's folder and options, or remove {partial} and {rec} "
            "and run without --resume")
     if not rec.is_file():
@@ -235,10 +348,16 @@ def resume_rows(args, record: dict, window_columns: list[str]
     if other:
         raise ResumeError(f"{partial} holds rows of model {sorted(other)[0]}, not this run's: "
                           f"{fix}")
-    done = {r["path"] for r in kept}
+    recorded = _recorded_ids(args.output)
+    ids = {r["path"]: current[r["path"]] for r in kept
+           if current.get(r["path"]) is not None and recorded.get(r["path"]) == current[r["path"]]}
+    again = len(kept) - len(ids)
+    kept = [r for r in kept if r["path"] in ids]
     kept_windows = []
     if args.windows_csv is not None:
         wpartial = partial_of(args.windows_csv)
-        kept_windows = [r for r in read_partial(wpartial, window_columns) if r["path"] in done]
-    say(f"hearsay-score: --resume: {len(kept)} files already done in {partial}")
-    return kept, kept_windows
+        kept_windows = [r for r in read_partial(wpartial, window_columns) if r["path"] in ids]
+    changed = (f"; {again} scored again (their file changed since it was scored, or is no "
+               "longer among the inputs)" if again else "")
+    say(f"hearsay-score: --resume: {len(kept)} files already done in {partial}{changed}")
+    return kept, kept_windows, ids

@@ -68,9 +68,18 @@ def csv_path(root: Path | None, path: Path) -> str:
     return "'" + text if text.startswith(FORMULA_START) else text
 
 
+# Characters that end a line for some reader (Python's str.splitlines, JavaScript, Unicode):
+# written as their UTF-8 bytes, \\xNN each, like the control characters, so a row stays one line
+# for every reader and the name's bytes still come back (csv_path).
+LINE_BREAKS = frozenset("\x85\u2028\u2029")
+
+
 def _controls(text: str) -> str:
-    """Control characters (CR, LF, TAB, ...) as \\xNN: a row is always one line."""
-    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or ord(c) == 0x7F else c for c in text)
+    """Control characters (CR, LF, TAB, ...) and LINE_BREAKS as \\xNN: a row is always one
+    line."""
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or ord(c) == 0x7F else
+                   "".join(f"\\x{b:02x}" for b in c.encode()) if c in LINE_BREAKS else c
+                   for c in text)
 
 
 def new_row(root: Path, path: Path, model_id: str, variant: str = "fp32") -> dict:
@@ -163,19 +172,46 @@ class ResumeError(Exception):
     """--resume cannot use the partial file (other columns, another model): usage, exit 2."""
 
 
-def read_partial(partial: Path, columns: list[str]) -> list[dict]:
-    """The complete rows of an interrupted run's FILE.partial ([] if there is none); a last line
-    cut by the interrupt (no newline) is dropped (a row is always one line: csv_path)."""
-    if not partial.is_file():
+def whole_lines(partial: Path) -> list[str]:
+    """The complete lines of an interrupted run's FILE.partial ([] if there is none), without
+    their line ends: whatever follows the last LF is a line the interrupt cut (anywhere: inside
+    a character, a quote, a JSON object) and is dropped. ResumeError when a complete line is not
+    UTF-8 (not written by hearsay-score). Lines are split at LF only: a row is always one line
+    (csv_path), and no other character ends one here."""
+    try:
+        data = partial.read_bytes()
+    except FileNotFoundError:
         return []
-    with open(partial, encoding="utf-8", newline="") as fh:
-        text = fh.read()
-    text = text[: text.rfind("\n") + 1]  # the whole lines only
-    reader = csv.DictReader(text.splitlines(keepends=True))
-    if text and reader.fieldnames != columns:
-        raise ResumeError(f"{partial} has columns {reader.fieldnames}, not {columns} (written "
-                          "by another version: remove it, or run without --resume)")
-    return list(reader)
+    except OSError as err:
+        raise ResumeError(f"cannot read {partial} ({err.strerror or err}): make it readable, "
+                          "or run without --resume") from None
+    try:
+        text = data[: data.rfind(b"\n") + 1].decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise ResumeError(f"{partial} line {line} is not UTF-8 (not written by hearsay-score: "
+                          "remove it, or run without --resume)") from None
+    return [line.removesuffix("\r") for line in text.split("\n")[:-1]]
+
+
+def read_partial(partial: Path, columns: list[str]) -> list[dict]:
+    """The complete rows of an interrupted run's FILE.partial ([] if there is none; whole_lines);
+    ResumeError for a header or row that is not `columns`' (another version, an edited file)."""
+    lines = whole_lines(partial)
+    if not lines:
+        return []
+    fix = "(not written by this hearsay-score: remove it, or run without --resume)"
+    try:
+        header, *rows = list(csv.reader(lines))
+    except csv.Error as err:
+        raise ResumeError(f"{partial} is not CSV ({err}) {fix}") from None
+    if header != columns:
+        raise ResumeError(f"{partial} has columns {header}, not {columns} {fix}")
+    for n, row in enumerate(rows, 2):
+        if len(row) != len(columns):
+            raise ResumeError(f"{partial} line {n} has {len(row)} fields, not {len(columns)} "
+                              f"{fix}")
+    return [dict(zip(columns, row, strict=True)) for row in rows]
 
 
 def _text(value) -> str:

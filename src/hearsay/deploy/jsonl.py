@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hearsay.deploy.io import ResumeError, RowSink
+from hearsay.deploy.io import ResumeError, RowSink, whole_lines
 
 
 class JsonlSink(RowSink):
@@ -26,19 +26,30 @@ class JsonlSink(RowSink):
         pass
 
     def _put(self, rows: list[dict]) -> None:
-        self.stream.write("".join(
-            json.dumps({c: r.get(c, "") for c in self.columns}, ensure_ascii=False) + "\n"
-            for r in rows))
+        self.stream.write("".join(json_line({c: r.get(c, "") for c in self.columns})
+                                  for r in rows))
+
+
+# json.dumps escapes the control characters but writes these raw (ensure_ascii=False): each
+# ends a line for some reader (str.splitlines, JavaScript before ES2019), so they are escaped
+# too, and every reader sees one object a line. They occur inside strings only (keys are ASCII).
+_LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def json_line(obj: dict) -> str:
+    """One JSON Lines line: `obj` as UTF-8 JSON with every line separator escaped, then LF."""
+    text = json.dumps(obj, ensure_ascii=False)
+    for raw, escaped in _LINE_BREAKS.items():
+        text = text.replace(raw, escaped)
+    return text + "\n"
 
 
 def read_partial(partial: Path, columns: list[str]) -> list[dict]:
-    """The complete rows of an interrupted run's FILE.partial ([] if there is none); a last line
-    cut by the interrupt (no LF) is dropped; a row with other keys is refused (ResumeError)."""
-    if not partial.is_file():
-        return []
-    text = partial.read_text(encoding="utf-8")
+    """The complete rows of an interrupted run's FILE.partial ([] if there is none; a last line
+    cut anywhere is dropped: io.whole_lines); a line that is not JSON, or a row with other keys,
+    is refused (ResumeError)."""
     rows = []
-    for n, line in enumerate(text[: text.rfind("\n") + 1].splitlines(), 1):
+    for n, line in enumerate(whole_lines(partial), 1):
         try:
             row = json.loads(line)
         except ValueError:

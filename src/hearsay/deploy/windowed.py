@@ -36,7 +36,7 @@ from hearsay.deploy import memory
 from hearsay.deploy.io import RowSink, failure_reason, new_row, note_decode
 from hearsay.logits import sigmoid  # both modes of hearsay-score use it
 from hearsay.sound import windows
-from hearsay.sound.audio import SAMPLE_RATE, AudioError, trim_silence
+from hearsay.sound.audio import SAMPLE_RATE, AudioError
 
 WINDOW_COLUMNS = ["path", "start_s", "end_s", "logit", "score"]  # --windows-csv, one row a window
 
@@ -173,11 +173,10 @@ def iter_window_chunks(root: Path, files: list[Path], scorer, cfg,
         yield [row]
 
 
-def first_window_span(row: dict, wave: np.ndarray, x: np.ndarray, top_db: float) -> None:
-    """--first-window: the columns of its one window (trim offset + its length, file time)."""
-    start = trim_silence(wave, top_db)[0] / SAMPLE_RATE
-    row.update(windows="1", covered_s=f"{len(x) / SAMPLE_RATE:.3f}",
-               peak_start_s=f"{start:.3f}", peak_end_s=f"{start + len(x) / SAMPLE_RATE:.3f}")
+def first_window_span(row: dict, first: windows.Window) -> None:
+    """--first-window: the columns of its one window (file time: the trim offset included)."""
+    row.update(windows="1", covered_s=f"{len(first.wave) / SAMPLE_RATE:.3f}",
+               peak_start_s=f"{first.start_s:.3f}", peak_end_s=f"{first.end_s:.3f}")
 
 
 # --------------------------------------------------------------------------- command line
@@ -205,8 +204,6 @@ def window_usage_error(args) -> str:
     """The message for a bad combination of window options, or ''."""
     if args.first_window and args.windows_csv:
         return "--windows-csv needs windowed scoring (drop --first-window)"
-    if not 0 < args.hop_s <= 3600:
-        return "--hop-s must be > 0 (and at most the model's max_s)"
     return ""
 
 
