@@ -271,3 +271,37 @@ def test_a_csv_path_with_a_line_separator_stays_one_line(sep):
     import codecs
 
     assert codecs.escape_decode(text.encode())[0] == f"a{sep}b.wav".encode()
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def test_first_window_decodes_the_long_file_once_for_energies_then_only_its_window(
+        world, tmp_path, monkeypatch):
+    """5 s of speech, 10 min of silence, 5 s of speech (the trimmed span is the whole file):
+    pass 1 streams every block (energies only), pass 2 stops at the block that ends the first
+    window; the whole wave is never held."""
+    import numpy as np
+    import soundfile as sf
+    from signals import speech_like
+
+    model, _, _, _ = world
+    speech = speech_like(5.0, np.random.default_rng(0))
+    wave = np.concatenate([speech, np.zeros(600 * 16_000, dtype=np.float32), speech])
+    sf.write(tmp_path / "long.flac", wave, 16_000)
+    real, passes = windows.stream_audio, []
+
+    def counted(*a, **k):
+        passes.append(0)
+        for block in real(*a, **k):
+            passes[-1] += 1
+            yield block
+
+    monkeypatch.setattr(windows, "stream_audio", counted)
+    monkeypatch.setattr(windows, "decode", None)  # the whole-file decode is never called
+    out = tmp_path / "s.csv"
+    assert main([str(tmp_path / "long.flac"), "-o", str(out), "--model", str(model),
+                 "--first-window"]) == 0
+    row = read_csv(out)[0]
+    assert row["error"] == "" and row["windows"] == "1" and row["duration_s"] == "610.000"
+    assert passes == [21, 1]  # 610 s in 30-s blocks, then the one block holding the window

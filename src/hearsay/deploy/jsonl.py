@@ -6,9 +6,11 @@
 Each line is {column: value} with io.COLUMNS' keys in their order and the CSV's values, character
 for character: every value a string ("" when not set), `path` escaped as in the CSV (\\xNN, the
 leading ' of a formula-like name), so a jsonl row and a CSV row of one file are equal. Lines end
-in LF (JSON Lines); a row is always one line. Output goes through io.RowSink (FILE.partial, the
+in LF (JSON Lines); a row is always one line: the control characters and every other line
+separator (U+0085, U+2028, U+2029) are escaped (json_line), so readers that split lines on them
+(str.splitlines) see one object a line too. Output goes through io.RowSink (FILE.partial, the
 rename, the write checks, stdout closed), and --resume reads an interrupted FILE.partial back
-with read_partial. Stdlib only.
+with read_partial (a last line cut anywhere is dropped). Stdlib only.
 """
 
 from __future__ import annotations
