@@ -98,6 +98,15 @@ def test_flex_refuses_training_with_attention_dropout():
         det(x, mask, packed=plan)
 
 
+def test_flex_trains_on_cuda_only_but_scores_on_the_cpu():
+    det = model().train()  # the tiny model: attention dropout 0
+    x, mask = batch(LENGTHS)
+    plan = packing.pack_plan(LENGTHS, x.shape[1], det.cfg, "flex")
+    with pytest.raises(ValueError, match="trains on CUDA only.*use pack 'sdpa'"):
+        det(x, mask, packed=plan)
+    assert packing.flex_training_problem("cuda") is None
+
+
 def test_unknown_packing_kind_names_the_known_ones():
     with pytest.raises(ValueError, match=r"'varlen'.*\('sdpa', 'flex'\)"):
         packing.pack_plan([400], 400, ModelConfig.tiny(), "varlen")

@@ -20,7 +20,8 @@ Attention kinds (TrainConfig.pack):
           device; attention dropout as unpacked. Runs everywhere (the CPU parity test).
   "flex": FlexAttention with a BlockMask of the same documents, made on the host side per
           batch: blocks (128 x 128 frames) no document spans are skipped. FlexAttention has no
-          attention dropout, so training with model.attention_dropout > 0 is refused.
+          attention dropout, so training with model.attention_dropout > 0 is refused, and no
+          backward off CUDA, so it trains on CUDA only (flex_training_problem).
 Padding positions (the row tails) form their own document (-1): they attend each other, never
 a clip, and the unpacking drops them.
 """
@@ -135,6 +136,15 @@ def packed_layer(layer, h: torch.Tensor, plan: Packed) -> torch.Tensor:
     return h + layer.feed_forward(layer.final_layer_norm(h))
 
 
+def flex_training_problem(device: torch.device | str) -> str | None:
+    """Why pack 'flex' cannot train on `device`, or None (FlexAttention's backward is CUDA's;
+    on the CPU it runs forward only: the parity tests)."""
+    if torch.device(device).type == "cuda":
+        return None
+    return (f"pack 'flex' trains on CUDA only (FlexAttention has no backward on "
+            f"{torch.device(device).type}): use pack 'sdpa' there")
+
+
 def _attend(attn, h: torch.Tensor, plan: Packed) -> torch.Tensor:
     """Multi-head self-attention of (R, C, D) inside each document -> (R, C, D)."""
     r, c, d = h.shape
@@ -147,6 +157,8 @@ def _attend(attn, h: torch.Tensor, plan: Packed) -> torch.Tensor:
         if attn.training and attn.dropout > 0:
             raise ValueError(f"pack 'flex' has no attention dropout (model.attention_dropout "
                              f"{attn.dropout}): train with pack 'sdpa', or attention_dropout 0")
+        if q.requires_grad and (why := flex_training_problem(q.device)):
+            raise ValueError(why)
         o = flex_attention(q, k, v, block_mask=plan.block_mask, scale=attn.scaling)
     else:
         mask = (plan.doc[:, :, None] == plan.doc[:, None, :]).unsqueeze(1)  # (R, 1, C, C)
