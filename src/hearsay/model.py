@@ -3,6 +3,7 @@
     from hearsay.model import ModelConfig, Detector, load_detector
     det = Detector(ModelConfig.tiny())                  # random init, CPU tests
     logits = det(input_values, attention_mask)          # (B,) float32, high = synthetic
+    logits = det(x, m, packed=plan)                     # the same, layers packed (hearsay.packing)
     det, cfg = load_detector("runs/fold3")              # rebuilt from the run's saved config
 
 Shape of one forward (B clips, T samples @ 16 kHz, T' = frames @ 50 Hz, D = hidden size):
