@@ -31,7 +31,10 @@
     trainer compiles one per bucket), the raw step eager and compiled (compiled_over_eager,
     warmup_s holds the compilation) and the compiled trainer.
 (d) --levers: the raw step with cudnn.benchmark on (the CNN's convolutions) and the frozen
-    recipe at twice the batch: levers that are not on by default, each with its own figure.
+    recipe at twice the batch: levers that are not on by default, each with its own figure;
+    then the trainer's speed levers (hearsay.train.levers: pack, flex, mask-free, graphs, fp8),
+    each a row with the raw step and the trainer timed off and on over the same shapes
+    (raw_on_over_off, trainer_on_over_off); fp8's row records the config's refusal.
 The trainer's rows also carry valid_share (valid / computed audio: what the padding cut leaves
 on zeros) and batch_shapes (distinct (B, T) fed to the model: compiled graphs).
 The goal: (b) >= 0.9 x (a) at the same shapes, and >= 1,200 clips/s fine-tune.
@@ -58,11 +61,12 @@ import soundfile as sf
 import torch
 import torch.nn.functional as F
 
-from hearsay import train
+from hearsay import packing, train
 from hearsay.files import write_atomic
 from hearsay.model import Detector, ModelConfig
 from hearsay.sound import audio, example
 from hearsay.train import config as train_config
+from hearsay.train import levers
 from hearsay.train import step as train_step
 
 SR = audio.SAMPLE_RATE
@@ -128,19 +132,24 @@ def recipe_lengths(bundle: Path | None, crop_s: float | None, k: int) -> list[fl
 
 
 def raw_step(mc: ModelConfig, batch: int, lengths: list[float], steps: int, warmup: int,
-             device: torch.device, compile_: bool, cudnn_benchmark: bool = False) -> dict:
+             device: torch.device, compile_: bool, cudnn_benchmark: bool = False,
+             switches: dict | None = None, mixed: bool = False) -> dict:
     """(a): fwd + bwd + AdamW on synthetic on-device tensors, step i cropped to lengths[i];
     steady rate after `warmup` (warmup_s: the warm-up steps' wall, compilation included).
     The Detector freezes its CNN as the trainer's does. compile_: the trainer's
     torch.compile (static shapes, one graph per length: hearsay.train.step.compile_forward;
     on the CPU the aot_eager backend, the dry run's plumbing check); cudnn_benchmark: cuDNN
-    picks its convolution algorithms per shape (the CNN's lever)."""
+    picks its convolution algorithms per shape (the CNN's lever). switches: a trainer lever's
+    train config switches (hearsay.train.levers; the forward gets what the trainer's would);
+    mixed: each clip its own length, lengths[i * batch + j] (clip j of step i), the batch padded
+    to its longest, as the trainer's batches are (the packing lever's baseline)."""
+    tc = train_config.TrainConfig(**(switches or {}))
     torch.manual_seed(0)
     det = Detector(mc).to(device).train()
     opt = torch.optim.AdamW(train_step.optimizer_groups(det, train_config.TrainConfig()))
     fwd = det
     if compile_:
-        fwd = (train_step.compile_forward(det) if device.type == "cuda"
+        fwd = (train_step.compile_forward(det, tc.cuda_graphs)[0] if device.type == "cuda"
                else torch.compile(det, dynamic=False, backend="aot_eager"))
     cudnn_was = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = cudnn_benchmark
@@ -148,15 +157,23 @@ def raw_step(mc: ModelConfig, batch: int, lengths: list[float], steps: int, warm
     # bf16 on either device: on the CPU (--dry-run) this runs the autocast path, not for speed
     amp = torch.autocast(device.type, dtype=torch.bfloat16)
     t0 = t_start = time.perf_counter()
+    valid = 0  # valid samples in the timed steps
+    given: set[str] = set()  # the forward's lever arguments seen (the JSON's forward_args)
     for i in range(warmup + steps):
         if i == warmup:
             sync(device)
             t0 = time.perf_counter()
-        n = int(round(lengths[i] * SR))
-        x = torch.randn(batch, n, device=device)
-        m = torch.ones(batch, n, dtype=torch.long, device=device)
+        clips = lengths[i * batch: (i + 1) * batch] if mixed else [lengths[i]] * batch
+        lens = np.array([int(round(c * SR)) for c in clips])  # (B,) valid samples
+        n = int(lens.max())
+        valid += int(lens.sum()) if i >= warmup else 0
+        m = (torch.arange(n, device=device)[None, :] <
+             torch.as_tensor(lens, device=device)[:, None]).long()
+        x = torch.randn(batch, n, device=device) * m
+        kw = levers.forward_args(tc, lens, n, mc, device)
+        given.update(kw)
         with amp:
-            logits = fwd(x, m)
+            logits = fwd(x, m, **kw)
             autocast = autocast_in_force(device.type)
         F.binary_cross_entropy_with_logits(logits.float(), y).backward()
         opt.step()
@@ -164,11 +181,12 @@ def raw_step(mc: ModelConfig, batch: int, lengths: list[float], steps: int, warm
     sync(device)
     dt = time.perf_counter() - t0
     torch.backends.cudnn.benchmark = cudnn_was
-    audio_s = batch * sum(lengths[warmup: warmup + steps])
+    audio_s = valid / SR
     return {"clips_per_s": batch * steps / dt, "audio_s_per_s": audio_s / dt,
             "steps": steps, "seconds": dt, "warmup_s": round(t0 - t_start, 2),
             "autocast": autocast, "batch": batch, "compiled": compile_,
-            "cudnn_benchmark": cudnn_benchmark}
+            "cudnn_benchmark": cudnn_benchmark, "switches": switches or {}, "mixed": mixed,
+            "forward_args": sorted(given)}
 
 
 def freeze_step_s(mc: ModelConfig, seconds: float, library_input_grad: bool) -> float:
@@ -205,9 +223,10 @@ def freeze_cpu(args) -> int:
 
 
 def trainer(bundle: Path, model: dict, args, compile_: bool, cpu: bool, tmp: Path,
-            crop_s: float | None = None) -> dict:
+            crop_s: float | None = None, switches: dict | None = None) -> dict:
     """(b): hearsay.train.run on the synthetic bundle; steady rate from its step timestamps.
-    crop_s: a fixed crop length instead of args.crop_s (the compiled variants' one shape)."""
+    crop_s: a fixed crop length instead of args.crop_s (the compiled variants' one shape);
+    switches: a lever's train config switches (hearsay.train.levers)."""
     crop_s = args.crop_s if crop_s is None else crop_s
     overrides = {
         "model": model,
@@ -218,7 +237,7 @@ def trainer(bundle: Path, model: dict, args, compile_: bool, cpu: bool, tmp: Pat
                   # the shipped value: the realised-stream records are made on their own
                   # thread (hearsay.train.records), inside the timed steps as in a real run
                   "stream_records_max": args.stream_records,
-                  "cpu_threads": 0},
+                  "cpu_threads": 0, **(switches or {})},
     }
     if crop_s is not None:  # a fixed length instead of the recipe's distribution
         overrides["crop"] = {"p_test_dist": 0.0, "uniform_min_s": crop_s,
@@ -244,6 +263,8 @@ def trainer(bundle: Path, model: dict, args, compile_: bool, cpu: bool, tmp: Pat
             "steps": steps, "seconds": dt, "workers": args.workers,
             "stream_records_max": args.stream_records,
             "stream_records_skipped_batches": meta.get("stream_records_skipped_batches"),
+            # the lever switches as the trainer resolved them (what it ran with)
+            "switches": {k: cfg["train"][k] for k in (switches or {})},
             "gpu_augment": not args.numpy_augment,
             # hearsay.train's rule: bf16 autocast on CUDA when configured, none on the CPU
             "autocast": "bfloat16" if not cpu and cfg["train"]["bf16"] else "off"}
@@ -273,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
                          "the recipe's lengths, one graph per bucket (each compiles the first "
                          "time its shape comes: give --warmup steps enough to meet them)")
     ap.add_argument("--levers", action="store_true",
-                    help="also the raw-only levers: " + ", ".join(LEVERS))
+                    help="also the raw-only levers (" + ", ".join(LEVERS) + ") and the "
+                         "trainer's, each off and on: " + ", ".join(TRAIN_LEVERS))
     ap.add_argument("--variants", type=parse_variants, default=None,
                     help="only these, comma-separated, from " + ", ".join(VARIANTS) +
                          " (a rerun of what a timeout cut off; overrides --compile)")
@@ -310,8 +332,14 @@ def main(argv: list[str] | None = None) -> int:
 # the compiled trainer, all at --compile-crop-s (one static graph); "cudnn" raw with
 # cudnn.benchmark; "b128" raw at twice --batch (the frozen recipe's larger batch)
 VARIANTS = ("fine-tune", "frozen", "fine-tune+compile", "frozen+compile", "fine-tune+cudnn",
-            "frozen+b128")
+            "frozen+b128", *(f"fine-tune+{name}" for name in levers.SWITCHES))
 LEVERS = ("fine-tune+cudnn", "frozen+b128")
+# the trainer's speed levers (hearsay.train.levers), each a row timed off and on in one run:
+# raw step and trainer, the same shapes (pack, flex: the recipe's lengths per clip, padded to
+# each batch's longest; mask-free: one full length per step; graphs: compiled, at
+# --compile-crop-s; flex: attention dropout 0 in both, FlexAttention has none; fp8: its
+# refusal recorded, nothing timed)
+TRAIN_LEVERS = tuple(f"fine-tune+{name}" for name in levers.SWITCHES)
 
 
 SHIPPED = Path(__file__).resolve().parents[1] / "configs" / "train.json"
@@ -342,6 +370,8 @@ def _variant(args, tmp: Path, bundle: Path, shape: dict, name: str, lever: str,
              device: torch.device) -> dict:
     """One row: {"variant", "raw", ["raw_eager", "compiled_over_eager"], ["trainer",
     "trainer_over_raw"]}; the levers other than compile time the raw step only."""
+    if lever in levers.SWITCHES:
+        return _lever_row(args, tmp, bundle, shape, f"{name} + {lever}", lever, device)
     mc = ModelConfig.from_dict(shape)
     label = name + (f" + {lever}" if lever else "")
     crop_s = args.crop_s
@@ -368,16 +398,58 @@ def _variant(args, tmp: Path, bundle: Path, shape: dict, name: str, lever: str,
     return row
 
 
+def _lever_row(args, tmp: Path, bundle: Path, shape: dict, label: str, lever: str,
+               device: torch.device) -> dict:
+    """One trainer lever off and on: {"variant", "switches", "raw_off", "raw",
+    "raw_on_over_off", "trainer_off", "trainer", "trainer_on_over_off", "trainer_over_raw"},
+    or {"variant", "refused"} when the config refuses the lever (fp8), {"variant", "skipped"}
+    where this device cannot train it (flex off CUDA)."""
+    switches = levers.SWITCHES[lever]
+    try:
+        train_config.TrainConfig(**switches)
+    except ValueError as err:
+        return {"variant": label, "switches": switches, "refused": str(err)}
+    if lever == "flex" and (why := packing.flex_training_problem(device)):
+        return {"variant": label, "switches": switches, "skipped": why}  # the dry run's CPU
+    if lever == "flex":  # FlexAttention has no attention dropout: both sides without it
+        shape = {**shape, "attention_dropout": 0.0}
+    mc = ModelConfig.from_dict(shape)
+    graphs = lever == "graphs"
+    crop_s = (args.compile_crop_s or None) if graphs else args.crop_s
+    mixed = lever in ("pack", "flex")
+    n = args.warmup + args.steps
+    lengths = recipe_lengths(bundle, crop_s, n * args.batch if mixed else n)
+    row: dict = {"variant": label, "crop_s": crop_s, "switches": switches}
+    for side, sw in (("_off", None), ("", switches)):
+        row["raw" + side] = raw_step(mc, args.batch, lengths, args.steps, args.warmup, device,
+                                     graphs, switches=sw, mixed=mixed)
+    row["raw_on_over_off"] = row["raw"]["clips_per_s"] / row["raw_off"]["clips_per_s"]
+    if args.skip_trainer:
+        return row
+    for side, sw in (("_off", None), ("", switches)):
+        row["trainer" + side] = trainer(bundle, shape, args, graphs, args.dry_run,
+                                        tmp / "runs", crop_s=crop_s, switches=sw)
+    row["trainer_on_over_off"] = (row["trainer"]["clips_per_s"] /
+                                  row["trainer_off"]["clips_per_s"])
+    row["trainer_over_raw"] = row["trainer"]["clips_per_s"] / row["raw"]["clips_per_s"]
+    return row
+
+
 def row_line(row: dict) -> str:
     """The variant's printed line (gpu_check.sh's log keeps it if the JSON never comes)."""
     raw, tr = row.get("raw"), row.get("trainer", {})
     line = f"{row['variant']:<20}"
+    if "refused" in row or "skipped" in row:
+        return f"{line} {'refused' if 'refused' in row else 'skipped'}: " + \
+            row.get("refused", row.get("skipped"))
     if raw:
         line += (f" raw {raw['clips_per_s']:8.1f} clips/s "
                  f"{raw['audio_s_per_s']:8.1f} audio-s/s (B {raw['batch']}, warm-up "
                  f"{raw['warmup_s']:.0f} s)")
     if "raw_eager" in row:
         line += f" = {row['compiled_over_eager']:.2f} x eager at {row['crop_s']} s"
+    if "raw_off" in row:
+        line += f" = {row['raw_on_over_off']:.2f} x lever off"
     if tr:
         share = tr.get("valid_share")
         line += (f" | trainer {tr['clips_per_s']:8.1f} clips/s (median step "
@@ -387,6 +459,8 @@ def row_line(row: dict) -> str:
                  + "valid audio "
                  f"{'?' if share is None else f'{100 * share:.0f}%'} of computed, "
                  f"{tr.get('batch_shapes')} shapes")
+    if "trainer_off" in row:
+        line += f", {row['trainer_on_over_off']:.2f} x lever off"
     return line
 
 
@@ -428,7 +502,7 @@ def _bench(args) -> int:
         variants.append(("fine-tune", "compile"))
     variants.append(("frozen", ""))
     if args.levers:
-        variants += [parse_variants(v)[0] for v in LEVERS]
+        variants += [parse_variants(v)[0] for v in (*LEVERS, *TRAIN_LEVERS)]
     if args.compile:
         variants.append(("frozen", "compile"))
     if args.variants is not None:

@@ -21,13 +21,17 @@
 #             (scripts/gpu_check.py ddp)                                    -> ddp.json
 #     parity  hearsay parity, XLS-R-300M shape (12 layers, random init): GPU bf16 and fp32 vs
 #             onnxruntime fp32 CPU over 50 clips of 3-8 s                    -> parity.json
-#     score   scripts/bench_score.py --shape xlsr --device cuda --clips 512
+#     score   scripts/bench_score.py --shape xlsr --device cuda --clips 512: end to end, fed
+#             scoring with the box-scoring lever off and on (copies overlapped with compute,
+#             one read-back per 8 batches: hearsay.evaluate.overlap), model only
 #                                                                         -> bench_score.txt
 #     train   scripts/bench_train_gpu.py --compile --levers: raw step vs real trainer at the
 #             recipe's crop lengths, B 64, 12 layers, bf16, fine-tune and frozen; the trainer's
 #             valid audio share (what the padding cut leaves on zeros) and batch shapes; raw
 #             eager vs torch.compile (static shapes) at one 4 s crop and the compiled trainer;
-#             the raw-only levers cudnn.benchmark and the frozen recipe at B 128
+#             the raw-only levers cudnn.benchmark and the frozen recipe at B 128; then the
+#             trainer's speed levers (hearsay.train.levers), each off and on, raw step and
+#             trainer, the same shapes: pack, flex, mask-free, graphs; fp8's refusal
 #                                                                        -> bench_train.json
 #   Everything lands in $OUT (a new temp folder when unset): gpu_check.log (all output),
 #   env.json, preflight.txt, ddp.json, parity.json, bench_score.txt, bench_train.json,
@@ -60,7 +64,8 @@
 #   HEARSAY_FFMPEG       an ffmpeg binary to use (wins over everything above)
 #   GPU_CHECK_TRAIN_VARIANTS  train step: only these bench_train_gpu variants, e.g.
 #                           "fine-tune+compile,frozen+compile" to rerun what a timeout cut off
-#                           (fine-tune, frozen, +compile, fine-tune+cudnn, frozen+b128)
+#                           (fine-tune, frozen, +compile, fine-tune+cudnn, frozen+b128,
+#                           fine-tune+pack, +flex, +mask-free, +graphs, +fp8)
 #   GPU_CHECK_TRAIN_CLIPS  the train step's synthetic bundle size (default 512; --quick 256)
 #   GPU_CHECK_TRAIN_ARGS   more bench_train_gpu arguments, word-split, e.g. "--trainer-only
 #                           --compile-crop-s 0 --warmup 40" (the compiled trainer at the
@@ -96,6 +101,10 @@
 #     (two static graphs: SpecAugment's draw breaks the graph) ~60-100 s (the unknown), the
 #     compiled trainer ~20 s (inductor's cache holds the graphs); frozen raw + trainer ~25 s;
 #     the two levers ~15 s; frozen + compile last: what the budget cuts first.
+#   the trainer's lever rows (pack, flex, mask-free, graphs: 2 raw figures and 2 trainer runs
+#     each, graphs compiling twice) come last in the train step and are not yet timed on a
+#     GPU: expect the budget to cut them; rerun them on the warm machine with
+#     GPU_CHECK_STEPS=train GPU_CHECK_TRAIN_VARIANTS=fine-tune+pack,fine-tune+flex,...
 #   train  the rest (>= 165 s, typically ~250 s), last because it is the longest and least
 #     certain: it inherits every second the others leave. Bundle of 512 clips x 6 FLACs ~20 s
 #     (--clips 512, not 1024: the trainer re-permutes its pools, the rate does not depend on it);

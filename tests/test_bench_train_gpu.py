@@ -89,3 +89,35 @@ def test_levers_time_the_raw_step_only_each_with_its_own_setting(tmp_path):
     assert cudnn["raw"]["cudnn_benchmark"] and "trainer" not in cudnn
     assert b128["raw"]["batch"] == 2 * cudnn["raw"]["batch"] and "trainer" not in b128
     assert not torch.backends.cudnn.benchmark  # put back as found
+
+
+def test_trainer_levers_are_each_timed_off_and_on_raw_and_trainer(tmp_path, monkeypatch):
+    """--levers' trainer rows: the same shapes with the lever's switches off, then on, and
+    the forward given the lever's arguments (hearsay.train.levers) only on the "on" side;
+    fp8's row is the config's refusal, flex's says why the CPU skips it."""
+    mod = _script()
+    given = []  # the forward arguments the raw steps and trainers asked for
+    real = mod.levers.forward_args
+    monkeypatch.setattr(mod.levers, "forward_args",
+                        lambda *a, **k: given.append(sorted(r := real(*a, **k))) or r)
+    out = tmp_path / "bench.json"
+    names = ",".join(mod.TRAIN_LEVERS)
+    assert mod.main(["--dry-run", "--variants", names, "--json", str(out)]) == 0
+    rows = {f["variant"]: f for f in json.loads(out.read_text())["figures"]}
+    assert list(rows) == ["fine-tune + pack", "fine-tune + flex", "fine-tune + mask-free",
+                          "fine-tune + graphs", "fine-tune + fp8"]
+    for name in ("pack", "mask-free", "graphs"):
+        row = rows[f"fine-tune + {name}"]
+        switches = mod.levers.SWITCHES[name]
+        assert row["raw_off"]["switches"] == {} and row["raw"]["switches"] == switches
+        assert row["trainer_off"]["switches"] == {} and row["trainer"]["switches"] == switches
+        for ratio in ("raw_on_over_off", "trainer_on_over_off", "trainer_over_raw"):
+            assert _positive(row[ratio]), (name, ratio)
+    assert rows["fine-tune + pack"]["raw"]["mixed"] and rows["fine-tune + graphs"]["raw"][
+        "compiled"]
+    assert ["packed"] in given and ["mask_free"] in given and [] in given
+    assert [rows[f"fine-tune + {n}"]["raw"]["forward_args"] for n in ("pack", "mask-free")] == [
+        ["packed"], ["mask_free"]]
+    assert rows["fine-tune + pack"]["raw_off"]["forward_args"] == []
+    assert "needs torchao" in rows["fine-tune + fp8"]["refused"]
+    assert "CUDA only" in rows["fine-tune + flex"]["skipped"]

@@ -70,9 +70,15 @@ def test_dry_run_writes_every_file_flat_in_out(tmp_path):
     assert parity["parity_b_cpu_check"]["clips"] == 3
     train = json.loads((tmp_path / "bench_train.json").read_text())
     assert train["dry_run"] and [f["variant"] for f in train["figures"]] == [
-        "fine-tune", "frozen", "fine-tune + cudnn", "frozen + b128"]
+        "fine-tune", "frozen", "fine-tune + cudnn", "frozen + b128", "fine-tune + pack",
+        "fine-tune + flex", "fine-tune + mask-free", "fine-tune + graphs", "fine-tune + fp8"]
+    levers = {f["variant"].split(" + ")[-1]: f for f in train["figures"][4:]}
+    for name in ("pack", "mask-free", "graphs"):  # each lever off and on, raw and trainer
+        assert {"raw_off", "raw", "trainer_off", "trainer"} <= set(levers[name]), name
+    assert "refused" in levers["fp8"] and "skipped" in levers["flex"]
     assert 0 < train["figures"][0]["trainer"]["valid_share"] <= 1
-    assert "end-to-end:" in (tmp_path / "bench_score.txt").read_text()
+    score = (tmp_path / "bench_score.txt").read_text()
+    assert "end-to-end:" in score and "fed scoring, overlapped:" in score
     env = json.loads((tmp_path / "env.json").read_text())
     assert env["ready"] and env["import hearsay.export.parity"].startswith(str(ROOT / "src"))
     assert env["ffmpeg_missing_encoders"] == [] and "lock_differs" in env

@@ -3,6 +3,7 @@
     from hearsay.model import ModelConfig, Detector, load_detector
     det = Detector(ModelConfig.tiny())                  # random init, CPU tests
     logits = det(input_values, attention_mask)          # (B,) float32, high = synthetic
+    logits = det(x, m, packed=plan)                     # the same, layers packed (hearsay.packing)
     det, cfg = load_detector("runs/fold3")              # rebuilt from the run's saved config
 
 Shape of one forward (B clips, T samples @ 16 kHz, T' = frames @ 50 Hz, D = hidden size):
@@ -35,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hearsay import config
+from hearsay import config, packing
 from hearsay.contracts import run_dir
 from hearsay.hashing import sha256_file
 from hearsay.pooling import AttentiveStatsPool, MaskedMeanPool
@@ -202,9 +203,7 @@ class Detector(nn.Module):
 
     def frame_mask(self, attention_mask: torch.Tensor, n_frames) -> torch.Tensor:
         """(B, T) int sample mask -> (B, T') bool frame mask, via the CNN length formula."""
-        lengths = attention_mask.sum(dim=-1)  # (B,) valid samples
-        for k, s in zip(self.cfg.conv_kernel, self.cfg.conv_stride, strict=True):
-            lengths = torch.div(lengths - k, s, rounding_mode="floor") + 1
+        lengths = packing.frame_lengths(attention_mask.sum(dim=-1), self.cfg)  # (B,) frames
         frames = torch.arange(n_frames, device=attention_mask.device)  # (T',)
         return frames.unsqueeze(0) < lengths.unsqueeze(1)
 
@@ -239,8 +238,11 @@ class Detector(nn.Module):
         neg = torch.tensor(torch.finfo(dtype).min, dtype=dtype, device=valid.device)
         return torch.where(mask, torch.zeros((), dtype=dtype, device=valid.device), neg)
 
-    def hidden_states(self, input_values: torch.Tensor, attention_mask: torch.Tensor):
-        """-> ([h_0 … h_L] each (B, T', D), valid (B, T') bool)."""
+    def hidden_states(self, input_values: torch.Tensor, attention_mask: torch.Tensor,
+                      packed: packing.Packed | None = None, mask_free: bool = False):
+        """-> ([h_0 … h_L] each (B, T', D), valid (B, T') bool). packed: the kept layers run
+        packed (hearsay.packing); mask_free: the caller knows every clip fills T, so no key
+        mask is passed and SDPA may take its flash kernel (a mask sends it elsewhere)."""
         bb = self.backbone
         feats = bb.feature_extractor(input_values).transpose(1, 2)  # (B, T', C)
         valid = self.frame_mask(attention_mask, feats.shape[1])
@@ -250,16 +252,26 @@ class Detector(nn.Module):
         h = h * valid.unsqueeze(-1).to(h.dtype)  # padded frames enter the encoder as 0
         enc = bb.encoder
         h = enc.dropout(h + enc.pos_conv_embed(h))
-        bias = self._attention_bias(valid, h.dtype)
         states = [h]
+        if packed is not None:  # (B, T', D) -> (R, C, D): no padding frame in the layers
+            b, t, _ = h.shape
+            h = packing.pack(h, packed)
+            for layer in enc.layers:
+                h = packing.packed_layer(layer, h, packed)
+                states.append(packing.unpack(h, packed, b, t))
+            return states, valid
+        bias = None if mask_free else self._attention_bias(valid, h.dtype)
         for layer in enc.layers:
             h = layer(h, attention_mask=bias)
             states.append(h)
         return states, valid
 
-    def forward(self, input_values: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """(B, T) float32 normalised @ 16 kHz, (B, T) int64 1 = valid -> logits (B,) float32."""
-        states, valid = self.hidden_states(input_values, attention_mask)
+    def forward(self, input_values: torch.Tensor, attention_mask: torch.Tensor,
+                packed: packing.Packed | None = None, mask_free: bool = False) -> torch.Tensor:
+        """(B, T) float32 normalised @ 16 kHz, (B, T) int64 1 = valid -> logits (B,) float32.
+        packed / mask_free: the trainer's speed levers (hidden_states); the export traces the
+        default, padded forward."""
+        states, valid = self.hidden_states(input_values, attention_mask, packed, mask_free)
         w = torch.softmax(self.layer_logits.float(), dim=0)  # (L+1,)
         mix = None
         for i, h in enumerate(states):

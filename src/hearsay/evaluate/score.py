@@ -180,10 +180,11 @@ def run_padded(det, values, mask, device: str = "cpu", precision: str = "fp32") 
 
 
 def score_rows(det, root: Path, rows, augs: list[str], cfg: ScoreConfig,
-               workers: int = 0) -> np.ndarray:
+               workers: int = 0, overlap: bool = False) -> np.ndarray:
     """Logits of `rows` (manifest order), batched by capped length; `workers` feeding
-    processes decode and prepare the batches ahead (0: in this process)."""
-    return run_fed(det, feed_rows(root, rows, augs, cfg, workers), cfg)
+    processes decode and prepare the batches ahead (0: in this process); `overlap`: the
+    device copies overlapped with compute (hearsay.evaluate.overlap, the same logits)."""
+    return run_fed(det, feed_rows(root, rows, augs, cfg, workers), cfg, overlap)
 
 
 @dataclass(frozen=True)
@@ -220,15 +221,24 @@ def feed_rows(root: Path, rows, augs: list[str], cfg: ScoreConfig, workers: int 
     return Fed(root, recs, augs, batches, feed.prepared(batch_inputs, jobs, workers))
 
 
-def run_fed(det, fed: Fed, cfg: ScoreConfig):
-    """The logits of what feed_rows started ((max, count, mean) per row when windowed)."""
+def run_fed(det, fed: Fed, cfg: ScoreConfig, overlap: bool = False):
+    """The logits of what feed_rows started ((max, count, mean) per row when windowed).
+    overlap: hearsay.evaluate.overlap's order (next copy during this compute, one read-back
+    per several batches), else one batch at a time (run_padded)."""
     if fed.inputs is None:
         return score_windows(det, fed.root, fed.recs, fed.augs, cfg)
     logits = np.full(len(fed.recs), np.nan)
+    if overlap:
+        from hearsay.evaluate.overlap import overlapped_logits
+
+        batch_logits = overlapped_logits(det, fed.inputs, cfg.device, cfg.precision)
+    else:
+        batch_logits = (run_padded(det, values, mask, cfg.device, cfg.precision)
+                        for values, mask in fed.inputs)
     with Progress(len(fed.recs), desc="scoring", unit="clip") as bar:
         try:
-            for batch, (values, mask) in zip(fed.batches, fed.inputs, strict=True):
-                logits[batch] = run_padded(det, values, mask, cfg.device, cfg.precision)
+            for batch, z in zip(fed.batches, batch_logits, strict=True):
+                logits[batch] = z
                 bar.update(len(batch))
         except audio.AudioError as err:
             raise ScoreError(f"bundle clip unreadable: {err} (rebuild the bundle)") from None
@@ -263,9 +273,10 @@ def score_windows(det, root: Path, recs: list, augs: list[str], cfg: ScoreConfig
 
 def score_split(bundle, run: Path, split: str, fold: int | None = None,
                 cfg: ScoreConfig = ScoreConfig(), augmented: bool = False, workers: int = 0,
-                label: str | None = None):
+                label: str | None = None, overlap: bool = False):
     """(scores DataFrame, sidecar dict) of one split scored by one run; `workers` feeding
-    processes (score_rows) change the speed, never a score, so no sidecar records them;
+    processes (score_rows) and `overlap` (run_fed) change the speed, never a score, so no
+    sidecar records them;
     `label` keeps that label's rows only (the probe set: hearsay.evaluate.probe_set)."""
     import pandas as pd
 
@@ -290,7 +301,7 @@ def score_split(bundle, run: Path, split: str, fold: int | None = None,
     # batches are ready when it is
     fed = feed_rows(Path(bundle.root), rows, augs, cfg, workers) if len(rows) else None
     det, _ = load_detector(wfile.parent, device=cfg.device)
-    logits = run_fed(det, fed, cfg) if fed is not None else np.zeros(0)
+    logits = run_fed(det, fed, cfg, overlap) if fed is not None else np.zeros(0)
     extra = {}
     if cfg.hop_s is not None:  # windowed readout: (max, count, mean) per row
         logits, n_win, mean = logits if len(rows) else (np.zeros(0),) * 3

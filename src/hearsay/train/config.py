@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from annotated_types import Ge, Gt, Le, Lt
 
-from hearsay import config, layer_weights
+from hearsay import config, layer_weights, packing
 from hearsay.contracts.manifest import LABELS
 from hearsay.model import ModelConfig
 from hearsay.sound import example
@@ -79,6 +79,17 @@ class TrainConfig:
     # cannot build, run_meta "compile" says why): 1.61x the eager trainer on one H200 at the
     # recipe's crop lengths, after ~140 s compiling its bucket shapes (docs/BENCHMARKS.md)
     compile: bool = True
+    # speed levers (docs/BENCHMARKS.md, "Speed levers"): each off until its GPU figure is in
+    # "off", "sdpa" or "flex": the kept transformer layers run packed, a batch's clips end to
+    # end with a document mask, no padding frame (hearsay.packing; logits as padded)
+    pack: str = "off"
+    # a batch whose clips all fill its cut length runs with no attention key mask, so SDPA may
+    # take its flash kernel (the same logits); ignored when pack is on
+    mask_free: bool = False
+    # CUDA graphs per static batch shape: torch.compile mode "reduce-overhead" (needs compile)
+    cuda_graphs: bool = False
+    # float8 matmuls (torchao) for the transformer's Linear layers: not built, refused
+    fp8: bool = False
     seed: int = 0  # every random stream derives from this
     stream_records_max: int = 20000  # realised-stream clips kept for the shortcut AUCs
     rate_tol: float = 0.02  # allowed augmentation-rate gap between classes (+ 4 s.e.)
@@ -104,8 +115,27 @@ class TrainConfig:
             raise ValueError(f"source_mix={self.source_mix!r}: use proportional, equal or a "
                              'table of shares {"bonafide": {SOURCE: SHARE, ...}, "spoof": {...}}')
         layer_weights.LayerRule.from_dict(self.layer_rule)  # ValueError naming the key
+        if self.pack not in packing.PACK_KINDS:
+            raise ValueError(f"pack={self.pack!r}: use one of {', '.join(packing.PACK_KINDS)}")
+        if self.cuda_graphs and not self.compile:
+            raise ValueError("cuda_graphs=true needs compile=true (CUDA graphs are torch."
+                             "compile's reduce-overhead mode): set both, or cuda_graphs false")
+        if self.fp8:
+            raise ValueError(fp8_refusal())
         if not 0 < self.share_tol < 1:
             raise ValueError(f"share_tol={self.share_tol}: a share gap in (0, 1), e.g. 0.02")
+
+
+def fp8_refusal() -> str:
+    """Why train.fp8 is refused: the float8 lever is not built in this revision."""
+    import importlib.util
+
+    if importlib.util.find_spec("torchao") is None:
+        return ("fp8=true needs torchao (float8 training), which is not installed and not in "
+                "requirements.lock: add torchao to the lock with its wheel hashes and build the "
+                "float8 conversion, or set train.fp8 false")
+    return ("fp8=true: torchao is installed, but hearsay's float8 conversion of the "
+            "transformer's Linear layers is not built yet: set train.fp8 false")
 
 
 SHARE_SUM_TOL = 1e-6  # how far a class's shares may sum from 1 (float rounding of the JSON)

@@ -22,7 +22,7 @@ from hearsay.contracts import run_dir
 from hearsay.files import write_json
 from hearsay.model import save_detector
 from hearsay.sound import audio, example
-from hearsay.train import checkpoint, rates, shares
+from hearsay.train import checkpoint, levers, rates, shares
 from hearsay.train.data import device_batch, validate
 from hearsay.train.errors import TrainError, Tripwire
 from hearsay.train.records import StreamRecords
@@ -120,7 +120,9 @@ def _micro_batch(r: TrainRun, batch: dict, group_n: int, last: bool) -> torch.Te
     sync = r.nets.model.no_sync() if r.plan.ddp and not last else contextlib.nullcontext()
     with sync:
         with r.plan.amp():
-            logits = r.nets.fwd(iv, am)
+            # the speed levers' arguments (hearsay.train.levers), from the host's lengths
+            logits = r.nets.fwd(iv, am, **levers.forward_args(
+                tc, batch["lengths"].numpy(), iv.shape[1], r.nets.det.cfg, r.plan.device))
         target = y * (1 - tc.label_smoothing) + 0.5 * tc.label_smoothing
         loss = F.binary_cross_entropy_with_logits(logits.float(), target)
         (loss / group_n).backward()

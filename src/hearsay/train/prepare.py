@@ -139,8 +139,9 @@ def _nets(tc: TrainConfig, mc, device: torch.device, rank: int, local_rank: int,
     elif cpu:
         state = "off (compiles on CUDA only)"
     else:
-        fwd, why = compile_forward(model)
-        state = f"off: {why}" if why else "on (static shapes, a graph per batch shape)"
+        fwd, why = compile_forward(model, tc.cuda_graphs)
+        state = f"off: {why}" if why else "on (static shapes, a graph per batch shape" + (
+            ", CUDA graphs)" if tc.cuda_graphs else ")")
     return Nets(det=det, base_sha=base_sha, opt=opt, trainable=trainable, model=model, fwd=fwd,
                 compile=state)
 

@@ -74,7 +74,8 @@ def compile_blocker(environ=os.environ, ldconfig: str = "/sbin/ldconfig") -> str
             "its folder)")
 
 
-def compile_forward(model: torch.nn.Module) -> tuple[torch.nn.Module, str | None]:
+def compile_forward(model: torch.nn.Module, cuda_graphs: bool = False,
+                    ) -> tuple[torch.nn.Module, str | None]:
     """(torch.compile of model with static shapes, None), or (model, why) when this machine
     cannot compile (compile_blocker): the run then trains eager, the same numbers a little
     slower, and says so on stderr and in run_meta. Static shapes: one graph per (B, T) the crop
@@ -88,7 +89,8 @@ def compile_forward(model: torch.nn.Module) -> tuple[torch.nn.Module, str | None
         return model, why
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit,
                                                COMPILE_GRAPH_LIMIT)
-    return torch.compile(model, dynamic=False), None
+    mode = "reduce-overhead" if cuda_graphs else None
+    return torch.compile(model, dynamic=False, mode=mode), None
 
 
 def clip_gradients(params: list[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
