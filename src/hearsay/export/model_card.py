@@ -13,7 +13,8 @@ folder's identity: a decision read from thresholds.json is the folder's own).
                    checkpoint's) or one without "decision" is refused (MetaError).
   format.json      names the format: FORMAT, the inputs and output, the front end file, every
                    graph with the operator domains it uses (read from the graph: "portable" =
-                   standard ONNX operators only, loadable by any ONNX runtime), the score rule.
+                   standard ONNX operators only, loadable by any ONNX runtime), the score rule,
+                   and raw_audio: how front_end.onnx takes decoded audio (raw_audio()).
   README.md        the model card: Hub YAML front matter (front_matter: library, tags, metrics,
                    datasets, license), then data, recipe, metrics with intervals, the gate
                    verdict, thresholds, intended use and limits, written from meta.json (without
@@ -101,7 +102,31 @@ def config_file(folder: Path, graphs: list[str], front: dict, has_thresholds: bo
             "graphs": described,
             "thresholds": model_dir.THRESHOLDS if has_thresholds else None,
             "decision_rule": "synthetic when logit >= threshold (thresholds.json names them)",
+            "raw_audio": raw_audio(Path(folder)),
             "scorer": f"hearsay-score CLIPS_DIR --model THIS_FOLDER ({INSTALL_SCORER})"}
+
+
+def raw_audio(folder: Path) -> dict | None:
+    """format.json's recipe for a runtime fed decoded audio (hearsay.export.raw_graph), or None
+    when the folder has no front_end.onnx."""
+    if not (folder / model_dir.FRONT_END_GRAPH).is_file():
+        return None
+    return {"graph": model_dir.FRONT_END_GRAPH,
+            "inputs": {"audio": "float32 (batch, samples): decoded 16 kHz mono, trimmed, then "
+                       "capped at front_end.json max_s seconds, zero-padded",
+                       "attention_mask": "int64 (batch, samples): 1 on valid samples"},
+            "outputs": {"prepared": "the input_values of the model graphs",
+                        "mask": "their attention_mask"},
+            "inside": "band-limit (FIR low-pass at cutoff_hz), then zero mean and unit "
+                      "variance over the valid samples",
+            "trim": "frames of 400 samples every 160 (25 ms / 10 ms); frames quieter than the "
+                    "loudest by front_end.json top_db (frame RMS, dB) are silence; cut the "
+                    "silent frames at both ends (reference: hearsay.sound.audio.trim_silence)",
+            "windows": "for a file longer than max_s: windows of max_s every 4 s inside the "
+                       "trimmed span, each through both graphs, score = the highest window "
+                       "(reference: hearsay.sound.windows; hearsay-score --hop-s)",
+            "chain": f"{model_dir.FRONT_END_GRAPH} then a model graph (onnx.compose."
+                     "merge_models makes one: hearsay.export.raw_graph.raw_model)"}
 
 
 def _f(v, spec=".4f") -> str:
