@@ -2,6 +2,7 @@
 # One fetchPypi wheel per locked package (nix/python.nix installs exactly these);
 # `nix/lock_to_nix.py --check` (run by make test) fails when the two disagree.
 [
+  { name = "absl-py"; pname = "absl_py"; version = "2.5.1"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "721200f2f0e9960f2ca9dc3a2a706b201f5f75d812c158f059cbbe29eeafbdb8"; }
   { name = "aiodns"; pname = "aiodns"; version = "3.6.1"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "46233ccad25f2037903828c5d05b64590eaa756e51d12b4a5616e2defcbc98c7"; }
   { name = "aiohappyeyeballs"; pname = "aiohappyeyeballs"; version = "2.7.1"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "9243213661e29250eb41368e5daa826fc017156c3b8a11440826b2e3ed376472"; }
   { name = "aiohttp"; pname = "aiohttp"; version = "3.14.5"; dist = "cp311"; python = "cp311"; abi = "cp311"; platform = "manylinux2014_x86_64.manylinux_2_17_x86_64.manylinux_2_28_x86_64"; sha256 = "50a195903119008fe9cc68710535eb37f556ffffd6a7759afe70a2c145587045"; }
@@ -30,6 +31,7 @@
   { name = "fonttools"; pname = "fonttools"; version = "4.68.0"; dist = "cp311"; python = "cp311"; abi = "cp311"; platform = "manylinux2014_x86_64.manylinux_2_17_x86_64"; sha256 = "4b9c89b5876f1a74b1341632dfaf4c4c2be565d76c060445df401ebe7a4ceefa"; }
   { name = "frozenlist"; pname = "frozenlist"; version = "1.8.0"; dist = "cp311"; python = "cp311"; abi = "cp311"; platform = "manylinux1_x86_64.manylinux_2_28_x86_64.manylinux_2_5_x86_64"; sha256 = "2552f44204b744fba866e573be4c1f9048d6a324dfe14475103fd51613eb1d1f"; }
   { name = "fsspec"; pname = "fsspec"; version = "2026.9.0"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "8dd6e646e99ea382bd85f97a45e6b526a442d79423a7dc673f1e2756d05fcb5f"; }
+  { name = "grpcio"; pname = "grpcio"; version = "1.85.4"; dist = "cp311"; python = "cp311"; abi = "cp311"; platform = "manylinux2014_x86_64.manylinux_2_17_x86_64"; sha256 = "bc2d0a5876c4cbeaf9576db1f36fcee2810c506a0b677608f505e7c8c82a605f"; }
   { name = "h11"; pname = "h11"; version = "0.16.0"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "63cf8bbe7522de3bf65932fda1d9c2772064ffb3dae62d55932da54b31cb6c86"; }
   { name = "hf-xet"; pname = "hf_xet"; version = "1.8.0"; dist = "cp38"; python = "cp38"; abi = "abi3"; platform = "manylinux2014_x86_64.manylinux_2_17_x86_64"; sha256 = "29dab7c904cd1914a0439c6e1306c12c7497c8bd32290fbe563ebf51ca4b6d6d"; }
   { name = "httpcore"; pname = "httpcore"; version = "1.0.9"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "2d400746a40668fc9dec9810239072b40b4484b640a8c38fd654a024c7a1bf55"; }
@@ -42,6 +44,7 @@
   { name = "joblib"; pname = "joblib"; version = "1.6.0"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "3dbbf9f6e4b592a2357b854608e980fe6390d131d7a82f011a377ef2ebef7aba"; }
   { name = "kiwisolver"; pname = "kiwisolver"; version = "1.5.1"; dist = "cp311"; python = "cp311"; abi = "cp311"; platform = "manylinux2014_x86_64.manylinux_2_17_x86_64"; sha256 = "95a02752aa032eef4aed01cda6d9b687c669bd0396bf4519eef8bba22a286720"; }
   { name = "lxml"; pname = "lxml"; version = "6.1.3"; dist = "cp311"; python = "cp311"; abi = "cp311"; platform = "manylinux_2_26_x86_64.manylinux_2_28_x86_64"; sha256 = "527195c188d7d0af748cd48d220ab8cdc5cb99be3d49ac4d9be7324d8abf9bc0"; }
+  { name = "markdown"; pname = "markdown"; version = "3.11.3"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "e1a31a112232504d753e5c01bb8c2de90d3f0ba986b063e10770cf7695b09e73"; }
   { name = "markdown-it-py"; pname = "markdown_it_py"; version = "4.3.0"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "7aa1511a46c39138de78d9eba92ce47e63124d8003fc98b3a351909e04239efa"; }
   { name = "MarkupSafe"; pname = "markupsafe"; version = "3.0.4"; dist = "cp311"; python = "cp311"; abi = "cp311"; platform = "manylinux2014_x86_64.manylinux_2_17_x86_64.manylinux_2_28_x86_64"; sha256 = "6da83a088f8ef93b2d483a8232a4dbf4d69d3d8496b568a03c56becac43e1808"; }
   { name = "matplotlib"; pname = "matplotlib"; version = "3.11.2"; dist = "cp311"; python = "cp311"; abi = "cp311"; platform = "manylinux2014_x86_64.manylinux_2_17_x86_64"; sha256 = "07d9b9fa60cd4c393692f50d0bb03123242ddf61c99bb0e95e75feb354e7c1a8"; }
@@ -104,6 +107,8 @@
   { name = "soundfile"; pname = "soundfile"; version = "0.14.0"; dist = "py2.py3"; python = "py2.py3"; abi = "none"; platform = "manylinux_2_28_x86_64"; sha256 = "1e38bac1853412871318e82a1ba69a8be677619b56025bbfcccdb41b6cafe82d"; }
   { name = "soxr"; pname = "soxr"; version = "1.1.0"; dist = "cp311"; python = "cp311"; abi = "cp311"; platform = "manylinux_2_27_x86_64.manylinux_2_28_x86_64"; sha256 = "3da87e3ffa3e41823d873b051c7ecb2acebd8d1b6b46b752f5facf10a0d84ab9"; }
   { name = "sympy"; pname = "sympy"; version = "1.14.0"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "e091cc3e99d2141a0ba2847328f5479b05d94a6635cb96148ccb3f34671bd8f5"; }
+  { name = "tensorboard"; pname = "tensorboard"; version = "2.21.0"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "7279316dcb6bd5bc391d623dea841531299cde1887310e8133bc34a996d32255"; }
+  { name = "tensorboard-data-server"; pname = "tensorboard_data_server"; version = "0.7.2"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "7e0610d205889588983836ec05dc098e80f97b7e7bbff7e994ebb78f578d0ddb"; }
   { name = "threadpoolctl"; pname = "threadpoolctl"; version = "3.8.0"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "f1b49c82704d50f13ffae019c727b0fa4f6791a58f48f06a09c45face1be66da"; }
   { name = "tokenizers"; pname = "tokenizers"; version = "0.23.3"; dist = "cp310"; python = "cp310"; abi = "abi3"; platform = "manylinux_2_17_x86_64.manylinux2014_x86_64"; sha256 = "376851d22bcf9d650a5c3090bb83e6cf9e895fbf0595369fa4cd43c1f69b5f87"; }
   { name = "torch"; pname = "torch"; version = "2.11.0"; dist = "cp311"; python = "cp311"; abi = "cp311"; platform = "manylinux_2_28_x86_64"; sha256 = "7aa2f9bbc6d4595ba72138026b2074be1233186150e9292865e04b7a63b8c67a"; }
@@ -117,6 +122,7 @@
   { name = "tzdata"; pname = "tzdata"; version = "2026.6"; dist = "py2.py3"; python = "py2.py3"; abi = "none"; platform = "any"; sha256 = "0a10eec6e13ef16b627fabed9a5f2ba61a62b1c67f327305f4e7e412a70b4aec"; }
   { name = "urllib3"; pname = "urllib3"; version = "2.8.0"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "0cf3cae568d36aa9576b28dfb35f11328f1cb974ca7647d9475ebb86c75ac6e3"; }
   { name = "vastai"; pname = "vastai"; version = "1.9.1"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "426dee7da85ce29b798c57c55d23178242c7da5d27b39958a5cbd86dcbbec0f7"; }
+  { name = "werkzeug"; pname = "werkzeug"; version = "3.1.9"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "6392e50c78460ba618e5b21f08a71f59c99ce99cdc6cf6e3dd7e6ccca8754fab"; }
   { name = "xdg"; pname = "xdg"; version = "6.0.0"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "df3510755b4395157fc04fc3b02467c777f3b3ca383257397f09ab0d4c16f936"; }
   { name = "yarl"; pname = "yarl"; version = "1.25.1"; dist = "cp311"; python = "cp311"; abi = "cp311"; platform = "manylinux2014_x86_64.manylinux_2_17_x86_64.manylinux_2_28_x86_64"; sha256 = "d5add7b4ca7afeea91d52e4d4e4db3b1fe9885b71f07054560d8c4296b7441a2"; }
 ]

@@ -126,7 +126,7 @@ box_watchdog() {
 # HEARSAY_HEARTBEAT_S seconds (60; job.env's) while entry.sh (ENTRY_PID) runs: the liveness that
 # runner/reaper.sh reads (runner/lib/heartbeat.sh). A chain killed without its EXIT trap stops
 # beating. SEQ counts up, so the reader needs no clock of this box's; a beat the store refuses is
-# said and the next one tried.
+# said and the next one tried. Each beat also copies train.log to the store (box_push_log).
 box_heartbeat() {
   local entry=$1 seq=0 nap=""
   trap '[ -z "$nap" ] || kill "$nap" 2>/dev/null; exit 0' TERM
@@ -134,6 +134,7 @@ box_heartbeat() {
     seq=$((seq + 1))
     printf '%s %s %s\n' "$HEARSAY_GEN" "$seq" "$(date -u +%s)" | box_rclone rcat "$RUN_PATH/HEARTBEAT" 2>/dev/null \
       || echo "entry: heartbeat $seq could not be written" >&2
+    box_push_log   # runner/logs.sh reads it (runner/box/status.sh)
     sleep "${HEARSAY_HEARTBEAT_S:-60}" &
     nap=$!
     wait "$nap" || true

@@ -6,11 +6,21 @@
 # box_rclone ARGS...: the store, with rclone's own retries off (ours are counted).
 box_rclone() { ${HEARSAY_RCLONE:-rclone} --retries 1 --low-level-retries 1 "$@"; }
 
+# box_push_log: BOX_DIR/train.log (the trainer's output) to RUN_PATH/train.log, headed by
+# "# GEN train.log", for runner/logs.sh; one try, a failure said and survived (the next beat tries
+# again). Called at each heartbeat and before each STATUS, so a DONE or FAIL finds the whole log there.
+box_push_log() {
+  [ -f "$BOX_DIR/train.log" ] || return 0
+  { printf '# %s train.log\n' "$HEARSAY_GEN"; cat "$BOX_DIR/train.log"; } \
+    | box_rclone rcat "$RUN_PATH/train.log" 2>/dev/null || echo "entry: train.log not copied to the store" >&2
+}
+
 # box_status PHASE: "GEN PHASE EPOCH" to RUN_PATH/STATUS (three tries; a lost STATUS is survivable,
 # the reaper's deadline still ends the box).
 box_status() {
   local i=0
   phase=$1
+  box_push_log
   echo "$1" >"$BOX_DIR/PHASE" 2>/dev/null || true   # what the deadline watchdog reads
   echo "entry: $HEARSAY_GEN $1" >&2
   while [ "$i" -lt 3 ]; do

@@ -112,3 +112,91 @@ def parse_sets(items: list[str], sections) -> dict:
             value = raw
         out.setdefault(section, {})[key] = value
     return out
+
+
+# --------------------------------------------------------------------------- the reference
+
+
+@dataclasses.dataclass(frozen=True)
+class Key:
+    """One documented config key: `hearsay train --print-config` and docs/CONFIG.md print these."""
+
+    name: str
+    type: str  # as a reader writes it: int, float | None, tuple[float, ...]
+    default: object  # the code default (JSON-ready: tuples as lists)
+    help: str  # the field's comment in the source, joined into one line ("" when it has none)
+
+
+def keys(cls) -> list[Key]:
+    """Every init field of the dataclass `cls`, in declaration order, with its one-line help."""
+    hints = typing.get_type_hints(cls)
+    helps = _field_comments(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        out.append(Key(f.name, _spell(hints[f.name]), _json_ready(default), helps.get(f.name, "")))
+    return out
+
+
+def _json_ready(value):
+    if isinstance(value, tuple | list):
+        return [_json_ready(v) for v in value]
+    if dataclasses.is_dataclass(value):
+        return _json_ready(dataclasses.asdict(value))
+    if isinstance(value, dict):
+        return {k: _json_ready(v) for k, v in value.items()}
+    return value
+
+
+def _field_comments(cls) -> dict[str, str]:
+    """{field: its comment} read from the class source: the comment at the end of the field's
+    line plus the comment lines under it whose text starts in the same column (a wrapped
+    comment), or, for a field line without one, the block of comment lines just above it."""
+    import ast
+    import inspect
+    import textwrap
+
+    lines = textwrap.dedent(inspect.getsource(cls)).splitlines()
+    body = ast.parse("\n".join(lines)).body[0].body
+    fields = {n.target.id: n.lineno - 1 for n in body
+              if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+
+    def text_col(line: str, at: int) -> int:  # column where a comment's text starts
+        return at + 1 + len(line[at + 1:]) - len(line[at + 1:].lstrip())
+
+    def comment_only(j: int) -> bool:
+        return 0 <= j < len(lines) and lines[j].strip().startswith("#")
+
+    out, wrapped = {}, set()  # wrapped: comment lines that continue a field's own comment
+    for name, i in fields.items():
+        at = _trailing_hash(lines[i])
+        if at >= 0:
+            parts, j = [lines[i][at + 1:].strip()], i + 1
+            while comment_only(j) and text_col(lines[j], lines[j].index("#")) == text_col(
+                    lines[i], at):
+                parts.append(lines[j].strip()[1:].strip())
+                wrapped.add(j)
+                j += 1
+        else:
+            parts, j = [], i - 1
+            while comment_only(j) and j not in wrapped:
+                parts.insert(0, lines[j].strip()[1:].strip())
+                j -= 1
+        out[name] = " ".join(p for p in parts if p)
+    return out
+
+
+def _trailing_hash(line: str) -> int:
+    """Column of the comment that ends a code line (None of a '#' inside a string), or -1."""
+    import io
+    import tokenize
+
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline):
+            if tok.type == tokenize.COMMENT:
+                return len(line) - len(line.lstrip()) + tok.start[1]
+    except (tokenize.TokenError, IndentationError):
+        return -1
+    return -1

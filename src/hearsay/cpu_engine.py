@@ -19,6 +19,15 @@ import numpy as np
 
 from hearsay.sound.audio import pad_batch  # the one padding: training's batches and these
 
+# How a scoring machine gets onnxruntime: pyproject.toml's `score` extra (the one spelling; the
+# model folder's format.json and the missing-runtime error both quote it).
+SCORE_EXTRA = "score"
+INSTALL_SCORER = f"pip install 'hearsay[{SCORE_EXTRA}]'"
+
+
+class RuntimeMissing(ImportError):
+    """onnxruntime is not installed in this Python; the message says how to install it."""
+
 
 def allowed_cpus() -> int:
     """CPUs this process may use: affinity mask, capped by a cgroup v2/v1 CPU quota."""
@@ -47,7 +56,11 @@ def _cgroup_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
 
 def make_session(model_path: Path, threads: int = 0):
     """onnxruntime CPU session: all graph optimisations, intra-op threads = allowed CPUs."""
-    import onnxruntime as ort
+    try:
+        import onnxruntime as ort
+    except ImportError as err:
+        raise RuntimeMissing(f"onnxruntime is not installed in this Python ({err}): "
+                             f"{INSTALL_SCORER}") from None
 
     # onnxruntime's telemetry off: a scorer of people's audio reports to no one (in a read-only
     # container it would also warn that it cannot persist its device id)

@@ -59,11 +59,11 @@ class ModelConfig:
     ffn_size: int = 4096  # feed-forward inner width
     conv_dim: tuple[int, ...] = (512,) * 7  # CNN feature-encoder channels per layer
     conv_kernel: tuple[int, ...] = (10, 3, 3, 3, 3, 2, 2)  # samples; total stride 320 = 20 ms
-    conv_stride: tuple[int, ...] = (5, 2, 2, 2, 2, 2, 2)
+    conv_stride: tuple[int, ...] = (5, 2, 2, 2, 2, 2, 2)  # CNN strides per layer, samples
     conv_bias: bool = True  # XLS-R CNN convs carry biases (the strict loader checks this)
     pos_conv_kernel: int = 128  # positional convolution width (frames)
-    pos_conv_groups: int = 16
-    layer_norm_eps: float = 1e-5
+    pos_conv_groups: int = 16  # groups of the positional convolution
+    layer_norm_eps: float = 1e-5  # epsilon of the transformer's LayerNorms
     keep_layers: int = 12  # keep the first N transformer layers; the rest are never built
     train_top: int = 12  # trainable top layers of the kept ones; 0 = whole backbone frozen
     layerdrop: float = 0.0  # must stay 0: a skipped layer would leave a hidden state undefined

@@ -49,11 +49,11 @@ def demo_run(demo_bundle, tmp_path_factory):
     det, _ = load_detector(out)
     waves, is_spoof = fresh_clips()
     logits = np.array([run_model(det, [w])[0] for w in waves])
-    return meta, logits, is_spoof
+    return meta, logits, is_spoof, out
 
 
 def test_the_demo_preset_separates_fresh_synthetic_clips(demo_run):
-    meta, logits, is_spoof = demo_run
+    meta, logits, is_spoof, _ = demo_run
     auc = roc_auc_score(is_spoof, logits)
     assert auc >= MIN_FRESH_AUC, (f"AUC {auc:.3f} on fresh clips after {meta['steps']} steps: "
                                   "the demo preset no longer trains a detector (raise its steps "
@@ -61,11 +61,31 @@ def test_the_demo_preset_separates_fresh_synthetic_clips(demo_run):
 
 
 def test_the_demo_preset_is_its_own_and_leaves_cpu_smoke_alone(demo_run):
-    meta, _, _ = demo_run
+    meta, _, _, _ = demo_run
     smoke = train_config.resolve_config("full", None, cpu_smoke=True)
     assert smoke["train"]["epochs"] * smoke["train"]["batches_per_epoch"] == 8  # stays fast
     assert meta["steps"] == meta["total_steps"] > 8 * 8
     assert meta["history"]["loss"][-1] < meta["history"]["loss"][0]
+
+
+def test_a_demo_run_leaves_tensorboard_events_that_tensorboard_reads(demo_run):
+    """`tensorboard --logdir demo_out/runs` (README): each run folder holds its event file,
+    whose train/ scalars are train_log.csv's step rows."""
+    import csv
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    meta, _, _, out = demo_run
+    assert list(out.glob("events.out.tfevents.*"))
+    acc = EventAccumulator(str(out))
+    acc.Reload()
+    with (out / "train_log.csv").open() as f:
+        rows = [r for r in csv.DictReader(f) if r["kind"] == "step"]
+    lr = acc.Scalars("train/lr_head")
+    assert [e.step for e in lr] == [int(r["step"]) for r in rows]
+    assert rows[-1]["step"] == str(meta["steps"])  # the last step's line is there
+    assert [e.value for e in lr] == pytest.approx([float(r["lr_head"]) for r in rows], rel=1e-6)
+    assert {"train/loss", "train/clips_per_s", "train/padded_share"} <= set(acc.Tags()["scalars"])
 
 
 def test_the_summary_has_five_lines_naming_each_figure(tmp_path):

@@ -85,8 +85,8 @@ def test_a_fused_graph_that_fails_parity_a_is_not_shipped(tmp_path, monkeypatch)
     assert not report["fusion"]["used"] and not report["fusion"]["parity_a"]["passed"]
     assert report["parity_a"]["passed"]  # the plain export's, which is what ships
     assert "MultiHeadAttention" not in ops_of(tmp_path / "model.onnx")
-    assert set(model_sums(tmp_path)) == {"model.onnx", "front_end.json", "format.json",
-                                         "README.md"}  # no fused graph: no portable beside it
+    assert set(model_sums(tmp_path)) == {"model.onnx", "front_end.json", "front_end.onnx",
+                                         "format.json", "README.md"}  # no portable beside it
 
 
 def test_encoder_convs_are_the_feature_encoders_not_the_positional_conv(calibrated):

@@ -36,7 +36,8 @@ def test_export_writes_the_interface_folder_with_a_true_manifest(exported):
     sums = model_sums(out)
     assert {"model.onnx", "front_end.json"} <= set(sums)
     assert set(sums) <= {"model.onnx", "model.int8.onnx", "model.portable.onnx",
-                         "front_end.json", "format.json", "README.md"}  # parity.json: beside
+                         "front_end.json", "front_end.onnx", "format.json",
+                         "README.md"}  # parity.json: beside
     for name, digest in sums.items():
         assert sha256_file(out / name) == digest
     front = json.loads((out / "front_end.json").read_text())
@@ -197,7 +198,7 @@ def test_a_quantiser_crash_ships_fp32_and_records_why(tmp_path, monkeypatch):
     report = export_model(tiny_detector(), tmp_path, ExportConfig(parity_clips=3))
     assert report["int8"] == {"passed": False, "error": "RuntimeError: shape inference differs"}
     assert set(model_sums(tmp_path)) == {"model.onnx", "model.portable.onnx", "front_end.json",
-                                         "format.json", "README.md"}
+                                         "front_end.onnx", "format.json", "README.md"}
     assert not (tmp_path / "model.int8.onnx").exists()
 
 

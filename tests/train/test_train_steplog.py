@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 import types
 from pathlib import Path
 
@@ -19,9 +20,19 @@ from hearsay.train import steplog
 from hearsay.train.step import lr_multiplier
 
 
-def _rows(run: Path) -> list[dict]:
+def _rows(run: Path, kind: str = "step") -> list[dict]:
     with (run / run_dir.TRAIN_LOG).open() as f:
-        return list(csv.DictReader(f))
+        return [r for r in csv.DictReader(f) if r["kind"] == kind]
+
+
+def _scalars(run: Path) -> dict[str, list[tuple[int, float]]]:
+    """{tag: [(step, value), ...]} of the TensorBoard event files in `run`, as TensorBoard
+    reads them."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run))
+    acc.Reload()
+    return {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
 
 
 def test_a_run_logs_every_n_steps_with_the_real_learning_rates(bundle_dir, tmp_path, capsys,
@@ -30,8 +41,9 @@ def test_a_run_logs_every_n_steps_with_the_real_learning_rates(bundle_dir, tmp_p
     cfg = smoke(log_every=3, log_every_s=0.0, lr_floor=0.1)
     run = tmp_path / "run"
     meta = tr.run(cfg, bundle_dir, run, store_uri=rclone_store)
-    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("hearsay train: step")]
-    assert [x.split()[3] for x in lines] == ["1/8", "3/8", "6/8", "8/8"]
+    out = capsys.readouterr().out.splitlines()
+    lines = [x for x in out if x.startswith("hearsay train: fold0 step")]  # the run's name
+    assert [x.split()[4] for x in lines] == ["1/8", "3/8", "6/8", "8/8"]
     rows = _rows(run)
     assert tuple(rows[0]) == steplog.COLUMNS
     assert [int(r["step"]) for r in rows] == [1, 3, 6, 8]
@@ -59,11 +71,56 @@ def test_a_run_logs_every_n_steps_with_the_real_learning_rates(bundle_dir, tmp_p
     assert (pushed / run_dir.TRAIN_LOG).read_text() == (run / run_dir.TRAIN_LOG).read_text()
 
 
+def test_each_validation_readout_is_a_line_a_csv_row_and_tensorboard_scalars(
+        bundle_dir, tmp_path, capsys):
+    # 2 epochs x 4 steps, val_every 0: a readout at each epoch end (steps 4 and 8)
+    run = tmp_path / "run"
+    meta = tr.run(smoke(log_every=3, log_every_s=0.0), bundle_dir, run)
+    val = meta["history"]["val"]
+    assert [v["step"] for v in val] == [4, 8]
+    lines = [x for x in capsys.readouterr().out.splitlines()
+             if x.startswith("hearsay train: fold0 readout")]
+    assert [x.split()[5] for x in lines] == ["4/8", "8/8"]
+    assert f"auc {val[-1]['auc']:.4f} eer {val[-1]['eer']:.4f}" in lines[-1]
+    rows = _rows(run, "readout")
+    assert [int(r["step"]) for r in rows] == [4, 8]
+    for row, v in zip(rows, val, strict=True):
+        for k in ("auc", "eer", "min_dcf"):
+            assert float(row[f"val_{k}"]) == pytest.approx(v[k], rel=1e-6)
+        assert int(row["val_n"]) == v["n"] and row["loss"] == ""
+    tb = _scalars(run)  # beside train_log.csv, read back by TensorBoard's own reader
+    for k in ("auc", "eer", "min_dcf"):
+        assert [s for s, _ in tb[f"val/{k}"]] == [4, 8]
+        assert [x for _, x in tb[f"val/{k}"]] == pytest.approx([v[k] for v in val], rel=1e-6)
+    steps = _rows(run)
+    assert [s for s, _ in tb["train/lr_head"]] == [int(r["step"]) for r in steps] == [1, 3, 6, 8]
+    assert [x for _, x in tb["train/lr_head"]] == pytest.approx(
+        [float(r["lr_head"]) for r in steps], rel=1e-6)
+    # the loss of step 1 has not landed at its line (read a step late): no point, not a 0
+    assert [(s, pytest.approx(x, rel=1e-6)) for s, x in tb["train/loss"]] == [
+        (int(r["step"]), float(r["loss"])) for r in steps if r["loss"]]
+    assert "train/gpu_mem_gib" not in tb  # empty on the CPU: no point written
+
+
+def test_progress_json_is_pushed_at_each_step_line(tmp_path, capsys):
+    r = _fake_run(tmp_path, log_every=2)
+    pushed = []
+    r.store = types.SimpleNamespace(push_file=lambda path, name: pushed.append(
+        (name, json.loads(Path(path).read_text())["step"])))
+    log = steplog.StepLog(r)
+    for _ in range(5):
+        r.progress.step += 1
+        log.after_step(r, 1)
+    log.close()
+    assert pushed == [(run_dir.PROGRESS, 1), (run_dir.PROGRESS, 2), (run_dir.PROGRESS, 4)]
+
+
 def test_both_triggers_off_means_no_log(bundle_dir, tmp_path, capsys):
     run = tmp_path / "run"
     tr.run(smoke(epochs=1, log_every=0, log_every_s=0.0), bundle_dir, run)
-    assert "hearsay train: step" not in capsys.readouterr().out
+    assert "hearsay train: fold0" not in capsys.readouterr().out
     assert not (run / run_dir.TRAIN_LOG).exists() and not (run / run_dir.PROGRESS).exists()
+    assert not list(run.glob("events.out.tfevents.*"))
 
 
 def _fake_run(tmp_path, **train) -> types.SimpleNamespace:
@@ -82,7 +139,9 @@ def _fake_run(tmp_path, **train) -> types.SimpleNamespace:
 
 def test_the_time_trigger_logs_when_the_interval_has_passed(tmp_path, capsys, monkeypatch):
     clock = iter([100.0, 101.0, 102.0, 103.5, 104.5])  # construction, then one per step
-    monkeypatch.setattr(steplog.time, "time", lambda: next(clock))
+    # steplog's own clock only (the TensorBoard writer keeps the real one)
+    monkeypatch.setattr(steplog, "time", types.SimpleNamespace(
+        time=lambda: next(clock), strftime=time.strftime, gmtime=time.gmtime))
     r = _fake_run(tmp_path, log_every_s=3.0)
     log = steplog.StepLog(r)
     for _ in range(4):

@@ -45,6 +45,7 @@ THRESHOLDS = "thresholds.json"
 CONFIG = "format.json"  # names the format (not config.json: a checkpoint's config)
 CARD = "README.md"
 FRONT_END = "front_end.json"
+FRONT_END_GRAPH = "front_end.onnx"  # the front end's arithmetic for other runtimes (raw_graph)
 PARITY = "parity.json"
 VARIANTS = {"fp32": ONNX, "int8": INT8, "portable": PORTABLE}  # --variant -> the model file
 PIN = "HEARSAY_MODEL_SUMS_SHA256"  # the identity a deploy image bakes in (environment variable)

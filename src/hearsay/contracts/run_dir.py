@@ -8,6 +8,7 @@ spelled once: every stage that reads or writes a run goes through these names.
       readout.json            the last validation readout (what `runner/status.sh --why` shows)
       train_log.csv           the per-step log's rows (hearsay.train.steplog)
       progress.json           its latest line (what `runner/status.sh JOB` shows)
+      events.out.tfevents.*   the same figures for TensorBoard (hearsay.train.steplog)
       checkpoints/epoch_NNNN/ model.safetensors, optimizer.safetensors,    checkpoint_dir(run, n)
                               state.json (the sha256 of both)
       final/                  model.safetensors + config.json              final_dir(run)

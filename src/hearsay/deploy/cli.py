@@ -4,6 +4,8 @@
     hearsay-score call.m4a                       # one file: its row on stdout
     find calls -name '*.m4a' | hearsay-score --files-from - --format jsonl
     docker run --rm -v "$PWD:/data" hearsay-score clips/ > scores.csv     # the deploy image
+    hearsay-score clips/ -o part$K.csv --shard $K/8        # one of 8 machines, K = 0..7
+    hearsay-score merge -o scores.csv part*.csv             # the 8 parts -> one run's file
 
 (The image's working directory is /data, so CLIPS and -o are paths under the folder you
 mount there; it runs offline and read-only: --read-only --network none --cap-drop ALL work.)
@@ -89,6 +91,11 @@ stderr (a bar on a terminal, else a line every --progress seconds; windowed runs
 seconds scored, inside a long file too), then one summary line: scored, failed, skipped (by kind:
 hidden, not audio, symlink loop, unreadable), files whose header disagrees, seconds.
 
+--shard K/N scores only the inputs whose row path hashes to part K of N (0 <= K < N; needs -o
+FILE, and writes FILE.shard.json once FILE is complete); `hearsay-score merge -o OUT PART...`
+checks that the parts agree on model, options and front end and hold every input exactly once,
+and writes the rows one run would have (deploy/shard.py; a folder named merge: pass ./merge).
+
 The model folder (docs/INTERFACES.md) is checked before anything is scored: every file listed in
 SHA256SUMS must match, the chosen model file must be listed, and when $HEARSAY_MODEL_SUMS_SHA256
 is set (the deploy image bakes it at build) the sha256 of SHA256SUMS itself must equal it, which
@@ -121,12 +128,13 @@ import argparse
 import math
 import os
 import signal
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from hearsay.contracts.model_dir import FRONT_END, INT8, ONNX, PORTABLE, ModelError
-from hearsay.deploy import inputs, io, jsonl, lock, windowed
+from hearsay.deploy import inputs, io, jsonl, lock, shard, windowed
 from hearsay.deploy.engine import (
     ScoreConfig,
     add_decision_args,
@@ -155,11 +163,15 @@ def run(args, cfg: ScoreConfig) -> int:
             "files skipped). In a container, mount the folder that holds the clips: "
             'docker run --rm -v "$PWD:/data" hearsay-score clips/')
         return EXIT_NO_AUDIO
+    src, positions, everything = shard.split(src, shard.parse(args.shard))  # --shard K/N
+    files = src.files
     if not cfg.first_window and not 0 < cfg.hop_s <= scorer.front["max_s"]:
         say(f"hearsay-score: --hop-s {cfg.hop_s:g} must be in (0, {scorer.front['max_s']:g}] "
             f"(the window length, {FRONT_END} max_s)")
         return EXIT_USAGE
     record = inputs.run_record(args, cfg, scorer.model_sha, src.source)
+    if args.shard:
+        record["shard"] = args.shard  # --resume goes on with the same part only
     kept, kept_windows, kept_ids = [], [], {}
     if args.resume:  # a kept row's file must be an input, as it was when scored (file_id)
         now = {io.csv_path(src.root, f): inputs.file_id(f) for f in files}
@@ -190,6 +202,8 @@ def run(args, cfg: ScoreConfig) -> int:
                     raise KeyboardInterrupt  # a signal whose own raise was swallowed
         win_sink.commit()
         sink.commit()
+        if positions is not None:  # FILE.shard.json: what `hearsay-score merge` checks
+            shard.write_record(args, record, scorer.front, positions, everything)
     except (KeyboardInterrupt, BrokenPipeError, OutputError) as err:
         for s in (sink, win_sink):
             if s is not None:
@@ -248,6 +262,7 @@ def _parser() -> argparse.ArgumentParser:
                     "files not in it; refused (exit 2) unless OUTPUT.partial.json shows the same "
                     "inputs, options, format, engine and model")
     windowed.add_window_args(ap, ScoreConfig.hop_s)
+    shard.add_args(ap)
     ap.add_argument("--max-decode-s", type=float, default=ScoreConfig.max_decode_s,
                     metavar="SECONDS", help="per-file decode time bound, each decode pass "
                     f"(default {ScoreConfig.max_decode_s:g}): a file over it fails, so named")
@@ -294,13 +309,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["merge"]:  # hearsay-score merge -o OUT PART... (a folder named merge: ./merge)
+        return shard.merge_main(argv[1:])
     args = _parser().parse_args(argv)  # argparse exits 2 on usage errors
     usage = number_error(args) or inputs.usage_error(args.clips, args.files_from) or \
         windowed.window_usage_error(args) or (
         "--resume needs -o FILE (it goes on from FILE.partial)"
         if args.resume and args.output is None else "") or (
         "-o and --windows-csv name the same file: give the windows their own file"
-        if io.same_file(args.output, args.windows_csv) else "")
+        if io.same_file(args.output, args.windows_csv) else "") or shard.usage_error(args)
     if usage:
         say(f"hearsay-score: {usage}")
         return EXIT_USAGE

@@ -39,7 +39,7 @@ from hearsay.contracts.model_dir import (
 )
 from hearsay.contracts.model_dir import threshold as named_threshold
 from hearsay.contracts.model_dir import verify as verify_model_dir
-from hearsay.cpu_engine import make_session, run_logits
+from hearsay.cpu_engine import RuntimeMissing, make_session, run_logits
 from hearsay.deploy import inputs, io, memory, windowed
 from hearsay.deploy.inputs import find_audio
 from hearsay.deploy.io import new_row
@@ -118,6 +118,8 @@ def load_engine(model_dir: Path, cfg: ScoreConfig = ScoreConfig()) -> Engine:
     min_samples = max(int(round(front.pop("min_s") * SAMPLE_RATE)), MIN_SAMPLES)
     try:
         session = make_session(model_path, cfg.threads)
+    except RuntimeMissing as err:  # the folder is fine: this Python lacks the runtime
+        raise ModelError(str(err)) from None
     except Exception as err:  # noqa: BLE001 - onnxruntime raises its own types for a bad graph
         why = str(err).splitlines()[0] if str(err) else repr(err)
         raise ModelError(f"{model_path} matches {model_dir}/SHA256SUMS but onnxruntime cannot "

@@ -13,10 +13,12 @@ folder's identity: a decision read from thresholds.json is the folder's own).
                    checkpoint's) or one without "decision" is refused (MetaError).
   format.json      names the format: FORMAT, the inputs and output, the front end file, every
                    graph with the operator domains it uses (read from the graph: "portable" =
-                   standard ONNX operators only, loadable by any ONNX runtime), the score rule.
-  README.md        the model card: data, recipe, metrics with intervals, the gate verdict,
-                   thresholds, intended use and limits, written from meta.json (without --meta
-                   it says that no campaign record was given and leaves those parts out).
+                   standard ONNX operators only, loadable by any ONNX runtime), the score rule,
+                   and raw_audio: how front_end.onnx takes decoded audio (raw_audio()).
+  README.md        the model card: Hub YAML front matter (front_matter: library, tags, metrics,
+                   datasets, license), then data, recipe, metrics with intervals, the gate
+                   verdict, thresholds, intended use and limits, written from meta.json (without
+                   --meta it says that no campaign record was given and leaves those parts out).
 """
 
 from __future__ import annotations
@@ -25,11 +27,20 @@ import json
 from pathlib import Path
 
 from hearsay.contracts import model_dir
+from hearsay.cpu_engine import INSTALL_SCORER
 from hearsay.hashing import sha256_file
 
 FORMAT = "hearsay-detector-onnx"
 FORMAT_VERSION = 1
 STANDARD_DOMAINS = ("", "ai.onnx")  # the default ONNX operator set (either spelling)
+# Named placeholders of the card's front matter: no licence has been chosen for the weights, and
+# meta.json does not record the training corpora's names yet. Neither is a Hub identifier, so
+# whoever publishes the folder must replace them (tests/export/test_model_card.py reads them).
+LICENSE_PLACEHOLDER = "LICENSE-NOT-CHOSEN"
+DATASETS_PLACEHOLDER = "DATASETS-NOT-RECORDED"
+CARD_TAGS = ("audio-classification", "audio-deepfake-detection", "anti-spoofing", "speech",
+             "onnx", "hearsay")
+CARD_METRICS = ("eer", "min_dcf", "auc", "cllr")  # the columns of the card's metrics table
 
 
 class MetaError(Exception):
@@ -91,7 +102,31 @@ def config_file(folder: Path, graphs: list[str], front: dict, has_thresholds: bo
             "graphs": described,
             "thresholds": model_dir.THRESHOLDS if has_thresholds else None,
             "decision_rule": "synthetic when logit >= threshold (thresholds.json names them)",
-            "scorer": "hearsay-score CLIPS_DIR --model THIS_FOLDER (pip install hearsay[deploy])"}
+            "raw_audio": raw_audio(Path(folder)),
+            "scorer": f"hearsay-score CLIPS_DIR --model THIS_FOLDER ({INSTALL_SCORER})"}
+
+
+def raw_audio(folder: Path) -> dict | None:
+    """format.json's recipe for a runtime fed decoded audio (hearsay.export.raw_graph), or None
+    when the folder has no front_end.onnx."""
+    if not (folder / model_dir.FRONT_END_GRAPH).is_file():
+        return None
+    return {"graph": model_dir.FRONT_END_GRAPH,
+            "inputs": {"audio": "float32 (batch, samples): decoded 16 kHz mono, trimmed, then "
+                       "capped at front_end.json max_s seconds, zero-padded",
+                       "attention_mask": "int64 (batch, samples): 1 on valid samples"},
+            "outputs": {"prepared": "the input_values of the model graphs",
+                        "mask": "their attention_mask"},
+            "inside": "band-limit (FIR low-pass at cutoff_hz), then zero mean and unit "
+                      "variance over the valid samples",
+            "trim": "frames of 400 samples every 160 (25 ms / 10 ms); frames quieter than the "
+                    "loudest by front_end.json top_db (frame RMS, dB) are silence; cut the "
+                    "silent frames at both ends (reference: hearsay.sound.audio.trim_silence)",
+            "windows": "for a file longer than max_s: windows of max_s every 4 s inside the "
+                       "trimmed span, each through both graphs, score = the highest window "
+                       "(reference: hearsay.sound.windows; hearsay-score --hop-s)",
+            "chain": f"{model_dir.FRONT_END_GRAPH} then a model graph (onnx.compose."
+                     "merge_models makes one: hearsay.export.raw_graph.raw_model)"}
 
 
 def _f(v, spec=".4f") -> str:
@@ -121,17 +156,37 @@ def _metric_lines(meta: dict) -> list[str]:
     return lines
 
 
+def front_matter(meta: dict | None) -> str:
+    """The card's YAML front matter, the part the Hub and huggingface_hub.ModelCard read.
+
+    datasets: meta.json's "datasets" (a list of names) when it has one, else the placeholder.
+    Written by hand (flat keys, quoted strings) so the card needs no YAML library to write."""
+    named = (meta or {}).get("datasets")
+    datasets = ([str(d) for d in named] if isinstance(named, list) and named
+                else [DATASETS_PLACEHOLDER])
+
+    def items(values) -> list[str]:
+        return [f"- {json.dumps(v)}" for v in values]  # a JSON string is a YAML string
+
+    return "\n".join(["---", "library_name: onnx", "pipeline_tag: audio-classification",
+                      f"license: {json.dumps(LICENSE_PLACEHOLDER)}",
+                      "tags:", *items(CARD_TAGS), "metrics:", *items(CARD_METRICS),
+                      "datasets:", *items(datasets), "---", ""])
+
+
 def card(meta: dict | None, config: dict, parity_a: dict | None) -> str:
-    """README.md of the model folder (markdown)."""
+    """README.md of the model folder (markdown after the Hub's YAML front matter)."""
     ports = [g for g, d in config["graphs"].items() if d["portable"]]
     graphs = [f"`{g}` (" + ("standard ONNX operators" if d["portable"] else
                            "uses " + ", ".join(x for x in d["domains"] if x)) + ")"
               for g, d in config["graphs"].items()]
-    lines = [f"# hearsay speech-deepfake detector{': ' + meta['name'] if meta else ''}", "",
+    lines = [front_matter(meta),
+             f"# hearsay speech-deepfake detector{': ' + meta['name'] if meta else ''}", "",
              f"Format `{FORMAT}` version {FORMAT_VERSION} (format.json). Every file here is "
              "listed in SHA256SUMS; its sha256 is this folder's identity, named in every row "
              "hearsay-score writes.", "",
              "## Use", "",
+             f"    {INSTALL_SCORER}",
              "    hearsay-score clips/ -o scores.csv --model THIS_FOLDER", "",
              "One row per file: `logit` (high = synthetic), `score` = sigmoid(logit), `decision` "
              "at thresholds.json's minDCF threshold (`--threshold NAME|VALUE`), `llr` with "

@@ -34,10 +34,11 @@ model is rebuilt from the checkpoint's saved config). Steps:
   4. front_end.json (what hearsay.sound.audio.prepare is called with), parity.json (with the
      checkpoint's weights sha256, "checkpoint_sha256"); with `--meta models/<stamp>/meta.json`
      thresholds.json (its out-of-fold thresholds and calibration; a meta.json whose full run is
-     another checkpoint is refused); format.json (the format) and README.md (the model card:
-     export/model_card.py); SHA256SUMS over the files that make a score or a decision and
+     another checkpoint is refused); front_end.onnx (the front end's arithmetic as a graph
+     for other runtimes: export/raw_graph.py); format.json (the format) and README.md (the model
+     card: export/model_card.py); SHA256SUMS over the files that make a score or a decision and
      describe them (model.onnx, model.portable.onnx, model.int8.onnx -- each carrying these
-     facts as ONNX metadata_props, export/onnx_meta.py --, front_end.json,
+     facts as ONNX metadata_props, export/onnx_meta.py --, front_end.json, front_end.onnx,
      thresholds.json, format.json, README.md). Its own sha256 is the folder's
      identity: what the deploy image pins and every hearsay-score row names. parity.json is the
      folder's record beside it, not listed, so `hearsay parity` adding parity B to it later
@@ -231,7 +232,7 @@ def describe(out: Path, meta: dict | None, front: dict, report_a: dict, graphs: 
     metadata_props (export/onnx_meta.py); the names of the files written."""
     import json
 
-    from hearsay.export import model_card, onnx_meta
+    from hearsay.export import model_card, onnx_meta, raw_graph
 
     written, thresholds = [], None
     if meta is not None:
@@ -243,10 +244,11 @@ def describe(out: Path, meta: dict | None, front: dict, report_a: dict, graphs: 
                              checkpoint_sha256, thresholds)
     for name in onnx_graphs:
         onnx_meta.stamp(out / name, values)
+    raw_graph.write_front_graph(out / model_dir.FRONT_END_GRAPH, out / onnx_graphs[-1], front)
     config = model_card.config_file(out, onnx_graphs, front, meta is not None)
     (out / model_dir.CONFIG).write_text(json.dumps(config, indent=2) + "\n")
     (out / model_dir.CARD).write_text(model_card.card(meta, config, report_a))
-    return written + [model_dir.CONFIG, model_dir.CARD]
+    return written + [model_dir.FRONT_END_GRAPH, model_dir.CONFIG, model_dir.CARD]
 
 
 def main(argv: list[str] | None = None) -> int:

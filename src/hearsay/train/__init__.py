@@ -8,6 +8,7 @@
     torchrun --nproc-per-node 4 -m hearsay.cli train --bundle bundle/ --fold 0 --out runs/fold0
     hearsay train --bundle demo_out/bundle --fold 0 --out /tmp/f0 --cpu-smoke   # tiny, on CPU
     hearsay train --check-config --config train.json --fold 3   # what runner/launch.sh runs first
+    hearsay train --print-config --fold 3 --set train.lr_head=1e-3   # value, type, default
 
 Jobs (hearsay.contracts.folds.train_ids, with the bundle's fold file config): `--fold K` trains on
 inner folds != K plus extra rows (minus the extra families excluded for K) and validates on fold
@@ -30,10 +31,13 @@ Each rank seeds its dropout with seed + rank and resumes with its own rate log a
 torchrun each rank binds its GPU (LOCAL_RANK) and every collective runs on it (NCCL).
 
 Progress: rank 0 prints a line every `train.log_every` optimiser steps or `train.log_every_s`
-seconds (and at the first and last step): step/total, epoch, loss (mean since the last line), the
-learning rates of the top backbone layer and the head, grad norm, clips/s and valid audio-s/s
-over every GPU, padded share, GPU memory, ETA; the same rows go to RUN_DIR/train_log.csv and the
-latest to RUN_DIR/progress.json, pushed with the readouts and checkpoints (hearsay.train.steplog).
+seconds (and at the first and last step), named by the run (fold3, full, pilot): step/total,
+epoch, loss (mean since the last line), the learning rates of the top backbone layer and the
+head, grad norm, clips/s and valid audio-s/s over every GPU, padded share, GPU memory, ETA; and
+a line per validation readout (AUC, EER, minDCF). The same rows go to RUN_DIR/train_log.csv, the
+same figures to TensorBoard event files in RUN_DIR (`tensorboard --logdir` the runs' parent
+folder), and the latest step line to RUN_DIR/progress.json, pushed to the store at each line
+(hearsay.train.steplog).
 
 Config: `--config FILE.json` = {"train": {…}, "model": {…}, "crop": {…}, "augment": {…},
 "selection": {"rules": […]}} (selection: which training rows of the bundle this recipe keeps,
@@ -48,6 +52,9 @@ starts fresh when the store holds no complete checkpoint and continues otherwise
 `--check-config` only loads, type-checks and resolves the config exactly as a run would (same
 flags, same code), prints its config hash and exits 0, or 2 with the run's own message; no
 bundle, device or store is touched (runner/launch.sh runs it on the laptop before renting a box).
+`--print-config` does the same and prints every key of the resolved config with its value, type,
+code default and help ('*' marks a value that is not the default); docs/CONFIG.md is the same
+reference generated from the code (python -m hearsay.train.config_doc).
 
 Source mix: `train.source_mix` "proportional" (default), "equal", or a table of shares per class
 {"bonafide": {SOURCE: SHARE, ...}, "spoof": {...}} naming every training source of that class,
@@ -211,9 +218,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="trust bundle_meta.json's tree-sha instead of re-hashing every file")
     ap.add_argument("--check-config", action="store_true",
                     help="only load and resolve the config as this run would; exit 0 or 2")
+    ap.add_argument("--print-config", action="store_true",
+                    help="print the resolved config as this run would use it, every key with "
+                         "its value, type, default and help (docs/CONFIG.md); exit 0 or 2")
     args = ap.parse_args(argv)
     name = "full" if args.full else "pilot" if args.pilot else "fold"
-    if args.check_config:
+    if args.check_config or args.print_config:
         return _check_config(args, name)
     if args.bundle is None or args.out is None:
         ap.error("--bundle and --out are required to train (only --check-config goes without)")
@@ -280,12 +290,18 @@ def _load_config(args: argparse.Namespace, name: str) -> dict:
 
 
 def _check_config(args: argparse.Namespace, name: str) -> int:
-    """--check-config: the run's own config loading, nothing else; its message on a refusal."""
+    """--check-config / --print-config: the run's own config loading, nothing else; its
+    message on a refusal."""
     try:
         resolved = _load_config(args, name)
     except (TrainError, json.JSONDecodeError, OSError) as err:
         print(f"hearsay train: {err}", file=sys.stderr)
         return EXIT_USAGE
+    if args.print_config:
+        from hearsay.train.config_doc import printed
+
+        print(printed(resolved), end="")
+        return EXIT_OK
     job = name if args.fold is None else f"{name} {args.fold}"
     print(f"hearsay train: config {args.config or '(defaults)'} ok for {job}: "
           f"config hash {config_hash(resolved)}")

@@ -73,6 +73,7 @@ def train_epochs(r: TrainRun, stop_after_epoch: int | None) -> dict:
         raise
     finally:
         r.progress.stream.close()
+        r.progress.steplog.close()  # the TensorBoard event file
     return r.progress.meta
 
 
@@ -205,6 +206,8 @@ def _readout(r: TrainRun, epoch: int, *, epoch_end: bool) -> None:
                    r.plan.ddp)
     r.progress.hist["val"].append({"step": r.progress.step, "epoch": epoch,
                                    "epoch_end": epoch_end, **res})
+    if r.progress.steplog is not None:
+        r.progress.steplog.readout(r, epoch, res)  # its line, CSV row and TensorBoard scalars
     _push_readout(r)
     if tc.tripwire_auc is not None and res["auc"] <= tc.tripwire_auc:
         raise Tripwire(f"validation AUC {res['auc']:.4f} <= "

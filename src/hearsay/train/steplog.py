@@ -1,19 +1,26 @@
 """`hearsay train`'s per-step log: a line on stdout (so a box's train.log has it) and a row in
 RUN_DIR/train_log.csv every `train.log_every` optimiser steps or `train.log_every_s` seconds
-(whichever comes first; the first and the last step always), and the latest row as
-RUN_DIR/progress.json, pushed to the store with the readouts and checkpoints (what
-`runner/status.sh JOB` prints for a running box; the CSV goes with the checkpoints: one small
-file more per readout).
+(whichever comes first; the first and the last step always), the latest row as
+RUN_DIR/progress.json, pushed to the store at each line (what `runner/status.sh JOB` and
+`runner/logs.sh JOB` print for a running box; the CSV goes with the checkpoints), and the same
+figures as TensorBoard scalars in RUN_DIR/events.out.tfevents.* (`tensorboard --logdir runs/`:
+one run per folder). Each validation readout is a line, a CSV row and scalars too.
 
     log = StepLog(r)           # rank 0 writes; the other ranks' StepLog does nothing
     log.batch(batch)           # each micro-batch: its clips, valid and padded samples (host ints)
-    log.after_step(r, epoch)   # each optimiser step: maybe a line
+    log.after_step(r, epoch)   # each optimiser step: maybe a line (progress.json pushed)
+    log.readout(r, epoch, res) # each validation readout: a line, a row, the val/ scalars
     log.push(r.store)          # progress.json + train_log.csv into the store
+    log.close()                # the event file flushed and closed
 
-    hearsay train: step 120/1000 epoch 1/4 loss 0.4123 lr_backbone 9.80e-06 lr_head 4.90e-04
-      grad_norm 1.23 clips/s 210.4 audio_s/s 1520.3 padded 12.3% gpu_mem 34.2 GiB eta 1h02m
+    hearsay train: fold3 step 120/1000 epoch 1/4 loss 0.4123 lr_backbone 9.80e-06 lr_head
+      4.90e-04 grad_norm 1.23 clips/s 210.4 audio_s/s 1520.3 padded 12.3% gpu_mem 34.2 GiB eta 1h02m
+    hearsay train: fold3 readout step 200/1000 epoch 1/4 auc 0.9731 eer 0.0712 min_dcf 0.2104 n 812
 
-Columns (train_log.csv, one row per line; units in the names): COLUMNS. loss and grad_norm are
+The run's name (fold3, full, pilot: run_name) starts every line, so the lines of runs that share
+a terminal (the demo's six) stay apart. Columns (train_log.csv, one row per line; units in the
+names): COLUMNS; `kind` is "step" or "readout", and a row leaves the other kind's columns empty.
+loss and grad_norm are
 the means over the steps whose values have landed on the host since the previous line (the loop
 reads them a step late: hearsay.train.step.check_pending); lr_* are the learning rates the
 optimiser used at this step (the backbone's top kept layer and the head; empty when the backbone
@@ -21,7 +28,9 @@ is frozen); clips_per_s and audio_s_per_s count every GPU's clips over the wall 
 previous line (validation and checkpoints included); padded_share is the share of the samples
 the model computed that are padding (after the loop's padding cut); gpu_mem_gib the peak
 allocated on this GPU (empty on the CPU); eta_s the remaining steps at this run's mean wall time
-per step so far.
+per step so far. val_* are the readout's AUC, EER, minDCF (pi 0.3) and clip count
+(hearsay.train.data.validate). TensorBoard tags: train/<column> for a step line's figures,
+val/auc, val/eer, val/min_dcf for a readout, at the optimiser step.
 """
 
 from __future__ import annotations
@@ -38,9 +47,17 @@ from hearsay import store as stores
 from hearsay.contracts import run_dir
 from hearsay.progress import duration
 
-COLUMNS = ("step", "total_steps", "epoch", "epochs", "loss", "lr_backbone", "lr_head",
+COLUMNS = ("kind", "step", "total_steps", "epoch", "epochs", "loss", "lr_backbone", "lr_head",
            "grad_norm", "clips_per_s", "audio_s_per_s", "padded_share", "gpu_mem_gib", "eta_s",
-           "wall_s")
+           "wall_s", "val_auc", "val_eer", "val_min_dcf", "val_n")
+SCALARS = ("loss", "lr_backbone", "lr_head", "grad_norm", "clips_per_s", "audio_s_per_s",
+           "padded_share", "gpu_mem_gib", "eta_s")  # a step line's figures -> train/<name>
+READOUT = ("auc", "eer", "min_dcf")  # a readout's figures -> val/<name> (and val_<name>)
+
+
+def run_name(resolved: dict) -> str:
+    """fold3, full or pilot: the run's campaign key (the demo's and the runner's run folder)."""
+    return resolved["job"] + ("" if resolved["fold"] is None else str(resolved["fold"]))
 
 
 def step_lrs(opt: torch.optim.Optimizer) -> tuple[float | None, float]:
@@ -60,6 +77,9 @@ class StepLog:
         self.csv = Path(r.plan.out) / run_dir.TRAIN_LOG
         self.latest = Path(r.plan.out) / run_dir.PROGRESS
         self.head = {"job": r.plan.resolved["job"], "fold": r.plan.resolved["fold"]}
+        self.name = run_name(r.plan.resolved)
+        self.store = getattr(r, "store", None)  # progress.json goes here at each line
+        self.events = None  # the TensorBoard writer, opened at the first line
         self.t_first = self.t_last = time.time()
         self.step_first = self.step_last = r.progress.step  # steps done when this process started
         self.clips_last, self.audio_last = r.progress.clips, r.progress.audio_s
@@ -83,6 +103,24 @@ class StepLog:
                or (self.every_s and now - self.t_last >= self.every_s))
         if due:
             self.write(self.row(r, epoch, now))
+            self.push(self.store, with_csv=False)
+
+    def readout(self, r, epoch: int, res: dict) -> None:
+        """A validation readout ({"auc", "eer", "min_dcf", "n", ...}: validate's result): its
+        line on stdout, its train_log.csv row and its val/ scalars, at this optimiser step."""
+        if not self.on:
+            return
+        row = {"kind": "readout", "step": r.progress.step, "total_steps": r.data.total_steps,
+               "epoch": epoch, "epochs": r.plan.tc.epochs, "wall_s": time.time() - r.plan.t_start,
+               **{f"val_{k}": res.get(k) for k in (*READOUT, "n")}}
+        def num(v):
+            return "-" if v is None or v != v else f"{v:.4f}"  # None / NaN: a class is missing
+        print(f"hearsay train: {self.name} readout step {row['step']}/{row['total_steps']} "
+              f"epoch {epoch}/{row['epochs']} "
+              + " ".join(f"{k} {num(res.get(k))}" for k in READOUT) + f" n {res.get('n')}",
+              flush=True)
+        self._csv_row(row)
+        self._scalars("val", {k: res.get(k) for k in READOUT}, row["step"])
 
     def row(self, r, epoch: int, now: float) -> dict:
         losses = r.progress.hist["loss"][self.n_loss:] or r.progress.hist["loss"][-1:]
@@ -100,9 +138,9 @@ class StepLog:
         else:
             padded = 1 - self.valid / self.samples if self.samples else None
         per_step = (now - self.t_first) / max(r.progress.step - self.step_first, 1)
-        row = {"step": r.progress.step, "total_steps": r.data.total_steps, "epoch": epoch,
-               "epochs": r.plan.tc.epochs, "loss": _mean(losses), "lr_backbone": lr_backbone,
-               "lr_head": lr_head, "grad_norm": _mean(norms),
+        row = {"kind": "step", "step": r.progress.step, "total_steps": r.data.total_steps,
+               "epoch": epoch, "epochs": r.plan.tc.epochs, "loss": _mean(losses),
+               "lr_backbone": lr_backbone, "lr_head": lr_head, "grad_norm": _mean(norms),
                "clips_per_s": (r.progress.clips - self.clips_last) * self.world / dt,
                "audio_s_per_s": (r.progress.audio_s - self.audio_last) * self.world / dt,
                "padded_share": padded,
@@ -117,23 +155,45 @@ class StepLog:
         return row
 
     def write(self, row: dict) -> None:
-        """The line on stdout, the CSV row, progress.json (the latest line and its row)."""
-        line = format_line(row)
+        """The line on stdout, the CSV row, the train/ scalars, progress.json (the latest line
+        and its row)."""
+        line = format_line(row, self.name)
         print(line, flush=True)
+        self._csv_row(row)
+        self._scalars("train", {k: row[k] for k in SCALARS}, row["step"])
+        tmp = self.latest.with_suffix(".tmp")
+        tmp.write_text(json.dumps({**self.head, "line": line, **row}, sort_keys=True) + "\n")
+        tmp.replace(self.latest)
+
+    def _csv_row(self, row: dict) -> None:
         new = not self.csv.exists() or self.csv.stat().st_size == 0
         with self.csv.open("a", newline="") as f:
             w = csv.DictWriter(f, fieldnames=COLUMNS)
             if new:
                 w.writeheader()
-            w.writerow({k: _cell(row[k]) for k in COLUMNS})
-        tmp = self.latest.with_suffix(".tmp")
-        tmp.write_text(json.dumps({**self.head, "line": line, **row}, sort_keys=True) + "\n")
-        tmp.replace(self.latest)
+            w.writerow({k: _cell(row.get(k)) for k in COLUMNS})
+
+    def _scalars(self, group: str, values: dict, step: int) -> None:
+        """group/<name> scalars at `step` into RUN_DIR's event file (None and NaN left out)."""
+        if self.events is None:
+            from torch.utils.tensorboard import SummaryWriter  # the tensorboard package
+
+            self.events = SummaryWriter(log_dir=str(self.csv.parent), flush_secs=30)
+        for k, v in values.items():
+            if v is not None and v == v:
+                self.events.add_scalar(f"{group}/{k}", float(v), step)
+        self.events.flush()  # a line is rare (every log_every steps): readable at once
+
+    def close(self) -> None:
+        """The event file closed (the run ended or aborted)."""
+        if self.events is not None:
+            self.events.close()
+            self.events = None
 
     def push(self, store, with_csv: bool = True) -> None:
         """progress.json (and train_log.csv) into the store; a failed push is said, not fatal
         (progress reports, like the readout)."""
-        if not self.on or not self.latest.exists():
+        if not self.on or store is None or not self.latest.exists():
             return
         try:
             store.push_file(self.latest, run_dir.PROGRESS)
@@ -144,14 +204,14 @@ class StepLog:
                   file=sys.stderr)
 
 
-def format_line(row: dict) -> str:
-    """The stdout line of one row (module docstring)."""
+def format_line(row: dict, name: str) -> str:
+    """The stdout line of one step row of the run `name` (module docstring)."""
     def num(v, spec):
         return "-" if v is None else format(v, spec)
 
     share = row["padded_share"]
     pct = num(None if share is None else 100 * share, ".1f")
-    parts = [f"hearsay train: step {row['step']}/{row['total_steps']}",
+    parts = [f"hearsay train: {name} step {row['step']}/{row['total_steps']}",
              f"epoch {row['epoch']}/{row['epochs']}", f"loss {num(row['loss'], '.4f')}",
              f"lr_backbone {num(row['lr_backbone'], '.2e')}",
              f"lr_head {num(row['lr_head'], '.2e')}",
