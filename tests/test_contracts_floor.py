@@ -270,7 +270,12 @@ def test_a_status_line_counts_only_for_its_own_generation():
     assert status.phase_of("g-7 DONE 1\n", "g-7") == "DONE"
     assert status.phase_of("g-8 DONE 1\n", "g-7") is None
     assert status.phase_of("g-7\n", "g-7") is None and status.phase_of("", "g-7") is None
-    assert status.is_live("TRAINING") and not status.is_live("DONE") and not status.is_live(None)
     assert status.line("g-7", "DONE", 5) == "g-7 DONE 5\n"
     with pytest.raises(ValueError):
         status.line("g-7", "DONNE", 5)
+
+
+def test_done_and_fail_are_the_terminal_phases_and_every_phase_before_them_is_live():
+    assert status.TERMINAL == ("DONE", "FAIL")
+    assert status.PHASES[-2:] == status.TERMINAL  # the phases in order: the last two end a job
+    assert not set(status.PHASES[:-2]) & set(status.TERMINAL)
