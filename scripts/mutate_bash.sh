@@ -15,8 +15,8 @@
 #             than once (ambiguous: make it longer); never run, never counted as killed
 #   error     the run failed without a `not ok` (no test selected, a setup that broke): not counted
 #
-# First, unless --no-baseline, each (bats file, filter) the selected mutations name runs once
-# unmutated: a baseline that is not green makes its mutations "error" (a red test kills nothing).
+# Unless --no-baseline, each (bats file, filter) runs once unmutated before its first mutation: a
+# baseline that is not green makes its mutations "error" (a red test kills nothing).
 # --only REGEX keeps the mutations whose name matches (grep -E). --out FILE also writes one line
 # per mutation: NAME<TAB>OUTCOME<TAB>SECONDS. --check runs nothing: it says which mutations are stale
 # and which filters select no test (bats --count).
@@ -78,6 +78,7 @@ add
 # 2. The scratch tree: what git would commit (tracked + untracked, not ignored), .venv linked.
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/mutate_bash.XXXXXX") || die 2 "cannot make a scratch folder under ${TMPDIR:-/tmp}"
 trap 'rm -rf "$scratch"' EXIT
+trap 'exit 130' INT TERM   # the EXIT trap then removes the scratch tree
 (cd "$REPO" && git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - 2>/dev/null) \
   | tar -xf - -C "$scratch"
 ln -s "$REPO/.venv" "$scratch/.venv"
@@ -122,15 +123,15 @@ fi
 logs=$scratch/.logs
 mkdir -p "$logs"
 declare -A base=()
-if [ "$BASELINE" = 1 ]; then
-  for i in "${!names[@]}"; do
-    k="${batss[$i]}|${filters[$i]}"
-    [ -z "${base[$k]:-}" ] || continue
-    base[$k]=$(run_bats "${batss[$i]}" "${filters[$i]}" "$logs/baseline.$i")
-    echo "baseline ${batss[$i]}${filters[$i]:+ -f \"${filters[$i]}\"}: ${base[$k]}"
-    [ "${base[$k]}" = survived ] || { echo "--- its output:"; tail -n 20 "$logs/baseline.$i"; }
-  done
-fi
+# baseline I: run mutation I's bats file and filter unmutated, once per (file, filter), just before
+# its first mutation (a run cut short still has each result it printed judged against its baseline).
+baseline() {
+  local k="${batss[$1]}|${filters[$1]}"
+  [ -z "${base[$k]:-}" ] || return 0
+  base[$k]=$(run_bats "${batss[$1]}" "${filters[$1]}" "$logs/baseline.$1")
+  echo "baseline ${batss[$1]}${filters[$1]:+ -f \"${filters[$1]}\"}: ${base[$k]/survived/green}"
+  [ "${base[$k]}" = survived ] || { echo "--- its output:"; tail -n 20 "$logs/baseline.$1"; }
+}
 
 # 3. Each mutation in turn.
 killed=0 survived=0 timedout=0 stale=0 errors=0
@@ -138,6 +139,7 @@ killed=0 survived=0 timedout=0 stale=0 errors=0
 for i in "${!names[@]}"; do
   f=${files[$i]} t0=$SECONDS outcome="" rc=0
   k="${batss[$i]}|${filters[$i]}"
+  [ "$BASELINE" = 0 ] || baseline "$i"
   if [ "$BASELINE" = 1 ] && [ "${base[$k]}" != survived ]; then
     outcome=error
   else
