@@ -4,7 +4,8 @@
 #
 # Each mutation of the list (default scripts/bash_mutations.txt; its head says the format) replaces
 # one exact string of one runner file with another, in a scratch copy of this tree (tracked and
-# untracked files that git does not ignore; .venv linked, not copied), runs the bats file it names
+# untracked files that git does not ignore, in a git repository of their own; .venv linked, not
+# copied), runs the bats file it names
 # (with its `-f` filter, when it gives one) there, and puts the file back before the next. The
 # working tree is never written: a crash leaves at most a scratch folder under TMPDIR behind.
 #
@@ -82,6 +83,10 @@ trap 'exit 130' INT TERM   # the EXIT trap then removes the scratch tree
 (cd "$REPO" && git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - 2>/dev/null) \
   | tar -xf - -C "$scratch"
 ln -s "$REPO/.venv" "$scratch/.venv"
+# a repository of its own with one empty commit: the fake box's environment reads HEAD
+# (tests/runner/bin/box_environ.sh, HEARSAY_GIT_SHA); nothing reaches this tree's .git
+git -C "$scratch" init -q && git -C "$scratch" -c user.name=mutate_bash -c user.email=mutate_bash@localhost \
+  commit -q --allow-empty -m "scratch tree of scripts/mutate_bash.sh"
 
 # run_bats BATS FILTER LOG: run one bats file in the scratch tree; print killed|survived|timeout|error.
 run_bats() {
