@@ -56,9 +56,11 @@ rehearsal: install
 # MUTANTS narrows the run (mutmut's name globs), e.g. `make mutate MUTANTS='hearsay.evaluate.gate.*'`;
 # the score per module is printed at the end (scripts/mutation_score.py), survivors with
 # `$(MUTATE_VENV)/bin/mutmut results` and `... show NAME`. Work and results: mutants/.
-MUTANTS ?= hearsay.evaluate.gate.* hearsay.bundle.select.* hearsay.contracts.protocol.* hearsay.metrics.* \
-	hearsay.evaluate.compare.* hearsay.evaluate.readouts.* hearsay.evaluate.pilot.* hearsay.contracts.folds.* \
-	hearsay.contracts.ledger.* hearsay.contracts.pin.* hearsay.contracts.run_dir.* hearsay.deploy.inputs.*
+MUTANTS ?= hearsay.contracts.* hearsay.evaluate.gate.* hearsay.bundle.select.* hearsay.metrics.* \
+	hearsay.evaluate.compare.* hearsay.evaluate.readouts.* hearsay.evaluate.pilot.* hearsay.deploy.inputs.* \
+	hearsay.bundle.codec_pass.* hearsay.train.selection.* hearsay.train.config.* hearsay.train.steplog.* \
+	hearsay.evaluate.corpus_decision.* hearsay.evaluate.report_stats.* hearsay.calibration.* \
+	hearsay.deploy.api.*
 MUTATE_JOBS ?= 2
 # OMP_NUM_THREADS=1: mutmut forks each mutant's test run from a process that has already run
 # torch; a forked child that starts OpenMP threads again hangs until mutmut's CPU limit ends it,

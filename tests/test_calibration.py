@@ -94,3 +94,21 @@ def test_decision_record_names_its_set_and_the_report_prints_cllr_before_and_aft
     assert f"{c['cllr_before']:.4f}" in text and f"{c['cllr_after']:.4f}" in text
     with pytest.raises(ValueError, match="non-finite"):
         calibration.decision_record(np.r_[x[:-1], np.inf], y)
+
+
+@pytest.mark.parametrize("bona, spoof, want_thr, want_miss, want_fa", [
+    # at logit 4 the rates are equal (1 of 4 synthetic missed, 1 of 4 bona fide alarmed): the
+    # EER threshold is that point, not the next one up (5: miss 0.5, false alarm 0.25)
+    ([0, 1, 2, 5], [3, 4, 6, 7], 4.0, 0.25, 0.25),
+    # no point of equality: the first point whose miss rate passes the false-alarm rate (4:
+    # miss 0.25 > 0.2), not the one before it (3: miss 0.25 < 0.4)
+    ([0, 1, 2, 3, 5], [2.5, 4, 6, 7], 4.0, 0.25, 0.2),
+    # equality at the lowest synthetic score: nothing missed, nothing alarmed
+    ([0, 1, 2, 3], [4, 5, 6, 7], 4.0, 0.0, 0.0),
+])
+def test_the_eer_threshold_is_the_first_point_whose_miss_rate_reaches_the_false_alarms(
+        bona, spoof, want_thr, want_miss, want_fa):
+    rank = np.array(bona + spoof, dtype=float)
+    is_spoof = np.r_[np.zeros(len(bona), bool), np.ones(len(spoof), bool)]
+    eer = calibration.thresholds(rank, is_spoof)["eer"]
+    assert (eer["value"], eer["p_miss"], eer["p_fa"]) == (want_thr, want_miss, want_fa)

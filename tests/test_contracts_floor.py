@@ -270,7 +270,32 @@ def test_a_status_line_counts_only_for_its_own_generation():
     assert status.phase_of("g-7 DONE 1\n", "g-7") == "DONE"
     assert status.phase_of("g-8 DONE 1\n", "g-7") is None
     assert status.phase_of("g-7\n", "g-7") is None and status.phase_of("", "g-7") is None
-    assert status.is_live("TRAINING") and not status.is_live("DONE") and not status.is_live(None)
     assert status.line("g-7", "DONE", 5) == "g-7 DONE 5\n"
     with pytest.raises(ValueError):
         status.line("g-7", "DONNE", 5)
+
+
+@pytest.mark.parametrize("text, want", [
+    ("g-7 TRAINING\n", ("g-7", "TRAINING", None)),  # no epoch: a status all the same
+    ("g-7 TRAINING x\n", ("g-7", "TRAINING", None)),  # an epoch that is not a number
+    ("g-7 TRAINING 12 more\n", ("g-7", "TRAINING", 12)),
+    ("g-7  TRAINING 12\n", ("g-7", "", None)),  # split on each space, as the bash reader does
+    ("g-7 \n", ("g-7", "", None)),
+    ("g-7\n", None), (" TRAINING 12\n", None), ("", None), ("  \n", None),
+])
+def test_a_status_line_is_split_on_single_spaces_and_needs_a_generation_and_a_second_field(
+        text, want):
+    assert status.parse(text) == want
+
+
+def test_a_phase_not_in_the_list_is_refused_naming_the_list():
+    with pytest.raises(ValueError) as err:
+        status.line("g-7", "DONNE", 5)
+    assert str(err.value) == ("phase 'DONNE' is not one of STARTED, SMOKE, TRAINING, PUSHING, "
+                              "SCORING, DONE, FAIL")
+
+
+def test_done_and_fail_are_the_terminal_phases_and_every_phase_before_them_is_live():
+    assert status.TERMINAL == ("DONE", "FAIL")
+    assert status.PHASES[-2:] == status.TERMINAL  # the phases in order: the last two end a job
+    assert not set(status.PHASES[:-2]) & set(status.TERMINAL)

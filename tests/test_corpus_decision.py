@@ -1,5 +1,6 @@
 """hearsay.evaluate.corpus_decision: the drop rule read from two recipes' runs (each at its own
-out-of-fold threshold), the decision file (keep / cap share / drop) and its line in the gate."""
+out-of-fold threshold), the decision file (keep / cap share / drop) and the line it gives the
+gate (how the gate weighs that line: tests/test_gate.py)."""
 
 import json
 
@@ -9,7 +10,6 @@ import pytest
 
 from hearsay.evaluate import corpus_decision as cd
 from hearsay.evaluate import corpus_probe as cp
-from hearsay.evaluate import gate
 
 RISE = cp.CorpusProbeConfig().drop_rise
 
@@ -137,20 +137,6 @@ def test_the_gate_line_passes_runs_trained_under_the_decision_and_fails_the_othe
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(cd.DecisionError, match="not a corpus decision"):
         cd.gate_check(tmp_path / "bad.json", metas(None))
-
-
-def test_the_gate_outcome_carries_the_extra_corpus_line():
-    rng = np.random.default_rng(0)
-    paths = [f"c{i}" for i in range(40)]
-    key = pd.DataFrame({"path": paths, "label": ["bonafide"] * 20 + ["spoof"] * 20})
-    ours = pd.DataFrame({"path": paths, "logit": np.r_[rng.normal(-2, 1, 20),
-                                                        rng.normal(2, 1, 20)]})
-    bar = {"dir": "b", "name": "b", "meta": {}, "scores": ours.assign(logit=0.0), "why": None}
-    fail = {"outcome": "fail", "why": "extra corpus x: cap share"}
-    g = gate.judge(ours, ours, key, [bar], extra=fail)
-    assert g["outcome"] == "fail" and g["extra_corpus"] == fail and "cap share" in g["why"]
-    assert "Extra corpus: fail" in "\n".join(gate.markdown(g))
-    assert gate.judge(ours, ours, key, [bar])["extra_corpus"] is None
 
 
 def test_the_cli_writes_the_decision_from_two_recipes_runs(tmp_path, capsys):

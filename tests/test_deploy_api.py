@@ -287,3 +287,13 @@ def test_metadata_names_the_thresholds_and_never_a_missing_checkpoint():
     assert with_all["hearsay.checkpoint_sha256"] == "ab" * 32
     assert set(onnx_meta.props("f", 1, front, None, None)) == {
         "hearsay.format", "hearsay.format_version", "hearsay.front_end"}
+
+
+def test_a_hop_of_exactly_the_window_length_is_accepted_a_longer_or_zero_one_refused(world):
+    max_s = float(json.loads((world[0] / "front_end.json").read_text())["max_s"])
+    assert Scorer(world[0], hop_s=max_s).cfg.hop_s == max_s  # windows end to end: allowed
+    for bad in (max_s + 0.001, 0.0, -1.0):
+        with pytest.raises(ValueError, match=rf"hop_s {bad:g} must be in \(0, {max_s:g}\]"):
+            Scorer(world[0], hop_s=bad)
+    # the first window alone has no hop to judge
+    assert Scorer(world[0], hop_s=max_s + 1, first_window=True).cfg.first_window

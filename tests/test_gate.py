@@ -501,3 +501,64 @@ def test_a_gate_without_a_why_reports_an_empty_line_for_it():
     doc = gate_doc([])
     del doc["why"]
     assert gate.markdown(doc)[3:6] == ["", "", ""]
+
+
+# ------------------------------------------------------------------ the extra corpus's line
+# hearsay.evaluate.corpus_decision.gate_check gives the line (tests/test_corpus_decision.py); the
+# gate owns how it weighs: it joins the bar and the shortcuts, the worst of the three wins.
+
+
+@pytest.mark.parametrize("extra, want", [
+    (None, "pass"),  # no decision given or cited: the line is absent, the rest decide
+    ({"outcome": "pass", "why": "extra corpus x: keep"}, "pass"),
+    ({"outcome": "not measured", "why": "extra corpus x: give it"}, "not measured"),
+    ({"outcome": "fail", "why": "extra corpus x: cap share"}, "fail"),
+])
+def test_the_extra_corpus_line_joins_a_passing_gate_and_the_worst_outcome_wins(tmp_path, probe,
+                                                                               extra, want):
+    oof, hold, key = campaign(3.0, 3.0)
+    b_oof, b_hold, _ = campaign(1.0, 1.0, seed=7)
+    bar = bar_dir(tmp_path, "bar", b_oof, b_hold, probe_fa=ours_probe_fa(oof, key, probe[1]),
+                  probe_file=probe[0])
+    g = gate.judge(oof, hold, key, [bar], probe[1], probe[0], {"full": GOOD_SHORTCUTS},
+                   extra=extra)
+    assert g["outcome"] == want, g["why"]
+    assert g["extra_corpus"] == extra
+    section = "\n".join(gate.markdown(g))
+    if extra is None:
+        assert "Extra corpus" not in section and "extra corpus" not in g["why"]
+    else:
+        assert g["why"].endswith(f"; {extra['why']}")
+        assert f"Extra corpus: {extra['outcome']}: {extra['why']}." in section
+
+
+def test_a_failing_extra_corpus_line_fails_a_gate_whose_bar_is_unread():
+    rng = np.random.default_rng(0)
+    paths = [f"c{i}" for i in range(40)]
+    key = pd.DataFrame({"path": paths, "label": ["bonafide"] * 20 + ["spoof"] * 20})
+    ours = pd.DataFrame({"path": paths, "logit": np.r_[rng.normal(-2, 1, 20),
+                                                        rng.normal(2, 1, 20)]})
+    bar = {"dir": "b", "name": "b", "meta": {}, "scores": ours.assign(logit=0.0), "why": None}
+    fail = {"outcome": "fail", "why": "extra corpus x: cap share"}
+    g = gate.judge(ours, ours, key, [bar], extra=fail)
+    assert g["outcome"] == "fail" and g["extra_corpus"] == fail and "cap share" in g["why"]
+
+
+# --------------------------------------------------------------------------- unmeasured shortcuts
+
+
+@pytest.mark.parametrize("record", [
+    {},  # a trainer before stream_shortcuts
+    {"stream_shortcuts": None},
+    {"stream_shortcuts": {}},  # the record without per_source
+    {"stream_shortcuts": {"per_source": None}},
+    {"stream_shortcuts": {"per_source": {}}},
+    {"stream_shortcuts": {"status": "unknown"}},
+])
+def test_a_shortcut_record_without_per_source_is_not_measured_never_a_crash(record):
+    s = gate.shortcut_check({"fold0": GOOD_SHORTCUTS, "full": record})
+    assert s["outcome"] == "not measured"
+    assert s["unmeasured"] == ["full: no stream_shortcuts in run_meta.json"]
+    assert set(s["runs"]) == {"fold0"}
+    # the side that has per_source: measured, and a pass
+    assert gate.shortcut_check({"full": GOOD_SHORTCUTS})["outcome"] == "pass"

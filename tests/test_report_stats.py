@@ -92,3 +92,16 @@ def test_reliability_bins_count_every_clip_and_a_calibrated_model_has_small_ece(
     assert over["ece"] > 0.05
     edge = report_stats.reliability(np.array([50.0, -50.0]), np.array([True, False]))
     assert edge["bins"][-1]["n"] == 1 and edge["bins"][0]["n"] == 1  # p = 1.0 is in the last bin
+
+
+@pytest.mark.parametrize("level, lo, hi", [(0.95, 24.975, 974.025), (0.90, 49.95, 949.05),
+                                           (0.99, 4.995, 994.005)])
+def test_the_interval_bounds_are_the_two_tail_percentiles_of_the_replicates(monkeypatch, level,
+                                                                            lo, hi):
+    """Replicate b reads (EER, minDCF) = (b, b) (b = 0..999): the 95% interval must be the
+    2.5th and 97.5th percentiles of 0..999, np.quantile's linear reading."""
+    calls = iter(range(10_000))
+    monkeypatch.setattr(report_stats, "_eer_dcf", lambda *_: (float(next(calls)),) * 2)
+    got = report_stats.bootstrap_ci(*scores(40), n_boot=1000, level=level)
+    assert got["eer"] == pytest.approx([lo, hi], abs=1e-9)
+    assert got["min_dcf"] == pytest.approx([lo, hi], abs=1e-9)

@@ -172,3 +172,22 @@ def test_a_box_build_asked_for_no_codecs_carries_no_recipe_and_trains_as_it_is(t
                         "--no-progress"]) == 0
     assert not (tmp_path / "b" / RECIPE).exists()
     require_copies(load_bundle(tmp_path / "b", verify=True))  # nothing to make
+
+
+@pytest.mark.parametrize("change", [None, "args", "encoder", "ext"])
+def test_a_pass_whose_codec_settings_differ_from_the_recipes_for_the_same_names_is_refused(
+        tmp_path, capsys, change):
+    root = recipe_bundle(tmp_path, codecs=("mulaw",), n=1)
+    if change is not None:  # the recipe's settings of mulaw, one field other than this hearsay's
+        recipe = json.loads((root / RECIPE).read_text())
+        mulaw = recipe["codecs"]["mulaw"]
+        mulaw[change] = mulaw[change] + ["-ar", "8000"] if change == "args" else "other"
+        (root / RECIPE).write_text(json.dumps(recipe, sort_keys=True, indent=1) + "\n")
+    got = bundle.main(["codecs", str(root), "--no-progress", "--jobs", "1"])
+    if change is None:
+        assert got == codec_pass.EXIT_OK and (root / cp.PASS).is_file()
+        return
+    assert got == codec_pass.EXIT_REFUSED
+    err = capsys.readouterr().err
+    assert "this hearsay's codec settings" in err and "differ from the recipe's" in err
+    assert not (root / cp.PASS).exists() and not (root / "codecs").exists()

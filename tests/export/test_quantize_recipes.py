@@ -341,3 +341,19 @@ def test_an_empty_node_list_is_refused_before_onnxruntime_reads_it_as_every_node
     with pytest.raises(ValueError, match=r"^no nodes to quantise \(onnxruntime would read \[\] "
                        r"as 'every node'\)$"):
         quantize.quantize_file(tmp_path / "a.onnx", tmp_path / "b.onnx", [])
+
+
+@pytest.mark.parametrize("given, want_thr, want_agreement, source", [
+    # fp32 median 2 (the clip at 2 counts as synthetic on both sides); int8's median is 3.5:
+    # at 2 the int8 logit 1.5 + 1 = 2.5 flips one clip (4 of 5 agree), at 3.5 two would
+    (None, 2.0, 0.8, "median fp32 logit"),
+    (2.0, 2.0, 0.8, "given"),
+    (3.5, 3.5, 0.6, "given"),  # the int8 median, only when asked for
+])
+def test_without_a_threshold_agreement_is_judged_at_the_fp32_median_not_the_int8_one(
+        given, want_thr, want_agreement, source):
+    fp32 = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
+    int8 = fp32 + 1.5  # median 3.5
+    r = gate_report(fp32, int8, QuantGate(threshold=given))
+    assert (r["threshold"], r["agreement"], r["threshold_source"]) == (want_thr, want_agreement,
+                                                                       source)

@@ -203,3 +203,21 @@ CSV
   [ "${lines[-1]}" = "total    rentals   4  hours    5.0000  spend \$   7.5000" ]
   [ ! -s "$RUNNER_STATE/ledger.spool" ]
 }
+
+@test "a spooled re-open row is appended after its rental's closing row, the rental open again; replayed twice, once" {
+  export RUNNER_STATE=$BATS_TEST_TMPDIR/st
+  mkdir -p "$RUNNER_STATE"
+  c1="7,probe,g7,9,2.0,2026-11-30T05:00:00Z,2026-11-30T05:30:00Z,0.5000,1.0000,A100,32,13.0,"
+  re="7,probe,g7,9,2.0,2026-11-30T05:00:00Z,,,,A100,32,13.0,REOPENED 2026-11-30T05:40:00Z"
+  echo "7,probe,g7,9,2.0,2026-11-30T05:00:00Z,,,,A100,32,13.0," >>"$LEDGER"
+  printf '%s\n' "$c1" >>"$LEDGER"                                  # judged gone: closed
+  printf '%s\n' "$re" >"$RUNNER_STATE/ledger.spool"               # seen running: its re-open row spooled
+  run "$REPO/runner/ledger.sh"
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [ "$(tail -n 1 "$LEDGER")" = "$re" ]
+  [ "${lines[-1]}" = "open     1 row(s) not confirmed destroyed: 7" ]
+  printf '%s\n' "$re" >"$RUNNER_STATE/ledger.spool"               # the same row again: not twice
+  run "$REPO/runner/ledger.sh"
+  [ "$(grep -c '^7,' "$LEDGER")" -eq 3 ]
+}

@@ -23,3 +23,14 @@ def test_config_hash_is_canonical_and_covers_every_section():
     assert tcfg.config_hash(a) != tcfg.config_hash(tcfg.resolve_config("fold", 2))
     b = tcfg.resolve_config("fold", 1, overrides={"augment": {"p_aug": 0.5}})
     assert tcfg.config_hash(a) != tcfg.config_hash(b)
+
+
+@pytest.mark.parametrize("batch_size, ok", [(0, False), (1, False), (2, True), (3, False),
+                                            (4, True)])
+def test_a_batch_needs_at_least_one_clip_of_each_class(batch_size, ok):
+    over = {"train": {"batch_size": batch_size}}
+    if ok:
+        assert tcfg.resolve_config("fold", 0, overrides=over)["train"]["batch_size"] == batch_size
+        return
+    with pytest.raises(terrors.ConfigError, match=f"batch_size.*{batch_size}"):
+        tcfg.resolve_config("fold", 0, overrides=over)

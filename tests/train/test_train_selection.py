@@ -197,3 +197,65 @@ def test_a_recipe_citing_a_corpus_decision_records_its_sha_in_run_meta_and_the_h
     assert outcome["corpus_decision"] == "ab" * 32
     _, outcome = select_training_rows(train, bundle, _resolved()["selection"])
     assert outcome["corpus_decision"] is None
+
+
+def _rows(*rows):
+    """(label, source, train_scope, generator) rows as a manifest frame."""
+    return pd.DataFrame([{"id": f"r{i}", "label": lab, "source": src, "train_scope": scope,
+                          "generator": gen} for i, (lab, src, scope, gen) in enumerate(rows)])
+
+
+def _bundle(manifest, family_sep="-"):
+    return type("B", (), {"manifest": manifest,
+                          "meta": {"folds": {"config": {"family_sep": family_sep}}}})()
+
+
+BONA = ("bonafide", "ls", "core", "bonafide")
+
+
+@pytest.mark.parametrize("family, kept", [
+    ("tts", ["tts-b-v2", "tts-a"]),  # up to the first separator
+    ("voc", ["voc"]),  # a name without a separator is its own family
+])
+def test_a_family_is_the_generator_name_up_to_the_first_separator(family, kept):
+    rows = _rows(BONA, ("spoof", "s", "core", "tts-b-v2"), ("spoof", "s", "core", "tts-a"),
+                 ("spoof", "s", "core", "voc"))
+    got, _ = select_training_rows(rows, _bundle(rows), {"rules": [
+        {"action": "keep", "family": [family, "bonafide"]}]})
+    assert list(got.loc[got["label"] == "spoof", "generator"]) == kept
+    # the name up to the last separator is no family the bundle has
+    with pytest.raises(terrors.ConfigError, match=r"family \['tts-b'\]: no row of the bundle"):
+        select_training_rows(rows, _bundle(rows), {"rules": [
+            {"action": "keep", "family": ["tts-b", "bonafide"]}]})
+
+
+@pytest.mark.parametrize("value, refused", [
+    ("fold-only", False),  # in the bundle, not in this job's training rows: the rule selects none
+    ("mlaad", False),  # in both
+    ("nowhere", True),  # in neither: a typo
+])
+def test_a_value_the_bundle_has_is_accepted_though_this_jobs_rows_lack_it(value, refused):
+    bundle_rows = _rows(BONA, ("spoof", "mlaad", "extra", "x"), ("spoof", "fold-only", "core", "y"),
+                        ("spoof", "s", "core", "z"))
+    train = bundle_rows.loc[bundle_rows["source"] != "fold-only"].reset_index(drop=True)
+    section = {"rules": [{"action": "drop", "source": [value]}]}
+    if refused:
+        with pytest.raises(terrors.ConfigError,
+                           match=r"source \['nowhere'\]: no row of the bundle"):
+            select_training_rows(train, _bundle(bundle_rows), section)
+        return
+    kept, out = select_training_rows(train, _bundle(bundle_rows), section)
+    assert list(kept["source"]) == [s for s in train["source"] if s != value]
+    assert out["rules"][0]["dropped"] == int((train["source"] == value).sum())
+
+
+@pytest.mark.parametrize("cited, ok", [("a" * 64, True), ("a" * 63, False), ("a" * 65, False),
+                                       ("0123456789abcdef" * 4, True), ("g" * 64, False),
+                                       ("", True)])
+def test_a_cited_corpus_decision_is_exactly_64_lowercase_hex_digits(cited, ok):
+    section = {"rules": [], "corpus_decision": cited}
+    if ok:
+        assert _resolved(section)["selection"]["corpus_decision"] == cited
+        return
+    with pytest.raises(terrors.ConfigError, match="the sha256 \\(64 lowercase hex digits\\)"):
+        _resolved(section)

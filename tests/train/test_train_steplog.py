@@ -184,3 +184,20 @@ def test_the_padded_share_is_of_the_samples_computed_after_the_padding_cut(tmp_p
     p.audio_s, p.meta["computed_audio_s"], p.step = 3.0, 14.0, 1  # 3 s valid of 4 s computed
     log.after_step(r, 1)
     assert float(_rows(tmp_path)[0]["padded_share"]) == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("world", [1, 2, 8])
+def test_clips_per_second_counts_every_gpu_as_world_size_times_rank_0s_clips(tmp_path, monkeypatch,
+                                                                              world):
+    """Rank 0 alone writes the line and sees its own clips: 64 clips and 128 s of audio in 2 s
+    on each of `world` GPUs read 32 x world clips/s and 64 x world audio_s/s."""
+    clock = iter([100.0, 102.0])  # construction, then the step
+    monkeypatch.setattr(steplog.time, "time", lambda: next(clock))
+    r = _fake_run(tmp_path, log_every=1)
+    r.plan.world = world
+    log = steplog.StepLog(r)
+    r.progress.step, r.progress.clips, r.progress.audio_s = 1, 64.0, 128.0
+    log.after_step(r, 1)
+    row = _rows(tmp_path)[0]
+    assert float(row["clips_per_s"]) == pytest.approx(32.0 * world)
+    assert float(row["audio_s_per_s"]) == pytest.approx(64.0 * world)

@@ -15,7 +15,8 @@ follow, and tests/test_bash_spellings.py holds both bash readers to it line for 
 
 The rules, once: only the first line counts; a STATUS written by another generation than the
 record's is no status at all (a relaunch must not be ended by its predecessor's DONE); DONE and
-FAIL are terminal (the reaper destroys the box), every other phase is live.
+FAIL are terminal (TERMINAL: the reaper destroys the box; the runner applies it in bash),
+every other phase is live.
 """
 
 from __future__ import annotations
@@ -51,11 +52,6 @@ def phase_of(text: str, gen: str | None) -> str | None:
     if s is None or not gen or s.gen != gen:
         return None
     return s.phase
-
-
-def is_live(phase: str | None) -> bool:
-    """A box whose generation reports this phase is working: never destroyed for it."""
-    return phase is not None and phase not in TERMINAL
 
 
 def line(gen: str, phase: str, epoch: int) -> str:
