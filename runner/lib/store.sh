@@ -1,9 +1,18 @@
 # shellcheck shell=bash
 # runner/lib/store.sh — the store (an rclone remote) as the runner sees it: where a job's files live
 # and the STATUS line its box writes there ("GEN PHASE EPOCH"). Every path passes guard_path.
+# shellcheck source=runner/lib/contract.sh
+. "$RUNNER_ROOT/lib/contract.sh"
 
-# store_job_path JOB: RUNNER_STORE/runs/JOB, guarded.
-store_job_path() { guard_path "${RUNNER_STORE%/}/runs/$1"; }
+# store_job_path JOB: STORE/runs/JOB, guarded, where STORE is the one in JOB's contract (the store it
+# was launched with, runner/lib/contract.sh), not this shell's RUNNER_STORE: a reaper started from
+# another campaign's shell still reads each box where that box writes. Without a record: RUNNER_STORE.
+store_job_path() {
+  local s
+  s=$(contract_get "$1" store)
+  s=${s:-${RUNNER_STORE%/}}
+  RUNNER_STORE=$s guard_path "$s/runs/$1"
+}
 
 # store_status JOB: print "PHASE" of the STATUS written by generation GEN of the record; nothing when
 # there is no STATUS, it cannot be read, or it belongs to another generation (that is "no status").
