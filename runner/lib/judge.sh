@@ -84,28 +84,32 @@ mono_now() {
   if read -r u _ </proc/uptime 2>/dev/null; then echo "${u%.*}"; else now; fi
 }
 
-# judge_beat JOB: read the generation's HEARTBEAT and set j_beat, j_still, j_looks. The record keeps
-# the line's first sighting, jobs/JOB/beat: "EPOCH MONO LOOKS LINE" (wall and monotonic clocks, looks
-# since). Any change of the line (the box's SEQ or its own time) is progress and starts again; a
-# monotonic clock that went back (a reboot) starts again too.
+# judge_beat JOB [look]: read the generation's HEARTBEAT and set j_beat, j_still, j_looks. The record
+# keeps the line's first sighting, jobs/JOB/beat: "EPOCH MONO LOOKS LINE" (wall and monotonic clocks,
+# looks since), written only by a look (the reaper's; runner/status.sh only reads). Any change of the
+# line (the box's SEQ or its own time) is progress and starts again; a monotonic clock that went back
+# (a reboot) starts again too.
 judge_beat() {
-  local seen e m k rest mono
+  local seen e m k rest mono look=${2:-}
   j_still="" j_looks=0
   j_beat=$(store_heartbeat "$1") || { j_beat="?"; return 0; }
   seen=$(rec_get "$1" beat)
   read -r e m k rest <<<"$seen"
   mono=$(mono_now)
   if ! is_number "$m" || ! is_number "$k" || [ "$rest" != "$j_beat" ] || [ "$mono" -lt "$m" ]; then
-    rec_set "$1" beat "$(now) $mono 0 $j_beat" 2>/dev/null || true   # unwritable: looked at again next cycle
+    [ -z "$look" ] || rec_set "$1" beat "$(now) $mono 0 $j_beat" 2>/dev/null || true   # unwritable: looked at again next cycle
     j_still=0
     return 0
   fi
-  j_looks=$((k + 1))
+  j_looks=$k
   j_still=$((mono - m))
+  [ -n "$look" ] || return 0
+  j_looks=$((k + 1))
   rec_set "$1" beat "$e $m $j_looks $j_beat" 2>/dev/null || true
 }
 
-# judge_observe JOB STATE: gather JOB's evidence into j_* (the store read at the contract's store).
+# judge_observe JOB STATE [look]: gather JOB's evidence into j_* (the store read at the contract's
+# store); "look" counts it as one of the reaper's looks at the heartbeat (judge_beat).
 judge_observe() {
   local cdl mine
   j_now=$(now)
@@ -127,8 +131,8 @@ judge_observe() {
   j_stale=$(contract_get "$1" heartbeat_stale_s)
   is_number "$j_stale" || j_stale=0
   j_beat="?" j_still="" j_looks=0
-  if [ "$2" = PROVISIONED ] && [ "$j_beats" = yes ] && [ "$j_stale" != 0 ]; then judge_beat "$1"; fi
+  if [ "$2" = PROVISIONED ] && [ "$j_beats" = yes ] && [ "$j_stale" != 0 ]; then judge_beat "$1" "${3:-}"; fi
 }
 
-# judge_job JOB STATE: observe, then decide (verdict, j_why).
-judge_job() { judge_observe "$1" "$2"; judge_decide; }
+# judge_job JOB STATE [look]: observe, then decide (verdict, j_why).
+judge_job() { judge_observe "$1" "$2" "${3:-}"; judge_decide; }

@@ -82,7 +82,7 @@ reap_job() {
   # left a live job, not an abandoned one, so the state is read again once it is gone.
   [ "$st" = PROVISIONED ] || launcher_alive "$job" || st=$(rec_state "$job")
   # the one judge (runner/lib/judge.sh): its verdict, acted on here
-  judge_job "$job" "$st"
+  judge_job "$job" "$st" look
   case $verdict in
     KEEP) [ "$j_held" = no ] || return 0 ;;
     WAIT_PUSH)
