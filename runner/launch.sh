@@ -61,7 +61,8 @@
 #   info RUNNER_BUNDLE_META --n-folds`, among them), the
 #   trainer refuses the training config (its message said, nothing rented), no temp folder can be
 #   made under TMPDIR, or RUNNER_IMAGE does not beat (RUNNER_IMAGE_BEATS=no) without --no-heartbeat; 3 budget refused or not
-#   measurable; 4 the job's previous instance is still listed (or another launch of it is running);
+#   measurable; 4 the job's previous instance is still listed (or another launch of it is running),
+#   or its run folder shows a live generation this RUNNER_STATE never launched (another operator's);
 #   5 cannot confirm the previous instance is gone (listing failed or cannot vouch, its label not
 #   settled, or a create that gave no id still inside RUNNER_LABEL_LAG_S); 6 no go-ahead or no
 #   DONE pilot; 7 ORPHAN: a box could not be confirmed destroyed; 8 no offer matches
@@ -185,6 +186,7 @@ lock_take "$budget_lock" $((RUNNER_LAUNCH_WAIT_S * 10)) \
   || { [ $? != 2 ] || state_full; die 4 "another launch held the budget lock for over RUNNER_LAUNCH_WAIT_S=$RUNNER_LAUNCH_WAIT_S s" "wait for it (runner/status.sh), then launch again"; }
 
 step_previous "$job"                      # exit 4/5 unless the old record is cleared
+step_run_folder "$job"                    # exit 4: another live generation trains in its run folder
 step_pilot_gate "$job" "$kind" "$gate" "$any_epochs"  # exit 6: fold/full without a DONE pilot or E
 step_ablation_cap                         # exit 15: an ablation past RUNNER_ABLATION_GPU_HOURS
 step_budget "$kind"                       # sets offer dph credit estimate; exit 3/8

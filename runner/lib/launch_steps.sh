@@ -204,6 +204,22 @@ commitments_of() {
   printf '%s\n' "$out"
 }
 
+# step_run_folder JOB: the job's run folder (STORE/runs/JOB) must not show another live generation.
+# A STATUS in a live phase (not DONE or FAIL) of a generation this RUNNER_STATE never launched (none
+# of its records or archives) is another operator's launch of JOB training there: two boxes would
+# train into one folder, and STATUS, HEARTBEAT and the pilot gate would read the wrong one. exit 4.
+step_run_folder() {
+  local line g ph
+  line=$(store_status_line "$1")
+  g=${line%% *} ph=${line#* }
+  ph=${ph%% *}
+  case $ph in '' | DONE | FAIL) return 0 ;; esac
+  [ -n "$g" ] && [ "$g" != "$line" ] || return 0
+  [ "$g" != "$(rec_get "$1" gen)" ] || return 0
+  if compgen -G "$RUNNER_STATE/archive/$1-$g-*" >/dev/null; then return 0; fi   # ours, ended
+  die 4 "job $1's run folder $(store_job_path "$1") shows generation $g in phase $ph, which this RUNNER_STATE never launched: another operator's $1 trains there" "give each operator (each RUNNER_STATE) its own RUNNER_STORE, e.g. store:hearsay/OPERATOR; or wait until that generation ends (DONE or FAIL)"
+}
+
 # step_budget KIND: credit must cover estimate + commitments + margin; all three must be measurable.
 step_budget() {
   local hours line rc=0 why cuda

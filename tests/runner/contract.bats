@@ -86,3 +86,14 @@ billed_of() { curl -fsS "$VAST_URL/_control/state" | jq -r ".instances[] | selec
   [ "$(live_count)" -eq 0 ]
   [ "$(open_rows)" -eq 0 ]
 }
+
+@test "two operators, one job name: a launch refuses a run folder where a generation it never launched is live" {
+  put_status pilot "g-other-operator TRAINING $(date -u +%s)"      # another RUNNER_STATE's pilot trains there
+  run launch --yes pilot
+  echo "$output"; [ "$status" -eq 4 ]
+  [[ "$output" == *"runner: job pilot's run folder $RUNNER_STORE/runs/pilot shows generation g-other-operator in phase TRAINING, which this RUNNER_STATE never launched: another operator's pilot trains there (give each operator (each RUNNER_STATE) its own RUNNER_STORE, e.g. store:hearsay/OPERATOR; or wait until that generation ends (DONE or FAIL))"* ]]
+  [ "$(created_count)" -eq 0 ]
+  put_status pilot "g-other-operator DONE $(date -u +%s)"          # ended: the folder is free
+  run launch --yes pilot
+  echo "$output"; [ "$status" -eq 0 ]
+}
