@@ -21,7 +21,8 @@
 : "${RUNNER_OFFER_QUERY:=num_gpus=1 gpu_name=A100_SXM4 cpu_cores_effective>=32 reliability>0.98 inet_down>=500 direct_port_count>=1}"
 : "${RUNNER_OFFER_ORDER:=dph_total}"         # cheapest first
 # The price ceiling, $/h: the runner adds `dph_total<=RUNNER_OFFER_MAX_DPH` to the query (dph_total is
-# priced at RUNNER_DISK_GB), so no offer above it is ever rented. A limit of the operator's choosing,
+# priced at RUNNER_DISK_GB), and checks it again against what the new instance bills (`show instance`,
+# its contract's dph): above it, the box is destroyed (launch.sh exit 17). A limit of the operator's choosing,
 # not a market figure: raise it deliberately when no offer matches (launch.sh exit 8 says so).
 : "${RUNNER_OFFER_MAX_DPH:=1.50}"
 : "${RUNNER_LABEL_PREFIX:=hearsay}"          # instance label = PREFIX.OPERATOR:JOB:GEN:DEADLINE (state.sh)
