@@ -24,6 +24,9 @@
 
 contract_file() { printf '%s/contract\n' "$(rec_dir "$1")"; }
 
+# whole_s SECONDS: rounded up to whole seconds (a stale limit of 0.5 is 1 s, not 0, which is "off").
+whole_s() { awk -v x="$1" 'BEGIN { y = int(x); if (y < x) y++; print y }'; }
+
 # contract_write JOB GEN DEADLINE CAMPAIGN_DEADLINE: write the contract whole (atomically), from the
 # settings now. 1 (said) when it cannot be written or a setting is malformed.
 contract_write() {
@@ -39,7 +42,7 @@ contract_write() {
   tmp=$f.tmp.$$
   {
     printf 'store=%s\ngen=%s\ndeadline=%s\ncampaign_deadline=%s\n' "${RUNNER_STORE%/}" "$2" "$3" "$4"
-    printf 'grace_s=%s\nheartbeat_s=%s\nheartbeat_stale_s=%s\n' "${RUNNER_FINAL_PUSH_GRACE_S%.*}" "$RUNNER_HEARTBEAT_S" "${RUNNER_HEARTBEAT_STALE_S%.*}"
+    printf 'grace_s=%s\nheartbeat_s=%s\nheartbeat_stale_s=%s\n' "$(whole_s "$RUNNER_FINAL_PUSH_GRACE_S")" "$RUNNER_HEARTBEAT_S" "$(whole_s "$RUNNER_HEARTBEAT_STALE_S")"
     printf 'beats=%s\ndph=pending\n' "$RUNNER_IMAGE_BEATS"
   } >"$tmp" 2>/dev/null && mv -f "$tmp" "$f" 2>/dev/null && return 0
   rm -f "$tmp" 2>/dev/null
@@ -70,9 +73,9 @@ contract_get() {
   case $2 in
     store) printf '%s\n' "${RUNNER_STORE%/}" ;;
     gen | deadline | campaign_deadline | dph) rec_get "$1" "$2" ;;
-    grace_s) printf '%s\n' "${RUNNER_FINAL_PUSH_GRACE_S%.*}" ;;
+    grace_s) whole_s "$RUNNER_FINAL_PUSH_GRACE_S" ;;
     heartbeat_s) printf '%s\n' "$RUNNER_HEARTBEAT_S" ;;
-    heartbeat_stale_s) printf '%s\n' "${RUNNER_HEARTBEAT_STALE_S%.*}" ;;
+    heartbeat_stale_s) whole_s "$RUNNER_HEARTBEAT_STALE_S" ;;
     beats) echo yes ;;
   esac
 }
