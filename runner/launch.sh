@@ -103,6 +103,10 @@ export RUNNER_SCRIPT=launch
 . "$RUNNER_ROOT/lib/teardown.sh"
 # shellcheck source=runner/lib/campaign.sh
 . "$RUNNER_ROOT/lib/campaign.sh"
+# shellcheck source=runner/lib/heartbeat.sh
+. "$RUNNER_ROOT/lib/heartbeat.sh"
+# shellcheck source=runner/lib/judge.sh
+. "$RUNNER_ROOT/lib/judge.sh"
 # shellcheck source=runner/lib/launch_steps.sh
 . "$RUNNER_ROOT/lib/launch_steps.sh"
 

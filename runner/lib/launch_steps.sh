@@ -76,7 +76,16 @@ step_previous() {
   if [ -n "$listed" ] && [ -z "$id" ] && [ -n "$(rec_get "$job" asked)" ] && ! launcher_alive "$job"; then
     adopt_by_label "$job" "$prev_list" >/dev/null 2>&1 || true
   fi
-  [ -z "$listed" ] || die 4 "job $job's previous instance $listed is still listed" "wait for runner/reaper.sh to end it, or: vastai destroy instance $listed -y"
+  if [ -n "$listed" ]; then
+    # what the one judge (runner/lib/judge.sh) makes of the record's box, as the reaper will act on it
+    local verdict_said=""
+    if [ "$listed" = "$id" ]; then
+      judge_job "$job" "$(rec_state "$job")"
+      # shellcheck disable=SC2154  # set by judge_job
+      verdict_said="; the judge: $verdict ($j_why)"
+    fi
+    die 4 "job $job's previous instance $listed is still listed$verdict_said" "wait for runner/reaper.sh to end it, or: vastai destroy instance $listed -y"
+  fi
   rec_exists "$job" || return 0
   # a well-formed empty listing can be an API hiccup: the record's box must be gone by the one rule
   # (runner/lib/gone.sh: the listing still shows our other boxes, or show instance agrees)
