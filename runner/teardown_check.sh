@@ -63,12 +63,12 @@ done <<EOF_OPEN
 $(ledger_open_ids)
 EOF_OPEN
 if [ "$n" -eq 0 ]; then
-  if [ -n "$open" ]; then
-    echo "runner: cannot confirm teardown: the listing is empty, but the ledger $LEDGER holds open rentals not proven gone:$open (vastai show instance ID; runner/reaper.sh --once on the machine that launched them; docs/RUNBOOK.md)" >&2
-    exit 2
-  fi
   if [ -n "$live" ]; then
     echo "runner: cannot confirm teardown: the listing is empty, but job records under $RUNNER_STATE/jobs are live:$live (run runner/reaper.sh --once, then check again; docs/RUNBOOK.md)" >&2
+    exit 2
+  fi
+  if [ -n "$open" ]; then
+    echo "runner: cannot confirm teardown: the listing is empty, but the ledger $LEDGER holds open rentals not proven gone:$open (vastai show instance ID; runner/reaper.sh --once on the machine that launched them; docs/RUNBOOK.md)" >&2
     exit 2
   fi
   if [ -e "$list.partial" ]; then
