@@ -296,7 +296,9 @@ class Fake:
             "env": dict(body.get("env") or {}),
             "disk": disk,
             "storage_dph": round(storage_dph, 6),
-            "dph_total": round(offer["dph_base"] + storage_dph + float(self.settings["bill_markup"]), 6),
+            "dph_total": round(
+                offer["dph_base"] + storage_dph + float(self.settings["bill_markup"]), 6
+            ),
             "created_at": self.now(),
             "destroyed_at": None,
             "stopped": False,
