@@ -21,7 +21,8 @@
 : "${RUNNER_OFFER_QUERY:=num_gpus=1 gpu_name=A100_SXM4 cpu_cores_effective>=32 reliability>0.98 inet_down>=500 direct_port_count>=1}"
 : "${RUNNER_OFFER_ORDER:=dph_total}"         # cheapest first
 # The price ceiling, $/h: the runner adds `dph_total<=RUNNER_OFFER_MAX_DPH` to the query (dph_total is
-# priced at RUNNER_DISK_GB), so no offer above it is ever rented. A limit of the operator's choosing,
+# priced at RUNNER_DISK_GB), and checks it again against what the new instance bills (`show instance`,
+# its contract's dph): above it, the box is destroyed (launch.sh exit 17). A limit of the operator's choosing,
 # not a market figure: raise it deliberately when no offer matches (launch.sh exit 8 says so).
 : "${RUNNER_OFFER_MAX_DPH:=1.50}"
 : "${RUNNER_LABEL_PREFIX:=hearsay}"          # instance label = PREFIX.OPERATOR:JOB:GEN:DEADLINE (state.sh)
@@ -48,9 +49,12 @@
 # runner/launch.sh refuses (exit 16) and runner/reaper.sh ends every box of this RUNNER_STATE
 # (runner/lib/campaign.sh); each box is told it at its create, so it ends itself there too.
 : "${RUNNER_CAMPAIGN_DEADLINE:=}"
-: "${RUNNER_CAMPAIGN_GRACE_S:=720}"          # past the deadline, a box still TRAINING or PUSHING gets this
-#   long to stop its trainer and finish pushing its checkpoints (the box's own HEARSAY_DEADLINE_GRACE_S
-#   is 600 s) before the reaper destroys it
+# The final push's grace, s: at its deadline (the job's or the campaign's) a box stops its trainer and
+# pushes its checkpoints; its own watchdog and on-start guard, and the reaper, wait this long past the
+# deadline (unless the box reports its end first). Written into each job's contract at launch
+# (runner/lib/contract.sh): a later change reaches only later launches. RUNNER_CAMPAIGN_GRACE_S is its
+# older name.
+: "${RUNNER_FINAL_PUSH_GRACE_S:=${RUNNER_CAMPAIGN_GRACE_S:-720}}"
 
 # --- timing -------------------------------------------------------------------------------------------
 : "${RUNNER_BOOT_DEADLINE_S:=900}"           # created -> running, else destroy
@@ -70,7 +74,11 @@
 : "${RUNNER_REAPER_MAX_BACKOFF_S:=900}"      # reaper's longest wait after 429s / failed listings
 : "${RUNNER_REAPER_JOB_BACKOFF_S:=300}"      # longest wait before retrying one job that keeps failing
 : "${RUNNER_HEARTBEAT_S:=60}"                # the box's chain writes RUN_PATH/HEARTBEAT this often (job.env)
-: "${RUNNER_HEARTBEAT_STALE_S:=900}"         # a PROVISIONED box with no new heartbeat this long is ended (0 = never)
+: "${RUNNER_HEARTBEAT_STALE_S:=900}"         # a PROVISIONED box whose heartbeat shows no progress this long is ended (0 = never)
+# Whether RUNNER_IMAGE writes HEARTBEAT (its chain's box_heartbeat; images built before it do not):
+# yes | no. A launch refuses "no" unless --no-heartbeat says so; such a box is judged by its STATUS
+# and deadline only, and a missing heartbeat never ends a box (runner/lib/judge.sh).
+: "${RUNNER_IMAGE_BEATS:=yes}"
 
 # --- local files --------------------------------------------------------------------------------------
 : "${RUNNER_STATE:=${XDG_STATE_HOME:-$HOME/.local/state}/hearsay-runner}"  # job records, HOLDs, logs

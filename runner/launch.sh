@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: runner/launch.sh [--yes] [--no-pilot-gate] [--any-epochs] pilot | full | fold N | probe | ablate RECIPE fold N
+# Usage: runner/launch.sh [--yes] [--no-pilot-gate] [--any-epochs] [--no-heartbeat] pilot | full | fold N | probe | ablate RECIPE fold N
 # Summary: rent one GPU box for one training job, start its chain, and never leave it billing
 #
 # In order, under one launch lock shared by every job (concurrent launches wait their turn, up to
@@ -27,6 +27,14 @@
 #                    checking the epoch count E (logged)
 #   --any-epochs     let fold/full run with a train.epochs other than the E recorded for the recipe
 #                    (runner/epochs.sh; logged)
+#   --no-heartbeat   rent RUNNER_IMAGE although it does not write HEARTBEAT (RUNNER_IMAGE_BEATS=no: an
+#                    image built before it); its box is judged by STATUS and deadline only, so a chain
+#                    killed without its trap bills until its deadline. Without it such an image is refused
+#
+# The box contract (runner/lib/contract.sh): written into jobs/JOB/contract just before the create
+# (store, generation, deadlines, the final push's grace, heartbeat period and limit, whether the image
+# beats) and, once the create answers, the $/h the instance bills; the box gets the same numbers
+# (its create's environment, then job.env), and every judge of the box reads them there.
 #
 # The pilot gate keys on the recipe: RUNNER_TRAIN_CONFIG without its step budget (train.epochs;
 # runner/lib/recipe.sh), so a pilot of 1 epoch clears finals of 3; and a fold/full config must set
@@ -51,9 +59,10 @@
 #   be written under RUNNER_STATE before the create (a full disk: nothing rented); 2 usage (a fold
 #   N that is not one of the bundle's folds 0..n_folds-1, its fold file's n_folds: `hearsay bundle
 #   info RUNNER_BUNDLE_META --n-folds`, among them), the
-#   trainer refuses the training config (its message said, nothing rented), or no temp folder can be
-#   made under TMPDIR; 3 budget refused or not
-#   measurable; 4 the job's previous instance is still listed (or another launch of it is running);
+#   trainer refuses the training config (its message said, nothing rented), no temp folder can be
+#   made under TMPDIR, or RUNNER_IMAGE does not beat (RUNNER_IMAGE_BEATS=no) without --no-heartbeat; 3 budget refused or not
+#   measurable; 4 the job's previous instance is still listed (or another launch of it is running),
+#   or its run folder shows a live generation this RUNNER_STATE never launched (another operator's);
 #   5 cannot confirm the previous instance is gone (listing failed or cannot vouch, its label not
 #   settled, or a create that gave no id still inside RUNNER_LABEL_LAG_S); 6 no go-ahead or no
 #   DONE pilot; 7 ORPHAN: a box could not be confirmed destroyed; 8 no offer matches
@@ -68,7 +77,10 @@
 #   before any offer is searched; 15 the ablation GPU-hour cap (RUNNER_ABLATION_GPU_HOURS) would be
 #   passed, or the ledger's ablation hours cannot be read; 16 the campaign deadline
 #   (RUNNER_CAMPAIGN_DEADLINE) has passed: nothing rented (checked first, and again just before the
-#   create). A malformed RUNNER_CAMPAIGN_DEADLINE is exit 2.
+#   create). A malformed RUNNER_CAMPAIGN_DEADLINE is exit 2. 17 the new instance bills above
+#   RUNNER_OFFER_MAX_DPH (its own dph_total read back after the create: the search's price is not
+#   trusted), or its $/h cannot be read: the box is destroyed, its ledger row closed with the reason
+#   (PRICE_CEILING, PRICE_UNKNOWN).
 set -euo pipefail
 export RUNNER_SCRIPT=launch
 # shellcheck source=runner/lib/common.sh
@@ -91,10 +103,14 @@ export RUNNER_SCRIPT=launch
 . "$RUNNER_ROOT/lib/teardown.sh"
 # shellcheck source=runner/lib/campaign.sh
 . "$RUNNER_ROOT/lib/campaign.sh"
+# shellcheck source=runner/lib/heartbeat.sh
+. "$RUNNER_ROOT/lib/heartbeat.sh"
+# shellcheck source=runner/lib/judge.sh
+. "$RUNNER_ROOT/lib/judge.sh"
 # shellcheck source=runner/lib/launch_steps.sh
 . "$RUNNER_ROOT/lib/launch_steps.sh"
 
-yes=0 gate=1 any_epochs=0 kind="" fold="" recipe=""
+yes=0 gate=1 any_epochs=0 no_beat=0 kind="" fold="" recipe=""
 # mixed WORD: a second job word (fold 3 pilot, fold 3 fold 4) is a usage error, never a merged job.
 mixed() { die 2 "one job per launch: got ${recipe:+ablate $recipe }$kind${fold:+ $fold} and then $1" "runner/launch.sh pilot | full | fold N | probe | ablate RECIPE fold N"; }
 while [ $# -gt 0 ]; do
@@ -103,6 +119,7 @@ while [ $# -gt 0 ]; do
     --yes) yes=1 ;;
     --no-pilot-gate) gate=0 ;;
     --any-epochs) any_epochs=1 ;;
+    --no-heartbeat) no_beat=1 ;;
     pilot | full | probe) [ -z "$kind$recipe" ] || mixed "$1"; kind=$1 ;;
     ablate)
       [ -z "$kind$recipe" ] || mixed "$1"
@@ -146,6 +163,12 @@ guard_path "$(store_job_path "$job")" >/dev/null || exit 12
 store_conf_guard || exit 10
 case $RUNNER_IMAGE in PLACEHOLDER*) die 2 "RUNNER_IMAGE is the placeholder $RUNNER_IMAGE" "set it to the trainer image's digest (docs/RUNBOOK.md)" ;; esac
 campaign_refuse_after                     # exit 16 past RUNNER_CAMPAIGN_DEADLINE (2: malformed)
+case $RUNNER_IMAGE_BEATS:$no_beat in
+  yes:0) ;;
+  no:1 | yes:1) RUNNER_IMAGE_BEATS=no; say "--no-heartbeat: job $job is judged by its STATUS and deadline only (no heartbeat)" ;;
+  no:0) die 2 "RUNNER_IMAGE does not write HEARTBEAT (RUNNER_IMAGE_BEATS=no): a chain killed without its trap would bill until its deadline" "use an image that beats, or pass --no-heartbeat to rent it so deliberately" ;;
+  *) die 2 "RUNNER_IMAGE_BEATS=$RUNNER_IMAGE_BEATS is neither yes nor no" "say in runner/config.sh whether RUNNER_IMAGE writes HEARTBEAT" ;;
+esac
 
 # Every temp file of this launch (the account's listings among them) lives in one folder of its own,
 # removed on every exit; the reaper it may start keeps the caller's TMPDIR (user_tmp).
@@ -167,6 +190,7 @@ lock_take "$budget_lock" $((RUNNER_LAUNCH_WAIT_S * 10)) \
   || { [ $? != 2 ] || state_full; die 4 "another launch held the budget lock for over RUNNER_LAUNCH_WAIT_S=$RUNNER_LAUNCH_WAIT_S s" "wait for it (runner/status.sh), then launch again"; }
 
 step_previous "$job"                      # exit 4/5 unless the old record is cleared
+step_run_folder "$job"                    # exit 4: another live generation trains in its run folder
 step_pilot_gate "$job" "$kind" "$gate" "$any_epochs"  # exit 6: fold/full without a DONE pilot or E
 step_ablation_cap                         # exit 15: an ablation past RUNNER_ABLATION_GPU_HOURS
 step_budget "$kind"                       # sets offer dph credit estimate; exit 3/8

@@ -13,23 +13,21 @@
 #                                  so does a label not yet settled (no listing taken RUNNER_LABEL_LAG_S
 #                                  after the create has shown every box it rented)
 #   1. ORPHAN                      destroy again until a successful listing lacks the instance
-#   2a. campaign deadline passed   RUNNER_CAMPAIGN_DEADLINE, or the earlier one the record was
-#                                  launched under (runner/lib/campaign.sh): destroy, a REASON line
-#                                  on stderr, result and ledger reason CAMPAIGN_DEADLINE (a HOLD never
-#                                  defers this); a box whose STATUS is TRAINING or PUSHING (it stops
-#                                  its trainer and pushes its checkpoints at that deadline itself) is
-#                                  left until RUNNER_CAMPAIGN_GRACE_S after it, so no checkpoint is
-#                                  lost mid-push; a DONE one is ended as DONE
-#   2. deadline passed             destroy (a HOLD never defers this)
-#   3. fresh HOLD                  leave the job alone (HOLD: "EPOCH PID", stale after RUNNER_HOLD_TTL_S
-#                                  or once its setter has exited)
-#   4. STATUS DONE / FAIL          destroy; the STATUS must carry the record's generation, any other
-#                                  generation's STATUS counts as no status; a FAIL's REASON (the box's
-#                                  own, from the store) is printed on stderr
-#   4b. heartbeat stopped          a PROVISIONED box whose HEARTBEAT (written by its chain every
-#                                  RUNNER_HEARTBEAT_S) shows nothing new for RUNNER_HEARTBEAT_STALE_S
-#                                  on this machine's clock: destroy, a REASON line on stderr
-#                                  (runner/lib/heartbeat.sh)
+#   2-4b. the judge                runner/lib/judge.sh decides from the job's contract (jobs/JOB/contract:
+#                                  its store, generation, deadlines, grace_s, heartbeat limits, whether
+#                                  its image beats) and the evidence (its generation's STATUS and
+#                                  HEARTBEAT read at the contract's store, HOLD, launcher, clocks); the
+#                                  decision table is docs/RUNBOOK.md's "The judge". In short: past the
+#                                  deadline (the job's, or the campaign's: the earlier of the contract's
+#                                  and RUNNER_CAMPAIGN_DEADLINE) a box that reported DONE or FAIL is
+#                                  ended as that; one TRAINING or PUSHING is left its final push until
+#                                  deadline + grace_s; any other is destroyed (a HOLD never defers it;
+#                                  a campaign deadline the box was never told ends it at once, said so).
+#                                  Before it: a fresh HOLD leaves the job alone; STATUS DONE / FAIL
+#                                  (its generation's) ends it; a beating box whose HEARTBEAT of its
+#                                  generation shows no progress for heartbeat_stale_s (monotonic clock,
+#                                  two looks at least) is destroyed with a REASON line — no heartbeat at
+#                                  all, or an image that does not beat, is unknown, never dead
 #   5. launch abandoned            a record not PROVISIONED whose launcher is gone: destroy
 #   6. instance missing            a PROVISIONED instance absent from two successful listings, gone
 #                                  by the one rule (the second listing still shows our other boxes,
@@ -62,8 +60,8 @@
 # with the room of its reserve (jobs/JOB/.reserve, RUNNER_RECORD_RESERVE_KB), so its ending has
 # room to be written; a live record gets its reserve again once its disk has 16 times it free.
 #
-# Exit codes: 0 ok; 2 usage, or a malformed RUNNER_CAMPAIGN_DEADLINE or RUNNER_CAMPAIGN_GRACE_S; 4 another reaper is running; 5 (--once) the listing failed;
-#   10 missing dependency; 11 no API key; 12 the reaper lock's owner cannot be written (RUNNER_STATE
+# Exit codes: 0 ok; 2 usage, or a malformed RUNNER_CAMPAIGN_DEADLINE or RUNNER_FINAL_PUSH_GRACE_S; 4 another reaper is running; 5 (--once) the listing failed;
+#   10 missing dependency, or no temp folder under TMPDIR; 11 no API key; 12 the reaper lock's owner cannot be written (RUNNER_STATE
 #   full or read-only).
 set -euo pipefail
 export RUNNER_SCRIPT=reaper
@@ -85,6 +83,8 @@ export RUNNER_SCRIPT=reaper
 . "$RUNNER_ROOT/lib/heartbeat.sh"
 # shellcheck source=runner/lib/campaign.sh
 . "$RUNNER_ROOT/lib/campaign.sh"
+# shellcheck source=runner/lib/judge.sh
+. "$RUNNER_ROOT/lib/judge.sh"
 # shellcheck source=runner/lib/reap.sh
 . "$RUNNER_ROOT/lib/reap.sh"
 
@@ -98,7 +98,7 @@ case ${1:-} in
 esac
 need jq awk mktemp
 campaign_deadline >/dev/null || die 2 "RUNNER_CAMPAIGN_DEADLINE is malformed (see above)" "fix it in runner/config.sh or the environment"
-case $RUNNER_CAMPAIGN_GRACE_S in '' | *[!0-9]*) die 2 "RUNNER_CAMPAIGN_GRACE_S=$RUNNER_CAMPAIGN_GRACE_S is not a whole number of seconds" "fix it in runner/config.sh, e.g. 720" ;; esac
+case $RUNNER_FINAL_PUSH_GRACE_S in '' | *[!0-9]*) die 2 "RUNNER_FINAL_PUSH_GRACE_S=$RUNNER_FINAL_PUSH_GRACE_S is not a whole number of seconds" "fix it in runner/config.sh, e.g. 720" ;; esac
 key_guard || exit 11
 umask 077
 mkdir -p "$RUNNER_STATE" || die 10 "cannot create RUNNER_STATE=$RUNNER_STATE" "check the path and free space"
@@ -133,8 +133,15 @@ if ! lock_take "$RUNNER_STATE/reaper.lock" 1; then
   [ -d "$RUNNER_STATE/reaper.lock" ] || die 12 "cannot take the reaper lock $RUNNER_STATE/reaper.lock: it or its owner file cannot be written" "free space under RUNNER_STATE=$RUNNER_STATE, then start the reaper again"
   die 4 "another reaper is running (pid ${holder:-not yet written})" "one reaper watches every job"
 fi
+# every temp file of this reaper (its listings) in one folder of its own, removed on every exit: a
+# TERM mid-cycle leaves none behind
+reaper_tmp=$(mktemp -d "${TMPDIR:-/tmp}/runner-reaper.XXXXXX" 2>/dev/null) || {
+  lock_drop "$RUNNER_STATE/reaper.lock"
+  die 10 "cannot make a temp folder under ${TMPDIR:-/tmp}" "set TMPDIR to a writable folder"
+}
+export TMPDIR=$reaper_tmp
 sleeper=""
-trap '[ -z "$sleeper" ] || kill "$sleeper" 2>/dev/null; lock_drop "$RUNNER_STATE/reaper.lock"' EXIT
+trap '[ -z "$sleeper" ] || kill "$sleeper" 2>/dev/null; rm -rf "$reaper_tmp"; lock_drop "$RUNNER_STATE/reaper.lock"' EXIT
 trap 'exit 130' INT TERM HUP
 
 wait_s=$RUNNER_REAPER_POLL_S

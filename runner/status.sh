@@ -13,6 +13,8 @@
 #               from its run folder, that of the record's bundle + config (or RUNNER_BUNDLE_META +
 #               RUNNER_TRAIN_CONFIG); the trainer pushes both with its readouts and checkpoints, and
 #               `hearsay run readout|progress` (RUNNER_HEARSAY, default hearsay) prints them
+#               and, while JOB has a record, the judge's verdict on its box (runner/lib/judge.sh, the
+#               one the reaper acts on: JUDGE VERDICT: why), read from its contract and its store
 #   JOB         the same as --why JOB (how far a running box is)
 #
 # Exit codes: 0 printed; 2 usage; 3 (--why) the store has no STATUS for JOB or cannot be read.
@@ -37,6 +39,17 @@ case ${1:-} in
     line=$(RCLONE_CONFIG="$RUNNER_RCLONE_CONF" $RUNNER_RCLONE cat "$p/STATUS" </dev/null 2>/dev/null | head -n 1) || true
     [ -n "$line" ] || die 3 "no STATUS for job $2 at $p/STATUS (or the store cannot be read)" "check RUNNER_STORE and RUNNER_RCLONE_CONF"
     echo "STATUS $line"
+    if rec_exists "$2"; then
+      # shellcheck source=runner/lib/campaign.sh
+      . "$RUNNER_ROOT/lib/campaign.sh"
+      # shellcheck source=runner/lib/heartbeat.sh
+      . "$RUNNER_ROOT/lib/heartbeat.sh"
+      # shellcheck source=runner/lib/judge.sh
+      . "$RUNNER_ROOT/lib/judge.sh"
+      judge_job "$2" "$(rec_state "$2")"
+      # shellcheck disable=SC2154  # set by judge_job
+      echo "JUDGE $verdict: $j_why"
+    fi
     # shellcheck disable=SC2086
     RCLONE_CONFIG="$RUNNER_RCLONE_CONF" $RUNNER_RCLONE cat "$p/REASON" </dev/null 2>/dev/null | sed 's/^/  /' || true
     # shellcheck source=runner/lib/bundles.sh

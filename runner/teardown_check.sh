@@ -2,14 +2,17 @@
 # Usage: runner/teardown_check.sh
 # Summary: prove that no instance is left billing on the account, or refuse to claim it
 #
-# Reads the account's listing and this machine's job records (RUNNER_STATE/jobs/): "all gone" needs
-# both, since a well-formed empty listing can be an API hiccup, and a record says a box may bill.
+# Reads the account's listing, this machine's job records (RUNNER_STATE/jobs/) and the ledger (LEDGER,
+# from git on a second laptop): "all gone" needs all three, since a well-formed empty listing can be
+# an API hiccup, and a record or an open ledger row says a box may bill. An open row counts as gone
+# only by the one rule (runner/lib/gone.sh: `show instance ID` agrees, or a listing that vouches).
 # Exit codes: 0 a complete, successful listing holds zero instances and no job record is live
 #   (none in RUNNER_STATE/jobs/: creating, running, destroying or ORPHAN); 1 instances remain
 #   (listed on stdout as "id status label $/h"); 2 cannot confirm: the listing failed (error JSON,
 #   empty or non-JSON answer, auth failure, 429, timeout), or it is empty while a job record is
 #   still live (the records are named on stderr: see docs/RUNBOOK.md, "teardown_check says 2"), or
-#   it is empty but the account's total kept changing while it was paged; 10 missing dependency;
+#   it is empty but the account's total kept changing while it was paged, or the ledger holds an
+#   open rental not proven gone (named on stderr); 10 missing dependency;
 #   11 no API key; 64 usage (an unknown argument: its own code, so a caller that retries on 2 never
 #   mistakes a typo for an unreachable API).
 set -euo pipefail
@@ -22,6 +25,10 @@ export RUNNER_SCRIPT=teardown_check
 . "$RUNNER_ROOT/lib/state.sh"
 # shellcheck source=runner/lib/vast.sh
 . "$RUNNER_ROOT/lib/vast.sh"
+# shellcheck source=runner/lib/ledger.sh
+. "$RUNNER_ROOT/lib/ledger.sh"
+# shellcheck source=runner/lib/gone.sh
+. "$RUNNER_ROOT/lib/gone.sh"
 
 case ${1:-} in
   -h | --help) usage_from "$0"; exit 0 ;;
@@ -43,9 +50,25 @@ for j in $(jobs_list); do
   i=$(rec_get "$j" instance)
   live="$live $j ($(rec_state "$j" | grep . || echo no state), instance ${i:-not yet known})"
 done
+# the ledger's open rentals (LEDGER: on a second laptop, from git): each listed one is among the
+# instances below; an unlisted one must be proven gone by the one rule, else it may still bill
+open=""   # " ID (job JOB)" per open row not proven gone
+while read -r i j; do
+  case $i in '' | *[!0-9]*) continue ;; esac
+  list_has "$list" "$i" && continue
+  g=0
+  gone_judge "$list" "$i" || g=$?
+  [ "$g" = 0 ] || open="$open $i (job ${j:-?})"
+done <<EOF_OPEN
+$(ledger_open_ids)
+EOF_OPEN
 if [ "$n" -eq 0 ]; then
   if [ -n "$live" ]; then
     echo "runner: cannot confirm teardown: the listing is empty, but job records under $RUNNER_STATE/jobs are live:$live (run runner/reaper.sh --once, then check again; docs/RUNBOOK.md)" >&2
+    exit 2
+  fi
+  if [ -n "$open" ]; then
+    echo "runner: cannot confirm teardown: the listing is empty, but the ledger $LEDGER holds open rentals not proven gone:$open (vastai show instance ID; runner/reaper.sh --once on the machine that launched them; docs/RUNBOOK.md)" >&2
     exit 2
   fi
   if [ -e "$list.partial" ]; then

@@ -186,12 +186,30 @@ box_pull_bundle() {
 # one built with its copies skips this), before training. `$HEARSAY_CODEC_PASS BUNDLE --key`
 # (default `hearsay bundle codecs`) names them for this image's ffmpeg (recipe, version, encoders);
 # STORE/codecs/<tree_sha>/<key>/ is pulled when another box stored them; then the pass, with a
-# process per core (nproc), verifies what was pulled or (none, or not verifying) makes them with the
+# process per core of the rental (box_cores), verifies what was pulled or (none, or not verifying) makes them with the
 # image's ffmpeg, listing the encoders it lacks (BOX_DIR/codecs.log; codecs/codec_pass.json). Copies
 # made here are pushed there, codec_pass.json last, so a box never finds a record without its files
 # (a torn set fails verification and is made again). CHAIN says "GEN running" from the pass on
 # (what the launcher waits for). A failed pass is a FAIL with its exit code
 # and last lines in REASON; a failed push of the copies is said, not a FAIL (later boxes make them).
+# box_cores: the CPU cores this rental may use, for the codec pass's processes. A container's nproc
+# counts the host's CPUs, not the rental's: job.env's HEARSAY_CPU_CORES (the offer's
+# cpu_cores_effective, whole cores), else the cgroup's CPU quota (HEARSAY_CGROUP_CPU_MAX, default
+# /sys/fs/cgroup/cpu.max: "QUOTA PERIOD", rounded up), else nproc; at least 1.
+box_cores() {
+  local c=${HEARSAY_CPU_CORES:-} q p
+  c=${c%%.*}
+  if [[ $c =~ ^[0-9]+$ ]] && [ "$c" -ge 1 ]; then echo "$c"; return 0; fi
+  if read -r q p <"${HEARSAY_CGROUP_CPU_MAX:-/sys/fs/cgroup/cpu.max}" 2>/dev/null \
+    && [[ $q =~ ^[0-9]+$ ]] && [[ $p =~ ^[0-9]+$ ]] && [ "$p" -gt 0 ]; then
+    c=$(((q + p - 1) / p))
+    [ "$c" -ge 1 ] || c=1
+    echo "$c"
+    return 0
+  fi
+  nproc
+}
+
 box_codec_pass() {
   local b=$BOX_DIR/bundle pass=${HEARSAY_CODEC_PASS:-hearsay bundle codecs} key dest rc=0
   local log=$BOX_DIR/codecs.log
@@ -205,7 +223,7 @@ box_codec_pass() {
   # large corpus takes longer, so the chain counts as started here; the heartbeat shows it alive.
   echo "$HEARSAY_GEN running" >"$BOX_DIR/CHAIN"
   # shellcheck disable=SC2086
-  $pass "$b" --jobs "$(nproc)" </dev/null >>"$log" 2>&1 || rc=$?
+  $pass "$b" --jobs "$(box_cores)" </dev/null >>"$log" 2>&1 || rc=$?
   [ "$rc" -eq 0 ] || box_fail "codec pass exit $rc ($pass; hearsay bundle codecs --help lists the codes)" "$log"
   echo "entry: $(grep '^codecs: ' "$log" | tail -n 1)" >&2
   grep "^  encoders missing" "$log" | tail -n 1 | sed "s/^/entry: /" >&2 || true

@@ -17,7 +17,8 @@
 #     (where job.env names it), then destroy
 #   - the chain ended (its EXIT trap removed entry.lock and destroyed the box): destroy again, in
 #     case that destroy was not confirmed
-#   - HEARSAY_DEADLINE + HEARSAY_DEADLINE_GRACE_S (600) + HEARSAY_GUARD_MARGIN_S (300) passed
+#   - HEARSAY_DEADLINE + HEARSAY_DEADLINE_GRACE_S (the job contract's grace_s, from the create; 600
+#     without it) + HEARSAY_GUARD_MARGIN_S (300) passed
 #     (entry.sh's own deadline watchdog did not end the box): destroy
 # A destroy that is not confirmed is retried on the next poll. One guard per BOX_DIR
 # (BOX_DIR/guard.lock holds its pid; a lock whose guard is gone is taken over).
@@ -87,20 +88,22 @@ if ! mkdir "$BOX_DIR/guard.lock" 2>/dev/null; then
 fi
 echo "$$" >"$BOX_DIR/guard.lock/pid"
 
-# the container's environment: the names entry.sh imports, and the create's two epochs
+# the container's environment: the names entry.sh imports, the create's two epochs and the final
+# push's grace (the job's contract, runner/lib/contract.sh)
 xt=""
 case $- in *x*) xt=1; set +x ;; esac   # RUNNER_DEBUG's xtrace must never print the instance key
 src=${HEARSAY_INIT_ENVIRON:-/proc/1/environ}
 if [ -r "$src" ]; then
   while IFS= read -r -d '' kv; do
-    case " $BOX_ENV_NAMES HEARSAY_DEADLINE HEARSAY_PROVISION_BY " in *" ${kv%%=*} "*) export "${kv%%=*}=${kv#*=}" ;; esac
+    case " $BOX_ENV_NAMES HEARSAY_DEADLINE HEARSAY_DEADLINE_GRACE_S HEARSAY_PROVISION_BY " in *" ${kv%%=*} "*) export "${kv%%=*}=${kv#*=}" ;; esac
   done <"$src"
 fi
 [ -z "$xt" ] || set -x
 is_epoch() { [[ ${1:-} =~ ^[0-9]+$ ]]; }
 is_epoch "${HEARSAY_PROVISION_BY:-}" || say "no HEARSAY_PROVISION_BY in the container's environment: only the deadline applies"
 is_epoch "${HEARSAY_DEADLINE:-}" || say "no HEARSAY_DEADLINE in the container's environment: no deadline of its own"
-last_at=$(( ${HEARSAY_DEADLINE:-0} + ${HEARSAY_DEADLINE_GRACE_S:-600} + ${HEARSAY_GUARD_MARGIN_S:-300} ))
+[[ ${HEARSAY_DEADLINE_GRACE_S:-} =~ ^[0-9]+$ ]] || HEARSAY_DEADLINE_GRACE_S=600   # a box created without it
+last_at=$(( ${HEARSAY_DEADLINE:-0} + HEARSAY_DEADLINE_GRACE_S + ${HEARSAY_GUARD_MARGIN_S:-300} ))
 say "guarding instance ${CONTAINER_ID:-?}: provision by ${HEARSAY_PROVISION_BY:-never}, deadline ${HEARSAY_DEADLINE:-none}"
 
 # chain_died: FAIL and REASON in the store for the generation job.env names (when it does).

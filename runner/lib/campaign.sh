@@ -6,11 +6,12 @@
 # refused with a message naming both forms (runner/launch.sh and runner/reaper.sh exit 2).
 # After it: runner/launch.sh refuses (exit 16, nothing rented); runner/reaper.sh ends every box of
 # this RUNNER_STATE (result and ledger reason CAMPAIGN_DEADLINE), a box still TRAINING or PUSHING
-# after RUNNER_CAMPAIGN_GRACE_S more, so it stops its trainer and pushes its checkpoints first.
+# after its contract's grace_s more, so it stops its trainer and pushes its checkpoints first.
 # A launch before it clamps the job's deadline to it (the record's deadline, the label's and the
-# box's HEARSAY_DEADLINE), so the box ends itself there too, laptop or not; the record keeps the
-# campaign deadline it was launched under (jobs/JOB/campaign_deadline), and the reaper applies the
-# earlier of that and its own setting, so a reaper started before the setting still ends the box.
+# box's HEARSAY_DEADLINE), so the box ends itself there too, laptop or not; the job's contract keeps
+# the campaign deadline it was launched under, and the judge (runner/lib/judge.sh) applies the earlier
+# of that and its own setting, so a reaper started before the setting still ends the box — one set
+# after the launch was never told to the box, and the reaper says it ends that box without warning.
 
 # campaign_deadline: print RUNNER_CAMPAIGN_DEADLINE in epoch seconds; nothing when it is empty; 1
 # (said on stderr) when it is not one of the two forms.
@@ -27,21 +28,6 @@ campaign_deadline() {
   fi
   echo "runner: RUNNER_CAMPAIGN_DEADLINE='$v' is not a time (give epoch seconds, 10 digits, e.g. 1796500800, or ISO-8601 UTC ending in Z, e.g. 2026-12-05T20:00:00Z; empty for none)" >&2
   return 1
-}
-
-# campaign_of JOB: the campaign deadline that holds for JOB's record: the earlier of the one it was
-# launched under and the setting now; nothing when neither is set. 1 when the setting is malformed.
-campaign_of() {
-  local mine rec
-  mine=$(campaign_deadline) || return 1
-  rec=$(rec_get "$1" campaign_deadline)
-  is_number "$rec" || rec=""
-  if [ -n "$mine" ] && [ -n "$rec" ]; then
-    if [ "$rec" -lt "$mine" ]; then mine=$rec; fi
-  else
-    mine=${mine:-$rec}
-  fi
-  [ -z "$mine" ] || printf '%s\n' "$mine"
 }
 
 # campaign_refuse_after: runner/launch.sh's check (before anything is listed or rented, and again

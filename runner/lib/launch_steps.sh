@@ -76,7 +76,16 @@ step_previous() {
   if [ -n "$listed" ] && [ -z "$id" ] && [ -n "$(rec_get "$job" asked)" ] && ! launcher_alive "$job"; then
     adopt_by_label "$job" "$prev_list" >/dev/null 2>&1 || true
   fi
-  [ -z "$listed" ] || die 4 "job $job's previous instance $listed is still listed" "wait for runner/reaper.sh to end it, or: vastai destroy instance $listed -y"
+  if [ -n "$listed" ]; then
+    # what the one judge (runner/lib/judge.sh) makes of the record's box, as the reaper will act on it
+    local verdict_said=""
+    if [ "$listed" = "$id" ]; then
+      judge_job "$job" "$(rec_state "$job")"
+      # shellcheck disable=SC2154  # set by judge_job
+      verdict_said="; the judge: $verdict ($j_why)"
+    fi
+    die 4 "job $job's previous instance $listed is still listed$verdict_said" "wait for runner/reaper.sh to end it, or: vastai destroy instance $listed -y"
+  fi
   rec_exists "$job" || return 0
   # a well-formed empty listing can be an API hiccup: the record's box must be gone by the one rule
   # (runner/lib/gone.sh: the listing still shows our other boxes, or show instance agrees)
@@ -202,6 +211,22 @@ commitments_of() {
     }' "$1") || { rm -f "$recs"; echo "$out" >&2; return 1; }
   rm -f "$recs"
   printf '%s\n' "$out"
+}
+
+# step_run_folder JOB: the job's run folder (STORE/runs/JOB) must not show another live generation.
+# A STATUS in a live phase (not DONE or FAIL) of a generation this RUNNER_STATE never launched (none
+# of its records or archives) is another operator's launch of JOB training there: two boxes would
+# train into one folder, and STATUS, HEARTBEAT and the pilot gate would read the wrong one. exit 4.
+step_run_folder() {
+  local line g ph
+  line=$(store_status_line "$1")
+  g=${line%% *} ph=${line#* }
+  ph=${ph%% *}
+  case $ph in '' | DONE | FAIL) return 0 ;; esac
+  [ -n "$g" ] && [ "$g" != "$line" ] || return 0
+  [ "$g" != "$(rec_get "$1" gen)" ] || return 0
+  if compgen -G "$RUNNER_STATE/archive/$1-$g-*" >/dev/null; then return 0; fi   # ours, ended
+  die 4 "job $1's run folder $(store_job_path "$1") shows generation $g in phase $ph, which this RUNNER_STATE never launched: another operator's $1 trains there" "give each operator (each RUNNER_STATE) its own RUNNER_STORE, e.g. store:hearsay/OPERATOR; or wait until that generation ends (DONE or FAIL)"
 }
 
 # step_budget KIND: credit must cover estimate + commitments + margin; all three must be measurable.
@@ -354,23 +379,50 @@ step_create() {
     rec_set "$1" dups_seen 0 &&   # until a listing in the label window shows them all (label_settled)
     rec_set "$1" dup_sweep pending &&   # born unsettled: a create the CLI resends may rent twice
     rec_set "$1" provision_by "$provision_by" &&
+    contract_write "$1" "$gen" "$dl" "$campaign" &&   # the box contract (runner/lib/contract.sh)
     rec_reserve "$1" &&                 # room for the teardown's writes if the disk fills later
     rec_set "$1" asked 1; }; then
     die 1 "cannot write job $1's record under $RUNNER_STATE before its create: nothing was rented" "free space under RUNNER_STATE, then launch again"
   fi
   # shellcheck disable=SC2016  # expanded on the box by its on-start shell, not here
   onstart='bash ${HEARSAY_ONSTART:-'"$RUNNER_BOX_ONSTART"'} ${HEARSAY_BOX_DIR:-'"$RUNNER_BOX_DIR"'}'
-  if ! instance=$(vast_create "$offer" "$label" \
-    "-e HEARSAY_JOB=$1 -e HEARSAY_GEN=$gen -e HEARSAY_DEADLINE=$dl -e HEARSAY_PROVISION_BY=$provision_by${campaign:+ -e HEARSAY_CAMPAIGN_DEADLINE=$campaign}" "$onstart"); then
+  if ! instance=$(vast_create "$offer" "$label" "$(contract_create_env "$1" "$provision_by")" "$onstart"); then
     die 1 "create of offer $offer gave no clear success" "the launcher looks for instances carrying its label and destroys them; retry later"
   fi
   rec_set "$1" instance "$instance" || die 1 "cannot persist instance $instance of job $1 (see above)" "the box is destroyed now; a full disk under RUNNER_STATE must be freed"
   rec_set "$1" state CREATED
-  ledger_append "$instance" "$1" "$gen" "$offer" "$dph" "$(rec_get "$1" created_at)" "$(ledger_offer "$1")" \
+  step_bill_check "$1"                  # sets billed (the instance's own $/h)
+  ledger_append "$instance" "$1" "$gen" "$offer" "$billed" "$(rec_get "$1" created_at)" "$(ledger_offer "$1")" \
     || die 1 "no ledger row for instance $instance" "free space under $LEDGER; the box is destroyed now"
+  if gt "$billed" "$RUNNER_OFFER_MAX_DPH"; then
+    die 17 "instance $instance bills \$$billed/h, above the price ceiling RUNNER_OFFER_MAX_DPH=\$$RUNNER_OFFER_MAX_DPH/h (its offer was searched at \$$dph/h): destroyed, nothing else rented" "launch again (another offer), or raise RUNNER_OFFER_MAX_DPH deliberately"
+  fi
   lock_drop "$budget_lock"                # the record now counts this box: the next launch may go on
   say "created instance $instance (offer $offer, \$$dph/h, label $label)"
   step_sweep "$1"
+}
+
+# step_bill_check JOB: the price ceiling checked on our side: the $/h the new instance bills, read back
+# (vast_show_dph, a few tries), goes into its record, its contract and its ledger row (billed); over
+# RUNNER_OFFER_MAX_DPH, or not readable, the launch stops (exit 17) and the box is destroyed, its ledger
+# row closed with the reason (PRICE_CEILING, PRICE_UNKNOWN).
+step_bill_check() {
+  local i=0
+  billed=""
+  while [ "$i" -lt "$RUNNER_CONFIRM_CHECKS" ]; do
+    billed=$(vast_show_dph "$instance") && break
+    i=$((i + 1))
+    sleep "$RUNNER_CONFIRM_WAIT_S"
+  done
+  if ! is_number "$billed"; then
+    rec_set "$1" end_reason PRICE_UNKNOWN || true
+    ledger_append "$instance" "$1" "$gen" "$offer" "$dph" "$(rec_get "$1" created_at)" "$(ledger_offer "$1")" || true
+    die 17 "cannot read the \$/h instance $instance bills (show instance gave no dph_total): destroyed, as the price ceiling cannot be checked" "launch again later"
+  fi
+  rec_set "$1" dph "$billed" || true
+  contract_set_dph "$1" "$billed" || true
+  gt "$billed" "$RUNNER_OFFER_MAX_DPH" || return 0
+  rec_set "$1" end_reason PRICE_CEILING || true
 }
 
 # step_sweep JOB: destroy any duplicate a retried create rented (sweep_label). Never blocks the launch:
@@ -442,13 +494,11 @@ step_provision() {
     box_send_config "$host" "$port" "$envf" || { rm -f "$envf"; die 1 "ssh to $host:$port failed sending the training config" "check RUNNER_SSH and the box"; }
   fi
   {
-    printf 'HEARSAY_JOB=%q\nHEARSAY_KIND=%q\nHEARSAY_FOLD=%q\nHEARSAY_GEN=%q\n' "$1" "$kind" "$fold" "$gen"
-    printf 'HEARSAY_STORE=%q\nHEARSAY_RUN_PATH=%q\n' "$RUNNER_STORE" "$(store_job_path "$1")"
+    printf 'HEARSAY_JOB=%q\nHEARSAY_KIND=%q\nHEARSAY_FOLD=%q\n' "$1" "$kind" "$fold"
+    contract_env "$1"   # generation, store, run path, deadlines, grace, heartbeat period: the contract's
     printf 'HEARSAY_BUNDLE_SHA=%q\nHEARSAY_CONFIG_HASH=%q\nHEARSAY_TRAIN=%q\n' "$bundle_sha" "$config_hash" "${RUNNER_BOX_TRAIN:-hearsay train}"
     printf 'HEARSAY_BUDGET_USD=%q\n' "$estimate"   # the trainer records it in run_meta.json
-    printf 'HEARSAY_DEADLINE=%q\n' "$(rec_get "$1" deadline)"   # the box stops itself at the reaper's deadline
-    printf 'HEARSAY_CAMPAIGN_DEADLINE=%q\n' "$(rec_get "$1" campaign_deadline)"   # when that is the campaign's (its REASON says so)
-    printf 'HEARSAY_HEARTBEAT_S=%q\n' "$RUNNER_HEARTBEAT_S"   # how often the chain beats (runner/lib/heartbeat.sh)
+    printf 'HEARSAY_CPU_CORES=%q\n' "${offer_cores:-}"   # the rental's cpu_cores_effective: the codec pass's processes
   } >"$envf"
   box_start "$host" "$port" "$envf" || { rm -f "$envf"; die 1 "ssh to $host:$port failed starting the chain" "check RUNNER_SSH and the box"; }
   rm -f "$envf"

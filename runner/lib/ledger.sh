@@ -194,6 +194,15 @@ ledger_open_rows() {
     END { for (i = 1; i <= n; i++) if (!c[o[i]]) print o[i], s[o[i]] }'
 }
 
+# ledger_open_ids: "ID JOB" of every open rental in the ledger (and its spool), whatever its job:
+# what runner/teardown_check.sh must see proven gone before it says "teardown confirmed".
+ledger_open_ids() {
+  cat "$LEDGER" "$(_ledger_spool)" 2>/dev/null | awk -F, "$LEDGER_AWK"'
+    !whole() { next }
+    { if (!($1 in s)) { s[$1] = $2; o[++n] = $1 } c[$1] = ($7 != "") }
+    END { for (i = 1; i <= n; i++) if (!c[o[i]]) print o[i], s[o[i]] }'
+}
+
 # ledger_close JOB ID [CREATED_EPOCH]: the closing row of instance ID rented for JOB's record, now,
 # with the record's offer fields and its end_reason (set by finish_job, runner/lib/teardown.sh).
 # An adopted record (runner/lib/teardown.sh adopt_record) keeps the job its label named (ledger_job).

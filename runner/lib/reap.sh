@@ -61,12 +61,12 @@ job_failed() {
 }
 
 # reap_job JOB LISTFILE: act on one record, first rule that applies wins.
+# shellcheck disable=SC2154  # verdict and j_* are set by judge_job (runner/lib/judge.sh)
 reap_job() {
-  local job=$1 list=$2 st id dl phase
+  local job=$1 list=$2 st id phase
   rec_exists "$job" || return 0
   st=$(rec_state "$job")
   id=$(rec_get "$job" instance)
-  dl=$(rec_get "$job" deadline)
   # 0. duplicates of the record's label (a retried create): swept first, while the record owns the label;
   # one not confirmed destroyed keeps the record (and its marker) for the next cycle. A cycle inside
   # the label window sweeps but cannot settle it (sweep_label's 2): a later cycle does.
@@ -78,42 +78,41 @@ reap_job() {
     finish_job "$job" ORPHAN
     return
   fi
-  # the campaign's hard stop: before the job's own deadline, which it bounds (runner/lib/campaign.sh)
-  if reap_campaign "$job"; then return 0; else case $? in 1) ;; *) return 1 ;; esac; fi
-  if is_number "$dl" && [ "$(now)" -ge "$dl" ]; then
-    say "job $job: deadline passed, destroying instance ${id:-?}"
-    finish_job "$job" DEADLINE
-    return
-  fi
-  hold_fresh "$job" && return 0
-  if launcher_alive "$job" && [ "$st" != PROVISIONED ]; then
-    return 0   # its launcher owns it until PROVISIONED (and destroys it on any failure)
-  fi
-  phase=$(store_status "$job")
-  case $phase in
-    DONE | FAIL)
-      say "job $job: STATUS $phase (generation $(rec_get "$job" gen)), destroying instance ${id:-?}"
+  # st was read before the launcher check: a launcher that wrote PROVISIONED and exited in between
+  # left a live job, not an abandoned one, so the state is read again once it is gone.
+  [ "$st" = PROVISIONED ] || launcher_alive "$job" || st=$(rec_state "$job")
+  # the one judge (runner/lib/judge.sh): its verdict, acted on here
+  judge_job "$job" "$st" look
+  case $verdict in
+    KEEP) [ "$j_held" = no ] || return 0 ;;
+    WAIT_PUSH)
+      if [ -z "$(rec_get "$job" campaign_wait)" ]; then
+        rec_set "$job" campaign_wait "$(now)" || true
+        say "job $job: its deadline has passed while $j_why"
+      fi ;;
+    END_DONE | END_FAIL)
+      phase=${verdict#END_}
+      say "job $job: STATUS $phase (generation $(contract_get "$job" gen)), destroying instance ${id:-?}"
       [ "$phase" != FAIL ] || say "job $job FAILED on its box: $(store_reason "$job" | grep . || echo "no REASON in the store") (runner/status.sh --why $job)"
       finish_job "$job" "$phase"
       return ;;
+    END_DEADLINE)
+      say "job $job: $j_why, destroying instance ${id:-?}"
+      finish_job "$job" DEADLINE
+      return ;;
+    END_ABANDONED)
+      say "job $job: $j_why, destroying instance ${id:-?}"
+      finish_job "$job" ABANDONED
+      return ;;
+    END_CAMPAIGN | END_HEARTBEAT)
+      say "job $job: REASON $j_why; destroying instance ${id:-?}"
+      log_event "reaper: job $job REASON $j_why"
+      rec_set "$job" why "$j_why" || true
+      if [ "$verdict" = END_HEARTBEAT ]; then finish_job "$job" HEARTBEAT; return; fi
+      finish_job "$job" CAMPAIGN_DEADLINE && return 0
+      return 1 ;;
   esac
-  # a live box whose chain stopped beating (killed without its EXIT trap): ended now, not at its deadline
-  if [ "$st" = PROVISIONED ] && heartbeat_stale "$job"; then
-    # shellcheck disable=SC2154  # hb_why is set by heartbeat_stale (runner/lib/heartbeat.sh)
-    say "job $job: REASON $hb_why; destroying instance ${id:-?}"
-    log_event "reaper: job $job REASON $hb_why"
-    rec_set "$job" why "$hb_why" || true
-    finish_job "$job" HEARTBEAT
-    return
-  fi
-  # st was read before the launcher check: a launcher that wrote PROVISIONED and exited in between
-  # left a live job, not an abandoned one, so the state is read again now that it is gone.
-  [ "$st" = PROVISIONED ] || st=$(rec_state "$job")
-  if [ "$st" != PROVISIONED ]; then
-    say "job $job: launch abandoned in state ${st:-?}, destroying instance ${id:-?}"
-    finish_job "$job" ABANDONED
-    return
-  fi
+  phase=$j_phase
   [ -n "$id" ] || return 0
   if list_has "$list" "$id"; then
     rm -f "$(rec_dir "$job")/gone_since" 2>/dev/null || true
@@ -139,41 +138,4 @@ reap_job() {
   ledger_close "$job" "$id" || return 1
   rec_set "$job" result "GONE${phase:+ $phase}" || true
   rec_archive "$job"
-}
-
-# reap_campaign JOB: the campaign's hard stop (rule 2a of runner/reaper.sh). 1 = no campaign deadline
-# holds for JOB (campaign_of) or it has not passed: the other rules go on. Past it: a box whose STATUS
-# (its generation's) is DONE is ended as DONE; one that is TRAINING or PUSHING is stopping its trainer and pushing its checkpoints (its
-# own deadline is the campaign's): it is left alone until the deadline + RUNNER_CAMPAIGN_GRACE_S (0,
-# said once); after that, or in any other phase, the box is destroyed with the REASON said on stderr
-# and kept in the record (why), result and ledger reason CAMPAIGN_DEADLINE (0 once confirmed gone,
-# 2 when not: the record stays ORPHAN and is retried).
-reap_campaign() {
-  local job=$1 cdl phase until why
-  cdl=$(campaign_of "$job" 2>/dev/null) || cdl=""
-  is_number "$cdl" && [ "$(now)" -ge "$cdl" ] || return 1
-  phase=$(store_status "$job")
-  until=$((cdl + RUNNER_CAMPAIGN_GRACE_S))   # whole seconds (runner/reaper.sh refuses others)
-  case $phase in
-    DONE)   # finished before the stop: ended as any DONE job is (a DONE pilot is recorded)
-      say "job $job: STATUS DONE (generation $(rec_get "$job" gen)) at the campaign deadline, destroying instance $(rec_get "$job" instance | grep . || echo '?')"
-      finish_job "$job" DONE && return 0
-      return 2 ;;
-    TRAINING | PUSHING)
-      if [ "$(now)" -lt "$until" ]; then
-        if [ -z "$(rec_get "$job" campaign_wait)" ]; then
-          rec_set "$job" campaign_wait "$(now)" || true
-          say "job $job: the campaign deadline $(iso "$cdl") has passed while its box is $phase: it stops its trainer and pushes its checkpoints first; destroyed at $(iso "$until") at the latest (RUNNER_CAMPAIGN_GRACE_S)"
-        fi
-        return 0
-      fi ;;
-  esac
-  why="the campaign deadline $(iso "$cdl") passed (RUNNER_CAMPAIGN_DEADLINE) with the box without a STATUS"
-  [ -z "$phase" ] || why="the campaign deadline $(iso "$cdl") passed (RUNNER_CAMPAIGN_DEADLINE) with the box in phase $phase"
-  [ "$(now)" -lt "$until" ] || [ -z "$(rec_get "$job" campaign_wait)" ] || why="$why, after RUNNER_CAMPAIGN_GRACE_S=$RUNNER_CAMPAIGN_GRACE_S s"
-  say "job $job: REASON $why; destroying instance $(rec_get "$job" instance | grep . || echo '?')"
-  log_event "reaper: job $job REASON $why"
-  rec_set "$job" why "$why" || true
-  finish_job "$job" CAMPAIGN_DEADLINE && return 0
-  return 2
 }

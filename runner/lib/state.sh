@@ -5,7 +5,8 @@
 #   bundle_sha config_hash asked result HOLD dup_sweep retry gone_since beat why
 #   offer_gpu offer_cores offer_cuda (the chosen offer: gpu_name, cpu_cores_effective, cuda_max_good)
 #   campaign_deadline (the RUNNER_CAMPAIGN_DEADLINE it was launched under, epoch s; empty: none)
-#   campaign_wait (when the reaper first left it to finish a push past that) end_reason (why it ended)
+#   campaign_wait (when the reaper first left it its final push past a deadline) end_reason (why it ended)
+#   contract (the box contract: runner/lib/contract.sh) beat ("EPOCH MONO LOOKS LINE": runner/lib/judge.sh)
 #   provision_by (epoch s: its box's on-start guard ends a box no chain reached by then) dups_seen
 #   (0 from the create, 1 once a listing showed its own box, so any duplicate of its label too:
 #   runner/lib/teardown.sh unseen_rental); .reserve (ballast: rec_reserve)

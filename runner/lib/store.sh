@@ -1,9 +1,18 @@
 # shellcheck shell=bash
 # runner/lib/store.sh — the store (an rclone remote) as the runner sees it: where a job's files live
 # and the STATUS line its box writes there ("GEN PHASE EPOCH"). Every path passes guard_path.
+# shellcheck source=runner/lib/contract.sh
+. "$RUNNER_ROOT/lib/contract.sh"
 
-# store_job_path JOB: RUNNER_STORE/runs/JOB, guarded.
-store_job_path() { guard_path "${RUNNER_STORE%/}/runs/$1"; }
+# store_job_path JOB: STORE/runs/JOB, guarded, where STORE is the one in JOB's contract (the store it
+# was launched with, runner/lib/contract.sh), not this shell's RUNNER_STORE: a reaper started from
+# another campaign's shell still reads each box where that box writes. Without a record: RUNNER_STORE.
+store_job_path() {
+  local s
+  s=$(contract_get "$1" store)
+  s=${s:-${RUNNER_STORE%/}}
+  RUNNER_STORE=$s guard_path "$s/runs/$1"
+}
 
 # store_status JOB: print "PHASE" of the STATUS written by generation GEN of the record; nothing when
 # there is no STATUS, it cannot be read, or it belongs to another generation (that is "no status").
@@ -11,13 +20,20 @@ store_job_path() { guard_path "${RUNNER_STORE%/}/runs/$1"; }
 # it stays in bash because the reaper polls it and must not wait on a Python start.
 store_status() { store_status_of "$1" "$(rec_get "$1" gen)"; }
 
+# store_status_line JOB: the first line of JOB's STATUS, whatever its generation; nothing when there
+# is none or it cannot be read.
+store_status_line() {
+  local path
+  path=$(store_job_path "$1") || return 0
+  # shellcheck disable=SC2086  # RUNNER_RCLONE is a command line by design
+  RCLONE_CONFIG="$RUNNER_RCLONE_CONF" with_timeout "$RUNNER_CLI_TIMEOUT_S" \
+    $RUNNER_RCLONE cat "$path/STATUS" --retries 1 --low-level-retries 1 2>/dev/null </dev/null | head -n 1 || true
+}
+
 # store_status_of JOB GEN: the same for generation GEN of JOB, with or without a record.
 store_status_of() {
-  local job=$1 gen=$2 path line sgen phase
-  path=$(store_job_path "$job") || return 0
-  # shellcheck disable=SC2086  # RUNNER_RCLONE is a command line by design
-  line=$(RCLONE_CONFIG="$RUNNER_RCLONE_CONF" with_timeout "$RUNNER_CLI_TIMEOUT_S" \
-    $RUNNER_RCLONE cat "$path/STATUS" --retries 1 --low-level-retries 1 2>/dev/null </dev/null | head -n 1) || true
+  local job=$1 gen=$2 line sgen phase
+  line=$(store_status_line "$job")
   case $line in *" "*) ;; *) return 0 ;; esac   # "GEN PHASE EPOCH": a line without a phase is none
   sgen=${line%% *}
   phase=${line#* }

@@ -158,6 +158,22 @@ vast_show_gone() {
   return "$rc"
 }
 
+# vast_show_dph ID: the $/h the instance bills (`show instance ID --raw`: its dph_total, priced at its
+# disk), read back after the create: the search's price is the offer's, not the bill. 1 = no number.
+vast_show_dph() {
+  local out err v
+  case $1 in '' | *[!0-9]*) return 1 ;; esac
+  out=$(_vast_tmp) || return 1
+  err=$(_vast_tmp) || return 1
+  vast_cli "$out" "$err" show instance "$1" --raw || true
+  # the CLI prints the instance itself (the API's {"instances": {...}} unwrapped); either is read
+  v=$(jq -r 'if type == "object" then (if (.instances | type) == "object" then .instances else . end)
+             | .dph_total | select(type == "number") else empty end' "$out" 2>/dev/null || true)
+  rm -f "$out" "$err"
+  [ -n "$v" ] || return 1
+  printf '%s\n' "$v"
+}
+
 # vast_credit: print the account's credit (dollars) from `show user --raw`.
 vast_credit() {
   local out err v rc=0

@@ -73,6 +73,7 @@ DEFAULT_SETTINGS = {
     "lag_listings": 0,  # a destroyed instance stays listed for this many listings ...
     "lag_s": 0.0,  # ... and/or this many seconds
     "bill_scale": 1.0,  # billed hours per real hour (raise it to see spend quickly)
+    "bill_markup": 0.0,  # $/h a new instance bills above the price its offer was searched at
     "initial_credit": 50.0,  # $ credit at start / reset
     "ssh_host": "127.0.0.1",
     "ssh_port": None,  # None: a seeded port, unique per instance; an int: that port for all
@@ -295,7 +296,9 @@ class Fake:
             "env": dict(body.get("env") or {}),
             "disk": disk,
             "storage_dph": round(storage_dph, 6),
-            "dph_total": round(offer["dph_base"] + storage_dph, 6),
+            "dph_total": round(
+                offer["dph_base"] + storage_dph + float(self.settings["bill_markup"]), 6
+            ),
             "created_at": self.now(),
             "destroyed_at": None,
             "stopped": False,

@@ -94,3 +94,17 @@ teardown() {
   kill "$stuck"
   grep -q "deadline .* passed by over HEARSAY_DEADLINE_GRACE_S + HEARSAY_GUARD_MARGIN_S and the box still runs: destroying instance $CONTAINER_ID" "$box/onstart.log"
 }
+
+@test "the guard takes the final push's grace from the create's environment (the job's contract), not a default of its own" {
+  box_world
+  "$REPO/tests/runner/bin/box_environ.sh" "$W/box-sandbox" "$W/init.environ" \
+    "CONTAINER_ID=$CONTAINER_ID" "CONTAINER_API_KEY=$CONTAINER_API_KEY" "HEARSAY_DEADLINE=$(($(date -u +%s) + 2))" \
+    "HEARSAY_DEADLINE_GRACE_S=1"
+  bash -c 'sleep 60; true' entry.sh 3>&- &                          # a live chain that never ends itself
+  stuck=$!
+  mkdir "$box/entry.lock"
+  echo "$stuck" >"$box/entry.pid"
+  env -u HEARSAY_DEADLINE_GRACE_S HEARSAY_GUARD_MARGIN_S=1 "$REPO/runner/box/onstart.sh" "$box" 3>&-
+  wait_for 20 none_live                                             # 600 s of a default would keep it
+  kill "$stuck"
+}

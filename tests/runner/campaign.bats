@@ -74,9 +74,9 @@ past() { echo $(($(date -u +%s) - 1)); }
   done
   RUNNER_CAMPAIGN_DEADLINE=tomorrow run reaper_once
   [ "$status" -eq 2 ]
-  RUNNER_CAMPAIGN_GRACE_S=10m run reaper_once
+  RUNNER_FINAL_PUSH_GRACE_S=10m run reaper_once
   [ "$status" -eq 2 ]
-  [[ "$output" == *"RUNNER_CAMPAIGN_GRACE_S=10m is not a whole number of seconds"* ]]
+  [[ "$output" == *"RUNNER_FINAL_PUSH_GRACE_S=10m is not a whole number of seconds"* ]]
   [ "$(created_count)" -eq 0 ]
 }
 
@@ -107,12 +107,12 @@ past() { echo $(($(date -u +%s) - 1)); }
   [ "$(live_ids)" = "$a" ]
   [[ "$output" == *"job fold3: REASON the campaign deadline "*" passed (RUNNER_CAMPAIGN_DEADLINE) with the box without a STATUS; destroying instance $b"* ]]
   [ "$(cat "$RUNNER_STATE"/archive/fold3-g-3-*/result)" = CAMPAIGN_DEADLINE ]
-  RUNNER_CAMPAIGN_DEADLINE=$(past) run reaper_once
+  RUNNER_CAMPAIGN_DEADLINE=$(past) run reaper_once   # set after pilot's launch: its box was never told
   echo "$output"; [ "$status" -eq 0 ]
-  [[ "$output" == *"job pilot: REASON the campaign deadline "*" with the box in phase SMOKE; destroying instance $a"* ]]
+  [[ "$output" == *"job pilot: REASON the campaign deadline "*" passed (RUNNER_CAMPAIGN_DEADLINE, set after this box's launch: the box was never told it and is ended without its final push); destroying instance $a"* ]]
   [ "$(live_count)" -eq 0 ]
   [ -z "$(ls "$RUNNER_STATE/jobs")" ]
-  [ "$(cat "$RUNNER_STATE"/archive/pilot-g-1-*/why)" = "$(grep -o 'the campaign deadline .* in phase SMOKE' <<<"$output")" ]
+  [ "$(cat "$RUNNER_STATE"/archive/pilot-g-1-*/why)" = "$(grep -o 'the campaign deadline .* without its final push)' <<<"$output")" ]
   grep -qx "$a,pilot,g-1,[^,]*,0.5,[^,]*,[^,]*,[0-9.]*,[0-9.]*,,,,CAMPAIGN_DEADLINE" "$LEDGER"
   grep -qx "$b,fold3,g-3,[^,]*,0.5,[^,]*,[^,]*,[0-9.]*,[0-9.]*,,,,CAMPAIGN_DEADLINE" "$LEDGER"
   [ "$(open_rows)" -eq 0 ]
@@ -123,24 +123,29 @@ past() { echo $(($(date -u +%s) - 1)); }
   [ "$output" = "teardown confirmed: 0 instances listed" ]
 }
 
-@test "a box pushing at the campaign deadline is left to finish, for RUNNER_CAMPAIGN_GRACE_S at most" {
+@test "a box pushing at the campaign deadline it was told is left to finish, for its final push's grace at most" {
   a=$(rent pilot PROVISIONED g-1)
   b=$(rent fold3 PROVISIONED g-3)
   put_status pilot "g-1 PUSHING $(date -u +%s)"
   put_status fold3 "g-3 TRAINING $(date -u +%s)"   # stopping its trainer, about to push
-  export RUNNER_CAMPAIGN_DEADLINE=$(past) RUNNER_CAMPAIGN_GRACE_S=60
+  cdl=$(past)
+  echo "$cdl" >"$RUNNER_STATE/jobs/pilot/campaign_deadline"   # launched under it: the box was told
+  echo "$cdl" >"$RUNNER_STATE/jobs/fold3/campaign_deadline"
+  export RUNNER_CAMPAIGN_DEADLINE=$cdl RUNNER_FINAL_PUSH_GRACE_S=60
   run reaper_once
   echo "$output"; [ "$status" -eq 0 ]
   [ "$(live_count)" -eq 2 ]
-  [[ "$output" == *"job pilot: the campaign deadline "*" has passed while its box is PUSHING: it stops its trainer and pushes its checkpoints first; destroyed at "*" at the latest (RUNNER_CAMPAIGN_GRACE_S)"* ]]
+  [[ "$output" == *"job pilot: its deadline has passed while its box is PUSHING: it stops its trainer and pushes its checkpoints first; destroyed at "*" at the latest (grace_s=60)"* ]]
   put_status fold3 "g-3 FAIL $(date -u +%s)"       # its push done, it failed itself: ended now
   run reaper_once
   [ "$(live_ids)" = "$a" ]
-  [[ "$output" == *"job fold3: REASON the campaign deadline "*" with the box in phase FAIL; destroying"* ]]
-  RUNNER_CAMPAIGN_DEADLINE=$(($(date -u +%s) - 61)) run reaper_once   # the grace is over: a push still running is cut
+  [[ "$output" == *"job fold3: REASON the campaign deadline "*" with the box in phase FAIL; destroying instance $b"* ]]
+  cdl=$(($(date -u +%s) - 61))                     # the grace is over: a push still running is cut
+  echo "$cdl" >"$RUNNER_STATE/jobs/pilot/campaign_deadline"
+  RUNNER_CAMPAIGN_DEADLINE=$cdl run reaper_once
   echo "$output"; [ "$status" -eq 0 ]
   [ "$(live_count)" -eq 0 ]
-  [[ "$output" == *"job pilot: REASON the campaign deadline "*" with the box in phase PUSHING, after RUNNER_CAMPAIGN_GRACE_S=60 s; destroying instance $a"* ]]
+  [[ "$output" == *"job pilot: REASON the campaign deadline "*" with the box in phase PUSHING, after its final push's grace_s=60 s; destroying instance $a"* ]]
   grep -qx "$a,pilot,.*,CAMPAIGN_DEADLINE" "$LEDGER"
   run "$REPO/runner/teardown_check.sh"
   [ "$status" -eq 0 ]
@@ -150,7 +155,7 @@ past() { echo $(($(date -u +%s) - 1)); }
   export RUNNER_CAMPAIGN_DEADLINE=$(($(date -u +%s) + 40))   # time for the launch on a slow machine
   # the trainer's checkpoint push (folder, then marker; 6 s each) starts 2 s before the deadline
   export FAKE_TRAIN_S=120 FAKE_TRAIN_PUSH_S=6 FAKE_TRAIN_PUSH_AT=$((RUNNER_CAMPAIGN_DEADLINE - 2))
-  export HEARSAY_STOP_WAIT_S=0.2 RUNNER_CAMPAIGN_GRACE_S=60
+  export HEARSAY_STOP_WAIT_S=0.2 RUNNER_FINAL_PUSH_GRACE_S=60
   export FAKE_SSH_PASS="$FAKE_SSH_PASS FAKE_TRAIN_PUSH_S FAKE_TRAIN_PUSH_AT"
   run launch --yes pilot
   echo "$output"; [ "$status" -eq 0 ]

@@ -118,3 +118,17 @@ key_of() { hearsay bundle codecs "$1" --key; }
   [ "$(cat "$W/chain_at_pass")" = "g-7 running" ]
   grep -q "^codecs: $box/bundle: made 8 copies" "$box/codecs.log"
 }
+
+@test "the pass is sized by the rental's CPU quota (job.env's cpu_cores_effective, else the cgroup's), not the host's nproc" {
+  run bash -c '. "$1/runner/box/job.sh" && HEARSAY_CPU_CORES=3 box_cores' _ "$REPO"
+  [ "$output" = 3 ]
+  run bash -c '. "$1/runner/box/job.sh" && HEARSAY_CPU_CORES=12.0 box_cores' _ "$REPO"
+  [ "$output" = 12 ]
+  echo "250000 100000" >"$BATS_TEST_TMPDIR/cpu.max"                  # 2.5 CPUs of quota
+  run bash -c '. "$1/runner/box/job.sh" && HEARSAY_CPU_CORES= HEARSAY_CGROUP_CPU_MAX=$2 box_cores' _ "$REPO" "$BATS_TEST_TMPDIR/cpu.max"
+  [ "$output" = 3 ]
+  echo "max 100000" >"$BATS_TEST_TMPDIR/cpu.max"                     # no quota: the CPUs it sees
+  run bash -c '. "$1/runner/box/job.sh" && HEARSAY_CPU_CORES= HEARSAY_CGROUP_CPU_MAX=$2 box_cores' _ "$REPO" "$BATS_TEST_TMPDIR/cpu.max"
+  [ "$output" = "$(nproc)" ]
+  grep -q -- '--jobs "$(box_cores)"' "$REPO/runner/box/job.sh"       # what the pass is given
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # Liveness: the box's chain writes RUN_PATH/HEARTBEAT ("GEN SEQ EPOCH") every HEARSAY_HEARTBEAT_S;
-# runner/reaper.sh ends a PROVISIONED box whose heartbeat shows nothing new for
-# RUNNER_HEARTBEAT_STALE_S on the laptop's clock, with a REASON line (runner/lib/heartbeat.sh).
+# runner/reaper.sh ends a PROVISIONED box whose heartbeat of its generation shows no progress for its
+# contract's heartbeat_stale_s on the laptop's monotonic clock, over two looks, with a REASON line
+# (runner/lib/judge.sh). No heartbeat at all is unknown, never dead.
 
 load helpers
 
@@ -9,6 +10,7 @@ setup() { world; }
 teardown() { world_end; }
 
 beat() { mkdir -p "$W/bucket/hearsay/runs/$1"; echo "$2" >"$W/bucket/hearsay/runs/$1/HEARTBEAT"; }
+mono() { cut -d. -f1 /proc/uptime; }   # the judge's monotonic clock (runner/lib/judge.sh mono_now)
 heartbeat_of() { cat "$W/bucket/hearsay/runs/$1/HEARTBEAT" 2>/dev/null || true; }
 seq_of() { heartbeat_of "$1" | cut -d' ' -f2; }
 seq_past() { [ "$(seq_of "$1")" -gt "$2" ] 2>/dev/null; }
@@ -47,17 +49,17 @@ kill_tree() {
   run reaper_once                                                  # first look: noted, kept
   [ "$status" -eq 0 ]
   [ "$(live_ids)" = "$id" ]
-  [ "$(cut -d' ' -f2- "$RUNNER_STATE/jobs/pilot/beat")" = "g-1 41 1764460000" ]
+  [ "$(cut -d' ' -f4- "$RUNNER_STATE/jobs/pilot/beat")" = "g-1 41 1764460000" ]
   run reaper_once                                                  # unchanged, but under 60 s: kept
   [ "$(live_ids)" = "$id" ]
-  echo "$(($(date -u +%s) - 45)) g-1 41 1764460000" >"$RUNNER_STATE/jobs/pilot/beat"   # 45 s ago: kept
+  echo "$(($(date -u +%s) - 45)) $(($(mono) - 45)) 3 g-1 41 1764460000" >"$RUNNER_STATE/jobs/pilot/beat"   # 45 s ago: kept
   run reaper_once
   [ "$(live_ids)" = "$id" ]
-  echo "$(($(date -u +%s) - 70)) g-1 41 1764460000" >"$RUNNER_STATE/jobs/pilot/beat"   # first seen 70 s ago
+  echo "$(($(date -u +%s) - 70)) $(($(mono) - 70)) 3 g-1 41 1764460000" >"$RUNNER_STATE/jobs/pilot/beat"   # first seen 70 s ago
   run reaper_once
   echo "$output"
   [ "$status" -eq 0 ]
-  [[ "$output" == *"runner: job pilot: REASON heartbeat unchanged for 7"?" s (last: 41 1764460000), limit RUNNER_HEARTBEAT_STALE_S=60 s: its chain stopped without its exit trap (killed, out of memory, or the container restarted); destroying instance $id"* ]]
+  [[ "$output" == *"runner: job pilot: REASON heartbeat unchanged for 7"?" s (last: 41 1764460000), limit heartbeat_stale_s=60 s: its chain stopped without its exit trap (killed, out of memory, or the container restarted); destroying instance $id"* ]]
   [ "$(live_count)" -eq 0 ]
   [ "$(cat "$RUNNER_STATE"/archive/pilot-g-1-*/result)" = HEARTBEAT ]
   grep -q "heartbeat unchanged" "$RUNNER_STATE"/archive/pilot-g-1-*/why
@@ -78,16 +80,63 @@ kill_tree() {
   [ -d "$RUNNER_STATE/jobs/fold2" ]
 }
 
-@test "no heartbeat of the record's generation (none, or another generation's) counts as none: ended after the limit" {
+@test "no heartbeat of the record's generation (none, or another generation's) is unknown, never dead: judged by STATUS and deadline" {
   export RUNNER_HEARTBEAT_STALE_S=1
   id=$(rent fold1 PROVISIONED g-new)
-  beat fold1 "g-old 900 1764460000"
+  beat fold1 "g-old 900 1764460000"                               # an image that never beats, another's line
+  put_status fold1 "g-new TRAINING 1764460000"
+  for _ in 1 2 3 4; do
+    run reaper_once
+    [ "$status" -eq 0 ]
+    sleep 0.6
+  done
+  [ "$(live_ids)" = "$id" ]
+  [[ "$output" != *REASON* ]]
+  put_status fold1 "g-new DONE 1764460000"                        # its STATUS still ends it
+  run reaper_once
+  [ "$(live_count)" -eq 0 ]
+  [ "$(cat "$RUNNER_STATE"/archive/fold1-g-new-*/result)" = DONE ]
+}
+
+@test "a +1000 s step of the laptop's wall clock between two looks destroys nothing: staleness runs on a monotonic clock" {
+  export RUNNER_HEARTBEAT_STALE_S=900
+  id=$(rent pilot PROVISIONED g-4)
+  put_status pilot "g-4 TRAINING 1764460000"
+  beat pilot "g-4 7 1764459972"                                   # it beat 28 s ago
   run reaper_once
   [ "$(live_ids)" = "$id" ]
-  sleep 1.2
-  run reaper_once
+  mkdir -p "$W/stepped"
+  printf '#!/bin/sh\nif [ "$*" = "-u +%%s" ]; then echo $(( $(%s -u +%%s) + 1000 )); else exec %s "$@"; fi\n' \
+    "$(command -v date)" "$(command -v date)" >"$W/stepped/date"
+  chmod +x "$W/stepped/date"
+  [ $(( $(PATH="$W/stepped:$PATH" date -u +%s) - $(date -u +%s) )) -ge 999 ]   # the step is real for the runner
+  for _ in 1 2 3; do
+    PATH="$W/stepped:$PATH" run reaper_once
+    echo "$output"
+    [ "$status" -eq 0 ]
+  done
+  [ "$(live_ids)" = "$id" ]
+  [[ "$output" != *REASON* ]]
+}
+
+@test "each record is read at its own store: a reaper started with another RUNNER_STORE still sees its STATUS and heartbeat" {
+  export RUNNER_HEARTBEAT_STALE_S=1
+  id=$(rent fold3 PROVISIONED g-5)
+  printf 'store=%s\ngen=g-5\ndeadline=%s\ncampaign_deadline=\ngrace_s=720\nheartbeat_s=60\nheartbeat_stale_s=1\nbeats=yes\ndph=0.5\n' \
+    "$RUNNER_STORE" $(($(date -u +%s) + 3600)) >"$RUNNER_STATE/jobs/fold3/contract"
+  mkdir -p "$W/bucket/other"
+  put_status fold3 "g-5 TRAINING 1764460000"
+  for n in 1 2 3 4; do                                             # it beats: another store's reaper keeps it
+    beat fold3 "g-5 $n 176446000$n"
+    RUNNER_STORE="store:$W/bucket/other" run reaper_once
+    [ "$status" -eq 0 ]
+    sleep 0.6
+  done
+  [ "$(live_ids)" = "$id" ]
+  put_status fold3 "g-5 DONE 1764460000"
+  RUNNER_STORE="store:$W/bucket/other" run reaper_once
   echo "$output"
-  [[ "$output" == *"REASON no heartbeat of generation g-new in the store for "* ]]
+  [[ "$output" == *"job fold3: STATUS DONE (generation g-5)"* ]]
   [ "$(live_count)" -eq 0 ]
 }
 
@@ -102,6 +151,7 @@ kill_tree() {
   [ "$(live_ids)" = "$id" ]
   RUNNER_HEARTBEAT_STALE_S=0 run reaper_once
   [ "$(live_ids)" = "$id" ]
+  run reaper_once                                                  # a second look at the unchanged line
   run reaper_once
   [ "$(live_count)" -eq 0 ]
 }

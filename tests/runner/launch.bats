@@ -43,7 +43,7 @@ teardown() { world_end; }
   before=$(cd "$RUNNER_STATE/jobs/pilot" && cat gen state instance)
   run launch --yes pilot
   [ "$status" -eq 4 ]
-  [ "$output" = "runner: job pilot's previous instance $id is still listed (wait for runner/reaper.sh to end it, or: vastai destroy instance $id -y)" ]
+  [ "$output" = "runner: job pilot's previous instance $id is still listed; the judge: KEEP (alive or unknown) (wait for runner/reaper.sh to end it, or: vastai destroy instance $id -y)" ]
   [ "$(cd "$RUNNER_STATE/jobs/pilot" && cat gen state instance)" = "$before" ]
   [ "$(created_count)" -eq 1 ]
 }

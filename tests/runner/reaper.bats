@@ -378,3 +378,17 @@ empty_listings() { fault "[{\"op\": \"list\", \"kind\": \"error\", \"status\": 2
   k=$(sed -n 's/.*commitments \$\([0-9.]*\) + margin.*/\1/p' <<<"$output")
   awk -v k="$k" -v d="$dph" 'BEGIN { exit !(k > 0.9 * d && k <= d * 1.01) }'
 }
+
+@test "a looping reaper ended by TERM mid-listing leaves no temp file behind" {
+  mkdir -p "$W/tmp"
+  fault '[{"op": "list", "kind": "delay", "delay_s": 4, "times": null}]'
+  TMPDIR=$W/tmp RUNNER_REAPER_POLL_S=60 "$REPO/runner/reaper.sh" >"$W/reaper.out" 2>&1 3>&- &
+  rp=$!
+  echo "$rp" >"$W/reaper.pid"
+  tmp_used() { [ -n "$(ls -A "$W/tmp")" ]; }
+  wait_for 30 tmp_used                                             # its listing's temp files exist
+  kill -TERM "$rp"
+  wait_for 10 process_gone "$rp"
+  ls -la "$W/tmp"
+  [ -z "$(ls -A "$W/tmp")" ]
+}

@@ -35,3 +35,20 @@ setup() {
   run "$REPO/runner/status.sh" --help
   [ "${lines[0]}" = "Usage: runner/status.sh [[--why] JOB]" ]
 }
+
+@test "--why JOB prints the judge's verdict, read from the job's contract and the store it names" {
+  export PATH="$REPO/.venv/bin:$PATH" RUNNER_RCLONE=rclone RUNNER_RCLONE_CONF=$BATS_TEST_TMPDIR/rclone.conf
+  printf '[store]\ntype = local\n' >"$RUNNER_RCLONE_CONF"
+  export RUNNER_STORE="store:$BATS_TEST_TMPDIR/other"             # this shell's store is not the job's
+  mkdir -p "$BATS_TEST_TMPDIR/bucket/runs/fold3"
+  echo "g-f TRAINING $now" >"$BATS_TEST_TMPDIR/bucket/runs/fold3/STATUS"
+  echo PROVISIONED >"$RUNNER_STATE/jobs/fold3/state"
+  printf 'store=store:%s\ngen=g-f\ndeadline=%s\ncampaign_deadline=\ngrace_s=600\nheartbeat_s=60\nheartbeat_stale_s=900\nbeats=yes\ndph=1.0\n' \
+    "$BATS_TEST_TMPDIR/bucket" $((now - 10)) >"$RUNNER_STATE/jobs/fold3/contract"
+  run "$REPO/runner/status.sh" --why fold3
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "STATUS g-f TRAINING $now" ]
+  [[ "${lines[1]}" == "JUDGE WAIT_PUSH: its box is TRAINING: it stops its trainer and pushes its checkpoints first; destroyed at "*" at the latest (grace_s=600)" ]]
+  [ ! -e "$RUNNER_STATE/jobs/fold3/beat" ]                         # a look of status's is not the reaper's
+}

@@ -62,3 +62,23 @@ teardown() { world_end; }
   [[ "$output" == *"64 usage"* ]]
   [ -z "$(grep "show instances" "$RUNNER_STATE/runner.log" 2>/dev/null)" ]   # nothing was asked of the API
 }
+
+# A well-formed, empty listing page (an API hiccup that is valid JSON), for good.
+empty_listings() { fault '[{"op": "list", "kind": "error", "status": 200, "body": {"instances": [], "total_instances": 0}, "times": null}]'; }
+
+@test "a second laptop (no records, the ledger from git): an open ledger row is exit 2 until that box is proven gone" {
+  id=$(rent pilot PROVISIONED g-1)
+  rm -rf "$RUNNER_STATE/jobs"                                      # this laptop's state is lost
+  empty_listings                                                   # one empty page, while the box bills
+  run "$REPO/runner/teardown_check.sh"
+  echo "$output"
+  [ "$status" -eq 2 ]
+  [[ "$output" == "runner: cannot confirm teardown: the listing is empty, but the ledger $LEDGER holds open rentals not proven gone: $id (job pilot) "* ]]
+  ctl POST faults '{"rules": [], "replace": true}' >/dev/null
+  vastai destroy instance "$id" -y --raw >/dev/null               # gone now: show instance agrees
+  empty_listings
+  run "$REPO/runner/teardown_check.sh"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "$output" = "teardown confirmed: 0 instances listed" ]
+}
