@@ -172,6 +172,24 @@ vast_credit() {
   printf '%s\n' "$v"
 }
 
+# vast_offer_count FLOOR MAX_DPH: how many offers match RUNNER_OFFER_QUERY (plus FLOOR, e.g.
+# `cuda_max_good>=13.0`, or nothing when FLOOR is empty) with dph_total at most MAX_DPH, counted in
+# one page of at most VAST_OFFER_COUNT_LIMIT (500) rows: a count equal to the limit means "at least".
+# 1 = no valid answer (unknown, never 0). The launcher searches with and without the CUDA floor to
+# say how many offers the floor excludes.
+VAST_OFFER_COUNT_LIMIT=500
+vast_offer_count() {
+  local out err v
+  out=$(_vast_tmp) || return 1
+  err=$(_vast_tmp) || return 1
+  vast_cli "$out" "$err" search offers "$RUNNER_OFFER_QUERY${1:+ $1} dph_total<=$2" --order "$RUNNER_OFFER_ORDER" \
+    --storage "$RUNNER_DISK_GB" --limit "$VAST_OFFER_COUNT_LIMIT" --raw || true
+  v=$(jq -r 'if type == "array" then length else empty end' "$out" 2>/dev/null || true)
+  rm -f "$out" "$err"
+  [ -n "$v" ] || return 1
+  printf '%s\n' "$v"
+}
+
 # vast_offer CUDA MAX_DPH: the first offer matching RUNNER_OFFER_QUERY whose host driver supports CUDA
 # (MAJOR.MINOR; vast.ai's cuda_max_good is the newest CUDA the host's driver runs) and whose
 # dph_total is at most MAX_DPH ($/h), as one line of fields separated by `|`:
