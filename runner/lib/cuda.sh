@@ -25,16 +25,17 @@ cuda_at_least() {
   }' </dev/null
 }
 
-# cuda_floor_excludes CUDA MAX_DPH: one sentence saying how many offers the floor
-# cuda_max_good>=CUDA excludes, from the same search with and without it (runner/lib/vast.sh
-# vast_offer_count; needs it sourced): "the CUDA floor cuda_max_good>=13.0 excludes N of the M
-# offers matching RUNNER_OFFER_QUERY and dph_total<=1.50". A count that failed reads "an unknown
+# cuda_floor_excludes CUDA MAX_DPH WITH: one sentence saying how many offers the floor
+# cuda_max_good>=CUDA excludes: WITH offers matched the launch's own search with the floor
+# (runner/lib/vast.sh vast_offer's count), and the same search without it is made here
+# (vast_offer_count; needs vast.sh sourced): "the CUDA floor cuda_max_good>=13.0 excludes N of the
+# M offers matching RUNNER_OFFER_QUERY and dph_total<=1.50". A count that failed reads "an unknown
 # number", never 0; a count at the search's row limit reads "at least".
 cuda_floor_excludes() {
-  local with without n
-  with=$(vast_offer_count "cuda_max_good>=$1" "$2") || with=""
+  local with=$3 without n
   without=$(vast_offer_count "" "$2") || without=""
-  if [ -z "$with" ] || [ -z "$without" ]; then
+  case $with in '' | *[!0-9]*) without="" ;; esac
+  if [ -z "$without" ]; then
     printf 'the CUDA floor cuda_max_good>=%s excludes an unknown number of offers (the count search failed)\n' "$1"
     return 0
   fi

@@ -12,9 +12,9 @@ load helpers
 setup() { world; }
 teardown() { world_end; }
 
-# offer_search: the filters of the last offer search that picks the rental (the two searches after it
-# only count offers, with and without the CUDA floor: --limit 500), as the API got them from the real CLI.
-offer_search() { curl -fsS "$VAST_URL/_control/requests" | jq -c '[.requests[] | select(.op == "offers" and (.body.limit // .body.q.limit) != 500)] | last | .body'; }
+# offer_search: the filters of the last offer search that picks the rental (the one after it counts
+# offers without the CUDA floor), as the API got them from the real CLI.
+offer_search() { curl -fsS "$VAST_URL/_control/requests" | jq -c '[.requests[] | select(.op == "offers" and (.body | has("cuda_max_good")))] | last | .body'; }
 offer_of() { curl -fsS "$VAST_URL/_control/state" | jq -c ".offers[] | select(.id == $1)"; }
 rented_offer() { curl -fsS "$VAST_URL/_control/state" | jq -r ".instances[] | select(.id == $1) | .offer_id"; }
 past() { echo $(($(date -u +%s) - 1)); }
