@@ -6,8 +6,10 @@
 # FOLDS the inner folds it was launched on, e.g. "0 1". Each run is
 # RUNNER_STORE/runs/ablate-RECIPE-foldK/<tree_sha of RUNNER_BUNDLE_META>/<sha256 of RECIPE.json>/:
 # its final/, run_meta.json and config.json are copied to OUT_DIR/runs/foldK/ and checked by
-# `hearsay run check` (complete, job fold, fold K, the bundle's tree-sha), and a per-run score file
-# its box left (scores/foldK_inner_oof.csv + its .meta.json) to OUT_DIR/scores/. Then `hearsay pin
+# `hearsay run check` (complete, job fold, fold K, the bundle's tree-sha), and the per-run score files
+# its box left (scores/foldK_inner_oof.csv, and the probe set's scores/foldK_probe.csv when the bundle
+# has a probe fold, each with its .meta.json) to OUT_DIR/scores/: `hearsay corpus-probe --drop-rule`
+# reads the probe files from there. Then `hearsay pin
 # write --recipe` pins them in OUT_DIR/ablation_runs.json ({"name", "recipe", "bundle_tree_sha",
 # "runs": {"foldK": {"dir", "config_hash", "weights_sha256"}}}): `hearsay compare --recipe
 # RECIPE=OUT_DIR/ablation_runs.json` ranks it, reading OUT_DIR/scores/foldK_inner_oof.csv checked
@@ -77,7 +79,10 @@ for k in $folds; do
   esac
   csv=$out/scores/fold${k}_inner_oof.csv
   # shellcheck disable=SC2086
-  for f in "fold${k}_inner_oof.csv" "fold${k}_inner_oof.csv.meta.json"; do $RUNNER_RCLONE copyto "$src/scores/$f" "$out/scores/$f" </dev/null 2>/dev/null || true; done
+  for f in "fold${k}_inner_oof.csv" "fold${k}_inner_oof.csv.meta.json" "fold${k}_probe.csv" "fold${k}_probe.csv.meta.json"; do
+    rm -f "$out/scores/$f"   # a file of an earlier collect never stands in for this run's
+    $RUNNER_RCLONE copyto "$src/scores/$f" "$out/scores/$f" </dev/null 2>/dev/null || true
+  done
   if [ ! -s "$csv.meta.json" ]; then
     [ -n "$score" ] || die 3 "run ablate-$recipe-fold$k brought no scores/fold${k}_inner_oof.csv" "pass --score BUNDLE_DIR to score it here"
     # shellcheck disable=SC2086  # HEARSAY is a command line by design

@@ -27,7 +27,7 @@
 #   extra              the extra corpus's decision before the campaign's recipe is piloted: hearsay
 #                      corpus-probe (the extra synthetic rows against the core ones, on the recipe's
 #                      augmentation, with the per-source landing), each ablation recipe's fold-0
-#                      model scores the test split (the probe set: its bona fide clips), the drop
+#                      box scored the probe set (fold0_probe.csv, collected with its run), the drop
 #                      rule at each recipe's own out-of-fold threshold, the decision file
 #                      models/ablation/corpus_decision.json; train.json cites its sha256
 #                      (selection.corpus_decision; assemble --corpus-decision)
@@ -50,8 +50,8 @@
 #                      written with the parity record (parity A + B required)
 #   box_scores         every run's rows were scored on its box after training (hearsay score-run,
 #                      the trainer's CPU fp32 here), in the store with sidecars naming its weights;
-#                      the full box's include the probe set (full_test_probe.csv: the test split's
-#                      bona fide clips, with its set sha256)
+#                      each box's include the probe set (<key>_probe.csv: fold probe's bona
+#                      fide clips, with its set sha256)
 #   export             hearsay export onnx into models/<stamp>/export (parity A)
 #   parity             hearsay parity --box-logits: ONNX fp32 here vs the full box's logits (B)
 #   bar                a stand-in earlier detector (clip length: hearsay.demo.write_length_detector)
@@ -171,7 +171,7 @@ launch() { "$REPO/runner/launch.sh" --yes "$@" </dev/null 3>&-; }
 # --- the stages ----------------------------------------------------------------------------------
 do_corpus() {
   local opt=()
-  [ "$short" = 0 ] || opt=(--inner-groups 5 --per-group 2 --holdout-groups 1 --test-groups 1 --extra-rows 4 --min-s 1 --max-s 3 --bad-files 0)
+  [ "$short" = 0 ] || opt=(--inner-groups 5 --per-group 2 --holdout-groups 1 --test-groups 1 --probe-groups 1 --extra-rows 4 --min-s 1 --max-s 3 --bad-files 0)
   hearsay demo-data "$W/corpus" ${opt[@]+"${opt[@]}"}
   echo '{"holdout_families": ["phq"], "family_exclusion": {"0": ["smear"]}}' >"$W/splits.json"
   hearsay splits make "$W/corpus/manifest.csv" --out "$W/splits" --name demo --config "$W/splits.json"
@@ -186,11 +186,12 @@ do_bundle() {
 do_world() {
   (umask 077; printf '[store]\ntype = local\n' >"$RUNNER_RCLONE_CONF")
   # Training config of the whole campaign (its sha256 is what the pilot gate and the store path name):
-  # three epochs, so that a box killed after its first checkpoint has training left to resume.
-  echo '{"train": {"epochs": 3, "batches_per_epoch": 6}}' >"$RUNNER_TRAIN_CONFIG"
+  # the campaign's recipe, configs/m5.json (the amended augmentation), with three epochs, so that a
+  # box killed after its first checkpoint has training left to resume.
+  jq -c '.train = ((.train // {}) + {"epochs": 3, "batches_per_epoch": 6})' "$REPO/configs/m5.json" >"$RUNNER_TRAIN_CONFIG"
   "$REPO/tests/fakes/start_fake_vast.sh" "$W/url" "$W/fake.pid" --api-key "$API_KEY" --seed 7 \
     --set created_s=0.3 --set loading_s=0.5 --set initial_credit=1000 --log "$LOGS/fake_vast.requests"
-  say_detail "fake vast.ai at $(cat "$W/url"), store $RUNNER_STORE, campaign deadline $RUNNER_CAMPAIGN_DEADLINE"
+  say_detail "recipe configs/m5.json ($(jq -r '.augment | "p_aug \(.p_aug), band-limit weight \(.w_bandlimit) (chosen), RawBoost \(.w_rawboost) of \(([.[]] | add) - .p_aug)"' "$RUNNER_TRAIN_CONFIG")), fake vast.ai at $(cat "$W/url"), store $RUNNER_STORE, campaign deadline $RUNNER_CAMPAIGN_DEADLINE"
 }
 do_bundle_put() {
   local got
@@ -277,12 +278,14 @@ do_extra() {
   echo '{"min_per_side": 8}' >"$W/corpus_probe.json"   # the demo corpus has 8 extra synthetic clips
   hearsay corpus-probe "$W/corpus/manifest.csv" --corpus train_scope=extra --against train_scope=core --label spoof \
     --recipe "$RUNNER_TRAIN_CONFIG" --config "$W/corpus_probe.json" --json "$dir/corpus_probe.json"
+  # each recipe's probe scores are its fold box's (scores/fold0_probe.csv, brought back by
+  # collect_ablation): nothing is scored here
   for r in core_only core_extra; do
-    hearsay score --bundle "$W/bundle" --run "$dir/$r/runs/fold0" --split test -o "$dir/$r/probe_test.csv"
+    [ "$(jq -r '.config.device' "$dir/$r/scores/fold0_probe.csv.meta.json")" = cpu ] \
+      || { fail "$r: no probe file scored on its box (scores/fold0_probe.csv)"; return 1; }
   done
   hearsay corpus-probe --drop-rule --bundle "$W/bundle" --config "$W/corpus_probe.json" \
-    --without "$dir/core_only/ablation_runs.json" --probe-without "$dir/core_only/probe_test.csv" \
-    --with "$dir/core_extra/ablation_runs.json" --probe-with "$dir/core_extra/probe_test.csv" \
+    --without "$dir/core_only/ablation_runs.json" --with "$dir/core_extra/ablation_runs.json" \
     --probe-result "$dir/corpus_probe.json" --decision "$dir/corpus_decision.json"
   sha=$(sha256sum "$dir/corpus_decision.json" | cut -d' ' -f1)
   jq -c --arg sha "$sha" '.selection.corpus_decision = $sha' "$RUNNER_TRAIN_CONFIG" >"$W/train.d.json" && mv "$W/train.d.json" "$RUNNER_TRAIN_CONFIG"
@@ -370,10 +373,25 @@ do_collect() {
 do_assemble() {
   hearsay assemble --pinned "$W/models/rehearsal/final_runs.json" --bundle "$W/bundle" \
     --ledger "$LEDGER" --outputs "$W/outputs" --reports "$W/reports" ${ABLATION_DECISION:+--ablation "$ABLATION_DECISION"} \
-    ${CORPUS_DECISION:+--corpus-decision "$CORPUS_DECISION"} --bar "$W/models/rehearsal/bar1"
+    ${CORPUS_DECISION:+--corpus-decision "$CORPUS_DECISION"} --bar "$W/models/rehearsal/bar1" \
+    --runner-log "$RUNNER_STATE/runner.log"
   assemble_used_box_scores
   gate_probe_measured
-  say_detail "$(($(wc -l <"$W/outputs/detector_scores/rehearsal.csv") - 1)) rows, F1-F6 passed (F6: parity A and B); rescored_here 0: every file from the boxes; gate $(jq -r .gate.outcome "$W/models/rehearsal/meta.json"), $(jq -r '.gate.bars[0].probe.why' "$W/models/rehearsal/meta.json")"
+  gate_noise_and_runtime_read
+  say_detail "$(($(wc -l <"$W/outputs/detector_scores/rehearsal.csv") - 1)) rows, F1-F6 passed (F6: parity A and B); rescored_here 0: every file from the boxes; gate $(jq -r .gate.outcome "$W/models/rehearsal/meta.json"), $(jq -r '.gate.bars[0].probe.why' "$W/models/rehearsal/meta.json"); margin against noise: $(jq -r .gate.noise.verdict "$W/models/rehearsal/meta.json"); G2 $(jq -r .runtime.G2.outcome "$W/models/rehearsal/meta.json")"
+}
+# gate_noise_and_runtime_read: the report states the margin against its noise (paired bootstrap, the
+# 0.15 holdout band) and the runtime checks read from the ledger and the runner's event log.
+gate_noise_and_runtime_read() {
+  local meta=$W/models/rehearsal/meta.json report=$W/reports/rehearsal.md
+  case $(jq -r .gate.noise.verdict "$meta") in
+    "within noise" | "beyond noise") ;;
+    *) fail "the gate's margin was not read against its noise: $(jq -c .gate.noise "$meta")"; return 1 ;;
+  esac
+  grep -q "^\*\*Margin against noise: $(jq -r .gate.noise.verdict "$meta")\*\*" "$report" \
+    || { fail "$report has no 'Margin against noise' line"; return 1; }
+  grep -q "^- G2 (boxes ended by the reaper): \*\*" "$report" || { fail "$report has no runtime checks"; return 1; }
+  [ "$(jq -r .runtime.G2.event_log "$meta")" = read ] || { fail "the runner's event log was not read: $(jq -r .runtime.G2.event_log "$meta")"; return 1; }
 }
 do_export() {
   hearsay export onnx "$W/models/rehearsal/runs/full" --out "$EXPORT" --no-int8
@@ -406,7 +424,7 @@ do_box_scores() {
   local j f n=0 want got weights
   for j in $JOBS; do
     weights=$(sha256sum "$(run_dir "$j")/final/model.safetensors" | cut -d' ' -f1)
-    want=1
+    want=2   # inner_oof, probe
     [ "$j" != full ] || want=7   # holdout x5 (clean, augmented, codecs, test lengths, whole), test, probe
     got=0
     for f in "$(run_dir "$j")/scores/${j}_"*.csv; do
@@ -423,13 +441,13 @@ do_box_scores() {
 # probe_line: the full box's probe file, when this rehearsal ran the full job (its rows, set sha).
 probe_line() {
   local f
-  f="$(run_dir full)/scores/full_test_probe.csv.meta.json"
+  f="$(run_dir full)/scores/full_probe.csv.meta.json"
   [ -f "$f" ] || return 0
-  jq -r '"; probe set: \(.n_rows) bona fide test clips, set sha256 \(.set_sha256[:12])…"' "$f"
+  jq -r '"; probe set: \(.n_rows) bona fide probe clips, set sha256 \(.set_sha256[:12])…"' "$f"
 }
 # do_bar: the stand-in earlier detector's scores and meta.json, then hearsay bar, as an operator
 # makes the bar from an earlier detector's score file (RUNBOOK, "The probe set").
-PROBE_CSV=$W/models/rehearsal/scores/full_test_probe.csv   # the full box's, brought back by collect
+PROBE_CSV=$W/models/rehearsal/scores/full_probe.csv   # the full box's, brought back by collect
 do_bar() {
   # shellcheck disable=SC2016  # the Python line is single-quoted on purpose
   python -c 'import sys; from hearsay import demo; demo.write_length_detector(*sys.argv[1:])' \

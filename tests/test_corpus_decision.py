@@ -185,3 +185,49 @@ def test_a_cited_cap_or_drop_must_show_in_each_run_s_training_stream(tmp_path):
     keep, ksha = decision_file(tmp_path, "keep")               # keep: nothing to apply
     assert cd.gate_check(keep, {"fold0": {"selection": {"corpus_decision": ksha}}})[
         "outcome"] == "pass"
+
+
+def runs_folder(tmp_path, name, spoof_low, n_alarms, weights="w0", probe_weights=None):
+    """A recipe's collected fold-0 run files as runner/collect_ablation.sh leaves them: the
+    inner-fold scores and the probe scores its box wrote, each with a sidecar naming the
+    run's weights."""
+    from hearsay.contracts import score_file
+
+    key, inner = key_and_oof(tmp_path, name, spoof_low)
+    probe = probe_csv(tmp_path / name / "fold0_probe.csv", n_alarms)
+    score_file.sidecar(inner).write_text(json.dumps({"weights_sha256": weights,
+                                                     "split": "inner_oof", "fold": 0}))
+    score_file.sidecar(probe).write_text(json.dumps({
+        "weights_sha256": probe_weights or weights, "split": "probe", "fold": None,
+        "set_sha256": gate.probe_set_sha(pd.read_csv(probe))}))
+    return key, tmp_path / name
+
+
+def test_the_drop_rule_reads_each_recipes_probe_from_its_runs_without_a_probe_file(tmp_path,
+                                                                                  capsys):
+    key, without = runs_folder(tmp_path, "core", 2.0, 30)
+    _, with_ = runs_folder(tmp_path, "extra", 5.0, 50)
+    a, b = cd.recipe_probe(without, None, key), cd.recipe_probe(with_, None, key)
+    assert a["from"] == "runs" and a["probe_files"] == [str(without / "fold0_probe.csv")]
+    assert a["false_alarm_rate"] == 0.030 and b["false_alarm_rate"] == 0.050
+    assert cd.drop_from_runs(a, b, RISE)["drop"] is True
+    key.to_csv(tmp_path / "key.csv", index=False)
+    (tmp_path / "probe.json").write_text(json.dumps(probe_result()))
+    out = tmp_path / "decision.json"
+    assert cp.main(["--drop-rule", "--without", str(without), "--with", str(with_), "--key",
+                    str(tmp_path / "key.csv"), "--probe-result", str(tmp_path / "probe.json"),
+                    "--decision", str(out)]) == cp.EXIT_OK
+    assert cd.load(out)["decision"] == "drop"
+    # a run that brought no probe file is named, with the fix
+    (without / "fold0_probe.csv").unlink()
+    with pytest.raises(cd.DecisionError, match=r"fold0_probe\.csv'\] \(each fold box scores "
+                                               r"the probe set: bring it back with "
+                                               r"runner/collect_ablation\.sh"):
+        cd.recipe_probe(without, None, key)
+
+
+def test_a_runs_probe_file_of_other_weights_than_its_inner_scores_is_refused(tmp_path):
+    key, folder = runs_folder(tmp_path, "core", 2.0, 30, probe_weights="w-other")
+    with pytest.raises(cd.DecisionRefused, match="scored by weights w-other, "
+                                                 "fold0_inner_oof.csv by w0"):
+        cd.recipe_probe(folder, None, key)

@@ -151,3 +151,25 @@ def test_a_source_lands_at_the_configured_share_and_not_below_it(landing_share, 
                      cp.CorpusProbeConfig(landing_share=landing_share))
     assert out["m"] == {"n": 10, "share": 0.5, "lands": lands}
     assert out["n"] == {"n": 4, "share": 0.0, "lands": False}
+
+
+def test_label_any_probes_a_spoof_corpus_against_a_bona_fide_one(tmp_path, capsys):
+    """The spec's probe A: MLAAD (synthetic only) against LibriSpeech (bona fide only) is a
+    probe across the labels, `--label any`; with one label the other corpus has no clip."""
+    rows = []
+    for i in range(14):
+        f = 150 + 10 * i
+        rows += [("mlaad", "spoof", 0.6, f), ("librispeech", "bonafide", 0.0, f + 5),
+                 ("studio", "bonafide", 0.6, f)]
+    manifest = corpus(tmp_path, rows)
+    out_json = tmp_path / "probe_a.json"
+    rc = cp.main([str(manifest), "--corpus", "mlaad", "--against", "librispeech", "--label", "any",
+                  "--json", str(out_json)])
+    assert rc == 0, capsys.readouterr().err
+    out = json.loads(out_json.read_text())
+    assert out["label"] == "any" and out["n_corpus"] == out["n_peers"] == 14
+    assert out["separable"] and out["strength"] > 0.9  # MLAAD's silence tells it apart
+    # the bona fide clips outside the two corpora land on MLAAD's side: they share its silence
+    assert list(out["landing"]) == ["studio"] and out["landing"]["studio"]["lands"]
+    with pytest.raises(cp.ProbeError, match="no clip with source 'librispeech'"):
+        cp.probe_manifest(manifest, "mlaad", "spoof", against="librispeech")

@@ -60,7 +60,7 @@ def test_test_rows_stay_test_and_extra_rows_inherit_their_group(demo_df, assigne
 def test_make_refuses_prefilled_inner_folds(demo_df):
     df = demo_df.copy()
     df.loc[0, "fold"] = "2"
-    with pytest.raises(fo.FoldError, match="only 'test' is kept"):
+    with pytest.raises(fo.FoldError, match="only 'test' and 'probe' are kept"):
         fo.assign_folds(df, DEMO_SPLITS)
 
 
@@ -210,10 +210,21 @@ def test_a_preset_fold_other_than_test_is_refused_but_an_extra_row_may_say_extra
     df = small_manifest()
     df.loc[df["id"] == "b0", "fold"] = "extra"                 # a core row cannot
     with pytest.raises(fo.FoldError, match=r"^rows \['b0'\] come with fold values; `splits make` "
-                       r"assigns inner and holdout folds itself \(only 'test' is kept\): empty "
-                       "those cells$"):
+                       r"assigns inner and holdout folds itself \(only 'test' and 'probe' are "
+                       r"kept\): empty those cells$"):
         fo.assign_folds(df, DEMO_SPLITS)
     df = small_manifest()
     df.loc[df["id"] == "xo", "fold"] = "2"                     # nor an extra row another fold
     with pytest.raises(fo.FoldError, match=r"rows \['xo'\] come with fold values"):
+        fo.assign_folds(df, DEMO_SPLITS)
+
+
+def test_make_keeps_the_probe_fold_whole_and_refuses_a_group_split_across_it(demo_df):
+    folds = fo.assign_folds(demo_df, DEMO_SPLITS)
+    probe = demo_df.loc[demo_df["fold"] == "probe", "id"]
+    assert len(probe) and {folds[i] for i in probe} == {"probe"}
+    assert {f for i, f in folds.items() if i not in set(probe)} & {"probe"} == set()
+    df = demo_df.copy()
+    df.loc[df.index[0], "group"] = df.loc[df["fold"] == "probe", "group"].iloc[0]
+    with pytest.raises(fo.FoldError, match=r"have rows both in fold 'probe' and outside it"):
         fo.assign_folds(df, DEMO_SPLITS)

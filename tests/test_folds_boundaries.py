@@ -275,7 +275,7 @@ def test_import_messages_in_full_each_naming_its_fix():
         "group-disjoint: put the whole group in 'test' or none of it")
     assert _imported(lambda df, f: (df, f | {"g0b0": "7"})).startswith(
         "ext.csv: id(s) ['g0b0'] have folds ['7'] outside ['0', '1', 'extra', 'holdout', "
-        "'test'] (n_folds 2: fix the fold file or n_folds in the config)")
+        "'probe', 'test'] (n_folds 2: fix the fold file or n_folds in the config)")
 
 
 def test_a_fold_csv_with_another_header_is_refused_naming_the_header(tmp_path):

@@ -562,3 +562,66 @@ def test_a_shortcut_record_without_per_source_is_not_measured_never_a_crash(reco
     assert set(s["runs"]) == {"fold0"}
     # the side that has per_source: measured, and a pass
     assert gate.shortcut_check({"full": GOOD_SHORTCUTS})["outcome"] == "pass"
+
+
+def consistent_edge(n=2000, hit=0.08, seed=0):
+    """(ours, bar, is_spoof): the bar is our ranking with `hit` of the synthetic clips pushed
+    down by 3, so on the same clips it is worse by a small margin every resample sees."""
+    rng = np.random.default_rng(seed)
+    is_spoof = np.arange(n) % 2 == 1
+    ours = rng.normal(size=n) + 2.5 * is_spoof
+    bar = ours.copy()
+    bar[is_spoof & (rng.random(n) < hit)] -= 3.0
+    return ours, bar, is_spoof
+
+
+def test_the_paired_interval_of_ours_minus_bar_is_read_on_the_same_clips():
+    from hearsay.evaluate.report_stats import paired_margin_ci
+
+    ours, bar, is_spoof = consistent_edge()
+    ci = paired_margin_ci(ours, bar, is_spoof)
+    lo, hi = ci["interval"]
+    assert lo <= ci["ours_minus_bar"] <= hi < 0  # ours lower on every resample's clips
+    assert ci["ours_minus_bar"] == pytest.approx(
+        metrics.min_dcf_reading(ours, is_spoof, *metrics.READING_OF_RECORD)[0]
+        - metrics.min_dcf_reading(bar, is_spoof, *metrics.READING_OF_RECORD)[0])
+    same = paired_margin_ci(ours, ours, is_spoof)
+    assert same["ours_minus_bar"] == 0 and same["interval"] == [0.0, 0.0]
+    assert paired_margin_ci(ours[is_spoof], bar[is_spoof], is_spoof[is_spoof])["interval"] is None
+
+
+def test_a_margin_is_within_noise_when_its_interval_holds_zero_or_the_holdout_gap_is_in_band():
+    ours, bar, is_spoof = consistent_edge()
+    # an interval clear of 0 and a gap of about 0.07: beyond noise out-of-fold, within the band
+    # of 0.15 on the holdout
+    oof = gate.noise(ours, bar, is_spoof, "out-of-fold", None)
+    hold = gate.noise(ours, bar, is_spoof, "holdout", gate.HOLDOUT_NOISE_BAND)
+    assert oof["verdict"] == "beyond noise" and "excludes 0" in oof["why"]
+    assert hold["verdict"] == "within noise" and "under the 0.15 band" in hold["why"]
+    assert gate.HOLDOUT_NOISE_BAND == 0.15
+    # a bar no different on these clips: the interval holds 0
+    same = gate.noise(ours, ours, is_spoof, "out-of-fold", None)
+    assert same["verdict"] == "within noise" and same["why"].endswith("holds 0")
+    # a wide edge on the holdout is beyond the band too
+    far_ours, far_bar, far_spoof = consistent_edge(hit=0.5)
+    far = gate.noise(far_ours, far_bar, far_spoof, "holdout", gate.HOLDOUT_NOISE_BAND)
+    assert far["verdict"] == "beyond noise" and "at or over the 0.15 band" in far["why"]
+
+
+def test_the_gate_says_within_noise_in_meta_and_the_report_beside_its_outcome(tmp_path, probe):
+    oof, hold, key = campaign(3.0, 3.0, n_hold=40)
+    b_oof, b_hold, _ = campaign(2.9, 2.9, seed=7, n_hold=40)
+    bar = bar_dir(tmp_path, "bar", b_oof, b_hold)
+    g = gate.judge(oof, hold, key, [bar], None, None, {"full": GOOD_SHORTCUTS})
+    st = g["bars"][0]["stages"]
+    assert st["holdout"]["noise"]["band"] == 0.15 and st["out-of-fold"]["noise"]["band"] is None
+    assert g["noise"]["verdict"] == "within noise"  # 40 holdout clips cannot resolve it
+    text = "\n".join(gate.markdown(g))
+    assert "**Margin against noise: within noise**" in text
+    assert "a holdout gap under 0.15 minDCF is within noise" in text
+    assert "- Margin against noise: " in text
+    far_oof, far_hold, key = campaign(4.0, 4.0, n_oof=2000, n_hold=2000)
+    b_oof, b_hold, _ = campaign(0.5, 0.5, seed=7, n_oof=2000, n_hold=2000)
+    g = gate.judge(far_oof, far_hold, key, [bar_dir(tmp_path, "far", b_oof, b_hold)], None,
+                   None, {"full": GOOD_SHORTCUTS})
+    assert g["noise"]["verdict"] == "beyond noise", g["noise"]["why"]

@@ -87,3 +87,24 @@ def test_scorable_output_always_passes_assert_no_extra(demo_bundle):
 def test_resolve_path_is_relative_to_the_manifest(tmp_path):
     assert mf.resolve_path("audio/x.wav", tmp_path) == tmp_path / "audio/x.wav"
     assert mf.resolve_path("/abs/x.wav", tmp_path).as_posix() == "/abs/x.wav"
+
+
+def test_a_clip_in_both_fold_probe_and_fold_test_is_refused_naming_the_rows(tmp_path):
+    df = frame({"fold": "test", "path": "itw/1.wav"}, {"fold": "1"},
+               {"fold": "probe", "path": "itw/1.wav", "group": "itw:A"},
+               {"fold": "probe", "path": "itw/2.wav", "group": "itw:A"})
+    p = tmp_path / "m.csv"
+    df.to_csv(p, index=False)
+    with pytest.raises(mf.ManifestError) as err:
+        mf.read_manifest(p)
+    assert "1 clip(s) in both fold probe and fold test: row 1 (r0, fold test), row 3 (r2, fold " \
+           "probe)" in str(err.value) and str(p) in str(err.value)
+    df.loc[2, "path"] = "itw/3.wav"  # its own clip: a probe beside the test split is fine
+    mf.validate(df)
+
+
+def test_probe_rows_are_never_in_the_exported_splits():
+    df = frame({"fold": "test"}, {"fold": "probe", "path": "itw/1.wav"}, {"fold": "holdout"})
+    assert mf.scorable(df)["id"].tolist() == ["r0", "r2"]
+    with pytest.raises(mf.ManifestError, match="never trained on: train_scope core"):
+        mf.validate(frame({"fold": "probe", "train_scope": "extra"}))

@@ -5,8 +5,9 @@ import pandas as pd
 import pytest
 
 from hearsay import manifest_import as mi
+from hearsay.contracts import protocol
 from hearsay.contracts.folds import SplitsConfig, assign_folds, train_ids
-from hearsay.contracts.manifest import read_manifest
+from hearsay.contracts.manifest import read_manifest, scorable
 
 # ASVspoof 2019 LA README: SPEAKER_ID AUDIO_FILE_NAME - SYSTEM_ID KEY
 LA_LINES = ["LA_0079 LA_T_1138215 - - bonafide", "LA_0079 LA_T_1271820 - A01 spoof",
@@ -186,3 +187,29 @@ def test_test_puts_every_imported_row_in_fold_test_and_the_folds_keep_it_there(t
     folds = assign_folds(both, SplitsConfig(n_folds=2))
     assert {folds[i] for i in itw["id"]} == {"test"}
     assert "test" not in {folds[i] for i in read_manifest(la)["id"]}
+
+
+def test_probe_puts_in_the_wild_in_fold_probe_and_the_test_split_stays_the_sponsors(tmp_path):
+    meta = itw_release(tmp_path, ["0.wav,A,spoof", "1.wav,A,bona-fide", "2.wav,B,bona-fide"])
+    la = tmp_path / "la.csv"
+    assert mi.main(["asvspoof2019-la", str(la_release(tmp_path)), "--out", str(la), "--test"]) == 0
+    out = tmp_path / "itw.csv"
+    assert mi.main(["in-the-wild", str(meta), "--out", str(out), "--probe"]) == mi.EXIT_OK
+    itw, sponsor = read_manifest(out), read_manifest(la)
+    assert list(itw["fold"]) == ["probe"] * 3
+    both = pd.concat([sponsor, itw], ignore_index=True)
+    folds = assign_folds(both, SplitsConfig(n_folds=2))
+    assert {folds[i] for i in itw["id"]} == {"probe"}
+    both["fold"] = both["id"].map(folds)
+    # the test split is the sponsor's rows, in their order; the probe rows are its own split
+    assert list(protocol.split_rows(both, "test")["id"]) == list(sponsor["id"])
+    assert list(protocol.split_rows(both, "probe")["id"]) == list(itw["id"])
+    assert not set(itw["id"]) & set(scorable(both)["id"])  # never in the exported file
+
+
+def test_test_and_probe_together_are_a_usage_error(tmp_path, capsys):
+    meta = itw_release(tmp_path, ["0.wav,A,spoof"])
+    with pytest.raises(SystemExit) as err:
+        mi.main(["in-the-wild", str(meta), "--out", str(tmp_path / "i.csv"), "--test", "--probe"])
+    assert err.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err

@@ -60,7 +60,8 @@ def test_refusals_name_the_runs_splits_and_folds_to_choose_from():
         protocol.scorer_of("inner_oof", "7")
     with pytest.raises(ValueError, match=r"^split 'extra': one of inner_oof, holdout, test$"):
         protocol.scorer_of("extra")
-    with pytest.raises(ValueError, match=r"^--split 'extra': one of inner_oof, holdout, test$"):
+    with pytest.raises(ValueError,
+                       match=r"^--split 'extra': one of inner_oof, holdout, test, probe$"):
         protocol.split_rows(pd.DataFrame({"fold": []}), "extra")
 
 

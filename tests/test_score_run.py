@@ -1,7 +1,7 @@
 """hearsay score-run: a run scores its own rows (the box's files are assemble's, byte for byte),
 assemble reuses them (rescored_here 0), refuses a file of other weights or another bundle,
---rescore scores all; parity B from the box's recorded logits; the full box's probe set, which
-assemble's gate reads."""
+--rescore scores all; parity B from the box's recorded logits; every box's probe set (its own
+fold, never exported), the full box's read by assemble's gate."""
 
 import json
 import shutil
@@ -26,7 +26,7 @@ def boxes(tmp_path_factory):
     """Six runs, each scored "on its box" by score-run into its own RUN/scores/, then gathered
     into models/box/scores/ as runner/collect.sh does; a second stamp assembled from nothing."""
     root = tmp_path_factory.mktemp("boxes")
-    bundle = make_bundle(root / "bundle", n_per_fold=2, n_holdout=4, n_test=4)
+    bundle = make_bundle(root / "bundle", n_per_fold=2, n_holdout=4, n_test=4, n_probe=4)
     runs = {f"fold{k}": make_run(root / "runs" / f"fold{k}", fold=k, seed=k) for k in range(5)}
     runs["full"] = make_run(root / "runs" / "full", job="full", seed=9)
     (root / "models" / "box" / "scores").mkdir(parents=True)
@@ -54,7 +54,11 @@ def test_box_files_are_byte_for_byte_what_assemble_writes_and_are_reused(boxes):
     assert here["scoring"]["rescored_here"] > 0 and here["scoring"]["files_reused"] == 0
     box = assemble.assemble(write_pin(root / "models" / "box", runs), bundle, root / "o2")
     assert box["scoring"]["rescored_here"] == 0 and box["scoring"]["files_scored_here"] == {}
-    assert box["scoring"]["files_reused"] == 12  # one per fold run, seven of the full run
+    assert box["scoring"]["files_reused"] == 17  # two per fold run, seven of the full run
+    m, df = bundle.manifest, box["scores"]
+    assert "probe" not in set(df["split"])  # the probe is its own fold, never exported
+    assert df.loc[df["split"] == "test", "path"].tolist() == \
+        m.loc[m["fold"] == "test", "path"].tolist()  # the sponsor's test set, in its order
     for key in KEYS:
         for (split, aug), csv in here["files"][key].items():
             other = box["files"][key][(split, aug)]
@@ -90,10 +94,10 @@ def test_rescore_scores_every_file_here_and_meta_json_counts_them(boxes, tmp_pat
               "--ledger", str(tmp_path / "none.csv")]
     assert assemble.main(common) == 0
     assert json.loads((stamp / "meta.json").read_text())["rescored_here"] == 0
-    assert "rescored_here 0 rows in 0 file(s); 12 file(s) reused" in capsys.readouterr().out
+    assert "rescored_here 0 rows in 0 file(s); 17 file(s) reused" in capsys.readouterr().out
     assert assemble.main([*common, "--rescore"]) == 0
     meta = json.loads((stamp / "meta.json").read_text())
-    assert meta["rescored_here"] > 0 and len(meta["scoring"]["files_scored_here"]) == 12
+    assert meta["rescored_here"] > 0 and len(meta["scoring"]["files_scored_here"]) == 17
     assert set(meta["scoring"]["files_scored_here"].values()) == {"--rescore"}
 
 
@@ -103,7 +107,7 @@ def test_a_relaunched_box_keeps_its_scores_and_a_pilot_is_refused(boxes, tmp_pat
     before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
     assert score_run.main(["--run", str(runs["fold2"]), "--bundle", str(bundle.root),
                            "--out", str(out)]) == 0
-    assert "0 file(s) scored (0 rows), 1 kept" in capsys.readouterr().out
+    assert "0 file(s) scored (0 rows), 2 kept" in capsys.readouterr().out
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
     pilot = make_run(tmp_path / "pilot", job="pilot", fold=4)
     assert score_run.main(["--run", str(pilot), "--bundle", str(bundle.root),
@@ -216,29 +220,25 @@ def test_a_box_parity_record_of_another_precision_or_bundle_is_not_reused(boxes,
 # --------------------------------------------------------------------------- the probe set
 
 
-def test_the_full_box_scores_the_test_splits_bona_fide_clips_as_the_probe_with_its_set_sha(
-        boxes):
+@pytest.mark.parametrize("key", KEYS)
+def test_every_box_scores_the_probe_folds_bona_fide_clips_with_its_own_model(boxes, key):
     root, bundle, runs = boxes
-    csv = root / "models" / "box" / "scores" / probe_set.file_name()
-    assert csv.name == "full_test_probe.csv"
+    csv = root / "models" / "box" / "scores" / probe_set.file_name(key)
+    assert csv.name == f"{key}_probe.csv"
     probe, side = score_file.read(csv), score_file.read_sidecar(csv)
     m = bundle.manifest
-    want = m.loc[(m["fold"] == "test") & (m["label"] == "bonafide"), "path"].tolist()
+    want = m.loc[(m["fold"] == "probe") & (m["label"] == "bonafide"), "path"].tolist()
     assert probe["path"].tolist() == want and len(want) == 2  # bona fide only, manifest order
+    assert set(probe["split"]) == {"probe"} and not set(want) & set(
+        m.loc[m["fold"] == "test", "path"])  # its own fold: the test split is untouched
     assert side["set_sha256"] == gate.probe_set_sha(probe)
-    assert side["augmented"] == "probe" and side["split"] == "test" and side["n_rows"] == 2
+    assert side["augmented"] is False and side["split"] == "probe" and side["n_rows"] == 2
     assert side["sources"] == m.loc[m["path"].isin(want), "source"].value_counts().to_dict()
-    assert side["weights_sha256"] == sha256_file(runs["full"] / "final" / "model.safetensors")
-    # the out-of-fold front end: the very logits the full box gave the same clips in full_test
-    test = score_file.read(root / "models" / "box" / "scores" / "full_test.csv")
-    same = test.set_index("path").loc[want, "logit"].to_numpy()
+    assert side["weights_sha256"] == sha256_file(runs[key] / "final" / "model.safetensors")
+    # the out-of-fold front end: the logits `hearsay score` gives the same rows with this run
+    same, _ = score.score_split(bundle, runs[key], "probe", None, score.ScoreConfig())
+    same = same.set_index("path").loc[want, "logit"].to_numpy()
     np.testing.assert_allclose(probe["logit"].to_numpy(), same, rtol=0, atol=1e-5)
-
-
-def test_only_the_full_model_scores_the_probe_set(boxes):
-    _, bundle, runs = boxes
-    with pytest.raises(score.ScoreRefused, match="probe set is scored by the full model only"):
-        probe_set.score(bundle, runs["fold1"], score.ScoreConfig())
 
 
 def test_assemble_reads_the_box_probe_by_default_and_the_gate_measures_it(boxes, tmp_path):
@@ -264,6 +264,10 @@ def test_assemble_reads_the_box_probe_by_default_and_the_gate_measures_it(boxes,
     checked = meta["gate"]["bars"][0]["probe"]
     assert checked["outcome"] in ("pass", "fail"), checked["why"]
     assert checked["set_sha256"] == score_file.read_sidecar(probe_csv)["set_sha256"]
+    noise = meta["gate"]["noise"]  # the margin read against its paired bootstrap and the band
+    assert noise["verdict"] in ("within noise", "beyond noise") and noise["band"] == 0.15
+    report_md = (tmp_path / "r" / "gated.md").read_text()
+    assert f"**Margin against noise: {noise['verdict']}**" in report_md
 
 
 def test_a_probe_file_cut_after_scoring_is_refused_naming_the_fix(boxes, tmp_path):

@@ -28,8 +28,8 @@
 #   job's first launch starts fresh and a relaunch of the same bundle + config resumes from its
 #   latest complete checkpoint) → PUSHING (the run directory to RUN; three failed pushes end the run
 #   FAIL) → SCORING (fold and full jobs: `hearsay score-run`, or $HEARSAY_SCORE_RUN, scores the run's
-#   rows of record on this device in the trainer's precision, the full job also the probe set (the
-#   test split's bona fide clips: scores/full_test_probe.csv) and the parity B logits;
+#   rows of record on this device in the trainer's precision, and the probe set (fold probe's bona
+#   fide clips: scores/<key>_probe.csv, every run its own), the full job also the parity B logits;
 #   RUN/scores pulled first so a relaunch keeps what is scored, then pushed there; a scorer
 #   failure is a FAIL with its exit code and last lines in REASON) → DONE | FAIL. DONE only once
 #   every file of the run directory reads back from RUN with its sha256 (box_verify: a store that

@@ -315,8 +315,8 @@ box_push_settle() {
 
 # box_score STORE: after the run is pushed, a fold or full run scores its own rows where it trained
 # (`$HEARSAY_SCORE_RUN --run BOX_DIR/run --bundle BOX_DIR/bundle --out BOX_DIR/run/scores`, default
-# `hearsay score-run`: the trainer's device and precision, the files hearsay assemble reuses, the
-# full run's probe set among them: scores/full_test_probe.csv); the
+# `hearsay score-run`: the trainer's device and precision, the files hearsay assemble reuses, and
+# every run's (fold, ablation and full) probe set scores: scores/<key>_probe.csv); the
 # full job adds --parity-clips $HEARSAY_PARITY_CLIPS (50): the logits of parity B. STORE/scores is
 # pulled first, so a relaunched box keeps each file whose sidecar still names these weights; then
 # BOX_DIR/run/scores is pushed to STORE/scores. A non-zero exit is a FAIL whose REASON carries the

@@ -231,7 +231,7 @@ step_run_folder() {
 
 # step_budget KIND: credit must cover estimate + commitments + margin; all three must be measurable.
 step_budget() {
-  local hours line rc=0 why cuda
+  local hours line rc=0 why cuda floor=""
   # a listing whose total kept moving while paging may lack boxes that bill: not measurable
   [ ! -e "$prev_list.partial" ] || die 3 "cannot measure commitments: the account's instances kept changing while the listing was paged" "retry in a minute"
   credit=$(vast_credit) || die 3 "cannot measure credit (show user --raw gave no credit number)" "retry later; check the key"
@@ -247,12 +247,15 @@ step_budget() {
     || die 8 "$RUNNER_LOCK has no nvidia-cuda-runtime==X.Y.Z pin: the CUDA version offers must support is unknown" "point RUNNER_LOCK at the image's requirements.lock"
   is_number "$RUNNER_OFFER_MAX_DPH" || die 8 "RUNNER_OFFER_MAX_DPH=$RUNNER_OFFER_MAX_DPH is not a price in \$/h" "set it in runner/config.sh, e.g. 1.50"
   line=$(vast_offer "$cuda" "$RUNNER_OFFER_MAX_DPH") || rc=$?
+  # the same search without the floor: how many offers the lock's CUDA rules out (runner/lib/cuda.sh)
+  [ "$rc" -gt 2 ] || floor=$(cuda_floor_excludes "$cuda" "$RUNNER_OFFER_MAX_DPH" "${line##*|}")
   case $rc in
-    0) ;; 2) die 8 "no offer matches RUNNER_OFFER_QUERY with cuda_max_good>=$cuda (the CUDA of $RUNNER_LOCK's torch) and dph_total<=$RUNNER_OFFER_MAX_DPH (RUNNER_OFFER_MAX_DPH)" "loosen RUNNER_OFFER_QUERY in runner/config.sh, or raise RUNNER_OFFER_MAX_DPH deliberately" ;;
+    0) say "offer search: $floor" ;;
+    2) die 8 "no offer matches RUNNER_OFFER_QUERY with cuda_max_good>=$cuda (the CUDA of $RUNNER_LOCK's torch) and dph_total<=$RUNNER_OFFER_MAX_DPH (RUNNER_OFFER_MAX_DPH); $floor" "loosen RUNNER_OFFER_QUERY in runner/config.sh, raise RUNNER_OFFER_MAX_DPH deliberately, or for an image built against another CUDA point RUNNER_LOCK at its lock (docs/RUNBOOK.md 2.1)" ;;
     *) die 8 "cannot search offers (no valid answer)" "retry later" ;;
   esac
   # id, $/h, and what the ledger row records of the offer: GPU, vCPUs, the driver's CUDA
-  IFS='|' read -r offer dph offer_gpu offer_cores offer_cuda <<EOF_OFFER
+  IFS='|' read -r offer dph offer_gpu offer_cores offer_cuda _matched <<EOF_OFFER
 $line
 EOF_OFFER
   hours=$(hours_for "$1")

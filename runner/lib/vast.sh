@@ -188,31 +188,53 @@ vast_credit() {
   printf '%s\n' "$v"
 }
 
+# vast_offer_count FLOOR MAX_DPH: how many offers match RUNNER_OFFER_QUERY (plus FLOOR, e.g.
+# `cuda_max_good>=13.0`, or nothing when FLOOR is empty) with dph_total at most MAX_DPH, counted in
+# one page of at most VAST_OFFER_COUNT_LIMIT (500) rows: a count equal to the limit means "at least".
+# 1 = no valid answer (unknown, never 0). The launcher searches with and without the CUDA floor to
+# say how many offers the floor excludes.
+VAST_OFFER_COUNT_LIMIT=500
+vast_offer_count() {
+  local out err v
+  out=$(_vast_tmp) || return 1
+  err=$(_vast_tmp) || return 1
+  vast_cli "$out" "$err" search offers "$RUNNER_OFFER_QUERY${1:+ $1} dph_total<=$2" --order "$RUNNER_OFFER_ORDER" \
+    --storage "$RUNNER_DISK_GB" --limit "$VAST_OFFER_COUNT_LIMIT" --raw || true
+  v=$(jq -r 'if type == "array" then length else empty end' "$out" 2>/dev/null || true)
+  rm -f "$out" "$err"
+  [ -n "$v" ] || return 1
+  printf '%s\n' "$v"
+}
+
 # vast_offer CUDA MAX_DPH: the first offer matching RUNNER_OFFER_QUERY whose host driver supports CUDA
 # (MAJOR.MINOR; vast.ai's cuda_max_good is the newest CUDA the host's driver runs) and whose
 # dph_total is at most MAX_DPH ($/h), as one line of fields separated by `|`:
-#   id|dph_total|gpu_name|cpu_cores_effective|cuda_max_good
-# (the last three as the offer gives them, `,` `|` tabs and newlines turned to spaces, cuda_max_good
-# as MAJOR.MINOR: they go into the ledger; empty when the offer lacks one). 2 = a valid answer with no such offer.
+#   id|dph_total|gpu_name|cpu_cores_effective|cuda_max_good|matched
+# (the middle three as the offer gives them, `,` `|` tabs and newlines turned to spaces, cuda_max_good
+# as MAJOR.MINOR: they go into the ledger; empty when the offer lacks one; matched: how many offers
+# the answer held, at most VAST_OFFER_COUNT_LIMIT, the count cuda_floor_excludes compares).
+# 2 = a valid answer with no such offer (stdout then "0", the count).
 vast_offer() {
   local out err v rc=0
   out=$(_vast_tmp) || return 1
   err=$(_vast_tmp) || return 1
   vast_cli "$out" "$err" search offers "$RUNNER_OFFER_QUERY cuda_max_good>=$1 dph_total<=$2" --order "$RUNNER_OFFER_ORDER" \
-    --storage "$RUNNER_DISK_GB" --limit 20 --raw || true
+    --storage "$RUNNER_DISK_GB" --limit "$VAST_OFFER_COUNT_LIMIT" --raw || true
   v=$(jq -r 'def f: if . == null then "" else tostring | gsub("[,|\t\n]"; " ") end;
-      if type == "array" then
+      if type == "array" then length as $n |
         [.[] | select((.id | type == "number") and (.dph_total | type == "number"))][0]
         | select(. != null)
         | [(.id | tostring), (.dph_total | tostring), (.gpu_name | f), (.cpu_cores_effective | f),
-           (.cuda_max_good | if type == "number" then tostring | if test("[.]") then . else . + ".0" end else f end)]
+           (.cuda_max_good | if type == "number" then tostring | if test("[.]") then . else . + ".0" end else f end),
+           ($n | tostring)]
         | join("|") else empty end' "$out" 2>/dev/null || true)
   if [ -z "$v" ]; then
-    if jq -e -s 'length == 1 and (.[0] | type == "array")' "$out" >/dev/null 2>&1; then rc=2; else _vast_judge "$err" || rc=$?; fi
+    if jq -e -s 'length == 1 and (.[0] | type == "array")' "$out" >/dev/null 2>&1; then rc=2; v=0; else _vast_judge "$err" || rc=$?; fi
   fi
   rm -f "$out" "$err"
   [ -n "$v" ] || return "$rc"
   printf '%s\n' "$v"
+  return "$rc"
 }
 
 # vast_create OFFER LABEL ENVSTRING [ONSTART]: print the new instance id; 1 when the answer is not a clear

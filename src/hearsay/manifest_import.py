@@ -2,7 +2,7 @@
 
     hearsay manifest-import asvspoof2019-la \\
         LA/ASVspoof2019_LA_cm_protocols/ASVspoof2019.LA.cm.train.trn.txt --out corpora/la.csv
-    hearsay manifest-import in-the-wild release_in_the_wild/meta.csv --out corpora/itw.csv
+    hearsay manifest-import in-the-wild release_in_the_wild/meta.csv --out corpora/itw.csv --probe
     hearsay manifest-import mlaad MLAAD_v5/ --out corpora/mlaad.csv [--skip-ungrouped]
 
 Each importer fills the columns the fold assignment and the family exclusion read
@@ -10,7 +10,8 @@ Each importer fills the columns the fold assignment and the family exclusion rea
 `bonafide`), source (the corpus), group (the speaker, so a speaker never spans folds; prefixed with
 the corpus so two corpora's speaker names never merge), train_scope (`--scope`, default core) and an
 empty fold (filled later from a fold file; `--test`: fold test, which the fold assignment
-keeps). Paths are written relative to the manifest's folder.
+keeps; `--probe`: fold probe, the probe set, kept likewise and never in the test split, e.g.
+In-the-Wild's release). Paths are written relative to the manifest's folder.
 A generator's family is its name up to the first '-' (hearsay.contracts.folds.SplitsConfig.family):
 '-' in a
 generator name is written '_' so that each attack / TTS model is a family of its own.
@@ -264,10 +265,15 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--scope", choices=("core", "extra"), default="core",
                        help="train_scope of every row")
         s.add_argument("--force", action="store_true", help="replace an existing --out")
-        s.add_argument("--test", action="store_true",
-                       help="every row in fold test (kept there by hearsay splits make): a "
-                            "corpus only the full model scores, e.g. In-the-Wild, whose bona "
-                            "fide rows are then the probe set (hearsay.evaluate.probe_set)")
+        fold = s.add_mutually_exclusive_group()
+        fold.add_argument("--test", action="store_true",
+                          help="every row in fold test (kept there by hearsay splits make): "
+                               "a corpus of the sponsor's test set, which only the full model "
+                               "scores and the exported file holds in this order")
+        fold.add_argument("--probe", action="store_true",
+                          help="every row in fold probe (kept there by hearsay splits make): "
+                               "the probe set, e.g. In-the-Wild; its bona fide rows are scored "
+                               "by every run and never exported (hearsay.evaluate.probe_set)")
     a = p.parse_args(argv)
     out_dir = a.out.resolve().parent
     dropped = 0
@@ -280,8 +286,8 @@ def main(argv: list[str] | None = None) -> int:
             df = in_the_wild(a.meta, out_dir, a.source, a.scope)
         else:
             df, dropped = mlaad(a.root, out_dir, a.source, a.scope, a.skip_ungrouped)
-        if a.test:
-            df["fold"] = "test"
+        if a.test or a.probe:
+            df["fold"] = "test" if a.test else "probe"
         write(df, a.out, a.force)
     except OutputExists as err:
         print(f"hearsay manifest-import: {err}", file=sys.stderr)

@@ -19,11 +19,17 @@ def test_the_decision_comes_from_two_fold0_runs_and_the_gate_reads_it_when_cited
     assert d["decision"] in cd.DECISIONS and d["config"]["min_per_side"] == 2
     readings = d["drop_rule"]["without"], d["drop_rule"]["with"]
     assert [r["from"] for r in readings] == ["runs", "runs"]
-    assert [r["source"].split("/")[-2] for r in readings] == ["core_only", "core_extra"]
+    assert [r["source"].split("/")[-1] for r in readings] == ["core_only", "core_extra"]
+    # each recipe's probe: the file its fold-0 model wrote as a box does, read from the run's folder
+    assert [r["probe_files"][0].split("/")[-2:] for r in readings] == [
+        ["core_only", "fold0_probe.csv"], ["core_extra", "fold0_probe.csv"]]
     assert readings[0]["set_sha256"] == readings[1]["set_sha256"]  # the same probe clips
     rows = {n: json.loads((tmp_path / "extra" / n / "fold0" / "run_meta.json").read_text())[
         "train_rows"] for n in ("core_only", "core_extra")}
     assert rows["core_only"] < rows["core_extra"]  # without the extra rows vs with them
     cited = {k: {"selection": {"corpus_decision": ctx["corpus_decision_sha"]}}
              for k in ("fold0", "full")}
-    assert cd.gate_check(path, cited)["outcome"] == "pass"
+    # a cited keep passes; a cited drop or cap must also show it applied (run_meta stream_groups),
+    # which these metas lack: not measured, never a pass
+    want = "pass" if d["decision"] == "keep" else "not measured"
+    assert cd.gate_check(path, cited)["outcome"] == want

@@ -2,12 +2,14 @@
 not (docs/RUNBOOK.md, "The probe set").
 
 The demo's model (the demo preset, trained as `hearsay demo` trains its full run) on a small demo
-corpus whose test split also holds one long bona fide probe clip (9 s of bona fide speech, then
+corpus whose probe fold also holds one long bona fide probe clip (9 s of bona fide speech, then
 9 s of an inner generator's, so that its highest window is not its first), exported to ONNX. The
 full run's probe scores (hearsay.evaluate.probe_set, what the full box writes) are compared with
 the deploy scorer's logit for each probe clip's ORIGINAL file: in --first-window mode they agree
 within TOL on every clip; in the windowed default the long clip's score is another number.
 """
+
+import dataclasses
 
 import numpy as np
 import pandas as pd
@@ -29,9 +31,13 @@ from hearsay.train import config as train_config
 # |campaign logit - hearsay-score --first-window logit|, demo model: the bundle's FLAC holds the
 # trimmed clip as 16-bit samples (the original is float WAV, or another format decoded by the same
 # decoder), and the model runs in torch fp32 there and in onnxruntime fp32 here. Measured on this
-# fixture 2026-12-04: at most 3.2e-04 over its 3 probe clips (the long one included); the
-# windowed default gave the long clip 1.65 where the campaign's score is -3.16.
-TOL = 1e-3
+# fixture 2026-12-04, when its 3 probe clips (the long one included) sat in the test split: at most
+# 3.2e-04; the windowed default gave the long clip 1.65 where the campaign's score is -3.16.
+# Measured 2026-12-06 with the probe in a fold of its own (so the test split's durations, which
+# draw the crops, and so the trained model, changed): 4.6e-07 and 1.7e-06 on the two short clips,
+# 1.59e-03 on the long one. The gap is the model's sensitivity to 16-bit rounding, not a fixed
+# figure: TOL keeps about three times the largest gap measured.
+TOL = 5e-3
 LONG = "long-probe"
 
 
@@ -39,14 +45,15 @@ LONG = "long-probe"
 def campaign(tmp_path_factory, small_demo_config, small_demo_splits):
     """(corpus dir, bundle, full run dir, exported model dir)."""
     root = tmp_path_factory.mktemp("probe_deploy")
-    manifest = dd.write_corpus(root / "corpus", small_demo_config)
+    manifest = dd.write_corpus(root / "corpus",
+                               dataclasses.replace(small_demo_config, probe_groups=1))
     rng = np.random.default_rng(46)
     wave = np.concatenate([dd.synth_clip("bonafide", "studio", 9.0, 120.0, rng),
                            dd.synth_clip(dd.INNER_GENERATORS[0], "studio", 9.0, 120.0, rng)])
     sf.write(root / "corpus" / "audio" / f"{LONG}.wav", wave, dd.SR, subtype="FLOAT")
     rows = pd.read_csv(manifest, dtype=str, keep_default_na=False)
     long_row = {"id": LONG, "path": f"audio/{LONG}.wav", "label": "bonafide",
-                "generator": "bonafide", "source": "studio", "group": "long", "fold": "test",
+                "generator": "bonafide", "source": "studio", "group": "long", "fold": "probe",
                 "train_scope": "core"}
     pd.concat([rows, pd.DataFrame([long_row])]).to_csv(manifest, index=False)
     folds = write_folds(read_manifest(manifest), SplitsConfig.from_dict(small_demo_splits),

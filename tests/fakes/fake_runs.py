@@ -22,8 +22,10 @@ SR = audio.SAMPLE_RATE
 TREE_SHA = "t" * 40  # a hand-made bundle: any fixed string stands for the tree-sha
 
 
-def make_bundle(root: Path, n_per_fold=2, n_holdout=4, n_test=3, codecs=("mp3",), seed=0):
-    """A bundle as INTERFACES.md lays it out; clips 0.6-2.5 s, codec copies are re-noised waves.
+def make_bundle(root: Path, n_per_fold=2, n_holdout=4, n_test=3, codecs=("mp3",), seed=0,
+                n_probe=0):
+    """A bundle as INTERFACES.md lays it out; clips 0.6-2.5 s, codec copies are re-noised waves;
+    `n_probe` rows in fold probe (the probe set), every other one bona fide.
 
     Returns the object `hearsay.contracts.bundle.load_bundle` returns (root, manifest, meta,
     tree_sha).
@@ -31,7 +33,7 @@ def make_bundle(root: Path, n_per_fold=2, n_holdout=4, n_test=3, codecs=("mp3",)
     rng = np.random.default_rng(seed)
     rows = []
     folds = [str(k) for k in range(5) for _ in range(n_per_fold)] + \
-        ["holdout"] * n_holdout + ["test"] * n_test + ["extra", "2"]
+        ["holdout"] * n_holdout + ["test"] * n_test + ["probe"] * n_probe + ["extra", "2"]
     for i, fold in enumerate(folds):
         cid = f"c{i:03d}"
         label = "spoof" if i % 2 else "bonafide"

@@ -12,8 +12,9 @@ load helpers
 setup() { world; }
 teardown() { world_end; }
 
-# offer_search: the filters of the last offer search, as the API got them from the real CLI.
-offer_search() { curl -fsS "$VAST_URL/_control/requests" | jq -c '[.requests[] | select(.op == "offers")] | last | .body'; }
+# offer_search: the filters of the last offer search that picks the rental (the one after it counts
+# offers without the CUDA floor), as the API got them from the real CLI.
+offer_search() { curl -fsS "$VAST_URL/_control/requests" | jq -c '[.requests[] | select(.op == "offers" and (.body | has("cuda_max_good")))] | last | .body'; }
 offer_of() { curl -fsS "$VAST_URL/_control/state" | jq -c ".offers[] | select(.id == $1)"; }
 rented_offer() { curl -fsS "$VAST_URL/_control/state" | jq -r ".instances[] | select(.id == $1) | .offer_id"; }
 past() { echo $(($(date -u +%s) - 1)); }
@@ -48,7 +49,7 @@ past() { echo $(($(date -u +%s) - 1)); }
   unset RUNNER_OFFER_QUERY
   RUNNER_OFFER_MAX_DPH=0.90 run launch --yes probe   # the one A100 with every floor costs more
   echo "$output"; [ "$status" -eq 8 ]
-  [[ "$output" == *"and dph_total<=0.90 (RUNNER_OFFER_MAX_DPH) (loosen RUNNER_OFFER_QUERY in runner/config.sh, or raise RUNNER_OFFER_MAX_DPH deliberately)"* ]]
+  [[ "$output" == *"and dph_total<=0.90 (RUNNER_OFFER_MAX_DPH); the CUDA floor cuda_max_good>=13.0 excludes 0 of the 0 offers matching RUNNER_OFFER_QUERY and dph_total<=0.90 (loosen RUNNER_OFFER_QUERY in runner/config.sh, raise RUNNER_OFFER_MAX_DPH deliberately, or for an image built against another CUDA point RUNNER_LOCK at its lock (docs/RUNBOOK.md 2.1))"* ]]
   [ "$(jq -c '.dph_total' <<<"$(offer_search)")" = '{"lte":"0.90"}' ]
   RUNNER_OFFER_MAX_DPH=cheap run launch --yes probe
   [ "$status" -eq 8 ]

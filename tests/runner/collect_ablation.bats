@@ -25,6 +25,8 @@ ablation_run() {
   echo "weights $1" >"$d/final/model.safetensors"
   echo "path,fold,split,score,logit" >"$d/scores/fold$1_inner_oof.csv"
   echo '{"split": "inner_oof"}' >"$d/scores/fold$1_inner_oof.csv.meta.json"
+  echo "path,fold,split,score,logit" >"$d/scores/fold$1_probe.csv"   # every box scores the probe set
+  echo '{"split": "probe"}' >"$d/scores/fold$1_probe.csv.meta.json"
 }
 
 @test "the recipe's fold runs are pinned with their weights and score files; a missing one is named" {
@@ -40,6 +42,12 @@ ablation_run() {
   [ "$(jq -r '.recipe, .bundle_tree_sha, (.runs | keys | join(" ")), .runs.fold1.dir, .runs.fold1.config_hash' "$W/abl/ablation_runs.json" | tr '\n' ' ')" = "core_only $BUNDLE_SHA fold0 fold1 runs/fold1 trainer-hash " ]
   [ "$(jq -r .runs.fold1.weights_sha256 "$W/abl/ablation_runs.json")" = "$(sha256sum "$W/abl/runs/fold1/final/model.safetensors" | cut -d' ' -f1)" ]
   [ -s "$W/abl/scores/fold1_inner_oof.csv.meta.json" ]
+  # the probe set's scores come back beside them: the drop rule reads them there
+  [ "$(jq -r .split "$W/abl/scores/fold1_probe.csv.meta.json")" = probe ] && [ -s "$W/abl/scores/fold0_probe.csv" ]
+  # a later collect never keeps an earlier run's probe file when the store has none
+  rm "$W/bucket/hearsay/runs/ablate-core_only-fold1/$BUNDLE_SHA/$cfg/scores/fold1_probe.csv"*
+  run "$REPO/runner/collect_ablation.sh" core_only "0 1" "$W/abl"
+  [ "$status" -eq 0 ] && [ ! -e "$W/abl/scores/fold1_probe.csv" ] && [ -s "$W/abl/scores/fold0_probe.csv" ]
 }
 
 @test "a run of another fold or job in the recipe's folder is refused (exit 4)" {

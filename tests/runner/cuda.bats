@@ -26,8 +26,35 @@ rented_offers() { curl -fsS "$VAST_URL/_control/state" | jq -c '[.instances[].of
 @test "when only old-driver hosts match, nothing is rented (exit 8, naming the lock's CUDA)" {
   RUNNER_OFFER_QUERY="num_gpus=1 gpu_name=RTX_4080" run launch --yes probe
   [ "$status" -eq 8 ]
-  [[ "$output" == *"runner: no offer matches RUNNER_OFFER_QUERY with cuda_max_good>=13.0 (the CUDA of "*"requirements.lock's torch) and dph_total<=1.50 (RUNNER_OFFER_MAX_DPH) (loosen RUNNER_OFFER_QUERY in runner/config.sh, or raise RUNNER_OFFER_MAX_DPH deliberately)"* ]]
+  [[ "$output" == *"runner: no offer matches RUNNER_OFFER_QUERY with cuda_max_good>=13.0 (the CUDA of "*"requirements.lock's torch) and dph_total<=1.50 (RUNNER_OFFER_MAX_DPH); the CUDA floor cuda_max_good>=13.0 excludes 1 of the 1 offers matching RUNNER_OFFER_QUERY and dph_total<=1.50 (loosen RUNNER_OFFER_QUERY in runner/config.sh, raise RUNNER_OFFER_MAX_DPH deliberately, or for an image built against another CUDA point RUNNER_LOCK at its lock (docs/RUNBOOK.md 2.1))"* ]]
   [ "$(created_count)" -eq 0 ]
+}
+
+@test "a launch says how many offers the CUDA floor excludes: the same search with and without it" {
+  cheap=$(offers '[.offers[] | select(.cuda_max_good < 13.0)] | length')
+  [ "$cheap" -eq 1 ]
+  run launch --yes probe
+  echo "$output"; [ "$status" -eq 0 ]
+  [[ "$output" == *"runner: offer search: the CUDA floor cuda_max_good>=13.0 excludes 1 of the "*" offers matching RUNNER_OFFER_QUERY and dph_total<=1.50"* ]]
+  # the count is the launch's own search (with the floor) and one more, the same without it
+  n=$(sed -n 's/.*excludes 1 of the \([0-9][0-9]*\) offers.*/\1/p' <<<"$output")
+  [ "$n" -ge 2 ]
+  floors=$(curl -fsS "$VAST_URL/_control/requests" | jq -c '[.requests[] | select(.op == "offers") | (.body.q // .body | has("cuda_max_good"))]')
+  [ "$floors" = "[true,false]" ]
+  # a floor no offer meets: every matching offer is excluded, and the message says so
+  sed 's/^nvidia-cuda-runtime==13\.0\./nvidia-cuda-runtime==99.0./' "$REPO/requirements.lock" >"$W/lock"
+  wait_for 120 none_live
+  RUNNER_LOCK=$W/lock run launch --yes probe
+  [ "$status" -eq 8 ]
+  [[ "$output" == *"; the CUDA floor cuda_max_good>=99.0 excludes $n of the $n offers matching RUNNER_OFFER_QUERY and dph_total<=1.50 ("* ]]
+}
+
+@test "a count search that fails says the floor excludes an unknown number, and the launch goes on" {
+  ctl POST faults '{"rules": [{"op": "offers", "kind": "error", "skip": 1, "times": 1}]}' >/dev/null
+  run launch --yes probe
+  echo "$output"; [ "$status" -eq 0 ]
+  [[ "$output" == *"runner: offer search: the CUDA floor cuda_max_good>=13.0 excludes an unknown number of offers (the count search failed)"* ]]
+  [ "$(created_count)" -eq 1 ]
 }
 
 @test "the CUDA filter is the lock's pin, read at launch; a lock without the pin refuses before any search" {

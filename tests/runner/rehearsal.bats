@@ -12,9 +12,10 @@
   [ "$status" -eq 0 ]
   [[ "$output" == *"rehearsal: kill_resume  ok"*"killed with "*" complete checkpoint(s) in the store; fold2 relaunched"* ]]
   [[ "$output" == *"fold2 resumed from epoch "* ]]
-  [[ "$output" == *"rehearsal: box_scores   ok"*"1 file(s) scored on the boxes (cpu fp32, the trainer's): fold2_inner_oof.csv"* ]]
+  [[ "$output" == *"rehearsal: world        ok"*"recipe configs/m5.json (p_aug 0.65, band-limit weight 6 (chosen), RawBoost 7 of 28)"* ]]
+  [[ "$output" == *"rehearsal: box_scores   ok"*"2 file(s) scored on the boxes (cpu fp32, the trainer's): fold2_inner_oof.csv fold2_probe.csv"* ]]
   [[ "$output" == *"rehearsal: bundle_put   ok"*", no codec copies"* ]]           # the boxes make them
   [[ "$output" == *"codec copies made on 1 box, pulled by 1;"* ]]                  # the relaunch pulled
-  [[ "$output" == *"rehearsal: codecs_here  ok"*": verified 160 copies of 32 clips"* ]]
+  [[ "$output" == *"rehearsal: codecs_here  ok"*": verified 170 copies of 34 clips"* ]]
   [[ "$output" == *"rehearsal: every stage passed"* ]]
 }

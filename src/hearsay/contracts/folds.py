@@ -3,12 +3,14 @@ checked, and the leak rules, once; pinned by sha256 in the SHA256SUMS beside the
 that makes them is `hearsay splits` (hearsay.bundle.splits).
 
 A fold file `<name>.folds.json` holds the resolved SplitsConfig and the fold of every row id:
-{"config": {...}, "folds": {"<id>": "0".."4" | "holdout" | "test" | "extra"}}. `make` writes it and
-(re)writes its line in `<out>/SHA256SUMS` (sha256sum format); everything that reads a fold file
-(`load_folds`, `hearsay bundle --folds`) first checks that digest and refuses on a mismatch.
+{"config": {...}, "folds": {"<id>": "0".."4" | "holdout" | "test" | "probe" | "extra"}}. `make`
+writes it and (re)writes its line in `<out>/SHA256SUMS` (sha256sum format); everything that reads a
+fold file (`load_folds`, `hearsay bundle --folds`) first checks that digest and refuses on a
+mismatch.
 
 How `make` assigns folds (deterministic for a given manifest + config):
-1. rows whose input fold is `test` stay `test` (any other pre-filled fold is refused);
+1. rows whose input fold is `test` or `probe` (the probe set: hearsay.contracts.manifest) stay
+   there (any other pre-filled fold is refused);
 2. a generator's family is the part of its name before `family_sep` (`voc-a` -> `voc`); every core
    group that holds a spoof row of a `holdout_families` family goes to `holdout`, whole;
 3. the other core groups are spread over folds 0..n_folds-1, group-disjoint and label-stratified
@@ -44,6 +46,8 @@ import pandas as pd
 from hearsay import config
 from hearsay.contracts.manifest import INNER_FOLDS, LABELS
 from hearsay.hashing import SUMS, SumsError, format_sums, read_sums, sha256_file
+
+KEPT = ("test", "probe")  # folds a manifest pre-fills and `make` keeps, each group whole
 
 
 class FoldError(ValueError):
@@ -95,13 +99,15 @@ def refuse_holdout_extras(df: pd.DataFrame, cfg: SplitsConfig, who: str = "split
 
 
 def refuse_split_test_groups(core: pd.DataFrame, folds: pd.Series) -> None:
-    """`make`'s and `import`'s refusal of a core group with rows in fold test and outside it
-    (`folds`: the core rows' folds, aligned with `core`)."""
-    in_test = folds == "test"
-    clash = sorted(set(core.loc[~in_test, "group"]) & set(core.loc[in_test, "group"]))
-    if clash:
-        raise FoldError(f"group(s) {clash[:5]} have rows both in fold 'test' and outside it; "
-                        "folds are group-disjoint: put the whole group in 'test' or none of it")
+    """`make`'s and `import`'s refusal of a core group with rows in fold test (or probe) and
+    outside it (`folds`: the core rows' folds, aligned with `core`)."""
+    for kept in KEPT:
+        inside = folds == kept
+        clash = sorted(set(core.loc[~inside, "group"]) & set(core.loc[inside, "group"]))
+        if clash:
+            raise FoldError(f"group(s) {clash[:5]} have rows both in fold '{kept}' and outside "
+                            f"it; folds are group-disjoint: put the whole group in '{kept}' or "
+                            "none of it")
 
 
 def holdout_groups(core: pd.DataFrame, cfg: SplitsConfig) -> set:
@@ -114,16 +120,18 @@ def assign_folds(df: pd.DataFrame, cfg: SplitsConfig) -> dict[str, str]:
     """{id: fold} for every row of a validated manifest (see the module docstring)."""
     extra = df["train_scope"] == "extra"
     refuse_holdout_extras(df, cfg)
-    preset = df.loc[~df["fold"].isin(["", "test"]) & ~(extra & (df["fold"] == "extra")), "id"]
+    preset = df.loc[~df["fold"].isin(["", *KEPT]) & ~(extra & (df["fold"] == "extra")), "id"]
     if len(preset):
         raise FoldError(f"rows {preset.tolist()[:5]} come with fold values; `splits make` assigns "
-                        "inner and holdout folds itself (only 'test' is kept): empty those cells")
+                        "inner and holdout folds itself (only 'test' and 'probe' are kept): "
+                        "empty those cells")
     folds: dict[str, str] = {}
     core = df.loc[~extra]
-    test_groups = set(core.loc[core["fold"] == "test", "group"])
-    for rid in core.loc[core["fold"] == "test", "id"]:
-        folds[rid] = "test"
-    rest = core.loc[core["fold"] != "test"]
+    kept_groups = {g: f for f in KEPT for g in core.loc[core["fold"] == f, "group"]}
+    for rid, f in zip(core["id"], core["fold"], strict=True):
+        if f in KEPT:
+            folds[rid] = f
+    rest = core.loc[~core["fold"].isin(KEPT)]
     refuse_split_test_groups(core, core["fold"])
     hold_groups = holdout_groups(rest, cfg)
     for rid in rest.loc[rest["group"].isin(hold_groups), "id"]:
@@ -145,7 +153,7 @@ def assign_folds(df: pd.DataFrame, cfg: SplitsConfig) -> dict[str, str]:
         group_fold[g] = str(k)
     for rid, g in zip(inner["id"], inner["group"], strict=True):
         folds[rid] = group_fold[g]
-    group_fold.update({g: "holdout" for g in hold_groups} | {g: "test" for g in test_groups})
+    group_fold.update({g: "holdout" for g in hold_groups} | kept_groups)
     for rid, g in zip(df.loc[extra, "id"], df.loc[extra, "group"], strict=True):
         folds[rid] = group_fold.get(g, "extra")
     return folds
@@ -230,7 +238,7 @@ def check_imported(df: pd.DataFrame, folds: dict[str, str], cfg: SplitsConfig,
                         f"missing {missing[:5]}, {len(unknown)} unknown id(s) {unknown[:5]} "
                         "(import the fold file made for this manifest)")
     fold = df["id"].map(folds)
-    allowed = {str(k) for k in range(cfg.n_folds)} | {"holdout", "test", "extra"}
+    allowed = {str(k) for k in range(cfg.n_folds)} | {"holdout", *KEPT, "extra"}
     bad = ~fold.isin(allowed)
     if bad.any():
         raise FoldError(f"{what}: id(s) {df.loc[bad, 'id'].tolist()[:5]} have folds "
@@ -248,7 +256,7 @@ def check_imported(df: pd.DataFrame, folds: dict[str, str], cfg: SplitsConfig,
         raise FoldError(f"{what}: core id(s) {core.loc[core_fold == 'extra', 'id'].tolist()[:5]}"
                         " in fold 'extra' (only train_scope extra rows may be)")
     refuse_split_test_groups(core, core_fold)
-    rest = core_fold != "test"  # test groups stay test, whatever generators they hold (make)
+    rest = ~core_fold.isin(KEPT)  # test/probe groups stay so, whatever generators they hold
     hold = holdout_groups(core.loc[rest], cfg)
     wrong = core.loc[rest & (core["group"].isin(hold) != (core_fold == "holdout")), "id"].tolist()
     if wrong:
@@ -261,7 +269,8 @@ def check_imported(df: pd.DataFrame, folds: dict[str, str], cfg: SplitsConfig,
         raise FoldError(f"{what}: group(s) {split.index.tolist()[:5]} span folds "
                         f"{split.tolist()[:5]}; folds are group-disjoint: one fold per group "
                         "(an extra row takes its group's fold)")
-    orphan = df.loc[extra & ~df["group"].isin(core["group"]) & fold.isin(["holdout", "test"])]
+    orphan = df.loc[extra & ~df["group"].isin(core["group"])
+                    & fold.isin(["holdout", *KEPT])]
     if len(orphan):
         raise FoldError(f"{what}: extra id(s) {orphan['id'].tolist()[:5]} of groups with no core"
                         " rows in 'holdout'/'test': such a row keeps an inner fold or 'extra'")

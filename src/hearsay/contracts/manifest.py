@@ -10,6 +10,12 @@ manifest; it is then filled from a pinned fold file (hearsay.contracts.folds).
 Scores: fold 0-4 -> split `inner_oof`, `holdout` -> `holdout`, `test` -> `test`; `extra` rows (and
 every `train_scope == extra` row) are train-only and never scored. `scorable(df)` drops them and
 `assert_no_extra(scores, manifest)` raises if any of them reaches a score table.
+
+Fold `probe` holds the probe set (bona fide clips from outside the training domain, e.g.
+In-the-Wild's: `hearsay manifest-import in-the-wild --probe`): never trained on, scored by every
+run into its own probe file (hearsay.evaluate.probe_set) and never in the exported score file
+(`scorable` drops it too), so the test split stays exactly the sponsor's test set in its order.
+A clip (path) in both fold probe and fold test is refused, naming the rows.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ INPUT_COLUMNS = ("id", "path", "label", "generator", "source", "group", "fold", 
 BUNDLE_COLUMNS = ("duration", "codec_ids")  # filled by hearsay bundle (+ "flac" in the bundle)
 LABELS = ("bonafide", "spoof")
 INNER_FOLDS = ("0", "1", "2", "3", "4")
-FOLDS = INNER_FOLDS + ("holdout", "test", "extra")
+FOLDS = INNER_FOLDS + ("holdout", "test", "probe", "extra")
 SCOPES = ("core", "extra")
 SPLIT_OF_FOLD = {**{f: "inner_oof" for f in INNER_FOLDS}, "holdout": "holdout", "test": "test"}
 ID_RE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -101,6 +107,23 @@ def validate(df: pd.DataFrame, *, path: str | os.PathLike | None = None,
             raise bad("fold", f"{fold!r} is not one of {list(FOLDS)}")
         if scope == "core" and fold == "extra":
             raise bad("fold", "a core row cannot be in fold 'extra' (set train_scope to extra)")
+        if fold == "probe" and scope != "core":
+            raise bad("train_scope", "a probe row is never trained on: train_scope core")
+    refuse_probe_in_test(df, path=path)
+
+
+def refuse_probe_in_test(df: pd.DataFrame, *, path: str | os.PathLike | None = None) -> None:
+    """ManifestError naming the rows when one clip (its `path`) is in both fold probe and fold
+    test: the probe must not move the test split, nor the test split the probe."""
+    fold, clip = df["fold"].astype(str).str.strip(), df["path"].astype(str).str.strip()
+    shared = set(clip[fold == "probe"]) & set(clip[fold == "test"])
+    if shared:
+        at = (clip.isin(shared) & fold.isin(["probe", "test"])).to_numpy().nonzero()[0]
+        rows = [f"row {i + 1} ({df['id'].iloc[i]}, fold {fold.iloc[i]})" for i in at]
+        raise ManifestError(f"{len(shared)} clip(s) in both fold probe and fold test: "
+                            f"{', '.join(rows[:10])}; the probe set is its own corpus: drop "
+                            "these rows from one of the two (e.g. import In-the-Wild with "
+                            "--probe only, never also with --test)", path=path)
 
 
 def resolve_path(rel: str, manifest_dir: str | os.PathLike) -> Path:
@@ -127,8 +150,9 @@ def is_extra(df: pd.DataFrame) -> pd.Series:
 
 
 def scorable(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows that may receive an exported score (every extra row dropped), plus a `split` column."""
-    out = df.loc[~is_extra(df)].copy()
+    """Rows that may receive an exported score (every extra and probe row dropped), plus a `split`
+    column."""
+    out = df.loc[~is_extra(df) & (df["fold"].astype(str) != "probe")].copy()
     out["split"] = [split_of(f) for f in out["fold"].astype(str)]
     if out["split"].isna().any():
         bad = out.loc[out["split"].isna(), "id"].tolist()[:5]

@@ -64,7 +64,10 @@ def check_fold(fold, n_folds: int) -> int:
     return k
 
 # score split -> the manifest folds whose rows it holds (core rows only: hearsay.evaluate.score)
-SPLITS = {"inner_oof": INNER_FOLDS, "holdout": ("holdout",), "test": ("test",)}
+# (probe: the probe set, scored by every run into its own file, never exported: probe_set)
+SPLITS = {"inner_oof": INNER_FOLDS, "holdout": ("holdout",), "test": ("test",),
+          "probe": ("probe",)}
+EXPORTED = ("inner_oof", "holdout", "test")  # the splits of the assembled score file, in order
 
 
 def run_key(job: str, fold: int | None = None) -> str:
@@ -108,7 +111,7 @@ def scorer_of(split: str, fold: str | None = None) -> str:
         return f"fold{fold}"
     if split in ("holdout", "test"):
         return "full"
-    raise ValueError(f"split {split!r}: one of {', '.join(SPLITS)}")
+    raise ValueError(f"split {split!r}: one of {', '.join(EXPORTED)}")
 
 
 def split_rows(manifest, split: str, fold: int | None = None):

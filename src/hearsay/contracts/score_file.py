@@ -9,14 +9,14 @@ reads or reuses a score CSV goes through these names.
       detector_scores/<name>.csv             the assembled file        assembled_path(OUTPUTS, name)
 
     key     fold0 .. fold4, full                  hearsay.contracts.protocol.RUN_KEYS
-    split   inner_oof, holdout, test              hearsay.contracts.protocol.SPLITS
+    split   inner_oof, holdout, test, probe       hearsay.contracts.protocol.SPLITS
     suffix  ""            clean rows              the sidecar's "augmented": False
             "_aug"        the augmented slice                                 True
             "_codecs"     the codec panel                                     "codecs"
             "_test_length"  test-length crops                                 "test_length"
             "_whole"      whole clips up to 14 s                              "whole"
-            "_probe"      the probe set: the test split's bona fide rows      "probe"
-                          (full_test_probe.csv; hearsay.evaluate.probe_set)
+    <key>_probe.csv: split probe, every run's scores of the probe set (fold probe's bona fide rows,
+    e.g. In-the-Wild's; hearsay.evaluate.probe_set), never part of the assembled file
 
 A box's `hearsay score-run --out RUN_DIR/scores` writes the same names; runner/collect.sh brings
 them to models/<stamp>/scores/.
@@ -69,7 +69,7 @@ REUSE_RULE = ("sidecar: weights sha256, bundle tree-sha, split, fold, max_s, aug
               "and precision recorded, not compared)")
 # the sidecar's "augmented" -> the file name's suffix
 SUFFIXES = {False: "", True: "_aug", "codecs": "_codecs", "test_length": "_test_length",
-            "whole": "_whole", "probe": "_probe"}
+            "whole": "_whole"}
 _NAME = re.compile(rf"({'|'.join(RUN_KEYS)})_({'|'.join(SPLITS)})"
                    rf"({'|'.join(re.escape(s) for s in SUFFIXES.values())})\.csv")
 

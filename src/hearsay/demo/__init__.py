@@ -153,8 +153,8 @@ def stage_assemble(out: Path, ctx: dict) -> None:
     under models/demo/earlier/duration/ become the bar folder models/demo/bar_duration/ the way
     `hearsay bar --pick train=...` makes one (rows checked, its own probe record): a model
     that detects beats it out-of-fold; on the holdout only one that carries over to the unseen
-    family does. The probe set is the test split's bona fide clips, scored by the full run as a
-    box scores it (hearsay.evaluate.probe_set: models/demo/scores/full_test_probe.csv, with its
+    family does. The probe set is fold probe's bona fide clips, scored by the full run as a
+    box scores it (hearsay.evaluate.probe_set: models/demo/scores/full_probe.csv, with its
     set sha256), and the gate reads that file. There is no ledger in the demo, so the spend
     reads "unknown".
     """
@@ -174,7 +174,7 @@ def stage_assemble(out: Path, ctx: dict) -> None:
               parity=None)  # the export stage runs after this one
     done = assemble.assemble(pin_path, bundle, out / "outputs")
     df = done["scores"]
-    probe = done["files"]["full"][("test", probe_set.AUG)]  # scored as the full box scores it
+    probe = done["files"]["full"][(probe_set.SPLIT, False)]  # scored as the full box scores it
     earlier = stamp / "earlier" / "duration"  # the earlier detector's own score file + meta
     write_length_detector(bundle.root, probe, earlier)
     bar_dir = stamp / "bar_duration"  # the bar folder hearsay.evaluate.gate reads (hearsay bar)

@@ -17,10 +17,11 @@ otherwise raise it, and the peak of a normalised crop would tell the class), and
 random lengths, levels and silence padding, so duration, peak and leading silence are not shortcuts.
 
 The manifest has inner groups (fold left empty: `hearsay splits make` fills it), holdout-family
-groups, test groups (fold `test`), extra rows (train_scope `extra`, generators voc-x / smear-x and
-an extra bona fide source), a few stereo 48 kHz / 22.05 kHz FLAC / 8-bit / MP3 / M4A files, and
-with `bad_files` four deliberately bad ones: a text file named .wav and a header-only .wav
-(decode failures), an all-silent clip and a 0.3 s clip (dropped by the bundle as too short).
+groups, test groups (fold `test`), bona fide probe groups (fold `probe`: the probe set), extra rows
+(train_scope `extra`, generators voc-x / smear-x and an extra bona fide source), a few stereo 48
+kHz / 22.05 kHz FLAC / 8-bit / MP3 / M4A files, and with `bad_files` four deliberately bad ones: a
+text file named .wav and a header-only .wav (decode failures), an all-silent clip and a 0.3 s clip
+(dropped by the bundle as too short).
 
 Exit codes: 0 written, 2 usage (also --seed or a count below its minimum, or --min-s not in
 (0, --max-s]), 3 OUT cannot be written (the system's error named).
@@ -68,6 +69,7 @@ class DemoDataConfig:
     per_group: int = 3  # clips per class per group
     holdout_groups: int = 3  # groups holding bona fide + the holdout family (phq)
     test_groups: int = 3  # groups pre-assigned fold `test`
+    probe_groups: int = 2  # bona fide-only groups pre-assigned fold `probe` (the probe set)
     extra_rows: int = 12  # train_scope extra rows
     min_s: float = 1.0  # clip length range before padding, seconds
     max_s: float = 6.0
@@ -77,7 +79,9 @@ class DemoDataConfig:
 HELP = {"seed": "everything (layout and audio) derives from this",
         "inner_groups": "speaker groups spread over folds 0-4",
         "per_group": "clips per class per group", "holdout_groups": "groups with the phq family",
-        "test_groups": "groups pre-assigned fold test", "extra_rows": "train_scope extra rows",
+        "test_groups": "groups pre-assigned fold test",
+        "probe_groups": "bona fide groups pre-assigned fold probe (the probe set)",
+        "extra_rows": "train_scope extra rows",
         "min_s": "shortest clip before padding, s", "max_s": "longest clip before padding, s",
         "bad_files": "add the four deliberately bad files (true/false)"}
 
@@ -269,6 +273,9 @@ def layout(cfg: DemoDataConfig) -> list[dict]:
             rows[-1]["source"] = "audiobook"  # an extra-only bona fide source
         else:
             add(group, "spoof", EXTRA_GENERATORS[i % 2], scope="extra")
+    for g in range(cfg.probe_groups):  # last, so the rows above draw as before
+        for _ in range(cfg.per_group):
+            add(f"probe{g:02d}", "bonafide", "bonafide", fold="probe")
     return rows
 
 
@@ -362,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
 def config_problem(cfg: DemoDataConfig) -> str | None:
     """What makes `cfg` no corpus (a sentence naming the option), or None."""
     least = {"seed": 0, "inner_groups": 1, "per_group": 1, "holdout_groups": 0, "test_groups": 0,
-             "extra_rows": 0}
+             "probe_groups": 0, "extra_rows": 0}
     for name, low in least.items():
         if getattr(cfg, name) < low:
             return f"--{name.replace('_', '-')} must be >= {low} (got {getattr(cfg, name)})"

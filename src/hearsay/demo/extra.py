@@ -4,13 +4,14 @@ file the finals' recipe cites.
 
     = hearsay corpus-probe corpus/manifest.csv --corpus train_scope=extra \\
           --against train_scope=core --label spoof --config corpus_probe.json --json probe.json
-    + hearsay train --fold 0 (core only / core + extra), hearsay score (inner fold 0, test)
+    + hearsay train --fold 0 (core only / core + extra), hearsay score (inner fold 0, probe)
     + hearsay corpus-probe --drop-rule --without ... --with ... --probe-result probe.json \\
           --decision models/demo/corpus_decision.json
 
 The demo corpus's extra corpus is its train_scope extra rows (8 synthetic clips of voc-x /
-smear-x, 4 bona fide of the audiobook source); its peer the core synthetic clips. The probe
-set is the test split's bona fide clips. Everything lands under demo_out/extra/.
+smear-x, 4 bona fide of the audiobook source); its peer the core synthetic clips. The probe set is
+the probe fold's bona fide clips, scored by each recipe's fold-0 model as its box would. Everything
+lands under demo_out/extra/.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def stage_extra(out: Path, ctx: dict, preset: dict | None = None,
     from hearsay.contracts.bundle import load_bundle
     from hearsay.evaluate import corpus_decision as cd
     from hearsay.evaluate import corpus_probe as cp
+    from hearsay.evaluate import probe_set
     from hearsay.evaluate import score as scoring
     from hearsay.evaluate.report import key_frame
     from hearsay.files import jsonable
@@ -77,14 +79,12 @@ def stage_extra(out: Path, ctx: dict, preset: dict | None = None,
     bundle = load_bundle(ctx["bundle"])
     sc = scoring.ScoreConfig(device="cpu")
     readings = {}
-    for n, run in runs.items():
-        files = {}
-        for split, fold in (("inner_oof", 0), ("test", None)):
-            df, side = scoring.score_split(bundle, run, split, fold, sc)
-            files[split] = root / n / f"{split}.csv"
-            score_file.write(df, side, files[split])
-        readings[n] = cd.recipe_probe(files["inner_oof"], files["test"],
-                                      key_frame(bundle.manifest))
+    for n, run in runs.items():  # the files a fold-0 box leaves: its inner fold and the probe
+        df, side = scoring.score_split(bundle, run, "inner_oof", 0, sc)
+        score_file.write(df, side, root / n / score_file.file_name("fold0", "inner_oof"))
+        df, side = probe_set.score(bundle, run, sc)
+        score_file.write(df, side, root / n / probe_set.file_name("fold0"))
+        readings[n] = cd.recipe_probe(root / n, None, key_frame(bundle.manifest))
     drop = cd.drop_from_runs(readings["core_only"], readings["core_extra"], cfg.drop_rise)
     decision = cd.decide(probe, drop, asdict(cfg))
     path = out / "models" / "demo" / "corpus_decision.json"

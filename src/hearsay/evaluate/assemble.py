@@ -3,6 +3,7 @@
     hearsay assemble --pinned models/<stamp>/final_runs.json --bundle BUNDLE \\
         [--bar BAR_DIR [--bar2 BAR_DIR]] [--probe PROBE.csv] [--ledger docs/ledger.csv] \\
         [--ablation decision.json] [--corpus-decision corpus_decision.json] \\
+        [--runner-log RUNNER_STATE/runner.log] [--cap-usd USD] \\
         [--outputs outputs] [--reports docs/reports]
 
 Runs are taken ONLY from the pin file; nothing is ever chosen by modification time, name order or
@@ -48,7 +49,7 @@ campaign's
 models/<stamp>/ (meta.json + the score CSV meta.json names), or a folder with scores.csv and a
 meta.json holding its own probe record. A pass needs ours below the bar's minDCF (pi 0.3) on the
 holdout AND on the pooled out-of-fold clips, judged apart; the probe (bona fide clips only,
-e.g. In-the-Wild: by default the full run's full_test_probe.csv, the test split's bona fide
+e.g. In-the-Wild: by default the full run's full_probe.csv, fold probe's bona fide
 clips scored on its box: hearsay.evaluate.probe_set; --probe FILE for another, path +
 logit/score): our false-alarm rate at our out-of-fold threshold no
 worse than the bar's own rate from its meta.json (same probe clips, by set_sha256); and no stream
@@ -81,7 +82,7 @@ import numpy as np
 from hearsay.contracts import ledger as ledgers
 from hearsay.contracts import pin as pins
 from hearsay.contracts import run_dir, score_file
-from hearsay.contracts.protocol import SPLITS, run_keys, split_rows
+from hearsay.contracts.protocol import EXPORTED, run_keys, split_rows
 from hearsay.evaluate import probe_set, score_run
 from hearsay.evaluate import score as scoring
 
@@ -190,11 +191,11 @@ def assemble_frame(manifest, files: dict):
 
 
 def check_f1_counts(df, manifest) -> None:
-    for split in SPLITS:
+    for split in EXPORTED:
         want, got = len(core_rows(manifest, split)), int((df["split"] == split).sum())
         if want != got:
             raise CheckFailed("F1", f"{split}: {got} rows written, manifest has {want} core rows")
-    if len(df) != sum(len(core_rows(manifest, s)) for s in SPLITS):
+    if len(df) != sum(len(core_rows(manifest, s)) for s in EXPORTED):
         raise CheckFailed("F1", f"{len(df)} rows written: rows of no known split present")
 
 
@@ -332,9 +333,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--probe", type=Path, default=None,
                     help="bona fide probe scores (path + logit/score), read at the OOF minDCF "
                          "threshold and held against the bar's own rate (default: the full "
-                         "run's scores/full_test_probe.csv, scored on its box)")
+                         "run's scores/full_probe.csv, scored on its box)")
     ap.add_argument("--ledger", type=Path, default=Path("docs") / ledgers.FILE,
                     help="expense ledger for the spend line (absent: spend 'unknown')")
+    ap.add_argument("--runner-log", type=Path, default=None, metavar="RUNNER_LOG",
+                    help="the runner's event log (RUNNER_STATE/runner.log): the reaper's reasons"
+                         " and the budget guard's refusals in the runtime checks")
+    ap.add_argument("--cap-usd", type=float, default=None, metavar="USD",
+                    help="the campaign's spending cap, held against the ledger's spend (G3; "
+                         "without it: not measured)")
     ap.add_argument("--outputs", type=Path, default=Path("outputs"),
                     help="folder receiving detector_scores/<name>.csv")
     ap.add_argument("--reports", type=Path, default=Path("docs/reports"),
@@ -369,11 +376,12 @@ def main(argv: list[str] | None = None) -> int:
         done = assemble(args.pinned, bundle, args.outputs,
                         scoring.ScoreConfig(device=args.device), rescore=args.rescore)
         extra = corpus_decision.gate_check(args.corpus_decision, done["metas"])
-        probe = args.probe or done["files"]["full"].get(("test", probe_set.AUG))
+        probe = args.probe or done["files"]["full"].get((probe_set.SPLIT, False))
         meta = report.write_all(done, bundle, bars=bars, probe=probe, ledger=args.ledger,
                                 reports=args.reports, ablation=ablation,
                                 ablation_md=ablation and compare.markdown(ablation),
-                                fa_rate=args.fa_rate, extra_corpus=extra)
+                                fa_rate=args.fa_rate, extra_corpus=extra,
+                                runner_log=args.runner_log, cap_usd=args.cap_usd)
     except CheckFailed as err:
         print(f"hearsay assemble: check failed: {err}", file=sys.stderr)
         return EXIT_CHECK

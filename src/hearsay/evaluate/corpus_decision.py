@@ -2,9 +2,9 @@
 runs, the decision file a recipe cites, and its line in the gate.
 
     hearsay corpus-probe --drop-rule --without models/abl/core_only/ablation_runs.json \\
-        --probe-without core_only_probe.csv --with models/abl/core_extra/ablation_runs.json \\
-        --probe-with core_extra_probe.csv --bundle BUNDLE \\
+        --with models/abl/core_extra/ablation_runs.json --bundle BUNDLE \\
         --probe-result probe.json --decision models/abl/corpus_decision.json
+        # each recipe's probe: its fold boxes' foldK_probe.csv (or --probe-without/--probe-with)
 
 The drop rule: the extra corpus is dropped when adding it to training raises the probe set's
 (bona fide only, e.g. In-the-Wild) false-alarm rate by more than `drop_rise` (config; 0.01 = one
@@ -14,8 +14,12 @@ on its pooled inner-fold scores; a probe clip at or above it is a false alarm). 
   * an assembled campaign folder (models/<stamp>/, no probe file given): its meta.json "probe"
     record, written by `hearsay assemble --probe`;
   * a recipe's inner-fold scores (what `hearsay compare` reads: a pin file, a scores folder, a
-    score CSV) + `--probe-*` CSV, the probe clips scored by that recipe's model. With --bundle,
-    rows the bundle labels spoof are left out (the probe set is bona fide only) and counted.
+    score CSV) and its probe scores: by default the probe files its fold runs' boxes wrote
+    beside their inner-fold files (foldK_probe.csv next to foldK_inner_oof.csv, brought back by
+    runner/collect_ablation.sh; every box scores the probe set, hearsay.evaluate.probe_set),
+    pooled over the folds at the recipe's one out-of-fold threshold; or `--probe-*` CSV, the
+    probe clips scored by that recipe's model elsewhere. With --bundle, rows the bundle labels
+    spoof are left out (the probe set is bona fide only) and counted.
 Both readings must be of the same probe clips (set_sha256), else refused.
 
 The decision (`decide`), thresholds from the probe's config (hearsay.evaluate.corpus_probe):
@@ -49,34 +53,61 @@ class DecisionRefused(DecisionError):
     """The two readings are not comparable (exit 4)."""
 
 
+def runs_probe_files(inner: list[Path]) -> list[Path]:
+    """The probe files the fold runs' boxes wrote beside their inner-fold files
+    (foldK_inner_oof.csv -> foldK_probe.csv); DecisionError naming the missing ones."""
+    from hearsay.contracts import score_file
+    from hearsay.evaluate import probe_set
+
+    found = [(f, run) for f in inner if (run := score_file.parse_name(Path(f).name))]
+    files = [Path(f).with_name(probe_set.file_name(run.key)) for f, run in found]
+    missing = [str(f) for f in files if not f.is_file()]
+    if not files or missing:
+        raise DecisionError(f"no probe file of the recipe's runs: "
+                            f"{missing or list(map(str, inner))} (each fold box scores the "
+                            "probe set: bring it back with runner/collect_ablation.sh, or give "
+                            "--probe-with / --probe-without)")
+    for (f, _), probe in zip(found, files, strict=True):  # the same model scored both
+        ours, theirs = (score_file.read_sidecar(x).get("weights_sha256") for x in (f, probe))
+        if ours != theirs:
+            raise DecisionRefused(f"{probe}: scored by weights {theirs}, {Path(f).name} by "
+                                  f"{ours}: collect the runs again (runner/collect_ablation.sh)")
+    return files
+
+
 def recipe_probe(source: Path, probe: Path | None, key) -> dict:
     """One recipe's probe reading at its own out-of-fold threshold (see the module docstring)."""
-    from hearsay.contracts import score_file
-    from hearsay.evaluate import compare, gate
+    import pandas as pd
+
+    from hearsay.evaluate import compare, gate, probe_set
 
     source = Path(source)
-    if probe is None:
+    if probe is None and (source / "meta.json").is_file():
         meta = source / "meta.json"
-        if not meta.is_file():
-            raise DecisionError(f"{source}: give its probe score file (--probe-with / "
-                                "--probe-without) or an assembled campaign folder "
-                                "(models/<stamp>/ whose meta.json holds a probe record)")
         rec = json.loads(meta.read_text()).get("probe") or {}
         if rec.get("false_alarm_rate") is None:
             raise DecisionError(f"{meta}: no probe false-alarm rate (assemble it with --probe)")
         return {**rec, "from": "assembly", "source": str(source)}
+    if key is None:
+        raise DecisionError(f"{source}: its probe scores are read against the clips' labels: "
+                            "give --bundle BUNDLE (or --key KEY.csv)")
     try:
-        oof = compare.recipe_scores(source.name, compare.recipe_files(source))
-        frame = score_file.read(probe)
-    except (compare.CompareError, OSError) as err:
+        inner = compare.recipe_files(source)
+        oof = compare.recipe_scores(source.name, inner)
+        files = [Path(probe)] if probe is not None else runs_probe_files(inner)
+        frame = pd.concat([probe_set.read(f) for f in files], ignore_index=True)
+    except (compare.CompareError, OSError, ValueError) as err:
+        if isinstance(err, DecisionError):
+            raise
         raise DecisionError(str(err)) from None
     spoof = set(key.loc[key["label"] == "spoof", "path"].astype(str))
     left_out = frame["path"].astype(str).isin(spoof)
     frame = frame[~left_out]
     if not len(frame):
-        raise DecisionError(f"{probe}: no bona fide probe clip")
-    rec = gate.probe_reading(oof, key, frame, Path(probe))
-    return {**rec, "from": "runs", "source": str(source), "spoof_left_out": int(left_out.sum())}
+        raise DecisionError(f"{', '.join(map(str, files))}: no bona fide probe clip")
+    rec = gate.probe_reading(oof, key, frame, files[0] if len(files) == 1 else None)
+    return {**rec, "from": "runs", "source": str(source), "probe_files": [str(f) for f in files],
+            "spoof_left_out": int(left_out.sum())}
 
 
 def drop_rule(fa_without: float, fa_with: float, rise: float) -> dict:

@@ -38,7 +38,9 @@ the code: `bound`, `landing_share`, `cap_share`, `drop_rise`, `min_per_side`, `f
 resolved config is recorded in every output.
 
 The drop rule and the decision file (`--drop-rule`, hearsay.evaluate.corpus_decision): both
-recipes' probe false-alarm rates are read from their runs, each at its own out-of-fold threshold;
+recipes' probe false-alarm rates are read from their runs, each at its own out-of-fold threshold
+(the probe scores: the fold boxes' foldK_probe.csv beside the pin's foldK_inner_oof.csv, unless
+--probe-without / --probe-with name other files);
 with `--probe-result` the decision (keep / cap share / drop) is written to `--decision`, a file a
 training recipe cites by its sha256 (`selection.corpus_decision`) and `hearsay assemble
 --corpus-decision` reports in the gate.
@@ -308,9 +310,6 @@ def _drop_rule(args, cfg: CorpusProbeConfig) -> dict:
         from hearsay.contracts import score_file
 
         key = score_file.read(args.key)
-    elif args.probe_without is not None or args.probe_with is not None:
-        raise ProbeError("--probe-with/--probe-without are read against the clips' labels: "
-                         "give --bundle BUNDLE (or --key KEY.csv)")
     without = cd.recipe_probe(args.without, args.probe_without, key)
     with_ = cd.recipe_probe(args.with_, args.probe_with, key)
     out = cd.drop_from_runs(without, with_, cfg.drop_rise)
@@ -342,8 +341,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="the recipe without the extra corpus")
     ap.add_argument("--with", dest="with_", type=Path, metavar="RECIPE",
                     help="the recipe with the extra corpus")
-    ap.add_argument("--probe-without", type=Path, help="probe scores of the recipe without")
-    ap.add_argument("--probe-with", type=Path, help="probe scores of the recipe with")
+    ap.add_argument("--probe-without", type=Path,
+                    help="probe scores of the recipe without (default: its runs' probe files)")
+    ap.add_argument("--probe-with", type=Path,
+                    help="probe scores of the recipe with (default: its runs' probe files)")
     ap.add_argument("--bundle", type=Path, help="the bundle (labels of the scored clips)")
     ap.add_argument("--key", type=Path, help="or a key CSV (path,label) of the scored clips")
     ap.add_argument("--probe-result", type=Path, help="corpus-probe --against JSON: decide")

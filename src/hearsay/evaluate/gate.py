@@ -34,6 +34,15 @@ reading (pi 0.3 / 0.5 x both cost directions) is computed for holdout and out-of
 reading whose decision differs from the reading of record is named in "flips". Outcome: "fail"
 when a measured check fails, else "not measured" when one could not be measured, else "pass".
 A failed gate is a valid outcome: it is recorded, never raised.
+
+Each stage's margin is read against its noise, beside the outcome (never changing it): a paired
+bootstrap interval of minDCF(ours) - minDCF(bar) at the reading of record on the same clips
+(hearsay.evaluate.report_stats.paired_margin_ci), and on the holdout the band HOLDOUT_NOISE_BAND:
+a holdout gap |ours - bar| under 0.15 minDCF is within noise (the run spec's consult: few
+holdout clips, one unseen family). A stage is "within noise" when its interval holds 0 or, on
+the holdout, its gap is inside the band; else "beyond noise". The gate's "noise" says "within
+noise" when a stage of the gating bar is, so a pass (or fail) by a margin the clips cannot
+resolve is read as such in meta.json and the report.
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ from hearsay.shortcuts import SHORTCUT_BOUND, single_class
 from hearsay.shortcuts import strength as shortcut_strength
 
 RECORD = reading_name(*READING_OF_RECORD)
+HOLDOUT_NOISE_BAND = 0.15  # minDCF: a holdout gap under this is within noise (module docstring)
 
 
 def combine(outcomes) -> str:
@@ -145,7 +155,46 @@ def _stage(ours, bar_scores, key, what: str) -> dict:
     stage["why"] = (f"{what}: minDCF ours {rec['ours']:.4f} vs bar {rec['bar']:.4f} "
                     f"(margin {rec['margin']:+.4f}, {stage['n_bonafide']} bona fide + "
                     f"{stage['n_spoof']} synthetic)")
+    ranks = metrics.join(theirs, key).set_index("path")["rank"]
+    stage["noise"] = noise(j["rank"].to_numpy(float), ranks.loc[j["path"]].to_numpy(float),
+                           j["is_spoof"].to_numpy(bool), what,
+                           HOLDOUT_NOISE_BAND if what == "holdout" else None)
     return stage
+
+
+def noise(ours, bar, is_spoof, what: str, band: float | None) -> dict:
+    """One stage's margin against its noise: the paired interval of (ours - bar) and, with a
+    `band`, the gap |ours - bar| against it; "verdict" within noise / beyond noise / not
+    measured (module docstring)."""
+    from hearsay.evaluate.report_stats import paired_margin_ci
+
+    pi, direction = READING_OF_RECORD
+    ci = paired_margin_ci(ours, bar, is_spoof, pi=pi, direction=direction)
+    out = {**ci, "band": band}
+    if ci["interval"] is None:
+        return {**out, "verdict": "not measured", "why": f"{what}: one class only"}
+    d, (lo, hi) = ci["ours_minus_bar"], ci["interval"]
+    said = f"{what}: ours - bar {d:+.4f}, {ci['level']:.0%} paired interval [{lo:+.4f}, {hi:+.4f}]"
+    if lo <= 0 <= hi:
+        return {**out, "verdict": "within noise", "why": f"{said} holds 0"}
+    if band is not None and abs(d) < band:
+        return {**out, "verdict": "within noise",
+                "why": f"{said}; the gap {abs(d):.4f} is under the {band} band"}
+    return {**out, "verdict": "beyond noise",
+            "why": f"{said} excludes 0" + (f"; the gap {abs(d):.4f} is at or over the {band} "
+                                           "band" if band is not None else "")}
+
+
+def noise_verdict(judged: dict) -> dict:
+    """The gating bar's stages read against their noise: "within noise" when one of them is,
+    "beyond noise" when all are, else "not measured"."""
+    stages = [s.get("noise") for s in (judged.get("stages") or {}).values()]
+    verdicts = [s["verdict"] if s else "not measured" for s in stages]
+    verdict = ("within noise" if "within noise" in verdicts else
+               "beyond noise" if verdicts and set(verdicts) == {"beyond noise"} else
+               "not measured")
+    return {"verdict": verdict, "band": HOLDOUT_NOISE_BAND,
+            "why": "; ".join(s["why"] for s in stages if s) or judged.get("why", "")}
 
 
 def _probe_check(ours_probe: dict | None, bar_meta: dict) -> dict:
@@ -264,6 +313,7 @@ def judge(oof, holdout, key, bars: list[dict], probe_frame=None, probe_file: Pat
     out["why"] = (f"against {judged[0]['name']}: {judged[0]['why']}; {shortcuts['why']}"
                   + (f"; {extra['why']}" if extra else ""))
     out["flips"] = judged[0].get("flips", [])
+    out["noise"] = noise_verdict(judged[0])
     return out
 
 
@@ -280,6 +330,10 @@ def markdown(g: dict, bar_note: str | None = None) -> list[str]:
     lines += [f"The bar: {bar_note or first or 'none given'}. It is the bar because a campaign "
               "is worth shipping only if it beats the detector it would replace, on exactly the "
               "same clips.", "", g.get("why", ""), ""]
+    if g.get("noise"):
+        lines += [f"**Margin against noise: {g['noise']['verdict']}** (paired bootstrap of "
+                  f"ours - bar on the same clips; a holdout gap under {g['noise']['band']} "
+                  "minDCF is within noise).", ""]
     for i, b in enumerate(g["bars"]):
         role = "gate" if i == 0 else "beside (not gating)"
         lines += [f"### Bar {i + 1} ({role}): {b['name']}: {b['outcome']}", ""]
@@ -297,6 +351,10 @@ def markdown(g: dict, bar_note: str | None = None) -> list[str]:
                          f"{_fmt(orr.get('ours'))} | {_fmt(orr.get('bar'))} | "
                          f"{orr.get('beats')} |")
         lines += ["", f"- {b['probe']['why']}"]
+        for st in (h, o):
+            if st.get("noise"):
+                lines.append(f"- Margin against noise: {st['noise']['verdict']}: "
+                             f"{st['noise']['why']}.")
         if b["flips"]:
             lines.append(f"- **The decision flips** under: {', '.join(b['flips'])}.")
         else:

@@ -44,7 +44,14 @@ from hearsay.contracts import ledger as ledgers
 from hearsay.contracts import run_dir as run_dirs
 from hearsay.contracts import score_file
 from hearsay.evaluate import gate as gating
-from hearsay.evaluate import probe_set, readouts, report_plots, report_record, report_stats
+from hearsay.evaluate import (
+    probe_set,
+    readouts,
+    report_plots,
+    report_record,
+    report_stats,
+    runtime_checks,
+)
 from hearsay.files import jsonable
 from hearsay.hashing import git_sha
 from hearsay.metrics import PI_OF_RECORD
@@ -208,6 +215,8 @@ def markdown(meta: dict, plots: dict, ablation_md: str | None = None) -> str:
     lines += [f"- {k}: config `{r['config_hash']}`, weights `{r['weights_sha256']}`, "
               f"steps {r['steps']}" for k, r in ids["runs"].items()]
     lines += [""] + report_record.spend_lines(meta["spend"])
+    if meta.get("runtime"):
+        lines += runtime_checks.markdown(meta["runtime"])
     return "\n".join(lines) + "\n"
 
 
@@ -249,12 +258,14 @@ def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = No
               reports: Path = Path("docs/reports"), about: dict | None = None,
               ablation: dict | None = None, ablation_md: str | None = None,
               fa_rate: float = calibration.DEFAULT_FA_RATE,
-              extra_corpus: dict | None = None) -> dict:
+              extra_corpus: dict | None = None, runner_log: Path | None = None,
+              cap_usd: float | None = None) -> dict:
     """meta.json + the markdown report + plots for an assembled campaign; returns meta.
     `ablation`: the recipe decision (hearsay compare's JSON), recorded as meta "ablation";
     `ablation_md`: its report section (hearsay.evaluate.compare.markdown);
     `extra_corpus`: the gate's extra-corpus line (hearsay.evaluate.corpus_decision.gate_check)
-    or None.
+    or None; `runner_log`, `cap_usd`: the runtime checks' event log and spending cap
+    (hearsay.evaluate.runtime_checks, meta "runtime").
 
     `about` (optional): {"corpus": what the clips are, "bar": what the bar detector is and, for a
     bar that any model passes, that it is one} - words for the report's opening and gate line."""
@@ -320,6 +331,7 @@ def write_all(done: dict, bundle, bars: list[Path] = (), probe: Path | None = No
             "convention": metrics.CONVENTION, "metrics": results, "gate": g, "probe": g["probe"],
             "counts": readouts.class_counts(df, key), "codec_readout": codec,
             "identity": identity, "parity": done.get("parity"), "spend": spend(ledger),
+            "runtime": runtime_checks.record(ledger, runner_log, cap_usd),
             "rescored_here": (done.get("scoring") or {}).get("rescored_here"),
             "scoring": done.get("scoring"),
             "checks": ["F1", "F2", "F3", "F4", "F5"]

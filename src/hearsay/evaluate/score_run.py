@@ -5,14 +5,14 @@
     hearsay score-run --run RUN_DIR --bundle BUNDLE --out RUN_DIR/scores --parity-clips 50
     hearsay score-run --run RUN_DIR --bundle BUNDLE --out DIR --device cpu   # force CPU fp32
 
-The rows are those assemble asks of the run (`jobs_of`): a fold-K run scores inner_oof fold K;
-the full run scores holdout, the augmented holdout, the codec panel, the test-length crops, the
-whole clips up to 14 s, test, and the probe set (the test split's bona fide clips, e.g.
-In-the-Wild's: full_test_probe.csv with its set_sha256, the probe the gate reads;
-hearsay.evaluate.probe_set). Each file is <key>_<split><suffix>.csv (key fold0-4 or full,
-from run_meta.json) with its `.meta.json` sidecar (hearsay.contracts.score_file), byte for byte what
-assemble writes for the same model, settings and precision (the sidecar's "run" is the scoring
-machine's path).
+The rows are those assemble asks of the run (`jobs_of`): a fold-K run scores inner_oof fold K; the
+full run scores holdout, the augmented holdout, the codec panel, the test-length crops, the whole
+clips up to 14 s and test; and every run scores the probe set (fold probe's bona fide clips, e.g.
+In-the-Wild's: <key>_probe.csv with its set_sha256; the full run's is the probe the gate reads, a
+recipe's fold run's the probe of the drop rule; hearsay.evaluate.probe_set). Each file is
+<key>_<split><suffix>.csv (key fold0-4 or full, from run_meta.json) with its `.meta.json` sidecar
+(hearsay.contracts.score_file), byte for byte what assemble writes for the same model, settings and
+precision (the sidecar's "run" is the scoring machine's path).
 
 Device and precision are the trainer's: run_meta "device" "cpu" -> CPU fp32; a GPU -> cuda with
 bf16 autocast when the run trained in bf16 (config.json train.bf16), as `hearsay train` does.
@@ -54,13 +54,14 @@ PARITY_FILE = parity_b.FILE
 def jobs_of(key: str) -> list[tuple[str, int | None, bool | str]]:
     """(split, fold, augmented) each pinned run scores; augmented "codecs" is the codec readout
     (hearsay.evaluate.readouts.score_codec_panel: every codec copy of the same holdout rows);
-    "test_length" and "whole" the holdout at fixed-seed test-length crops and up to 14 s;
-    "probe" the probe set (hearsay.evaluate.probe_set)."""
+    "test_length" and "whole" the holdout at fixed-seed test-length crops and up to 14 s; split
+    "probe" the probe set, scored by every run (hearsay.evaluate.probe_set)."""
+    probe = (probe_set.SPLIT, None, False)
     if key == "full":
         return [("holdout", None, False), ("holdout", None, True), ("holdout", None, "codecs"),
                 ("holdout", None, "test_length"), ("holdout", None, "whole"),
-                ("test", None, False), ("test", None, "probe")]
-    return [("inner_oof", run_job(key)[1], False)]
+                ("test", None, False), probe]
+    return [("inner_oof", run_job(key)[1], False), probe]
 
 
 def key_of(meta: dict) -> str:
@@ -87,7 +88,7 @@ def score_one(bundle, run: Path, split: str, fold, aug, cfg: scoring.ScoreConfig
         df, side = readouts.score_codec_panel(bundle, run, cfg)
     elif aug in ("test_length", "whole"):
         df, side = readouts.score_holdout_variant(bundle, run, aug, cfg)
-    elif aug == "probe":
+    elif split == probe_set.SPLIT:
         df, side = probe_set.score(bundle, run, cfg, workers)
     else:
         df, side = scoring.score_split(bundle, run, split, fold, cfg, aug, workers)

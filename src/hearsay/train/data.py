@@ -59,13 +59,13 @@ def plan_job(bundle, job: str, fold: int | None):
     ids = set(train_ids(df, scfg, key))
     train = df.loc[df["id"].isin(ids)].reset_index(drop=True)
     # defence in depth, not an assert (python -O would drop it): these rows never train
-    leaked = train.loc[train["fold"].isin(["holdout", "test"]) | (train["fold"] == key)]
+    leaked = train.loc[train["fold"].isin(["holdout", "test", "probe"]) | (train["fold"] == key)]
     if val is not None:
         leaked = pd.concat([leaked, train.loc[train["id"].isin(val["id"])]])
     if not leaked.empty:
-        raise FoldLeak(f"fold protocol broken: {len(leaked)} holdout/test/validation rows would "
-                       f"train the {job} model ({leaked['id'].tolist()[:5]}): re-make the fold "
-                       "file (hearsay splits make) and the bundle")
+        raise FoldLeak(f"fold protocol broken: {len(leaked)} holdout/test/probe/validation rows "
+                       f"would train the {job} model ({leaked['id'].tolist()[:5]}): re-make the "
+                       "fold file (hearsay splits make) and the bundle")
     dropped = int(((df["train_scope"] == "extra") & df["generator"].map(scfg.family).isin(
         listed + derived) & ~df["fold"].isin(["holdout", "test", key])).sum())
     return train, val, {"listed": listed, "derived": derived, "extra_rows_dropped": dropped}

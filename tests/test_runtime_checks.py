@@ -1,0 +1,106 @@
+"""hearsay.evaluate.runtime_checks: the report's G2 (what ended each box, and the reaper's
+reasons), G3 (spend against the cap, the budget guard's refusals) and G5 (the secrets sweep),
+read from a ledger in the runner's format and an event log written by the runner's own
+log_event / die (runner/lib/common.sh)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from hearsay.contracts import event_log
+from hearsay.contracts import ledger as ledgers
+from hearsay.evaluate import runtime_checks as rc
+
+REPO = Path(__file__).resolve().parents[1]
+CREATED, DONE = "2026-11-30T00:00:00Z", "2026-11-30T02:00:00Z"
+
+
+def row(rid, job, closed="", hours="", cost="", reason=""):
+    """A 13-column ledger row (runner/lib/ledger.sh): the offer's GPU, cores, CUDA, the reason."""
+    return ",".join([rid, job, f"g{rid}", "9", "0.5", CREATED, closed, hours, cost, "A100 SXM4",
+                     "32", "13.0", reason])
+
+
+def ledger(tmp_path, *rows):
+    p = tmp_path / "ledger.csv"
+    p.write_text("\n".join([",".join(ledgers.WRITTEN), *rows]) + "\n")
+    return p
+
+
+def runner_log(tmp_path, script: str) -> Path:
+    """The event log as the runner writes it: `script` runs with runner/lib/common.sh sourced."""
+    state = tmp_path / "state"
+    subprocess.run(["bash", "-c", f'. "{REPO}/runner/lib/common.sh"; {script}'], check=True,
+                   env={"PATH": "/usr/bin:/bin", "RUNNER_STATE": str(state),
+                        "HOME": str(tmp_path)}, capture_output=True)
+    return state / event_log.FILE
+
+
+CAMPAIGN = (
+    'RUNNER_SCRIPT=reaper log_event "reaper: job fold2 REASON no heartbeat for 912 s"; '
+    'RUNNER_SCRIPT=reaper log_event "reaper: job full REASON the campaign deadline '
+    '2026-12-05T20:00:00Z passed (RUNNER_CAMPAIGN_DEADLINE) with the box in phase SETUP"; '
+    'RUNNER_SCRIPT=launch log_event "go-ahead for fold3 by --yes"; '
+    '(RUNNER_SCRIPT=launch die 3 "credit \\$5 < estimate \\$6 + commitments \\$0 + margin \\$1" '
+    '"add credit") || true; '
+    '(RUNNER_SCRIPT=launch die 15 "ablation GPU-hour cap: 1.5 h used or committed by ablation '
+    'rentals + 0.75 h for ablate-core_only-fold1 > RUNNER_ABLATION_GPU_HOURS=2" "fewer") || true; '
+    '(RUNNER_SCRIPT=launch die 4 "job fold3 still has instance 7" "wait") || true')
+
+
+def test_g2_names_each_rentals_ending_and_the_reapers_own_reasons(tmp_path):
+    led = ledger(tmp_path, row("1", "fold2"), row("1", "fold2", DONE, "2", "1.5", "HEARTBEAT"),
+                 row("2", "full"), row("2", "full", DONE, "1", "0.75", "CAMPAIGN_DEADLINE"),
+                 row("3", "fold0"), row("3", "fold0", DONE, "3", "2.25", "DONE"),
+                 row("4", "fold1"), row("4", "fold1", DONE, "3", "2.25"))
+    rec = rc.record(led, runner_log(tmp_path, CAMPAIGN))
+    g2 = rec["G2"]
+    assert g2["outcome"] == "pass" and g2["closed"] == 4 and g2["open"] == []
+    assert g2["by_reason"] == {"CAMPAIGN_DEADLINE": 1, "DONE": 1, "HEARTBEAT": 1,
+                               "ended itself": 1}
+    assert [r["job"] for r in g2["reaper_reasons"]] == ["fold2", "full"]
+    assert g2["reaper_reasons"][0]["why"] == "no heartbeat for 912 s"
+    lines = "\n".join(rc.markdown(rec))
+    assert "- G2 (boxes ended by the reaper): **pass**: every rental ended: 1 CAMPAIGN_DEADLINE, " \
+           "1 DONE, 1 HEARTBEAT, 1 ended itself; the reaper's reasons: 2" in lines
+    assert "  - reaper: job fold2: no heartbeat for 912 s" in lines
+
+
+def test_g2_fails_on_a_rental_not_confirmed_ended(tmp_path):
+    rec = rc.record(ledger(tmp_path, row("1", "fold2"), row("2", "full")), None)
+    assert rec["G2"]["outcome"] == "fail" and rec["G2"]["open"] == ["fold2 (1)", "full (2)"]
+    assert "no event log given (--runner-log" in rec["G2"]["event_log"]
+
+
+def test_g3_holds_the_ledgers_spend_against_the_cap_and_lists_the_guards_refusals(tmp_path):
+    led = ledger(tmp_path, row("1", "fold0"), row("1", "fold0", DONE, "2", "12.5", "DONE"))
+    log = runner_log(tmp_path, CAMPAIGN)
+    g3 = rc.record(led, log, cap_usd=20.0)["G3"]
+    assert g3["outcome"] == "pass" and g3["total_usd"] == 12.5
+    assert [r["kind"] for r in g3["refusals"]] == ["credit", "ablation GPU-hour cap"]
+    assert g3["why"] == "spend $12.50 against the cap $20.00; budget guard refusals: 2"
+    assert rc.record(led, log, cap_usd=10.0)["G3"]["outcome"] == "fail"
+    assert "(OVER)" in rc.record(led, log, cap_usd=10.0)["G3"]["why"]
+    lines = "\n".join(rc.markdown(rc.record(led, log, cap_usd=20.0)))
+    assert "  - refused (credit, 20" in lines and "credit $5 < estimate $6" in lines
+
+
+def test_nothing_unmeasured_reads_as_a_pass(tmp_path):
+    rec = rc.record(tmp_path / "no-ledger.csv", tmp_path / "no-log", cap_usd=20.0)
+    assert rec["G2"]["outcome"] == rec["G3"]["outcome"] == "not measured"
+    assert rec["G3"]["why"] == "spend unknown (no readable ledger)"
+    led = ledger(tmp_path, row("1", "fold0"), row("1", "fold0", DONE, "2", "1.0", "DONE"))
+    assert rc.record(led, None)["G3"] == {**rc.record(led, None)["G3"],
+                                          "outcome": "not measured",
+                                          "why": "no cap given (--cap-usd)"}
+    assert rc.record(led, None)["G5"]["outcome"] == "not measured"
+
+
+def test_the_event_log_reader_counts_what_it_cannot_parse(tmp_path):
+    log = runner_log(tmp_path, CAMPAIGN)
+    with log.open("a") as f:
+        f.write("2026-12-0")  # a write cut short
+    got = event_log.read(log)
+    assert got.unparsed == 1 and {e.script for e in got.events} == {"reaper", "launch"}
+    assert len(event_log.refusals(got.events)) == 2  # "still has instance" is no budget refusal
