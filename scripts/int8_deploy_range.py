@@ -11,8 +11,10 @@ up to max_s, and the windows hearsay-score cuts from long recordings.
 calibrates and gives real clips) into a temporary file: every recipe's figures per kind, and
 (2) when MODEL_DIR has model.int8.onnx, measures that shipped int8 against model.onnx on the
 windows of --long-files other recordings of --long-s s (quantize.long_file_windows: the
-bundle's clips, synthetic without --bundle). Prints one JSON object; record it in
-docs/BENCHMARKS.md with the command and the date. Nothing here is a test.
+bundle's clips, synthetic without --bundle). (3) With --per-conv: the gate per kind of each
+encoder conv but the first quantised row-wise (two digits) alone, the layers' MatMuls int8 too
+(which conv drifts). Prints one JSON object; record it in docs/BENCHMARKS.md with the command
+and the date. Nothing here is a test.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ def main() -> None:
                     help=f"(1): the gate's clips (default {QuantGate.clips}, as the export)")
     ap.add_argument("--gate-long-s", type=float, default=QuantGate.long_s,
                     help=f"(1): its long recording's seconds (default {QuantGate.long_s:g})")
+    ap.add_argument("--per-conv", action="store_true", help="(3): each conv's own drift")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     front = read_front_end(args.model)
@@ -70,7 +73,35 @@ def main() -> None:
             "windows": len(wins), "max_abs_dlogit": float(d.max()),
             "rms_dlogit": float(np.sqrt(np.mean(d**2))), "over_0.05": int((d > 0.05).sum()),
             "recordings": args.long_files, "recording_s": args.long_s}
+    if args.per_conv:
+        out["per_conv"] = per_conv(args, front)
     print(json.dumps(out, indent=1))
+
+
+def per_conv(args, front: dict) -> dict:
+    """(3): {conv label: {kind: max |delta logit|, "passed": bool}} on the gate's inputs."""
+    import onnx
+
+    from hearsay.export import quantize, quantize_rows
+
+    src = args.model / ONNX
+    graph = onnx.load(str(src), load_external_data=False)
+    nodes, convs = quantize.layer_matmuls(graph), quantize_conv.encoder_convs(graph)
+    rng, gate = np.random.default_rng(args.seed), QuantGate()
+    real = (quantize_conv.bundle_clips(args.bundle, front, gate.calibration_clips, gate.clips,
+                                       rng)[1] if args.bundle else [])
+    waves = real + long_file_windows(gate, front, rng, real)
+    kinds = {"clips": slice(0, len(real)), "long_windows": slice(len(real), len(waves))}
+    fp32, out = run_logits(make_session(src), waves), {}
+    with tempfile.TemporaryDirectory() as tmp:
+        layers, dst = Path(tmp) / "layers.onnx", Path(tmp) / "conv.onnx"
+        quantize.quantize_file(src, layers, nodes)
+        for k in range(1, len(convs)):
+            quantize_rows.quantize_convs_rowwise(layers, dst, [convs[k]], None)
+            r = quantize.kinds_report(fp32, run_logits(make_session(dst), waves), kinds, gate)
+            out[f"conv {k}"] = {**{kind: v["max_abs_dlogit"] for kind, v in r["kinds"].items()},
+                                "passed": r["passed"]}
+    return out
 
 
 if __name__ == "__main__":
