@@ -21,6 +21,7 @@ import test_deploy
 from hearsay import deploy
 from hearsay.contracts import model_dir
 from hearsay.deploy import Scorer, main
+from hearsay.deploy.rowtypes import typed
 from hearsay.export import onnx_meta
 from hearsay.sound import windows
 
@@ -48,11 +49,12 @@ def test_score_file_gives_the_row_hearsay_score_writes_for_that_file(world, tmp_
     out = tmp_path / "s.csv"
     assert main([*[str(clips / n) for n in names[:1]], "-o", str(out), "--model", str(model),
                  *mode]) == 0
-    assert read_csv(out) == [scorer.score_file(clips / names[0])]
+    assert [typed(r) for r in read_csv(out)] == [scorer.score_file(clips / names[0])]
     folder = {r["path"]: r for r in deploy.score_folder(
         clips, model, deploy.ScoreConfig(first_window=bool(mode)))}
     for name, row in zip(names, scorer.score_files([clips / n for n in names]), strict=True):
-        assert row == folder[name] | {"path": str(clips / name)}  # same numbers, path as given
+        full = {c: folder[name].get(c, "") for c in deploy.COLUMNS}  # every column, as the CSV
+        assert row == typed(full) | {"path": str(clips / name)}  # same numbers, path as given
         assert bool(row["error"]) == bool(expected[name])
 
 
@@ -69,10 +71,10 @@ def test_score_array_of_a_files_samples_gives_that_files_row(world, tmp_path, mo
     scorer = Scorer(model, **mode)
     want = scorer.score_file(tmp_path / "st.wav")
     got = scorer.score_array(*sf.read(tmp_path / "st.wav", dtype="float32"), label="st.wav")
-    assert got == want | {"path": "st.wav"} and got["error"] == ""
-    assert float(got["peak_start_s"]) == pytest.approx(0.4, abs=0.03)  # the trim offset
+    assert got == want | {"path": "st.wav"} and got["error"] is None
+    assert got["peak_start_s"] == pytest.approx(0.4, abs=0.03)  # the trim offset
     if not mode:
-        assert got["windows"] == "2"
+        assert got["windows"] == 2
     mono, rate = sf.read(clips / "a.wav", dtype="float32")
     assert scorer.score_array(mono, rate) == scorer.score_file(clips / "a.wav") | {
         "path": "<array>"}
@@ -86,10 +88,10 @@ def test_score_array_fails_silence_as_the_file_would_and_applies_the_decision(wo
     scorer = Scorer(folder, llr=True)
     assert scorer.threshold == -1e9
     silent = scorer.score_array(np.zeros(SR, dtype=np.float32), SR)
-    assert "silent" in silent["error"] and silent["score"] == silent["decision"] == ""
+    assert "silent" in silent["error"] and silent["score"] is silent["decision"] is None
     row = scorer.score_array(*sf.read(clips / "a.wav", dtype="float32"))
-    assert row["decision"] == "spoof" and float(row["llr"]) == pytest.approx(
-        2 * float(row["logit"]) + 1, abs=1e-5)
+    assert row["decision"] == "spoof" and row["llr"] == pytest.approx(2 * row["logit"] + 1,
+                                                                      abs=1e-5)
 
 
 @pytest.mark.parametrize("wave,rate,says", [
@@ -115,12 +117,12 @@ def test_prepared_logits_refuse_a_raw_wave_that_would_score_silently_wrong(world
     unchecked = engine.logits([raw, prepared])
     assert abs(unchecked[0] - unchecked[1]) > 1e-3  # the silent difference being guarded
     with pytest.raises(ValueError, match="wave 0 is not a prepared model input.*score_array"):
-        engine.prepared_logits([raw])
+        engine.prepared_logits([raw], SR)
     with pytest.raises(ValueError, match="over one 8 s window"):
-        engine.prepared_logits([np.tile(prepared, 8)])
-    assert engine.prepared_logits([prepared]) == pytest.approx(unchecked[1:], abs=1e-5)
+        engine.prepared_logits([np.tile(prepared, 8)], SR)
+    assert engine.prepared_logits([prepared], SR) == pytest.approx(unchecked[1:], abs=1e-5)
     row = Scorer(model).score_file(clips / "a.wav")
-    assert float(row["logit"]) == pytest.approx(float(unchecked[1]), abs=1e-5)
+    assert row["logit"] == pytest.approx(float(unchecked[1]), abs=1e-5)
 
 
 def test_the_api_example_in_the_interfaces_doc_runs(world, tmp_path, monkeypatch):
@@ -131,7 +133,7 @@ def test_the_api_example_in_the_interfaces_doc_runs(world, tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     scope: dict = {}
     exec(example.replace("demo_out/export", str(model)), scope)  # noqa: S102 - the doc's own
-    assert scope["row"]["path"] == "call.wav" and scope["row"]["error"] == ""
+    assert scope["row"]["path"] == "call.wav" and scope["row"]["error"] is None
     assert scope["same"] == scope["row"] | {"path": "<array>"}
 
 
@@ -187,7 +189,7 @@ def test_an_empty_list_exits_4(world, tmp_path, capsys):
 # --------------------------------------------------------------------------- --format jsonl
 
 
-def test_jsonl_rows_are_the_csv_rows_one_object_a_line(world, tmp_path):
+def test_jsonl_rows_are_the_csv_rows_typed_one_object_a_line(world, tmp_path):
     model, _, clips, _ = world
     root = tmp_path / "root"
     root.mkdir()
@@ -199,7 +201,8 @@ def test_jsonl_rows_are_the_csv_rows_one_object_a_line(world, tmp_path):
     lines = (tmp_path / "s.jsonl").read_text(encoding="utf-8").split("\n")
     assert lines[-1] == "" and len(lines) == 3  # LF-terminated, no header
     rows = [json.loads(line) for line in lines[:-1]]
-    assert rows == read_csv(tmp_path / "s.csv") and list(rows[0]) == deploy.COLUMNS
+    assert rows == [typed(r) for r in read_csv(tmp_path / "s.csv")]  # numbers, null, text
+    assert list(rows[0]) == deploy.COLUMNS
     assert rows[0]["path"] == "'=cmd\\x09tab.wav" and rows[1]["error"]
 
 

@@ -19,7 +19,8 @@ from hearsay.model import Detector, ModelConfig
 # A tiny random-init model's logits spread over hundredths, so its int8 error sits near the export
 # gate's edge (0.995 / 99 %) by chance; the shipping logic is tested against a gate it clears by a
 # margin, and the sabotage below falls far outside even that.
-GATE = QuantGate(clips=24, calibration_clips=10, min_spearman=0.95, min_agreement=0.9)
+GATE = QuantGate(clips=24, calibration_clips=10, min_spearman=0.95, min_agreement=0.9,
+                 long_s=60.0)
 FAST = {"parity_clips": 3, "parity_window_s": 0.0}
 
 

@@ -28,7 +28,7 @@ def tiny_detector(seed: int = 0) -> Detector:
 def exported(tmp_path_factory) -> tuple[Detector, Path, dict]:
     out = tmp_path_factory.mktemp("export") / "model"
     det = tiny_detector()
-    return det, out, export_model(det, out, ExportConfig(gate=QuantGate(clips=24)))
+    return det, out, export_model(det, out, ExportConfig(gate=QuantGate(clips=24, long_s=40.0)))
 
 
 def test_export_writes_the_interface_folder_with_a_true_manifest(exported):
@@ -101,7 +101,7 @@ def test_int8_is_shipped_exactly_when_its_gate_passes(exported, tmp_path):
     q = report["int8"]
     assert (out / "model.int8.onnx").exists() == q["passed"] == ("model.int8.onnx" in
                                                                  model_sums(out))
-    short = {"clips": 12, "max_s": 3.0}  # shipping logic only: the lengths do not matter
+    short = {"clips": 12, "max_s": 3.0, "long_s": 12.0}  # shipping logic only: any lengths
     lenient = ExportConfig(gate=QuantGate(**short, min_spearman=0.5, min_agreement=0.5,
                                           max_abs_dlogit=10.0))
     r = export_model(tiny_detector(), tmp_path / "ok", lenient)
@@ -424,4 +424,6 @@ def test_the_threshold_option_reaches_the_int8_gate(tmp_path):
     assert (q["threshold"], q["threshold_source"]) == (0.125, "given")
     assert onnx_export.main([*common, "--out", str(tmp_path / "median")]) in (0, 1)
     q = json.loads((tmp_path / "median" / "parity.json").read_text())["int8"]
-    assert q["threshold_source"] == "median fp32 logit" and q["threshold"] != 0.125
+    assert q["threshold_source"] == "median fp32 logit of each kind" and q["threshold"] is None
+    assert {k: r["threshold_source"] for k, r in q["kinds"].items()} == {
+        "clips": "median fp32 logit", "long_windows": "median fp32 logit"}

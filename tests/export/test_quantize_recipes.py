@@ -13,6 +13,7 @@ from hearsay.export.quantize import QuantGate, gate_report
 
 FRONT = {"sample_rate": 16_000, "min_s": 0.5, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0}
 CONVS = ["conv0", "conv1", "conv2"]
+LONG = 2  # the stand-in long-file windows (the last inputs of the gate)
 
 
 def test_each_gate_bound_is_met_when_reached_exactly():
@@ -77,41 +78,72 @@ def test_the_gate_clips_span_the_deploy_range_unless_the_gate_names_its_own():
 
 
 def test_long_file_windows_are_max_s_long_and_a_gate_max_s_cuts_shorter_ones():
-    gate = QuantGate(long_files=1, long_s=12.0, max_s=4.0)
+    gate = QuantGate(long_files=1, long_s=12.0, max_s=4.0, max_gap_s=0.0)
     got = quantize.long_file_windows(gate, FRONT, np.random.default_rng(1))
     assert len(got) == 3 and max(len(w) for w in got) == 4 * 16_000   # 12 s: 0, 4, 8 s
 
 
-def test_long_file_windows_are_cut_as_the_front_end_says():
+def test_long_file_windows_are_the_windows_hearsay_score_cuts_from_the_recordings():
+    """Written to a file and cut by windows.file_windows: the same windows as the in-memory cut
+    of the same recording, with the front end's top_db and cutoff_hz and the hop's overlaps."""
     from hearsay.sound.windows import wave_windows
 
     t = np.arange(16_000) / 16_000
     loud = 0.5 * np.sin(2 * np.pi * 300 * t) + 0.3 * np.sin(2 * np.pi * 6_000 * t)
-    quiet = 0.03 * np.sin(2 * np.pi * 300 * t)              # ~29 dB under the loud second's peak
-    src = [np.concatenate([loud, quiet]).astype(np.float32)]
+    src = [loud.astype(np.float32), (0.03 * np.sin(2 * np.pi * 200 * t)).astype(np.float32)]
     front = {**FRONT, "top_db": 20.0, "cutoff_hz": 4_000.0}
-    gate = QuantGate(long_files=1, long_s=8.0, max_s=2.0)    # 2 s windows: every 2 s, not 4
+    gate = QuantGate(long_files=2, long_s=30.0)
     got = quantize.long_file_windows(gate, front, np.random.default_rng(0), src)
-    x = np.concatenate(src * 4)                              # the one clip repeated: 8 s
-    want = [w.wave for w in wave_windows(x, 2.0, 2.0, top_db=20.0, cutoff_hz=4_000.0)]
-    assert len(got) == len(want)
+    recs = quantize.long_recordings(gate, np.random.default_rng(0), src)
+    want = [w.wave for x in recs for w in wave_windows(x, 8.0, 4.0, top_db=20.0,
+                                                         cutoff_hz=4_000.0)]
+    assert len(got) == len(want) >= 2 * 5
     assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
-    # each setting changes the windows on its own, so the test holds each of them (the default
-    # hop, 4 s, is refused for 2 s windows)
-    for other in (wave_windows(x, 2.0, 2.0, cutoff_hz=4_000.0),
-                  wave_windows(x, 2.0, 2.0, top_db=20.0)):
+    # each setting changes the windows on its own, so the test holds each of them
+    for other in (wave_windows(recs[0], 8.0, 4.0, cutoff_hz=4_000.0),
+                  wave_windows(recs[0], 8.0, 4.0, top_db=20.0),
+                  wave_windows(recs[0], 8.0, 8.0, top_db=20.0, cutoff_hz=4_000.0)):
         other = [w.wave for w in other]
-        assert len(other) != len(want) or not all(
-            np.array_equal(a, b) for a, b in zip(other, want, strict=True))
+        assert len(other) != len(want) // 2 or not all(
+            np.array_equal(a, b) for a, b in zip(other, want, strict=False))
 
 
-def test_long_files_built_from_bundle_clips_repeat_them_to_the_file_length():
-    src = [np.full(16_000, 0.1 * (k + 1), np.float32) for k in range(3)]  # 3 s of clips
-    gate = QuantGate(long_files=2, long_s=10.0)
-    got = quantize.long_file_windows(gate, FRONT, np.random.default_rng(2), src)
-    one = quantize.long_file_windows(QuantGate(long_files=1, long_s=10.0), FRONT,
-                                     np.random.default_rng(2), src)
-    assert len(got) == 2 * len(one) and max(len(w) for w in got) == 8 * 16_000
+def test_long_recordings_join_clips_at_several_levels_with_pauses():
+    src = [np.full(16_000, 0.1 * (k + 1), np.float32) for k in range(3)]  # constant clips
+    gate = QuantGate(long_files=2, long_s=60.0)
+    recs = quantize.long_recordings(gate, np.random.default_rng(2), src)
+    assert [len(x) for x in recs] == [60 * 16_000] * 2 and recs[0].dtype == np.float32
+    x = recs[0]
+    values, counts = np.unique(x, return_counts=True)
+    levels = values[(counts >= 8_000) & (values != 0)]   # each clip is one constant level
+    db = 20 * np.log10(levels)
+    assert len(levels) >= 5 and db.min() >= -35.01 and db.max() <= -11.99
+    zero_runs = np.diff(np.flatnonzero(np.diff((x == 0).astype(int))))
+    assert zero_runs.max() > 4 * 4_000      # digital silence longer than a quarter window
+    floor = x[(x != 0) & ~np.isin(x, levels)]
+    assert len(floor) > 16_000 and floor.std() < 10 ** (-49 / 20)  # and a room floor, not zeros
+    none = quantize.long_recordings(QuantGate(long_files=1, long_s=20.0, max_gap_s=0.0),
+                                    np.random.default_rng(2), src)[0]
+    assert np.isin(none, levels).all() or (np.abs(none) > 0.01).all()  # back to back: no pause
+
+
+def test_each_kind_is_judged_apart_and_every_kind_must_pass():
+    fp32 = np.linspace(-1.0, 1.0, 30)
+    int8 = fp32.copy()
+    int8[20:] += 0.06  # the long windows drift past the bound; the clips hold
+    kinds = {"clips": slice(0, 20), "long_windows": slice(20, 30)}
+    r = quantize.kinds_report(fp32, int8, kinds, QuantGate())
+    assert r["passed"] is False and r["failed_kinds"] == ["long_windows"]
+    assert r["kinds"]["clips"]["passed"] is True and r["kinds"]["clips"]["clips"] == 20
+    assert r["kinds"]["long_windows"]["max_abs_dlogit"] == pytest.approx(0.06)
+    assert r["max_abs_dlogit"] == pytest.approx(0.06) and r["clips"] == 30  # the worst kind
+    held = quantize.kinds_report(fp32, fp32 + 0.01, kinds, QuantGate())
+    assert held["passed"] is True and held["failed_kinds"] == []
+    empty = quantize.kinds_report(fp32, fp32, {"clips": slice(0, 30),
+                                               "long_windows": slice(30, 30)}, QuantGate())
+    assert list(empty["kinds"]) == ["clips"] and empty["passed"] is True
+    assert quantize.kinds_report(fp32[:0], fp32[:0], {"clips": slice(0, 0)},
+                                 QuantGate())["passed"] is False  # nothing judged: no pass
 
 
 @pytest.mark.parametrize("which, want", [("rowwise_mean", CONVS[1:]), ("rowwise", CONVS[1:]),
@@ -162,7 +194,7 @@ class Stand:
 
         def long_file_windows(gate, front, rng, real):
             self.calls["long_file_windows"] = (gate, front, rng, real)
-            return [np.zeros(113_975)]
+            return [np.zeros(113_975)] * LONG
 
         monkeypatch.setattr(onnx, "load", load)
         monkeypatch.setattr(quantize, "layer_matmuls", layer_matmuls)
@@ -183,7 +215,11 @@ class Stand:
 
     def run_logits(self, session, waves):
         base = np.linspace(-1.0, 1.0, len(waves))
-        return base if session == "fp32" else base + self.offsets[session]
+        if session == "fp32":
+            return base
+        offset = self.offsets[session]  # one offset, or (clips', long windows') offsets
+        clips, long = offset if isinstance(offset, tuple) else (offset, offset)
+        return base + np.r_[np.full(len(waves) - LONG, clips), np.full(LONG, long)]
 
 
 def _run(tmp_path, calibration=None, gate=QuantGate(clips=4), rng=None):
@@ -227,9 +263,11 @@ def test_without_calibration_the_row_wise_recipe_is_tried_first_and_shipped(monk
     assert r["recipe"] == "row-wise convs 1.. + layers" and r["passed"] is True
     assert r["quantised_convs"] == 2 and r["quantised_matmuls"] == 2
     assert r["gate_clips_bundle"] == 0 and r["gate_clips_synthetic"] == 4
-    assert r["gate_windows_long"] == 1 and r["calibration_clips"] == 0
+    assert r["gate_windows_long"] == LONG and r["calibration_clips"] == 0
     assert r["calibration"] is None and r["conv_recipes_skipped"] is None
-    assert r["long_files"] == 4 and r["long_file_s"] == 30.0
+    assert r["long_files"] == 1 and r["long_file_s"] == 300.0 and r["long_max_gap_s"] == 6.0
+    assert set(r["kinds"]) == {"clips", "long_windows"} and r["failed_kinds"] == []
+    assert r["kinds"]["long_windows"]["clips"] == LONG
     assert r["lengths_s"][1] == 8.0 and r["lengths_s"][0] < 8.0
     assert (tmp_path / "int8.onnx").read_text() == "rowwise"
     assert not (tmp_path / "int8.layers.onnx").exists()   # the shared step is cleaned up
@@ -243,6 +281,17 @@ def test_a_failing_recipe_passes_to_the_next_and_every_attempt_is_reported(monke
     assert [a["recipe"] for a in r["attempts"]] == ["row-wise convs 1.. + layers", "layers"]
     assert [a["passed"] for a in r["attempts"]] == [False, True]
     assert r["recipe"] == "layers" and r["quantised_convs"] == 0
+
+
+def test_a_recipe_that_drifts_only_on_long_windows_is_not_shipped(monkeypatch, tmp_path):
+    stand = Stand(monkeypatch, {"rowwise": (0.0, 0.06), "none": (0.0, 0.01)})
+    r = _run(tmp_path)
+    assert [w[0] for w in stand.written] == ["rowwise", "none"]
+    first = r["attempts"][0]
+    assert first["passed"] is False and first["failed_kinds"] == ["long_windows"]
+    assert first["kinds"]["clips"]["passed"] is True
+    assert r["recipe"] == "layers" and r["passed"] is True
+    assert (tmp_path / "int8.onnx").read_text() == "none"
 
 
 def test_when_no_recipe_passes_the_last_attempt_is_reported_and_not_passed(monkeypatch,

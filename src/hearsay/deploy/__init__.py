@@ -2,15 +2,16 @@
 
     from hearsay.deploy import Scorer
     scorer = Scorer("demo_out/export")              # checks the folder (ModelError) first
-    row = scorer.score_file("call.m4a")              # the row hearsay-score writes for it
+    row = scorer.score_file("call.m4a")              # the row hearsay-score writes, typed
     row = scorer.score_array(wave, 44_100)           # the same front end, from samples
 
 The package: engine.py (a checked model folder and its onnxruntime session, the first-window
 mode's scoring, score_folder, the decision and llr columns); api.py (Scorer, the Python API);
 cli.py (`hearsay-score`, its --help); inputs.py (a folder walked, a file, a list of files, and
 the run record --resume checks); io.py (CSV rows, signals, progress); jsonl.py (--format jsonl);
-windowed.py (windowed scoring, the default); memory.py (an array as input);
-__main__.py (`python -m hearsay.deploy`). It imports numpy,
+windowed.py (windowed scoring, the default); memory.py (an array as input); rowtypes.py (a
+row's values as floats, ints and None: the API and jsonl); prepared.py (what prepared_logits
+accepts); __main__.py (`python -m hearsay.deploy`). It imports numpy,
 soundfile, onnxruntime and hearsay's torch-free sound, cpu_engine and contracts modules only --
 never torch (the deploy image has none; tests/test_deploy.py proves it in a venv without torch).
 """

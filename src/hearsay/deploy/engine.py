@@ -40,7 +40,7 @@ from hearsay.contracts.model_dir import (
 from hearsay.contracts.model_dir import threshold as named_threshold
 from hearsay.contracts.model_dir import verify as verify_model_dir
 from hearsay.cpu_engine import RuntimeMissing, make_session, run_logits
-from hearsay.deploy import inputs, io, memory, windowed
+from hearsay.deploy import inputs, io, memory, prepared, windowed
 from hearsay.deploy.inputs import find_audio
 from hearsay.deploy.io import new_row
 from hearsay.sound import windows
@@ -48,10 +48,6 @@ from hearsay.sound.audio import SAMPLE_RATE
 
 DEFAULT_THRESHOLD = "min_dcf"  # --threshold when none is given
 MIN_SAMPLES = 400  # one frame of the CNN front end (25 ms @ 16 kHz)
-# prepared_logits' check: prepare() gives every input mean 0 and std sqrt(v / (v + 1e-7)) for a
-# slice of variance v, i.e. >= 0.99 above -63 dBFS rms; raw audio in -1..1 has std well under 1.
-PREPARED_STD = (0.99, 1.001)
-PREPARED_MEAN = 1e-3
 
 
 @dataclass(frozen=True)
@@ -86,23 +82,14 @@ class Engine:
         """run_logits on this engine's session, unchecked: the scorer's own windows only."""
         return run_logits(self.session, waves, batch_size)
 
-    def prepared_logits(self, waves: list[np.ndarray], batch_size: int = 8) -> np.ndarray:
-        """(B,) logits of PREPARED model inputs (front end applied: one window, band-limited,
-        normalised); ValueError for a wave that is not one (raw audio would give another logit
+    def prepared_logits(self, waves: list[np.ndarray], sample_rate: int,
+                        batch_size: int = 8) -> np.ndarray:
+        """(B,) logits of PREPARED model inputs at `sample_rate` (16000: the front end applied,
+        one window, band-limited, normalised); ValueError for a wave that is not one
+        (prepared.not_prepared: raw audio, or audio at another rate, would give another logit
         with no error: score it with Scorer.score_array or score_file instead)."""
-        cap = int(round(self.front["max_s"] * SAMPLE_RATE)) if self.front.get("max_s") else None
         for k, w in enumerate(waves):
-            w = np.asarray(w)
-            std = float(w.std()) if w.ndim == 1 and len(w) else 0.0
-            why = ("not a (samples,) float32 array" if w.ndim != 1 or w.dtype != np.float32 else
-                   f"{len(w)} samples, under the model's {self.min_samples}"
-                   if len(w) < self.min_samples else
-                   f"{len(w)} samples, over one {self.front['max_s']:g} s window"
-                   if cap is not None and len(w) > cap else
-                   "not finite" if not np.isfinite(w).all() else
-                   f"mean {float(w.mean()):.3g}, std {std:.3g} (prepare() gives 0 and 1)"
-                   if abs(float(w.mean())) > PREPARED_MEAN or
-                   not PREPARED_STD[0] <= std <= PREPARED_STD[1] else "")
+            why = prepared.not_prepared(w, sample_rate, self.front, self.min_samples)
             if why:
                 raise ValueError(f"wave {k} is not a prepared model input ({why}): score audio "
                                  "with hearsay.deploy.Scorer(model).score_array(wave, "

@@ -3,9 +3,10 @@
     hearsay-score clips/ --format jsonl -o scores.jsonl     # through scores.jsonl.partial
     hearsay-score call.m4a --format jsonl | jq -r .decision
 
-Each line is {column: value} with io.COLUMNS' keys in their order and the CSV's values, character
-for character: every value a string ("" when not set), `path` escaped as in the CSV (\\xNN, the
-leading ' of a formula-like name), so a jsonl row and a CSV row of one file are equal. Lines end
+Each line is {column: value} with io.COLUMNS' keys in their order and the CSV's values as JSON
+values (rowtypes.typed): numbers as numbers with the CSV's digits, ints as ints, null where the
+CSV is empty, text as text; `path` escaped as in the CSV (\\xNN, the leading ' of a
+formula-like name), so rowtypes.typed of a CSV row equals the jsonl row of that file. Lines end
 in LF (JSON Lines); a row is always one line: the control characters and every other line
 separator (U+0085, U+2028, U+2029) are escaped (json_line), so readers that split lines on them
 (str.splitlines) see one object a line too. Output goes through io.RowSink (FILE.partial, the
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hearsay.deploy import rowtypes
 from hearsay.deploy.io import ResumeError, RowSink, whole_lines
 
 
@@ -28,8 +30,8 @@ class JsonlSink(RowSink):
         pass
 
     def _put(self, rows: list[dict]) -> None:
-        self.stream.write("".join(json_line({c: r.get(c, "") for c in self.columns})
-                                  for r in rows))
+        self.stream.write("".join(
+            json_line(rowtypes.typed({c: r.get(c, "") for c in self.columns})) for r in rows))
 
 
 # json.dumps escapes the control characters but writes these raw (ensure_ascii=False): each
@@ -49,7 +51,8 @@ def json_line(obj: dict) -> str:
 def read_partial(partial: Path, columns: list[str]) -> list[dict]:
     """The complete rows of an interrupted run's FILE.partial ([] if there is none; a last line
     cut anywhere is dropped: io.whole_lines); a line that is not JSON, or a row with other keys,
-    is refused (ResumeError)."""
+    is refused (ResumeError). The rows come back as the CSV's text (rowtypes.text), as the sink
+    is handed them."""
     rows = []
     for n, line in enumerate(whole_lines(partial), 1):
         try:
@@ -62,5 +65,5 @@ def read_partial(partial: Path, columns: list[str]) -> list[dict]:
             raise ResumeError(f"{partial} line {n} has keys {keys}, not {columns} "
                               "(written by another version: remove it, or run without "
                               "--resume)")
-        rows.append(row)
+        rows.append(rowtypes.text(row))
     return rows

@@ -19,7 +19,10 @@ import numpy as np
 
 from hearsay.sound import audio, windows
 
-MAX_RATE = 768_000  # Hz: above any audio interface; a larger "rate" is a swapped argument
+# The rates an array may be given at (Hz): telephone 8 kHz down to half of it, up to 384 kHz
+# (the highest PCM rate audio interfaces record). 44 or 48 is kHz typed for Hz, 10_000_000 a
+# sample count passed as the rate: refused, never scored as a recording hours long.
+MIN_RATE, MAX_RATE = 4_000, 384_000
 
 
 @dataclass(frozen=True)
@@ -36,14 +39,19 @@ class MemoryAudio:
 
 def from_array(wave, sample_rate, label: str = "<array>") -> MemoryAudio:
     """Check an array as a recording and hold it; ValueError (naming the fix) when it cannot be
-    one: not float samples, not (frames,) or (frames, channels), or a sample rate that is not a
-    positive integer number of Hz."""
+    one: no samples, not float samples, not (frames,) or (frames, channels), or a sample rate
+    that is not an integer number of Hz in MIN_RATE..MAX_RATE."""
     x = np.asarray(wave)
     if isinstance(sample_rate, bool) or not isinstance(sample_rate, int | np.integer) or \
-            not 0 < sample_rate <= MAX_RATE:
-        raise ValueError(f"sample_rate {sample_rate!r} is not a rate in Hz (an integer in 1.."
-                         f"{MAX_RATE}): pass the rate the samples were recorded or decoded at, "
-                         "e.g. soundfile.read's second value")
+            not MIN_RATE <= sample_rate <= MAX_RATE:
+        kilo = (f" ({sample_rate} looks like kHz: {sample_rate} kHz is {sample_rate * 1000})"
+                if isinstance(sample_rate, int | np.integer) and 4 <= sample_rate <= 384 else "")
+        raise ValueError(f"sample_rate {sample_rate!r} is not a rate in Hz (an integer in "
+                         f"{MIN_RATE}..{MAX_RATE}){kilo}: pass the rate the samples were "
+                         "recorded or decoded at, in Hz, e.g. soundfile.read's second value")
+    if x.size == 0:
+        raise ValueError(f"samples of shape {np.shape(wave)}: an empty array has nothing to "
+                         "score; pass the recording's samples (soundfile.read(path) gives them)")
     if not np.issubdtype(x.dtype, np.floating):
         raise ValueError(f"samples of dtype {x.dtype}: pass float samples in -1..1 (int16 PCM: "
                          "wave / 32768; soundfile.read(path, dtype='float32') gives them)")

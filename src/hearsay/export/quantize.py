@@ -42,24 +42,37 @@ only was worse (0.0018 vs 0.0012); ActivationSymmetric is ignored by dynamic qua
 Quantising fewer of the layers' MatMuls does not help reliably: each kind alone (v, out, FFN in,
 FFN out) moves the logits by rms 0.0011-0.0019 and the errors partly cancel.
 
-The gate compares onnxruntime int8 against onnxruntime fp32 on the same clips, synthetic, with
-lengths spread evenly over the deploy range (front_end.json's min_s .. max_s: 0.5-8 s), plus
-every window hearsay-score cuts from QuantGate.long_files synthetic files of long_s seconds
-(full max_s windows of long files, where int8 drifts most), batched as hearsay-score batches:
+The gate compares onnxruntime int8 against onnxruntime fp32 on each KIND of input the scorer
+feeds the model, judged apart, with the same bounds, and an int8 ships only when every kind
+passes (a variant that holds on whole clips but drifts on windows is not shipped):
+
+  * "clips": whole clips, the bundle's gate clips (with --calibration) topped up with synthetic
+    ones, lengths spread over the deploy range (front_end.json's min_s .. max_s: 0.5-8 s);
+  * "long_windows": every window hearsay-score cuts from QuantGate.long_files recordings of
+    long_s seconds (default one of 5 min): clips (the bundle's gate clips, else synthetic) at
+    random recorded levels, joined with pauses of 0 .. max_gap_s s (digital silence or a room
+    floor), written to a 16 kHz WAV and cut by hearsay.sound.windows.file_windows, the code
+    hearsay-score cuts a file with: trimmed once, max_s windows every HOP_S (the overlaps),
+    each band-limited and normalised over its own samples -- a window that is mostly pause
+    is normalised up, which is where int8 drifts most.
+
+Per kind:
 
   * Spearman rank correlation of the logits >= 0.995 (the ranking, i.e. every threshold's ROC);
-  * the decision at the threshold agrees on >= 99% of clips. The threshold is the fold's
-    calibrated one when given (`--threshold`), else the median fp32 logit of the gate clips --
-    the place where the most decisions can flip, so the strictest choice without a calibration;
-  * max |delta logit| <= 0.05 over every clip: the bound parity B holds bf16 to, so int8 moves
+  * the decision at the threshold agrees on >= 99% of inputs. The threshold is the fold's
+    calibrated one when given (`--threshold`), else the kind's median fp32 logit -- the place
+    where the most decisions can flip, so the strictest choice without a calibration;
+  * max |delta logit| <= 0.05 over every input: the bound parity B holds bf16 to, so int8 moves
     no single score further than the training numerics may.
 
-Every figure (and the lengths used) lands in parity.json under "int8".
+Every figure lands in parity.json under "int8": per recipe tried ("attempts") and per kind
+("kinds": each kind's gate_report; the top-level figures are the worst kind's).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,8 +95,9 @@ class QuantGate:
     max_abs_dlogit: float = 0.05  # no clip's logit may move further (parity B's bf16 bound)
     threshold: float | None = None  # decision threshold (logit); None = median fp32 logit
     calibration_clips: int = 24  # bundle clips that calibrate the static conv ranges (never gated)
-    long_files: int = 4  # synthetic long files whose windows are gated too, cut as hearsay-score
-    long_s: float = 30.0  # cuts them (max_s windows every 4 s, each normalised over itself)
+    long_files: int = 1  # long recordings whose windows are gated as their own kind ...
+    long_s: float = 300.0  # ... of this many seconds (5 min: 74 windows of 8 s every 4 s)
+    max_gap_s: float = 6.0  # pauses between their clips: 0 .. this (s), longer than the hop
 
 
 # The int8 recipes, tried in turn; the first whose gate holds is shipped: (label, which encoder
@@ -160,6 +174,26 @@ def gate_report(fp32: np.ndarray, int8: np.ndarray, gate: QuantGate) -> dict:
             "passed": passed}
 
 
+def kinds_report(fp32: np.ndarray, int8: np.ndarray, kinds: dict[str, slice],
+                 gate: QuantGate) -> dict:
+    """gate_report of each input kind (`kinds`: name -> its slice of the logits), judged apart;
+    passed only when every kind with inputs passed. The top-level figures are the worst
+    kind's (highest max and rms |delta|, lowest Spearman and agreement)."""
+    reports = {k: gate_report(fp32[s], int8[s], gate) for k, s in kinds.items()
+               if s.stop > s.start}
+    worst = {"max_abs_dlogit": max, "rms_dlogit": max, "spearman": min, "agreement": min}
+    return {**{key: pick((r[key] for r in reports.values()), default=float("nan"))
+               for key, pick in worst.items()},
+            "clips": int(len(fp32)), "max_abs_dlogit_bound": gate.max_abs_dlogit,
+            "threshold": None if gate.threshold is None else float(gate.threshold),
+            "threshold_source": ("median fp32 logit of each kind" if gate.threshold is None
+                                 else "given"),
+            "min_spearman": gate.min_spearman, "min_agreement": gate.min_agreement,
+            "passed": bool(reports) and all(r["passed"] for r in reports.values()),
+            "failed_kinds": [k for k, r in reports.items() if not r["passed"]],
+            "kinds": reports}
+
+
 def gate_clips(gate: QuantGate, front: dict, rng: np.random.Generator) -> list[np.ndarray]:
     """The gate's prepared clips, lengths spread evenly over [min_s, max_s] (default: the
     front end's deploy range, front_end.json's min_s .. max_s)."""
@@ -168,27 +202,47 @@ def gate_clips(gate: QuantGate, front: dict, rng: np.random.Generator) -> list[n
     return probe.synthetic_clips(rng, gate.clips, lo, hi, front)
 
 
-def long_file_windows(gate: QuantGate, front: dict, rng: np.random.Generator,
-                      sources: list[np.ndarray] | None = None) -> list[np.ndarray]:
-    """The windows hearsay-score scores in gate.long_files files of gate.long_s s:
-    hearsay.sound.windows
-    cuts them (trim once, windows of max_s every HOP_S, each band-limited and normalised over its
-    own samples), so the gate sees the scorer's full-length windows. A file is `sources` (bundle
-    clips) joined in random order when given, else synthetic (probe.voice_like)."""
-    from hearsay.sound.windows import HOP_S, wave_windows
-
-    win_s = float(front["max_s"] if gate.max_s is None else gate.max_s)
+def long_recordings(gate: QuantGate, rng: np.random.Generator,
+                    sources: list[np.ndarray] | None = None) -> list[np.ndarray]:
+    """gate.long_files recordings of gate.long_s s, (N,) float32 at 16 kHz: clips (`sources`,
+    the bundle's gate clips, drawn at random; else synthetic probe.voice_like clips of 1-8 s),
+    each at a random level (-35 .. -12 dBFS rms: recorded levels differ), joined with pauses
+    of 0 .. gate.max_gap_s s, half digital silence, half a room floor (-70 .. -50 dBFS)."""
     n = int(gate.long_s * SAMPLE_RATE)
     out = []
     for _ in range(gate.long_files):
-        if sources:
-            picks = [sources[i] for i in rng.permutation(len(sources))]
-            x = np.concatenate(picks * (1 + n // max(1, sum(len(p) for p in picks))))[:n]
-        else:
-            x = probe.voice_like(rng, gate.long_s, SAMPLE_RATE)
-        out += [w.wave for w in wave_windows(x, win_s, min(HOP_S, win_s),
-                                             top_db=front["top_db"],
-                                             cutoff_hz=front["cutoff_hz"])]
+        parts, total = [], 0
+        while total < n:
+            clip = (sources[rng.integers(len(sources))] if sources else
+                    probe.voice_like(rng, rng.uniform(1.0, 8.0), SAMPLE_RATE)).astype(np.float64)
+            clip *= 10 ** (rng.uniform(-35, -12) / 20) / max(np.sqrt(np.mean(clip**2)), 1e-12)
+            gap = int(rng.uniform(0, gate.max_gap_s) * SAMPLE_RATE)
+            floor = 0.0 if rng.random() < 0.5 else 10 ** (rng.uniform(-70, -50) / 20)
+            parts += [clip, floor * rng.standard_normal(gap)]
+            total += len(clip) + gap
+        out.append(np.concatenate(parts)[:n].astype(np.float32))
+    return out
+
+
+def long_file_windows(gate: QuantGate, front: dict, rng: np.random.Generator,
+                      sources: list[np.ndarray] | None = None) -> list[np.ndarray]:
+    """The windows hearsay-score scores in long_recordings(gate, rng, sources): each written to
+    a 16 kHz WAV and cut by hearsay.sound.windows.file_windows as hearsay-score cuts a file
+    (trimmed once, windows of max_s every HOP_S, each band-limited and normalised over its own
+    samples). A gate max_s (tests) cuts shorter windows."""
+    import soundfile as sf
+
+    from hearsay.sound.windows import HOP_S, file_windows
+
+    win_s = float(front["max_s"] if gate.max_s is None else gate.max_s)
+    out = []
+    with tempfile.TemporaryDirectory(prefix="hearsay-gate-") as tmp:
+        for k, x in enumerate(long_recordings(gate, rng, sources)):
+            path = Path(tmp) / f"long{k}.wav"
+            sf.write(path, x, SAMPLE_RATE, subtype="FLOAT")
+            _, _, cut, _ = file_windows(path, win_s, min(HOP_S, win_s), top_db=front["top_db"],
+                                        cutoff_hz=front["cutoff_hz"])
+            out += [w.wave for w in cut]
     return out
 
 
@@ -253,6 +307,8 @@ def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
     waves = real + (gate_clips(dataclasses.replace(gate, clips=top_up), front, rng)
                     if top_up else [])
     long_windows = long_file_windows(gate, front, rng, real)  # the deploy range: long files
+    kinds = {"clips": slice(0, len(waves)),
+             "long_windows": slice(len(waves), len(waves) + len(long_windows))}
     waves += long_windows
     fp32 = run_logits(make_session(src), waves)
     attempts = []
@@ -263,7 +319,7 @@ def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
             chosen = _recipe_convs(convs, which)
             try:
                 write_recipe(src, dst, which, chosen, nodes, calib, layers)
-                report = gate_report(fp32, run_logits(make_session(dst), waves), gate)
+                report = kinds_report(fp32, run_logits(make_session(dst), waves), kinds, gate)
             except Exception as err:  # noqa: BLE001 - a recipe the quantiser cannot make: next
                 if not chosen:
                     raise
@@ -281,6 +337,7 @@ def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
             "gate_clips_synthetic": len(waves) - len(real) - len(long_windows),
             "calibration_clips": len(calib), "gate_windows_long": len(long_windows),
             "long_files": gate.long_files, "long_file_s": gate.long_s,
+            "long_max_gap_s": gate.max_gap_s,
             "calibration": None if calibration is None else str(calibration),
             "lengths_s": [round(min(lengths), 3), round(max(lengths), 3)]}
 
