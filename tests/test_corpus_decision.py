@@ -10,6 +10,7 @@ import pytest
 
 from hearsay.evaluate import corpus_decision as cd
 from hearsay.evaluate import corpus_probe as cp
+from hearsay.evaluate import gate
 
 RISE = cp.CorpusProbeConfig().drop_rise
 
