@@ -173,7 +173,7 @@ at() {
   export RUNNER_HOURS_FULL=7 RUNNER_HOURS_FOLD=1
   run launch --no-pilot-gate full </dev/null
   echo "$output"; [ "$status" -eq 6 ]
-  line=$(grep '^runner: offer ' <<<"$output")
+  line=$(grep '^runner: offer [0-9]' <<<"$output")
   dph=$(sed 's/.* at \$\([0-9.]*\)\/h.*/\1/' <<<"$line")
   est=$(sed 's/.*estimated \$\([0-9.]*\) (\([0-9.]*\) h).*/\1 \2/' <<<"$line")
   [ "${est#* }" = 7 ]
