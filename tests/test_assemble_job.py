@@ -21,11 +21,12 @@ from hearsay.hashing import sha256_file
 from hearsay.logits import sigmoid
 
 SHA = "s" * 40
-# path -> (fold, logit): two inner folds, one holdout and two test clips, and one extra row
-# (train-only, never scored)
+# path -> (fold, logit): two inner folds, one holdout and two test clips, one probe clip (scored by
+# every run, never exported), and one extra row (train-only, never scored)
 CLIPS = {"a0": ("0", 0.5), "a1": ("0", -1.0), "b0": ("1", 2.0), "b1": ("1", -0.25),
-         "h0": ("holdout", 0.75), "t1": ("test", -2.0), "t0": ("test", 1.5)}
-N_FILES = 1 + 1 + len(score_run.jobs_of("full"))  # two fold runs' inner files + the full run's
+         "h0": ("holdout", 0.75), "t1": ("test", -2.0), "t0": ("test", 1.5), "p0": ("probe", 0.25)}
+# the two fold runs' files (inner and probe) + the full run's
+N_FILES = sum(len(score_run.jobs_of(key)) for key in ("fold0", "fold1", "full"))
 
 
 def manifest():
@@ -91,8 +92,9 @@ def test_a_first_assemble_scores_every_file_here_and_says_why(campaign, capsys):
     assert sc["files_scored_here"] == {score_file.file_name(k, s, a): "missing"
                                        for k in ("fold0", "fold1", "full")
                                        for s, _, a in score_run.jobs_of(k)}
-    # rows: 2 + 2 inner, the full run's 5 holdout files of 1 row and 2 test files of 2 rows
-    assert sc["rescored_here"] == 2 + 2 + 5 * 1 + 2 * 2
+    # rows: 2 + 2 inner, the full run's 5 holdout files of 1 row and its test file of 2 rows,
+    # and each of the three runs' probe file of 1 row
+    assert sc["rescored_here"] == 2 + 2 + 5 * 1 + 2 + 3 * 1
     assert sc["device"] == "cpu" and sc["reuse_rule"] == score_file.REUSE_RULE
     err = capsys.readouterr().err
     assert "hearsay assemble: fold0: scoring fold0_inner_oof.csv here (missing)\n" in err
@@ -111,8 +113,9 @@ def test_the_written_file_is_core_rows_in_order_each_scored_by_its_own_model(cam
     assert done["parity"] is None
     assert {k: m["fold"] for k, m in done["metas"].items()} == {"fold0": 0, "fold1": 1,
                                                                "full": None}
-    assert done["files"]["fold1"] == {("inner_oof", False): score_file.per_run_dir(
-        pin.parent) / "fold1_inner_oof.csv"}
+    per_run = score_file.per_run_dir(pin.parent)
+    assert done["files"]["fold1"] == {("inner_oof", False): per_run / "fold1_inner_oof.csv",
+                                      ("probe", False): per_run / "fold1_probe.csv"}
     assert set(done["files"]["full"]) == {(s, a) for s, _, a in score_run.jobs_of("full")}
     assert done["pin"]["name"] == "stamp1"
     assert done["score_config"] == scoring.ScoreConfig()
@@ -135,11 +138,11 @@ def test_one_runs_files_are_reused_unless_forced(campaign):
     calls.clear()
     doc, cfg = assemble.load_pin(pin), scoring.ScoreConfig()
     files = assemble.run_scores(bundle(), doc, "fold1", cfg)
-    assert calls == [] and list(files) == [("inner_oof", False)]
+    assert calls == [] and list(files) == [("inner_oof", False), ("probe", False)]
     scored: list = []
     assemble.run_scores(bundle(), doc, "fold1", cfg, True, scored)
-    assert calls == [("fold1", "inner_oof", False)]
-    assert scored == [("fold1_inner_oof.csv", "--rescore", 2)]
+    assert calls == [("fold1", "inner_oof", False), ("fold1", "probe", False)]
+    assert scored == [("fold1_inner_oof.csv", "--rescore", 2), ("fold1_probe.csv", "--rescore", 1)]
 
 
 def test_rescore_scores_every_file_here_again(campaign):
@@ -274,7 +277,7 @@ def test_main_assembles_and_hands_the_report_its_inputs(cli, capsys, tmp_path):
     argv, handed = cli
     assert assemble.main(argv) == assemble.EXIT_OK
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == (f"hearsay assemble: rescored_here 13 rows in {N_FILES} file(s); "
+    assert out[0] == (f"hearsay assemble: rescored_here 14 rows in {N_FILES} file(s); "
                       "0 file(s) reused")
     assert out[1].endswith("(7 rows, F1-F6 passed); gate: not measured; report "
                            "docs/reports/stamp1.md")
@@ -282,7 +285,7 @@ def test_main_assembles_and_hands_the_report_its_inputs(cli, capsys, tmp_path):
     assert handed["extra_corpus"] is None  # no decision given and none cited by the runs
     assert handed["bundle"].tree_sha == SHA
     assert handed["done"]["score_config"] == scoring.ScoreConfig(device="cpu")
-    assert handed["probe"] == handed["done"]["files"]["full"][("test", "probe")]
+    assert handed["probe"] == handed["done"]["files"]["full"][("probe", False)]
     assert handed["fa_rate"] == 0.01
     assert handed["ledger"] == tmp_path / "ledger.csv"
     assert handed["reports"] == tmp_path / "reports"

@@ -14,7 +14,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 # hearsay.contracts' modules in their order; a tuple is one INTERFACES section naming several
 CONTRACT_SECTIONS = [("manifest",), ("folds", "protocol"), ("bundle", "codec_recipe"), ("run_dir",),
                      ("score_file",), ("pin",), ("model_dir",), ("parity_b",), ("ledger",),
-                     ("status",)]
+                     ("status",), ("event_log",)]
 
 
 def tree_modules(design: str) -> set[str]:

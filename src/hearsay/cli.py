@@ -72,6 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         try:
             return _dispatch(sys.argv[1:] if argv is None else argv)
+        except SystemExit as done:  # argparse's --help: its write error was dropped (argparse
+            # ignores OSError on a help text over the 8 KiB buffer), then it exits 0
+            if done.code in (0, None) and _stdout_closed():
+                raise BrokenPipeError("stdout closed during --help") from None
+            raise
         finally:  # flushed here, not at exit: a closed pipe is caught below, not printed
             sys.stdout.flush()
     except BrokenPipeError:

@@ -51,7 +51,7 @@ def test_fold_protocol(bundle):
     df = bundle.manifest
     for k in range(5):
         train, val, excl = tdata.plan_job(bundle, "fold", k)
-        assert not train["fold"].isin([str(k), "holdout", "test"]).any()
+        assert not train["fold"].isin([str(k), "holdout", "test", "probe"]).any()
         assert set(val["fold"]) == {str(k)} and set(val["train_scope"]) == {"core"}
         assert set(val["label"]) == {"bonafide", "spoof"}
         assert set(train["id"]).isdisjoint(val["id"])
@@ -66,7 +66,7 @@ def test_fold_protocol(bundle):
         rest = df.loc[~df["id"].isin(train["id"])]
         excluded = (rest["train_scope"] == "extra") & rest["generator"].map(family_of).isin(
             val_fams | set(excl["listed"]))
-        assert rest.loc[~excluded, "fold"].isin([str(k), "holdout", "test"]).all()
+        assert rest.loc[~excluded, "fold"].isin([str(k), "holdout", "test", "probe"]).all()
     train, val, _ = tdata.plan_job(bundle, "pilot", None)
     assert set(train["fold"]) <= {"0", "1", "2", "3", "extra"} and set(val["fold"]) == {"4"}
     train, val, excl = tdata.plan_job(bundle, "full", None)
@@ -90,7 +90,7 @@ def test_a_forgotten_exclusion_is_derived_and_a_leak_is_a_train_error(bundle, mo
     real = folds.train_ids
     monkeypatch.setattr(folds, "train_ids", lambda df, cfg, model: [
         *real(df, cfg, model), *df.loc[df["fold"] == "holdout", "id"][:1]])
-    with pytest.raises(terrors.FoldLeak, match="holdout/test/validation rows") as err:
+    with pytest.raises(terrors.FoldLeak, match="holdout/test/probe/validation rows") as err:
         tdata.plan_job(bundle, "fold", 0)
     assert err.value.code == terrors.EXIT_FOLD_LEAK == 10
 

@@ -192,7 +192,9 @@ def test_clips_per_second_counts_every_gpu_as_world_size_times_rank_0s_clips(tmp
     """Rank 0 alone writes the line and sees its own clips: 64 clips and 128 s of audio in 2 s
     on each of `world` GPUs read 32 x world clips/s and 64 x world audio_s/s."""
     clock = iter([100.0, 102.0])  # construction, then the step
-    monkeypatch.setattr(steplog.time, "time", lambda: next(clock))
+    # steplog's own clock only (the TensorBoard writer keeps the real one)
+    monkeypatch.setattr(steplog, "time", types.SimpleNamespace(
+        time=lambda: next(clock), strftime=time.strftime, gmtime=time.gmtime))
     r = _fake_run(tmp_path, log_every=1)
     r.plan.world = world
     log = steplog.StepLog(r)

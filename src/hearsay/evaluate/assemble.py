@@ -20,10 +20,10 @@ paths are relative to its folder; fold0..fold<n-1> with n the bundle's fold file
               "full":  {"dir": "...", "config_hash": "...", "weights_sha256": "..."}}}
 
 Each run is validated: run_meta.json job/fold match its key, complete, config hash, bundle
-tree-sha, steps >= min_steps, sha256 of final/model.safetensors = the pinned one. Then each
-fold model scores its own inner fold, the full model scores holdout, test, the augmented
-holdout and the holdout readouts (hearsay.evaluate.readouts: every codec on the same clean rows,
-fixed-seed test-length crops, whole clips up to 14 s). Per-run files go under
+tree-sha, steps >= min_steps, sha256 of final/model.safetensors = the pinned one. Then each fold
+model scores its own inner fold, the full model holdout, test, the augmented holdout and the
+holdout readouts (hearsay.evaluate.readouts: every codec on the same clean rows, fixed-seed
+test-length crops, whole clips up to 14 s), and every run the probe fold. Per-run files go under
 models/<stamp>/scores/, where runner/collect.sh puts the files each box scored after training
 (`hearsay score-run`, GPU bf16); a file is reused only when its sidecar names the pinned weights
 sha256, this bundle, the split, fold and settings (device and precision are recorded, not
@@ -41,29 +41,26 @@ read back from disk, and checked:
      weights, when the pin requires one (collect's default: export and parity run BEFORE
      assemble); a pin whose parity says {"waived": ...} (collect --no-parity) records the waiver
 
-Then models/<stamp>/meta.json and <reports>/<stamp>.md (+ PNG plots) are written
-(hearsay.evaluate.report).
+Then models/<stamp>/meta.json and <reports>/<stamp>.md (+ PNG plots) are written (report).
 
 The gate (hearsay.evaluate.gate): --bar DIR names the earlier detector to beat: DIR is its
-campaign's
-models/<stamp>/ (meta.json + the score CSV meta.json names), or a folder with scores.csv and a
-meta.json holding its own probe record. A pass needs ours below the bar's minDCF (pi 0.3) on the
-holdout AND on the pooled out-of-fold clips, judged apart; the probe (bona fide clips only,
-e.g. In-the-Wild: by default the full run's full_probe.csv, fold probe's bona fide
-clips scored on its box: hearsay.evaluate.probe_set; --probe FILE for another, path +
-logit/score): our false-alarm rate at our out-of-fold threshold no
-worse than the bar's own rate from its meta.json (same probe clips, by set_sha256); and no stream
-shortcut AUC of a pinned run at 0.85 or beyond. --bar2 DIR is judged the same way and reported
-beside, never gating. Every decision is read at pi 0.3 and 0.5 in both cost directions, and a
-reading that flips it is named. This campaign's own probe record goes into its meta.json, so its
-models/<stamp>/ can be the next campaign's --bar.
+campaign's models/<stamp>/ (meta.json + the score CSV meta.json names), or a folder with scores.csv
+and a meta.json holding its own probe record. A pass needs ours below the bar's minDCF (pi 0.3) on
+the holdout AND on the pooled out-of-fold clips, judged apart; the probe (bona fide clips only,
+e.g. In-the-Wild: by default the full run's full_probe.csv, the probe fold scored on its box:
+hearsay.evaluate.probe_set; --probe FILE for another, path + logit/score): our false-alarm rate at
+our out-of-fold threshold no worse than the bar's own rate from its meta.json (same probe clips, by
+set_sha256); and no stream shortcut AUC of a pinned run at 0.85 or beyond. --bar2 DIR is judged
+the same way and reported beside, never gating. Every decision is read at pi 0.3 and 0.5 in both
+cost directions, and a reading that flips it is named. This campaign's own probe record goes into
+its meta.json, so its models/<stamp>/ can be the next campaign's --bar.
 
 --ablation FILE: the ablation's decision (`hearsay compare --json`) goes into meta.json
 "ablation" and the report's recipe-comparison section, as the record of why this recipe.
 --corpus-decision FILE: the extra corpus's decision (`hearsay corpus-probe --drop-rule ...
 --decision FILE`) is judged in the gate against the sha256 the pinned runs' recipes cite
-(hearsay.evaluate.corpus_decision.gate_check); without it, runs that cite one make the gate
-"not measured".
+(hearsay.evaluate.corpus_decision.gate_check); without it, runs that cite one make the gate "not
+measured".
 
 Exit codes: 0 assembled (a failed gate is a valid, recorded outcome: see meta.json "gate"),
 2 usage (also a --device this machine lacks), 3 bad input (missing bundle/run/file), 4 the pin
@@ -337,8 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ledger", type=Path, default=Path("docs") / ledgers.FILE,
                     help="expense ledger for the spend line (absent: spend 'unknown')")
     ap.add_argument("--runner-log", type=Path, default=None, metavar="RUNNER_LOG",
-                    help="the runner's event log (RUNNER_STATE/runner.log): the reaper's reasons"
-                         " and the budget guard's refusals in the runtime checks")
+                    help="RUNNER_STATE/runner.log: the reaper's reasons, the guard's refusals")
     ap.add_argument("--cap-usd", type=float, default=None, metavar="USD",
                     help="the campaign's spending cap, held against the ledger's spend (G3; "
                          "without it: not measured)")
