@@ -19,6 +19,8 @@ set -euo pipefail
 export RUNNER_SCRIPT=logs
 # shellcheck source=runner/lib/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+# shellcheck source=runner/lib/state.sh
+. "$RUNNER_ROOT/lib/state.sh"
 # shellcheck source=runner/lib/guard.sh
 . "$RUNNER_ROOT/lib/guard.sh"
 # shellcheck source=runner/lib/store.sh

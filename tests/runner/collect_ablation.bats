@@ -43,11 +43,14 @@ ablation_run() {
   [ "$(jq -r .runs.fold1.weights_sha256 "$W/abl/ablation_runs.json")" = "$(sha256sum "$W/abl/runs/fold1/final/model.safetensors" | cut -d' ' -f1)" ]
   [ -s "$W/abl/scores/fold1_inner_oof.csv.meta.json" ]
   # the probe set's scores come back beside them: the drop rule reads them there
-  [ "$(jq -r .split "$W/abl/scores/fold1_probe.csv.meta.json")" = probe ] && [ -s "$W/abl/scores/fold0_probe.csv" ]
+  [ "$(jq -r .split "$W/abl/scores/fold1_probe.csv.meta.json")" = probe ]
+  [ -s "$W/abl/scores/fold0_probe.csv" ]
   # a later collect never keeps an earlier run's probe file when the store has none
   rm "$W/bucket/hearsay/runs/ablate-core_only-fold1/$BUNDLE_SHA/$cfg/scores/fold1_probe.csv"*
   run "$REPO/runner/collect_ablation.sh" core_only "0 1" "$W/abl"
-  [ "$status" -eq 0 ] && [ ! -e "$W/abl/scores/fold1_probe.csv" ] && [ -s "$W/abl/scores/fold0_probe.csv" ]
+  echo "$output"; [ "$status" -eq 0 ]
+  [ ! -e "$W/abl/scores/fold1_probe.csv" ]
+  [ -s "$W/abl/scores/fold0_probe.csv" ]
 }
 
 @test "a run of another fold or job in the recipe's folder is refused (exit 4)" {
