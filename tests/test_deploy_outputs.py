@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import test_deploy
 from test_deploy import read_csv
+from test_deploy_api import stop_after_first_row
 
 from hearsay import deploy
 from hearsay.deploy import inputs, jsonl, lock, main
@@ -102,14 +103,7 @@ def test_a_lock_held_here_refuses_the_windows_csv_too(world, tmp_path, capsys):
 
 def interrupted(model: Path, root: Path, out: Path, monkeypatch, *extra: str) -> None:
     """A run stopped after its first row: out.partial holds a.wav's row."""
-    real = deploy.windowed.windowed_rows
-
-    def stop_after_one(*a, **k):
-        for row in real(*a, **k):
-            yield row
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(deploy.windowed, "windowed_rows", stop_after_one)
+    stop_after_first_row(monkeypatch)
     assert main([str(root), "-o", str(out), "--model", str(model), *extra]) == 130
     monkeypatch.undo()
 
