@@ -41,23 +41,16 @@ poll=${RUNNER_LOGS_POLL_S:-10}
 is_number "$poll" || die 2 "RUNNER_LOGS_POLL_S=$poll is not a number of seconds" "unset it for 10"
 p=$(store_job_path "$job") || exit 2
 
-# store_cat NAME: the store's RUNNER_STORE/runs/JOB/NAME on stdout; 1 when absent or unreadable.
-store_cat() {
-  # shellcheck disable=SC2086  # RUNNER_RCLONE is a command line by design
-  RCLONE_CONFIG="$RUNNER_RCLONE_CONF" with_timeout "$RUNNER_CLI_TIMEOUT_S" \
-    $RUNNER_RCLONE cat "$p/$1" --retries 1 --low-level-retries 1 </dev/null 2>/dev/null
-}
-
 status="" shown=0 log_gen=""
 while :; do
-  line=$(store_cat STATUS | head -n 1) || line=""
+  line=$(store_cat "$job" STATUS | head -n 1) || line=""
   if [ -z "$line" ]; then
     [ -n "$status" ] || die 3 "no STATUS for job $job at $p/STATUS (or the store cannot be read)" "check RUNNER_STORE and RUNNER_RCLONE_CONF"
   elif [ "$line" != "$status" ]; then
     status=$line
     echo "STATUS $status"
   fi
-  if log=$(store_cat train.log); then
+  if log=$(store_cat "$job" train.log); then
     head=${log%%$'\n'*}
     gen=${head#\# }
     gen=${gen%% *}

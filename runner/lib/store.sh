@@ -20,15 +20,19 @@ store_job_path() {
 # it stays in bash because the reaper polls it and must not wait on a Python start.
 store_status() { store_status_of "$1" "$(rec_get "$1" gen)"; }
 
-# store_status_line JOB: the first line of JOB's STATUS, whatever its generation; nothing when there
-# is none or it cannot be read.
-store_status_line() {
+# store_cat JOB NAME: JOB's run-folder file NAME (STATUS, train.log, ...) on stdout, read at the
+# job's own store (store_job_path); non-zero when it is absent or cannot be read.
+store_cat() {
   local path
-  path=$(store_job_path "$1") || return 0
+  path=$(store_job_path "$1") || return 1
   # shellcheck disable=SC2086  # RUNNER_RCLONE is a command line by design
   RCLONE_CONFIG="$RUNNER_RCLONE_CONF" with_timeout "$RUNNER_CLI_TIMEOUT_S" \
-    $RUNNER_RCLONE cat "$path/STATUS" --retries 1 --low-level-retries 1 2>/dev/null </dev/null | head -n 1 || true
+    $RUNNER_RCLONE cat "$path/$2" --retries 1 --low-level-retries 1 2>/dev/null </dev/null
 }
+
+# store_status_line JOB: the first line of JOB's STATUS, whatever its generation; nothing when there
+# is none or it cannot be read.
+store_status_line() { store_cat "$1" STATUS | head -n 1 || true; }
 
 # store_status_of JOB GEN: the same for generation GEN of JOB, with or without a record.
 store_status_of() {
