@@ -8,12 +8,9 @@
 # store_heartbeat JOB: print the HEARTBEAT line of the record's generation, or "none" when the store
 # has none of it (absent, or another generation's); 1 when the store cannot be read.
 store_heartbeat() {
-  local gen path line rc=0
+  local gen line rc=0
   gen=$(rec_get "$1" gen)
-  path=$(store_job_path "$1") || return 1
-  # shellcheck disable=SC2086  # RUNNER_RCLONE is a command line by design
-  line=$(RCLONE_CONFIG="$RUNNER_RCLONE_CONF" with_timeout "$RUNNER_CLI_TIMEOUT_S" \
-    $RUNNER_RCLONE cat "$path/HEARTBEAT" --retries 1 --low-level-retries 1 2>/dev/null </dev/null) || rc=$?
+  line=$(store_cat "$1" HEARTBEAT) || rc=$?   # rclone's code; 1 when the path is refused
   case $rc in
     0) ;;
     3 | 4) echo none; return 0 ;;   # rclone: directory / file not found

@@ -52,12 +52,9 @@ store_status_of() {
 # (its first line "GEN PHASE EPOCH", then the failure); nothing when there is none, it cannot be
 # read or it belongs to another generation. The log lines after it: runner/status.sh --why JOB.
 store_reason() {
-  local gen path text head
+  local gen text head
   gen=$(rec_get "$1" gen)
-  path=$(store_job_path "$1") || return 0
-  # shellcheck disable=SC2086  # RUNNER_RCLONE is a command line by design
-  text=$(RCLONE_CONFIG="$RUNNER_RCLONE_CONF" with_timeout "$RUNNER_CLI_TIMEOUT_S" \
-    $RUNNER_RCLONE cat "$path/REASON" --retries 1 --low-level-retries 1 2>/dev/null </dev/null | head -n 2) || true
+  text=$(store_cat "$1" REASON | head -n 2) || true
   head=${text%%$'\n'*}
   [ -n "$gen" ] && [ "${head%% *}" = "$gen" ] && [ "$text" != "$head" ] || return 0
   head=${head#* }
