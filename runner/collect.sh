@@ -3,9 +3,10 @@
 # Summary: bring the finished runs (fold0..fold<n-1>, full) back from the store and pin them for hearsay assemble
 #
 # The runs are those of this bundle and training config (RUNNER_BUNDLE_META, RUNNER_TRAIN_CONFIG, as
-# runner/launch.sh uses them): RUNNER_STORE/runs/JOB/<tree_sha>/<sha256 of train.json>/, JOB each
+# runner/launch.sh uses them): JOB's run folder/<tree_sha>/<sha256 of train.json>/, JOB each
 # of `hearsay pin keys RUNNER_BUNDLE_META` (fold0..fold<n-1> and full, n the fold file's n_folds).
-# For each job its final/, run_meta.json and config.json are copied to OUT_DIR/runs/JOB/
+# (the run folder: its record's contract while it has one, else RUNNER_STORE/runs/RUNNER_OPERATOR/JOB:
+# collect from another machine with the campaign's RUNNER_OPERATOR). For each job its final/, run_meta.json and config.json are copied to OUT_DIR/runs/JOB/
 # (checkpoints stay in the store) and checked by `hearsay run check` (the one rule: complete, the
 # job and fold, the bundle's tree-sha). Then `hearsay pin write` writes OUT_DIR/final_runs.json
 # for `hearsay assemble --pinned`:
@@ -43,6 +44,8 @@ export RUNNER_SCRIPT=collect
 . "$RUNNER_ROOT/lib/guard.sh"
 # shellcheck source=runner/lib/bundles.sh
 . "$RUNNER_ROOT/lib/bundles.sh"
+# shellcheck source=runner/lib/store.sh
+. "$RUNNER_ROOT/lib/store.sh"
 
 name="" min_steps="" out="" no_parity=0
 while [ $# -gt 0 ]; do
@@ -81,7 +84,8 @@ rm -f "$out/final_runs.json" || die 1 "cannot remove the old pin $out/final_runs
 #    missing or incomplete one is named before exiting
 missing=""
 for job in $keys; do
-  src=$(store_run_path "$job" "$bundle" "$cfg") || exit 12
+  jp=$(store_job_path "$job") || exit 12
+  src=$(store_run_path "$jp" "$bundle" "$cfg") || exit 12
   dest=$out/runs/$job
   rm -rf "$dest"
   mkdir -p "$dest"

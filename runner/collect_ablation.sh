@@ -4,7 +4,7 @@
 #
 # RECIPE is a name of runner/launch.sh ablate (RUNNER_RECIPES/RECIPE.json, its training config);
 # FOLDS the inner folds it was launched on, e.g. "0 1". Each run is
-# RUNNER_STORE/runs/ablate-RECIPE-foldK/<tree_sha of RUNNER_BUNDLE_META>/<sha256 of RECIPE.json>/:
+# RUNNER_STORE/runs/OPERATOR/ablate-RECIPE-foldK/ (its record's run folder, runner/lib/store.sh)/<tree_sha of RUNNER_BUNDLE_META>/<sha256 of RECIPE.json>/:
 # its final/, run_meta.json and config.json are copied to OUT_DIR/runs/foldK/ and checked by
 # `hearsay run check` (complete, job fold, fold K, the bundle's tree-sha), and the per-run score files
 # its box left (scores/foldK_inner_oof.csv, and the probe set's scores/foldK_probe.csv when the bundle
@@ -29,6 +29,8 @@ export RUNNER_SCRIPT=collect_ablation
 . "$RUNNER_ROOT/lib/guard.sh"
 # shellcheck source=runner/lib/bundles.sh
 . "$RUNNER_ROOT/lib/bundles.sh"
+# shellcheck source=runner/lib/store.sh
+. "$RUNNER_ROOT/lib/store.sh"
 
 score="" args=()
 while [ $# -gt 0 ]; do
@@ -62,7 +64,8 @@ rm -f "$out/ablation_runs.json" || die 1 "cannot remove the old pin $out/ablatio
 
 missing="" runs=()
 for k in $folds; do
-  src=$(store_run_path "ablate-$recipe-fold$k" "$bundle" "$cfg") || exit 12
+  jp=$(store_job_path "ablate-$recipe-fold$k") || exit 12
+  src=$(store_run_path "$jp" "$bundle" "$cfg") || exit 12
   dest=$out/runs/fold$k
   rm -rf "$dest" && mkdir -p "$dest"
   # shellcheck disable=SC2086  # RUNNER_RCLONE is a command line by design

@@ -7,7 +7,7 @@
 # line 2: how it was chosen) and a line of the event log; runner/launch.sh refuses fold/full jobs
 # whose train.epochs differs from it (unless --any-epochs, logged).
 #
-#   from-pilot  bring the DONE pilot's run_meta.json from the store (runs/pilot/<tree_sha>/<sha256 of
+#   from-pilot  bring the DONE pilot's run_meta.json from the store (runs/OPERATOR/pilot/<tree_sha>/<sha256 of
 #               the pilot's config>/: --pilot-config FILE, default RUNNER_TRAIN_CONFIG) and apply
 #               the rule of `hearsay pilot-epochs` (its --help): the first epoch whose fold-4
 #               minDCF (pi 0.3) is within --tol of the lowest, times --factor, rounded up. The pilot
@@ -29,6 +29,8 @@ export RUNNER_SCRIPT=epochs
 . "$RUNNER_ROOT/lib/state.sh"
 # shellcheck source=runner/lib/bundles.sh
 . "$RUNNER_ROOT/lib/bundles.sh"
+# shellcheck source=runner/lib/store.sh
+. "$RUNNER_ROOT/lib/store.sh"
 # shellcheck source=runner/lib/recipe.sh
 . "$RUNNER_ROOT/lib/recipe.sh"
 
@@ -84,7 +86,7 @@ case $verb in
     [ "$(recipe_hash "$pilot_cfg")" = "$recipe" ] \
       || die 2 "the pilot config $pilot_cfg is another recipe than $RUNNER_TRAIN_CONFIG (they may differ in train.epochs only)" "launch a pilot of this recipe, or record E by hand: runner/epochs.sh set E"
     need "${RUNNER_RCLONE%% *}" "${RUNNER_HEARSAY:-hearsay}"
-    src=$(store_run_path pilot "$bundle" "$(sha256_file "$pilot_cfg")") || exit 12
+    src=$(store_run_path "$(store_job_path pilot)" "$bundle" "$(sha256_file "$pilot_cfg")") || exit 12
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/runner.epochs.XXXXXX")
     trap 'rm -rf "$tmp"' EXIT
     # shellcheck disable=SC2086  # RUNNER_RCLONE is a command line by design

@@ -34,10 +34,10 @@ case ${1:-} in
     # shellcheck source=runner/lib/store.sh
     . "$RUNNER_ROOT/lib/store.sh"
     [ -n "${2:-}" ] || die 2 "--why needs a job name" "runner/status.sh --why fold3"
-    p=$(store_job_path "$2") || exit 2
+    folder=$(store_job_path "$2") || exit 2
     # shellcheck disable=SC2086  # RUNNER_RCLONE is a command line by design
-    line=$(RCLONE_CONFIG="$RUNNER_RCLONE_CONF" $RUNNER_RCLONE cat "$p/STATUS" </dev/null 2>/dev/null | head -n 1) || true
-    [ -n "$line" ] || die 3 "no STATUS for job $2 at $p/STATUS (or the store cannot be read)" "check RUNNER_STORE and RUNNER_RCLONE_CONF"
+    line=$(RCLONE_CONFIG="$RUNNER_RCLONE_CONF" $RUNNER_RCLONE cat "$folder/STATUS" </dev/null 2>/dev/null | head -n 1) || true
+    [ -n "$line" ] || die 3 "no STATUS for job $2 at $folder/STATUS (or the store cannot be read)" "check RUNNER_STORE and RUNNER_RCLONE_CONF"
     echo "STATUS $line"
     if rec_exists "$2"; then
       # shellcheck source=runner/lib/campaign.sh
@@ -51,14 +51,14 @@ case ${1:-} in
       echo "JUDGE $verdict: $j_why"
     fi
     # shellcheck disable=SC2086
-    RCLONE_CONFIG="$RUNNER_RCLONE_CONF" $RUNNER_RCLONE cat "$p/REASON" </dev/null 2>/dev/null | sed 's/^/  /' || true
+    RCLONE_CONFIG="$RUNNER_RCLONE_CONF" $RUNNER_RCLONE cat "$folder/REASON" </dev/null 2>/dev/null | sed 's/^/  /' || true
     # shellcheck source=runner/lib/bundles.sh
     . "$RUNNER_ROOT/lib/bundles.sh"
     b=$(rec_get "$2" bundle_sha) c=$(rec_get "$2" config_hash)
     [ -n "$b" ] || b=$(bundle_info "$RUNNER_BUNDLE_META" --tree-sha 2>/dev/null || true)
     [ -n "$c" ] || c=$(sha256_file "$RUNNER_TRAIN_CONFIG" 2>/dev/null || true)
     readout="" progress=""
-    if [ -n "$b" ] && [ -n "$c" ] && rp=$(store_run_path "$2" "$b" "$c"); then
+    if [ -n "$b" ] && [ -n "$c" ] && rp=$(store_run_path "$folder" "$b" "$c"); then
       # shellcheck disable=SC2086
       readout=$(RCLONE_CONFIG="$RUNNER_RCLONE_CONF" $RUNNER_RCLONE cat "$rp/readout.json" </dev/null 2>/dev/null) || readout=""
       # shellcheck disable=SC2086

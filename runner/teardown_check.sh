@@ -6,6 +6,8 @@
 # from git on a second laptop): "all gone" needs all three, since a well-formed empty listing can be
 # an API hiccup, and a record or an open ledger row says a box may bill. An open row counts as gone
 # only by the one rule (runner/lib/gone.sh: `show instance ID` agrees, or a listing that vouches).
+# Each live record is named with the judge's verdict on its box (runner/lib/judge.sh, read only:
+# runner/reaper.sh acts on it).
 # Exit codes: 0 a complete, successful listing holds zero instances and no job record is live
 #   (none in RUNNER_STATE/jobs/: creating, running, destroying or ORPHAN); 1 instances remain
 #   (listed on stdout as "id status label $/h"); 2 cannot confirm: the listing failed (error JSON,
@@ -29,6 +31,14 @@ export RUNNER_SCRIPT=teardown_check
 . "$RUNNER_ROOT/lib/ledger.sh"
 # shellcheck source=runner/lib/gone.sh
 . "$RUNNER_ROOT/lib/gone.sh"
+# shellcheck source=runner/lib/store.sh
+. "$RUNNER_ROOT/lib/store.sh"
+# shellcheck source=runner/lib/heartbeat.sh
+. "$RUNNER_ROOT/lib/heartbeat.sh"
+# shellcheck source=runner/lib/campaign.sh
+. "$RUNNER_ROOT/lib/campaign.sh"
+# shellcheck source=runner/lib/judge.sh
+. "$RUNNER_ROOT/lib/judge.sh"
 
 case ${1:-} in
   -h | --help) usage_from "$0"; exit 0 ;;
@@ -45,10 +55,13 @@ if ! vast_list "$list"; then
   exit 2
 fi
 n=$(awk 'END { print NR }' "$list")
-live=""   # " JOB (STATE, instance ID)" per live record
+live=""   # " JOB (STATE, instance ID, judged VERDICT: why)" per live record
 for j in $(jobs_list); do
   i=$(rec_get "$j" instance)
-  live="$live $j ($(rec_state "$j" | grep . || echo no state), instance ${i:-not yet known})"
+  st=$(rec_state "$j")
+  judge_job "$j" "$st"   # no look: this check writes nothing into the record
+  # shellcheck disable=SC2154  # verdict and j_why are set by judge_job
+  live="$live $j (${st:-no state}, instance ${i:-not yet known}, judged $verdict: $j_why)"
 done
 # the ledger's open rentals (LEDGER: on a second laptop, from git): each listed one is among the
 # instances below; an unlisted one must be proven gone by the one rule, else it may still bill

@@ -97,6 +97,7 @@ export VAST_API_KEY=$API_KEY VASTAI_NO_UPDATE_CHECK=1
 export RUNNER_STATE=$W/state LEDGER=$W/ledger.csv FAKE_BOX_ROOT=$W/boxes
 export RUNNER_SSH="$REPO/tests/runner/bin/fake_ssh.sh" RUNNER_RCLONE=rclone
 export RUNNER_RCLONE_CONF=$W/rclone.conf RUNNER_STORE="store:$W/bucket/hearsay"
+export RUNNER_OPERATOR=rehearsal   # its run folders: RUNNER_STORE/runs/rehearsal/JOB
 export RUNNER_IMAGE="registry.invalid/hearsay-trainer@sha256:rehearsal-only"
 export RUNNER_OFFER_QUERY="num_gpus=1" RUNNER_CLI_TIMEOUT_S=60
 export RUNNER_POLL_S=0.3 RUNNER_CONFIRM_WAIT_S=0.2 RUNNER_CONFIRM_CHECKS=5 RUNNER_DESTROY_TRIES=3
@@ -160,7 +161,7 @@ wait_until() {
   done
 }
 cfg_sha() { sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1; }
-run_dir() { printf '%s/bucket/hearsay/runs/%s/%s/%s' "$W" "$1" "$BUNDLE" "$(cfg_sha)"; }
+run_dir() { printf '%s/bucket/hearsay/runs/rehearsal/%s/%s/%s' "$W" "$1" "$BUNDLE" "$(cfg_sha)"; }
 archived_result() {   # JOB: the result of its newest archived record
   local d
   d=$(find "$RUNNER_STATE/archive" -maxdepth 1 -name "$1-*" 2>/dev/null | LC_ALL=C sort | tail -n 1)
@@ -225,7 +226,7 @@ do_pilot() {
   RUNNER_TRAIN_CONFIG=$W/pilot.json launch pilot
   wait_until 900 "pilot ended and destroyed" gone pilot
   done_by_reaper pilot || { fail "pilot ended $(archived_result pilot): $(RUNNER_TRAIN_CONFIG=$W/pilot.json why pilot)"; return 1; }
-  pdir=$W/bucket/hearsay/runs/pilot/$BUNDLE/$(sha256sum "$W/pilot.json" | cut -d' ' -f1)
+  pdir=$W/bucket/hearsay/runs/rehearsal/pilot/$BUNDLE/$(sha256sum "$W/pilot.json" | cut -d' ' -f1)
   readout=$(RUNNER_TRAIN_CONFIG=$W/pilot.json "$REPO/runner/status.sh" --why pilot | grep '^READOUT') \
     || { fail "runner/status.sh --why pilot shows no READOUT of the pilot"; return 1; }
   say_detail "fold 0 refused before it (exit 6); pilot $(jq -r '.steps' "$pdir/run_meta.json") steps, DONE; $readout"

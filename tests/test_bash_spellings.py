@@ -98,8 +98,9 @@ def test_the_ledger_header_bash_writes_is_the_readers():
     assert first == ",".join(ledger.HEADER)
 
 
-def bash_phase(tmp_path: Path, line: str, gen: str) -> str:
-    """runner/lib/store.sh's store_status_of on a store whose STATUS holds `line`."""
+def bash_phase(tmp_path: Path, line: str, gen: str, reader: str = "store_status_of") -> str:
+    """runner/lib/store.sh's store_status_of (or `reader`, called as READER "$(store_status_line
+    fold3)" GEN for the line readers) on a store whose STATUS holds `line`."""
     (tmp_path / "line").write_text(line)
     fake = tmp_path / "fake_rclone"
     fake.write_text(f"#!/bin/sh\ncat '{tmp_path / 'line'}'\n")
@@ -108,7 +109,9 @@ def bash_phase(tmp_path: Path, line: str, gen: str) -> str:
            "RUNNER_CLI_TIMEOUT_S": "10", "RUNNER_STATE": str(tmp_path / "state"),
            "RUNNER_RCLONE_CONF": str(tmp_path / "rclone.conf")}
     script = (f'. "{REPO}/runner/lib/common.sh"; . "{REPO}/runner/lib/guard.sh"; '
-              f'. "{REPO}/runner/lib/store.sh"; store_status_of fold3 "$1"')
+              f'. "{REPO}/runner/lib/store.sh"; ' +
+              ('store_status_of fold3 "$1"' if reader == "store_status_of"
+               else f'{reader} "$(store_status_line fold3)" "$1"'))
     out = subprocess.run(["bash", "-c", script, "_", gen], env=env, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -123,6 +126,17 @@ LINES = ["g-7 TRAINING 1796000000\n", "g-7 DONE 1796000000\n", "g-8 DONE 1796000
 @pytest.mark.parametrize("line", LINES)
 def test_the_reapers_bash_reads_a_status_line_as_the_floor_does(tmp_path, line):
     assert bash_phase(tmp_path, line, "g-7") == (status.phase_of(line, "g-7") or "")
+
+
+BEAT_LINES = ["g-7 SMOKE 12 beats=yes\n", "g-7 SMOKE 12 beats=no\n", "g-7 SMOKE 12\n",
+              "g-8 SMOKE 12 beats=yes\n", "g-7 SMOKE beats=yes\n", "g-7 SMOKE 12 x beats=yes\n",
+              "g-7  SMOKE 12 beats=yes\n", "g-7 SMOKE 12 beats=maybe\n", "g-7\n", ""]
+
+
+@pytest.mark.parametrize("line", BEAT_LINES)
+def test_the_judges_bash_reads_a_boxs_word_on_beating_as_the_floor_does(tmp_path, line):
+    want = {True: "yes", False: "no", None: ""}[status.beats_of(line, "g-7")]
+    assert bash_phase(tmp_path, line, "g-7", reader="status_beats_in") == want
 
 
 # the bundle meta's fields and the fold count are hearsay's to read (`hearsay bundle info`,

@@ -288,6 +288,24 @@ def test_a_status_line_is_split_on_single_spaces_and_needs_a_generation_and_a_se
     assert status.parse(text) == want
 
 
+@pytest.mark.parametrize("text, want", [
+    ("g-7 SMOKE 12 beats=yes\n", True), ("g-7 SMOKE 12 beats=no\n", False),
+    ("g-7 SMOKE 12\n", None),  # an image older than the field: says nothing
+    ("g-8 SMOKE 12 beats=yes\n", None),  # another generation's word is not this box's
+    ("g-7 beats=yes\n", None), ("g-7 SMOKE beats=yes\n", None),  # only after the epoch
+    ("g-7 SMOKE 12 other beats=yes\n", True), ("g-7 SMOKE 12 beats=maybe\n", None),
+    ("g-7 SMOKE 12\nx y z beats=yes\n", None), ("", None),
+])
+def test_a_box_says_whether_it_beats_after_the_epoch_of_its_own_status_line(text, want):
+    assert status.beats_of(text, "g-7") is want
+
+
+def test_the_box_line_carries_its_word_on_beating_only_when_given():
+    assert status.line("g-7", "SMOKE", 5, beats=True) == "g-7 SMOKE 5 beats=yes\n"
+    assert status.line("g-7", "SMOKE", 5, beats=False) == "g-7 SMOKE 5 beats=no\n"
+    assert status.parse(status.line("g-7", "SMOKE", 5, beats=True)) == ("g-7", "SMOKE", 5)
+
+
 def test_a_phase_not_in_the_list_is_refused_naming_the_list():
     with pytest.raises(ValueError) as err:
         status.line("g-7", "DONNE", 5)

@@ -16,7 +16,8 @@
 # anything runs; the job's HEARSAY_* from job.env. One missing from either is a FAIL whose REASON
 # names it.
 #
-# Phases, each written to RUN_PATH/STATUS as "GEN PHASE EPOCH" (the reaper ignores other generations):
+# Phases, each written to RUN_PATH/STATUS as "GEN PHASE EPOCH beats=yes" (the reaper ignores other
+# generations; beats=yes: this chain writes HEARTBEAT, which the judge trusts only on the box's word):
 #   STARTED (a required variable missing; runner/box/driver_check.sh, $HEARSAY_DRIVER_CHECK, when
 #   present: the host driver does not run the lock's CUDA; train.json missing or its sha256 !=
 #   HEARSAY_CONFIG_HASH: FAIL) → SMOKE (container/trainer/smoke_check.sh beside this runner/, or
@@ -24,7 +25,7 @@
 #   STORE/bundles/BUNDLE_SHA and check its tree-sha; a failed pull or another tree-sha is a FAIL
 #   that says so; a bundle carrying a codec recipe gets its copies: STORE/codecs/BUNDLE_SHA/KEY
 #   pulled, or made here on every core and stored there (box_codec_pass); then `$HEARSAY_TRAIN --bundle … --fold K|--full|--pilot --out … --store RUN
-#   --resume auto --config BOX_DIR/train.json`, RUN = STORE/runs/JOB/BUNDLE_SHA/CONFIG_HASH, so a
+#   --resume auto --config BOX_DIR/train.json`, RUN = RUN_PATH/BUNDLE_SHA/CONFIG_HASH, so a
 #   job's first launch starts fresh and a relaunch of the same bundle + config resumes from its
 #   latest complete checkpoint) → PUSHING (the run directory to RUN; three failed pushes end the run
 #   FAIL) → SCORING (fold and full jobs: `hearsay score-run`, or $HEARSAY_SCORE_RUN, scores the run's
@@ -98,6 +99,7 @@ fi
 
 box_heartbeat "$$" &   # liveness for the reaper, from the first phase on (runner/lib/heartbeat.sh)
 heartbeat=$!
+BOX_BEATS=yes          # and every STATUS line from the first says so (runner/box/status.sh)
 box_status STARTED
 box_env_check   # every variable the box needs, from the container or job.env, or a FAIL naming it
 # Then, before torch is loaded: a host driver older than the image's CUDA is a FAIL naming both.
@@ -132,7 +134,7 @@ esac
 
 box_status TRAINING
 if [ "$HEARSAY_KIND" != probe ]; then
-  run_store=$(store_run_path "$HEARSAY_JOB" "$HEARSAY_BUNDLE_SHA" "$HEARSAY_CONFIG_HASH")
+  run_store=$(store_run_path "$RUN_PATH" "$HEARSAY_BUNDLE_SHA" "$HEARSAY_CONFIG_HASH")
   box_pull_bundle
   box_codec_pass   # a bundle with a codec recipe: its copies pulled from the store, or made here
   box_train "$run_store" ${sel[@]+"${sel[@]}"}

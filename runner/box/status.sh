@@ -16,7 +16,9 @@ box_push_log() {
 }
 
 # box_status PHASE: "GEN PHASE EPOCH" to RUN_PATH/STATUS (three tries; a lost STATUS is survivable,
-# the reaper's deadline still ends the box).
+# the reaper's deadline still ends the box), plus " beats=yes" once the chain's heartbeat runs
+# (BOX_BEATS, set by entry.sh): the box's own word that it beats, which the judge (runner/lib/judge.sh)
+# needs before a stale HEARTBEAT can mean a dead chain.
 box_status() {
   local i=0
   phase=$1
@@ -25,7 +27,8 @@ box_status() {
   echo "entry: $HEARSAY_GEN $1" >&2
   while [ "$i" -lt 3 ]; do
     i=$((i + 1))
-    printf '%s %s %s\n' "$HEARSAY_GEN" "$1" "$(date -u +%s)" | box_rclone rcat "$RUN_PATH/STATUS" 2>/dev/null && return 0
+    printf '%s %s %s%s\n' "$HEARSAY_GEN" "$1" "$(date -u +%s)" "${BOX_BEATS:+ beats=$BOX_BEATS}" \
+      | box_rclone rcat "$RUN_PATH/STATUS" 2>/dev/null && return 0
     sleep "${HEARSAY_PUSH_WAIT_S:-2}"
   done
   echo "entry: could not write STATUS $1" >&2

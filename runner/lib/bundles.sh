@@ -14,8 +14,10 @@
 #                                  the same image pull and verify them instead of re-encoding
 #   bundles/<tree_sha>/VERIFIED    "<tree_sha>": written by runner/bundle_put.sh once the store's
 #                                  copy hashed to it; runner/launch.sh rents only when it is there
-#   runs/<job>/STATUS, REASON      the box's phase line ("GEN PHASE EPOCH") and, after a FAIL, why
-#   runs/<job>/<tree_sha>/<cfg>/   one run: the trainer's --store (checkpoints/, final/,
+#   runs/<op>/<job>/               the job's run folder (runner/lib/store.sh: <op> keeps operators
+#                                  apart; the job's contract names it, job.env's HEARSAY_RUN_PATH)
+#   runs/<op>/<job>/STATUS, REASON the box's phase line ("GEN PHASE EPOCH") and, after a FAIL, why
+#   runs/<op>/<job>/<tree_sha>/<cfg>/  one run: the trainer's --store (checkpoints/, final/,
 #                                  run_meta.json, config.json); <cfg> = sha256 of train.json's bytes,
 #                                  so a new bundle or recipe never meets an old run's checkpoints and
 #                                  a relaunch of the same one resumes
@@ -36,8 +38,10 @@ store_bundle_path() { guard_path "${RUNNER_STORE%/}/bundles/$1"; }
 # store_codecs_path TREE_SHA KEY: RUNNER_STORE/codecs/TREE_SHA/KEY, guarded.
 store_codecs_path() { guard_path "${RUNNER_STORE%/}/codecs/$1/$2"; }
 
-# store_run_path JOB TREE_SHA CONFIG_SHA: the run folder of one (job, bundle, training config), guarded.
-store_run_path() { guard_path "${RUNNER_STORE%/}/runs/$1/$2/$3"; }
+# store_run_path JOB_PATH TREE_SHA CONFIG_SHA: the run of one (job, bundle, training config) inside
+# the job's run folder JOB_PATH (the box's HEARSAY_RUN_PATH; runner/lib/store.sh store_job_path on
+# this machine), guarded.
+store_run_path() { guard_path "${1%/}/$2/$3"; }
 
 _sha256_stdin() {
   if command -v sha256sum >/dev/null 2>&1; then sha256sum | cut -d' ' -f1; else shasum -a 256 | cut -d' ' -f1; fi

@@ -1,13 +1,16 @@
 # shellcheck shell=bash
-# runner/lib/judge.sh — the one judge of a job's box: observe (judge_observe), decide (judge_decide,
-# a pure function of the evidence), and let the caller act. runner/reaper.sh acts on the verdict;
-# runner/status.sh prints it; the box's watchdog and on-start guard apply the same numbers from the
-# same contract (runner/lib/contract.sh): its deadline and grace_s. The decision table, one row per
+# runner/lib/judge.sh — the one judge of a job's box: observe (judge_observe; judge_observe_unrecorded
+# for a box of ours that no record owns), decide (judge_decide, a pure function of the evidence), and
+# let the caller act. runner/reaper.sh acts on the verdict (runner/lib/teardown.sh's sweep_unrecorded
+# on an unrecorded box's); runner/status.sh and runner/teardown_check.sh print it; the box's watchdog
+# and on-start guard apply the same numbers from the same contract (runner/lib/contract.sh): its
+# deadline and grace_s. The decision table, one row per
 # rule, first match wins, is docs/RUNBOOK.md's "The judge" and tests/runner/judge.bats, row by row.
 #
 # Evidence (j_* variables, set by judge_observe or by a test):
 #   j_now          this machine's clock, epoch s (deadlines are absolute times)
-#   j_state        the record's state (CREATING … PROVISIONED)
+#   j_state        the record's state (CREATING … PROVISIONED); UNRECORDED: a box labelled by this
+#                  operator that no record owns (its job, generation and deadline from its label)
 #   j_deadline     the contract's deadline, epoch s
 #   j_campaign     the campaign deadline that holds: the earlier of the contract's and this machine's
 #                  RUNNER_CAMPAIGN_DEADLINE, epoch s, or empty
@@ -16,13 +19,15 @@
 #   j_grace        the contract's grace_s
 #   j_phase        the STATUS phase of the contract's generation; empty: none or unreadable
 #   j_held         yes while a fresh HOLD, or a live launcher of a record not yet PROVISIONED, owns it
-#   j_beats        the contract's beats (yes | no)
+#   j_beats        yes when the contract's beats is yes AND the generation's STATUS line says
+#                  beats=yes (the box's own word that its chain beats); no otherwise: an image that
+#                  declares nothing is judged by STATUS and deadline
 #   j_beat         the generation's HEARTBEAT line ("GEN SEQ EPOCH"), "none", or "?" (unreadable)
 #   j_still        monotonic seconds that line has shown no progress (judge_beat); empty: unknown
 #   j_looks        looks since it last progressed
 #   j_stale        the contract's heartbeat_stale_s (0 = never)
 # Verdicts: KEEP, WAIT_PUSH (past a deadline, its final push runs), END_DONE, END_FAIL, END_DEADLINE,
-# END_CAMPAIGN, END_HEARTBEAT, END_ABANDONED; j_why says why in words.
+# END_CAMPAIGN, END_HEARTBEAT, END_UNRECORDED, END_ABANDONED; j_why says why in words.
 
 # judge_decide: the table. Pure: reads j_*, sets verdict and j_why, nothing else.
 # shellcheck disable=SC2034  # verdict and j_why are the caller's (runner/lib/reap.sh, runner/status.sh)
@@ -41,7 +46,7 @@ judge_decide() {
       j_why="the campaign deadline $(iso "$stop") passed (RUNNER_CAMPAIGN_DEADLINE, set after this box's launch: the box was never told it and is ended without its final push)"
       return
     fi
-    if [ "$j_state" = PROVISIONED ] && [ "$j_now" -lt $((stop + j_grace)) ]; then
+    if { [ "$j_state" = PROVISIONED ] || [ "$j_state" = UNRECORDED ]; } && [ "$j_now" -lt $((stop + j_grace)) ]; then
       case $j_phase in TRAINING | PUSHING)
         verdict=WAIT_PUSH j_why="its box is $j_phase: it stops its trainer and pushes its checkpoints first; destroyed at $(iso $((stop + j_grace))) at the latest (grace_s=$j_grace)"
         return ;;
@@ -71,9 +76,19 @@ judge_decide() {
     j_why="heartbeat unchanged for $j_still s (last: ${j_beat#* }), limit heartbeat_stale_s=$j_stale s: its chain stopped without its exit trap (killed, out of memory, or the container restarted)"
     return
   fi
-  # 8. a launch whose launcher is gone before PROVISIONED
+  # 8. a box of ours no record owns: kept while its generation's STATUS is live, else ended (a STATUS
+  #    unreadable or of another generation is no evidence that anything runs for it)
+  if [ "$j_state" = UNRECORDED ]; then
+    if [ -n "$j_phase" ]; then
+      j_why="its STATUS reports $j_phase (never destroyed while it is live)"
+    else
+      verdict=END_UNRECORDED j_why="no record of ours owns it and its generation reports no live STATUS"
+    fi
+    return
+  fi
+  # 9. a launch whose launcher is gone before PROVISIONED
   if [ "$j_state" != PROVISIONED ]; then verdict=END_ABANDONED j_why="launch abandoned in state ${j_state:-?}"; return; fi
-  # 9. otherwise alive, or unknown: kept (its listing is judged by runner/lib/gone.sh)
+  # 10. otherwise alive, or unknown: kept (its listing is judged by runner/lib/gone.sh)
   j_why="alive or unknown"
 }
 
@@ -111,7 +126,7 @@ judge_beat() {
 # judge_observe JOB STATE [look]: gather JOB's evidence into j_* (the store read at the contract's
 # store); "look" counts it as one of the reaper's looks at the heartbeat (judge_beat).
 judge_observe() {
-  local cdl mine
+  local cdl mine line gen
   j_now=$(now)
   j_state=$2
   j_deadline=$(contract_get "$1" deadline)
@@ -124,10 +139,13 @@ judge_observe() {
   fi
   j_grace=$(contract_get "$1" grace_s)
   is_number "$j_grace" || j_grace=0
-  j_phase=$(store_status "$1")
+  line=$(store_status_line "$1")   # one read: its phase and its word on beating
+  gen=$(rec_get "$1" gen)
+  j_phase=$(status_phase_in "$line" "$gen")
   j_held=no
   if hold_fresh "$1" || { [ "$2" != PROVISIONED ] && launcher_alive "$1"; }; then j_held=yes; fi
   j_beats=$(contract_get "$1" beats)
+  [ "$j_beats" = yes ] && [ "$(status_beats_in "$line" "$gen")" = yes ] || j_beats=no
   j_stale=$(contract_get "$1" heartbeat_stale_s)
   is_number "$j_stale" || j_stale=0
   j_beat="?" j_still="" j_looks=0
@@ -136,3 +154,24 @@ judge_observe() {
 
 # judge_job JOB STATE [look]: observe, then decide (verdict, j_why).
 judge_job() { judge_observe "$1" "$2" "${3:-}"; judge_decide; }
+
+# judge_observe_unrecorded JOB GEN DEADLINE: the evidence of a box labelled by this operator that no
+# record owns (runner/lib/teardown.sh's sweep_unrecorded): its generation's STATUS, its label's
+# DEADLINE (empty: an older runner's label without one), the final push's grace of this machine's
+# settings (no contract to read it from), this machine's campaign deadline (told to the box when its
+# label's deadline is already at or before it). No HOLD, launcher or heartbeat: none exists for it.
+judge_observe_unrecorded() {
+  local mine
+  j_now=$(now)
+  j_state=UNRECORDED j_deadline=$3
+  is_number "$j_deadline" || j_deadline=""
+  mine=$(campaign_deadline 2>/dev/null) || mine=""
+  j_campaign="" j_told=yes
+  if [ -n "$mine" ] && { [ -z "$j_deadline" ] || [ "$mine" -lt "$j_deadline" ]; }; then
+    j_campaign=$mine j_told=no
+  fi
+  j_grace=$(whole_s "$RUNNER_FINAL_PUSH_GRACE_S")
+  is_number "$j_grace" || j_grace=0
+  j_phase=$(store_status_of "$1" "$2")
+  j_held=no j_beats=no j_stale=0 j_beat="?" j_still="" j_looks=0
+}

@@ -213,7 +213,8 @@ commitments_of() {
   printf '%s\n' "$out"
 }
 
-# step_run_folder JOB: the job's run folder (STORE/runs/JOB) must not show another live generation.
+# step_run_folder JOB: the job's run folder (STORE/runs/OPERATOR/JOB) must not show another live
+# generation (two operators who set one RUNNER_OPERATOR).
 # A STATUS in a live phase (not DONE or FAIL) of a generation this RUNNER_STATE never launched (none
 # of its records or archives) is another operator's launch of JOB training there: two boxes would
 # train into one folder, and STATUS, HEARTBEAT and the pilot gate would read the wrong one. exit 4.
@@ -226,7 +227,7 @@ step_run_folder() {
   [ -n "$g" ] && [ "$g" != "$line" ] || return 0
   [ "$g" != "$(rec_get "$1" gen)" ] || return 0
   if compgen -G "$RUNNER_STATE/archive/$1-$g-*" >/dev/null; then return 0; fi   # ours, ended
-  die 4 "job $1's run folder $(store_job_path "$1") shows generation $g in phase $ph, which this RUNNER_STATE never launched: another operator's $1 trains there" "give each operator (each RUNNER_STATE) its own RUNNER_STORE, e.g. store:hearsay/OPERATOR; or wait until that generation ends (DONE or FAIL)"
+  die 4 "job $1's run folder $(store_job_path "$1") shows generation $g in phase $ph, which this RUNNER_STATE never launched: another operator's $1 trains there" "give each operator its own RUNNER_OPERATOR (unset: each RUNNER_STATE's own identity); or wait until that generation ends (DONE or FAIL)"
 }
 
 # step_budget KIND: credit must cover estimate + commitments + margin; all three must be measurable.
@@ -510,7 +511,7 @@ step_provision() {
     line=$(box_chain "$host" "$port" || true)
     [ "$line" = "$gen running" ] && break
     [ "$line" != "$gen failed" ] || die 1 "the chain on instance $instance failed at start: $(box_why "$1")" "runner/status.sh --why $1 has its log lines once the box is gone"
-    [ "$(now)" -lt "$until" ] || die 1 "chain on instance $instance not confirmed running after $RUNNER_CHAIN_DEADLINE_S s (${RUNNER_STORE%/}/runs/$1/STATUS: $(store_status "$1"))" "raise RUNNER_CHAIN_DEADLINE_S if its smoke check or bundle pull is slow; runner/status.sh --why $1"
+    [ "$(now)" -lt "$until" ] || die 1 "chain on instance $instance not confirmed running after $RUNNER_CHAIN_DEADLINE_S s ($(store_job_path "$1")/STATUS: $(store_status "$1"))" "raise RUNNER_CHAIN_DEADLINE_S if its smoke check or bundle pull is slow; runner/status.sh --why $1"
     sleep "$RUNNER_POLL_S"
   done
   hold_release "$1"

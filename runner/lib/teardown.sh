@@ -303,12 +303,15 @@ adopt_record() {
 # that is older than RUNNER_ORPHAN_GRACE_S (its start_date) is ours and billing unwatched: a create
 # that answered after its launcher gave up on the label, or a record lost. It gets a ledger row (job
 # and generation from its label; a re-open row when its rental is closed already: a box judged gone
-# whose job record is another's now), is destroyed, and its row is completed once confirmed. One that
+# whose job record is another's now), is destroyed, and its row is completed once confirmed, unless the
+# judge (runner/lib/judge.sh, judge_observe_unrecorded) keeps it: its generation's STATUS live before
+# its label's deadline + grace, or its final push running within it. One that
 # carries RUNNER_LABEL_PREFIX but another operator's identity (or none: an older runner's label) is
 # never adopted: said once (RUNNER_STATE/foreign/ID) and left to its own reaper.
 # 0 = none left, 1 = one could not be confirmed destroyed or recorded.
+# shellcheck disable=SC2154  # verdict and j_why are set by judge_decide (runner/lib/judge.sh)
 sweep_unrecorded() {
-  local list=$1 owned j id label start job gen rc=0 created own fresh="" reopen
+  local list=$1 owned j id label start job gen dl rc=0 created own fresh="" reopen
   own=$(label_prefix) || return 1
   foreign_note "$list" "$own"
   owned=$(_vast_tmp) || return 1
@@ -325,6 +328,8 @@ sweep_unrecorded() {
     gen=${job#*:}
     job=${job%%:*}
     [ "$gen" != "$job" ] || gen=""
+    dl=${gen#*:}
+    [ "$dl" != "$gen" ] || dl=""
     gen=${gen%%:*}   # without the label's DEADLINE
     # a box archived GONE (a `show instance` that answered wrongly) is its record's again
     if readopt_gone "$id" "$label" "$job" "$gen"; then continue; fi
@@ -344,11 +349,12 @@ sweep_unrecorded() {
       fi
       reopen=1
     fi
-    case $(store_status_of "$job" "$gen") in
-      '' | DONE | FAIL) ;;
-      *)
-        say "instance $id (label $label) has no job record of ours, but generation $gen of job $job reports $(store_status_of "$job" "$gen") in the store: left running (never destroyed while its STATUS is live)"
-        log_event "unrecorded instance $id label $label: its generation's STATUS is live, not destroyed"
+    judge_observe_unrecorded "$job" "$gen" "$dl"
+    judge_decide
+    case $verdict in
+      KEEP | WAIT_PUSH)
+        say "instance $id (label $label) has no job record of ours, but the judge keeps generation $gen of job $job: $j_why: left running"
+        log_event "unrecorded instance $id label $label: kept by the judge ($j_why)"
         continue ;;
     esac
     say "instance $id (label $label) has no job record of ours: adopting and destroying it"

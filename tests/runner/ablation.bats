@@ -32,9 +32,9 @@ ablation_row() {
   box=$W/boxes/box-$port/run
   [[ "$(cat "$box/train.args")" == *"--fold 2 "* ]]
   [ "$(cat "$box/train.config_sha")" = "$(sha256sum "$RUNNER_RECIPES/core_only.json" | cut -d' ' -f1)" ]
-  wait_for 30 grep -q " DONE " "$W/bucket/hearsay/runs/ablate-core_only-fold2/STATUS"
-  [ -f "$W/bucket/hearsay/runs/ablate-core_only-fold2/$BUNDLE_SHA/$(sha256sum "$RUNNER_RECIPES/core_only.json" | cut -d' ' -f1)/run_meta.json" ]
-  [ ! -e "$W/bucket/hearsay/runs/fold2" ]
+  wait_for 30 grep -q " DONE " "$RUNS/ablate-core_only-fold2/STATUS"
+  [ -f "$RUNS/ablate-core_only-fold2/$BUNDLE_SHA/$(sha256sum "$RUNNER_RECIPES/core_only.json" | cut -d' ' -f1)/run_meta.json" ]
+  [ ! -e "$RUNS/fold2" ]
   grep -q "ablation cap: 0.0000 h + 0.7500 h for ablate-core_only-fold2 <= 2 h" "$RUNNER_STATE/runner.log"
 }
 

@@ -42,7 +42,7 @@ teardown() { world_end; }
   echo "$output"; [ "$status" -eq 1 ]
   [[ "$output" == *"entry: deadline "*" passed in phase SMOKE: stopping the job"* ]]
   [ "$(cut -d' ' -f1-2 <<<"$(status_of pilot)")" = "g-7 FAIL" ]
-  grep -q "passed in phase SMOKE: the box's watchdog stopped the job" "$W/bucket/hearsay/runs/pilot/REASON"
+  grep -q "passed in phase SMOKE: the box's watchdog stopped the job" "$RUNS/pilot/REASON"
   [ "$(live_count)" -eq 0 ]
   ! pgrep -f "$W/smoke_hang.sh"
 }

@@ -65,7 +65,7 @@ teardown() {
   wait_for 30 none_live
   gen=$(cat "$RUNNER_STATE/jobs/pilot/gen")
   [ "$(cut -d' ' -f1-2 <<<"$(status_of pilot)")" = "$gen FAIL" ]
-  grep -q "is gone without its exit trap (killed, out of memory, or the container restarted)" "$W/bucket/hearsay/runs/pilot/REASON"
+  grep -q "is gone without its exit trap (killed, out of memory, or the container restarted)" "$RUNS/pilot/REASON"
   kill "$(cat "$run_dir/train.pid")" 2>/dev/null || true
 }
 

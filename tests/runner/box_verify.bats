@@ -18,7 +18,7 @@ phases() { sed -n 's/^entry: g-7 \([A-Z]*\)$/\1/p' "$1" | tr '\n' ' '; }
   [ "$(phases <(printf '%s\n' "$output"))" = "STARTED SMOKE TRAINING PUSHING FAIL " ]
   [ ! -e "$runs/run_meta.json" ]
   [ "$(cut -d' ' -f1-2 <<<"$(status_of pilot)")" = "g-7 FAIL" ]
-  grep -q "the store does not keep the run: 2 of 2 pushed files do not read back from $run_store with their sha256" "$W/bucket/hearsay/runs/pilot/REASON"
+  grep -q "the store does not keep the run: 2 of 2 pushed files do not read back from $run_store with their sha256" "$RUNS/pilot/REASON"
   wait_for 10 none_live
 }
 
@@ -29,7 +29,7 @@ phases() { sed -n 's/^entry: g-7 \([A-Z]*\)$/\1/p' "$1" | tr '\n' ' '; }
   [ "$status" -eq 1 ]
   [ -f "$runs/run_meta.json" ]                                    # the rest arrived
   [ "$(cut -d' ' -f1-2 <<<"$(status_of pilot)")" = "g-7 FAIL" ]
-  grep -q "1 of 2 pushed files do not read back .*(checkpoints/epoch_0001/model.safetensors )" "$W/bucket/hearsay/runs/pilot/REASON"
+  grep -q "1 of 2 pushed files do not read back .*(checkpoints/epoch_0001/model.safetensors )" "$RUNS/pilot/REASON"
   wait_for 10 none_live
 }
 

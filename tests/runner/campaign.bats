@@ -39,7 +39,7 @@ past() { echo $(($(date -u +%s) - 1)); }
   dph=$(cat "$RUNNER_STATE/jobs/probe/dph")
   grep -qx "$id,probe,[^,]*,$(jq -r '.id' <<<"$offer"),$dph,[^,]*,,,,A100 SXM4,32,13.0," "$LEDGER"
   [[ "$output" == *"(A100 SXM4, 32 vCPUs, driver CUDA 13.0) at \$$dph/h"* ]]
-  wait_for 30 grep -q DONE "$W/bucket/hearsay/runs/probe/STATUS"
+  wait_for 30 grep -q DONE "$RUNS/probe/STATUS"
   run reaper_once                                 # the closing row keeps the offer, adds the reason
   echo "$output"; [ "$status" -eq 0 ]
   grep -qx "$id,probe,[^,]*,[^,]*,$dph,[^,]*,[^,]*,[0-9.]*,[0-9.]*,A100 SXM4,32,13.0,DONE" "$LEDGER"
@@ -163,13 +163,13 @@ past() { echo $(($(date -u +%s) - 1)); }
   id=${lines[${#lines[@]}-1]}
   run_dir=$(echo "$W"/boxes/box-*/run)
   cfg=$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)
-  ckpt=$W/bucket/hearsay/runs/pilot/$BUNDLE_SHA/$cfg/checkpoints
+  ckpt=$RUNS/pilot/$BUNDLE_SHA/$cfg/checkpoints
   wait_for 60 grep -q "pushing checkpoints/epoch_0001" "$run_dir/train.log"
   [ "$(date -u +%s)" -lt "$RUNNER_CAMPAIGN_DEADLINE" ]   # the push runs across the deadline
   wait_for 60 none_live                             # the box ends itself, no reaper running
   [ -f "$ckpt/epoch_0001.complete" ]                # the checkpoint's marker arrived before the box went
   grep -q "the trainer is pushing to the store: that push finishes first" "$run_dir/entry.log"
-  grep -q "campaign deadline $RUNNER_CAMPAIGN_DEADLINE (the campaign's hard stop) passed: trainer stopped" "$W/bucket/hearsay/runs/pilot/REASON"
+  grep -q "campaign deadline $RUNNER_CAMPAIGN_DEADLINE (the campaign's hard stop) passed: trainer stopped" "$RUNS/pilot/REASON"
   [ "$(cut -d' ' -f2 <<<"$(status_of pilot)")" = FAIL ]
   run reaper_once
   echo "$output"

@@ -105,7 +105,7 @@ key_of() { hearsay bundle codecs "$1" --key; }
   run "$REPO/runner/box/entry.sh" "$box"
   [ "$status" -eq 1 ]
   [[ "$output" == *"entry: codec pass exit 3 (hearsay bundle codecs; hearsay bundle codecs --help lists the codes)"* ]]
-  grep -q "is version 0.0-other, the recipe expects" "$W/bucket/hearsay/runs/pilot/REASON"
+  grep -q "is version 0.0-other, the recipe expects" "$RUNS/pilot/REASON"
   [ ! -e "$box/train.args" ]
   [ "$(cut -d' ' -f1-2 <<<"$(status_of pilot)")" = "g-7 FAIL" ]
 }

@@ -15,7 +15,7 @@ teardown() { world_end; }
 
 # put_run JOB [BUNDLE]: a complete run of JOB in its store folder, trainer config hash "trainer-JOB".
 put_run() {
-  local d=$W/bucket/hearsay/runs/$1/$BUNDLE_SHA/$cfg fold=null kind=full
+  local d=$RUNS/$1/$BUNDLE_SHA/$cfg fold=null kind=full
   case $1 in fold*) fold=${1#fold} kind=fold ;; esac
   mkdir -p "$d/final" "$d/checkpoints/epoch_0001"
   echo "weights of $1" >"$d/final/model.safetensors"
@@ -53,7 +53,7 @@ put_run() {
 }
 
 @test "without the full run's parity logits no pin is written, unless the operator waives parity B (recorded)" {
-  rm "$W/bucket/hearsay/runs/full/$BUNDLE_SHA/$cfg/scores/full_parity_logits.json"
+  rm "$RUNS/full/$BUNDLE_SHA/$cfg/scores/full_parity_logits.json"
   run "$REPO/runner/collect.sh" --min-steps 18 "$W/models/camp"
   [ "$status" -eq 3 ]
   [[ "$output" == *"the full run brought back no scores/full_parity_logits.json"*"runner/collect.sh --no-parity"* ]]
@@ -66,8 +66,8 @@ put_run() {
 }
 
 @test "a run missing or not complete is named, and no pin is written" {
-  rm -rf "$W/bucket/hearsay/runs/fold4"
-  jq '.complete = false' "$W/bucket/hearsay/runs/full/$BUNDLE_SHA/$cfg/run_meta.json" >"$W/m" && mv "$W/m" "$W/bucket/hearsay/runs/full/$BUNDLE_SHA/$cfg/run_meta.json"
+  rm -rf "$RUNS/fold4"
+  jq '.complete = false' "$RUNS/full/$BUNDLE_SHA/$cfg/run_meta.json" >"$W/m" && mv "$W/m" "$RUNS/full/$BUNDLE_SHA/$cfg/run_meta.json"
   run "$REPO/runner/collect.sh" --min-steps 18 "$W/models/camp"
   [ "$status" -eq 3 ]
   [ "$output" = "runner: not complete in the store for bundle $BUNDLE_SHA and config $cfg: fold4 full (let those jobs reach DONE (runner/status.sh --why JOB), or relaunch them)" ]
@@ -86,7 +86,7 @@ put_run() {
   run "$REPO/runner/collect.sh" --min-steps 18 "$W/models/camp"
   [ "$status" -eq 0 ]
   [ -s "$W/models/camp/final_runs.json" ]
-  rm -rf "$W/bucket/hearsay/runs/fold3"
+  rm -rf "$RUNS/fold3"
   run "$REPO/runner/collect.sh" --min-steps 18 "$W/models/camp"
   [ "$status" -eq 3 ]
   [ ! -e "$W/models/camp/final_runs.json" ]
@@ -113,12 +113,12 @@ put_run() {
   echo "$output"
   [ "$status" -eq 0 ]
   [ "$(jq -r '.runs.full.weights_sha256' "$W/models/camp/final_runs.json")" = "$(sha256sum "$W/models/camp/runs/full/final/model.safetensors" | cut -d' ' -f1)" ]
-  [ -n "$(ls "$W/bucket/hearsay/runs/full/$BUNDLE_SHA/$cfg")" ]   # the store folder named by shasum's hash was found
+  [ -n "$(ls "$RUNS/full/$BUNDLE_SHA/$cfg")" ]   # the store folder named by shasum's hash was found
 }
 
 @test "the runs pinned are the fold file's: a 3-fold bundle pins fold0-fold2 and full" {
   jq -c '.folds.config.n_folds = 3' "$RUNNER_BUNDLE_META" >"$W/m" && mv "$W/m" "$RUNNER_BUNDLE_META"
-  rm -rf "$W/bucket/hearsay/runs/fold3" "$W/bucket/hearsay/runs/fold4"
+  rm -rf "$RUNS/fold3" "$RUNS/fold4"
   run "$REPO/runner/collect.sh" --min-steps 18 "$W/models/camp"
   echo "$output"
   [ "$status" -eq 0 ]

@@ -17,7 +17,7 @@ teardown() { world_end; }
 
 # ablation_run K [JOB]: a finished ablation fold run in the store, as a box leaves it (JOB in run_meta).
 ablation_run() {
-  local d=$W/bucket/hearsay/runs/ablate-core_only-fold$1/$BUNDLE_SHA/$cfg
+  local d=$RUNS/ablate-core_only-fold$1/$BUNDLE_SHA/$cfg
   mkdir -p "$d/final" "$d/scores"
   jq -n --arg b "$BUNDLE_SHA" --argjson k "$1" --arg j "${2:-fold}" \
     '{job: $j, fold: $k, complete: true, bundle_tree_sha: $b, config_hash: "trainer-hash"}' >"$d/run_meta.json"
@@ -46,7 +46,7 @@ ablation_run() {
   [ "$(jq -r .split "$W/abl/scores/fold1_probe.csv.meta.json")" = probe ]
   [ -s "$W/abl/scores/fold0_probe.csv" ]
   # a later collect never keeps an earlier run's probe file when the store has none
-  rm "$W/bucket/hearsay/runs/ablate-core_only-fold1/$BUNDLE_SHA/$cfg/scores/fold1_probe.csv"*
+  rm "$RUNS/ablate-core_only-fold1/$BUNDLE_SHA/$cfg/scores/fold1_probe.csv"*
   run "$REPO/runner/collect_ablation.sh" core_only "0 1" "$W/abl"
   echo "$output"; [ "$status" -eq 0 ]
   [ ! -e "$W/abl/scores/fold1_probe.csv" ]

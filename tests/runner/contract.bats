@@ -19,6 +19,7 @@ billed_of() { curl -fsS "$VAST_URL/_control/state" | jq -r ".instances[] | selec
   echo "$output"; [ "$status" -eq 0 ]
   id=${lines[${#lines[@]}-1]}
   [ "$(field probe store)" = "$RUNNER_STORE" ]
+  [ "$(field probe run_path)" = "$RUNNER_STORE/runs/$RUNNER_OPERATOR/probe" ]
   [ "$(field probe gen)" = "$(cat "$RUNNER_STATE/jobs/probe/gen")" ]
   [ "$(field probe deadline)" = "$(cat "$RUNNER_STATE/jobs/probe/deadline")" ]
   [ -z "$(field probe campaign_deadline)" ]
@@ -33,7 +34,7 @@ billed_of() { curl -fsS "$VAST_URL/_control/state" | jq -r ".instances[] | selec
   grep -qx "HEARSAY_DEADLINE_GRACE_S=480" "$envf"                 # the watchdog's
   grep -qx "HEARSAY_HEARTBEAT_S=30" "$envf"
   grep -qx "HEARSAY_GEN=$(field probe gen)" "$envf"
-  grep -qx "HEARSAY_RUN_PATH=$RUNNER_STORE/runs/probe" "$envf"
+  grep -qx "HEARSAY_RUN_PATH=$RUNNER_STORE/runs/$RUNNER_OPERATOR/probe" "$envf"
 }
 
 @test "an image that does not beat is refused unless --no-heartbeat; its contract then says beats=no" {
@@ -91,9 +92,33 @@ billed_of() { curl -fsS "$VAST_URL/_control/state" | jq -r ".instances[] | selec
   put_status pilot "g-other-operator TRAINING $(date -u +%s)"      # another RUNNER_STATE's pilot trains there
   run launch --yes pilot
   echo "$output"; [ "$status" -eq 4 ]
-  [[ "$output" == *"runner: job pilot's run folder $RUNNER_STORE/runs/pilot shows generation g-other-operator in phase TRAINING, which this RUNNER_STATE never launched: another operator's pilot trains there (give each operator (each RUNNER_STATE) its own RUNNER_STORE, e.g. store:hearsay/OPERATOR; or wait until that generation ends (DONE or FAIL))"* ]]
+  [[ "$output" == *"runner: job pilot's run folder $RUNNER_STORE/runs/$RUNNER_OPERATOR/pilot shows generation g-other-operator in phase TRAINING, which this RUNNER_STATE never launched: another operator's pilot trains there (give each operator its own RUNNER_OPERATOR (unset: each RUNNER_STATE's own identity); or wait until that generation ends (DONE or FAIL))"* ]]
   [ "$(created_count)" -eq 0 ]
   put_status pilot "g-other-operator DONE $(date -u +%s)"          # ended: the folder is free
   run launch --yes pilot
   echo "$output"; [ "$status" -eq 0 ]
+}
+
+@test "two operators launch pilot at once against one store: two run folders, neither reads the other's STATUS or HEARTBEAT" {
+  unset RUNNER_OPERATOR                                            # each RUNNER_STATE's own identity
+  export FAKE_TRAIN_S=4                                            # both boxes train at the same time
+  mkdir -p "$W/state-b"
+  (launch --yes pilot >"$W/a.out" 2>&1; echo $? >"$W/a.rc") 3>&- &
+  (RUNNER_STATE=$W/state-b LEDGER=$W/ledger-b.csv launch --yes pilot >"$W/b.out" 2>&1; echo $? >"$W/b.rc") 3>&- &
+  wait
+  cat "$W/a.out" "$W/b.out"
+  [ "$(cat "$W/a.rc") $(cat "$W/b.rc")" = "0 0" ]
+  a=$(cat "$RUNNER_STATE/operator") b=$(cat "$W/state-b/operator")
+  [ "$a" != "$b" ]
+  [ "$(field pilot run_path)" = "$RUNNER_STORE/runs/$a/pilot" ]
+  [ "$(sed -n 's/^run_path=//p' "$W/state-b/jobs/pilot/contract")" = "$RUNNER_STORE/runs/$b/pilot" ]
+  ga=$(cat "$RUNNER_STATE/jobs/pilot/gen") gb=$(cat "$W/state-b/jobs/pilot/gen")
+  wait_for 10 test -s "$W/bucket/hearsay/runs/$a/pilot/HEARTBEAT"
+  wait_for 10 test -s "$W/bucket/hearsay/runs/$b/pilot/HEARTBEAT"
+  [ "$(cut -d' ' -f1 "$W/bucket/hearsay/runs/$a/pilot/STATUS") $(cut -d' ' -f1 "$W/bucket/hearsay/runs/$a/pilot/HEARTBEAT")" = "$ga $ga" ]
+  [ "$(cut -d' ' -f1 "$W/bucket/hearsay/runs/$b/pilot/STATUS") $(cut -d' ' -f1 "$W/bucket/hearsay/runs/$b/pilot/HEARTBEAT")" = "$gb $gb" ]
+  run "$REPO/runner/status.sh" --why pilot                         # each reads its own generation's
+  [[ "${lines[0]}" == "STATUS $ga "* ]]
+  RUNNER_STATE=$W/state-b run "$REPO/runner/status.sh" --why pilot
+  [[ "${lines[0]}" == "STATUS $gb "* ]]
 }

@@ -109,7 +109,7 @@ rented_offers() { curl -fsS "$VAST_URL/_control/state" | jq -c '[.instances[].of
   FAKE_NVIDIA_CUDA=12.4 FAKE_NVIDIA_DRIVER=550.54.15 run "$REPO/runner/box/entry.sh" "$box"
   [ "$status" -eq 1 ]
   [ "$(sed -n 's/^entry: g-7 \([A-Z]*\)$/\1/p' <<<"$output" | tr '\n' ' ')" = "STARTED FAIL " ]
-  reason=$(cat "$W/bucket/hearsay/runs/pilot/REASON")
+  reason=$(cat "$RUNS/pilot/REASON")
   [[ "$reason" == *"driver_check: host driver 550.54.15 runs CUDA 12.4, the image's torch needs CUDA >= 13.0"*"(driver check exit 18)" ]]
   [ ! -e "$box/train.args" ]
   [ "$(cat "$box/CHAIN")" = "g-7 failed" ]

@@ -57,10 +57,10 @@ phases() { sed -n 's/^entry: g-7 \([A-Z]*\)$/\1/p' "$1" | tr '\n' ' '; }
 }
 
 @test "the box refuses a run path outside the store prefix (.. included)" {
-  sed -i "s|^HEARSAY_RUN_PATH=.*|HEARSAY_RUN_PATH=$RUNNER_STORE/runs/../../elsewhere|" "$box/job.env"
+  sed -i "s|^HEARSAY_RUN_PATH=.*|HEARSAY_RUN_PATH=$RUNNER_STORE/runs/$RUNNER_OPERATOR/../../elsewhere|" "$box/job.env"
   run "$REPO/runner/box/entry.sh" "$box"
   [ "$status" -ne 0 ]
-  [[ "$output" == *"runner: remote path refused: $RUNNER_STORE/runs/../../elsewhere (no '.' or '..' segments)"* ]]
+  [[ "$output" == *"runner: remote path refused: $RUNNER_STORE/runs/$RUNNER_OPERATOR/../../elsewhere (no '.' or '..' segments)"* ]]
   [ ! -e "$W/bucket/elsewhere" ]
 }
 
@@ -71,8 +71,8 @@ phases() { sed -n 's/^entry: g-7 \([A-Z]*\)$/\1/p' "$1" | tr '\n' ' '; }
   [[ "$output" == *"entry: bundle pull from $RUNNER_STORE/bundles/$BUNDLE_SHA failed (rclone: "*"is it in the store? on the laptop: runner/bundle_put.sh BUNDLE_DIR"* ]]
   [ ! -e "$box/train.args" ]
   [ "$(phases <(printf '%s\n' "$output"))" = "STARTED SMOKE TRAINING FAIL " ]
-  [ "$(sed -n 1p "$W/bucket/hearsay/runs/pilot/REASON" | cut -d' ' -f1-2)" = "g-7 TRAINING" ]
-  grep -q "^bundle pull from .* failed" "$W/bucket/hearsay/runs/pilot/REASON"
+  [ "$(sed -n 1p "$RUNS/pilot/REASON" | cut -d' ' -f1-2)" = "g-7 TRAINING" ]
+  grep -q "^bundle pull from .* failed" "$RUNS/pilot/REASON"
 }
 
 @test "a pulled bundle whose tree-sha is not the launched one is a FAIL naming both" {
@@ -109,7 +109,7 @@ as_job() {
   [ "$1" != fold ] || job=fold$2
   sed -i -e "s|^HEARSAY_JOB=.*|HEARSAY_JOB=$job|" -e "s|^HEARSAY_KIND=.*|HEARSAY_KIND=$1|" \
     -e "s|^HEARSAY_FOLD=.*|HEARSAY_FOLD=${2:-}|" "$box/job.env"
-  runs=$W/bucket/hearsay/runs/$job/$BUNDLE_SHA/$cfg_sha
+  runs=$RUNS/$job/$BUNDLE_SHA/$cfg_sha
 }
 
 @test "a fold job scores its rows after the run is pushed, and the scores reach RUN/scores in the store" {
@@ -140,8 +140,8 @@ as_job() {
   [ "$(phases <(printf '%s\n' "$output"))" = "STARTED SMOKE TRAINING PUSHING SCORING FAIL " ]
   [[ "$output" == *"entry: scoring exit 3 ($HEARSAY_SCORE_RUN; "*"the trained run is in the store, its scores are not"* ]]
   [ "$(cut -d' ' -f1-2 <<<"$(status_of pilot)")" = "g-7 FAIL" ]
-  grep -q "^scoring exit 3 " "$W/bucket/hearsay/runs/pilot/REASON"
-  grep -q "stand-in failure (exit 3)" "$W/bucket/hearsay/runs/pilot/REASON"
+  grep -q "^scoring exit 3 " "$RUNS/pilot/REASON"
+  grep -q "stand-in failure (exit 3)" "$RUNS/pilot/REASON"
   [ ! -e "$runs/scores/fake_scores.csv" ]
   [ "$(cat "$box/CHAIN")" = "g-7 failed" ]
 }
@@ -177,9 +177,9 @@ as_job() {
   [ "$status" -eq 1 ]
   [ "$(phases <(printf '%s\n' "$output"))" = "STARTED FAIL " ]
   [ ! -e "$box/train.args" ]
-  [ "$(sed -n 1p "$W/bucket/hearsay/runs/pilot/REASON" | cut -d' ' -f1-2)" = "g-7 STARTED" ]
+  [ "$(sed -n 1p "$RUNS/pilot/REASON" | cut -d' ' -f1-2)" = "g-7 STARTED" ]
   grep -q "^the container's environment ($HEARSAY_INIT_ENVIRON) lacks HEARSAY_FFMPEG SSL_CERT_FILE: the trainer image sets them (nix/trainer-image.nix, Env)" \
-    "$W/bucket/hearsay/runs/pilot/REASON"
+    "$RUNS/pilot/REASON"
   wait_for 10 test "$(live_count)" -eq 0                       # vast.ai's variables were there: it destroyed itself
   "$REPO/tests/runner/bin/box_environ.sh" "$W/box-sandbox" "$HEARSAY_INIT_ENVIRON" \
     "CONTAINER_ID=$CONTAINER_ID" "CONTAINER_API_KEY=$CONTAINER_API_KEY"

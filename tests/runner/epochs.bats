@@ -12,7 +12,7 @@ teardown() { world_end; }
 done_pilot() {
   cp "$1" "$W/pilot.json"
   RUNNER_TRAIN_CONFIG=$W/pilot.json launch --yes pilot >/dev/null
-  wait_for 30 grep -q " DONE " "$W/bucket/hearsay/runs/pilot/STATUS"
+  wait_for 30 grep -q " DONE " "$RUNS/pilot/STATUS"
   reaper_once >/dev/null 2>&1
   [ ! -d "$RUNNER_STATE/jobs/pilot" ]
 }
@@ -59,7 +59,7 @@ pilot_meta() {
   [ "$output" = "runner: no epoch count E recorded for bundle $BUNDLE_SHA and recipe $rcp (record the pilot's: runner/epochs.sh from-pilot (or your own: runner/epochs.sh set E), or pass --any-epochs)" ]
   # the pilot (a 1-epoch config of the same recipe) in the store, as its box leaves it
   echo '{"train": {"epochs": 1}}' >"$W/pilot.json"
-  pilot_meta "$W/bucket/hearsay/runs/pilot/$BUNDLE_SHA/$(sha256sum "$W/pilot.json" | cut -d' ' -f1)"
+  pilot_meta "$RUNS/pilot/$BUNDLE_SHA/$(sha256sum "$W/pilot.json" | cut -d' ' -f1)"
   run "$REPO/runner/epochs.sh" from-pilot --pilot-config "$W/pilot.json" --tol 0.02
   echo "$output"; [ "$status" -eq 0 ]
   [ "${lines[-1]}" = 2 ]                          # epoch 2 is within 0.02 of the best (epoch 3)
@@ -96,7 +96,7 @@ pilot_meta() {
 
 @test "status --why shows the job's last readout from its run folder" {
   put_status pilot "g-9 DONE 1764460000"
-  d=$W/bucket/hearsay/runs/pilot/$BUNDLE_SHA/$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)
+  d=$RUNS/pilot/$BUNDLE_SHA/$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)
   mkdir -p "$d"
   echo '{"job": "pilot", "fold": null, "step": 8, "epoch": 2, "epoch_end": true, "auc": 0.81234567, "eer": 0.2, "min_dcf": 0.41, "pi": 0.3, "n": 40}' >"$d/readout.json"
   run "$REPO/runner/status.sh" --why pilot
@@ -106,7 +106,7 @@ pilot_meta() {
 
 @test "status JOB shows a running job's latest per-step log line beside its readout" {
   put_status pilot "g-9 RUNNING 1764460000"
-  d=$W/bucket/hearsay/runs/pilot/$BUNDLE_SHA/$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)
+  d=$RUNS/pilot/$BUNDLE_SHA/$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)
   mkdir -p "$d"
   echo '{"job": "pilot", "fold": null, "step": 8, "epoch": 2, "epoch_end": true, "auc": 0.8, "eer": 0.2, "min_dcf": 0.41, "pi": 0.3, "n": 40}' >"$d/readout.json"
   echo '{"job": "pilot", "step": 120, "at": "2026-12-04T15:20:00Z", "line": "hearsay train: step 120/1000 epoch 1/4 loss 0.4123 eta 1h02m"}' >"$d/progress.json"

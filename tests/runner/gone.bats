@@ -132,12 +132,17 @@ show_lies_gone() { fault "[{\"op\": \"show\", \"kind\": \"error\", \"status\": 2
   empty_listings 1
   run "$REPO/runner/teardown_check.sh"
   echo "$output"; [ "$status" -eq 2 ]
-  [[ "$output" == "runner: cannot confirm teardown: the listing is empty, but job records under $RUNNER_STATE/jobs are live: pilot (PROVISIONED, instance $id)"* ]]
-  vastai destroy instance "$id" -y >/dev/null
-  echo CREATING >"$RUNNER_STATE/jobs/pilot/state"; rm "$RUNNER_STATE/jobs/pilot/instance"
+  [[ "$output" == "runner: cannot confirm teardown: the listing is empty, but job records under $RUNNER_STATE/jobs are live: pilot (PROVISIONED, instance $id, judged KEEP: alive or unknown)"* ]]
+  put_status pilot "g-1 DONE 1"                     # the judge's verdict on it, as the reaper would act
+  empty_listings 1
   run "$REPO/runner/teardown_check.sh"
   echo "$output"; [ "$status" -eq 2 ]
-  [[ "$output" == *"pilot (CREATING, instance not yet known)"* ]]
+  [[ "$output" == *"pilot (PROVISIONED, instance $id, judged END_DONE: STATUS DONE)"* ]]
+  vastai destroy instance "$id" -y >/dev/null
+  echo CREATING >"$RUNNER_STATE/jobs/pilot/state"; rm "$RUNNER_STATE/jobs/pilot/instance" "$RUNS/pilot/STATUS"
+  run "$REPO/runner/teardown_check.sh"
+  echo "$output"; [ "$status" -eq 2 ]
+  [[ "$output" == *"pilot (CREATING, instance not yet known, judged END_ABANDONED: launch abandoned in state CREATING)"* ]]
   mv "$RUNNER_STATE/jobs/pilot" "$W/pilot.archived"
   run "$REPO/runner/teardown_check.sh"
   [ "$status" -eq 0 ]
@@ -241,10 +246,25 @@ show_lies_gone() { fault "[{\"op\": \"show\", \"kind\": \"error\", \"status\": 2
   put_status fold2 "g-5 TRAINING 1"
   run reaper_once
   echo "$output"; [ "$status" -eq 0 ]
-  [[ "$output" == *"generation g-5 of job fold2 reports TRAINING in the store: left running"* ]]
+  [[ "$output" == *"has no job record of ours, but the judge keeps generation g-5 of job fold2: its STATUS reports TRAINING (never destroyed while it is live): left running"* ]]
   [ "$(live_ids)" = "$id" ]
   put_status fold2 "g-4 TRAINING 1"                 # another generation's STATUS: not this box's
   run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(live_count)" -eq 0 ]
+  [ "$(open_rows)" -eq 0 ]
+}
+
+@test "an unrecorded box whose STATUS is still live past its label's deadline + the grace is destroyed (the judge's deadline rows)" {
+  export RUNNER_ORPHAN_GRACE_S=0 RUNNER_FINAL_PUSH_GRACE_S=120   # no contract: this machine's grace
+  offer=$(vastai search offers 'num_gpus=1' --limit 1 --raw | jq '.[0].id')
+  id=$(vastai create instance "$offer" --image "$RUNNER_IMAGE" --label "$(own_label fold2 g-5 $(($(date -u +%s) - 2)))" --raw | jq .new_contract)
+  put_status fold2 "g-5 PUSHING 1"
+  run reaper_once                                   # inside the grace: its final push runs
+  echo "$output"; [ "$status" -eq 0 ]
+  [[ "$output" == *"but the judge keeps generation g-5 of job fold2: its box is PUSHING: it stops its trainer and pushes its checkpoints first"* ]]
+  [ "$(live_ids)" = "$id" ]
+  RUNNER_FINAL_PUSH_GRACE_S=1 run reaper_once      # past deadline + grace: ended though its STATUS is live
   echo "$output"; [ "$status" -eq 0 ]
   [ "$(live_count)" -eq 0 ]
   [ "$(open_rows)" -eq 0 ]

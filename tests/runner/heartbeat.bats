@@ -2,16 +2,17 @@
 # Liveness: the box's chain writes RUN_PATH/HEARTBEAT ("GEN SEQ EPOCH") every HEARSAY_HEARTBEAT_S;
 # runner/reaper.sh ends a PROVISIONED box whose heartbeat of its generation shows no progress for its
 # contract's heartbeat_stale_s on the laptop's monotonic clock, over two looks, with a REASON line
-# (runner/lib/judge.sh). No heartbeat at all is unknown, never dead.
+# (runner/lib/judge.sh), once the box said it beats (beats=yes in its STATUS line). No heartbeat at
+# all is unknown, never dead.
 
 load helpers
 
 setup() { world; }
 teardown() { world_end; }
 
-beat() { mkdir -p "$W/bucket/hearsay/runs/$1"; echo "$2" >"$W/bucket/hearsay/runs/$1/HEARTBEAT"; }
+beat() { mkdir -p "$RUNS/$1"; echo "$2" >"$RUNS/$1/HEARTBEAT"; }
 mono() { cut -d. -f1 /proc/uptime; }   # the judge's monotonic clock (runner/lib/judge.sh mono_now)
-heartbeat_of() { cat "$W/bucket/hearsay/runs/$1/HEARTBEAT" 2>/dev/null || true; }
+heartbeat_of() { cat "$RUNS/$1/HEARTBEAT" 2>/dev/null || true; }
 seq_of() { heartbeat_of "$1" | cut -d' ' -f2; }
 seq_past() { [ "$(seq_of "$1")" -gt "$2" ] 2>/dev/null; }
 
@@ -44,7 +45,7 @@ kill_tree() {
 @test "a heartbeat unchanged for RUNNER_HEARTBEAT_STALE_S: the box is destroyed with a REASON line, its row completed" {
   export RUNNER_HEARTBEAT_STALE_S=60
   id=$(rent pilot PROVISIONED g-1)
-  put_status pilot "g-1 TRAINING 1764460000"
+  put_status pilot "g-1 TRAINING 1764460000 beats=yes"
   beat pilot "g-1 41 1764460000"
   run reaper_once                                                  # first look: noted, kept
   [ "$status" -eq 0 ]
@@ -69,7 +70,7 @@ kill_tree() {
 @test "a box that keeps beating is never ended, however long it runs past the limit" {
   export RUNNER_HEARTBEAT_STALE_S=1
   id=$(rent fold2 PROVISIONED g-2)
-  put_status fold2 "g-2 TRAINING 1764460000"
+  put_status fold2 "g-2 TRAINING 1764460000 beats=yes"
   for n in 1 2 3 4 5 6; do
     beat fold2 "g-2 $n 17644600$n"
     run reaper_once
@@ -84,7 +85,7 @@ kill_tree() {
   export RUNNER_HEARTBEAT_STALE_S=1
   id=$(rent fold1 PROVISIONED g-new)
   beat fold1 "g-old 900 1764460000"                               # an image that never beats, another's line
-  put_status fold1 "g-new TRAINING 1764460000"
+  put_status fold1 "g-new TRAINING 1764460000 beats=yes"
   for _ in 1 2 3 4; do
     run reaper_once
     [ "$status" -eq 0 ]
@@ -98,10 +99,28 @@ kill_tree() {
   [ "$(cat "$RUNNER_STATE"/archive/fold1-g-new-*/result)" = DONE ]
 }
 
+@test "an image that does not say it beats (a STATUS line without beats=yes) is judged by STATUS and deadline: a stale heartbeat never ends it" {
+  export RUNNER_HEARTBEAT_STALE_S=1
+  id=$(rent pilot PROVISIONED g-6)
+  put_status pilot "g-6 TRAINING 1764460000"                       # an image older than the word
+  beat pilot "g-6 1 1764460000"
+  for _ in 1 2 3; do run reaper_once; [ "$status" -eq 0 ]; sleep 0.6; done
+  [ "$(live_ids)" = "$id" ]
+  [[ "$output" != *REASON* ]]
+  put_status pilot "g-6 TRAINING 1764460000 beats=yes"             # the box's word: now it is judged by its beats
+  run reaper_once
+  run reaper_once
+  sleep 1.2
+  run reaper_once
+  echo "$output"
+  [[ "$output" == *"REASON heartbeat unchanged for "* ]]
+  [ "$(live_count)" -eq 0 ]
+}
+
 @test "a +1000 s step of the laptop's wall clock between two looks destroys nothing: staleness runs on a monotonic clock" {
   export RUNNER_HEARTBEAT_STALE_S=900
   id=$(rent pilot PROVISIONED g-4)
-  put_status pilot "g-4 TRAINING 1764460000"
+  put_status pilot "g-4 TRAINING 1764460000 beats=yes"
   beat pilot "g-4 7 1764459972"                                   # it beat 28 s ago
   run reaper_once
   [ "$(live_ids)" = "$id" ]
@@ -122,10 +141,10 @@ kill_tree() {
 @test "each record is read at its own store: a reaper started with another RUNNER_STORE still sees its STATUS and heartbeat" {
   export RUNNER_HEARTBEAT_STALE_S=1
   id=$(rent fold3 PROVISIONED g-5)
-  printf 'store=%s\ngen=g-5\ndeadline=%s\ncampaign_deadline=\ngrace_s=720\nheartbeat_s=60\nheartbeat_stale_s=1\nbeats=yes\ndph=0.5\n' \
-    "$RUNNER_STORE" $(($(date -u +%s) + 3600)) >"$RUNNER_STATE/jobs/fold3/contract"
+  printf 'store=%s\nrun_path=%s\ngen=g-5\ndeadline=%s\ncampaign_deadline=\ngrace_s=720\nheartbeat_s=60\nheartbeat_stale_s=1\nbeats=yes\ndph=0.5\n' \
+    "$RUNNER_STORE" "$RUNNER_STORE/runs/$RUNNER_OPERATOR/fold3" $(($(date -u +%s) + 3600)) >"$RUNNER_STATE/jobs/fold3/contract"
   mkdir -p "$W/bucket/other"
-  put_status fold3 "g-5 TRAINING 1764460000"
+  put_status fold3 "g-5 TRAINING 1764460000 beats=yes"
   for n in 1 2 3 4; do                                             # it beats: another store's reaper keeps it
     beat fold3 "g-5 $n 176446000$n"
     RUNNER_STORE="store:$W/bucket/other" run reaper_once
@@ -143,6 +162,7 @@ kill_tree() {
 @test "a store that cannot be read is unknown, never a stale heartbeat; RUNNER_HEARTBEAT_STALE_S=0 turns the check off" {
   export RUNNER_HEARTBEAT_STALE_S=1
   id=$(rent pilot PROVISIONED g-3)
+  put_status pilot "g-3 TRAINING 1764460000 beats=yes"
   beat pilot "g-3 1 1764460000"
   run reaper_once
   sleep 1.2

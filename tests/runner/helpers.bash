@@ -20,6 +20,7 @@ world() {
   export RUNNER_STATE=$W/state LEDGER=$W/ledger.csv FAKE_BOX_ROOT=$W/boxes
   export RUNNER_SSH="$REPO/tests/runner/bin/fake_ssh.sh" RUNNER_RCLONE=rclone
   export RUNNER_RCLONE_CONF=$W/rclone.conf RUNNER_STORE="store:$W/bucket/hearsay"
+  export RUNNER_OPERATOR=op-a RUNS=$W/bucket/hearsay/runs/op-a   # this operator's run folders in the store
   (umask 077; printf '[store]\ntype = local\nsecret_access_key = %s\n' "$STORE_SECRET" >"$RUNNER_RCLONE_CONF")
   export RUNNER_IMAGE="registry.invalid/hearsay-trainer@sha256:tests-only"
   export RUNNER_OFFER_QUERY="num_gpus=1" RUNNER_CLI_TIMEOUT_S=30
@@ -66,11 +67,11 @@ box_world() {
   box=$W/box
   mkdir -p "$box"
   cp "$RUNNER_RCLONE_CONF" "$box/rclone.conf"
-  run_path="$RUNNER_STORE/runs/pilot"
+  run_path="$RUNNER_STORE/runs/$RUNNER_OPERATOR/pilot"
   cp "$RUNNER_TRAIN_CONFIG" "$box/train.json"                  # what the launcher sends before job.env
   cfg_sha=$(sha256sum "$RUNNER_TRAIN_CONFIG" | cut -d' ' -f1)
   run_store="$run_path/$BUNDLE_SHA/$cfg_sha"                    # one folder per (job, bundle, config)
-  runs=$W/bucket/hearsay/runs/pilot/$BUNDLE_SHA/$cfg_sha
+  runs=$RUNS/pilot/$BUNDLE_SHA/$cfg_sha
   printf 'HEARSAY_JOB=pilot\nHEARSAY_KIND=pilot\nHEARSAY_FOLD=\nHEARSAY_GEN=g-7\nHEARSAY_STORE=%s\nHEARSAY_RUN_PATH=%s\nHEARSAY_BUNDLE_SHA=%s\nHEARSAY_CONFIG_HASH=%s\nHEARSAY_TRAIN=%s\nHEARSAY_BUDGET_USD=1.5\nHEARSAY_DEADLINE=%s\n' \
     "$RUNNER_STORE" "$run_path" "$BUNDLE_SHA" "$cfg_sha" "$RUNNER_BOX_TRAIN" $(($(date -u +%s) + 3600)) >"$box/job.env"
   # The container's environment: the image's Env and the instance's own variables (bin/box_environ.sh).
@@ -144,9 +145,9 @@ none_live() { [ "$(live_count)" -eq 0 ]; }
 process_gone() { ! kill -0 "$1" 2>/dev/null; }
 created_is() { [ "$(created_count)" -eq "$1" ]; }
 
-# A box writes STATUS at RUNNER_STORE/runs/JOB/STATUS.
-status_of() { cat "$W/bucket/hearsay/runs/$1/STATUS" 2>/dev/null || true; }
-put_status() { mkdir -p "$W/bucket/hearsay/runs/$1"; echo "$2" >"$W/bucket/hearsay/runs/$1/STATUS"; }
+# A box writes STATUS at RUNNER_STORE/runs/OPERATOR/JOB/STATUS.
+status_of() { cat "$RUNS/$1/STATUS" 2>/dev/null || true; }
+put_status() { mkdir -p "$RUNS/$1"; echo "$2" >"$RUNS/$1/STATUS"; }
 
 # no_secrets FILE...: neither secret appears in any of them.
 # (the fake API itself is given the account key on its command line by this harness, through
@@ -190,6 +191,7 @@ rent() {
   mkdir -p "$d"
   echo "$gen" >"$d/gen"; echo "$st" >"$d/state"; echo "$id" >"$d/instance"; echo pilot >"$d/kind"
   echo "$label" >"$d/label"; echo "$offer" >"$d/offer"; echo 0.5 >"$d/dph"
+  echo "run_path=$RUNNER_STORE/runs/$RUNNER_OPERATOR/$job" >"$d/contract"   # the rest: the older runner's defaults
   echo tree-aaaa >"$d/bundle_sha"; echo cfg >"$d/config_hash"; echo rcp >"$d/recipe_hash"
   date -u +%s >"$d/created_at"; echo "$dl" >"$d/deadline"
   [ -s "$LEDGER" ] || echo 'id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost' >"$LEDGER"

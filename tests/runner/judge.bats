@@ -80,13 +80,27 @@ decide() { judge_decide; echo "$verdict: $j_why"; }
   j_stale=900 j_still=""; judge_decide; [ "$verdict" = KEEP ]
 }
 
-@test "row 8: a record not PROVISIONED whose launcher is gone is an abandoned launch" {
+@test "row 8: a box of ours no record owns is kept while its generation's STATUS is live, ended otherwise" {
+  j_state=UNRECORDED j_held=no j_beats=no j_beat="?" j_still="" j_stale=0
+  j_phase=TRAINING
+  run decide
+  [ "$output" = "KEEP: its STATUS reports TRAINING (never destroyed while it is live)" ]
+  j_phase=""
+  run decide
+  [ "$output" = "END_UNRECORDED: no record of ours owns it and its generation reports no live STATUS" ]
+  j_phase=DONE; judge_decide; [ "$verdict" = END_DONE ]
+  j_phase=PUSHING j_now=$((T + 3600 + 599)); judge_decide; [ "$verdict" = WAIT_PUSH ]   # its final push, as any box's
+  j_now=$((T + 3600 + 600)); judge_decide; [ "$verdict" = END_DEADLINE ]               # live, but past deadline + grace
+  j_deadline="" j_now=$((T + 99999)); judge_decide; [ "$verdict" = KEEP ]              # an older label without a deadline
+}
+
+@test "row 9: a record not PROVISIONED whose launcher is gone is an abandoned launch" {
   j_state=RUNNING j_phase=""
   run decide
   [ "$output" = "END_ABANDONED: launch abandoned in state RUNNING" ]
 }
 
-@test "row 9: otherwise the box is kept" {
+@test "row 10: otherwise the box is kept" {
   run decide
   [ "$output" = "KEEP: alive or unknown" ]
 }
@@ -99,11 +113,17 @@ decide() { judge_decide; echo "$verdict: $j_why"; }
         for beat in "g-1 41 1799999990" none "?"; do
           for still in 0 899 900 ""; do
             for looks in 0 1 2; do
-              for state in PROVISIONED RUNNING; do
+              for state in PROVISIONED RUNNING UNRECORDED; do
                 j_now=$((T + 3600 + dt)) j_phase=$phase j_held=$held j_beat=$beat j_still=$still j_looks=$looks j_state=$state
                 judge_decide
                 case $phase in DONE | FAIL) continue ;; esac   # the box reported its end
                 # alive: PROVISIONED, its beat progressing or unknown (not seen unchanged long enough)
+                if [ "$state" = UNRECORDED ] && [ -n "$phase" ]; then   # no record, its STATUS live
+                  if [ "$dt" -lt 0 ]; then [ "$verdict" = KEEP ] || { echo "unrecorded and live, ended: dt=$dt $phase: $verdict"; return 1; }; fi
+                  case $phase in TRAINING | PUSHING)
+                    if [ "$dt" -ge 0 ] && [ "$dt" -lt 600 ]; then [ "$verdict" = WAIT_PUSH ] || { echo "unrecorded, final push cut: dt=$dt $phase: $verdict"; return 1; }; fi ;;
+                  esac
+                fi
                 if [ "$state" = PROVISIONED ] && { [ "$beat" = none ] || [ "$beat" = "?" ] || [ "$still" != 900 ] || [ "$looks" -lt 2 ]; }; then
                   if [ "$dt" -lt 0 ]; then [ "$verdict" = KEEP ] || { echo "alive, ended: dt=$dt $phase $held $beat $still $looks: $verdict"; return 1; }; fi
                   case $phase in TRAINING | PUSHING)   # in its final push

@@ -176,8 +176,8 @@ teardown() { world_end; }
 @test "a box that fails after PROVISIONED: the reaper prints its REASON on stderr" {
   FAKE_TRAIN_RC=7 FAKE_TRAIN_S=0.5 run launch --yes pilot
   [ "$status" -eq 0 ]
-  wait_for 30 test -s "$W/bucket/hearsay/runs/pilot/REASON"
-  wait_for 30 grep -q " FAIL " "$W/bucket/hearsay/runs/pilot/STATUS"
+  wait_for 30 test -s "$RUNS/pilot/REASON"
+  wait_for 30 grep -q " FAIL " "$RUNS/pilot/STATUS"
   run reaper_once
   [[ "$output" == *"runner: job pilot FAILED on its box: TRAINING: trainer exit 7 ("*"(runner/status.sh --why pilot)"* ]]
   [ "$(live_count)" -eq 0 ]

@@ -19,7 +19,7 @@ box() {
   local phase=$1
   shift
   [ "$#" -eq 0 ] || printf '%s\n' "$@" >>"$W/box/train.log"
-  BOX_DIR=$W/box HEARSAY_GEN=${GEN:-g-7} RUN_PATH="$RUNNER_STORE/runs/fold3" \
+  BOX_DIR=$W/box HEARSAY_GEN=${GEN:-g-7} RUN_PATH="$RUNNER_STORE/runs/$RUNNER_OPERATOR/fold3" \
     RCLONE_CONFIG=$RUNNER_RCLONE_CONF HEARSAY_PUSH_WAIT_S=0 \
     bash -c '. "$1/runner/box/status.sh"; box_status "$2"' _ "$REPO" "$phase" 2>/dev/null
 }
@@ -55,13 +55,13 @@ box() {
 }
 
 @test "a log of another generation than the STATUS is said; a box that has no log yet too" {
-  put() { printf '%s\n' "$2" >"$W/bucket/hearsay/runs/fold3/$1"; }
-  mkdir -p "$W/bucket/hearsay/runs/fold3"
+  put() { printf '%s\n' "$2" >"$RUNS/fold3/$1"; }
+  mkdir -p "$RUNS/fold3"
   put STATUS "g-8 STARTED 1796000000"
   run "$REPO/runner/logs.sh" fold3
   [ "$status" -eq 0 ]
   [ "${lines[1]}" = "(no train.log in the store yet: the box copies it at each heartbeat)" ]
-  printf '# g-7 train.log\nold line\n' >"$W/bucket/hearsay/runs/fold3/train.log"
+  printf '# g-7 train.log\nold line\n' >"$RUNS/fold3/train.log"
   run "$REPO/runner/logs.sh" fold3
   [ "${lines[1]}" = "(log of generation g-7; the STATUS above is of g-8)" ]
   [ "${lines[2]}" = "old line" ]
@@ -70,7 +70,7 @@ box() {
 @test "no STATUS is exit 3 naming the path; usage errors are exit 2; --help prints the usage" {
   run "$REPO/runner/logs.sh" fold3
   [ "$status" -eq 3 ]
-  [ "$output" = "runner: no STATUS for job fold3 at $RUNNER_STORE/runs/fold3/STATUS (or the store cannot be read) (check RUNNER_STORE and RUNNER_RCLONE_CONF)" ]
+  [ "$output" = "runner: no STATUS for job fold3 at $RUNNER_STORE/runs/$RUNNER_OPERATOR/fold3/STATUS (or the store cannot be read) (check RUNNER_STORE and RUNNER_RCLONE_CONF)" ]
   run "$REPO/runner/logs.sh"
   [ "$status" -eq 2 ]
   run "$REPO/runner/logs.sh" fold3 full
