@@ -67,7 +67,9 @@ while :; do
     echo "(no train.log in the store yet: the box copies it at each heartbeat)"
   fi
   [ -n "$follow" ] || exit 0
-  # the shared STATUS rule (runner/lib/store.sh): DONE and FAIL end the box, and the log with it
-  case $(store_status_of "$job" "${status%% *}") in DONE | FAIL) exit 0 ;; esac
+  # the shared STATUS rule (runner/lib/store.sh): DONE and FAIL end the box, and the log with it;
+  # judged on the line printed above, never a second read (a DONE written in between would end the
+  # loop before it is printed)
+  case $(status_phase_in "$status" "${status%% *}") in DONE | FAIL) exit 0 ;; esac
   sleep "$poll"
 done

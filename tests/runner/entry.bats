@@ -108,7 +108,8 @@ as_job() {
   local job=$1
   [ "$1" != fold ] || job=fold$2
   sed -i -e "s|^HEARSAY_JOB=.*|HEARSAY_JOB=$job|" -e "s|^HEARSAY_KIND=.*|HEARSAY_KIND=$1|" \
-    -e "s|^HEARSAY_FOLD=.*|HEARSAY_FOLD=${2:-}|" "$box/job.env"
+    -e "s|^HEARSAY_FOLD=.*|HEARSAY_FOLD=${2:-}|" \
+    -e "s|^HEARSAY_RUN_PATH=.*|HEARSAY_RUN_PATH=$RUNNER_STORE/runs/$RUNNER_OPERATOR/$job|" "$box/job.env"
   runs=$RUNS/$job/$BUNDLE_SHA/$cfg_sha
 }
 
