@@ -109,6 +109,12 @@ export RUNNER_SCRIPT=launch
 . "$RUNNER_ROOT/lib/judge.sh"
 # shellcheck source=runner/lib/launch_steps.sh
 . "$RUNNER_ROOT/lib/launch_steps.sh"
+# shellcheck source=runner/lib/launch_budget.sh
+. "$RUNNER_ROOT/lib/launch_budget.sh"
+# shellcheck source=runner/lib/launch_create.sh
+. "$RUNNER_ROOT/lib/launch_create.sh"
+# shellcheck source=runner/lib/launch_provision.sh
+. "$RUNNER_ROOT/lib/launch_provision.sh"
 
 yes=0 gate=1 any_epochs=0 no_beat=0 kind="" fold="" recipe=""
 # mixed WORD: a second job word (fold 3 pilot, fold 3 fold 4) is a usage error, never a merged job.

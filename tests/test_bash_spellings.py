@@ -26,7 +26,7 @@ SCRIPTS = sorted((REPO / "runner").rglob("*.sh")) + [REPO / "scripts" / "rehears
 # the Python constant -> the bash files (repo-relative) whose code spells it
 WHERE = {
     run_dir.META: {"runner/collect.sh", "runner/collect_ablation.sh", "runner/epochs.sh",
-                   "runner/lib/launch_steps.sh", "scripts/rehearsal.sh"},
+                   "runner/lib/launch_provision.sh", "scripts/rehearsal.sh"},
     run_dir.WEIGHTS: {"scripts/rehearsal.sh"},
     run_dir.CONFIG: {"runner/collect.sh", "runner/collect_ablation.sh"},
     run_dir.READOUT: {"runner/status.sh"},

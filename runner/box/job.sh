@@ -23,7 +23,7 @@
 #   BOX_OPTION_NAMES image settings a real box leaves unset (the smoke check's override, device and
 #                    subset; the scorer's command line and parity clip count), imported from the
 #                    same source when present there
-#   BOX_JOB_NAMES    job.env, written by runner/launch.sh (runner/lib/launch_steps.sh step_provision);
+#   BOX_JOB_NAMES    job.env, written by runner/launch.sh (runner/lib/launch_provision.sh step_provision);
 #                    each one missing there is a FAIL naming it (HEARSAY_FOLD is empty but for folds)
 BOX_IMAGE_NAMES="PATH LD_LIBRARY_PATH HF_HUB_OFFLINE TRANSFORMERS_OFFLINE HEARSAY_WEIGHTS_DIR
   HEARSAY_WEIGHTS_SHA256 HEARSAY_FFMPEG HEARSAY_VERSION HEARSAY_GIT_SHA SSL_CERT_FILE TMPDIR HOME"

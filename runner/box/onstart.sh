@@ -37,7 +37,7 @@
 #     pid 1 = `/bin/sh -c while [ ! -e /.launch ]; do sleep 1; done; bash /.launch` (vast.ai's
 #     launcher, started by docker with the container's environment) and the on-start text written
 #     to /root/onstart.sh and run as `bash /root/onstart.sh`.
-#   So the create's command (runner/lib/launch_steps.sh) is one POSIX line, `bash ${HEARSAY_ONSTART:-
+#   So the create's command (runner/lib/launch_create.sh) is one POSIX line, `bash ${HEARSAY_ONSTART:-
 #   …} ${HEARSAY_BOX_DIR:-…}`: any sh runs it, and it runs this script with bash itself (the image
 #   has bash, and vast.ai's launcher needs /bin/sh). The guard reads the container's environment
 #   from /proc/1/environ (pid 1 = that launcher, docker's environment), not from its own, so an

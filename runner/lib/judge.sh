@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # runner/lib/judge.sh — the one judge of a job's box: observe (judge_observe; judge_observe_unrecorded
 # for a box of ours that no record owns), decide (judge_decide, a pure function of the evidence), and
-# let the caller act. runner/reaper.sh acts on the verdict (runner/lib/teardown.sh's sweep_unrecorded
+# let the caller act. runner/reaper.sh acts on the verdict (runner/lib/unrecorded.sh's sweep_unrecorded
 # on an unrecorded box's); runner/status.sh and runner/teardown_check.sh print it; the box's watchdog
 # and on-start guard apply the same numbers from the same contract (runner/lib/contract.sh): its
 # deadline and grace_s. The decision table, one row per
@@ -156,7 +156,7 @@ judge_observe() {
 judge_job() { judge_observe "$1" "$2" "${3:-}"; judge_decide; }
 
 # judge_observe_unrecorded JOB GEN DEADLINE: the evidence of a box labelled by this operator that no
-# record owns (runner/lib/teardown.sh's sweep_unrecorded): its generation's STATUS, its label's
+# record owns (runner/lib/unrecorded.sh's sweep_unrecorded): its generation's STATUS, its label's
 # DEADLINE (empty: an older runner's label without one), the final push's grace of this machine's
 # settings (no contract to read it from), this machine's campaign deadline (told to the box when its
 # label's deadline is already at or before it). No HOLD, launcher or heartbeat: none exists for it.

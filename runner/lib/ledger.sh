@@ -17,7 +17,7 @@
 # Each rental has a creation row (written the moment its id is known; destroyed_confirmed, hours,
 # cost and reason empty) and, once its destruction is confirmed, a closing row: the same columns
 # with destroyed_confirmed, hours and cost filled. A box judged gone (its row closed) that is seen
-# running again is re-adopted (runner/lib/teardown.sh readopt_gone) and gets a re-open row: the
+# running again is re-adopted (runner/lib/unrecorded.sh readopt_gone) and gets a re-open row: the
 # creation row's columns with reason "REOPENED <ISO time>"; its next closing row (hours and cost
 # from the creation again) closes it anew. A create whose answer never came and whose label no
 # listing showed before its box's provision-by (the box, if rented, ended itself unseen), or whose
@@ -205,7 +205,7 @@ ledger_open_ids() {
 
 # ledger_close JOB ID [CREATED_EPOCH]: the closing row of instance ID rented for JOB's record, now,
 # with the record's offer fields and its end_reason (set by finish_job, runner/lib/teardown.sh).
-# An adopted record (runner/lib/teardown.sh adopt_record) keeps the job its label named (ledger_job).
+# An adopted record (runner/lib/unrecorded.sh adopt_record) keeps the job its label named (ledger_job).
 ledger_close() {
   local job
   job=$(rec_get "$1" ledger_job)
@@ -253,7 +253,7 @@ ledger_reopen_row() {
   log_event "ledger row for instance $1 re-opened ($2 $3)"
 }
 
-# ledger_reopen JOB ID: ledger_reopen_row for instance ID of JOB's record (runner/lib/teardown.sh
+# ledger_reopen JOB ID: ledger_reopen_row for instance ID of JOB's record (runner/lib/unrecorded.sh
 # readopt_gone), from the record's fields (an adopted record keeps its label's job: ledger_job).
 ledger_reopen() {
   local job c
