@@ -93,6 +93,8 @@
 : "${RUNNER_RCLONE_CONF:=${XDG_CONFIG_HOME:-$HOME/.config}/hearsay/rclone.conf}"  # mode 600, the store's secrets
 : "${RUNNER_STORE:=store:hearsay}"           # remote:path every remote path must live under (the guard)
 : "${RUNNER_OPERATOR:=}"                     # runs go to RUNNER_STORE/runs/OPERATOR/JOB; empty: this RUNNER_STATE's identity
+: "${RUNNER_SWEEP_MAX_MB:=64}"              # runner/secrets_sweep.sh reads run-folder files up to this size, MiB (checkpoints: counted, not read)
+: "${RUNNER_SWEEP_TIMEOUT_S:=900}"          # one rclone call of the sweep (listing, or copying the run folders) longer than this: "unreadable"
 : "${RUNNER_BOX_DIR:=/run/hearsay}"          # on the box: job.env, train.json, rclone.conf (600), CHAIN, logs
 : "${RUNNER_BOX_ENTRY:=/opt/hearsay/runner/box/entry.sh}"  # on the box: the chain
 : "${RUNNER_BOX_ONSTART:=/opt/hearsay/runner/box/onstart.sh}"  # on the box: its on-start guard (deadline from its first second)

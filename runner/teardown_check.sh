@@ -9,13 +9,15 @@
 # Each live record is named with the judge's verdict on its box (runner/lib/judge.sh, read only:
 # runner/reaper.sh acts on it).
 # Exit codes: 0 a complete, successful listing holds zero instances and no job record is live
-#   (none in RUNNER_STATE/jobs/: creating, running, destroying or ORPHAN); 1 instances remain
+#   (none in RUNNER_STATE/jobs/: creating, running, destroying or ORPHAN), and the secrets sweep
+#   is clean (it prints its line after the verdict); 1 instances remain
 #   (listed on stdout as "id status label $/h"); 2 cannot confirm: the listing failed (error JSON,
 #   empty or non-JSON answer, auth failure, 429, timeout), or it is empty while a job record is
 #   still live (the records are named on stderr: see docs/RUNBOOK.md, "teardown_check says 2"), or
 #   it is empty but the account's total kept changing while it was paged, or the ledger holds an
-#   open rental not proven gone (named on stderr); 10 missing dependency;
-#   11 no API key; 64 usage (an unknown argument: its own code, so a caller that retries on 2 never
+#   open rental not proven gone (named on stderr); 3 teardown confirmed, but the secrets sweep that
+#   follows it (runner/secrets_sweep.sh) did not come out clean: a secret found, or the store or a
+#   file could not be read (its lines say which); 10 missing dependency; 11 no API key; 64 usage (an unknown argument: its own code, so a caller that retries on 2 never
 #   mistakes a typo for an unreachable API).
 set -euo pipefail
 export RUNNER_SCRIPT=teardown_check
@@ -89,6 +91,8 @@ if [ "$n" -eq 0 ]; then
     exit 2
   fi
   echo "teardown confirmed: 0 instances listed"
+  # the campaign is over: sweep for its secrets (runner/secrets_sweep.sh records it for the report's G5)
+  "$RUNNER_ROOT/secrets_sweep.sh" || exit 3
   exit 0
 fi
 echo "runner: $n instance(s) still listed (destroy them: vastai destroy instance ID -y)" >&2

@@ -94,7 +94,7 @@ def test_nothing_unmeasured_reads_as_a_pass(tmp_path):
     assert rc.record(led, None)["G3"] == {**rc.record(led, None)["G3"],
                                           "outcome": "not measured",
                                           "why": "no cap given (--cap-usd)"}
-    assert rc.record(led, None)["G5"]["outcome"] == "not measured"
+    assert rc.record(led, None)["G5"]["outcome"] == "not measured"  # no event log given
 
 
 def test_the_event_log_reader_counts_what_it_cannot_parse(tmp_path):
@@ -104,3 +104,63 @@ def test_the_event_log_reader_counts_what_it_cannot_parse(tmp_path):
     got = event_log.read(log)
     assert got.unparsed == 1 and {e.script for e in got.events} == {"reaper", "launch"}
     assert len(event_log.refusals(got.events)) == 2  # "still has instance" is no budget refusal
+
+
+def sweep_line(files=9, hits=0, store="read", where="-"):
+    """A sweep's event line as runner/secrets_sweep.sh writes it, through log_event."""
+    return (f'RUNNER_SCRIPT=secrets_sweep log_event "secrets sweep: files={files} secrets=2 '
+            f'hits={hits} store={store} over_cap=1 where={where}"; ')
+
+
+def test_the_event_log_reader_reads_each_sweep_line(tmp_path):
+    where = ("/home/op/.local/state/hearsay-runner/jobs/fold0/why, "
+             "store:hearsay/runs/full/a/train.log")
+    log = runner_log(tmp_path, sweep_line() + sweep_line(12, 2, "unreadable", where))
+    first, second = event_log.sweeps(event_log.read(log).events)
+    assert (first.files, first.secrets, first.hits, first.store_read, first.over_cap,
+            first.where) == (9, 2, 0, True, 1, [])
+    assert (second.files, second.hits, second.store_read) == (12, 2, False)
+    assert second.where == ["/home/op/.local/state/hearsay-runner/jobs/fold0/why",
+                            "store:hearsay/runs/full/a/train.log"]
+
+
+def test_g5_is_the_latest_sweep_pass_fail_or_not_measured(tmp_path):
+    step_log = "store:hearsay/runs/fold0/a/logs/step.log"
+    hit = sweep_line(9, 1, "read", step_log)
+    g5 = rc.record(None, runner_log(tmp_path / "a", sweep_line() + hit))["G5"]
+    assert g5["outcome"] == "fail" and g5["where"] == [step_log]
+    assert g5["why"].endswith(f"found a secret in 1 file(s): {step_log}")
+    g5 = rc.record(None, runner_log(tmp_path / "b", hit + sweep_line()))["G5"]
+    assert g5["outcome"] == "pass" and g5["sweeps"] == 2 and g5["files"] == 9
+    assert "9 files (the runner's state, the ledger, the store's run folders) hold none of 2" \
+        in g5["why"]
+    g5 = rc.record(None, runner_log(tmp_path / "c", sweep_line(store="unreadable")))["G5"]
+    assert g5["outcome"] == "not measured" and "could not read the store" in g5["why"]
+    g5 = rc.record(None, runner_log(tmp_path / "d", CAMPAIGN))["G5"]
+    assert g5 == {"outcome": "not measured", "why": rc.G5_NONE, "sweeps": 0}
+    assert rc.record(None, None)["G5"]["outcome"] == "not measured"
+    lines = "\n".join(rc.markdown(rc.record(None, runner_log(tmp_path / "e", hit))))
+    assert "- G5 (secrets sweep): **fail**: the sweep of 20" in lines
+
+
+def test_g5_reads_the_line_the_real_sweep_writes(tmp_path):
+    """runner/secrets_sweep.sh against a real rclone local remote; its line read by the report."""
+    bucket = tmp_path / "bucket" / "hearsay"
+    run = bucket / "runs" / "full" / "tree" / "cfg"
+    run.mkdir(parents=True)
+    (run / "train.log").write_text("step 1 loss 0.69\n")
+    conf = tmp_path / "rclone.conf"
+    conf.write_text("[store]\ntype = local\nsecret_access_key = r2-SECRET-in-conf\n")
+    conf.chmod(0o600)
+    state = tmp_path / "state"
+    env = {"PATH": f"{REPO / '.venv' / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path),
+           "RUNNER_STATE": str(state), "LEDGER": str(tmp_path / "ledger.csv"),
+           "RUNNER_RCLONE_CONF": str(conf), "RUNNER_STORE": f"store:{bucket}",
+           "VAST_API_KEY": "vastkey-SECRET-for-the-sweep", "TMPDIR": str(tmp_path)}
+    sweep = [str(REPO / "runner" / "secrets_sweep.sh")]
+    assert subprocess.run(sweep, env=env, capture_output=True).returncode == 0
+    assert rc.record(None, state / event_log.FILE)["G5"]["outcome"] == "pass"
+    (run / "train.log").write_text("Authorization: Bearer vastkey-SECRET-for-the-sweep\n")
+    assert subprocess.run(sweep, env=env, capture_output=True).returncode == 1
+    g5 = rc.record(None, state / event_log.FILE)["G5"]
+    assert g5["outcome"] == "fail" and g5["where"] == [f"store:{run}/train.log"]

@@ -1,16 +1,29 @@
 #!/usr/bin/env bats
-# runner/teardown_check.sh: 0 only on a successful listing with zero instances; 1 lists them; 2 unknown;
-# 64 usage.
+# runner/teardown_check.sh: 0 only on a successful listing with zero instances (and a clean secrets
+# sweep after it; 3 when the sweep is not clean); 1 lists them; 2 unknown; 64 usage.
 
 load helpers
 
 setup() { world --set page_size=2; }
 teardown() { world_end; }
 
-@test "exit 0 on a successful, empty listing" {
+@test "exit 0 on a successful, empty listing, then the secrets sweep's clean line" {
   run "$REPO/runner/teardown_check.sh"
   [ "$status" -eq 0 ]
-  [ "$output" = "teardown confirmed: 0 instances listed" ]
+  [ "${lines[0]}" = "teardown confirmed: 0 instances listed" ]
+  [[ "${lines[1]}" == "secrets sweep: clean: "* ]]
+  [ "${#lines[@]}" -eq 2 ]
+}
+
+@test "teardown confirmed but a secret in a box's pushed log: exit 3, the file named" {
+  mkdir -p "$W/bucket/hearsay/runs/fold0"
+  echo "VAST_API_KEY=$API_KEY" >"$W/bucket/hearsay/runs/fold0/train.log"
+  run "$REPO/runner/teardown_check.sh"
+  echo "$output"
+  [ "$status" -eq 3 ]
+  [ "${lines[0]}" = "teardown confirmed: 0 instances listed" ]
+  [[ "${lines[1]}" == "runner: a secret is in $RUNNER_STORE/runs/fold0/train.log (delete it there"* ]]
+  grep -q "secrets_sweep\] secrets sweep: .* hits=1 store=read " "$RUNNER_STATE/runner.log"
 }
 
 @test "exit 1 lists every instance left, across pages" {
@@ -80,5 +93,5 @@ empty_listings() { fault '[{"op": "list", "kind": "error", "status": 200, "body"
   run "$REPO/runner/teardown_check.sh"
   echo "$output"
   [ "$status" -eq 0 ]
-  [ "$output" = "teardown confirmed: 0 instances listed" ]
+  [ "${lines[0]}" = "teardown confirmed: 0 instances listed" ]
 }

@@ -8,6 +8,7 @@ and states only). `hearsay assemble --runner-log` reads it for the report's runt
     events = event_log.read(Path("~/.local/state/hearsay-runner/runner.log").expanduser())
     event_log.reaper_reasons(events)   # [("fold2", "no heartbeat for 912 s ...")]
     event_log.refusals(events)         # the budget guard's refusals, as the launcher said them
+    event_log.sweeps(events)           # the secrets sweeps, oldest first
 
 What is read, and the lines that say it (their writers):
   the reaper ending a box       "reaper: job JOB REASON WHY"   runner/lib/reap.sh (heartbeat,
@@ -17,6 +18,8 @@ What is read, and the lines that say it (their writers):
     credit unmeasurable         "cannot measure credit ..." / "cannot measure commitments ..."
     ablation GPU-hour cap       "ablation GPU-hour cap: ..."  (exit 15)
     campaign deadline           "the campaign deadline ... has passed: nothing is rented" (16)
+  a secrets sweep               "secrets sweep: files=N secrets=S hits=H store=read|unreadable
+                                over_cap=K where=P1, P2" (where=-: no hit)  runner/secrets_sweep.sh
 A line that does not parse is counted (`unparsed`), never guessed at.
 """
 
@@ -36,6 +39,8 @@ BUDGET_REFUSALS = {"credit": r"credit \S+ < estimate ",
                    "ablation GPU-hour cap": r"ablation GPU-hour cap: ",
                    "campaign deadline": r"the campaign deadline \S+ \(RUNNER_CAMPAIGN_DEADLINE\) "
                                         r"has passed"}
+_SWEEP = re.compile(r"^secrets sweep: files=(\d+) secrets=(\d+) hits=(\d+) "
+                    r"store=(read|unreadable) over_cap=(\d+) where=(.*)$")
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,18 @@ class Event:
     pid: int
     script: str  # RUNNER_SCRIPT of the writer: launch, reaper, collect, ...
     text: str
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One run of runner/secrets_sweep.sh: what it read and where it found a secret."""
+    time: str  # ISO 8601, UTC
+    files: int  # files searched: the state folder, the ledger, the store's run folders
+    secrets: int  # secrets searched for (the API key, the store config's secret values)
+    hits: int  # files holding one
+    store_read: bool  # the store's run folders were listed and copied (False: "unreadable")
+    over_cap: int  # run-folder files over RUNNER_SWEEP_MAX_MB, counted but not read
+    where: list[str]  # the paths of the hits (local paths, or REMOTE:PATH in the store)
 
 
 @dataclass(frozen=True)
@@ -79,4 +96,16 @@ def refusals(events: list[Event]) -> list[dict]:
         kind = next((k for k, pat in BUDGET_REFUSALS.items() if re.match(pat, what)), None)
         if kind is not None:
             out.append({"time": e.time, "kind": kind, "what": what})
+    return out
+
+
+def sweeps(events: list[Event]) -> list[Sweep]:
+    """Every secrets sweep of the log, in its order (the last is the latest)."""
+    out = []
+    for e in events:
+        if (m := _SWEEP.match(e.text)) is None:
+            continue
+        where = [] if m.group(6) == "-" else m.group(6).split(", ")
+        out.append(Sweep(e.time, int(m.group(1)), int(m.group(2)), int(m.group(3)),
+                         m.group(4) == "read", int(m.group(5)), where))
     return out

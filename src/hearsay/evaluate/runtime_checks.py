@@ -15,8 +15,10 @@ G2  every closed rental and why it ended, by the ledger's `reason` (the reaper's
 G3  the ledger's spend (known costs; a lower bound when it is incomplete) against `cap_usd`,
     the campaign's spending cap (given: --cap-usd; the code holds no figure), and every launch the
     budget guard refused (credit, the ablation GPU-hour cap, the campaign deadline).
-G5  the secrets sweep: no record of one is kept by the runner or the boxes, so G5 reads "not
-    measured" (scripts/fault_campaign.sh counts secrets in every output of its scenarios).
+G5  the secrets sweep: the latest "secrets sweep:" line of the event log (runner/secrets_sweep.sh,
+    run by runner/teardown_check.sh once teardown is confirmed): fail when it found a secret (the
+    paths named), pass when it found none and read the store's run folders, else not measured
+    (no sweep in the log, or the store unreadable: the boxes' files unknown).
 Each check's "outcome" is "pass", "fail" or "not measured" (a missing ledger or log is never a
 pass); they are reported, never gating: the gate is hearsay.evaluate.gate's.
 """
@@ -29,9 +31,8 @@ from pathlib import Path
 from hearsay.contracts import event_log
 from hearsay.contracts import ledger as ledgers
 
-G5_NOT_KEPT = ("no secrets sweep is recorded by the runner or its boxes (the key goes to a box "
-               "by stdin only, runner/lib/box.sh); scripts/fault_campaign.sh counts secrets in "
-               "its scenarios' outputs")
+G5_NONE = ("no secrets sweep in the event log (runner/secrets_sweep.sh; runner/teardown_check.sh "
+           "runs it once teardown is confirmed)")
 
 
 def _events(log: Path | None) -> tuple[event_log.Read | None, str | None]:
@@ -83,6 +84,31 @@ def g3_spend(summary: dict, events: event_log.Read | None, why_not: str | None,
     return {**out, "outcome": "fail" if over else "pass", "why": why}
 
 
+def g5_sweep(events: event_log.Read | None, why_not: str | None) -> dict:
+    """G5: the campaign's latest secrets sweep (the event log), judged as the module says."""
+    if events is None:
+        return {"outcome": "not measured", "why": f"no sweep read: {why_not}"}
+    done = event_log.sweeps(events.events)
+    if not done:
+        return {"outcome": "not measured", "why": G5_NONE, "sweeps": 0}
+    last = done[-1]
+    out = {"time": last.time, "files": last.files, "secrets": last.secrets, "hits": last.hits,
+           "where": last.where, "store": "read" if last.store_read else "unreadable",
+           "over_cap": last.over_cap, "sweeps": len(done)}
+    if last.hits:
+        return {**out, "outcome": "fail",
+                "why": f"the sweep of {last.time} found a secret in {last.hits} file(s): "
+                       + ", ".join(last.where)}
+    if not last.store_read:
+        return {**out, "outcome": "not measured",
+                "why": f"the sweep of {last.time} could not read the store's run folders "
+                       f"(the boxes' files unknown); {last.files} local file(s) hold no secret"}
+    return {**out, "outcome": "pass",
+            "why": f"the sweep of {last.time}: {last.files} files (the runner's state, the "
+                   f"ledger, the store's run folders) hold none of {last.secrets} secrets; "
+                   f"{last.over_cap} over the size cap not read"}
+
+
 def record(ledger: Path | None, runner_log: Path | None, cap_usd: float | None = None) -> dict:
     """{"G2", "G3", "G5"}: each {"outcome", "why", ...} (module docstring)."""
     summary = ledgers.summary(ledger)
@@ -93,7 +119,7 @@ def record(ledger: Path | None, runner_log: Path | None, cap_usd: float | None =
     events, why_not = _events(runner_log)
     return {"G2": g2_endings(rentals, events, why_not),
             "G3": g3_spend(summary, events, why_not, cap_usd),
-            "G5": {"outcome": "not measured", "why": G5_NOT_KEPT},
+            "G5": g5_sweep(events, why_not),
             "sources": {"ledger": None if ledger is None else str(ledger),
                         "runner_log": None if runner_log is None else str(runner_log)}}
 
