@@ -59,7 +59,7 @@ rehearsal: install
 MUTANTS ?= hearsay.contracts.* hearsay.evaluate.gate.* hearsay.bundle.select.* hearsay.metrics.* \
 	hearsay.evaluate.compare.* hearsay.evaluate.readouts.* hearsay.evaluate.pilot.* hearsay.deploy.inputs.* \
 	hearsay.bundle.codec_pass.* hearsay.train.selection.* hearsay.train.config.* hearsay.train.steplog.* \
-	hearsay.evaluate.corpus_decision.* hearsay.evaluate.report_stats.* hearsay.calibration.* \
+	hearsay.evaluate.corpus_decision.* hearsay.evaluate.report_stats.* hearsay.metrics.calibration.* \
 	hearsay.deploy.api.*
 MUTATE_JOBS ?= 2
 # OMP_NUM_THREADS=1: mutmut forks each mutant's test run from a process that has already run

@@ -1,11 +1,11 @@
-# The XLS-R 300M base weights as a fixed-output derivation, laid out where hearsay.model loads them.
+# The XLS-R 300M base weights as a fixed-output derivation, laid out where hearsay.detector.model loads them.
 #
 #   nix build .#weights   ->  result/opt/hearsay/weights/xls-r-300m/pytorch_model.bin
 #
-# Only pytorch_model.bin is fetched: hearsay.model writes the architecture config in code (docs/DESIGN.md),
+# Only pytorch_model.bin is fetched: hearsay.detector.model writes the architecture config in code (docs/DESIGN.md),
 # so config.json and friends of the hub repo are not needed. fetchurl's flat sha256 is the sha256 of
 # the file itself, i.e. exactly the pin in docs/DESIGN.md, checked again at box start by
-# container/trainer/smoke_check.sh and at load time by hearsay.model.
+# container/trainer/smoke_check.sh and at load time by hearsay.detector.model.
 { pkgs }:
 let
   repo = "facebook/wav2vec2-xls-r-300m";

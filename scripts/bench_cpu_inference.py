@@ -50,7 +50,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hearsay.cpu_engine import allowed_cpus, make_session, run_logits
+from hearsay.detector.model import Detector, ModelConfig
+from hearsay.engines.cpu_engine import allowed_cpus, make_session, run_logits
 from hearsay.export import probe
 from hearsay.export.onnx_export import export_onnx
 from hearsay.export.quantize import (
@@ -62,7 +63,6 @@ from hearsay.export.quantize import (
     quantize_int8,
     write_recipe,
 )
-from hearsay.model import Detector, ModelConfig
 from hearsay.sound.audio import pad_batch
 
 WORKER = Path(__file__).with_name("bench_engine_worker.py")
@@ -194,9 +194,9 @@ def measure_engines(args, threads: int, d: Path) -> dict:
     """per_process's work, in the folder `d`."""
     import dataclasses
 
+    from hearsay.detector.model import save_detector
     from hearsay.export import quantize_conv
     from hearsay.export.onnx_export import ExportConfig, export_model
-    from hearsay.model import save_detector
 
     engines = args.engines.split(",")
     torch.manual_seed(0)

@@ -66,7 +66,7 @@ def ov_runner(path: Path, threads: int, precision: str):
 def eager_runner(ckpt: Path, threads: int):
     import torch
 
-    from hearsay.model import load_detector
+    from hearsay.detector.model import load_detector
 
     torch.set_num_threads(threads)
     model, _ = load_detector(ckpt)

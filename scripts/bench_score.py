@@ -31,8 +31,8 @@ import pandas as pd
 import soundfile as sf
 import torch
 
+from hearsay.detector.model import Detector, ModelConfig, save_detector
 from hearsay.evaluate import score
-from hearsay.model import Detector, ModelConfig, save_detector
 from hearsay.sound import audio
 from hearsay.sound import bundle_inputs as inputs
 
@@ -95,7 +95,7 @@ def main() -> int:
         if args.device.startswith("cuda"):
             torch.cuda.synchronize()
         t_all, c_all = time.perf_counter() - t0, time.process_time() - c0
-        from hearsay.model import load_detector
+        from hearsay.detector.model import load_detector
 
         t0 = time.perf_counter()
         det, _ = load_detector(run, device=args.device)

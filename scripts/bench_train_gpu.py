@@ -61,13 +61,14 @@ import soundfile as sf
 import torch
 import torch.nn.functional as F
 
-from hearsay import packing, train
-from hearsay.files import write_atomic
-from hearsay.model import Detector, ModelConfig
+from hearsay import train
+from hearsay.detector import packing
+from hearsay.detector.model import Detector, ModelConfig
 from hearsay.sound import audio, example
 from hearsay.train import config as train_config
 from hearsay.train import levers
 from hearsay.train import step as train_step
+from hearsay.util.files import write_atomic
 
 SR = audio.SAMPLE_RATE
 CODECS = ("mp3", "opus", "aac", "amrnb", "mulaw")
@@ -465,7 +466,8 @@ def row_line(row: dict) -> str:
 
 
 def write_json(path: Path, results: dict) -> None:
-    """Atomically (hearsay.files.write_atomic): a run killed mid-write leaves the previous file."""
+    """Atomically (hearsay.util.files.write_atomic): a run killed mid-write leaves the previous
+    file."""
     write_atomic(path, json.dumps(results, indent=1) + "\n")
 
 

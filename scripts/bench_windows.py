@@ -36,7 +36,7 @@ import numpy as np
 import soundfile as sf
 
 from hearsay.export import probe
-from hearsay.hashing import format_sums, sha256_file
+from hearsay.util.hashing import format_sums, sha256_file
 
 SR = 16_000
 FRONT = {"sample_rate": SR, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0, "min_s": 0.5}
@@ -46,9 +46,9 @@ def model_folder(folder: Path, shape: str) -> Path:
     """model.onnx + model.int8.onnx + front_end.json + SHA256SUMS of a random-init detector."""
     import torch
 
+    from hearsay.detector.model import Detector, ModelConfig
     from hearsay.export.onnx_export import export_onnx
     from hearsay.export.quantize import quantize_file
-    from hearsay.model import Detector, ModelConfig
 
     cfg = (ModelConfig.tiny() if shape == "tiny" else
            ModelConfig(init="random", keep_layers=12, hidden_dropout=0.0, attention_dropout=0.0))

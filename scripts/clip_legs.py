@@ -165,8 +165,8 @@ def leg_batch(bundle_dir: Path, tc, cc, ac):
 def export_tiny_model(out: Path) -> Path:
     import torch
 
+    from hearsay.detector.model import Detector, ModelConfig
     from hearsay.export.onnx_export import ExportConfig, export_model
-    from hearsay.model import Detector, ModelConfig
 
     torch.manual_seed(1)
     export_model(Detector(ModelConfig.tiny()).eval(), out, ExportConfig(int8=False,

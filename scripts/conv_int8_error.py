@@ -94,9 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     from scipy.stats import spearmanr
 
     from hearsay.contracts.model_dir import front_end
+    from hearsay.detector.model import load_detector
     from hearsay.export.onnx_export import ExportConfig
     from hearsay.export.quantize_conv import bundle_clips
-    from hearsay.model import load_detector
 
     model, _ = load_detector(args.checkpoint)
     model.eval()

@@ -3,7 +3,7 @@
 # Summary: download into .whl/ the wheels a bare GPU machine (a rented box, a workstation with
 #   torch) lacks for scripts/gpu_check.sh, and put an ffmpeg beside them.
 #   A GPU machine image (python3 3.12, torch, onnxruntime, numpy, scipy, pandas ... preinstalled,
-#   no network) has no soundfile or soxr, which hearsay.sound.audio imports at module level; soundfile
+#   no network) has no soundfile or soxr, which hearsay.sound.decoder imports at module level; soundfile
 #   needs cffi, cffi needs pycparser; nor pydantic, which the configs' type check imports (with
 #   pydantic_core, annotated-types and typing-inspection; typing_extensions is there). Versions come from requirements.lock; the wheels are the
 #   cp312 manylinux x86-64 builds (that image's tags), fetched with pip's ordinary client, no deps.

@@ -87,13 +87,13 @@ def lock_differences(names) -> dict[str, str]:
 
 
 def ffmpeg_info() -> dict:
-    """The ffmpeg the steps use (hearsay.sound.audio's lookup: $HEARSAY_FFMPEG first, as
+    """The ffmpeg the steps use (hearsay.sound.decoder's lookup: $HEARSAY_FFMPEG first, as
     gpu_check.sh
     exports it) and the encoders of ENCODERS it lacks."""
     try:
-        from hearsay.sound import audio
+        from hearsay.sound import decoder
 
-        exe = audio.ffmpeg_exe()
+        exe = decoder.ffmpeg_exe()
         listed = subprocess.run([exe, "-hide_banner", "-encoders"], capture_output=True,
                                 text=True, timeout=30).stdout
     except Exception as err:  # noqa: BLE001 - report any failure, the steps say the rest

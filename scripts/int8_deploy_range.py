@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from hearsay.contracts.model_dir import INT8, ONNX, read_front_end
-from hearsay.cpu_engine import make_session, run_logits
+from hearsay.engines.cpu_engine import make_session, run_logits
 from hearsay.export import quantize_conv
 from hearsay.export.quantize import QuantGate, long_file_windows, quantize_int8
 

@@ -13,7 +13,7 @@ from fakes.fake_runs import TREE_SHA, make_bundle, make_run
 
 from hearsay.contracts import protocol, score_file
 from hearsay.evaluate import assemble, bar, gate, readouts, score
-from hearsay.hashing import sha256_file
+from hearsay.util.hashing import sha256_file
 
 
 def write_pin(stamp_dir, runs, min_steps=50, parity=None, name="camp", **extra):

@@ -8,7 +8,7 @@ import pytest
 from fakes.fake_runs import TREE_SHA, make_bundle, make_run
 
 from hearsay.evaluate import assemble, score
-from hearsay.hashing import sha256_file
+from hearsay.util.hashing import sha256_file
 
 DECISION = {"reading": "pi 0.3, as stated", "readings": ["pi 0.3, as stated", "pi 0.3, swapped",
                                                          "pi 0.5, as stated", "pi 0.5, swapped"],

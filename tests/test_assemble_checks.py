@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from hearsay.contracts import run_dir, score_file
+from hearsay.detector.logits import sigmoid
 from hearsay.evaluate import assemble
-from hearsay.hashing import sha256_file
-from hearsay.logits import sigmoid
+from hearsay.util.hashing import sha256_file
 
 SHA = "t" * 40
 

@@ -15,10 +15,10 @@ import pytest
 from hearsay.contracts import pin as pins
 from hearsay.contracts import run_dir, score_file
 from hearsay.contracts.protocol import split_rows
+from hearsay.detector.logits import sigmoid
 from hearsay.evaluate import assemble, readouts, score_run
 from hearsay.evaluate import score as scoring
-from hearsay.hashing import sha256_file
-from hearsay.logits import sigmoid
+from hearsay.util.hashing import sha256_file
 
 SHA = "s" * 40
 # path -> (fold, logit): two inner folds, one holdout and two test clips, one probe clip (scored by

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from hearsay.sound import audio
+from hearsay.sound import audio, decoder
 
 SR = audio.SAMPLE_RATE
 
@@ -72,7 +72,7 @@ def test_load_audio_decodes_compressed_formats_through_ffmpeg(tmp_path):
     wav = tmp_path / "c.wav"
     sf.write(wav, tone(1.0), SR)
     m4a = tmp_path / "c.m4a"
-    subprocess.run([audio.ffmpeg_exe(), "-v", "error", "-i", str(wav), "-c:a", "aac", str(m4a)],
+    subprocess.run([decoder.ffmpeg_exe(), "-v", "error", "-i", str(wav), "-c:a", "aac", str(m4a)],
                    check=True)
     y = audio.load_audio(m4a)
     assert abs(len(y) - SR) < SR * 0.1
@@ -111,7 +111,7 @@ def test_ffmpeg_decoding_needs_no_writable_temp_dir(tmp_path, monkeypatch, ext, 
 
     wav, clip = tmp_path / "c.wav", tmp_path / f"c.{ext}"
     sf.write(wav, tone(1.0, 300.0), SR)
-    subprocess.run([audio.ffmpeg_exe(), "-v", "error", "-i", str(wav), *codec, str(clip)],
+    subprocess.run([decoder.ffmpeg_exe(), "-v", "error", "-i", str(wav), *codec, str(clip)],
                    check=True)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-dir"))
     monkeypatch.setenv("TMPDIR", str(tmp_path / "no-such-dir"))
@@ -124,11 +124,11 @@ def test_ffmpeg_pipe_keeps_every_channel_and_the_files_rate(tmp_path):
     left, right = tone(1.0, 300.0, 44_100), tone(1.0, 500.0, 44_100, amp=0.2)
     wav, m4a, ref = tmp_path / "s.wav", tmp_path / "s.m4a", tmp_path / "ref.wav"
     sf.write(wav, np.stack([left, right], axis=1), 44_100)
-    subprocess.run([audio.ffmpeg_exe(), "-v", "error", "-i", str(wav), "-c:a", "aac", str(m4a)],
+    subprocess.run([decoder.ffmpeg_exe(), "-v", "error", "-i", str(wav), "-c:a", "aac", str(m4a)],
                    check=True)
-    subprocess.run([audio.ffmpeg_exe(), "-v", "error", "-i", str(m4a), "-c:a", "pcm_f32le",
+    subprocess.run([decoder.ffmpeg_exe(), "-v", "error", "-i", str(m4a), "-c:a", "pcm_f32le",
                     str(ref)], check=True)
-    data, rate = audio._decode_ffmpeg(m4a)
+    data, rate = decoder._decode_ffmpeg(m4a)
     want, want_rate = sf.read(ref, dtype="float32", always_2d=True)
     assert rate == want_rate == 44_100 and data.shape[1] == 2
     np.testing.assert_array_equal(data, want)

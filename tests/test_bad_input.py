@@ -12,7 +12,7 @@ import soundfile as sf
 from hearsay.bundle import build as bundle
 from hearsay.bundle.build import BundleConfig, build_bundle
 from hearsay.contracts.bundle import load_bundle
-from hearsay.sound import audio
+from hearsay.sound import audio, decoder
 
 SR = audio.SAMPLE_RATE
 
@@ -24,7 +24,7 @@ def speechy(seconds, rate=SR):
 
 
 def _ffmpeg(src, dst, *args):
-    subprocess.run([audio.ffmpeg_exe(), "-v", "error", "-y", "-i", str(src), *args, str(dst)],
+    subprocess.run([decoder.ffmpeg_exe(), "-v", "error", "-y", "-i", str(src), *args, str(dst)],
                    check=True)
 
 

@@ -21,23 +21,24 @@ from hearsay import store
 from hearsay.contracts import bundle, ledger, model_dir, pin, run_dir, status
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPTS = sorted((REPO / "runner").rglob("*.sh")) + [REPO / "scripts" / "rehearsal.sh"]
+SCRIPTS = (sorted((REPO / "runner").rglob("*.sh")) + [REPO / "scripts" / "rehearsal.sh"]
+           + sorted((REPO / "scripts" / "lib").glob("rehearsal_*.sh")))
 
 # the Python constant -> the bash files (repo-relative) whose code spells it
 WHERE = {
     run_dir.META: {"runner/collect.sh", "runner/collect_ablation.sh", "runner/epochs.sh",
-                   "runner/lib/launch_provision.sh", "scripts/rehearsal.sh"},
-    run_dir.WEIGHTS: {"scripts/rehearsal.sh"},
+                   "runner/lib/launch_provision.sh", "scripts/lib/rehearsal_campaign.sh"},
+    run_dir.WEIGHTS: {"scripts/lib/rehearsal_results.sh"},
     run_dir.CONFIG: {"runner/collect.sh", "runner/collect_ablation.sh"},
     run_dir.READOUT: {"runner/status.sh"},
     run_dir.PROGRESS: {"runner/status.sh"},
-    store.MARK_SUFFIX: {"scripts/rehearsal.sh"},
-    pin.FINAL: {"runner/collect.sh", "scripts/rehearsal.sh"},
-    pin.ABLATION: {"runner/collect_ablation.sh", "scripts/rehearsal.sh"},
+    store.MARK_SUFFIX: {"scripts/lib/rehearsal_campaign.sh"},
+    pin.FINAL: {"runner/collect.sh", "scripts/lib/rehearsal_results.sh"},
+    pin.ABLATION: {"runner/collect_ablation.sh", "scripts/lib/rehearsal_campaign.sh"},
     bundle.META: {"runner/bundle_put.sh", "runner/collect.sh", "runner/config.sh",
                   "runner/epochs.sh", "runner/lib/launch_steps.sh", "scripts/rehearsal.sh"},
     bundle.IDENTITY: {"runner/bundle_put.sh", "runner/lib/bundles.sh"},
-    model_dir.PARITY: {"scripts/rehearsal.sh"},
+    model_dir.PARITY: {"scripts/lib/rehearsal_results.sh"},
 }
 
 

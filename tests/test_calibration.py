@@ -1,4 +1,4 @@
-"""hearsay.calibration: the out-of-fold thresholds (minDCF, EER, a false-alarm rate) and the
+"""hearsay.metrics.calibration: the out-of-fold thresholds (minDCF, EER, a false-alarm rate) and the
 affine logit -> LLR calibration that the model folder ships."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hearsay import calibration, metrics
+from hearsay import metrics
+from hearsay.metrics import calibration
 
 
 def gaussian_scores(seed: int = 0, n: int = 2000) -> tuple[np.ndarray, np.ndarray]:

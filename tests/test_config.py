@@ -1,13 +1,13 @@
-"""hearsay.config.from_dict: every stage's config is typed strictly, in range, and an unknown
+"""hearsay.util.config.from_dict: every stage's config is typed strictly, in range, and an unknown
 key names the nearest known one (the selection and splits configs here; train in tests/train)."""
 
 from __future__ import annotations
 
 import pytest
 
-from hearsay import config
 from hearsay.bundle.select import SelectionConfig, SelectionError
 from hearsay.contracts.folds import FoldError, SplitsConfig
+from hearsay.util import config
 
 
 @pytest.mark.parametrize(("doc", "named"), [

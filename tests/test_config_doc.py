@@ -10,10 +10,10 @@ import re
 
 import pytest
 
-from hearsay import config
 from hearsay.train import config_doc
 from hearsay.train import main as train_main
 from hearsay.train.config import SECTIONS, resolve_config
+from hearsay.util import config
 
 LINE = re.compile(r"^([ *])(\w+)\.(\w+) = (.*?)  # ([^;]+); default (.*?); (.+)$")
 

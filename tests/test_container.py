@@ -56,8 +56,8 @@ def build(model: Path, **env: str) -> subprocess.CompletedProcess:
 def export_tiny(out: Path, seed: int) -> Path:
     import torch
 
+    from hearsay.detector.model import Detector, ModelConfig
     from hearsay.export.onnx_export import ExportConfig, export_model
-    from hearsay.model import Detector, ModelConfig
 
     torch.manual_seed(seed)
     export_model(Detector(ModelConfig.tiny()), out, ExportConfig(int8=False, parity_clips=4))
@@ -66,7 +66,7 @@ def export_tiny(out: Path, seed: int) -> Path:
 
 def make_clips(clips: Path) -> None:
     """Every format people send (WAV, FLAC, M4A, MP3, Opus, AMR) and three broken files."""
-    from hearsay.sound.audio import ffmpeg_exe
+    from hearsay.sound.decoder import ffmpeg_exe
 
     (clips / "sub").mkdir(parents=True)
     rng = np.random.default_rng(3)
@@ -114,7 +114,7 @@ def run_locked(data: Path, *args: str, mount: str = ":ro", extra: tuple = ()):
 @needs_podman
 def test_locked_down_image_scores_every_format_like_the_host_scorer(image):
     from hearsay.deploy import score_folder
-    from hearsay.hashing import sha256_file
+    from hearsay.util.hashing import sha256_file
 
     model, data, _ = image
     proc = run_locked(data, "clips/")
@@ -247,7 +247,7 @@ def test_build_script_builds_for_linux_amd64_with_the_folder_pin():
 @needs_podman
 def test_a_name_like_a_url_is_that_file_in_the_locked_image(image, tmp_path):
     """The image's default CLIPS_DIR is "." (/data): `file:x.m4a` there must never be x.m4a."""
-    from hearsay.sound.audio import ffmpeg_exe
+    from hearsay.sound.decoder import ffmpeg_exe
 
     _, data, _ = image
     root = tmp_path / "names"

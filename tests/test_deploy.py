@@ -21,12 +21,14 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from hearsay import cpu_engine, deploy
+from hearsay import deploy
 from hearsay.contracts.model_dir import model_sums
-from hearsay.cpu_engine import allowed_cpus
 from hearsay.deploy import main
-from hearsay.hashing import format_sums, sha256_file
-from hearsay.sound.audio import ffmpeg_exe, load_audio, prepare_file
+from hearsay.engines import cpu_engine
+from hearsay.engines.cpu_engine import allowed_cpus
+from hearsay.sound.audio import prepare_file
+from hearsay.sound.decoder import ffmpeg_exe, load_audio
+from hearsay.util.hashing import format_sums, sha256_file
 
 REPO = Path(__file__).resolve().parents[1]
 LOCK = REPO / "requirements.lock"
@@ -70,8 +72,8 @@ def world(tmp_path_factory):
     """(model dir exported from a tiny detector, that detector, clips dir, expectations)."""
     import torch
 
+    from hearsay.detector.model import Detector, ModelConfig
     from hearsay.export.onnx_export import ExportConfig, export_model
-    from hearsay.model import Detector, ModelConfig
 
     base = tmp_path_factory.mktemp("deploy")
     torch.manual_seed(1)

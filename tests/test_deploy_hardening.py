@@ -22,9 +22,9 @@ from test_deploy import read_csv, speech_file
 from hearsay import deploy
 from hearsay.contracts.model_dir import model_sums
 from hearsay.deploy import io, main
-from hearsay.hashing import format_sums, sha256_file
-from hearsay.sound import windows
-from hearsay.sound.audio import ffmpeg_exe
+from hearsay.sound import decoder
+from hearsay.sound.decoder import ffmpeg_exe
+from hearsay.util.hashing import format_sums, sha256_file
 
 SR = 16_000
 world = test_deploy.world  # the fixture: a tiny exported model and a folder of clips
@@ -410,7 +410,7 @@ def test_a_second_audio_track_is_noted_and_the_first_alone_is_scored(world, tmp_
 def test_header_s_is_reported_when_the_header_declares_more_or_less_than_decodes(header_s,
                                                                                  flagged):
     row = {"header_s": ""}
-    io.note_decode(row, 16_000, windows.DecodeInfo(header_s=header_s))  # 1.000 s decoded
+    io.note_decode(row, 16_000, decoder.DecodeInfo(header_s=header_s))  # 1.000 s decoded
     assert row["duration_s"] == "1.000"
     assert (row["header_s"] == f"{header_s:.3f}") if flagged else row["header_s"] == ""
 

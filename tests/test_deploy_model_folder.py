@@ -18,7 +18,7 @@ from test_deploy import read_csv
 from hearsay.contracts import model_dir
 from hearsay.contracts.model_dir import FRONT_END, ONNX, THRESHOLDS, ModelError
 from hearsay.deploy import Scorer, main
-from hearsay.hashing import sha256_file
+from hearsay.util.hashing import sha256_file
 
 world = test_deploy.world  # the fixture: a tiny exported model and a folder of clips
 

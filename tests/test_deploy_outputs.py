@@ -22,7 +22,7 @@ from test_deploy_api import stop_after_first_row
 
 from hearsay import deploy
 from hearsay.deploy import inputs, jsonl, lock, main
-from hearsay.sound import windows
+from hearsay.sound import decoder
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 world = test_deploy.world  # the fixture: a tiny exported model and a folder of clips
@@ -161,14 +161,14 @@ def test_a_file_replaced_while_scored_is_an_error_row_never_a_score(world, tmp_p
     data = bytearray(other.read_bytes())
     data[-2000:] = bytes(2000)
     other.write_bytes(bytes(data))
-    real = windows.stream_audio
+    real = decoder.stream_audio
 
     def replaced_after_read(path, *a, **k):  # b.wav is replaced once its decode has begun
         yield from real(path, *a, **k)
         if Path(path).name == "b.wav" and other.exists():
             os.replace(other, root / "b.wav")
 
-    monkeypatch.setattr(windows, "stream_audio", replaced_after_read)
+    monkeypatch.setattr(decoder, "stream_audio", replaced_after_read)
     assert main([str(root), "-o", str(out), "--model", str(model), *mode]) == 0
     a, b = read_csv(out)
     assert a["error"] == "" and a["logit"] != ""
@@ -283,7 +283,7 @@ def test_first_window_decodes_the_long_file_once_for_energies_then_only_its_wind
     speech = speech_like(5.0, np.random.default_rng(0))
     wave = np.concatenate([speech, np.zeros(600 * 16_000, dtype=np.float32), speech])
     sf.write(tmp_path / "long.flac", wave, 16_000)
-    real, passes = windows.stream_audio, []
+    real, passes = decoder.stream_audio, []
 
     def counted(*a, **k):
         passes.append(0)
@@ -291,8 +291,8 @@ def test_first_window_decodes_the_long_file_once_for_energies_then_only_its_wind
             passes[-1] += 1
             yield block
 
-    monkeypatch.setattr(windows, "stream_audio", counted)
-    monkeypatch.setattr(windows, "decode", None)  # the whole-file decode is never called
+    monkeypatch.setattr(decoder, "stream_audio", counted)
+    monkeypatch.setattr(decoder, "decode", None)  # the whole-file decode is never called
     out = tmp_path / "s.csv"
     assert main([str(tmp_path / "long.flac"), "-o", str(out), "--model", str(model),
                  "--first-window"]) == 0

@@ -58,11 +58,11 @@ def test_the_design_tree_names_every_module_and_no_other():
 def test_the_tree_reader_sees_notes_continuations_and_packages():
     design = ("## Where things are\n\n```\n"
               "src/hearsay/   floors (any stage: may import): __init__ cli (the\n"
-              "               command) model\n"
+              "               command) store\n"
               "  sound/       the sound floor: __init__ audio\n"
               "  demo/        corpus\n"
               "runner/ container/ (not modules)\n```\n")
-    assert tree_modules(design) == {"hearsay", "hearsay.cli", "hearsay.model", "hearsay.sound",
+    assert tree_modules(design) == {"hearsay", "hearsay.cli", "hearsay.store", "hearsay.sound",
                                     "hearsay.sound.audio", "hearsay.demo.corpus"}
 
 

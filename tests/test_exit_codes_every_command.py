@@ -331,7 +331,7 @@ TRAIN = ["--fold", "0", "--cpu-smoke"]
 def _train_raises(code: int):
     """train's run() patched to raise the error class of `code` (its own tests raise it)."""
     from hearsay import store as stores
-    from hearsay.model import WeightsError
+    from hearsay.detector.model import WeightsError
     from hearsay.train import errors as terrors
     from hearsay.train import rates
 

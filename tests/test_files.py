@@ -1,8 +1,8 @@
-"""hearsay.files: a write that fails leaves the old file whole and no temp file behind."""
+"""hearsay.util.files: a write that fails leaves the old file whole and no temp file behind."""
 
 import pytest
 
-from hearsay import files
+from hearsay.util import files
 
 
 @pytest.mark.parametrize("write, name, old, new", [

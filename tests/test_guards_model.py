@@ -1,4 +1,5 @@
-"""hearsay.model guards: the attention/pooling mask counts exactly the frames the CNN makes."""
+"""hearsay.detector.model guards: the attention/pooling mask counts exactly the frames the CNN
+makes."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 import torch
 
 from hearsay.deploy import MIN_SAMPLES
-from hearsay.model import Detector, ModelConfig
+from hearsay.detector.model import Detector, ModelConfig
 
 STRIDE = 320  # samples per frame of the XLS-R CNN (20 ms @ 16 kHz)
 # the deploy minimum, each side of every frame boundary near it, and a spread up to 0.5 s

@@ -1,4 +1,4 @@
-"""hearsay.hashing: the one SHA256SUMS parser that folds, deploy and publish share."""
+"""hearsay.util.hashing: the one SHA256SUMS parser that folds, deploy and publish share."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from hearsay.contracts.folds import FoldError, pinned_sums
-from hearsay.hashing import SumsError, format_sums, git_sha, parse_sums, read_sums, sha256_file
+from hearsay.util.hashing import SumsError, format_sums, git_sha, parse_sums, read_sums, sha256_file
 
 HEX = "ab" * 32
 

@@ -1,11 +1,11 @@
-"""hearsay.layer_weights: the "concentrated at the top" rule at its boundary, its advice, the
-readout of a Detector and its trainable backbone parameter count."""
+"""hearsay.detector.layer_weights: the "concentrated at the top" rule at its boundary, its advice,
+the readout of a Detector and its trainable backbone parameter count."""
 
 import pytest
 import torch
 
-from hearsay import layer_weights as lw
-from hearsay.model import Detector, ModelConfig
+from hearsay.detector import layer_weights as lw
+from hearsay.detector.model import Detector, ModelConfig
 
 RULE = {"top_k": 3, "min_share": 0.5, "advise_keep": 16}
 

@@ -136,6 +136,32 @@ def test_the_deploy_scorer_is_a_leaf():
     assert not importers, f"modules importing the scorer (import what it shares): {importers}"
 
 
+MAX_TOP = 8  # modules loose at the top of src/hearsay (its __init__ included)
+
+
+def top_level(mods: dict[str, Path]) -> list[str]:
+    """The modules whose file lies directly in src/hearsay/ (its __init__ included)."""
+    top = mods["hearsay"].parent
+    return sorted(name for name, path in mods.items() if path.parent == top)
+
+
+def test_few_modules_are_loose_at_the_top():
+    """What a module holds shows in the floor it lives on (detector/, engines/, metrics/, util/,
+    contracts/, sound/) or the stage it serves: only the command and a few others stay loose."""
+    loose = top_level(modules())
+    assert len(loose) <= MAX_TOP, (f"{len(loose)} modules loose at the top of src/hearsay (at most "
+                                   f"{MAX_TOP}; move each to the floor named by what it holds): "
+                                   f"{loose}")
+
+
+def test_the_top_level_count_sees_files_not_packages(tmp_path):
+    pkg = tmp_path / "hearsay"
+    (pkg / "util").mkdir(parents=True)
+    for rel in ("__init__.py", "cli.py", "loose.py", "util/__init__.py", "util/files.py"):
+        (pkg / rel).write_text("")
+    assert top_level(modules(tmp_path)) == ["hearsay", "hearsay.cli", "hearsay.loose"]
+
+
 STAGES = ("bundle", "train", "evaluate", "export", "deploy", "publish", "demo")
 
 

@@ -1,4 +1,5 @@
-"""hearsay.logits.sigmoid: the one logit -> score map, stable at any logit, float or array."""
+"""hearsay.detector.logits.sigmoid: the one logit -> score map, stable at any logit, float or
+array."""
 
 import math
 import warnings
@@ -6,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from hearsay.logits import sigmoid
+from hearsay.detector.logits import sigmoid
 
 
 @pytest.mark.parametrize("z", [-800.0, -40.0, -1.5, 0.0, 2.25, 40.0, 800.0])
@@ -39,7 +40,7 @@ def many_logits() -> np.ndarray:
 def test_expit_is_scipys_bit_for_bit_the_score_csvs_map():
     from scipy.special import expit as scipy_expit
 
-    from hearsay.logits import expit
+    from hearsay.detector.logits import expit
 
     z = many_logits()
     assert np.array_equal(expit(z), scipy_expit(z))  # bit for bit, inf and 0 included
@@ -48,7 +49,7 @@ def test_expit_is_scipys_bit_for_bit_the_score_csvs_map():
 
 def test_sigmoid_and_expit_agree_to_the_last_bit_of_one_but_not_bit_for_bit():
     """Why both stay: each keeps the files written with it byte-identical."""
-    from hearsay.logits import expit
+    from hearsay.detector.logits import expit
 
     z = many_logits()
     with warnings.catch_warnings():

@@ -1,10 +1,10 @@
-"""hearsay.manifest_import: fixtures written from each format's published description map the
+"""hearsay.bundle.manifest_import: fixtures written from each format's published description map the
 generator and speaker into the manifest's generator and group; anything else is refused."""
 
 import pandas as pd
 import pytest
 
-from hearsay import manifest_import as mi
+from hearsay.bundle import manifest_import as mi
 from hearsay.contracts import protocol
 from hearsay.contracts.folds import SplitsConfig, assign_folds, train_ids
 from hearsay.contracts.manifest import read_manifest, scorable

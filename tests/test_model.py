@@ -1,4 +1,5 @@
-"""hearsay.model: shapes, masking, freezing, save/load, the pinned-weights refusal, ONNX tracing."""
+"""hearsay.detector.model: shapes, masking, freezing, save/load, the pinned-weights refusal, ONNX
+tracing."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import hashlib
 import pytest
 import torch
 
-from hearsay.model import (
+from hearsay.detector.model import (
     XLSR_300M_SHA256,
     Detector,
     ModelConfig,

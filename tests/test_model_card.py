@@ -15,8 +15,8 @@ import test_deploy
 from huggingface_hub import ModelCard
 from onnx import TensorProto, helper
 
-from hearsay.cpu_engine import INSTALL_SCORER, SCORE_EXTRA
 from hearsay.deploy import main
+from hearsay.engines.cpu_engine import INSTALL_SCORER, SCORE_EXTRA
 from hearsay.export import model_card
 
 world = test_deploy.world  # a tiny exported model folder and clips

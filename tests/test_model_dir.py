@@ -18,8 +18,8 @@ import soundfile as sf
 from hearsay import deploy
 from hearsay.contracts import model_dir
 from hearsay.contracts.model_dir import FRONT_END, INT8, ONNX, PARITY, SUMS, ModelError
-from hearsay.hashing import sha256_file
-from hearsay.sound import audio, windows
+from hearsay.sound import audio, decoder
+from hearsay.util.hashing import sha256_file
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "hearsay"
 
@@ -91,7 +91,7 @@ def test_front_end_arguments_are_the_ones_the_scorer_prepares_with(folder, tmp_p
     wave = (0.3 * np.sin(2 * np.pi * 200 * t) * (t > 0.5) + 0.001 * rng.standard_normal(len(t)))
     sf.write(tmp_path / "a.wav", wave.astype(np.float32), audio.SAMPLE_RATE)
     got = deploy.model_input(tmp_path / "a.wav", {}, scorer)
-    want = audio.prepare(windows.decode(tmp_path / "a.wav")[0], **args)
+    want = audio.prepare(decoder.decode(tmp_path / "a.wav")[0], **args)
     assert len(want) == 4 * audio.SAMPLE_RATE  # front_end.json's max_s, not a default's 8 s
     np.testing.assert_array_equal(got, want)
 
@@ -128,7 +128,7 @@ def test_model_dir_imports_the_standard_library_and_two_hearsay_leaves_only():
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                          text=True).stdout.split()
     assert set(out) == {"hearsay", "hearsay.contracts", "hearsay.contracts.model_dir",
-                        "hearsay.files", "hearsay.hashing"}
+                        "hearsay.util", "hearsay.util.files", "hearsay.util.hashing"}
 
 
 # ---------------------------------------------------------------- thresholds.json

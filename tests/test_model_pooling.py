@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
+from hearsay.detector.model import Detector, ModelConfig, load_detector, save_detector
+from hearsay.detector.pooling import MaskedMeanPool
 from hearsay.export.onnx_export import ExportConfig, export_model
 from hearsay.export.quantize import QuantGate
-from hearsay.model import Detector, ModelConfig, load_detector, save_detector
-from hearsay.pooling import MaskedMeanPool
 from hearsay.train import config as tcfg
 from hearsay.train.errors import ConfigError
 

@@ -1,7 +1,8 @@
-"""Packed attention (hearsay.packing) and the mask-free forward: the same logits and gradients
-as the padded forward on the CPU in fp32, attention that never spans two clips, and no key mask
-handed to SDPA when every clip fills the batch (on CUDA a bool mask keeps SDPA off its flash
-kernel; on the CPU torch's flash kernel takes masks too, so the test is the mask not passed)."""
+"""Packed attention (hearsay.detector.packing) and the mask-free forward: the same logits and
+gradients as the padded forward on the CPU in fp32, attention that never spans two clips, and no
+key mask handed to SDPA when every clip fills the batch (on CUDA a bool mask keeps SDPA off its
+flash kernel; on the CPU torch's flash kernel takes masks too, so the test is the mask not
+passed)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hearsay import packing
-from hearsay.model import Detector, ModelConfig
+from hearsay.detector import packing
+from hearsay.detector.model import Detector, ModelConfig
 
 LENGTHS = [16000, 3200, 12000, 400, 8000, 15999]  # samples: full, short, the CNN's minimum, …
 

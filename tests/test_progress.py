@@ -1,4 +1,4 @@
-"""hearsay.progress: a bar on a terminal; off one, a plain line every S seconds with the count,
+"""hearsay.util.progress: a bar on a terminal; off one, a plain line every S seconds with the count,
 rate and ETA, never a bar's carriage-return frames; the stages that use it say so in a log."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 import soundfile as sf
 
-from hearsay import progress
 from hearsay.bundle.build import BundleConfig, build_bundle
+from hearsay.util import progress
 
 
 class Tty(io.StringIO):
@@ -21,7 +21,7 @@ class Tty(io.StringIO):
 
 @pytest.fixture
 def clock(monkeypatch):
-    """time.monotonic of hearsay.progress, moved by hand: clock[0] seconds."""
+    """time.monotonic of hearsay.util.progress, moved by hand: clock[0] seconds."""
     now = [1000.0]
     monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
     return now

@@ -11,11 +11,11 @@ import pytest
 from fakes.fake_runs import TREE_SHA, make_bundle, make_run
 
 from hearsay.contracts import protocol, run_dir
+from hearsay.detector.logits import expit
+from hearsay.detector.model import load_detector
 from hearsay.evaluate import readouts
 from hearsay.evaluate import score as scoring
-from hearsay.hashing import sha256_file
-from hearsay.logits import expit
-from hearsay.model import load_detector
+from hearsay.util.hashing import sha256_file
 
 CODECS = ("mp3", "opus")
 

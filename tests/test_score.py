@@ -15,8 +15,8 @@ import torch
 from fakes.fake_runs import TREE_SHA, make_bundle, make_run
 
 from hearsay.contracts import score_file
+from hearsay.detector.model import load_detector
 from hearsay.evaluate import score
-from hearsay.model import load_detector
 from hearsay.sound import audio, example
 from hearsay.sound import bundle_inputs as inputs
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 from fakes.fake_runs import make_bundle, make_run
 
+from hearsay.detector.model import Detector, ModelConfig
 from hearsay.evaluate import overlap, score
-from hearsay.model import Detector, ModelConfig
 
 
 def batches(sizes, seed=0):

@@ -16,7 +16,7 @@ from hearsay.contracts import parity_b, score_file
 from hearsay.evaluate import assemble, bar, gate, parity_record, probe_set, score, score_run
 from hearsay.export import parity
 from hearsay.export.onnx_export import main as export_main
-from hearsay.hashing import sha256_file
+from hearsay.util.hashing import sha256_file
 
 KEYS = ("fold0", "fold1", "fold2", "fold3", "fold4", "full")
 

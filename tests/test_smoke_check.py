@@ -28,7 +28,8 @@ ENCODERS = ["libmp3lame", "libopus", "aac", "libopencore_amrnb", "pcm_mulaw"]
 GIT_SHA = "0123456789abcdef0123456789abcdef01234567"
 FAST = "cuda weights rclone hearsay"  # the shell-only checks: no python step, no torch import
 # transformers 4.57's encoder layers return `(hidden_states,)` where 5.x returns the tensor:
-# hearsay.model uses the result as a tensor, so the first forward of a training step breaks.
+# hearsay.detector.model uses the result as a tensor, so the first forward of a training step
+# breaks.
 TUPLE_LAYER = """
 from transformers.models.wav2vec2 import modeling_wav2vec2 as m
 _forward = m.Wav2Vec2EncoderLayerStableLayerNorm.forward

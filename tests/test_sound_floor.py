@@ -29,7 +29,7 @@ def test_the_sound_floor_imports_no_stage():
 
 def test_the_check_sees_a_stage_import_of_the_floor():
     graph = {"hearsay.sound.example": {"hearsay.sound.audio", "hearsay.train.rates"},
-             "hearsay.sound.audio": {"hearsay.config"}, "hearsay.train.rates": set()}
+             "hearsay.sound.audio": {"hearsay.util.config"}, "hearsay.train.rates": set()}
     assert stage_imports(graph, "hearsay.sound") == {
         "hearsay.sound.example": ["hearsay.train.rates"]}
 

@@ -15,8 +15,8 @@ import pytest
 import soundfile as sf
 
 from hearsay import deploy
-from hearsay.hashing import format_sums, sha256_file
-from hearsay.sound import audio, windows
+from hearsay.sound import audio, decoder, windows
+from hearsay.util.hashing import format_sums, sha256_file
 
 SR = 16_000
 FRONT = {"sample_rate": SR, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0, "min_s": 0.5}
@@ -127,9 +127,9 @@ def write_formats(root: Path) -> list[Path]:
     mono = np.concatenate([np.zeros(7000, np.float32), tone(22.0, 150, 44_100) +
                            0.01 * rng.standard_normal(22 * 44_100).astype(np.float32),
                            np.zeros(22_000, np.float32)])
-    sf.write(root / "a.wav", audio.resample(mono, 44_100), SR)
+    sf.write(root / "a.wav", decoder.resample(mono, 44_100), SR)
     sf.write(root / "b.flac", np.stack([mono, 0.5 * mono], axis=1), 44_100)
-    subprocess.run([audio.ffmpeg_exe(), "-v", "error", "-i", str(root / "b.flac"), "-c:a", "aac",
+    subprocess.run([decoder.ffmpeg_exe(), "-v", "error", "-i", str(root / "b.flac"), "-c:a", "aac",
                     str(root / "c.m4a")], check=True)
     return [root / "a.wav", root / "b.flac", root / "c.m4a"]
 
@@ -137,9 +137,9 @@ def write_formats(root: Path) -> list[Path]:
 def test_streamed_decode_trim_and_windows_equal_the_loaded_wave(tmp_path):
     for path in write_formats(tmp_path):
         full = audio.load_audio(path)
-        streamed = np.concatenate(list(windows.stream_audio(path, block_s=0.77)))
+        streamed = np.concatenate(list(decoder.stream_audio(path, block_s=0.77)))
         np.testing.assert_array_equal(streamed, full)  # soundfile blocks / ffmpeg pipe, soxr
-        n, rms, _ = windows.stream_rms(windows.stream_audio(path, block_s=1.3))
+        n, rms, _ = windows.stream_rms(decoder.stream_audio(path, block_s=1.3))
         np.testing.assert_array_equal(rms, audio.frame_rms(full))
         n, span, _ = windows.stream_span(path, block_s=1.3)
         assert (n, span) == (len(full), audio.trim_silence(full))
@@ -311,10 +311,10 @@ def test_exported_models_window_scores_equal_torch_on_the_same_windows(tmp_path)
     equal PyTorch's on windows cut from the loaded wave; parity A covers windows too."""
     import torch
 
-    from hearsay import torch_engine
+    from hearsay.detector.model import Detector, ModelConfig
+    from hearsay.engines import torch_engine
     from hearsay.export import probe
     from hearsay.export.onnx_export import ExportConfig, export_model
-    from hearsay.model import Detector, ModelConfig
 
     torch.manual_seed(2)
     det = Detector(ModelConfig.tiny()).eval()
@@ -361,7 +361,7 @@ def test_hearsay_score_hop_reads_out_the_max_window_of_each_bundle_clip(tmp_path
 def test_a_file_that_grows_while_it_is_decoded_fails_as_changed(tmp_path):
     path = tmp_path / "growing.wav"
     sf.write(path, np.zeros(SR * 70, dtype=np.float32) + 0.1, SR)  # 3 blocks of 30 s
-    blocks = windows.stream_audio(path)
+    blocks = decoder.stream_audio(path)
     next(blocks)
     with open(path, "ab") as fh:  # a recorder still writing
         fh.write(b"\0" * 4096)

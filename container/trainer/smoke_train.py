@@ -85,7 +85,7 @@ def one_step(cfg, device, amp: bool, weights: Path | None = None, weights_sha: s
     import torch
     import torch.nn.functional as F
 
-    from hearsay.model import Detector, load_pretrained
+    from hearsay.detector.model import Detector, load_pretrained
     from hearsay.train.config import TrainConfig
     from hearsay.train.step import optimizer_groups
 
@@ -160,7 +160,7 @@ def train_config(device) -> tuple[dict, list[str]]:
     """(--config JSON, extra CLI flags) of the trainer run: see the module docstring."""
     import json
 
-    from hearsay.model import ModelConfig
+    from hearsay.detector.model import ModelConfig
 
     if device.type != "cuda":
         return {"train": {**SIZES, "workers": 1}}, ["--cpu-smoke"]
@@ -220,7 +220,7 @@ def checkpoint_back(store_uri: str, run_dir: Path, device) -> str:
     import torch
 
     from hearsay import store as stores
-    from hearsay.model import Detector
+    from hearsay.detector.model import Detector
     from hearsay.train import checkpoint
     from hearsay.train.config import sections
     from hearsay.train.step import optimizer_groups, rank_rng, set_rng_state
@@ -252,7 +252,7 @@ def cmd_train(args) -> int:
     try:
         import torch
 
-        from hearsay.model import XLSR_300M_SHA256, ModelConfig
+        from hearsay.detector.model import XLSR_300M_SHA256, ModelConfig
     except Exception as err:  # noqa: BLE001 - any import failure is this check's failure
         say("FAIL", "train", f"cannot import the model code: {_why(err)}")
         return EXIT_TRAIN
@@ -311,8 +311,8 @@ def cmd_codecs(args) -> int:
     try:
         import numpy as np
 
-        from hearsay.sound.audio import ffmpeg_exe
         from hearsay.sound.codecs import CODECS, available, roundtrip
+        from hearsay.sound.decoder import ffmpeg_exe
 
         ff = ffmpeg_exe()
         have, missing = available(ffmpeg=ff)

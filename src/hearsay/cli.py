@@ -25,7 +25,7 @@ EXIT_CLOSED = 141  # stdout closed by its reader: 128 + SIGPIPE, as hearsay-scor
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("hearsay.demo", "run every stage on the embedded synthetic demo corpus"),
     "demo-data": ("hearsay.demo.corpus", "write the synthetic two-class demo corpus + manifest"),
-    "manifest-import": ("hearsay.manifest_import", "ASVspoof 2019 LA / In-the-Wild / MLAAD "
+    "manifest-import": ("hearsay.bundle.manifest_import", "ASVspoof 2019 LA / In-the-Wild / MLAAD "
                         "metadata -> a manifest"),
     "splits": ("hearsay.bundle.splits", "make / verify fold files pinned in splits/SHA256SUMS"),
     "bundle": ("hearsay.bundle.build", "manifest -> trimmed 16 kHz FLAC bundle with codec copies "

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from hearsay.contracts import run_dir
-from hearsay.hashing import sha256_file
+from hearsay.util.hashing import sha256_file
 
 CKPT_DIR = run_dir.CHECKPOINTS
 CKPT_RE = re.compile(r"^epoch_(\d{4,})$")

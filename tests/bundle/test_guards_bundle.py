@@ -15,7 +15,7 @@ from signals import speech_like, with_room_noise
 from hearsay.bundle import build as bundle
 from hearsay.bundle.build import BundleConfig, build_bundle
 from hearsay.contracts.bundle import load_bundle
-from hearsay.sound import audio
+from hearsay.sound import audio, decoder
 
 SR = audio.SAMPLE_RATE
 COLS = ["id", "path", "label", "generator", "source", "group", "fold", "train_scope"]
@@ -87,7 +87,7 @@ def encoded(x: np.ndarray, tmp, suffix: str, encoder: str) -> bytes:
     """x as a float WAV, encoded by the real ffmpeg into `suffix` (64 kb/s)."""
     src, out = tmp / "src.wav", tmp / f"enc{suffix}"
     sf.write(src, x, SR, subtype="FLOAT")
-    subprocess.run([audio.ffmpeg_exe(), "-nostdin", "-v", "error", "-y", "-i", str(src),
+    subprocess.run([decoder.ffmpeg_exe(), "-nostdin", "-v", "error", "-y", "-i", str(src),
                     "-c:a", encoder, "-b:a", "64k", str(out)], check=True)
     return out.read_bytes()
 

@@ -15,8 +15,8 @@ from sklearn.metrics import roc_auc_score
 
 from hearsay import demo, train
 from hearsay.demo import corpus as dd
+from hearsay.detector.model import load_detector
 from hearsay.evaluate.score import run_model
-from hearsay.model import load_detector
 from hearsay.sound import example
 from hearsay.train import config as train_config
 

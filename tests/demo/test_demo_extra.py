@@ -4,7 +4,7 @@ finals train, and the finals' recipe cites it (the cpu-smoke preset: a few steps
 import json
 
 from hearsay.evaluate import corpus_decision as cd
-from hearsay.hashing import sha256_file
+from hearsay.util.hashing import sha256_file
 
 
 def test_the_decision_comes_from_two_fold0_runs_and_the_gate_reads_it_when_cited(

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from hearsay.contracts.model_dir import model_sums, read_front_end
+from hearsay.detector.model import Detector, ModelConfig
 from hearsay.export import fuse, onnx_export, quantize_conv
 from hearsay.export.onnx_export import ExportConfig, export_model
 from hearsay.export.quantize import QuantGate, layer_matmuls
-from hearsay.model import Detector, ModelConfig
 
 # A tiny random-init model's logits spread over hundredths, so its int8 error sits near the export
 # gate's edge (0.995 / 99 %) by chance; the shipping logic is tested against a gate it clears by a
@@ -272,7 +272,8 @@ def test_export_cli_takes_a_calibration_bundle_and_no_fuse(tmp_path, monkeypatch
         return {"exporter": "torchscript", "parity_a": {}, "int8": None, "fusion": None}
 
     monkeypatch.setattr(onnx_export, "export_model", record)
-    monkeypatch.setattr("hearsay.model.load_detector", lambda path: (tiny_detector(), None))
+    monkeypatch.setattr("hearsay.detector.model.load_detector",
+                        lambda path: (tiny_detector(), None))
     monkeypatch.setattr(onnx_export.probe, "checkpoint_weights", lambda path: Path(__file__))
     rc = onnx_export.main(["onnx", str(tmp_path), "--out", str(tmp_path / "o"),
                            "--calibration", "B", "--no-fuse"])

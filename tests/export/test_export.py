@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from hearsay.contracts.model_dir import ModelError, model_sums, verify
+from hearsay.detector.model import Detector, ModelConfig, save_detector
 from hearsay.export import onnx_export, parity, probe
 from hearsay.export.onnx_export import ExportConfig, export_model
 from hearsay.export.quantize import QuantGate, gate_report, layer_matmuls, quantize_file
-from hearsay.hashing import sha256_file
-from hearsay.model import Detector, ModelConfig, save_detector
 from hearsay.sound.audio import pad_batch
+from hearsay.util.hashing import sha256_file
 
 
 def tiny_detector(seed: int = 0) -> Detector:
@@ -333,8 +333,8 @@ def test_the_demos_export_names_its_checkpoint_so_parity_accepts_it(tmp_path, mo
 
 def campaign_meta(path: Path, weights_sha: str) -> Path:
     """A meta.json as `hearsay assemble` writes it, cut to what the export reads."""
-    from hearsay import calibration
-    from hearsay.files import jsonable
+    from hearsay.metrics import calibration
+    from hearsay.util.files import jsonable
 
     rng = np.random.default_rng(0)
     y = rng.random(200) < 0.5

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import torch
 
+from hearsay.detector.model import Detector, ModelConfig
 from hearsay.export.onnx_export import ExportConfig, export_model
 from hearsay.export.quantize import QuantGate, long_file_windows, long_recordings
-from hearsay.model import Detector, ModelConfig
 
 FRONT = {"sample_rate": 16_000, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0, "min_s": 0.5}
 

@@ -165,7 +165,7 @@ class Stand:
         self.real = [np.zeros(9_975), np.zeros(16_000)]
         import onnx
 
-        from hearsay import cpu_engine
+        from hearsay.engines import cpu_engine
         from hearsay.export import quantize_conv
 
         def load(path, load_external_data=True):

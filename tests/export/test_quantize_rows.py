@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from hearsay.cpu_engine import make_session
+from hearsay.engines.cpu_engine import make_session
 from hearsay.export import quantize_rows
 
 
@@ -107,7 +107,7 @@ def test_the_error_simulation_runs_and_rounds_what_it_names(tmp_path, demo_bundl
 
     import torch
 
-    from hearsay.model import Detector, ModelConfig, save_detector
+    from hearsay.detector.model import Detector, ModelConfig, save_detector
 
     torch.manual_seed(0)
     save_detector(Detector(ModelConfig.tiny()).eval(), tmp_path / "ckpt")

@@ -57,7 +57,7 @@ def test_quantize_file_makes_only_the_named_matmuls_int8_per_channel(tmp_path):
     assert inits["w1_quantized"].shape == (4, 4)
     assert not [v for v in inits.values() if v.dtype == np.uint8]       # QInt8, not QUInt8
     assert inits["w1_scale"].shape == (4,)                              # one scale per column
-    from hearsay.cpu_engine import make_session
+    from hearsay.engines.cpu_engine import make_session
 
     x = RNG.standard_normal((1, 4)).astype(np.float32)
     fp32 = make_session(src).run(None, {"x": x})[0]
@@ -174,7 +174,7 @@ def sensitivity(monkeypatch, tmp_path, convs, offsets, **threads_arg):
     set of convs quantised. Returns (rows, the quantiser's calls, the sessions' threads)."""
     import onnx
 
-    from hearsay import cpu_engine
+    from hearsay.engines import cpu_engine
 
     calls, threads = [], []
     src = tmp_path / "model.onnx"

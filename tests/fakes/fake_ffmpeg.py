@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from hearsay.sound import audio
+from hearsay.sound import decoder
 
 
 def fake_ffmpeg_without(tmp_path, encoder):
     """The real ffmpeg behind a wrapper whose `-encoders` listing lacks `encoder`."""
-    real = audio.ffmpeg_exe()
+    real = decoder.ffmpeg_exe()
     p = tmp_path / "ffmpeg"
     p.write_text(f"#!/bin/sh\ncase \" $* \" in *' -encoders '*) \"{real}\" \"$@\" | "
                  f"grep -v ' {encoder} ';;\n*) exec \"{real}\" \"$@\";;\nesac\n")

@@ -12,8 +12,8 @@ import pandas as pd
 import soundfile as sf
 import torch
 
-from hearsay import layer_weights
-from hearsay.model import Detector, ModelConfig, save_detector
+from hearsay.detector import layer_weights
+from hearsay.detector.model import Detector, ModelConfig, save_detector
 from hearsay.sound import audio
 
 SR = audio.SAMPLE_RATE

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from hearsay import train as tr
-from hearsay.model import Detector, ModelConfig
+from hearsay.detector.model import Detector, ModelConfig
 from hearsay.train import config as tcfg
 from hearsay.train import errors as terrors
 from hearsay.train.step import optimizer_groups

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from hearsay import packing
 from hearsay import train as tr
-from hearsay.model import Detector, ModelConfig
+from hearsay.detector import packing
+from hearsay.detector.model import Detector, ModelConfig
 from hearsay.train import config as tcfg
 from hearsay.train import levers, step
 from hearsay.train.errors import ConfigError

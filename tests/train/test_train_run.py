@@ -11,10 +11,10 @@ import pytest
 import torch
 from train_world import make_easy_bundle, smoke
 
-from hearsay import layer_weights
 from hearsay import store as stores
 from hearsay import train as tr
-from hearsay.model import load_detector
+from hearsay.detector import layer_weights
+from hearsay.detector.model import load_detector
 from hearsay.train import config as tcfg
 from hearsay.train import data as tdata
 from hearsay.train import errors as terrors

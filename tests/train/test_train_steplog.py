@@ -13,11 +13,11 @@ import pytest
 import torch
 from train_world import smoke
 
-from hearsay import progress
 from hearsay import train as tr
 from hearsay.contracts import run_dir
 from hearsay.train import steplog
 from hearsay.train.step import lr_multiplier
+from hearsay.util import progress
 
 
 def _rows(run: Path, kind: str = "step") -> list[dict]:

@@ -75,10 +75,10 @@ from hearsay.contracts.bundle import DIAG, META, STAMPS, clip_rel, tree_sha, wri
 from hearsay.contracts.codec_recipe import write_copies, write_flac
 from hearsay.contracts.folds import FoldError
 from hearsay.contracts.manifest import ManifestError, resolve_path
-from hearsay.hashing import sha256_file
-from hearsay.progress import EVERY_S, Progress
-from hearsay.shortcuts import SHORTCUT_BOUND
-from hearsay.sound import audio, codecs
+from hearsay.metrics.shortcuts import SHORTCUT_BOUND
+from hearsay.sound import audio, codecs, decoder
+from hearsay.util.hashing import sha256_file
+from hearsay.util.progress import EVERY_S, Progress
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REJECTED, EXIT_TOO_MANY_FAILURES = 0, 1, 2, 3, 4
 STAMP_EVERY = 25  # clips between saves of the resume sidecar
@@ -280,7 +280,7 @@ def build_bundle(manifest: str | os.PathLike, out: str | os.PathLike,
         "codec_copies": cfg.codec_copies, "codec_recipe": recipe,
         "config": asdict(cfg), "folds": folds_meta, "selection": sel_meta,
         "manifest": {"path": str(manifest), "sha256": sha256_file(manifest)},
-        "front_end": {"sample_rate": audio.SAMPLE_RATE, "resampler": audio.RESAMPLER,
+        "front_end": {"sample_rate": audio.SAMPLE_RATE, "resampler": decoder.RESAMPLER,
                       "peak": audio.PEAK, "top_db": cfg.top_db, "max_s": cfg.max_s},
         "warnings": diag["warnings"],
     }

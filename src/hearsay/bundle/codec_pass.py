@@ -57,9 +57,9 @@ from hearsay.contracts.codec_recipe import (
     settings,
     write_copies,
 )
-from hearsay.hashing import sha256_file
-from hearsay.progress import EVERY_S, Progress
-from hearsay.sound import audio, codecs
+from hearsay.sound import codecs, decoder
+from hearsay.util.hashing import sha256_file
+from hearsay.util.progress import EVERY_S, Progress
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED, EXIT_UNVERIFIED = 0, 1, 2, 3, 4
 
@@ -103,7 +103,7 @@ def run_pass(root: str | os.PathLike, jobs: int = 0, progress: bool = True) -> d
         raise CodecPassRefused(f"{root}: this hearsay's codec settings {ours} differ from the "
                                f"recipe's {recipe['codecs']}: make the copies with the hearsay "
                                "the bundle was built with, or rebuild the bundle")
-    ff = audio.ffmpeg_exe()
+    ff = decoder.ffmpeg_exe()
     version, expect = ffmpeg_version(ff), recipe["ffmpeg"]["version"]
     if expect is not None and version != expect:
         raise CodecPassRefused(f"{root}: this ffmpeg ({ff}) is version {version}, the recipe "

@@ -12,7 +12,7 @@ import pandas as pd
 
 from hearsay import metrics
 from hearsay.contracts.manifest import split_of
-from hearsay.shortcuts import strength
+from hearsay.metrics.shortcuts import strength
 
 
 def source_duration_auc(before: pd.DataFrame, after: pd.DataFrame, results: dict) -> dict:

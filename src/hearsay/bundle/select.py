@@ -44,8 +44,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from hearsay import config
 from hearsay.contracts.manifest import LABELS
+from hearsay.util import config
 
 
 class SelectionError(ValueError):

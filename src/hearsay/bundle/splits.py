@@ -36,7 +36,7 @@ from hearsay.contracts.folds import (
     write_folds,
 )
 from hearsay.contracts.manifest import ManifestError, read_manifest
-from hearsay.hashing import SUMS
+from hearsay.util.hashing import SUMS
 
 EXIT_OK, EXIT_USAGE, EXIT_REJECTED, EXIT_UNWRITABLE = 0, 2, 3, 4  # module docstring
 

@@ -51,7 +51,7 @@ from pathlib import Path
 import pandas as pd
 
 from hearsay.contracts.codec_recipe import PASS, RECIPE, CodecRecipeError, check_copies, read_recipe
-from hearsay.hashing import sha256_file
+from hearsay.util.hashing import sha256_file
 
 META, DIAG, STAMPS = "bundle_meta.json", "diagnostics.json", ".stamps.json"
 IDENTITY = "selection.json"  # inside the tree-sha: the part of the meta that decides the rows

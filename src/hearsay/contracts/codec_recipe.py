@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from hearsay.hashing import sha256_file
-from hearsay.sound import audio, codecs
+from hearsay.sound import audio, codecs, decoder
+from hearsay.util.hashing import sha256_file
 
 RECIPE = "codec_recipe.json"  # bundle root, inside the tree-sha of a bundle whose box makes copies
 PASS = "codecs/codec_pass.json"  # the pass record, beside the copies (outside the tree-sha)
@@ -77,7 +77,7 @@ def write_copies(x: np.ndarray, names, top_db: float, max_s: float,
 
 def ffmpeg_version(ffmpeg: str | None = None) -> str:
     """The version word of `ffmpeg -version` ("n9.0.2-17-g2a571b6068-20260930", "7.1.1")."""
-    exe = ffmpeg or audio.ffmpeg_exe()
+    exe = ffmpeg or decoder.ffmpeg_exe()
     try:
         out = subprocess.run([exe, "-version"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError) as err:

@@ -43,9 +43,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hearsay import config
 from hearsay.contracts.manifest import INNER_FOLDS, LABELS
-from hearsay.hashing import SUMS, SumsError, format_sums, read_sums, sha256_file
+from hearsay.util import config
+from hearsay.util.hashing import SUMS, SumsError, format_sums, read_sums, sha256_file
 
 KEPT = ("test", "probe")  # folds a manifest pre-fills and `make` keeps, each group whole
 

@@ -22,9 +22,10 @@ once: export, parity and the scorer go through these names.
     from hearsay.contracts import model_dir
     path, identity, front = model_dir.verify(folder, "int8")   # ModelError names what is wrong
     x = prepare(wave, **model_dir.prepare_args(front))         # the front end, as in training
-    model_dir.update_parity(folder, {"parity_b": report})      # atomic (hearsay.files)
+    model_dir.update_parity(folder, {"parity_b": report})      # atomic (hearsay.util.files)
 
-Stdlib only (plus hearsay.hashing and hearsay.files): the deploy image imports it, torch-free.
+Stdlib only (plus hearsay.util.hashing and hearsay.util.files): the deploy image imports it,
+torch-free.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ import os
 import re
 from pathlib import Path
 
-from hearsay.files import write_atomic
-from hearsay.hashing import SUMS, SumsError, format_sums, read_sums, sha256_file
+from hearsay.util.files import write_atomic
+from hearsay.util.hashing import SUMS, SumsError, format_sums, read_sums, sha256_file
 
 ONNX = "model.onnx"
 INT8 = "model.int8.onnx"

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from hearsay.contracts import bundle, model_dir, run_dir
 from hearsay.contracts.protocol import N_FOLDS, run_keys
-from hearsay.files import write_json
+from hearsay.util.files import write_json
 
 FINAL = "final_runs.json"
 ABLATION = "ablation_runs.json"
@@ -80,7 +80,7 @@ def run_entry(pin_dir: Path, run: Path) -> dict:
     """One RUN of the pin: the run's folder relative to the pin's, the config hash its
     run_meta.json records, the sha256 of its final weights. PinError when the run is not
     complete (run_dir.incomplete says why)."""
-    from hearsay.hashing import sha256_file
+    from hearsay.util.hashing import sha256_file
 
     why = run_dir.incomplete(run)
     if why is not None:

@@ -16,7 +16,7 @@ spelled once: every stage that reads or writes a run goes through these names.
     from hearsay.contracts import run_dir
     meta = run_dir.read_meta(run)                   # dict; RunDirError names what is missing
     run_dir.weights(run)                            # RUN_DIR/final/model.safetensors
-    run_dir.write_meta(run, meta)                   # atomic (hearsay.files.write_json)
+    run_dir.write_meta(run, meta)                   # atomic (hearsay.util.files.write_json)
     run_dir.is_complete(run)                        # the one completeness rule (below)
     run_dir.identity(run)                           # Identity(job, fold, bundle_tree_sha)
     run_dir.identity_problems(run, "fold3", sha)    # [] or what differs from fold3 of that bundle
@@ -34,7 +34,7 @@ runner/collect_ablation.sh ask, all judge through them):
     hearsay run readout FILE|-     readout.json as the line runner/status.sh --why prints
     hearsay run progress FILE|-    progress.json likewise
 
-Stdlib only (plus hearsay.files).
+Stdlib only (plus hearsay.util.files).
 
 Exit codes: 0 the run is complete (and is the run asked for) / the line printed; 2 usage;
 3 not complete (why on stderr: no run_meta.json, it does not say complete, no final weights),
@@ -50,7 +50,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from hearsay.files import write_json
+from hearsay.util.files import write_json
 
 CONFIG = "config.json"
 META = "run_meta.json"

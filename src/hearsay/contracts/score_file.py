@@ -22,9 +22,10 @@ A box's `hearsay score-run --out RUN_DIR/scores` writes the same names; runner/c
 them to models/<stamp>/scores/.
 
 Columns (floats written %.9g, rows in manifest order): path, fold, split, score, logit (COLUMNS;
-score = hearsay.logits.expit(logit), high = synthetic); the augmented slice adds augmentation,
-codec (AUG_COLUMNS); the codec panel adds codec; a windowed readout (hearsay score --hop-s) adds
-windows, mean_logit. The assembled file has COLUMNS only: inner_oof, then holdout, then test.
+score = hearsay.detector.logits.expit(logit), high = synthetic); the augmented slice adds
+augmentation, codec (AUG_COLUMNS); the codec panel adds codec; a windowed readout (hearsay score
+--hop-s) adds windows, mean_logit. The assembled file has COLUMNS only: inner_oof, then holdout,
+then test.
 
 The sidecar (JSON, indent 2, sorted keys) records who scored what and how: run, weights_sha256,
 bundle_tree_sha, split, fold, augmented, n_rows, config (the hearsay.evaluate.score.ScoreConfig:
@@ -43,8 +44,8 @@ The reuse rule (`refusal`): a per-run file is reused only when its sidecar names
 weights sha256, bundle tree-sha, split, fold, augmented, aug_seed and max_s. Device
 and precision are recorded, not compared (parity B bounds that gap).
 
-pandas (imported when a file is read) + stdlib + hearsay.files / hearsay.contracts.protocol; never
-torch.
+pandas (imported when a file is read) + stdlib + hearsay.util.files /
+hearsay.contracts.protocol; never torch.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from hearsay.contracts.protocol import RUN_KEYS, SPLITS
-from hearsay.files import write_atomic
+from hearsay.util.files import write_atomic
 
 COLUMNS = ["path", "fold", "split", "score", "logit"]
 AUG_COLUMNS = ["augmentation", "codec"]  # after COLUMNS in the augmented slice
@@ -121,7 +122,8 @@ def sidecar(csv: Path) -> Path:
 
 
 def write_csv(df, csv: Path) -> Path:
-    """The frame as a score CSV (no index, floats %.9g), atomic (hearsay.files.write_atomic)."""
+    """The frame as a score CSV (no index, floats %.9g), atomic
+    (hearsay.util.files.write_atomic)."""
     csv = Path(csv)
     write_atomic(csv, df.to_csv(index=False, float_format=FLOAT_FORMAT))
     return csv

@@ -59,7 +59,7 @@ def stage_data(out: Path, ctx: dict) -> None:
 def _check_pinned_splits(fresh: Path) -> None:
     """In a source checkout, the fresh demo folds must equal the pinned splits/demo.folds.json."""
     from hearsay.contracts.folds import FoldError, verify_sha
-    from hearsay.hashing import sha256_file
+    from hearsay.util.hashing import sha256_file
 
     pinned = Path(__file__).resolve().parents[3] / "splits" / "demo.folds.json"
     if not pinned.is_file():
@@ -98,7 +98,7 @@ def stage_train(out: Path, ctx: dict, preset: dict | None = None) -> None:
 
     from hearsay.contracts import protocol
     from hearsay.contracts.bundle import load_bundle
-    from hearsay.cpu_engine import allowed_cpus
+    from hearsay.engines.cpu_engine import allowed_cpus
     from hearsay.train import config as train_config
 
     preset = train_config.demo_overrides() if preset is None else preset
@@ -206,7 +206,7 @@ def write_length_detector(bundle_dir: Path, probe_csv: Path, out: Path) -> Path:
     from hearsay.contracts import score_file
     from hearsay.contracts.bundle import load_bundle
     from hearsay.contracts.protocol import split_rows
-    from hearsay.logits import sigmoid
+    from hearsay.detector.logits import sigmoid
 
     manifest = load_bundle(Path(bundle_dir)).manifest
     dur = manifest.set_index("path")["duration"].astype(float)
@@ -228,10 +228,10 @@ def stage_export(out: Path, ctx: dict) -> None:
     """6: export the full run to demo_out/export/ (hearsay export onnx): model.onnx, parity A,
     the int8 variant only if it passes its gate, front_end.json, SHA256SUMS, parity.json."""
     from hearsay.contracts import model_dir
+    from hearsay.detector.model import load_detector
     from hearsay.export.onnx_export import ExportConfig, export_model
     from hearsay.export.probe import checkpoint_weights
-    from hearsay.hashing import sha256_file
-    from hearsay.model import load_detector
+    from hearsay.util.hashing import sha256_file
 
     model, _ = load_detector(out / "runs" / "full")
     weights_sha = sha256_file(checkpoint_weights(out / "runs" / "full"))  # parity --checkpoint

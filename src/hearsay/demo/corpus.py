@@ -41,7 +41,7 @@ import soundfile as sf
 import soxr
 from scipy import signal
 
-from hearsay.sound.audio import ffmpeg_exe
+from hearsay.sound.decoder import ffmpeg_exe
 
 EXIT_OK, EXIT_USAGE, EXIT_UNWRITABLE = 0, 2, 3  # module docstring
 

@@ -52,9 +52,9 @@ def stage_extra(out: Path, ctx: dict, preset: dict | None = None,
     from hearsay.evaluate import probe_set
     from hearsay.evaluate import score as scoring
     from hearsay.evaluate.report import key_frame
-    from hearsay.files import jsonable
     from hearsay.sound.augment import AugmentConfig
     from hearsay.train import config as train_config
+    from hearsay.util.files import jsonable
 
     root = out / "extra"
     root.mkdir(parents=True, exist_ok=True)

@@ -39,11 +39,11 @@ from hearsay.contracts.model_dir import (
 )
 from hearsay.contracts.model_dir import threshold as named_threshold
 from hearsay.contracts.model_dir import verify as verify_model_dir
-from hearsay.cpu_engine import RuntimeMissing, make_session, run_logits
 from hearsay.deploy import inputs, io, memory, prepared, windowed
 from hearsay.deploy.inputs import find_audio
 from hearsay.deploy.io import new_row
-from hearsay.sound import windows
+from hearsay.engines.cpu_engine import RuntimeMissing, make_session, run_logits
+from hearsay.sound import decoder, windows
 from hearsay.sound.audio import SAMPLE_RATE
 
 DEFAULT_THRESHOLD = "min_dcf"  # --threshold when none is given
@@ -60,8 +60,8 @@ class ScoreConfig:
     hop_s: float = windows.HOP_S  # window hop (s); windows are max_s long (front_end.json)
     window_chunk: int = 32  # windows cut ahead of scoring (32 x 8 s = 16 MB): bounds memory;
     #                         hearsay-score sets 4 x --batch-size, as chunk
-    max_decode_s: float = windows.MAX_DECODE_S  # per file and decode pass: longer fails the file
-    max_decode_mb: int = windows.MAX_DECODE_MB  # ffmpeg's address space: more fails the file
+    max_decode_s: float = decoder.MAX_DECODE_S  # per file and decode pass: longer fails the file
+    max_decode_mb: int = decoder.MAX_DECODE_MB  # ffmpeg's address space: more fails the file
 
 
 # --------------------------------------------------------------------------- the engine

@@ -47,7 +47,7 @@ from hearsay.deploy.io import (
     say,
     whole_lines,
 )
-from hearsay.files import write_json
+from hearsay.util.files import write_json
 
 # Extensions scored (lower case). Other files (README, .DS_Store, …) are skipped and counted.
 AUDIO_EXTS = frozenset({

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hearsay import progress
+from hearsay.util import progress
 
 COLUMNS = ["path", "duration_s", "score", "logit", "model_sums_sha256", "error",
            "windows", "covered_s", "mean_logit", "peak_start_s", "peak_end_s", "header_s",
@@ -95,7 +95,7 @@ def note_decode(row: dict, decoded: int, info, rate: int = 16_000) -> None:
     the header declared, only when the two differ by more than HEADER_TOLERANCE_S (empty: they
     agree, or the file declares none); audio_tracks = the container's audio streams, only when
     more than one (the first was scored; empty: one, or not counted). `info`: the decode's
-    hearsay.sound.windows.DecodeInfo."""
+    hearsay.sound.decoder.DecodeInfo."""
     row["duration_s"] = f"{decoded / rate:.3f}"
     header_s = info.header_s
     if header_s is not None and abs(header_s - decoded / rate) > HEADER_TOLERANCE_S:
@@ -343,7 +343,7 @@ def std_flushed(code: int, failed_codes: tuple[int, ...], exit_output: int) -> i
 
 
 class Progress:
-    """Files done on stderr (hearsay.progress: a tqdm bar on a terminal, else a line every
+    """Files done on stderr (hearsay.util.progress: a tqdm bar on a terminal, else a line every
     `every_s` s with rate and ETA), the failed count and audio seconds as its note."""
 
     def __init__(self, total: int, every_s: float = 30.0, stream=None):

@@ -1,7 +1,7 @@
 """A wave already in memory as hearsay-score's input: what `Scorer.score_array` scores.
 
     src = memory.from_array(wave, 44_100, label="<array>")   # ValueError for a misshapen array
-    wave16k, info = memory.decode(src)                         # as windows.decode gives a file's
+    wave16k, info = memory.decode(src)                         # as decoder.decode gives a file's
     n, span, lazy, info = memory.file_windows(src, 8.0, 4.0, top_db=40.0, cutoff_hz=7250.0)
 
 The samples go through the decode stage a file's blocks go through (hearsay.sound.windows: mix
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hearsay.sound import audio, windows
+from hearsay.sound import audio, decoder, windows
 
 # The rates an array may be given at (Hz): telephone 8 kHz down to half of it, up to 384 kHz
 # (the highest PCM rate audio interfaces record). 44 or 48 is kHz typed for Hz, 10_000_000 a
@@ -68,18 +68,18 @@ def _mono_16k(src: MemoryAudio) -> np.ndarray:
     """(N,) float32 at 16 kHz: the decode stage of a file's blocks, on one block."""
     if not len(src.samples):
         raise audio.AudioError(src.label, "no audio samples (an empty array)")
-    return np.concatenate(list(windows._mono_16k(src.label, iter([(src.samples, src.rate)]))))
+    return np.concatenate(list(decoder.mono_16k(src.label, iter([(src.samples, src.rate)]))))
 
 
-def decode(src: MemoryAudio, **_bounds) -> tuple[np.ndarray, windows.DecodeInfo]:
-    """(wave at 16 kHz, DecodeInfo with no header length): windows.decode for an array (the
+def decode(src: MemoryAudio, **_bounds) -> tuple[np.ndarray, decoder.DecodeInfo]:
+    """(wave at 16 kHz, DecodeInfo with no header length): decoder.decode for an array (the
     decode bounds, for files, do not apply: the samples are already here)."""
-    return _mono_16k(src), windows.DecodeInfo(decoder="memory")
+    return _mono_16k(src), decoder.DecodeInfo(decoder="memory")
 
 
 def file_windows(src: MemoryAudio, win_s: float, hop_s: float, *, top_db: float,
                  cutoff_hz: float | None, **_bounds
-                 ) -> tuple[int, tuple[int, int], Iterator[windows.Window], windows.DecodeInfo]:
+                 ) -> tuple[int, tuple[int, int], Iterator[windows.Window], decoder.DecodeInfo]:
     """windows.file_windows for an array: (samples, trim span, lazy windows, DecodeInfo)."""
     x, info = decode(src)
     span = audio.trim_silence(x, top_db)  # the span stream_span finds over a file's blocks
@@ -90,7 +90,7 @@ def file_windows(src: MemoryAudio, win_s: float, hop_s: float, *, top_db: float,
         for w in windows.cut_windows([x], span, windows.seconds(win_s), windows.seconds(hop_s),
                                      cutoff_hz):
             if not np.isfinite(w.wave).all():  # the normalisation overflowed
-                raise audio.AudioError(src.label, windows._TOO_LARGE.format(float("inf")))
+                raise audio.AudioError(src.label, decoder.TOO_LARGE.format(float("inf")))
             yield w
 
     return len(x), span, cut(), info

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from hearsay.deploy import io, jsonl
 from hearsay.deploy.io import COLUMNS, OutputError, say
-from hearsay.files import write_json
+from hearsay.util.files import write_json
 
 FORMAT = "hearsay-score-shard"
 FORMAT_VERSION = 1

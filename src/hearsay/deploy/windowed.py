@@ -34,7 +34,7 @@ import numpy as np
 from hearsay.contracts.model_dir import FRONT_END
 from hearsay.deploy import memory
 from hearsay.deploy.io import RowSink, failure_reason, new_row, note_decode
-from hearsay.logits import sigmoid  # both modes of hearsay-score use it
+from hearsay.detector.logits import sigmoid  # both modes of hearsay-score use it
 from hearsay.sound import windows
 from hearsay.sound.audio import SAMPLE_RATE, AudioError
 

@@ -118,7 +118,7 @@ def load_pin(path: Path) -> dict:
 
 def validate_run(key: str, spec: dict, pin: dict) -> dict:
     """The run's run_meta.json after every pinned identity has been checked."""
-    from hearsay.hashing import sha256_file
+    from hearsay.util.hashing import sha256_file
 
     run = Path(spec["dir"])
     meta_file = run_dir.meta_path(run)
@@ -238,7 +238,7 @@ def check_f4_test_order(df, manifest) -> None:
 
 
 def check_f5_scores(df) -> None:
-    from hearsay.logits import sigmoid
+    from hearsay.detector.logits import sigmoid
 
     s, lg = df["score"].to_numpy(float), df["logit"].to_numpy(float)
     if not (np.isfinite(s).all() and np.isfinite(lg).all()):

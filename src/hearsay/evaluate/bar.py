@@ -47,7 +47,7 @@ from pathlib import Path
 from hearsay.contracts import score_file
 from hearsay.contracts.protocol import split_rows
 from hearsay.evaluate import gate
-from hearsay.files import jsonable, write_atomic
+from hearsay.util.files import jsonable, write_atomic
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
 SHOW = 5  # missing / extra paths named in a refusal
@@ -129,7 +129,7 @@ def build(roots: list[Path], field: str, value: str, manifest, out: Path,
           probe: Path | None = None) -> dict:
     """Pick the candidate, check its rows, write the bar folder `out`; its meta.json."""
     from hearsay.evaluate.report import key_frame
-    from hearsay.hashing import sha256_file
+    from hearsay.util.hashing import sha256_file
 
     chosen = gate.load_bar(pick(roots, field, value, skip=out))
     if chosen["scores"] is None:

@@ -41,8 +41,8 @@ from hearsay import metrics
 from hearsay.contracts import pin as pins
 from hearsay.contracts import score_file
 from hearsay.contracts.protocol import FOLD_KEYS, run_job
-from hearsay.files import jsonable
 from hearsay.metrics import READING_OF_RECORD, READINGS, reading_name
+from hearsay.util.files import jsonable
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
 RECORD = reading_name(*READING_OF_RECORD)

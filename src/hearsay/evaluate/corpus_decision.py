@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hearsay.hashing import sha256_file
+from hearsay.util.hashing import sha256_file
 
 DECISIONS = ("keep", "cap share", "drop")
 KEYS = {"decision", "why", "corpus", "against", "label", "cap_share", "probe", "drop_rule",
@@ -162,7 +162,7 @@ def decide(probe: dict, drop: dict, cfg: dict) -> dict:
 
 def write(path: Path, record: dict) -> str:
     """Write the decision file; returns its sha256 (what a recipe cites)."""
-    from hearsay.files import jsonable
+    from hearsay.util.files import jsonable
 
     Path(path).write_text(json.dumps(jsonable(record), indent=2, allow_nan=False) + "\n")
     return sha256_file(path)

@@ -76,11 +76,12 @@ from typing import ClassVar
 import numpy as np
 from annotated_types import Ge, Gt, Le
 
-from hearsay import config, metrics
-from hearsay.files import jsonable
-from hearsay.shortcuts import SHORTCUT_BOUND as SEPARABLE_BOUND  # 0.85, the shortcut bound
-from hearsay.shortcuts import strength
+from hearsay import metrics
+from hearsay.metrics.shortcuts import SHORTCUT_BOUND as SEPARABLE_BOUND  # 0.85, the shortcut bound
+from hearsay.metrics.shortcuts import strength
 from hearsay.sound import audio
+from hearsay.util import config
+from hearsay.util.files import jsonable
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
 FEATURES = ("duration_s", "lead_silence_s", "trail_silence_s", "rms_dbfs", "peak_dbfs",
@@ -264,7 +265,7 @@ def probe_manifest(manifest_path: Path, corpus: str, label: str = "bonafide",
     on the features of each clip after `aug` (an AugmentConfig; None: the clips as they are),
     and with `against` the per-source landing of the bona fide clips outside the probe."""
     from hearsay.contracts.manifest import read_manifest
-    from hearsay.hashing import sha256_file
+    from hearsay.util.hashing import sha256_file
 
     every = read_manifest(manifest_path)
     df = every if label == "any" else every[every["label"] == label]

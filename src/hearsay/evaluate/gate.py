@@ -56,8 +56,8 @@ import numpy as np
 from hearsay import metrics
 from hearsay.contracts.score_file import read as read_scores  # a bar's CSV is read as ours are
 from hearsay.metrics import READING_OF_RECORD, READINGS, reading_name
-from hearsay.shortcuts import SHORTCUT_BOUND, single_class
-from hearsay.shortcuts import strength as shortcut_strength
+from hearsay.metrics.shortcuts import SHORTCUT_BOUND, single_class
+from hearsay.metrics.shortcuts import strength as shortcut_strength
 
 RECORD = reading_name(*READING_OF_RECORD)
 HOLDOUT_NOISE_BAND = 0.15  # minDCF: a holdout gap under this is within noise (module docstring)
@@ -254,7 +254,7 @@ def judge_bar(oof, holdout, key, bar: dict, ours_probe: dict | None) -> dict:
 def shortcut_check(metas: dict) -> dict:
     """The realised training streams' shortcut AUCs (run_meta "stream_shortcuts") of every run,
     re-read against SHORTCUT_BOUND (not the run's own flag). A source that held clips of one
-    class only (its counts say so: hearsay.shortcuts.single_class) has no AUC to read and is
+    class only (its counts say so: hearsay.metrics.shortcuts.single_class) has no AUC to read and is
     listed apart, never as unmeasured."""
     runs, flagged, unmeasured, one_class = {}, [], [], []
     for key, meta in metas.items():

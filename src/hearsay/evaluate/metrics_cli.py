@@ -3,7 +3,7 @@
 The command line of hearsay.metrics (whose docstring, the conventions, is its --help). It reads
 hearsay-score's own CSV as well as the campaign's score files: rows whose `error` column is set
 (files the scorer could not read) are skipped and counted, never read as scores; --fa-rate X adds
-the threshold at false-alarm rate X with its confusion counts (hearsay.calibration).
+the threshold at false-alarm rate X with its confusion counts (hearsay.metrics.calibration).
 
 Exit codes: 0 metrics written, 2 usage, 3 bad input (as hearsay.metrics, whose docstring is --help).
 """
@@ -15,9 +15,9 @@ import json
 import sys
 from pathlib import Path
 
-from hearsay import calibration, metrics
-from hearsay.files import jsonable
-from hearsay.metrics import EXIT_BAD_INPUT, EXIT_OK, PI_OF_RECORD, MetricsError
+from hearsay import metrics
+from hearsay.metrics import EXIT_BAD_INPUT, EXIT_OK, PI_OF_RECORD, MetricsError, calibration
+from hearsay.util.files import jsonable
 
 
 def drop_failed(scores):

@@ -1,6 +1,7 @@
 """Parity B's box side: after training, the full run's logits on the parity clips, in the
-trainer's precision and in fp32 (TF32 off), one clip per forward call (hearsay.torch_engine, as
-the laptop's check runs it). The file and its rules: hearsay.contracts.parity_b.
+trainer's precision and in fp32 (TF32 off), one clip per forward call
+(hearsay.engines.torch_engine, as the laptop's check runs it). The file and its rules:
+hearsay.contracts.parity_b.
 
     parity_record.record(bundle, RUN_DIR, OUT.json, 50, cfg)     # hearsay score-run --parity-clips
 """
@@ -28,9 +29,9 @@ def record(bundle, run: Path, out: Path, n: int, cfg) -> dict:
     import torch
 
     from hearsay.contracts import run_dir
-    from hearsay.hashing import sha256_file
-    from hearsay.model import load_detector
-    from hearsay.torch_engine import torch_logits
+    from hearsay.detector.model import load_detector
+    from hearsay.engines.torch_engine import torch_logits
+    from hearsay.util.hashing import sha256_file
 
     wfile = run_dir.weights_of(Path(run))
     sha = sha256_file(wfile)

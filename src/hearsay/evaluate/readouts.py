@@ -23,8 +23,8 @@ from hearsay import metrics
 from hearsay.contracts import protocol, run_dir, score_file
 from hearsay.evaluate import score as scoring
 from hearsay.metrics import PI_OF_RECORD
-from hearsay.progress import Progress
 from hearsay.sound import bundle_inputs as inputs
+from hearsay.util.progress import Progress
 
 
 def class_counts(df, key) -> dict:
@@ -59,9 +59,9 @@ def score_codec_panel(bundle, run: Path, cfg: scoring.ScoreConfig | None = None)
     other augmentation. Columns path, fold, split, score, logit, codec; a row per (clip, codec)."""
     import pandas as pd
 
-    from hearsay.hashing import sha256_file
-    from hearsay.logits import expit
-    from hearsay.model import load_detector
+    from hearsay.detector.logits import expit
+    from hearsay.detector.model import load_detector
+    from hearsay.util.hashing import sha256_file
 
     cfg = cfg or scoring.ScoreConfig()
     run = Path(run)
@@ -114,9 +114,9 @@ def test_length_inputs(root: Path, rows, test_durations, seed: int = TEST_LENGTH
 def score_holdout_variant(bundle, run: Path, variant: str, cfg=None):
     """(frame, sidecar) of the full model on the holdout as `variant`: "test_length" (the
     fixed-seed test-length crops) or "whole" (each clip up to WHOLE_MAX_S)."""
-    from hearsay.hashing import sha256_file
-    from hearsay.logits import expit
-    from hearsay.model import load_detector
+    from hearsay.detector.logits import expit
+    from hearsay.detector.model import load_detector
+    from hearsay.util.hashing import sha256_file
 
     cfg = cfg or scoring.ScoreConfig()
     if variant == "whole":

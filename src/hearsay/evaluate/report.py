@@ -21,7 +21,7 @@ threshold carried unchanged to every holdout set and the test split, with confus
 out-of-fold and clean-holdout minDCF / EER (hearsay.evaluate.report_stats); "reliability";
 "decision":
 the out-of-fold thresholds (minDCF, EER, a false-alarm rate) and logit -> LLR calibration that
-`hearsay export onnx --meta` ships in the model folder (hearsay.calibration); "training":
+`hearsay export onnx --meta` ships in the model folder (hearsay.metrics.calibration); "training":
 what each run recorded (hearsay.evaluate.report_record). The markdown names no absolute path, and
 folds
 breakdown rows with fewer than MIN_GROUP_CLIPS clips of a class into one line that says so.
@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import calibration, metrics
+from hearsay import metrics
 from hearsay.contracts import ledger as ledgers
 from hearsay.contracts import run_dir as run_dirs
 from hearsay.contracts import score_file
@@ -52,9 +52,9 @@ from hearsay.evaluate import (
     report_stats,
     runtime_checks,
 )
-from hearsay.files import jsonable
-from hearsay.hashing import git_sha
-from hearsay.metrics import PI_OF_RECORD
+from hearsay.metrics import PI_OF_RECORD, calibration
+from hearsay.util.files import jsonable
+from hearsay.util.hashing import git_sha
 
 KEY_COLUMNS = ["path", "label", "generator", "source", "duration"]
 HOLDOUT_CARRIES = 0.8  # holdout AUC from which the opening says the model carries over to it

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from hearsay import metrics
-from hearsay.logits import sigmoid
+from hearsay.detector.logits import sigmoid
 from hearsay.metrics import PI_OF_RECORD
 
 BOOTSTRAP_SEED = 20261204  # fixed: the same interval on every run of the same scores

@@ -53,12 +53,12 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import feed
 from hearsay.contracts import run_dir, score_file
 from hearsay.contracts.protocol import N_FOLDS, SPLITS, split_rows
-from hearsay.progress import Progress, track
+from hearsay.engines import feed
 from hearsay.sound import audio
 from hearsay.sound.bundle_inputs import aug_plan, clip_file, model_input, window_inputs
+from hearsay.util.progress import Progress, track
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 2, 3, 4  # module docstring
 
@@ -280,9 +280,9 @@ def score_split(bundle, run: Path, split: str, fold: int | None = None,
     `label` keeps that label's rows only (the probe set: hearsay.evaluate.probe_set)."""
     import pandas as pd
 
-    from hearsay.hashing import sha256_file
-    from hearsay.logits import expit
-    from hearsay.model import load_detector
+    from hearsay.detector.logits import expit
+    from hearsay.detector.model import load_detector
+    from hearsay.util.hashing import sha256_file
 
     run = Path(run)
     meta = run_dir.find_meta(run)  # RunDirError (an OSError: exit 3) names what is missing

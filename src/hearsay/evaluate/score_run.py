@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parity-clips", type=int, default=0, metavar="N",
                     help="full run: also record the logits of N test clips for parity B")
     args = ap.parse_args(argv)
-    from hearsay.hashing import sha256_file
+    from hearsay.util.hashing import sha256_file
 
     try:
         meta = run_dir.find_meta(args.run)

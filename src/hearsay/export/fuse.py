@@ -41,7 +41,7 @@ def fusable_copy(model):
     """A Detector with `model`'s weights, eager attention and a bias the fuser recognises."""
     import torch
 
-    from hearsay.model import Detector
+    from hearsay.detector.model import Detector
 
     class FusableDetector(Detector):
         def _attention_bias(self, valid, dtype):

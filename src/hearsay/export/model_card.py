@@ -5,9 +5,9 @@
 `hearsay export onnx` calls these after parity A held; all three are listed in SHA256SUMS (the
 folder's identity: a decision read from thresholds.json is the folder's own).
 
-  thresholds.json  meta.json's "decision" (hearsay.calibration: the out-of-fold minDCF, EER and
-                   false-alarm-rate thresholds on the logit, each with the set it came from, and
-                   the affine logit -> LLR calibration), with "default": "min_dcf" and the
+  thresholds.json  meta.json's "decision" (hearsay.metrics.calibration: the out-of-fold minDCF,
+                   EER and false-alarm-rate thresholds on the logit, each with the set it came
+                   from, and the affine logit -> LLR calibration), with "default": "min_dcf" and the
                    sha256 of the meta.json it was copied from. Written only with --meta; a
                    meta.json of another checkpoint (its full run's weights sha256 is not this
                    checkpoint's) or one without "decision" is refused (MetaError).
@@ -27,8 +27,8 @@ import json
 from pathlib import Path
 
 from hearsay.contracts import model_dir
-from hearsay.cpu_engine import INSTALL_SCORER
-from hearsay.hashing import sha256_file
+from hearsay.engines.cpu_engine import INSTALL_SCORER
+from hearsay.util.hashing import sha256_file
 
 FORMAT = "hearsay-detector-onnx"
 FORMAT_VERSION = 1

@@ -4,8 +4,8 @@
         --meta demo_out/models/demo/meta.json
     hearsay-score clips/ --model demo_out/export
 
-CHECKPOINT is a run directory or checkpoint folder that `hearsay.model.load_detector` reads (the
-model is rebuilt from the checkpoint's saved config). Steps:
+CHECKPOINT is a run directory or checkpoint folder that `hearsay.detector.model.load_detector`
+reads (the model is rebuilt from the checkpoint's saved config). Steps:
 
   1. export fp32 in eval mode on CPU: inputs input_values (B, T) float32 and attention_mask (B, T)
      int64 with dynamic batch and sample axes, output logits (B,). The TorchScript exporter
@@ -63,9 +63,9 @@ import numpy as np
 from hearsay.contracts import model_dir
 from hearsay.export import probe
 from hearsay.export.quantize import QuantGate, quantize_int8
-from hearsay.hashing import sha256_file
-from hearsay.progress import Progress
 from hearsay.sound.audio import BAND_LIMIT_HZ, SAMPLE_RATE, TRIM_TOP_DB
+from hearsay.util.hashing import sha256_file
+from hearsay.util.progress import Progress
 
 EXIT_OK, EXIT_PARITY, EXIT_USAGE, EXIT_CHECKPOINT = 0, 1, 2, 3
 EXPORTERS = ("torchscript", "dynamo")
@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                        calibration=None if args.calibration is None else str(args.calibration),
                        meta=None if args.meta is None else str(args.meta))
     try:
-        from hearsay.model import load_detector
+        from hearsay.detector.model import load_detector
 
         model, _ = load_detector(args.checkpoint)
         weights_sha = sha256_file(probe.checkpoint_weights(args.checkpoint))

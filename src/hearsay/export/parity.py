@@ -46,9 +46,9 @@ from pathlib import Path
 import numpy as np
 
 from hearsay.contracts.model_dir import PARITY, SUMS, ModelError, refresh_sum, update_parity, verify
+from hearsay.engines.torch_engine import torch_logits
 from hearsay.export.probe import check_checkpoint, ort_logits, synthetic_clips, versions
 from hearsay.sound.audio import SAMPLE_RATE
-from hearsay.torch_engine import torch_logits
 
 EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_MODEL, EXIT_NO_CUDA = 0, 1, 2, 3, 4
 SHAPES = ("tiny", "xlsr300m-12")
@@ -80,7 +80,7 @@ def parity_b(model, onnx_path: Path, waves: list[np.ndarray], device: str = "cud
 
 
 def _build(shape: str):
-    from hearsay.model import Detector, ModelConfig
+    from hearsay.detector.model import Detector, ModelConfig
 
     cfg = (ModelConfig.tiny() if shape == "tiny"
            else ModelConfig(init="random", keep_layers=12, hidden_dropout=0.0,
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             model = _build(args.random_init)
             export_model(model, args.model_dir, ExportConfig(int8=False))
         else:
-            from hearsay.model import load_detector
+            from hearsay.detector.model import load_detector
 
             verify(args.model_dir)
             check_checkpoint(args.model_dir, args.checkpoint)  # before the (slow) load

@@ -1,6 +1,6 @@
 """What export and parity share (a leaf: it imports neither): the probe clips made in code, the
-checkpoint's weights file and its check, the logits of onnxruntime (torch's: hearsay.torch_engine),
-and parity A.
+checkpoint's weights file and its check, the logits of onnxruntime (torch's:
+hearsay.engines.torch_engine), and parity A.
 
     from hearsay.export import probe
     waves = probe.synthetic_clips(np.random.default_rng(0), 12, 0.5, 6.0, front)
@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from hearsay.contracts.model_dir import PARITY, prepare_args, read_parity
+from hearsay.engines.torch_engine import torch_logits
 from hearsay.sound.audio import SAMPLE_RATE, AudioError, pad_batch, prepare
-from hearsay.torch_engine import torch_logits
 
 
 def versions(torch) -> dict:
@@ -72,16 +72,16 @@ def window_clips(rng: np.random.Generator, seconds: float, front: dict,
 
 
 def checkpoint_weights(directory: Path) -> Path:
-    """The weights file hearsay.model.load_detector reads (run dir or checkpoint dir); its sha256
-    is what parity.json records."""
-    from hearsay.model import checkpoint_weights as weights_of
+    """The weights file hearsay.detector.model.load_detector reads (run dir or checkpoint dir);
+    its sha256 is what parity.json records."""
+    from hearsay.detector.model import checkpoint_weights as weights_of
 
     return weights_of(directory)
 
 
 def check_checkpoint(model_dir: Path, checkpoint: Path) -> str:
     """sha256 of `checkpoint`'s weights; ValueError unless parity.json names that very sha."""
-    from hearsay.hashing import sha256_file
+    from hearsay.util.hashing import sha256_file
 
     got = sha256_file(checkpoint_weights(checkpoint))
     want = read_parity(model_dir).get("checkpoint_sha256")
@@ -97,7 +97,7 @@ def check_checkpoint(model_dir: Path, checkpoint: Path) -> str:
 
 
 def ort_logits(model_path: Path, waves: list[np.ndarray], *, batched: bool) -> np.ndarray:
-    from hearsay.cpu_engine import make_session
+    from hearsay.engines.cpu_engine import make_session
 
     session = make_session(model_path)
     groups = [waves] if batched else [[w] for w in waves]

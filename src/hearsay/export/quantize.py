@@ -287,7 +287,7 @@ def quantize_int8(src: Path, dst: Path, gate: QuantGate, front: dict,
     the gate runs on up to `gate.clips` other bundle clips, topped up with synthetic ones."""
     import onnx
 
-    from hearsay.cpu_engine import make_session, run_logits
+    from hearsay.engines.cpu_engine import make_session, run_logits
     from hearsay.export import quantize_conv
 
     graph = onnx.load(str(src), load_external_data=False)
@@ -349,7 +349,7 @@ def conv_sensitivity(src: Path, calib: list[np.ndarray], waves: list[np.ndarray]
     conv's own error). -> [{"quantised": label, **gate_report}]."""
     import onnx
 
-    from hearsay.cpu_engine import make_session, run_logits
+    from hearsay.engines.cpu_engine import make_session, run_logits
     from hearsay.export import quantize_conv
 
     convs = quantize_conv.encoder_convs(onnx.load(str(src), load_external_data=False))

@@ -204,7 +204,7 @@ def conv_input_means(src: Path, convs: list[str], waves: list[np.ndarray], dst_d
     import onnx
     from onnx import TensorProto, helper
 
-    from hearsay.cpu_engine import make_session
+    from hearsay.engines.cpu_engine import make_session
     from hearsay.export.quantize_conv import clip_feed
 
     if not waves:

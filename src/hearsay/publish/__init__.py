@@ -47,9 +47,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hearsay import hashing
-from hearsay.hashing import SUMS, sha256_file
 from hearsay.publish.remotes import FolderRemote, GitHubRemote, RemoteError, VerifyError
+from hearsay.util import hashing
+from hearsay.util.hashing import SUMS, sha256_file
 
 REMOTES = "gh://OWNER/REPO@TAG, hf://OWNER/REPO[@REVISION], file://PATH or PATH"
 EXIT_OK, EXIT_VERIFY, EXIT_USAGE, EXIT_REMOTE, EXIT_UNPINNED = 0, 1, 2, 3, 4  # module docstring

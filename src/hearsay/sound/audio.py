@@ -1,8 +1,9 @@
-"""The one audio front end: decode, resample, trim, band-limit, cap, normalise.
+"""The one audio front end: a decoded wave -> trim, cap, band-limit, normalise; pad_batch.
 
 Every stage (bundle, trainer, scorer, ONNX parity, deploy image) calls these functions and no
-other code re-implements them. numpy + soundfile + soxr (+ an ffmpeg binary for compressed
-formats) only: this module must never import torch, because the deploy image has none.
+other code re-implements them. The decoding before them (a file -> 16 kHz mono: `load_audio`,
+the streamed read of hearsay-score) is hearsay.sound.decoder. numpy (+ the decoder) only: this
+module must never import torch, because the deploy image has none.
 
 The documented order, shared by training, scoring and the deploy image::
 
@@ -19,15 +20,9 @@ gets, sample for sample, the input of a training crop at offset 0. The bundle st
 after load -> trim -> cap 15 s -> `peak_guard` as 16-bit FLAC; the trainer band-limits and
 normalises its crops after augmentation (see hearsay.sound.example).
 
-Reading one input file as hearsay-score must (hearsay.sound.windows' streaming decode calls
-these): the name is only ever a name (`ffmpeg_input`: `file:` + the absolute path, file protocol
-only), special files are refused (`open_regular`), and each decode is bounded in time (`bounded`)
-and memory (`limit_memory`, ffmpeg's address space); a container's audio streams are counted
-(`audio_stream_count`: only the first is scored, and the row says when there were more).
-
 `pad_batch` is the one padding of the project: the trainer's batches (hearsay.train.data), the
-in-process scorer (hearsay.evaluate.score), the CPU scorer (hearsay.cpu_engine) and the export
-probes stack model inputs of different lengths with it.
+in-process scorer (hearsay.evaluate.score), the CPU scorer (hearsay.engines.cpu_engine) and the
+export probes stack model inputs of different lengths with it.
 
 Usage::
 
@@ -38,23 +33,13 @@ Usage::
 
 from __future__ import annotations
 
-import io
 import os
-import re
-import resource
-import shutil
-import stat
-import subprocess
-import time
-from collections.abc import Iterator, Sequence
-from contextlib import closing
-from pathlib import Path
+from collections.abc import Sequence
 
 import numpy as np
-import soundfile as sf
-import soxr
 
-SAMPLE_RATE = 16_000  # Hz; every wave past load_audio is at this rate
+from hearsay.sound.decoder import SAMPLE_RATE, AudioError, load_audio
+
 PEAK = 0.999  # peak guard: waves louder than this are scaled down (never clipped)
 BAND_LIMIT_HZ = 7_250.0  # low-pass cut-off; hides the 8 kHz Nyquist edge that codecs differ on
 TRIM_TOP_DB = 40.0  # frames quieter than (loudest frame - TRIM_TOP_DB) dB count as silence
@@ -62,172 +47,6 @@ TRIM_FRAME = 400  # samples (25 ms @ 16 kHz)
 TRIM_HOP = 160  # samples (10 ms @ 16 kHz)
 FIR_TAPS = 129  # band-limit FIR length (odd: symmetric, zero phase, delay removed)
 RMS_BLOCK = 4096  # frames measured per step by frame_rms (bounds its memory on long waves)
-RESAMPLER = "soxr VHQ"  # the one documented resampler (libsoxr, very high quality)
-
-
-class AudioError(Exception):
-    """A clip that cannot enter the pipeline. `path` names the file, `reason` says why."""
-
-    def __init__(self, path: str | os.PathLike | None, reason: str):
-        self.path = None if path is None else str(path)
-        self.reason = reason
-        super().__init__(f"{self.path}: {reason}" if self.path else reason)
-
-
-# --------------------------------------------------------------------------- decoding
-
-
-def ffmpeg_exe() -> str:
-    """Path of the ffmpeg binary: $HEARSAY_FFMPEG, else the imageio-ffmpeg wheel's, else PATH's."""
-    env = os.environ.get("HEARSAY_FFMPEG")
-    if env:
-        return env
-    try:
-        import imageio_ffmpeg  # optional: the deploy image uses Debian's ffmpeg on PATH
-
-        return imageio_ffmpeg.get_ffmpeg_exe()
-    except Exception:  # noqa: BLE001 - any failure means "not available", fall through
-        pass
-    found = shutil.which("ffmpeg")
-    if found:
-        return found
-    raise AudioError(None, "no ffmpeg found (pip install imageio-ffmpeg, or set HEARSAY_FFMPEG)")
-
-
-def ffmpeg_command(path: Path) -> list[str]:
-    """ffmpeg decoding the first audio stream of `path` to float32 WAV on stdout (a pipe).
-
-    The file's own rate and channels are kept (load_audio mixes down and resamples, the same for
-    every decoder); nothing is written to disk, so decoding works in a read-only container."""
-    return [ffmpeg_exe(), "-nostdin", "-v", "error", "-i", str(path),
-            "-map", "0:a:0", "-c:a", "pcm_f32le", "-f", "wav", "-bitexact", "pipe:1"]
-
-
-def _decode_ffmpeg(path: Path) -> tuple[np.ndarray, int]:
-    """Decode anything ffmpeg reads to (frames, channels) float32 at the file's own rate."""
-    proc = subprocess.run(ffmpeg_command(path), capture_output=True, timeout=300)
-    if proc.returncode != 0 or not proc.stdout:
-        lines = [ln for ln in proc.stderr.decode(errors="replace").strip().splitlines()
-                 if ln.strip()]
-        why = lines[-1] if lines else f"ffmpeg exit {proc.returncode}"
-        raise AudioError(path, f"undecodable ({why})")
-    # a WAV on a pipe carries 0xFFFFFFFF as its sizes; libsndfile reads it up to the end
-    data, rate = sf.read(io.BytesIO(proc.stdout), dtype="float32", always_2d=True)
-    return data, rate
-
-
-def load_audio(path: str | os.PathLike) -> np.ndarray:
-    """Decode `path` to a (N,) float32 wave at 16 kHz mono.
-
-    1. soundfile (libsndfile: WAV, FLAC, OGG/Vorbis/Opus, MP3 on recent builds…); on failure
-    2. ffmpeg (AAC/M4A/MP4, AMR, WebM, anything else it knows).
-    Channels are averaged; any rate is resampled with soxr VHQ. Raises AudioError naming the file
-    for: missing or empty file, undecodable content, zero samples, NaN/inf samples.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise AudioError(path, "file not found")
-    if path.stat().st_size == 0:
-        raise AudioError(path, "empty file (0 bytes)")
-    try:
-        data, rate = sf.read(path, dtype="float32", always_2d=True)
-    except Exception as sf_err:  # noqa: BLE001 - libsndfile raises several types
-        try:
-            data, rate = _decode_ffmpeg(path)
-        except AudioError as ff_err:
-            raise AudioError(path, f"{ff_err.reason}; soundfile: {sf_err}") from None
-    if data.size == 0:
-        raise AudioError(path, "no audio samples (header only or truncated)")
-    if not np.isfinite(data).all():
-        raise AudioError(path, "contains NaN or inf samples")
-    wave = data.mean(axis=1, dtype=np.float64).astype(np.float32)  # (frames,) mono mix-down
-    return resample(wave, rate)
-
-
-def resample(x: np.ndarray, rate: int, target: int = SAMPLE_RATE) -> np.ndarray:
-    """(N,) float32 at `rate` -> float32 at `target` with soxr VHQ (identity if equal)."""
-    if rate == target:
-        return np.ascontiguousarray(x, dtype=np.float32)
-    return soxr.resample(x.astype(np.float32), rate, target, quality="VHQ").astype(np.float32)
-
-
-# --------------------------------------------------------------------------- one input file
-
-MAX_DECODE_S = 600.0  # default decode time bound per file and pass (s; --max-decode-s)
-MAX_DECODE_MB = 1024  # default ffmpeg address-space bound (MiB; hearsay-score --max-decode-mb)
-
-
-_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK:
-          "a block device", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
-
-
-def open_regular(path: Path):
-    """The file opened for reading; AudioError if it is missing or not a regular file (a FIFO is
-    opened non-blocking, so it is refused instead of waiting for a writer)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise AudioError(path, "file not found") from None
-    except OSError as err:
-        raise AudioError(path, f"cannot open ({err.strerror})") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
-        raise AudioError(path, f"not a regular file ({kind}): only files are scored")
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")
-
-
-def bounded(path: Path, blocks: Iterator, max_s: float) -> Iterator:
-    """`blocks`, failing the file once producing them (decoding + resampling, not what the
-    consumer does between blocks) took longer than max_s seconds."""
-    spent = 0.0
-    with closing(blocks):
-        while True:
-            t0 = time.monotonic()
-            block = next(blocks, None)
-            spent += time.monotonic() - t0
-            if spent > max_s:
-                raise AudioError(path, f"decoding took over {max_s:g} s (the per-file "
-                                       "bound: --max-decode-s)")
-            if block is None:
-                return
-            yield block
-
-
-def ffmpeg_input(path: str | os.PathLike) -> list[str]:
-    """ffmpeg's input arguments for a file NAME: only the file protocol, and the absolute path
-    behind `file:`, so no name is read as a URL or protocol (`file:x.m4a`, `concat:a|b`)."""
-    return ["-protocol_whitelist", "file", "-i", b"file:" + os.fsencode(os.path.abspath(path))]
-
-
-def limit_memory(mb: int):
-    """preexec_fn: ffmpeg's address space at most `mb` MiB (a junk file cannot take the box)."""
-    def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (mb << 20, mb << 20))
-    return apply
-
-
-# One audio stream's line in ffmpeg's listing of its input: "  Stream #0:1[0x2](eng): Audio: aac"
-_AUDIO_STREAM = re.compile(r"^\s*Stream #0:\d+\S*: Audio: ", re.MULTILINE)
-
-
-def audio_stream_count(path: Path, max_s: float, max_mb: int) -> int | None:
-    """How many audio streams the container holds, from ffmpeg's listing of its input (ffmpeg
-    run with no output lists the input and exits 1; the wheel ships no ffprobe). The decode maps
-    the first (`-map 0:a:0`); a row says when there were more. None when ffmpeg cannot list it
-    in time (the decode that follows reports why the file fails); bounded like the decode:
-    `max_s` seconds, `max_mb` MiB of address space."""
-    cmd = [ffmpeg_exe(), "-nostdin", "-hide_banner", "-v", "info", *ffmpeg_input(path)]
-    try:
-        done = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, timeout=max_s,
-                              preexec_fn=limit_memory(max_mb))
-    except subprocess.TimeoutExpired:
-        return None
-    found = len(_AUDIO_STREAM.findall(done.stderr.decode(errors="replace")))
-    return found or None
 
 
 # --------------------------------------------------------------------------- wave transforms

@@ -31,8 +31,8 @@ import numpy as np
 from scipy import fft as sp_fft
 from scipy import signal
 
-from hearsay import config
 from hearsay.sound import audio, codecs
+from hearsay.util import config
 
 SAMPLE_RATE = audio.SAMPLE_RATE
 CODECS = tuple(codecs.CODECS)  # the bundle's codec copies (hearsay.sound.codecs)

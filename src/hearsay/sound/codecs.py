@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from hearsay.sound.audio import SAMPLE_RATE, AudioError, ffmpeg_exe, load_audio
+from hearsay.sound.decoder import SAMPLE_RATE, AudioError, ffmpeg_exe, load_audio
 
 
 @dataclass(frozen=True)

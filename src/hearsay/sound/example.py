@@ -59,7 +59,6 @@ from pathlib import Path
 
 import numpy as np
 
-from hearsay import config
 from hearsay.sound import audio
 from hearsay.sound.augment import (
     DRAW,
@@ -70,6 +69,7 @@ from hearsay.sound.augment import (
     choose,
     trim_jitter,
 )
+from hearsay.util import config
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ from pathlib import Path
 import torch
 
 from hearsay import store as stores
-from hearsay.model import WeightsError
+from hearsay.detector.model import WeightsError
 from hearsay.train.config import config_hash, resolve_config, sections
 from hearsay.train.errors import (
     EXIT_ERROR,

@@ -27,8 +27,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from hearsay.contracts import run_dir
-from hearsay.hashing import sha256_file
 from hearsay.store import StoreError
+from hearsay.util.hashing import sha256_file
 
 
 def flatten_optimizer(sd: dict) -> tuple[dict[str, torch.Tensor], dict]:

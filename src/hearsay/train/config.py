@@ -25,20 +25,21 @@ import numpy as np
 import torch
 from annotated_types import Ge, Gt, Le, Lt
 
-from hearsay import config, layer_weights, packing
 from hearsay.contracts.manifest import LABELS
-from hearsay.model import ModelConfig
+from hearsay.detector import layer_weights, packing
+from hearsay.detector.model import ModelConfig
 from hearsay.sound import example
 from hearsay.sound.augment import AugmentConfig
 from hearsay.train.errors import ConfigError
 from hearsay.train.selection import SelectionConfig
+from hearsay.util import config
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """Optimisation and loop settings (units in the comments)."""
 
-    # value ranges, checked with the types before any work (hearsay.config.from_dict)
+    # value ranges, checked with the types before any work (hearsay.util.config.from_dict)
     RANGES: ClassVar[dict] = {
         "epochs": (Ge(1),), "batch_size": (Ge(2),), "grad_accum": (Ge(1),),
         "batches_per_epoch": (Ge(0),), "lr_backbone": (Ge(0),), "layer_decay": (Gt(0), Le(1)),
@@ -81,7 +82,7 @@ class TrainConfig:
     compile: bool = True
     # speed levers (docs/BENCHMARKS.md, "Speed levers"): each off until its GPU figure is in
     # "off", "sdpa" or "flex": the kept transformer layers run packed, a batch's clips end to
-    # end with a document mask, no padding frame (hearsay.packing; logits as padded)
+    # end with a document mask, no padding frame (hearsay.detector.packing; logits as padded)
     pack: str = "off"
     # a batch whose clips all fill its cut length runs with no attention key mask, so SDPA may
     # take its flash kernel (the same logits); ignored when pack is on
@@ -93,7 +94,7 @@ class TrainConfig:
     seed: int = 0  # every random stream derives from this
     stream_records_max: int = 20000  # realised-stream clips kept for the shortcut AUCs
     rate_tol: float = 0.02  # allowed augmentation-rate gap between classes (+ 4 s.e.)
-    # the layer-weight readout's "concentrated at the top" rule (hearsay.layer_weights):
+    # the layer-weight readout's "concentrated at the top" rule (hearsay.detector.layer_weights):
     # {"top_k", "min_share", "advise_keep"}; its verdict is in run_meta "layer_weights"
     layer_rule: dict = field(default_factory=lambda: dict(layer_weights.DEFAULT_RULE))
     # the per-step log (stdout + RUN_DIR/train_log.csv): a line every log_every optimiser steps
@@ -189,7 +190,7 @@ def demo_overrides() -> dict:
 
 
 def _section(cls, d: dict, name: str = ""):
-    """The section's dataclass; its keys, types and ranges judged by hearsay.config (messages
+    """The section's dataclass; its keys, types and ranges judged by hearsay.util.config (messages
     name `name.key`), then the class's own from_dict where it has one."""
     cfg = config.from_dict(cls, d, what=name or None)
     return cls.from_dict(d) if hasattr(cls, "from_dict") else cfg
@@ -198,7 +199,7 @@ def _section(cls, d: dict, name: str = ""):
 def resolve_config(job: str, fold: int | None, *, overrides: dict | None = None,
                    cpu_smoke: bool = False, sets: list[str] | None = None) -> dict:
     """{"job", "fold", "cpu_smoke", "train", "model", "crop", "augment", "selection"}, every
-    section resolved to all its fields, each value checked for type and range (hearsay.config).
+    section resolved to all its fields, each value checked for type and range (hearsay.util.config).
     Order: code defaults <- cpu-smoke preset <- `overrides` (config file) <- `sets`
     ("train.lr_head=5e-4", the command line's --set), so a --set value is in the resolved config
     and its hash."""

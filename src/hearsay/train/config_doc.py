@@ -6,7 +6,7 @@ and what docs/CONFIG.md holds.
     python -m hearsay.train.config_doc --check    # exit 1 when docs/CONFIG.md is not current
 
 Every key comes from the section dataclasses (hearsay.train.config.SECTIONS) through
-hearsay.config.keys: its type annotation, its code default and its source comment. Nothing here
+hearsay.util.config.keys: its type annotation, its code default and its source comment. Nothing here
 is written by hand, so the reference cannot drift from the code (tests/test_config_doc.py).
 """
 
@@ -17,8 +17,8 @@ import json
 import sys
 from pathlib import Path
 
-from hearsay import config
 from hearsay.train.config import SECTIONS
+from hearsay.util import config
 
 SHARED = "(see the key above: one comment in the source covers both)"
 DOC = Path(__file__).resolve().parents[3] / "docs" / "CONFIG.md"  # in a source checkout

@@ -7,7 +7,8 @@ raw step and trainer, the same shapes) both ask `forward_args`, so they run the 
     logits = det(iv, am, **levers.forward_args(tc, lengths, iv.shape[1], det.cfg, device))
 
 Levers (docs/BENCHMARKS.md, "Speed levers"; every one off by default):
-  pack       train.pack "sdpa": the kept layers run packed, no padding frame (hearsay.packing)
+  pack       train.pack "sdpa": the kept layers run packed, no padding frame
+             (hearsay.detector.packing)
   flex       train.pack "flex": the same with FlexAttention's block mask (no attention dropout)
   mask-free  train.mask_free: a batch whose clips all fill it runs without a key mask (flash)
   graphs     train.cuda_graphs: torch.compile's reduce-overhead mode, a CUDA graph per shape
@@ -19,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from hearsay.packing import pack_plan
+from hearsay.detector.packing import pack_plan
 
 # lever name -> its train config switches (what bench_train_gpu sets for "+<name>")
 SWITCHES = {"pack": {"pack": "sdpa"}, "flex": {"pack": "flex"},

@@ -16,11 +16,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from hearsay import layer_weights
 from hearsay import store as stores
 from hearsay.contracts import run_dir
-from hearsay.files import write_json
-from hearsay.model import save_detector
+from hearsay.detector import layer_weights
+from hearsay.detector.model import save_detector
 from hearsay.sound import audio, example
 from hearsay.train import checkpoint, levers, rates, shares
 from hearsay.train.data import device_batch, validate
@@ -36,6 +35,7 @@ from hearsay.train.step import (
     queue_step,
 )
 from hearsay.train.steplog import StepLog, step_lrs
+from hearsay.util.files import write_json
 
 # --------------------------------------------------------------------------- the run
 #

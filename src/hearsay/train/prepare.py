@@ -27,13 +27,11 @@ from pathlib import Path
 
 import torch
 
-from hearsay import layer_weights
 from hearsay import store as stores
 from hearsay.contracts import run_dir
 from hearsay.contracts.bundle import Bundle
-from hearsay.files import write_json
-from hearsay.hashing import git_sha
-from hearsay.model import Detector, load_pretrained
+from hearsay.detector import layer_weights
+from hearsay.detector.model import Detector, load_pretrained
 from hearsay.sound import example
 from hearsay.train import checkpoint, rates
 from hearsay.train.config import TrainConfig, config_hash, sections, versions
@@ -54,6 +52,8 @@ from hearsay.train.step import (
     rank_rng,
     set_rng_state,
 )
+from hearsay.util.files import write_json
+from hearsay.util.hashing import git_sha
 
 ROW_COLUMNS = ["id", "flac", "label", "source", "codec_ids", "duration"]  # what workers read
 

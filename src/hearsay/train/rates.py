@@ -21,13 +21,13 @@ import numpy as np
 
 from hearsay import metrics
 from hearsay.contracts.manifest import LABELS
-from hearsay.shortcuts import SHORTCUT_BOUND, single_class, strength
+from hearsay.metrics.shortcuts import SHORTCUT_BOUND, single_class, strength
 from hearsay.sound import audio
 from hearsay.sound.augment import SAMPLE_RATE, TYPES, family
 
 log = logging.getLogger("hearsay.augment")  # the stage's logger name, as before the split
 
-SHORTCUT_GATE = SHORTCUT_BOUND  # hearsay.shortcuts: a trivial feature separating this well
+SHORTCUT_GATE = SHORTCUT_BOUND  # hearsay.metrics.shortcuts: a trivial feature separating this well
 STREAM_FEATURES = ("duration_s", "peak", "lead_silence_s")
 
 
@@ -152,8 +152,9 @@ def stream_shortcut_aucs(records: Iterable[Mapping], gate: float = SHORTCUT_GATE
     A feature is flagged when max(AUC, 1 - AUC) >= gate (either direction is a shortcut); a
     flag logs a warning. A source with fewer than `min_per_class` clips of a class gets AUC None
     and status "unknown" for it, never "ok"; a source with no clip of one class at all is
-    "single_class" (AUC None, not unknown: hearsay.shortcuts.single_class) unless it is the pooled
-    "all" (a stream of one class has nothing measured). JSON-serialisable (run_meta.json).
+    "single_class" (AUC None, not unknown: hearsay.metrics.shortcuts.single_class) unless it is
+    the pooled "all" (a stream of one class has nothing measured). JSON-serialisable
+    (run_meta.json).
     """
     groups: dict[str, dict[str, list[Mapping]]] = defaultdict(lambda: {lab: [] for lab in LABELS})
     for r in records:

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from hearsay import config
 from hearsay.contracts.manifest import LABELS, SCOPES
 from hearsay.train.errors import ConfigError
+from hearsay.util import config
 
 ACTIONS = ("keep", "drop")
 SHA256 = re.compile("[0-9a-f]{64}")

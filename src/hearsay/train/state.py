@@ -24,7 +24,7 @@ import torch
 
 from hearsay import store as stores
 from hearsay.contracts.bundle import Bundle
-from hearsay.model import Detector
+from hearsay.detector.model import Detector
 from hearsay.train.config import TrainConfig
 from hearsay.train.data import BatchContext, EpochKeys, Sampler
 from hearsay.train.rates import RateLog

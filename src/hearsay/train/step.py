@@ -15,7 +15,7 @@ import sys
 
 import torch
 
-from hearsay.model import Detector
+from hearsay.detector.model import Detector
 from hearsay.train.config import TrainConfig
 from hearsay.train.errors import NonFinite
 

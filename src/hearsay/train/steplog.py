@@ -45,7 +45,7 @@ import torch
 
 from hearsay import store as stores
 from hearsay.contracts import run_dir
-from hearsay.progress import duration
+from hearsay.util.progress import duration
 
 COLUMNS = ("kind", "step", "total_steps", "epoch", "epochs", "loss", "lr_backbone", "lr_head",
            "grad_norm", "clips_per_s", "audio_s_per_s", "padded_share", "gpu_mem_gib", "eta_s",

@@ -41,7 +41,7 @@ Breakdowns (columns of the key or of the score file; absent columns are skipped)
 
 Scorer CSVs (hearsay-score -o): rows with an `error` (a file that could not be scored) are
 skipped and counted, never read as a score. --fa-rate X prints the lowest threshold whose
-false-alarm rate is <= X on these scores and its confusion counts (hearsay.calibration).
+false-alarm rate is <= X on these scores and its confusion counts (hearsay.metrics.calibration).
 
 Exit codes: 0 metrics written, 2 usage, 3 bad input (missing column, unknown label, a scored path
 missing from the key, non-finite values in a row without an error).

@@ -63,7 +63,7 @@ from pathlib import Path
 import pandas as pd
 
 from hearsay.contracts.manifest import INPUT_COLUMNS, ManifestError, validate
-from hearsay.files import write_atomic
+from hearsay.util.files import write_atomic
 
 EXIT_OK, EXIT_USAGE, EXIT_BAD_INPUT, EXIT_EXISTS = 0, 2, 3, 4  # module docstring
 SOURCES = {"asvspoof2019-la": "asvspoof2019_la", "in-the-wild": "in_the_wild",

@@ -1,7 +1,7 @@
 """Writing files so that a reader never sees half of one, and JSON that strict readers accept
 (stdlib only: the deploy image uses it).
 
-    from hearsay.files import jsonable, write_atomic, write_json
+    from hearsay.util.files import jsonable, write_atomic, write_json
     write_atomic(Path("scores.csv"), text)          # temp file beside it, fsync, os.replace
     write_json(run_dir / "run_meta.json", meta)     # indented, sorted keys, atomic too
     json.dumps(jsonable(metrics), allow_nan=False)  # inf / nan as strings: strict JSON

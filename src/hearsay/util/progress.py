@@ -2,7 +2,7 @@
 otherwise a plain line every `every_s` seconds with the count, rate and ETA (a log file never gets
 a bar's `\\r` frames). Stdlib only; tqdm is imported only for a terminal (hearsay-score uses it).
 
-    from hearsay import progress
+    from hearsay.util import progress
     bar = progress.Progress(len(tasks), desc="hearsay bundle", unit="clip")
     for task in tasks: ...; bar.update()
     bar.close()                                    # off a terminal: the closing line

@@ -4,7 +4,7 @@ box's record and the laptop's check) call it, so both sides run the model the sa
 
     z = torch_logits(det, waves, batched=False, device="cuda", bf16=True)   # (N,) float32
 
-The CPU engine, onnxruntime's, is hearsay.cpu_engine.
+The CPU engine, onnxruntime's, is hearsay.engines.cpu_engine.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The detector: XLS-R 300M (first `keep_layers` layers) -> layer mix -> pooling -> logit.
 
-    from hearsay.model import ModelConfig, Detector, load_detector
+    from hearsay.detector.model import ModelConfig, Detector, load_detector
     det = Detector(ModelConfig.tiny())                  # random init, CPU tests
     logits = det(input_values, attention_mask)          # (B,) float32, high = synthetic
-    logits = det(x, m, packed=plan)                     # the same, layers packed (hearsay.packing)
+    logits = det(x, m, packed=plan)                     # the same, layers packed
+                                                        # (hearsay.detector.packing)
     det, cfg = load_detector("runs/fold3")              # rebuilt from the run's saved config
 
 Shape of one forward (B clips, T samples @ 16 kHz, T' = frames @ 50 Hz, D = hidden size):
@@ -36,10 +37,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hearsay import config, packing
 from hearsay.contracts import run_dir
-from hearsay.hashing import sha256_file
-from hearsay.pooling import AttentiveStatsPool, MaskedMeanPool
+from hearsay.detector import packing
+from hearsay.detector.pooling import AttentiveStatsPool, MaskedMeanPool
+from hearsay.util import config
+from hearsay.util.hashing import sha256_file
 
 WEIGHTS_ENV = "HEARSAY_WEIGHTS_DIR"
 DEFAULT_WEIGHTS_DIR = "/opt/hearsay/weights/xls-r-300m"
@@ -241,7 +243,7 @@ class Detector(nn.Module):
     def hidden_states(self, input_values: torch.Tensor, attention_mask: torch.Tensor,
                       packed: packing.Packed | None = None, mask_free: bool = False):
         """-> ([h_0 … h_L] each (B, T', D), valid (B, T') bool). packed: the kept layers run
-        packed (hearsay.packing); mask_free: the caller knows every clip fills T, so no key
+        packed (hearsay.detector.packing); mask_free: the caller knows every clip fills T, so no key
         mask is passed and SDPA may take its flash kernel (a mask sends it elsewhere)."""
         bb = self.backbone
         feats = bb.feature_extractor(input_values).transpose(1, 2)  # (B, T', C)

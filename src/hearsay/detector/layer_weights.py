@@ -1,10 +1,11 @@
 """The learned layer weights of a run and the "concentrated at the top" rule.
 
-    from hearsay.layer_weights import LayerRule, readout
+    from hearsay.detector.layer_weights import LayerRule, readout
     readout(det, {"top_k": 3, "min_share": 0.5, "advise_keep": 16})   # -> run_meta "layer_weights"
 
 The detector mixes its kept hidden states h_0 (the input to layer 1) … h_L (L = keep_layers) with
-softmax weights (hearsay.model.Detector.layer_logits). After training, these say which depth the
+softmax weights
+(hearsay.detector.model.Detector.layer_logits). After training, these say which depth the
 model leans on. When most of the weight sits on the top few kept states, the layers that were
 cut off above them may hold more of what it uses: the fallback is to keep more layers.
 
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from hearsay import config
+from hearsay.util import config
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The logit -> score map of the project: score = sigmoid(logit), high = synthetic.
 
-    from hearsay.logits import expit, sigmoid
+    from hearsay.detector.logits import expit, sigmoid
     sigmoid(-800.0)                  # 0.0, no overflow warning (a float in, a float out)
     sigmoid(np.array([-3.0, 2.0]))   # float64 array, element-wise
     expit(logits)                    # the `score` column of the score CSVs

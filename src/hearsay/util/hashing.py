@@ -1,7 +1,7 @@
 """Identity helpers every stage uses: sha256 of files, SHA256SUMS manifests, the git sha
 (stdlib only, torch-free: the deploy image imports this).
 
-    from hearsay.hashing import read_sums, sha256_file
+    from hearsay.util.hashing import read_sums, sha256_file
     read_sums(Path("splits/SHA256SUMS"))["demo.folds.json"] == sha256_file("splits/demo.folds.json")
 """
 

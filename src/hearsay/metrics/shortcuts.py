@@ -3,7 +3,7 @@ the classes with max(AUC, 1 - AUC) at or above SHORTCUT_BOUND is a shortcut. The
 diagnostics warn on it, the training stream's probe and the campaign gate refuse it, and the corpus
 probe calls a corpus separable from its peers at it. Stdlib only.
 
-    from hearsay.shortcuts import SHORTCUT_BOUND, single_class, strength
+    from hearsay.metrics.shortcuts import SHORTCUT_BOUND, single_class, strength
     strength(0.1) >= SHORTCUT_BOUND      # True: AUC 0.1 separates as well as 0.9
     single_class(18, 0)                  # True: a bona fide-only stream has no AUC to read
 """

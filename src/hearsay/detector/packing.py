@@ -1,7 +1,7 @@
 """Packed attention: a batch's clips laid end to end in a few rows, so the transformer layers
 compute no padding frame, and a document mask keeps each clip's attention inside the clip.
 
-    from hearsay.packing import pack_plan
+    from hearsay.detector.packing import pack_plan
     plan = pack_plan(lengths, n_samples, det.cfg, "sdpa", device)   # lengths: (B,) host ints
     logits = det(input_values, attention_mask, packed=plan)          # (B,) as unpacked
 
