@@ -61,7 +61,7 @@ result() { echo "$1 seed=$((7 * 100003 + $1)) fold | left=0 created=$2 rows=$2 o
 
 @test "the harness signals a pid file's process only while its command line still names it (pids wrap)" {
   REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
-  eval "$(sed -n '/^kill_named() {/,/^}/p' "$REPO/scripts/fault_campaign.sh")"
+  eval "$(sed -n '/^kill_named() {/,/^}/p' "$REPO/scripts/fault_campaign/faults.sh")"
   sleep 60 3>&- &
   other=$!                                         # what a box's old pid now names
   echo "$other" >"$BATS_TEST_TMPDIR/entry.pid"
