@@ -99,7 +99,7 @@ shared_runs() {
     env=$b/run/job.env
     [ -f "$env" ] || continue
     port=${b##*-}
-    end=$(awk -v p="$port" '$6 == p { print $3; exit }' "$W/boxes/destroyed.log" 2>/dev/null)
+    end=$(awk -v p="$port" '$6 == p { print $3; exit }' "$W/boxes/destroyed.log" 2>/dev/null || true)
     ph=$(cat "$b/run/PHASE" 2>/dev/null) || ph=""
     case $ph in DONE | FAIL) t=$(stat -c %Y "$b/run/PHASE"); { [ -n "$end" ] && [ "$end" -le "$t" ]; } || end=$t ;; esac
     printf '%s %s %s %s\n' "$(grep -m 1 '^HEARSAY_RUN_PATH=' "$env")" "$(grep -m 1 '^HEARSAY_GEN=' "$env")" "$(stat -c %Y "$env")" "${end:-9999999999}"
