@@ -109,14 +109,17 @@ shared_runs() {
           print n + 0 }'
 }
 
-# over_ceiling: boxes of ours billing over RUNNER_OFFER_MAX_DPH that a chain ran on, plus id rows of
-# the ledger whose $/h differs from the instance's own (but PRICE_UNKNOWN's: no $/h could be read).
+# over_ceiling: boxes of ours billing over RUNNER_OFFER_MAX_DPH that a chain ran on, plus those whose
+# id rows in the ledger carry another $/h than the instance's own (but a rental closed PRICE_UNKNOWN:
+# no $/h could be read, so its rows keep the search's).
 over_ceiling() {
   local n=0 id port dph
   while read -r id port dph; do
     awk -v d="$dph" -v m="$RUNNER_OFFER_MAX_DPH" 'BEGIN { exit !(d > m) }' || continue
     [ ! -f "$W/boxes/box-$port/run/job.env" ] || n=$((n + 1))
-    if [ -f "$lg" ] && awk -F, -v id="$id" -v d="$dph" '$1 == id && $13 !~ /PRICE_UNKNOWN/ { x = $5 - d; if (x > 0.001 || x < -0.001) bad = 1 } END { exit !bad }' "$lg"; then
+    # (its rows, open and closing, carry the same $/h: a PRICE_UNKNOWN closing row exempts them all)
+    if [ -f "$lg" ] && awk -F, -v id="$id" -v d="$dph" '$1 == id { x = $5 - d; if (x > 0.001 || x < -0.001) bad = 1
+        if ($13 ~ /^PRICE_UNKNOWN/) unknown = 1 } END { exit !(bad && !unknown) }' "$lg"; then
       n=$((n + 1))
     fi
   done < <(jq -r '.instances[] | select(.label != "someone-else") | "\(.id) \(.ssh_port) \(.dph_total)"' <<<"$st")

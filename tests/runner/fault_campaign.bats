@@ -131,3 +131,19 @@ box() {
   judge_contract
   [ "$shared" -eq 1 ]
 }
+
+@test "over the price ceiling: a box over it that a chain ran on, or a ledger \$/h not the bill's, counts; a rental closed PRICE_UNKNOWN does not" {
+  contract_world
+  pricelie=1 RUNNER_OFFER_MAX_DPH=1.50 lg=$BATS_TEST_TMPDIR/ledger.csv
+  # instances 1 (its $/h read back: ledger right), 2 (never read: PRICE_UNKNOWN, the search's $/h),
+  # 3 (the search's $/h in the ledger: wrong), 4 (provisioned: its job.env) and 5 (under the ceiling)
+  st='{"instances": [{"id": 1, "label": "a", "ssh_port": 20001, "dph_total": 2.3},
+    {"id": 2, "label": "b", "ssh_port": 20002, "dph_total": 2.3}, {"id": 3, "label": "c", "ssh_port": 20003, "dph_total": 2.3},
+    {"id": 4, "label": "d", "ssh_port": 20004, "dph_total": 2.3}, {"id": 5, "label": "e", "ssh_port": 20005, "dph_total": 0.3}]}'
+  printf '%s\n' "id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost,gpu_name,cpu_cores,driver_cuda,reason" \
+    "1,probe,g,9,2.3,T,,,,G,16,13.0," "1,probe,g,9,2.3,T,T2,0.1,0.2,G,16,13.0,PRICE_CEILING" \
+    "2,probe,g,9,0.3,T,,,,G,16,13.0," "2,probe,g,9,0.3,T,T2,0.1,0.2,G,16,13.0,PRICE_UNKNOWN" \
+    "3,probe,g,9,0.3,T,,,,G,16,13.0," "4,probe,g,9,2.3,T,,,,G,16,13.0," "5,probe,g,9,0.3,T,,,,G,16,13.0," >"$lg"
+  box 20004 g4 store:b/runs/probe 1000
+  [ "$(over_ceiling)" -eq 2 ]                        # 3 and 4
+}
