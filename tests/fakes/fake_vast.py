@@ -83,6 +83,10 @@ DEFAULT_SETTINGS = {
     # no laptop involved. It runs in its own session; a destroy kills that session (the container
     # goes), as does the fake's shutdown. None: on-start commands are only recorded.
     "boot_cmd": None,
+    # a command run as `destroy_cmd ID SSH_PORT` (VAST_URL set) when an instance is destroyed,
+    # before its container's processes end, and waited for (at most 5 s): it sees the box as the
+    # destroy found it (the fault campaign records each box's phase). None: nothing is run.
+    "destroy_cmd": None,
 }
 
 
@@ -341,6 +345,7 @@ class Fake:
         now = self.now()
         inst["last_phase"] = self._phase(inst, now)
         inst["destroyed_at"] = now
+        self.on_destroy(inst)
         self.halt(inst)
         inst["lag_left"] = int(self.settings["lag_listings"])
         inst["lag_until"] = now + float(self.settings["lag_s"])
@@ -362,6 +367,19 @@ class Fake:
                 self.boots[inst["id"]] = subprocess.Popen(
                     [cmd, str(inst["id"]), str(inst["ssh_port"])], env=env,
                     stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def on_destroy(self, inst: dict) -> None:
+        """Run destroy_cmd for a destroyed instance, waited for (5 s at most), output dropped."""
+        cmd = self.settings["destroy_cmd"]
+        if not cmd:
+            return
+        env = dict(os.environ, VAST_URL=self.url)
+        try:
+            subprocess.run([cmd, str(inst["id"]), str(inst["ssh_port"])], env=env, timeout=5,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            pass  # a hook that cannot run or hangs never stops a destroy
 
     def halt(self, inst: dict) -> None:
         """A destroyed container's processes end: the boot command's whole session is killed."""

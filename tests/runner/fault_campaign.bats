@@ -1,8 +1,10 @@
 #!/usr/bin/env bats
 # The short fault campaign (CI): seeded random faults at every step, killed launchers, relaunches,
 # deadlines, full disks, empty locks, second signals, slow creates, a killed reaper, pid reuse, a
-# vanished laptop, and one whole campaign (a pilot, then six jobs launched at once); the goal is 0
-# instances left, ledger rentals = creations, 0 open, 0 secrets in any output or file.
+# vanished laptop, the box contract's kinds (here a clock step and a teardown check from a second
+# laptop), and one whole campaign (a pilot, then six jobs launched at once); the goal is 0
+# instances left, ledger rentals = creations, 0 open, 0 secrets in any output or file, 0 in each
+# contract column (the columns themselves are tested on made-up worlds below).
 # The full figures are in docs/BENCHMARKS.md ("Runner fault campaign").
 
 @test "5 seeded fault scenarios, one a whole campaign: nothing left billing, every creation in the ledger, no secret seen" {
@@ -11,8 +13,10 @@
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *" CAMPAIGN"* ]]
+  [[ "$output" == *" clockstep teardown2"* ]]        # scenario 5 draws two of the contract's kinds
   [[ "${lines[-1]}" =~ ^scenarios\ 5\ \|\ instances\ left\ 0\ \|\ ledger\ rows\ ([0-9]+)\ vs\ creations\ ([0-9]+)\ \|\ unseen\ creates\ ([0-9]+)\ \|\ creations\ without\ a\ row\ 0\ \|\ rows\ open\ 0\ \|\ secrets\ seen\ 0 ]]
   [ "${BASH_REMATCH[1]}" -le "${BASH_REMATCH[2]}" ]
+  [[ "${lines[-1]}" == *" | final pushes cut 0 | late deadlines waited on 0 | run folders shared 0 | teardown confirmed while billing 0 | over the price ceiling 0 | "* ]]
 }
 
 # result LINE-NUMBER CREATED: a scenario's result line as scripts/fault_campaign.sh writes it.
@@ -61,7 +65,7 @@ result() { echo "$1 seed=$((7 * 100003 + $1)) fold | left=0 created=$2 rows=$2 o
 
 @test "the harness signals a pid file's process only while its command line still names it (pids wrap)" {
   REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
-  eval "$(sed -n '/^kill_named() {/,/^}/p' "$REPO/scripts/fault_campaign.sh")"
+  eval "$(sed -n '/^kill_named() {/,/^}/p' "$REPO/scripts/fault_campaign/faults.sh")"
   sleep 60 3>&- &
   other=$!                                         # what a box's old pid now names
   echo "$other" >"$BATS_TEST_TMPDIR/entry.pid"
@@ -72,4 +76,74 @@ result() { echo "$1 seed=$((7 * 100003 + $1)) fold | left=0 created=$2 rows=$2 o
   kill_named TERM "$BATS_TEST_TMPDIR/owner" sleep
   wait "$other" || rc=$?
   [ "$rc" -eq 143 ]
+}
+
+@test "a scenario with a cut final push, or a teardown confirmed while a box billed, misses the goal" {
+  REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+  d=$BATS_TEST_TMPDIR/c
+  mkdir -p "$d"
+  echo "seed=7 campaign-every=5" >"$d/campaign.args"
+  result 1 2 >"$d/r1.txt"
+  result 2 1 | sed 's/ secrets=0$/ push_cut=1 late_waited=0 shared_run=0 false_confirm=0 over_ceiling=0 secrets=0/' >"$d/r2.txt"
+  result 3 1 | sed 's/ secrets=0$/ push_cut=0 late_waited=0 shared_run=0 false_confirm=2 over_ceiling=0 secrets=0/' >"$d/r3.txt"
+  run "$REPO/scripts/fault_campaign.sh" --scenarios 3 --seed 7 --campaign-every 5 --keep "$d" --from 4 3>&-
+  echo "$output"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *" | final pushes cut 1 | late deadlines waited on 0 | run folders shared 0 | teardown confirmed while billing 2 | over the price ceiling 0 | "* ]]
+  [ "${lines[-1]}" = "failing scenarios: 2 3" ]
+}
+
+# contract_world: a scenario's variables for judge_contract, in a made-up world under BATS_TEST_TMPDIR.
+contract_world() {
+  REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+  # shellcheck source=scripts/fault_campaign/judge.sh
+  . "$REPO/scripts/fault_campaign/judge.sh"
+  W=$BATS_TEST_TMPDIR/w
+  mkdir -p "$W/boxes"
+  latedeadline=0 pricelie=0 story=""
+}
+
+@test "a box destroyed in PUSHING before its deadline + grace is a cut final push; at or after it, or in another phase, is not" {
+  contract_world
+  # ID PHASE EPOCH DEADLINE GRACE_S SSH_PORT (scripts/fault_campaign/destroyed.sh)
+  printf '%s\n' "1 PUSHING 1019 900 120 20001" "2 PUSHING 1020 900 120 20002" "3 TRAINING 1000 900 120 20003" \
+    "4 PUSHING 1000 - - 20004" "5 DONE 1000 900 120 20005" >"$W/boxes/destroyed.log"
+  judge_contract
+  [ "$cut" -eq 2 ]                                   # 1 (1 s short of 1020) and 4 (no deadline known)
+}
+
+# box PORT GEN RUN_PATH START [END [PHASE]]: a sandbox box whose job.env was written at START (epoch s),
+# destroyed at END, its last phase PHASE.
+box() {
+  mkdir -p "$W/boxes/box-$1/run"
+  printf 'HEARSAY_GEN=%s\nHEARSAY_RUN_PATH=%s\n' "$2" "$3" >"$W/boxes/box-$1/run/job.env"
+  touch -d "@$4" "$W/boxes/box-$1/run/job.env"
+  [ -z "${5:-}" ] || echo "$1 ${6:-TRAINING} $5 - - $1" >>"$W/boxes/destroyed.log"
+  [ -z "${6:-}" ] || echo "$6" >"$W/boxes/box-$1/run/PHASE"
+}
+
+@test "two generations in one run folder at once are a shared run folder; one after the other, or two folders, are not" {
+  contract_world
+  box 20001 g1 store:b/runs/fold0 1000 1200              # the first operator's fold 0
+  box 20002 g2 store:b/runs/fold0 1100 1300              # a second operator's, while g1 ran
+  box 20003 g3 store:b/runs/fold0 1400                   # a relaunch after both ended
+  box 20004 g4 store:b/runs/op2/fold0 1100 1300          # another folder
+  judge_contract
+  [ "$shared" -eq 1 ]
+}
+
+@test "over the price ceiling: a box over it that a chain ran on, or a ledger \$/h not the bill's, counts; a rental closed PRICE_UNKNOWN does not" {
+  contract_world
+  pricelie=1 RUNNER_OFFER_MAX_DPH=1.50 lg=$BATS_TEST_TMPDIR/ledger.csv
+  # instances 1 (its $/h read back: ledger right), 2 (never read: PRICE_UNKNOWN, the search's $/h),
+  # 3 (the search's $/h in the ledger: wrong), 4 (provisioned: its job.env) and 5 (under the ceiling)
+  st='{"instances": [{"id": 1, "label": "a", "ssh_port": 20001, "dph_total": 2.3},
+    {"id": 2, "label": "b", "ssh_port": 20002, "dph_total": 2.3}, {"id": 3, "label": "c", "ssh_port": 20003, "dph_total": 2.3},
+    {"id": 4, "label": "d", "ssh_port": 20004, "dph_total": 2.3}, {"id": 5, "label": "e", "ssh_port": 20005, "dph_total": 0.3}]}'
+  printf '%s\n' "id,job,generation,offer,dph,created,destroyed_confirmed,hours,cost,gpu_name,cpu_cores,driver_cuda,reason" \
+    "1,probe,g,9,2.3,T,,,,G,16,13.0," "1,probe,g,9,2.3,T,T2,0.1,0.2,G,16,13.0,PRICE_CEILING" \
+    "2,probe,g,9,0.3,T,,,,G,16,13.0," "2,probe,g,9,0.3,T,T2,0.1,0.2,G,16,13.0,PRICE_UNKNOWN" \
+    "3,probe,g,9,0.3,T,,,,G,16,13.0," "4,probe,g,9,2.3,T,,,,G,16,13.0," "5,probe,g,9,0.3,T,,,,G,16,13.0," >"$lg"
+  box 20004 g4 store:b/runs/probe 1000
+  [ "$(over_ceiling)" -eq 2 ]                        # 3 and 4
 }
