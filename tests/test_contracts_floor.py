@@ -321,6 +321,13 @@ def test_parity_clips_are_the_long_test_rows_first_then_the_short_ones_in_manife
     assert list(parity_b.parity_rows(m, 9)["id"]) == ["c1", "c3", "c0", "c2"]  # test rows only
 
 
+def test_parity_clips_topped_up_are_in_manifest_order_whatever_the_frames_index():
+    from hearsay.contracts import parity_b
+
+    m = parity_manifest([1.0, 5.0, 2.0, 1.5]).set_axis([9, 4, 7, 1])
+    assert list(parity_b.parity_rows(m, 4)["id"]) == ["c1", "c0", "c2", "c3"]
+
+
 def test_parity_clips_without_durations_are_the_test_rows_in_manifest_order():
     from hearsay.contracts import parity_b
 
@@ -376,7 +383,7 @@ def test_the_parity_b_gate_passes_only_strictly_inside_both_bounds():
 def test_a_parity_file_is_written_with_its_kind_read_back_and_anything_else_refused(tmp_path):
     from hearsay.contracts import parity_b
 
-    path = tmp_path / "scores" / parity_b.FILE
+    path = tmp_path / "full" / "scores" / parity_b.FILE  # both folders made
     parity_b.write(path, {"checkpoint_sha256": SHA, "clips": []})
     assert path.read_text().startswith('{\n  "kind": "hearsay parity-b box logits",\n')
     assert parity_b.read(path) == {"kind": parity_b.KIND, "checkpoint_sha256": SHA, "clips": []}
