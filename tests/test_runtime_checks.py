@@ -213,3 +213,8 @@ def test_commitments_that_cannot_be_measured_are_a_credit_refusal_too(tmp_path):
 def test_lines_that_are_no_budget_refusal_are_left_out(tmp_path, text):
     got = event_log.read(log_of(tmp_path, f"{T} [7 launch] {text}"))
     assert event_log.refusals(got.events) == []
+
+
+def test_every_unparsed_line_is_counted(tmp_path):
+    got = event_log.read(log_of(tmp_path, "2026-12-0", f"{T} [1 reaper] first", "x", "y"))
+    assert got.unparsed == 3 and len(got.events) == 1
