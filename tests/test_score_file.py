@@ -147,3 +147,10 @@ def test_only_an_empty_cell_reads_as_missing(tmp_path):
     assert back["path"].tolist() == ["NA", "nan"] and back["fold"].isna().tolist() == [True, False]
     assert back["logit"].isna().tolist() == [True, False]
     assert back["score"].tolist()[1] == "NA"  # kept as written, never read as missing
+
+
+def test_paths_and_folds_that_look_like_numbers_read_back_as_written(tmp_path):
+    csv = tmp_path / "s.csv"
+    csv.write_text("path,fold,split,score,logit\n007,03,test,0.5,0\n1e3,3,test,0.5,0\n")
+    back = score_file.read(csv)
+    assert back["path"].tolist() == ["007", "1e3"] and back["fold"].tolist() == ["03", "3"]
