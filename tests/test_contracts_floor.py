@@ -317,3 +317,113 @@ def test_done_and_fail_are_the_terminal_phases_and_every_phase_before_them_is_li
     assert status.TERMINAL == ("DONE", "FAIL")
     assert status.PHASES[-2:] == status.TERMINAL  # the phases in order: the last two end a job
     assert not set(status.PHASES[:-2]) & set(status.TERMINAL)
+
+
+# --- the parity B file (hearsay.contracts.parity_b): its clips, its inputs' identity, the gate
+
+
+def parity_manifest(durations, folds=None):
+    import pandas as pd
+
+    n = len(durations)
+    return pd.DataFrame({"id": [f"c{i}" for i in range(n)], "fold": folds or ["test"] * n,
+                         "duration": durations})
+
+
+def test_parity_clips_are_the_long_test_rows_first_then_the_short_ones_in_manifest_order():
+    from hearsay.contracts import parity_b
+
+    m = parity_manifest([1.0, 3.0, 2.9999, 8.0, 0.5], ["test", "test", "test", "test", "holdout"])
+    assert list(parity_b.parity_rows(m, 2)["id"]) == ["c1", "c3"]  # exactly 3 s is long enough
+    assert list(parity_b.parity_rows(m, 3)["id"]) == ["c1", "c3", "c0"]
+    assert list(parity_b.parity_rows(m, 9)["id"]) == ["c1", "c3", "c0", "c2"]  # test rows only
+
+
+def test_parity_clips_topped_up_are_in_manifest_order_whatever_the_frames_index():
+    from hearsay.contracts import parity_b
+
+    m = parity_manifest([1.0, 5.0, 2.0, 1.5]).set_axis([9, 4, 7, 1])
+    assert list(parity_b.parity_rows(m, 4)["id"]) == ["c1", "c0", "c2", "c3"]
+
+
+def test_parity_clips_without_durations_are_the_test_rows_in_manifest_order():
+    from hearsay.contracts import parity_b
+
+    m = parity_manifest([1.0, 1.0, 1.0]).drop(columns="duration")
+    assert list(parity_b.parity_rows(m, 2)["id"]) == ["c0", "c1"]
+
+
+def test_parity_b_needs_at_least_two_clips_for_a_rank_correlation():
+    from hearsay.contracts import parity_b
+
+    assert len(parity_b.parity_rows(parity_manifest([5.0, 5.0]), 2)) == 2
+    with pytest.raises(ValueError) as err:
+        parity_b.parity_rows(parity_manifest([5.0, 5.0]), 1)
+    assert str(err.value) == "1 test clip(s): parity B needs at least 2 (a rank correlation)"
+    with pytest.raises(ValueError, match="^0 test clip"):
+        parity_b.parity_rows(parity_manifest([5.0], ["holdout"]), 4)
+
+
+def test_an_inputs_sha_is_of_its_float32_samples_whatever_the_array_it_came_in():
+    import hashlib
+
+    import numpy as np
+
+    from hearsay.contracts import parity_b
+
+    w = np.array([0.5, -0.25, 0.125], dtype=np.float32)
+    want = hashlib.sha256(w.tobytes()).hexdigest()
+    assert parity_b.wave_sha(w) == want
+    assert parity_b.wave_sha(w.astype(np.float64)) == want
+    assert parity_b.wave_sha(np.array([0.5, 0.0, -0.25, 0.0, 0.125], dtype=np.float32)[::2]) == want
+    assert parity_b.wave_sha(w[:2]) != want
+
+
+def test_the_parity_b_gate_passes_only_strictly_inside_both_bounds():
+    import numpy as np
+
+    from hearsay.contracts import parity_b
+
+    a = np.array([0.0, 1.0, 2.0, 3.0])
+    g = parity_b.gate(a, a + np.array([0.0, -0.03, 0.0, 0.04]))
+    assert g == {"spearman": 1.0, "max_abs_dlogit": pytest.approx(0.04)}
+    assert parity_b.passed(g)
+    assert not parity_b.passed({"spearman": 0.99, "max_abs_dlogit": 0.0})  # not > 0.99
+    assert parity_b.passed({"spearman": 0.9901, "max_abs_dlogit": 0.0})
+    assert not parity_b.passed({"spearman": 1.0, "max_abs_dlogit": 0.05})  # not < 0.05
+    assert parity_b.passed({"spearman": 1.0, "max_abs_dlogit": 0.0499})
+    assert parity_b.passed(g) is True and parity_b.passed({"spearman": 0.5,
+                                                          "max_abs_dlogit": 1}) is False
+    swapped = parity_b.gate(a, a[::-1].copy())
+    assert swapped["spearman"] == pytest.approx(-1.0) and swapped["max_abs_dlogit"] == 3.0
+
+
+def test_a_parity_file_is_written_with_its_kind_read_back_and_anything_else_refused(tmp_path):
+    from hearsay.contracts import parity_b
+
+    path = tmp_path / "full" / "scores" / parity_b.FILE  # both folders made
+    parity_b.write(path, {"checkpoint_sha256": SHA, "clips": []})
+    assert path.read_text().startswith('{\n  "kind": "hearsay parity-b box logits",\n')
+    assert parity_b.read(path) == {"kind": parity_b.KIND, "checkpoint_sha256": SHA, "clips": []}
+    (tmp_path / "other.json").write_text(json.dumps({"kind": "something else"}))
+    with pytest.raises(ValueError) as err:
+        parity_b.read(tmp_path / "other.json")
+    assert str(err.value) == (f"{tmp_path / 'other.json'} is not a box parity file (hearsay "
+                              "score-run --parity-clips writes full_parity_logits.json)")
+
+
+def test_a_parity_file_is_still_valid_only_for_its_weights_clip_count_precision_and_bundle():
+    from hearsay.contracts import parity_b
+
+    have = {"kind": parity_b.KIND, "checkpoint_sha256": SHA, "clips": [{}, {}],
+            "precision": "bf16", "bundle_tree_sha": "t"}
+    assert parity_b.still_valid(have, SHA, 2, "bf16", "t") is True
+    assert not parity_b.still_valid({**have, "kind": "x"}, SHA, 2, "bf16", "t")
+    assert not parity_b.still_valid(have, "c" * 64, 2, "bf16", "t")
+    assert not parity_b.still_valid(have, SHA, 3, "bf16", "t")
+    assert not parity_b.still_valid(have, SHA, 2, "fp32", "t")
+    assert not parity_b.still_valid(have, SHA, 2, "bf16", "u")
+    assert not parity_b.still_valid({k: v for k, v in have.items() if k != "clips"}, SHA, 2,
+                                    "bf16", "t")
+    assert parity_b.still_valid({k: v for k, v in have.items() if k != "clips"}, SHA, 0,
+                                "bf16", "t")

@@ -1,12 +1,16 @@
 """hearsay.evaluate.runtime_checks: the report's G2 (what ended each box, and the reaper's
 reasons), G3 (spend against the cap, the budget guard's refusals) and G5 (the secrets sweep),
 read from a ledger in the runner's format and an event log written by the runner's own
-log_event / die (runner/lib/common.sh)."""
+log_event / die (runner/lib/common.sh); and below, the event log's one reader
+(hearsay.contracts.event_log) line by line, its lines written by hand in log_event's form,
+`<ISO time> [<pid> <script>] <text>`."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from hearsay.contracts import event_log
 from hearsay.contracts import ledger as ledgers
@@ -164,3 +168,113 @@ def test_g5_reads_the_line_the_real_sweep_writes(tmp_path):
     assert subprocess.run(sweep, env=env, capture_output=True).returncode == 1
     g5 = rc.record(None, state / event_log.FILE)["G5"]
     assert g5["outcome"] == "fail" and g5["where"] == [f"store:{run}/train.log"]
+
+
+# --- the event log's reader, hearsay.contracts.event_log ---------------------------------------
+
+T = "2026-12-05T20:00:01Z"
+
+
+def log_of(tmp_path, *lines: str, tail: str = "\n"):
+    p = tmp_path / event_log.FILE
+    p.write_text("\n".join(lines) + tail)
+    return p
+
+
+def test_a_line_gives_its_time_pid_script_and_text(tmp_path):
+    got = event_log.read(log_of(tmp_path, f"{T} [4711 launch] go-ahead for fold3 by --yes"))
+    assert got.events == [event_log.Event(T, 4711, "launch", "go-ahead for fold3 by --yes")]
+    assert got.unparsed == 0
+
+
+def test_a_script_name_may_hold_spaces_and_the_text_keeps_its_own(tmp_path):
+    got = event_log.read(log_of(tmp_path, f"{T} [12 teardown check]  two  spaces "))
+    assert got.events == [event_log.Event(T, 12, "teardown check", " two  spaces ")]
+
+
+@pytest.mark.parametrize("line", [
+    "2026-12-0",                                   # a write cut short
+    f"{T} [x launch] text",                        # a pid that is not a number
+    f"{T} [12] text",                              # no script
+    f"{T} [12 launch]",                            # no text, no space after the bracket
+    f" {T} [12 launch] text",                      # no time before the first space
+    f"{T} [12 launch]text",                        # no space before the text
+    f"{T}  [12 launch] text",                      # two spaces after the time
+    f"x{T} (12 launch) text",
+    "",
+])
+def test_a_line_not_of_the_log_event_form_is_counted_never_guessed(tmp_path, line):
+    got = event_log.read(log_of(tmp_path, f"{T} [1 reaper] first", line, f"{T} [2 reaper] last"))
+    assert [e.text for e in got.events] == ["first", "last"]
+    assert got.unparsed == 1
+
+
+def test_a_line_with_an_empty_text_is_an_event(tmp_path):
+    got = event_log.read(log_of(tmp_path, f"{T} [12 launch] "))
+    assert got.events == [event_log.Event(T, 12, "launch", "")] and got.unparsed == 0
+
+
+def test_bytes_that_are_not_utf8_are_read_as_replacement_characters(tmp_path):
+    p = tmp_path / event_log.FILE
+    p.write_bytes(f"{T} [12 launch] caf\xe9 ".encode() + b"\xff\n")
+    got = event_log.read(p)
+    assert got.events[0].text == "caf\xe9 \ufffd" and got.unparsed == 0
+
+
+def test_an_unreadable_log_is_an_oserror(tmp_path):
+    with pytest.raises(OSError):
+        event_log.read(tmp_path / "absent.log")
+
+
+def test_the_reapers_reasons_are_its_jobs_and_whys_in_the_logs_order(tmp_path):
+    got = event_log.read(log_of(
+        tmp_path,
+        f"{T} [9 reaper] reaper: job fold2 REASON no heartbeat for 912 s",
+        f"{T} [9 reaper] reaper: job fold3 ended itself",          # no REASON: not a reaper's end
+        f"{T} [9 reaper] xreaper: job fold4 REASON x",             # not at the start
+        f"{T} [9 reaper] reaper: job  fold5 REASON two spaces",    # no job name
+        f"{T} [9 reaper] reaper: job full REASON the campaign deadline passed"))
+    assert event_log.reaper_reasons(got.events) == [
+        ("fold2", "no heartbeat for 912 s"), ("full", "the campaign deadline passed")]
+
+
+def test_each_budget_refusal_is_named_by_its_kind_with_its_time_and_words(tmp_path):
+    lines = {
+        "credit": "credit $5 < estimate $6 + commitments $0 + margin $1",
+        "credit unmeasurable": "cannot measure credit (vastai show user failed)",
+        "ablation GPU-hour cap": "ablation GPU-hour cap: 1.5 h used > RUNNER_ABLATION_GPU_HOURS=2",
+        "campaign deadline": "the campaign deadline 2026-12-05T20:00:00Z "
+                             "(RUNNER_CAMPAIGN_DEADLINE) has passed: nothing is rented",
+    }
+    got = event_log.read(log_of(tmp_path, *(f"2026-12-05T2{i}:00:00Z [7 launch] error: {w}"
+                                         for i, w in enumerate(lines.values()))))
+    assert event_log.refusals(got.events) == [
+        {"time": f"2026-12-05T2{i}:00:00Z", "kind": k, "what": w}
+        for i, (k, w) in enumerate(lines.items())]
+
+
+def test_commitments_that_cannot_be_measured_are_a_credit_refusal_too(tmp_path):
+    got = event_log.read(log_of(tmp_path, f"{T} [7 launch] error: cannot measure commitments (x)"))
+    assert [r["kind"] for r in event_log.refusals(got.events)] == ["credit unmeasurable"]
+
+
+@pytest.mark.parametrize("text", [
+    "credit $5 < estimate $6",                     # not an error line
+    "error: job fold3 still has instance 7",       # an error, not the budget guard's
+    "error:credit $5 < estimate $6",               # not "error: "
+    "warning: error: credit $5 < estimate $6",     # "error: " not at the start
+    "error: the credit $5 < estimate $6",          # the refusal's words not at the start
+    "error: credit $5 <estimate $6",
+    "error: cannot measure the credit",
+    "error: ablation GPU-hour cap 2",
+    "error: the campaign deadline 2026-12-05T20:00:00Z has passed",
+    "error: the campaign deadline 2026-12-05T20:00:00Z (RUNNER_CAMPAIGN_DEADLINE) passed",
+])
+def test_lines_that_are_no_budget_refusal_are_left_out(tmp_path, text):
+    got = event_log.read(log_of(tmp_path, f"{T} [7 launch] {text}"))
+    assert event_log.refusals(got.events) == []
+
+
+def test_every_unparsed_line_is_counted(tmp_path):
+    got = event_log.read(log_of(tmp_path, "2026-12-0", f"{T} [1 reaper] first", "x", "y"))
+    assert got.unparsed == 3 and len(got.events) == 1

@@ -108,3 +108,49 @@ def test_refusal_without_a_file_or_a_readable_sidecar(tmp_path):
     assert score_file.refusal(csv, want()) == "no sidecar"
     score_file.sidecar(csv).write_text("{not json")
     assert score_file.refusal(csv, want()) == "sidecar unreadable"
+
+
+@pytest.mark.parametrize("aug", [1, 0, None, 1.0, "_aug"])
+def test_file_name_refuses_a_readout_that_only_compares_equal_to_one_and_names_the_choices(aug):
+    with pytest.raises(ValueError) as err:
+        score_file.file_name("full", "holdout", aug)
+    assert str(err.value) == (f"augmented={aug!r}: one of False, True, 'codecs', "
+                              "'test_length', 'whole'")
+
+
+def test_every_mismatch_is_named_in_the_reuse_rules_order(tmp_path):
+    csv = score_file.write(frame(), SIDE, tmp_path / "fold3_inner_oof.csv")
+    assert score_file.refusal(csv, want(fold=2, weights_sha256="x", max_s=14.0)) == (
+        f"sidecar names weights_sha256 {'w' * 64!r} (want 'x'), fold 3 (want 2), "
+        "max_s 8.0 (want 14.0)")
+
+
+def test_a_sidecar_without_its_config_names_max_s_and_aug_seed_as_none(tmp_path):
+    side = {k: v for k, v in SIDE.items() if k != "config"}
+    csv = score_file.write(frame(), side, tmp_path / "fold3_inner_oof.csv")
+    assert score_file.refusal(csv, want()) == (
+        "sidecar names aug_seed None (want 20261130), max_s None (want 8.0)")
+
+
+def test_a_sidecar_that_is_a_folder_is_no_sidecar(tmp_path):
+    csv = tmp_path / "fold3_inner_oof.csv"
+    frame().to_csv(csv, index=False)
+    score_file.sidecar(csv).mkdir()
+    assert score_file.refusal(csv, want()) == "no sidecar"
+    assert score_file.refusal(tmp_path, want()) == "missing"  # a folder is no score file
+
+
+def test_only_an_empty_cell_reads_as_missing(tmp_path):
+    csv = tmp_path / "s.csv"
+    csv.write_text("path,fold,split,score,logit\nNA,,test,0.5,\nnan,3,test,NA,0\n")
+    back = score_file.read(csv)
+    assert back["path"].tolist() == ["NA", "nan"] and back["fold"].isna().tolist() == [True, False]
+    assert back["logit"].isna().tolist() == [True, False]
+    assert back["score"].tolist()[1] == "NA"  # kept as written, never read as missing
+
+
+def test_paths_and_folds_that_look_like_numbers_read_back_as_written(tmp_path):
+    csv = tmp_path / "s.csv"
+    csv.write_text("path,fold,split,score,logit\n007,03,test,0.5,0\n1e3,3,test,0.5,0\n")
+    back = score_file.read(csv)
+    assert back["path"].tolist() == ["007", "1e3"] and back["fold"].tolist() == ["03", "3"]

@@ -60,6 +60,34 @@ show_lies_gone() { fault "[{\"op\": \"show\", \"kind\": \"error\", \"status\": 2
   [ "$(live_ids)" = "$b" ]
 }
 
+@test "a listing that shows one of our other boxes but lacks another vouches for no absence" {
+  a=$(rent fold0 PROVISIONED g-1)
+  b=$(rent fold1 PROVISIONED g-1)
+  c=$(rent fold2 PROVISIONED g-1)
+  vastai destroy instance "$a" -y >/dev/null        # fold0's and fold2's boxes ended themselves
+  vastai destroy instance "$c" -y >/dev/null
+  show_cannot_say "$a"
+  show_cannot_say "$c"
+  # the listing shows fold1's box but lacks fold2's (and fold0's): neither absence counts
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ -d "$RUNNER_STATE/jobs/fold0" ]
+  [ -d "$RUNNER_STATE/jobs/fold2" ]
+  [ ! -d "$RUNNER_STATE/archive" ]
+  [ "$(open_rows)" -eq 3 ]
+  [[ "$output" == *"job fold0: instance $a is missing from the listing but not confirmed gone (show instance): kept"* ]]
+  [[ "$output" == *"job fold2: instance $c is missing from the listing but not confirmed gone (show instance): kept"* ]]
+  grep -q "instance $a missing from a listing that cannot vouch for it (partial, or lacks a known box; show instance does not agree): unknown" "$RUNNER_STATE/runner.log"
+  # show instance agrees: both gone, fold1's box alone left
+  ctl DELETE faults >/dev/null
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(cat "$RUNNER_STATE"/archive/fold0-*/result)" = GONE ]
+  [ "$(cat "$RUNNER_STATE"/archive/fold2-*/result)" = GONE ]
+  [ "$(open_rows)" -eq 1 ]
+  [ "$(live_ids)" = "$b" ]
+}
+
 @test "no other box known: a listing without the box is unknown until show instance agrees" {
   id=$(rent pilot PROVISIONED g-1)
   vastai destroy instance "$id" -y >/dev/null

@@ -34,3 +34,48 @@ def test_a_batch_needs_at_least_one_clip_of_each_class(batch_size, ok):
         return
     with pytest.raises(terrors.ConfigError, match=f"batch_size.*{batch_size}"):
         tcfg.resolve_config("fold", 0, overrides=over)
+
+
+MIX = {"bonafide": {"studio": 0.6, "phone": 0.4}, "spoof": {"tts": 1}}
+
+
+@pytest.mark.parametrize("table, says", [
+    ({"bonafide": MIX["bonafide"]}, "source_mix table has classes ['bonafide']: give exactly "
+                                    "['bonafide', 'spoof'], each {SOURCE: SHARE, ...}"),
+    ({**MIX, "noise": {"x": 1}}, "source_mix table has classes ['bonafide', 'noise', 'spoof']"),
+    ({**MIX, "spoof": {}}, "source_mix['spoof'] = {}: a non-empty {SOURCE: SHARE, ...}, e.g. "
+                           '{"studio": 0.6, "phone": 0.4}'),
+    ({**MIX, "spoof": [1]}, "source_mix['spoof'] = [1]: a non-empty"),
+    ({**MIX, "bonafide": {"studio": True}}, "source_mix['bonafide'] shares {'studio': True}: "
+                                            "each a number >= 0 (0 = that source is never drawn)"),
+    ({**MIX, "spoof": {"tts": "1"}}, "source_mix['spoof'] shares {'tts': '1'}"),
+    ({**MIX, "spoof": {"tts": 1.5, "vc": -0.5}}, "source_mix['spoof'] shares {'vc': -0.5}"),
+    ({**MIX, "spoof": {"tts": float("nan")}}, "source_mix['spoof'] shares {'tts': nan}"),
+    ({**MIX, "spoof": {"tts": 0.5, "vc": 0.4999}}, "source_mix['spoof'] shares sum to 0.9999: "
+                                                   "they must sum to 1 (+-1e-06) within each "
+                                                   "class; rescale them"),
+    ({**MIX, "bonafide": {"studio": 1 + 1.5e-6}}, "source_mix['bonafide'] shares sum to 1"),
+])
+def test_a_share_table_is_refused_naming_what_to_fix(table, says):
+    with pytest.raises(ValueError) as err:
+        tcfg.check_share_table(table)
+    assert str(err.value).startswith(says)
+
+
+@pytest.mark.parametrize("table", [MIX, {**MIX, "spoof": {"tts": 0, "vc": 1}},
+                                   {**MIX, "bonafide": {"studio": 1 - 0.9e-6}},
+                                   {**MIX, "bonafide": {"studio": 1 + 0.9e-6}}])
+def test_a_share_table_of_both_classes_summing_to_one_within_the_tolerance_is_accepted(table):
+    assert tcfg.check_share_table(table) is None
+    assert tcfg.TrainConfig(source_mix=table).source_mix == table
+
+
+def test_a_train_config_judges_its_share_table_and_refuses_fp8_with_the_fix():
+    with pytest.raises(ValueError, match=r"source_mix\['spoof'\] = \{\}"):
+        tcfg.TrainConfig(source_mix={**MIX, "spoof": {}})
+    with pytest.raises(ValueError) as err:
+        tcfg.TrainConfig(fp8=True)
+    assert str(err.value) == tcfg.fp8_refusal()
+    assert str(err.value).endswith("set train.fp8 false")
+    assert str(err.value).startswith("fp8=true needs torchao (float8 training), which is not "
+                                     "installed and not in requirements.lock: add torchao")

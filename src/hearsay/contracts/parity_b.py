@@ -38,8 +38,10 @@ def parity_rows(manifest, n: int):
     from hearsay.contracts import protocol
 
     rows = protocol.split_rows(manifest, "test")
-    long = rows["duration"].astype(float) >= MIN_S if "duration" in rows.columns else True
-    picked = list(rows[long].index[:n])
+    # (len(rows),) bool; a manifest without durations has every row count as long
+    long = (rows["duration"].astype(float).to_numpy() >= MIN_S if "duration" in rows.columns
+            else np.ones(len(rows), dtype=bool))
+    picked = list(rows.index[long][:n])
     picked += list(rows.index.difference(picked, sort=False)[: n - len(picked)])
     if len(picked) < 2:
         raise ValueError(f"{len(picked)} test clip(s): parity B needs at least 2 (a rank "
