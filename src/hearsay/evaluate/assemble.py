@@ -334,8 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ledger", type=Path, default=Path("docs") / ledgers.FILE,
                     help="expense ledger for the spend line (absent: spend 'unknown')")
     ap.add_argument("--runner-log", type=Path, default=None, metavar="RUNNER_LOG",
-                    help="RUNNER_STATE/runner.log: the reaper's reasons, the guard's refusals, "
-                         "the secrets sweeps (G2, G3, G5)")
+                    help="RUNNER_STATE/runner.log: reaper reasons, refusals, sweeps (G2, G3, G5)")
     ap.add_argument("--cap-usd", type=float, default=None, metavar="USD",
                     help="the campaign's spending cap, held against the ledger's spend (G3; "
                          "without it: not measured)")
