@@ -64,24 +64,16 @@ from hearsay.export.quantize import (
     write_recipe,
 )
 from hearsay.sound.audio import pad_batch
+from hearsay.train import flops
 
 WORKER = Path(__file__).with_name("bench_engine_worker.py")
 FRONT = {"sample_rate": 16_000, "max_s": 8.0, "cutoff_hz": 7250.0, "top_db": 40.0, "min_s": 0.5}
 
 
 def flops_per_clip(cfg: ModelConfig, samples: int) -> float:
-    """Multiply-adds x2 of one forward on `samples` samples: CNN, projection, positional conv,
-    kept layers (QKV/O projections, attention, FFN) and the head (negligible)."""
-    total, length, c_in = 0.0, samples, 1
-    for c_out, k, s in zip(cfg.conv_dim, cfg.conv_kernel, cfg.conv_stride, strict=True):
-        length = (length - k) // s + 1
-        total += 2.0 * length * c_in * k * c_out
-        c_in = c_out
-    t, d, f = length, cfg.hidden_size, cfg.ffn_size
-    total += 2.0 * t * c_in * d  # feature projection
-    total += 2.0 * t * cfg.pos_conv_kernel * (d // cfg.pos_conv_groups) * d  # grouped pos conv
-    per_layer = 8.0 * t * d * d + 4.0 * t * t * d + 4.0 * t * d * f
-    return total + cfg.keep_layers * per_layer
+    """FLOP of one forward on `samples` samples (hearsay.train.flops: every product, 2 per
+    multiply-add: CNN, projection, positional conv, kept layers, pooling and head)."""
+    return float(flops.clip_flops(cfg, samples)["forward"])
 
 
 def gemm_peak(threads: int, n: int = 2048, reps: int = 5) -> float:

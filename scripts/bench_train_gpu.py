@@ -41,6 +41,10 @@ The goal: (b) >= 0.9 x (a) at the same shapes, and >= 1,200 clips/s fine-tune.
 The synthetic bundle sits in the page cache: a real bundle on a slow disk can be slower.
 --json writes {"figures": [{"variant", "raw": {...}, "trainer": {...}, "trainer_over_raw"}, ...]}
 with clips_per_s, audio_s_per_s, steps, seconds and autocast in each of raw and trainer.
+Each raw figure also carries flops_per_step (the analytic forward + backward FLOPs of the step,
+hearsay.train.flops: per clip at its valid length, padding not counted), model_tflops (those
+over the timed wall) and matmul_share (model_tflops over bf16_matmul_tflops, the card's 8192^3
+bf16 product rate measured at the start of the same run; null in the dry run).
 
 Exit codes: 0 measured (or dry run done), 3 no CUDA device and no --dry-run.
 """
@@ -66,7 +70,7 @@ from hearsay.detector import packing
 from hearsay.detector.model import Detector, ModelConfig
 from hearsay.sound import audio, example
 from hearsay.train import config as train_config
-from hearsay.train import levers
+from hearsay.train import flops, levers
 from hearsay.train import step as train_step
 from hearsay.util.files import write_atomic
 
@@ -159,6 +163,7 @@ def raw_step(mc: ModelConfig, batch: int, lengths: list[float], steps: int, warm
     amp = torch.autocast(device.type, dtype=torch.bfloat16)
     t0 = t_start = time.perf_counter()
     valid = 0  # valid samples in the timed steps
+    timed_lens = []  # (B,) valid samples of each timed step: its analytic FLOPs, after timing
     given: set[str] = set()  # the forward's lever arguments seen (the JSON's forward_args)
     for i in range(warmup + steps):
         if i == warmup:
@@ -168,6 +173,8 @@ def raw_step(mc: ModelConfig, batch: int, lengths: list[float], steps: int, warm
         lens = np.array([int(round(c * SR)) for c in clips])  # (B,) valid samples
         n = int(lens.max())
         valid += int(lens.sum()) if i >= warmup else 0
+        if i >= warmup:
+            timed_lens.append(lens)
         m = (torch.arange(n, device=device)[None, :] <
              torch.as_tensor(lens, device=device)[:, None]).long()
         x = torch.randn(batch, n, device=device) * m
@@ -183,7 +190,9 @@ def raw_step(mc: ModelConfig, batch: int, lengths: list[float], steps: int, warm
     dt = time.perf_counter() - t0
     torch.backends.cudnn.benchmark = cudnn_was
     audio_s = valid / SR
+    flop = sum(flops.step_flops(mc, lens)["total"] for lens in timed_lens)  # fwd + bwd
     return {"clips_per_s": batch * steps / dt, "audio_s_per_s": audio_s / dt,
+            "flops_per_step": flop / steps, "model_tflops": flop / dt / 1e12,
             "steps": steps, "seconds": dt, "warmup_s": round(t0 - t_start, 2),
             "autocast": autocast, "batch": batch, "compiled": compile_,
             "cudnn_benchmark": cudnn_benchmark, "switches": switches or {}, "mixed": mixed,
@@ -444,9 +453,12 @@ def row_line(row: dict) -> str:
         return f"{line} {'refused' if 'refused' in row else 'skipped'}: " + \
             row.get("refused", row.get("skipped"))
     if raw:
+        share = raw.get("matmul_share")
         line += (f" raw {raw['clips_per_s']:8.1f} clips/s "
                  f"{raw['audio_s_per_s']:8.1f} audio-s/s (B {raw['batch']}, warm-up "
-                 f"{raw['warmup_s']:.0f} s)")
+                 f"{raw['warmup_s']:.0f} s; {raw['flops_per_step'] / 1e12:.2f} TFLOP a step, "
+                 f"{raw['model_tflops']:.1f} TFLOP/s = "
+                 f"{'?' if share is None else f'{100 * share:.0f}%'} of bf16 matmul)")
     if "raw_eager" in row:
         line += f" = {row['compiled_over_eager']:.2f} x eager at {row['crop_s']} s"
     if "raw_off" in row:
@@ -463,6 +475,16 @@ def row_line(row: dict) -> str:
     if "trainer_off" in row:
         line += f", {row['trainer_on_over_off']:.2f} x lever off"
     return line
+
+
+def add_matmul_shares(row: dict, matmul_tflops: float | None) -> dict:
+    """Each raw figure's model_tflops as a share of the run's bf16 matmul rate (None when the
+    rate was not measured: the dry run's CPU)."""
+    for key in ("raw", "raw_off", "raw_eager"):
+        if key in row:
+            row[key]["matmul_share"] = (None if not matmul_tflops
+                                        else row[key]["model_tflops"] / matmul_tflops)
+    return row
 
 
 def write_json(path: Path, results: dict) -> None:
@@ -491,6 +513,10 @@ def _bench(args) -> int:
                "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
                "dry_run": args.dry_run, "batch": args.batch, "crop_s": args.crop_s,
                "layers": args.layers,
+               # the card's bf16 matmul rate in this run: the model's FLOP rate is read
+               # against it (hearsay.train.flops: the analytic count, fwd + bwd, per clip)
+               "bf16_matmul_tflops": (flops.bf16_matmul_tflops() if device.type == "cuda"
+                                      else None),
                "config": {"workers": args.workers, "stream_records_max": args.stream_records,
                           "shipped": {"file": "configs/train.json",
                                       "workers": shipped_train().workers,
@@ -514,7 +540,8 @@ def _bench(args) -> int:
         bundle = synthetic_bundle(tmp / "bundle", args.clips)
         (tmp / "runs").mkdir()
         for name, lever in variants:
-            row = _variant(args, tmp, bundle, shapes[name], name, lever, device)
+            row = add_matmul_shares(_variant(args, tmp, bundle, shapes[name], name, lever,
+                                             device), results["bf16_matmul_tflops"])
             results["figures"].append(row)
             print(row_line(row), flush=True)
             if args.json:

@@ -51,22 +51,6 @@ SMI_FIELDS = ("name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem
               "temperature.gpu,power.draw,utilization.gpu")
 
 
-def bf16_matmul_tflops(torch, n: int = 8192, reps: int = 10) -> float:
-    """Rate of an n^3 bf16 product on random data (never zeros: they run faster), after three
-    warm-ups, timed with CUDA events: 2 n^3 FLOP per product."""
-    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    for _ in range(3):
-        a @ b
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        a @ b
-    end.record()
-    torch.cuda.synchronize()
-    return 2 * n**3 * reps / (start.elapsed_time(end) / 1e3) / 1e12
-
-
 def lock_differences(names) -> dict[str, str]:
     """{package: "installed X, lock Y"} for each of `names` whose installed version (python's
     package metadata) differs from requirements.lock's pin ("not installed" when absent)."""
@@ -134,7 +118,9 @@ def env(out: Path, dry: bool) -> int:
                     gpu_mem_gib=round(p.total_memory / 2**30, 1),
                     cudnn=torch.backends.cudnn.version())
         if not dry:
-            info["bf16_matmul_8192_tflops"] = round(bf16_matmul_tflops(torch), 1)
+            from hearsay.train.flops import bf16_matmul_tflops  # the one timing of that rate
+
+            info["bf16_matmul_8192_tflops"] = round(bf16_matmul_tflops(), 1)
         try:  # read-only query: the card's settings are left as found
             info["nvidia_smi"] = subprocess.run(
                 ["nvidia-smi", f"--query-gpu={SMI_FIELDS}", "--format=csv"],

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import torch
 
+from hearsay.detector.model import ModelConfig
+from hearsay.train import flops
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_train_gpu.py"
 RATES = ("clips_per_s", "audio_s_per_s")  # what BENCHMARKS.md tabulates for (a) and (b)
 
@@ -46,6 +49,21 @@ def test_dry_run_writes_raw_and_trainer_rates_and_their_ratio_per_variant(tmp_pa
         assert math.isclose(fig["trainer_over_raw"], ratio, rel_tol=1e-9)
     assert res["config"]["shipped"] == {"file": "configs/train.json", "workers": 8,
                                         "stream_records_max": 20000}
+
+
+def test_dry_run_raw_step_carries_the_analytic_flops_of_its_shapes(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert _script().main(["--dry-run", "--skip-trainer", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["bf16_matmul_tflops"] is None  # no card: no rate, no share
+    for fig, cfg in zip(res["figures"], (ModelConfig.tiny(), ModelConfig.tiny(train_top=0)),
+                        strict=True):
+        raw = fig["raw"]  # the dry run: 4 clips of 1.0 s a step
+        assert raw["flops_per_step"] == flops.step_flops(cfg, [16000] * 4)["total"]
+        assert math.isclose(raw["model_tflops"],
+                            raw["flops_per_step"] * raw["steps"] / raw["seconds"] / 1e12)
+        assert raw["matmul_share"] is None
+    assert "TFLOP a step" in capsys.readouterr().out
 
 
 def test_without_cuda_and_without_dry_run_it_refuses_with_exit_3(monkeypatch, capsys):

@@ -11,7 +11,7 @@ Per batch (values (B, T) float32, mask (B, T) int64, host tensors from the feedi
   3. logits stay on the device; every SYNC_EVERY batches they are concatenated and read back
      with one `.cpu()` (one host wait per SYNC_EVERY batches, not one per batch).
 On the CPU there is nothing to overlap: the same order, plain copies, the same logits (the test
-compares them with hearsay.evaluate.score.run_padded's, bit for bit). `hearsay score --overlap`
+compares them with hearsay.evaluate.score.run_padded's, bit for bit). `hearsay score-run --overlap`
 and scripts/bench_score.py (its "fed scoring, overlapped" line) use it; it changes the speed,
 never a score.
 """

@@ -40,10 +40,12 @@ SPLIT = "probe"  # the manifest fold and the score split: RUN/scores/<key>_probe
 LABEL = "bonafide"  # a probe set holds bona fide clips only: it measures false alarms
 
 
-def score(bundle, run: Path, cfg: scoring.ScoreConfig, workers: int = 0):
-    """(frame, sidecar) of one run's model on the probe set (hearsay.contracts.score_file)."""
+def score(bundle, run: Path, cfg: scoring.ScoreConfig, workers: int = 0, overlap: bool = False):
+    """(frame, sidecar) of one run's model on the probe set (hearsay.contracts.score_file);
+    `overlap`: hearsay.evaluate.overlap's order (the same logits)."""
     # fold probe's bona fide core rows, in manifest order, through the out-of-fold front end
-    df, side = scoring.score_split(bundle, run, SPLIT, None, cfg, False, workers, label=LABEL)
+    df, side = scoring.score_split(bundle, run, SPLIT, None, cfg, False, workers, label=LABEL,
+                                   overlap=overlap)
     source = bundle.manifest.drop_duplicates("path").set_index("path")["source"]
     sources = source.loc[df["path"]].astype(str).value_counts().sort_index()
     return df, {**side, "set_sha256": probe_set_sha(df),

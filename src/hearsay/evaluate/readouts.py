@@ -54,9 +54,11 @@ def codec_panel_rows(manifest):
     return rows[keep], codecs
 
 
-def score_codec_panel(bundle, run: Path, cfg: scoring.ScoreConfig | None = None):
+def score_codec_panel(bundle, run: Path, cfg: scoring.ScoreConfig | None = None,
+                      overlap: bool = False):
     """(frame, sidecar): the full model on every codec copy of the codec readout's rows, with no
-    other augmentation. Columns path, fold, split, score, logit, codec; a row per (clip, codec)."""
+    other augmentation. Columns path, fold, split, score, logit, codec; a row per (clip, codec).
+    `overlap`: hearsay.evaluate.overlap's order (the same logits)."""
     import pandas as pd
 
     from hearsay.detector.logits import expit
@@ -72,7 +74,8 @@ def score_codec_panel(bundle, run: Path, cfg: scoring.ScoreConfig | None = None)
     det, _ = load_detector(wfile.parent, device=cfg.device)
     parts = []
     for c in codecs:
-        logits = scoring.score_rows(det, Path(bundle.root), rows, [f"codec:{c}"] * len(rows), cfg)
+        logits = scoring.score_rows(det, Path(bundle.root), rows, [f"codec:{c}"] * len(rows), cfg,
+                                    overlap=overlap)
         parts.append(pd.DataFrame({"path": rows["path"].astype(str).to_numpy(),
                                    "fold": rows["fold"].astype(str).to_numpy(),
                                    "split": "holdout", "score": expit(logits), "logit": logits,
@@ -111,9 +114,10 @@ def test_length_inputs(root: Path, rows, test_durations, seed: int = TEST_LENGTH
     return waves
 
 
-def score_holdout_variant(bundle, run: Path, variant: str, cfg=None):
+def score_holdout_variant(bundle, run: Path, variant: str, cfg=None, overlap: bool = False):
     """(frame, sidecar) of the full model on the holdout as `variant`: "test_length" (the
-    fixed-seed test-length crops) or "whole" (each clip up to WHOLE_MAX_S)."""
+    fixed-seed test-length crops) or "whole" (each clip up to WHOLE_MAX_S); `overlap`: the
+    whole clips in hearsay.evaluate.overlap's order (the crops, made in memory, run plainly)."""
     from hearsay.detector.logits import expit
     from hearsay.detector.model import load_detector
     from hearsay.util.hashing import sha256_file
@@ -121,7 +125,8 @@ def score_holdout_variant(bundle, run: Path, variant: str, cfg=None):
     cfg = cfg or scoring.ScoreConfig()
     if variant == "whole":
         df, side = scoring.score_split(bundle, run, "holdout", None,
-                                       dataclasses.replace(cfg, max_s=WHOLE_MAX_S))
+                                       dataclasses.replace(cfg, max_s=WHOLE_MAX_S),
+                                       overlap=overlap)
         return df, {**side, "augmented": variant}
     if variant != "test_length":
         raise ValueError(f"holdout variant {variant!r}: test_length or whole")

@@ -4,6 +4,7 @@
     hearsay score-run --run RUN_DIR --bundle BUNDLE --out RUN_DIR/scores
     hearsay score-run --run RUN_DIR --bundle BUNDLE --out RUN_DIR/scores --parity-clips 50
     hearsay score-run --run RUN_DIR --bundle BUNDLE --out DIR --device cpu   # force CPU fp32
+    hearsay score-run --run RUN_DIR --bundle BUNDLE --out RUN_DIR/scores --overlap
 
 The rows are those assemble asks of the run (`jobs_of`): a fold-K run scores inner_oof fold K; the
 full run scores holdout, the augmented holdout, the codec panel, the test-length crops, the whole
@@ -25,6 +26,11 @@ The reuse rule (assemble): device and precision are recorded, not compared. A GP
 reused exactly like a CPU fp32 one; parity B (hearsay.contracts.parity_b) measures the gap on the
 same model (Spearman > 0.99, max |dlogit| < 0.05) and `hearsay assemble --rescore` scores all
 again on the laptop when that is wanted.
+
+--overlap (default off: --no-overlap): the fed batches' device copies overlapped with the model's
+compute and the logits read back once per few batches (hearsay.evaluate.overlap); the same
+logits bit for bit, so no sidecar records it. The test-length crops (a few dozen batches made in
+memory, not fed) run as without it.
 
 --parity-clips N (full run): also write full_parity_logits.json, the model's logits on N test
 clips in this precision, for parity B on the laptop (hearsay.contracts.parity_b).
@@ -82,23 +88,26 @@ def wanted(weights_sha: str, bundle_sha: str, split: str, fold, aug,
 
 
 def score_one(bundle, run: Path, split: str, fold, aug, cfg: scoring.ScoreConfig,
-              workers: int = 0):
-    """(frame, sidecar) of one file, by the one function assemble has always used for it."""
+              workers: int = 0, overlap: bool = False):
+    """(frame, sidecar) of one file, by the one function assemble has always used for it;
+    `overlap`: the device copies overlapped with compute (the same logits, --overlap)."""
     if aug == "codecs":
-        df, side = readouts.score_codec_panel(bundle, run, cfg)
+        df, side = readouts.score_codec_panel(bundle, run, cfg, overlap)
     elif aug in ("test_length", "whole"):
-        df, side = readouts.score_holdout_variant(bundle, run, aug, cfg)
+        df, side = readouts.score_holdout_variant(bundle, run, aug, cfg, overlap)
     elif split == probe_set.SPLIT:
-        df, side = probe_set.score(bundle, run, cfg, workers)
+        df, side = probe_set.score(bundle, run, cfg, workers, overlap)
     else:
-        df, side = scoring.score_split(bundle, run, split, fold, cfg, aug, workers)
+        df, side = scoring.score_split(bundle, run, split, fold, cfg, aug, workers,
+                                       overlap=overlap)
     from hearsay.evaluate.parity_record import device_name
 
     return df, {**side, "device_name": device_name(cfg.device)}
 
 
 def ensure_scores(bundle, run: Path, key: str, weights_sha: str, out_dir: Path,
-                  cfg: scoring.ScoreConfig, force: bool = False, say=None, workers: int = 0):
+                  cfg: scoring.ScoreConfig, force: bool = False, say=None, workers: int = 0,
+                  overlap: bool = False):
     """({(split, aug): csv}, [(file, why, rows)] scored here) for one run: each file reused when
     its sidecar passes score_file.refusal, else (or with `force`) scored and written."""
     out, scored = {}, []
@@ -111,7 +120,7 @@ def ensure_scores(bundle, run: Path, key: str, weights_sha: str, out_dir: Path,
             continue
         if say:
             say(f"scoring {csv.name} here ({why})")
-        df, side = score_one(bundle, Path(run), split, fold, aug, cfg, workers)
+        df, side = score_one(bundle, Path(run), split, fold, aug, cfg, workers, overlap)
         out[(split, aug)] = score_file.write(df, side, csv)
         scored.append((csv.name, why, len(df)))
     return out, scored
@@ -150,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=None, metavar="N",
                     help="processes that decode and prepare batches beside the model "
                          "(default: on cuda min(8, cores - 1), on cpu 0: in this process)")
+    ap.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=False,
+                    help="overlap the next batch's device copy with this batch's compute and "
+                         "read the logits back once per few batches (default off; the same "
+                         "logits either way, only the speed differs)")
     ap.add_argument("--parity-clips", type=int, default=0, metavar="N",
                     help="full run: also record the logits of N test clips for parity B")
     args = ap.parse_args(argv)
@@ -167,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         workers = args.workers if args.workers is not None else feeding_workers(cfg.device)
         _, scored = ensure_scores(bundle, args.run, key, weights, args.out, cfg,
                                   say=lambda m: print(f"hearsay score-run: {m}", file=sys.stderr),
-                                  workers=workers)
+                                  workers=workers, overlap=args.overlap)
         if args.parity_clips:
             if key != "full":
                 raise scoring.ScoreError("--parity-clips is the full run's (parity B is of "
