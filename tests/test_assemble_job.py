@@ -44,7 +44,7 @@ def stand_in_score_one(calls):
     """score_run.score_one as a box writes it: each clip's logit from CLIPS, and the sidecar a
     real scorer writes (the pinned run's weights hashed, this bundle, split, fold, settings)."""
 
-    def score_one(bundle, run, split, fold, aug, cfg, workers=0):
+    def score_one(bundle, run, split, fold, aug, cfg, workers=0, overlap=False):
         calls.append((run.name, split, aug))
         rows = split_rows(bundle.manifest, split, fold)
         logits = np.array([CLIPS[p][1] for p in rows["path"]])
