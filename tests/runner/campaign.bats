@@ -121,7 +121,8 @@ past() { echo $(($(date -u +%s) - 1)); }
   echo "$output"; [ "$status" -eq 0 ]
   run "$REPO/runner/teardown_check.sh"
   echo "$output"; [ "$status" -eq 0 ]
-  [ "$output" = "teardown confirmed: 0 instances listed" ]
+  [ "${lines[0]}" = "teardown confirmed: 0 instances listed" ]
+  [[ "${lines[1]}" == "secrets sweep: clean: "* ]]
 }
 
 @test "a box pushing at the campaign deadline it was told is left to finish, for its final push's grace at most" {
