@@ -140,9 +140,9 @@ as_job() {
   [ "$status" -eq 1 ]
   [ "$(phases <(printf '%s\n' "$output"))" = "STARTED SMOKE TRAINING PUSHING SCORING FAIL " ]
   [[ "$output" == *"entry: scoring exit 3 ($HEARSAY_SCORE_RUN; "*"the trained run is in the store, its scores are not"* ]]
-  [ "$(cut -d' ' -f1-2 <<<"$(status_of pilot)")" = "g-7 FAIL" ]
-  grep -q "^scoring exit 3 " "$RUNS/pilot/REASON"
-  grep -q "stand-in failure (exit 3)" "$RUNS/pilot/REASON"
+  [ "$(cut -d' ' -f1-2 <<<"$(status_of fold3)")" = "g-7 FAIL" ]
+  grep -q "^scoring exit 3 " "$RUNS/fold3/REASON"
+  grep -q "stand-in failure (exit 3)" "$RUNS/fold3/REASON"
   [ ! -e "$runs/scores/fake_scores.csv" ]
   [ "$(cat "$box/CHAIN")" = "g-7 failed" ]
 }
