@@ -146,6 +146,7 @@ def test_trainer_levers_are_each_timed_off_and_on_raw_and_trainer(tmp_path, monk
     assert f8["trainer_off"]["fp8"] == "off (train.fp8 false)"
     assert "12 Linear layers of the kept transformer layers" in f8["trainer"]["fp8"]
     assert f8["raw"]["forward_args"] == []  # fp8 changes the model, not the forward's arguments
+    assert f8["loss_max_abs_diff"] > 0  # the "on" trainer's matmuls were float8
     assert "CUDA only" in rows["fine-tune + flex"]["skipped"]
 
 

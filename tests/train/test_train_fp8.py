@@ -114,7 +114,7 @@ def test_fp8_off_leaves_the_model_as_built():
         assert got[key].dtype == want[key].dtype and torch.equal(got[key], want[key]), key
 
 
-def test_fp8_on_converts_before_the_optimiser_takes_the_parameters():
+def test_the_trainers_nets_with_fp8_on_are_converted_and_the_optimiser_holds_their_parameters():
     nets = prepare._nets(tcfg.TrainConfig(fp8=True), ModelConfig.tiny(), torch.device("cpu"),
                          0, 0, False, None)
     assert fp8.float8_layers(nets.det) == kept_linears(2)
