@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 import torch
 from torchao.float8.float8_linear import Float8Linear
+from train_world import final_weights, smoke
 
 from hearsay import train as tr
-from hearsay.detector.model import Detector, ModelConfig
+from hearsay.detector.model import Detector, ModelConfig, load_detector
 from hearsay.train import config as tcfg
 from hearsay.train import fp8, prepare
 from hearsay.train.errors import ConfigError
@@ -95,6 +96,24 @@ def test_fp8_trainer_follows_the_fp32_loss_curve(demo_bundle, tmp_path):
     assert fp8.float8_layers(dets[False]) == []
     assert metas[True]["fp8"].startswith("on: torchao")
     assert metas[False]["fp8"] == "off (train.fp8 false)"
+
+
+def test_an_fp8_run_resumes_exactly_and_its_weights_load_into_a_plain_detector(bundle_dir,
+                                                                              tmp_path):
+    """Float8Linear keeps nn.Linear's Parameters and names: the checkpoint of an fp8 run
+    resumes into an fp8 run equal to an uninterrupted one, and its final weights load into a
+    bare Detector (what export and scoring build), no Float8Linear in it."""
+    cfg = smoke(epochs=2, batches_per_epoch=3, fp8=True)
+    whole = tr.run(cfg, bundle_dir, tmp_path / "whole")
+    tr.run(cfg, bundle_dir, tmp_path / "part", stop_after_epoch=1)
+    resumed = tr.run(cfg, bundle_dir, tmp_path / "part", resume=True)
+    assert resumed["resumed_from_epoch"] == 1 and resumed["complete"]
+    assert resumed["history"]["loss"] == whole["history"]["loss"]
+    a, b = final_weights(tmp_path / "whole"), final_weights(tmp_path / "part")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    det, _ = load_detector(tmp_path / "whole")
+    assert fp8.float8_layers(det) == []
+    assert all(torch.equal(det.state_dict()[k], a[k]) for k in a)
 
 
 def test_fp8_off_leaves_the_model_as_built():
