@@ -42,7 +42,8 @@ let
     # torch/cuDNN/NCCL wheels: stripping breaks them (nixpkgs' torch-bin says the same).
     dontStrip = true;
     # autoPatchelf gives every ELF file a RUNPATH to the libraries it needs: those in the wheels
-    # themselves (torch -> nvidia/*/lib, the *.libs/ of auditwheel), glibc (stdenv), and these.
+    # themselves (torch -> nvidia/*/lib; torchao's extensions -> torch/lib's libc10/libtorch*
+    # and nvidia/cu13/lib's libcudart.so.13; the *.libs/ of auditwheel), glibc (stdenv), and these.
     # It *replaces* the wheel's RUNPATH, and cuDNN dlopens its sub-libraries through `$ORIGIN`
     # (libcudnn.so.9 -> libcudnn_graph.so.9, ...): keepRunpaths puts the wheels' $ORIGIN entries
     # back (save before, restore after; tests/test_cuda_libs.py runs the same two commands).

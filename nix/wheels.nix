@@ -112,6 +112,7 @@
   { name = "threadpoolctl"; pname = "threadpoolctl"; version = "3.8.0"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "f1b49c82704d50f13ffae019c727b0fa4f6791a58f48f06a09c45face1be66da"; }
   { name = "tokenizers"; pname = "tokenizers"; version = "0.23.3"; dist = "cp310"; python = "cp310"; abi = "abi3"; platform = "manylinux_2_17_x86_64.manylinux2014_x86_64"; sha256 = "376851d22bcf9d650a5c3090bb83e6cf9e895fbf0595369fa4cd43c1f69b5f87"; }
   { name = "torch"; pname = "torch"; version = "2.11.0"; dist = "cp311"; python = "cp311"; abi = "cp311"; platform = "manylinux_2_28_x86_64"; sha256 = "7aa2f9bbc6d4595ba72138026b2074be1233186150e9292865e04b7a63b8c67a"; }
+  { name = "torchao"; pname = "torchao"; version = "0.18.0"; dist = "cp310"; python = "cp310"; abi = "abi3"; platform = "manylinux_2_24_x86_64.manylinux_2_28_x86_64"; sha256 = "6540b148e40ba81cbd4de86392225a076a1591146e9cebb099b3b234ba9feebe"; }
   { name = "torchaudio"; pname = "torchaudio"; version = "2.11.0"; dist = "cp311"; python = "cp311"; abi = "cp311"; platform = "manylinux_2_28_x86_64"; sha256 = "1a07ec72fd6f26a588c39b5f029e0130d16bb40bc4221635580bf8fb18fcbc80"; }
   { name = "tqdm"; pname = "tqdm"; version = "4.70.1"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "c293e525e6fef9c20e8728fd4612df02a0aa31bb5fe91ecd93e123b1b7bffa73"; }
   { name = "transformers"; pname = "transformers"; version = "5.17.0"; dist = "py3"; python = "py3"; abi = "none"; platform = "any"; sha256 = "78ec1ce21579b38dfb83950a0658cd119f87212a2fcfdff478096ce9d6c03801"; }

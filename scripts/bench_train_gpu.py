@@ -34,7 +34,10 @@
     recipe at twice the batch: levers that are not on by default, each with its own figure;
     then the trainer's speed levers (hearsay.train.levers: pack, flex, mask-free, graphs, fp8),
     each a row with the raw step and the trainer timed off and on over the same shapes
-    (raw_on_over_off, trainer_on_over_off); fp8's row records the config's refusal.
+    (raw_on_over_off, trainer_on_over_off), and loss_max_abs_diff: the largest per-step gap
+    between the two trainers' losses (the same seed, bundle and draws: what the lever does to
+    the loss curve; fp8's is float8 against bf16 on the same steps); fp8's row is skipped,
+    saying why, on a GPU below compute capability 8.9 (hearsay.train.fp8.fp8_problem).
 The trainer's rows also carry valid_share (valid / computed audio: what the padding cut leaves
 on zeros) and batch_shapes (distinct (B, T) fed to the model: compiled graphs).
 The goal: (b) >= 0.9 x (a) at the same shapes, and >= 1,200 clips/s fine-tune.
@@ -70,7 +73,7 @@ from hearsay.detector import packing
 from hearsay.detector.model import Detector, ModelConfig
 from hearsay.sound import audio, example
 from hearsay.train import config as train_config
-from hearsay.train import flops, levers
+from hearsay.train import flops, fp8, levers
 from hearsay.train import step as train_step
 from hearsay.util.files import write_atomic
 
@@ -151,6 +154,10 @@ def raw_step(mc: ModelConfig, batch: int, lengths: list[float], steps: int, warm
     tc = train_config.TrainConfig(**(switches or {}))
     torch.manual_seed(0)
     det = Detector(mc).to(device).train()
+    fp8_layers = 0  # the trainer's conversion (hearsay.train.fp8), before optimiser and compile
+    if tc.fp8:
+        fp8.convert(det, device)
+        fp8_layers = len(fp8.float8_layers(det))
     opt = torch.optim.AdamW(train_step.optimizer_groups(det, train_config.TrainConfig()))
     fwd = det
     if compile_:
@@ -196,7 +203,7 @@ def raw_step(mc: ModelConfig, batch: int, lengths: list[float], steps: int, warm
             "steps": steps, "seconds": dt, "warmup_s": round(t0 - t_start, 2),
             "autocast": autocast, "batch": batch, "compiled": compile_,
             "cudnn_benchmark": cudnn_benchmark, "switches": switches or {}, "mixed": mixed,
-            "forward_args": sorted(given)}
+            "forward_args": sorted(given), "fp8_layers": fp8_layers}
 
 
 def freeze_step_s(mc: ModelConfig, seconds: float, library_input_grad: bool) -> float:
@@ -275,6 +282,8 @@ def trainer(bundle: Path, model: dict, args, compile_: bool, cpu: bool, tmp: Pat
             "stream_records_skipped_batches": meta.get("stream_records_skipped_batches"),
             # the lever switches as the trainer resolved them (what it ran with)
             "switches": {k: cfg["train"][k] for k in (switches or {})},
+            "fp8": meta.get("fp8"),  # run_meta's: off, or the recipe and the layers converted
+            "loss": meta["history"]["loss"],  # per optimiser step: a lever's loss-curve check
             "gpu_augment": not args.numpy_augment,
             # hearsay.train's rule: bf16 autocast on CUDA when configured, none on the CPU
             "autocast": "bfloat16" if not cpu and cfg["train"]["bf16"] else "off"}
@@ -347,8 +356,8 @@ LEVERS = ("fine-tune+cudnn", "frozen+b128")
 # the trainer's speed levers (hearsay.train.levers), each a row timed off and on in one run:
 # raw step and trainer, the same shapes (pack, flex: the recipe's lengths per clip, padded to
 # each batch's longest; mask-free: one full length per step; graphs: compiled, at
-# --compile-crop-s; flex: attention dropout 0 in both, FlexAttention has none; fp8: its
-# refusal recorded, nothing timed)
+# --compile-crop-s; flex: attention dropout 0 in both, FlexAttention has none; fp8: compiled
+# on both sides at --compile-crop-s, as graphs)
 TRAIN_LEVERS = tuple(f"fine-tune+{name}" for name in levers.SWITCHES)
 
 
@@ -411,9 +420,10 @@ def _variant(args, tmp: Path, bundle: Path, shape: dict, name: str, lever: str,
 def _lever_row(args, tmp: Path, bundle: Path, shape: dict, label: str, lever: str,
                device: torch.device) -> dict:
     """One trainer lever off and on: {"variant", "switches", "raw_off", "raw",
-    "raw_on_over_off", "trainer_off", "trainer", "trainer_on_over_off", "trainer_over_raw"},
-    or {"variant", "refused"} when the config refuses the lever (fp8), {"variant", "skipped"}
-    where this device cannot train it (flex off CUDA)."""
+    "raw_on_over_off", "trainer_off", "trainer", "trainer_on_over_off", "trainer_over_raw",
+    "loss_max_abs_diff"},
+    or {"variant", "refused"} when the config refuses the lever, {"variant", "skipped"}
+    where this device cannot train it (flex off CUDA, fp8 below compute capability 8.9)."""
     switches = levers.SWITCHES[lever]
     try:
         train_config.TrainConfig(**switches)
@@ -421,26 +431,34 @@ def _lever_row(args, tmp: Path, bundle: Path, shape: dict, label: str, lever: st
         return {"variant": label, "switches": switches, "refused": str(err)}
     if lever == "flex" and (why := packing.flex_training_problem(device)):
         return {"variant": label, "switches": switches, "skipped": why}  # the dry run's CPU
+    if lever == "fp8" and (why := fp8.fp8_problem(device)):
+        return {"variant": label, "switches": switches, "skipped": why}  # an A100, say
     if lever == "flex":  # FlexAttention has no attention dropout: both sides without it
         shape = {**shape, "attention_dropout": 0.0}
     mc = ModelConfig.from_dict(shape)
-    graphs = lever == "graphs"
-    crop_s = (args.compile_crop_s or None) if graphs else args.crop_s
+    # graphs and fp8 are timed compiled on both sides, at --compile-crop-s (one static graph):
+    # torchao's float8 casts are built to fuse under torch.compile; eager would time them unfused
+    compiled = lever in ("graphs", "fp8")
+    crop_s = (args.compile_crop_s or None) if compiled else args.crop_s
     mixed = lever in ("pack", "flex")
     n = args.warmup + args.steps
     lengths = recipe_lengths(bundle, crop_s, n * args.batch if mixed else n)
     row: dict = {"variant": label, "crop_s": crop_s, "switches": switches}
     for side, sw in (("_off", None), ("", switches)):
         row["raw" + side] = raw_step(mc, args.batch, lengths, args.steps, args.warmup, device,
-                                     graphs, switches=sw, mixed=mixed)
+                                     compiled, switches=sw, mixed=mixed)
     row["raw_on_over_off"] = row["raw"]["clips_per_s"] / row["raw_off"]["clips_per_s"]
     if args.skip_trainer:
         return row
     for side, sw in (("_off", None), ("", switches)):
-        row["trainer" + side] = trainer(bundle, shape, args, graphs, args.dry_run,
+        row["trainer" + side] = trainer(bundle, shape, args, compiled, args.dry_run,
                                         tmp / "runs", crop_s=crop_s, switches=sw)
     row["trainer_on_over_off"] = (row["trainer"]["clips_per_s"] /
                                   row["trainer_off"]["clips_per_s"])
+    # the same seed, bundle and draws on both sides: the loss curves differ by the lever only
+    # (fp8: float8 against bf16 on the same steps)
+    row["loss_max_abs_diff"] = max(abs(a - b) for a, b in zip(
+        row["trainer"]["loss"], row["trainer_off"]["loss"], strict=True))
     row["trainer_over_raw"] = row["trainer"]["clips_per_s"] / row["raw"]["clips_per_s"]
     return row
 
@@ -473,7 +491,8 @@ def row_line(row: dict) -> str:
                  f"{'?' if share is None else f'{100 * share:.0f}%'} of computed, "
                  f"{tr.get('batch_shapes')} shapes")
     if "trainer_off" in row:
-        line += f", {row['trainer_on_over_off']:.2f} x lever off"
+        line += (f", {row['trainer_on_over_off']:.2f} x lever off, loss within "
+                 f"{row['loss_max_abs_diff']:.4f} of it")
     return line
 
 

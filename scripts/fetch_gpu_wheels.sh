@@ -5,7 +5,8 @@
 #   A GPU machine image (python3 3.12, torch, onnxruntime, numpy, scipy, pandas ... preinstalled,
 #   no network) has no soundfile or soxr, which hearsay.sound.decoder imports at module level; soundfile
 #   needs cffi, cffi needs pycparser; nor pydantic, which the configs' type check imports (with
-#   pydantic_core, annotated-types and typing-inspection; typing_extensions is there). Versions come from requirements.lock; the wheels are the
+#   pydantic_core, annotated-types and typing-inspection; typing_extensions is there); nor torchao
+#   (the fp8 lever's float8 training; abi3, no dependencies). Versions come from requirements.lock; the wheels are the
 #   cp312 manylinux x86-64 builds (that image's tags), fetched with pip's ordinary client, no deps.
 #   ffmpeg: the preflight's synthetic bundle makes the five codec copies with ffmpeg, which a
 #   bare machine may lack. The imageio-ffmpeg wheel's binary of this machine's environment
@@ -30,7 +31,7 @@ esac
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-names=(soundfile soxr cffi pycparser pydantic pydantic_core annotated-types typing-inspection)
+names=(soundfile soxr cffi pycparser pydantic pydantic_core annotated-types typing-inspection torchao)
 dest=.whl
 py="${PYTHON:-python3}"
 

@@ -110,7 +110,8 @@ def env(out: Path, dry: bool) -> int:
             info[f"import {name}"] = importlib.import_module(name).__file__
         except Exception as err:  # noqa: BLE001
             info[f"import {name}"], ready = f"FAILED ({type(err).__name__}: {err})", False
-    info["lock_differs"] = lock_differences(("torch", *PACKAGES))
+    # torchao: the fp8 lever's; without it that row is skipped (hearsay.train.fp8), not a failure
+    info["lock_differs"] = lock_differences(("torch", *PACKAGES, "torchao"))
     info.update(ffmpeg_info())
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)

@@ -5,7 +5,7 @@
 #   its own timeout
 #   inside one total budget; a failed or timed-out step is recorded and the next runs, and
 #   summary.json is rewritten after every step (a figure is kept as soon as it exists).
-#     setup   carried wheels (.whl/) -> /tmp/site when soundfile/soxr/pydantic are missing; PYTHONPATH
+#     setup   carried wheels (.whl/) -> /tmp/site when soundfile/soxr/pydantic/torchao are missing; PYTHONPATH
 #             src/ (hearsay, hearsay.export included; no wheel); an ffmpeg (below); env.json:
 #             versions (and which differ from requirements.lock), GPU, bf16 matmul rate, the
 #             ffmpeg and whether it has the five encoders (libmp3lame libopus aac
@@ -31,7 +31,9 @@
 #             eager vs torch.compile (static shapes) at one 4 s crop and the compiled trainer;
 #             the raw-only levers cudnn.benchmark and the frozen recipe at B 128; then the
 #             trainer's speed levers (hearsay.train.levers), each off and on, raw step and
-#             trainer, the same shapes: pack, flex, mask-free, graphs; fp8's refusal
+#             trainer, the same shapes: pack, flex, mask-free, graphs, fp8 (graphs and fp8
+#             compiled on both sides at one 4 s crop; fp8 skipped, saying why, on a GPU below
+#             compute capability 8.9 or without torchao)
 #                                                                        -> bench_train.json
 #   Everything lands in $OUT (a new temp folder when unset): gpu_check.log (all output),
 #   env.json, preflight.txt, ddp.json, parity.json, bench_score.txt, bench_train.json,

@@ -112,7 +112,8 @@ def test_levers_time_the_raw_step_only_each_with_its_own_setting(tmp_path):
 def test_trainer_levers_are_each_timed_off_and_on_raw_and_trainer(tmp_path, monkeypatch):
     """--levers' trainer rows: the same shapes with the lever's switches off, then on, and
     the forward given the lever's arguments (hearsay.train.levers) only on the "on" side;
-    fp8's row is the config's refusal, flex's says why the CPU skips it."""
+    fp8's raw "on" side converts the kept layers' Linear layers (12 in the tiny config) and its
+    trainer says so, both sides compiled as graphs'; flex's row says why the CPU skips it."""
     mod = _script()
     given = []  # the forward arguments the raw steps and trainers asked for
     real = mod.levers.forward_args
@@ -124,18 +125,39 @@ def test_trainer_levers_are_each_timed_off_and_on_raw_and_trainer(tmp_path, monk
     rows = {f["variant"]: f for f in json.loads(out.read_text())["figures"]}
     assert list(rows) == ["fine-tune + pack", "fine-tune + flex", "fine-tune + mask-free",
                           "fine-tune + graphs", "fine-tune + fp8"]
-    for name in ("pack", "mask-free", "graphs"):
+    for name in ("pack", "mask-free", "graphs", "fp8"):
         row = rows[f"fine-tune + {name}"]
         switches = mod.levers.SWITCHES[name]
         assert row["raw_off"]["switches"] == {} and row["raw"]["switches"] == switches
         assert row["trainer_off"]["switches"] == {} and row["trainer"]["switches"] == switches
         for ratio in ("raw_on_over_off", "trainer_on_over_off", "trainer_over_raw"):
             assert _positive(row[ratio]), (name, ratio)
+        assert len(row["trainer"]["loss"]) == len(row["trainer_off"]["loss"]) > 0
+        assert 0 <= row["loss_max_abs_diff"] < 0.05, name  # the same steps, draws and seed
     assert rows["fine-tune + pack"]["raw"]["mixed"] and rows["fine-tune + graphs"]["raw"][
         "compiled"]
     assert ["packed"] in given and ["mask_free"] in given and [] in given
     assert [rows[f"fine-tune + {n}"]["raw"]["forward_args"] for n in ("pack", "mask-free")] == [
         ["packed"], ["mask_free"]]
     assert rows["fine-tune + pack"]["raw_off"]["forward_args"] == []
-    assert "needs torchao" in rows["fine-tune + fp8"]["refused"]
+    f8 = rows["fine-tune + fp8"]
+    assert (f8["raw_off"]["fp8_layers"], f8["raw"]["fp8_layers"]) == (0, 12)
+    assert f8["raw_off"]["compiled"] and f8["raw"]["compiled"]
+    assert f8["trainer_off"]["fp8"] == "off (train.fp8 false)"
+    assert "12 Linear layers of the kept transformer layers" in f8["trainer"]["fp8"]
+    assert f8["raw"]["forward_args"] == []  # fp8 changes the model, not the forward's arguments
+    assert f8["loss_max_abs_diff"] > 0  # the "on" trainer's matmuls were float8
     assert "CUDA only" in rows["fine-tune + flex"]["skipped"]
+
+
+def test_the_fp8_row_is_skipped_saying_why_on_a_gpu_below_compute_capability_8_9(monkeypatch):
+    """An A100 (8.0) has no float8 tensor cores: the row says so (hearsay.train.fp8's words)
+    and times nothing; no GPU here, torch.cuda answers for one."""
+    mod = _script()
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA A100")
+    row = mod._lever_row(None, None, None, ModelConfig.tiny().to_dict(), "fine-tune + fp8",
+                         "fp8", torch.device("cuda"))
+    assert row == {"variant": "fine-tune + fp8", "switches": {"fp8": True},
+                   "skipped": mod.fp8.fp8_problem("cuda")}
+    assert "this NVIDIA A100 is 8.0: set train.fp8 false" in row["skipped"]

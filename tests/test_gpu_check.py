@@ -73,9 +73,9 @@ def test_dry_run_writes_every_file_flat_in_out(tmp_path):
         "fine-tune", "frozen", "fine-tune + cudnn", "frozen + b128", "fine-tune + pack",
         "fine-tune + flex", "fine-tune + mask-free", "fine-tune + graphs", "fine-tune + fp8"]
     levers = {f["variant"].split(" + ")[-1]: f for f in train["figures"][4:]}
-    for name in ("pack", "mask-free", "graphs"):  # each lever off and on, raw and trainer
+    for name in ("pack", "mask-free", "graphs", "fp8"):  # each lever off and on, raw and trainer
         assert {"raw_off", "raw", "trainer_off", "trainer"} <= set(levers[name]), name
-    assert "refused" in levers["fp8"] and "skipped" in levers["flex"]
+    assert levers["fp8"]["raw"]["fp8_layers"] == 12 and "skipped" in levers["flex"]
     assert 0 < train["figures"][0]["trainer"]["valid_share"] <= 1
     score = (tmp_path / "bench_score.txt").read_text()
     assert "end-to-end:" in score and "fed scoring, overlapped:" in score

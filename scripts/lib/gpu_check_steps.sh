@@ -5,9 +5,9 @@
 # shellcheck disable=SC2154  # dry, out, work, site, root, PY: set by scripts/gpu_check.sh
 
 setup() {
-  if [ "$dry" = 0 ] && ! "$PY" -c "import soundfile, soxr, pydantic" 2>/dev/null; then
+  if [ "$dry" = 0 ] && ! "$PY" -c "import soundfile, soxr, pydantic, torchao" 2>/dev/null; then
     if ! compgen -G ".whl/*.whl" >/dev/null; then
-      echo "gpu_check: soundfile/soxr/pydantic missing and no .whl/ here (run" \
+      echo "gpu_check: soundfile/soxr/pydantic/torchao missing and no .whl/ here (run" \
         "scripts/fetch_gpu_wheels.sh on the dev machine, then carry [\".whl\"])"
       return 3
     fi

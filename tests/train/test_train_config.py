@@ -70,12 +70,6 @@ def test_a_share_table_of_both_classes_summing_to_one_within_the_tolerance_is_ac
     assert tcfg.TrainConfig(source_mix=table).source_mix == table
 
 
-def test_a_train_config_judges_its_share_table_and_refuses_fp8_with_the_fix():
+def test_a_train_config_judges_its_share_table():
     with pytest.raises(ValueError, match=r"source_mix\['spoof'\] = \{\}"):
         tcfg.TrainConfig(source_mix={**MIX, "spoof": {}})
-    with pytest.raises(ValueError) as err:
-        tcfg.TrainConfig(fp8=True)
-    assert str(err.value) == tcfg.fp8_refusal()
-    assert str(err.value).endswith("set train.fp8 false")
-    assert str(err.value).startswith("fp8=true needs torchao (float8 training), which is not "
-                                     "installed and not in requirements.lock: add torchao")

@@ -12,7 +12,8 @@ Levers (docs/BENCHMARKS.md, "Speed levers"; every one off by default):
   flex       train.pack "flex": the same with FlexAttention's block mask (no attention dropout)
   mask-free  train.mask_free: a batch whose clips all fill it runs without a key mask (flash)
   graphs     train.cuda_graphs: torch.compile's reduce-overhead mode, a CUDA graph per shape
-  fp8        train.fp8: not built; the config refuses it (hearsay.train.config.fp8_refusal)
+  fp8        train.fp8: the kept layers' Linear layers in float8 (torchao; hearsay.train.fp8),
+             applied to the model once, before the optimiser: no forward argument
 """
 
 from __future__ import annotations

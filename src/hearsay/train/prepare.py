@@ -10,7 +10,7 @@ In this order (the order fixes the RNG streams, so resume equals an uninterrupte
 
     1. Data: bundle, job rows, sampler, crop cap, batches per epoch, worker context, and the
        training and validation loaders (built once: their workers persist)
-    2. Nets: seeded Detector (+ pretrained weights), AdamW groups, DDP, compile
+    2. Nets: seeded Detector (+ pretrained weights), fp8 (train.fp8), AdamW groups, DDP, compile
     3. RunPlan (with the run's identity), the store, and resume: refuse a mismatched
        checkpoint (or another world size), else restore the Nets, this rank's RNG and the
        checkpointed Progress; write config.json
@@ -33,7 +33,7 @@ from hearsay.contracts.bundle import Bundle
 from hearsay.detector import layer_weights
 from hearsay.detector.model import Detector, load_pretrained
 from hearsay.sound import example
-from hearsay.train import checkpoint, rates
+from hearsay.train import checkpoint, fp8, rates
 from hearsay.train.config import TrainConfig, config_hash, sections, versions
 from hearsay.train.data import (
     BatchContext,
@@ -113,7 +113,8 @@ def _identity(x):
 
 def _nets(tc: TrainConfig, mc, device: torch.device, rank: int, local_rank: int, ddp: bool,
           model_hook) -> Nets:
-    """2. The seeded Detector on the device, its AdamW, the DDP wrapper and the compiled fwd."""
+    """2. The seeded Detector on the device (its kept layers' Linear layers float8 with
+    train.fp8), its AdamW, the DDP wrapper and the compiled fwd."""
     cpu = device.type == "cpu"
     torch.manual_seed(tc.seed)
     det = Detector(mc)
@@ -121,6 +122,8 @@ def _nets(tc: TrainConfig, mc, device: torch.device, rank: int, local_rank: int,
     if model_hook is not None:
         model_hook(det)
     det.to(device).train()
+    # float8 swaps modules (the same Parameters): before the optimiser, DDP and compile see them
+    fp8_state = fp8.convert(det, device) if tc.fp8 else "off (train.fp8 false)"
     det.generator = torch.Generator(device=device).manual_seed(tc.seed * 1000 + rank + 1)
     # the global stream (dropout, on every device) per rank: one init, then seed + rank, so no
     # two ranks draw the same masks (DDP still starts every rank from rank 0's weights)
@@ -143,7 +146,7 @@ def _nets(tc: TrainConfig, mc, device: torch.device, rank: int, local_rank: int,
         state = f"off: {why}" if why else "on (static shapes, a graph per batch shape" + (
             ", CUDA graphs)" if tc.cuda_graphs else ")")
     return Nets(det=det, base_sha=base_sha, opt=opt, trainable=trainable, model=model, fwd=fwd,
-                compile=state)
+                compile=state, fp8=fp8_state)
 
 
 def _resume(r: TrainRun, latest: int | None) -> None:
@@ -207,7 +210,7 @@ def _run_meta(r: TrainRun, resume: bool) -> dict:
             "tripwire": ("off (config)" if tc.tripwire_auc is None else
                          "not applicable: the full model has no validation split"
                          if r.data.val_rows is None else f"abort when AUC <= {tc.tripwire_auc}"),
-            "compile": r.nets.compile,
+            "compile": r.nets.compile, "fp8": r.nets.fp8,
             "step_t": r.progress.step_t}
 
 
@@ -218,6 +221,8 @@ def build_run(resolved: dict, bundle_dir, out: Path, *, store_uri: str | None, r
     from hearsay.contracts.bundle import load_bundle, require_copies
 
     tc, mc, cc, ac = sections(resolved)
+    if tc.fp8 and (why := fp8.fp8_problem(device)) is not None:
+        raise ConfigError(why)  # before the bundle is read: nothing is spent on a run that fails
     bundle = load_bundle(bundle_dir, verify=verify_bundle)  # judges codec copies against a recipe
     require_copies(bundle)  # a recipe bundle trains only once its copies are made
     out.mkdir(parents=True, exist_ok=True)

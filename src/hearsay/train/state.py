@@ -84,6 +84,7 @@ class Nets:
     model: torch.nn.Module  # det, or det wrapped in DistributedDataParallel
     fwd: torch.nn.Module  # model, or torch.compile of it
     compile: str  # run_meta's "compile": whether fwd is compiled, and if not, why
+    fp8: str  # run_meta's "fp8": off, or the float8 recipe and how many Linear layers it took
 
 
 @dataclass
