@@ -25,7 +25,7 @@ sweep_duplicates() {
     created=$(list_field "$list" "$id" 7)
     created=${created%%.*}
     is_number "$created" || created=$(rec_get "$job" created_at)
-    ledger_append "$id" "$job" "$(rec_get "$job" gen)" "$(rec_get "$job" offer)" "$(rec_get "$job" dph)" "$created" "$(ledger_offer "$job")" || rc=1
+    ledger_append "$id" "$job" "$(rec_get "$job" gen)" "$(rec_get "$job" offer)" "$(list_dph "$list" "$id" "$(rec_get "$job" dph)")" "$created" "$(ledger_offer "$job")" || rc=1
     say "job $job: instance $id duplicates instance $own (same label $label, a retried create), destroying it"
     if destroy_confirmed "$id"; then
       ledger_close "$job" "$id" "$created" || rc=1

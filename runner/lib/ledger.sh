@@ -204,13 +204,25 @@ ledger_open_ids() {
 }
 
 # ledger_close JOB ID [CREATED_EPOCH]: the closing row of instance ID rented for JOB's record, now,
-# with the record's offer fields and its end_reason (set by finish_job, runner/lib/teardown.sh).
+# at its creation row's $/h (ledger_row_dph), with the record's offer fields and its end_reason (set
+# by finish_job, runner/lib/teardown.sh).
 # An adopted record (runner/lib/unrecorded.sh adopt_record) keeps the job its label named (ledger_job).
 ledger_close() {
-  local job
+  local job dph
   job=$(rec_get "$1" ledger_job)
-  ledger_complete "$2" "${job:-$1}" "$(rec_get "$1" gen)" "$(rec_get "$1" offer)" "$(rec_get "$1" dph)" \
+  dph=$(ledger_row_dph "$2")
+  [ -n "$dph" ] || dph=$(rec_get "$1" dph)
+  ledger_complete "$2" "${job:-$1}" "$(rec_get "$1" gen)" "$(rec_get "$1" offer)" "$dph" \
     "${3:-$(rec_get "$1" created_at)}" "$(now)" "$(ledger_offer "$1")" "$(rec_get "$1" end_reason)"
+}
+
+# ledger_row_dph ID: the $/h on instance ID's last whole row (the ledger, then the spool), nothing when
+# it has none. A closing row repeats its creation row's $/h: the bill read back for the record's box,
+# the listing's for a box found by its label (a duplicate bills at its own price, not the record's).
+ledger_row_dph() {
+  cat "$LEDGER" "$(_ledger_spool)" 2>/dev/null | awk -F, -v id="$1" "$LEDGER_AWK"'
+    !whole() { next }
+    $1 == id { d = $5 } END { printf "%s", d }'
 }
 
 # ledger_unseen JOB: the one row of a rental no listing showed (runner/lib/teardown.sh unseen_rental):

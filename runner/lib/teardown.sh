@@ -57,7 +57,7 @@ adopt_by_label() {
     rec_set "$job" instance "$id" || { list_rm "$list"; return 1; }
     rec_set "$job" created_at "$created" || true
     rec_set "$job" state CREATED || true
-    ledger_append "$id" "$job" "$(rec_get "$job" gen)" "$(rec_get "$job" offer)" "$(rec_get "$job" dph)" "$created" "$(ledger_offer "$job")" || true
+    ledger_append "$id" "$job" "$(rec_get "$job" gen)" "$(rec_get "$job" offer)" "$(list_dph "$list" "$id" "$(rec_get "$job" dph)")" "$created" "$(ledger_offer "$job")" || true
     log_event "job $job adopted instance $id by label $label"
     rec_set "$job" dup_sweep pending || true
     sweep_label "$job" "$list" || true

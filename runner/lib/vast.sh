@@ -140,6 +140,15 @@ list_has() { awk -F '\t' -v id="$2" '$1 == id { found = 1 } END { exit !found }'
 # list_field LISTFILE ID COLUMN(1-based): one field of one instance.
 list_field() { awk -F '\t' -v id="$2" -v c="$3" '$1 == id { print $c; exit }' "$1"; }
 
+# list_dph LISTFILE ID FALLBACK: the $/h the listing says the instance bills (its dph_total, the number
+# `show instance` reads back after a create), else FALLBACK. A box found by its label (a create that
+# answered badly, a duplicate) gets its ledger row at its own bill, never at the search's price.
+list_dph() {
+  local v
+  v=$(list_field "$1" "$2" 4)
+  if is_number "$v"; then printf '%s\n' "$v"; else printf '%s\n' "$3"; fi
+}
+
 # list_by_label LISTFILE LABEL: ids carrying exactly that label.
 list_by_label() { awk -F '\t' -v l="$2" '$3 == l { print $1 }' "$1"; }
 

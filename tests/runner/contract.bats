@@ -122,3 +122,18 @@ billed_of() { curl -fsS "$VAST_URL/_control/state" | jq -r ".instances[] | selec
   RUNNER_STATE=$W/state-b run "$REPO/runner/status.sh" --why pilot
   [[ "${lines[0]}" == "STATUS $gb "* ]]
 }
+
+@test "boxes found by their label (every create dropped after renting) get ledger rows at the \$/h each bills, never the search's" {
+  ctl POST settings '{"bill_markup": 5}' >/dev/null                # the search says one price, the bill another
+  fault '[{"op": "create", "kind": "drop", "apply": true, "times": 3}]'
+  run launch --yes probe
+  echo "$output"; [ "$status" -eq 1 ]
+  [ "$(created_count)" -eq 3 ]                                      # one adopted, two duplicates
+  [ "$(live_count)" -eq 0 ]
+  [ "$(open_rows)" -eq 0 ]
+  for id in $(curl -fsS "$VAST_URL/_control/state" | jq -r '.instances[].id'); do
+    billed=$(billed_of "$id")
+    [ "$(grep -c "^$id,probe,[^,]*,[^,]*,$billed," "$LEDGER")" -eq 2 ]   # its creation and closing rows
+    [ "$(grep -c "^$id," "$LEDGER")" -eq 2 ]
+  done
+}
