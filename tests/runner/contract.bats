@@ -137,3 +137,16 @@ billed_of() { curl -fsS "$VAST_URL/_control/state" | jq -r ".instances[] | selec
     [ "$(grep -c "^$id," "$LEDGER")" -eq 2 ]
   done
 }
+
+@test "a box whose launcher died before its bill was read back and before its ledger row: the reaper's closing row carries the \$/h it bills" {
+  ctl POST settings '{"bill_markup": 5}' >/dev/null
+  id=$(rent probe CREATED g-1)                                      # a record the launcher left mid-launch
+  sed -i "/^$id,/d" "$LEDGER"                                       # killed before its creation row
+  printf 'run_path=%s\ndph=pending\n' "$RUNNER_STORE/runs/$RUNNER_OPERATOR/probe" >"$RUNNER_STATE/jobs/probe/contract"
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  [ "$(live_count)" -eq 0 ]
+  billed=$(billed_of "$id")
+  [[ "$billed" == 5.* ]]
+  grep -q "^$id,probe,g-1,[^,]*,$billed,.*,ABANDONED$" "$LEDGER"   # the closing row, at the bill
+}
