@@ -193,3 +193,11 @@ def test_bundle_info_identity_given_the_meta_file_reads_the_selection_beside_it(
     (tmp_path / "selection.json").write_text(json.dumps(
         {"folds": {"config": {"n_folds": 3}}, "selection": None}))
     assert cli.main(["bundle", "info", str(tmp_path / META), "--identity"]) == 0
+
+
+def test_bundle_info_refuses_a_meta_that_is_not_a_json_object_naming_it(tmp_path, capsys):
+    path = tmp_path / META
+    path.write_text("[]")
+    assert cli.main(["bundle", "info", str(path)]) == 3
+    assert capsys.readouterr().err == (f"hearsay bundle info: {path} is not a bundle meta (a JSON "
+                                       "object): rebuild the bundle\n")
