@@ -113,3 +113,73 @@ def test_the_eer_threshold_is_the_first_point_whose_miss_rate_reaches_the_false_
     is_spoof = np.r_[np.zeros(len(bona), bool), np.ones(len(spoof), bool)]
     eer = calibration.thresholds(rank, is_spoof)["eer"]
     assert (eer["value"], eer["p_miss"], eer["p_fa"]) == (want_thr, want_miss, want_fa)
+
+
+def test_labels_given_as_0_and_1_read_as_the_classes_they_name():
+    x, y = gaussian_scores(5, 200)
+    as_ints = y.astype(int).tolist()
+    want = calibration.decision_record(x, y, 0.05)
+    assert calibration.decision_record(x, as_ints, 0.05) == want
+    assert calibration.thresholds(x, as_ints, 0.05) == want["thresholds"]
+    assert calibration.threshold_at_fa_rate(x, as_ints, 0.05) == want["thresholds"]["fa_rate"]
+    assert calibration.fit_affine(x, as_ints) == (want["calibration"]["a"],
+                                                  want["calibration"]["b"])
+    assert calibration.calibration(x, as_ints) == want["calibration"]
+
+
+def test_the_record_names_its_score_its_rule_and_its_map():
+    x, y = gaussian_scores(6, 200)
+    rec = calibration.decision_record(x, y)
+    assert rec["set"]["name"] == "out-of-fold"
+    assert rec["score"] == "logit" and rec["rule"] == "synthetic when logit >= threshold"
+    assert (rec["calibration"]["kind"], rec["calibration"]["formula"]) == (
+        "affine", "llr = a * logit + b (natural log)")
+    with pytest.raises(ValueError) as err:
+        calibration.decision_record(np.r_[x[:-1], np.nan], y)
+    assert str(err.value) == "non-finite logits: thresholds and calibration need finite scores"
+
+
+def test_the_report_section_line_by_line():
+    x, y = gaussian_scores(7, 200)
+    rec = calibration.decision_record(x, y, 0.05, "out-of-fold")
+    lines = calibration.decision_lines(rec)
+    s, c = rec["set"], rec["calibration"]
+    assert lines[:6] == [
+        "## Thresholds and calibration shipped with the model", "",
+        f"Chosen on the out-of-fold scores ({s['n_bonafide']} bona fide + {s['n_spoof']} "
+        "synthetic clips); synthetic is called at logit >= threshold.", "",
+        "| threshold | logit | miss rate | false-alarm rate |", "|---|---|---|---|"]
+    assert lines[6].startswith("| minDCF (pi 0.3) | ") and lines[7].startswith("| EER | ")
+    assert lines[8].startswith("| false-alarm rate <= 0.05 | ") and lines[9] == ""
+    assert lines[10:] == [f"Calibration llr = a * logit + b (natural log), a = {c['a']:.4f}, "
+                          f"b = {c['b']:.4f}: Cllr {c['cllr_before']:.4f} bits with the logit "
+                          f"taken as LLR, {c['cllr_after']:.4f} after (minCllr "
+                          f"{c['min_cllr']:.4f}).", ""]
+
+
+@pytest.mark.parametrize("fa_rate", [0.0, 1.0])
+def test_a_false_alarm_target_of_0_or_1_is_taken(fa_rate):
+    x, y = gaussian_scores(8, 200)
+    assert calibration.threshold_at_fa_rate(x, y, fa_rate)["target_fa_rate"] == fa_rate
+
+
+@pytest.mark.parametrize("fa_rate", [-0.01, 1.01])
+def test_a_false_alarm_target_outside_0_to_1_is_refused(fa_rate):
+    x, y = gaussian_scores(8, 200)
+    with pytest.raises(ValueError) as err:
+        calibration.threshold_at_fa_rate(x, y, fa_rate)
+    assert str(err.value) == f"false-alarm rate {fa_rate} must lie in [0, 1]"
+
+
+def test_each_fit_refuses_one_class_in_its_own_words():
+    x = np.linspace(-1, 1, 10)
+    for y in (np.zeros(10, bool), np.ones(10, bool)):
+        with pytest.raises(ValueError) as err:
+            calibration.threshold_at_fa_rate(x, y, 0.1)
+        assert str(err.value) == "a threshold needs both classes (bona fide and synthetic clips)"
+        with pytest.raises(ValueError) as err:
+            calibration.thresholds(x, y)
+        assert str(err.value) == "thresholds need both classes (bona fide and synthetic clips)"
+        with pytest.raises(ValueError) as err:
+            calibration.fit_affine(x, y)
+        assert str(err.value) == "calibration needs both classes (bona fide and synthetic clips)"

@@ -57,3 +57,12 @@ def test_the_pass_key_changes_with_the_ffmpeg_version_and_the_codecs_made(tmp_pa
     assert cr.pass_key(root, "7.1.1", ["mp3"]) != key  # another encoder set
     cr.write_recipe(root, cr.make_recipe(RECIPE_CODECS, 40.0, 9.0, "7.1.1"))  # another recipe
     assert cr.pass_key(root, "7.1.1", ["mp3", "opus"]) != key
+
+
+def test_the_build_line_names_the_codecs_and_the_ffmpeg_version_or_none_and_any():
+    line = cr.describe(cr.make_recipe(("mp3", "opus"), 40.0, 8.0, "7.1.1"), "B")
+    assert line == ("codec copies: made on each box from codec_recipe.json (mp3, opus; "
+                    "ffmpeg 7.1.1): hearsay bundle codecs B")
+    line = cr.describe(cr.make_recipe((), 40.0, 8.0, None), "B")
+    assert line == ("codec copies: made on each box from codec_recipe.json (none; ffmpeg any): "
+                    "hearsay bundle codecs B")

@@ -232,3 +232,41 @@ def test_a_runs_probe_file_of_other_weights_than_its_inner_scores_is_refused(tmp
     with pytest.raises(cd.DecisionRefused, match="scored by weights w-other, "
                                                  "fold0_inner_oof.csv by w0"):
         cd.recipe_probe(folder, None, key)
+
+
+@pytest.mark.parametrize("delta_points, rise_points, drop", [
+    (1.00000000006, 1.0, False),  # equal to 1e-9 points (float noise): not over the rise
+    (1.0, 0.99999999994, False),
+    (1.000000002, 1.0, True),  # 2e-9 points over it: over
+    (1.005, 1.0, True),
+    (1.1, 1.25, False),  # the rise's fraction of a point counts
+])
+def test_the_drop_rule_compares_in_points_to_1e_9(delta_points, rise_points, drop):
+    r = cd.drop_rule(0.25, 0.25 + delta_points / 100, rise_points / 100)
+    assert r == {"fa_without": 0.25, "fa_with": 0.25 + delta_points / 100,
+                 "delta_points": pytest.approx(delta_points), "rise_points":
+                 pytest.approx(rise_points), "drop": drop}
+
+
+def reading(fa, sha="s" * 64):
+    return {"false_alarm_rate": fa, "set_sha256": sha}
+
+
+def test_the_drop_rule_from_runs_keeps_both_readings_and_their_probe_set():
+    rec = cd.drop_from_runs(reading(0.02), reading(0.05), RISE)
+    assert rec["drop"] is True and rec["set_sha256"] == "s" * 64
+    assert rec["without"] == reading(0.02) and rec["with"] == reading(0.05)
+
+
+@pytest.mark.parametrize("without, with_", [(None, 0.05), (0.02, None)])
+def test_the_drop_rule_from_runs_refuses_either_undefined_rate(without, with_):
+    with pytest.raises(cd.DecisionError) as err:
+        cd.drop_from_runs(reading(without), reading(with_), RISE)
+    assert str(err.value) == "a probe false-alarm rate is undefined (no out-of-fold threshold)"
+
+
+def test_the_drop_rule_from_runs_refuses_two_probe_sets_naming_both():
+    with pytest.raises(cd.DecisionRefused) as err:
+        cd.drop_from_runs(reading(0.02, "a1"), reading(0.05, "b2"), RISE)
+    assert str(err.value) == ("the two recipes' probe readings are of other clips (set_sha256 a1 "
+                              "vs b2): score the same probe set with both")

@@ -132,3 +132,72 @@ def test_bundle_info_identity_holds_the_meta_to_the_hashed_selection(tmp_path, c
     assert cli.main(["bundle", "info", str(tmp_path / META), "--identity"]) == 5
     assert "bundle_meta.json's 'folds' differs from the hashed selection.json" in \
         capsys.readouterr().err
+
+
+def test_bundle_info_help_is_its_usage_its_description_as_written_and_each_options_text(
+        capsys, monkeypatch):
+    from hearsay.contracts import bundle
+
+    monkeypatch.setenv("COLUMNS", "200")  # argparse wraps at the terminal's width
+    with pytest.raises(SystemExit):
+        bundle.main(["--help"])
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == ("usage: hearsay bundle info [-h] [--tree-sha | --n-folds | "
+                                   "--fold K | --identity] bundle")
+    # the module docstring, its lines kept as written (the verbs' table reads as a table)
+    assert "\n    hearsay bundle info BUNDLE --tree-sha    the tree-sha alone\n" in out
+    assert out.endswith("\n".join([
+        "positional arguments:",
+        "  bundle      the bundle folder or its bundle_meta.json",
+        "",
+        "options:",
+        "  -h, --help  show this help message and exit",
+        "  --tree-sha  print the tree-sha alone",
+        "  --n-folds   print the fold count alone",
+        "  --fold K    exit 0 when K is one of the bundle's folds",
+        "  --identity  exit 0 when the meta's folds/selection are the hashed selection.json's",
+        ""]))
+
+
+@pytest.mark.parametrize("meta, ask, why", [
+    ({"status": "ok"}, [], "records no tree_sha: is it a finished bundle? rebuild it with "
+                           "hearsay bundle"),
+    ({"tree_sha": 123}, ["--tree-sha"], "records no tree_sha: is it a finished bundle? rebuild "
+                                        "it with hearsay bundle"),  # a sha is a string
+    ({"tree_sha": SHA}, [], "records no folds.config.n_folds: rebuild the bundle with hearsay "
+                            "bundle"),
+    ({"tree_sha": SHA}, ["--n-folds"], "records no folds.config.n_folds: rebuild the bundle "
+                                       "with hearsay bundle"),
+    ({"tree_sha": SHA}, ["--fold", "0"], "records no folds.config.n_folds: rebuild the bundle "
+                                         "with hearsay bundle"),
+])
+def test_bundle_info_names_the_file_it_was_given_and_what_it_lacks(tmp_path, capsys, meta, ask,
+                                                                    why):
+    from hearsay.contracts import bundle
+
+    path = tmp_path / "copy-of-the-meta.json"  # the runner's copy (RUNNER_BUNDLE_META)
+    path.write_text(json.dumps(meta))
+    assert bundle.main([str(path), *ask]) == 3
+    assert capsys.readouterr().err == f"hearsay bundle info: {path} {why}\n"
+
+
+def test_bundle_info_fold_usage_error_names_the_word_and_what_to_give(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["bundle", "info", str(meta_file(tmp_path)), "--fold", "two"])
+    assert capsys.readouterr().err.endswith(
+        "error: --fold 'two': give a whole number (0, 1, ...)\n")
+
+
+def test_bundle_info_identity_given_the_meta_file_reads_the_selection_beside_it(tmp_path):
+    meta_file(tmp_path)
+    (tmp_path / "selection.json").write_text(json.dumps(
+        {"folds": {"config": {"n_folds": 3}}, "selection": None}))
+    assert cli.main(["bundle", "info", str(tmp_path / META), "--identity"]) == 0
+
+
+def test_bundle_info_refuses_a_meta_that_is_not_a_json_object_naming_it(tmp_path, capsys):
+    path = tmp_path / META
+    path.write_text("[]")
+    assert cli.main(["bundle", "info", str(path)]) == 3
+    assert capsys.readouterr().err == (f"hearsay bundle info: {path} is not a bundle meta (a JSON "
+                                       "object): rebuild the bundle\n")

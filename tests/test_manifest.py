@@ -108,3 +108,21 @@ def test_probe_rows_are_never_in_the_exported_splits():
     assert mf.scorable(df)["id"].tolist() == ["r0", "r2"]
     with pytest.raises(mf.ManifestError, match="never trained on: train_scope core"):
         mf.validate(frame({"fold": "probe", "train_scope": "extra"}))
+
+
+def test_the_error_names_the_file_row_and_column_given_and_nothing_else():
+    err = mf.ManifestError("bad", path="m.csv", row=2, column="label")
+    assert str(err) == "m.csv, row 2, column 'label': bad"
+    assert str(mf.ManifestError("bad", path="m.csv")) == "m.csv: bad"
+    assert str(mf.ManifestError("bad", row=3)) == "row 3: bad"
+    assert str(mf.ManifestError("bad")) == "bad"
+
+
+@pytest.mark.parametrize("selector, selected", [
+    ("label=spoof", ("label", "spoof")),
+    ("generator=tts=v2", ("generator", "tts=v2")),  # the column ends at the first '='
+    ("ITW", ("source", "ITW")),  # a bare name is a source
+    ("group=", ("group", "")),
+])
+def test_a_selector_is_column_equals_value_or_a_bare_source_name(selector, selected):
+    assert mf.parse_selector(selector) == selected

