@@ -147,3 +147,16 @@ box() {
   box 20004 g4 store:b/runs/probe 1000
   [ "$(over_ceiling)" -eq 2 ]                        # 3 and 4
 }
+
+@test "a teardown check from a second laptop before any ledger row exists writes its result, and its scenario goes on" {
+  REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+  eval "$(sed -n '/^teardown_from_laptop2() {/,/^}/p' "$REPO/scripts/fault_campaign/faults.sh")"
+  W=$BATS_TEST_TMPDIR/w repo=$BATS_TEST_TMPDIR/repo LEDGER=$BATS_TEST_TMPDIR/w/ledger.csv VAST_URL=http://127.0.0.1:9
+  mkdir -p "$W" "$repo/runner"
+  printf '#!/bin/sh\necho "teardown confirmed: 0 instances listed"\n' >"$repo/runner/teardown_check.sh"
+  chmod +x "$repo/runner/teardown_check.sh"
+  curl() { case "$*" in *_control/state*) echo '{"instances": []}' ;; esac; }   # the fake API, nothing rented
+  ( set -euo pipefail; teardown_from_laptop2; echo on >"$W/went_on" )            # the harness's shell options
+  [ -f "$W/went_on" ]
+  [ "$(cat "$W/teardown2")" = "0 0" ]
+}
