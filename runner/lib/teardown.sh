@@ -134,16 +134,20 @@ sweep_pending() {
 # only once its own instance AND every duplicate of its label are confirmed destroyed and its label
 # is settled (label_settled): a pending dup_sweep marker keeps it ORPHAN, so runner/reaper.sh sweeps
 # again (its step 0) and finishes it.
-# bill_readback JOB ID: a box whose bill was never read back (its launcher ended between the create and
-# step_bill_check: the contract's dph still "pending") and that has no ledger row yet gets its own $/h
-# read now, while it still exists, so its closing row says what it billed, not what the search said.
-# Unreadable: the search's $/h stays (one try; the teardown does not wait on a price).
+# bill_readback JOB ID REASON: a box whose bill was never read back (its launcher ended between the
+# create and step_bill_check: the contract's dph still "pending") and that has no ledger row yet gets
+# its own $/h read now, while it may still exist, so its closing row says what it billed, not what
+# the search said. Unreadable (the box already ended itself, or no answer; one try: the teardown does
+# not wait on a price): the search's $/h stays, and the closing row's reason says so, PRICE_UNKNOWN.
 bill_readback() {
   local v
   [ "$(contract_get "$1" dph)" = pending ] && [ -z "$(ledger_row_dph "$2")" ] || return 0
-  v=$(vast_show_dph "$2") || return 0
-  rec_set "$1" dph "$v" || true
-  contract_set_dph "$1" "$v" || true
+  if v=$(vast_show_dph "$2"); then
+    rec_set "$1" dph "$v" || true
+    contract_set_dph "$1" "$v" || true
+  elif [ -z "$(rec_get "$1" end_reason)" ]; then
+    rec_set "$1" end_reason "PRICE_UNKNOWN: $3; its bill was never read back: the \$/h is the search's" || true
+  fi
 }
 
 finish_job() {
@@ -173,7 +177,7 @@ finish_job() {
   # listing that settles it (destroyed first, only other boxes of ours or the provision-by could)
   sweep_pending "$job" || settled=1
   rec_set "$job" state DESTROYING || true
-  bill_readback "$job" "$id"
+  bill_readback "$job" "$id" "$reason"
   # the first reason the rental was ended for is the one its closing ledger row carries (a later
   # ORPHAN retry keeps it)
   [ -n "$(rec_get "$job" end_reason)" ] || rec_set "$job" end_reason "$reason" || true

@@ -150,3 +150,15 @@ billed_of() { curl -fsS "$VAST_URL/_control/state" | jq -r ".instances[] | selec
   [[ "$billed" == 5.* ]]
   grep -q "^$id,probe,g-1,[^,]*,$billed,.*,ABANDONED$" "$LEDGER"   # the closing row, at the bill
 }
+
+@test "a box whose launcher died before its bill was read back, ended before anyone read it: its closing row says PRICE_UNKNOWN" {
+  ctl POST settings '{"bill_markup": 5}' >/dev/null
+  id=$(rent probe CREATED g-1)
+  sed -i "/^$id,/d" "$LEDGER"
+  printf 'run_path=%s\ndph=pending\n' "$RUNNER_STORE/runs/$RUNNER_OPERATOR/probe" >"$RUNNER_STATE/jobs/probe/contract"
+  ctl POST settings '{"lag_listings": 0, "lag_s": 0}' >/dev/null  # gone at once: nothing shows it any more
+  vastai destroy instance "$id" -y >/dev/null                       # its on-start guard ended it
+  run reaper_once
+  echo "$output"; [ "$status" -eq 0 ]
+  grep -q "^$id,probe,g-1,[^,]*,0\.5,.*,PRICE_UNKNOWN: ABANDONED; its bill was never read back: the \$/h is the search's$" "$LEDGER"
+}
