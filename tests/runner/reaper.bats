@@ -137,7 +137,9 @@ teardown() { world_end; }
   echo "$output"; [ "$status" -eq 0 ]
   [ "$(live_ids | sort -n | tr '\n' ' ')" = "$(printf '%s\n' "$id" "$other" "$adopt" | sort -n | tr '\n' ' ')" ]
   [ "$(cat "$RUNNER_STATE/jobs/fold3/state")" = PROVISIONED ]
-  grep -q "^$dup,fold3,g-5,$offer,0.5,.*Z,[0-9.]*,[0-9.]*,[^,]*,[^,]*,[^,]*,[^,]*$" "$LEDGER"
+  # its rows at the $/h the listing says it bills (the record's 0.5 is its own box's)
+  billed=$(curl -fsS "$VAST_URL/_control/state" | jq -r ".instances[] | select(.id == $dup) | .dph_total")
+  grep -q "^$dup,fold3,g-5,$offer,$billed,.*Z,[0-9.]*,[0-9.]*,[^,]*,[^,]*,[^,]*,[^,]*$" "$LEDGER"
   [ "$(open_rows)" -eq 1 ]
 }
 
