@@ -183,3 +183,42 @@ def test_each_fit_refuses_one_class_in_its_own_words():
         with pytest.raises(ValueError) as err:
             calibration.fit_affine(x, y)
         assert str(err.value) == "calibration needs both classes (bona fide and synthetic clips)"
+
+
+def weighted_loss_and_gradient(a_b, x, y):
+    """Cllr * ln 2 of a * x + b and its gradient, written out here apart from the module's."""
+    a, b = a_b
+    w = np.where(y, 0.5 / y.sum(), 0.5 / (~y).sum())
+    z = np.where(y, -1.0, 1.0) * (a * x + b)
+    d = w * np.where(y, -1.0, 1.0) * np.exp(-np.logaddexp(0.0, -z))  # d loss / d (a x + b)
+    return float(w @ np.logaddexp(0.0, z)), np.array([d @ x, d.sum()])
+
+
+@pytest.mark.parametrize("scale,shift", [(6.0, 4.0), (300.0, -50.0), (0.02, 0.5), (1.0, 300.0)])
+def test_the_fit_is_the_minimum_of_cllr_from_any_start(scale, shift):
+    """Overconfident by 300 (an undamped Newton step from the identity overshoots there),
+    underconfident by 50, or shifted by 300 (a step halved to any size but the smallest still
+    overshoots): the fit lands where the loss's gradient is zero, on the minimum a general
+    optimiser finds."""
+    from scipy.optimize import minimize
+
+    x, y = gaussian_scores(2)
+    logit = scale * (2 * x - 2) + shift
+    a, b = calibration.fit_affine(logit, y)
+    loss, grad = weighted_loss_and_gradient((a, b), logit, y)
+    assert np.abs(grad).max() < 1e-9
+    ref = minimize(weighted_loss_and_gradient, [1.0 / scale, 0.0], args=(logit, y), jac=True,
+                   method="BFGS", options={"gtol": 1e-12})
+    assert loss <= ref.fun + 1e-12
+    # the map undoes the scale and the shift: a * logit + b is near the true LLR 2 x - 2
+    assert (a * scale, b + a * shift) == (pytest.approx(1.0, abs=0.1), pytest.approx(0.0,
+                                                                                     abs=0.15))
+
+
+def test_logits_of_any_float_width_fit_the_same_map():
+    x, y = gaussian_scores(3)
+    logit32 = (4 * x - 1).astype(np.float32)
+    assert calibration.fit_affine(logit32, y) == calibration.fit_affine(
+        logit32.astype(np.float64), y)
+    assert calibration.fit_affine(list(map(int, np.round(logit32))), y) == \
+        calibration.fit_affine(np.round(logit32).astype(np.float64), y)
