@@ -216,9 +216,17 @@ def test_the_fit_is_the_minimum_of_cllr_from_any_start(scale, shift):
 
 
 def test_logits_of_any_float_width_fit_the_same_map():
+    """float32 logits (an ONNX run's) are read as float64 in every step, so their map, its
+    Cllr, the thresholds and the calibrated LLRs are those of the same numbers in float64."""
     x, y = gaussian_scores(3)
     logit32 = (4 * x - 1).astype(np.float32)
-    assert calibration.fit_affine(logit32, y) == calibration.fit_affine(
-        logit32.astype(np.float64), y)
+    logit64 = logit32.astype(np.float64)
+    assert calibration.fit_affine(logit32, y) == calibration.fit_affine(logit64, y)
+    cal = calibration.calibration(logit32, y)
+    assert cal == calibration.calibration(logit64, y)
+    llr = calibration.apply(logit32, cal)
+    assert llr.dtype == np.float64 and (llr == cal["a"] * logit64 + cal["b"]).all()
+    assert calibration.thresholds(logit32, y) == calibration.thresholds(logit64, y)
+    assert calibration.decision_record(logit32, y) == calibration.decision_record(logit64, y)
     assert calibration.fit_affine(list(map(int, np.round(logit32))), y) == \
         calibration.fit_affine(np.round(logit32).astype(np.float64), y)

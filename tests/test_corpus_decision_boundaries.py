@@ -206,7 +206,7 @@ def rec_of(decision_, corpus="mlaad", label="spoof", cap=0.1):
 
 
 @pytest.mark.parametrize("share,broken", [(0.1, False), (0.1 + 5e-10, False),
-                                          (0.1 + 2e-9, True)])
+                                          (0.1 + 1e-9, False), (0.1 + 2e-9, True)])
 def test_a_cap_is_broken_only_above_its_share_beyond_1e_9(share, broken):
     out, unread = cd.applied(rec_of("cap share"), runs("s", stream=groups(share)))
     assert unread == [] and bool(out) is broken
@@ -294,3 +294,57 @@ def test_runs_probe_files_names_the_inner_files_when_none_is_a_run_file(tmp_path
     assert str(err.value).startswith(f"no probe file of the recipe's runs: "
                                      f"['{tmp_path / 'scores.csv'}'] (each fold box")
     assert str(err.value).endswith("or give --probe-with / --probe-without)")
+
+
+def two_fold_probe(tmp_path, bona_logits=(-9.0, -9.0), spoof_in_each=True):
+    """Inner-fold scores whose threshold of record lies between -1 and 1, and two probe files
+    (one a fold), each with a bona fide clip and (spoof_in_each) a clip the key labels spoof."""
+    key = pd.DataFrame({"path": ["b.flac", "s.flac", "p0.wav", "p1.wav", "x0.wav", "x1.wav"],
+                        "label": ["bonafide", "spoof", "bonafide", "bonafide", "spoof",
+                                  "spoof"]})
+    pd.DataFrame({"path": ["b.flac", "s.flac"], "logit": [-1.0, 1.0]}).to_csv(
+        tmp_path / "inner.csv", index=False)
+    files = []
+    for k, logit in enumerate(bona_logits):
+        rows = ([(f"p{k}.wav", logit)] if logit is not None else []) + \
+            ([(f"x{k}.wav", 5.0)] if spoof_in_each else [])
+        files.append(tmp_path / f"probe{k}.csv")
+        pd.DataFrame(rows, columns=["path", "logit"]).to_csv(files[-1], index=False)
+    return key, files
+
+
+def test_one_probe_file_is_named_in_the_reading_and_several_are_not(tmp_path, monkeypatch):
+    key, files = two_fold_probe(tmp_path, bona_logits=(3.0, -9.0))
+    one = cd.recipe_probe(tmp_path / "inner.csv", files[0], key)
+    assert one["file"] == str(files[0]) and one["probe_files"] == [str(files[0])]
+    assert (one["n"], one["false_alarm_rate"], one["spoof_left_out"]) == (1, 1.0, 1)
+    # the runs' probe files, pooled: the spoof clip of each left out, the reading of no one file
+    monkeypatch.setattr(cd, "runs_probe_files", lambda inner: files)
+    both = cd.recipe_probe(tmp_path / "inner.csv", None, key)
+    assert both["file"] is None and both["probe_files"] == list(map(str, files))
+    assert (both["n"], both["false_alarm_rate"], both["spoof_left_out"]) == (2, 0.5, 2)
+
+
+def test_probe_files_with_no_bona_fide_clip_are_each_named(tmp_path, monkeypatch):
+    key, files = two_fold_probe(tmp_path, bona_logits=(None, None))
+    monkeypatch.setattr(cd, "runs_probe_files", lambda inner: files)
+    with pytest.raises(cd.DecisionError) as err:
+        cd.recipe_probe(tmp_path / "inner.csv", None, key)
+    assert str(err.value) == f"{files[0]}, {files[1]}: no bona fide probe clip"
+
+
+def test_a_recipe_refused_by_compare_is_named_by_its_source(tmp_path):
+    key, files = two_fold_probe(tmp_path)
+    pd.DataFrame({"path": ["b.flac"], "split": ["holdout"], "logit": [0.0]}).to_csv(
+        tmp_path / "inner.csv", index=False)
+    with pytest.raises(cd.DecisionError) as err:
+        cd.recipe_probe(tmp_path / "inner.csv", files[0], key)
+    assert str(err.value).startswith("inner.csv: 1 row(s) of split ['holdout']")
+
+
+def test_every_run_that_breaks_a_cited_decision_is_named_in_one_line(tmp_path):
+    path, sha, rec = decision(tmp_path)
+    got = cd.gate_check(path, runs(sha, sha, stream=groups(0.5)))
+    assert got["why"] == (f"extra corpus mlaad: cap share ({rec['why']}); run fold0 draws mlaad "
+                          "at 0.500 of its spoof clips, above the cap 0.1; run fold1 draws mlaad "
+                          "at 0.500 of its spoof clips, above the cap 0.1")
