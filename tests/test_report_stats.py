@@ -105,3 +105,63 @@ def test_the_interval_bounds_are_the_two_tail_percentiles_of_the_replicates(monk
     got = report_stats.bootstrap_ci(*scores(40), n_boot=1000, level=level)
     assert got["eer"] == pytest.approx([lo, hi], abs=1e-9)
     assert got["min_dcf"] == pytest.approx([lo, hi], abs=1e-9)
+
+
+def test_the_operating_point_section_line_by_line():
+    op = {"threshold": 0.25, "sets": {
+        "holdout": {"labelled": True, "n": 10, "synthetic_called_synthetic": 4,
+                    "synthetic_missed": 1, "bonafide_false_alarm": 2,
+                    "bonafide_called_bonafide": 3, "p_miss": 0.2, "p_fa": 0.4, "dcf": 0.12345,
+                    "own_min_dcf": 0.0625},
+        "test": {"labelled": True, "n": 2, "synthetic_called_synthetic": 1,
+                 "synthetic_missed": 0, "bonafide_false_alarm": 0, "bonafide_called_bonafide": 1,
+                 "p_miss": 0.0, "p_fa": 0.0, "dcf": 0.0, "min_dcf": 0.5},
+        "wild": {"labelled": False, "n": 7, "called_synthetic": 5, "called_bonafide": 2},
+        "probe": {"n": 1, "called_synthetic": 0, "called_bonafide": 1}}}
+    assert report_stats.operating_lines(op) == [
+        "## Operating point: the out-of-fold threshold on every set", "",
+        "Synthetic is called at logit >= 0.2500: the out-of-fold minDCF threshold (pi 0.3), "
+        "chosen on the fold models' scores of the inner clips only and carried unchanged to the "
+        "full model's holdout and test scores (a set's own minDCF threshold would be chosen on "
+        "the clips it is judged on). DCF is at this threshold, minDCF at the set's own.", "",
+        "| set | clips | synthetic caught | synthetic missed | bona fide false alarms | "
+        "bona fide passed | miss rate | false-alarm rate | DCF 0.3 | minDCF 0.3 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        "| holdout | 10 | 4 | 1 | 2 | 3 | 0.2000 | 0.4000 | 0.1235 | 0.0625 |",
+        "| test | 2 | 1 | 0 | 0 | 1 | 0.0000 | 0.0000 | 0.0000 | - |",
+        "| wild | 7 | called synthetic 5 | called bona fide 2 | | | | | | |",
+        "| probe | 1 | called synthetic 0 | called bona fide 1 | | | | | | |", ""]
+
+
+def uncertainty(boot=None, spread_n=2, std=0.0):
+    stat = {"mean": 0.1, "std": std, "min": 0.05, "max": 0.15, "n": spread_n}
+    return {"bootstrap": boot if boot is not None else {
+                "out-of-fold": {"level": 0.9, "method": "percentile", "n_boot": 200, "seed": 7,
+                                "value_min_dcf": 0.2, "min_dcf": [0.1, 0.3],
+                                "value_eer": 0.05, "eer": None}},
+            "per_fold": {"folds": {"0": {"n_bonafide": 3, "n_spoof": 4, "min_dcf": 0.5,
+                                         "eer": None, "auc": 0.75}},
+                         "spread": {"min_dcf": stat, "eer": {**stat, "n": 0},
+                                    "auc": {**stat, "std": None, "n": 1}}}}
+
+
+def test_the_uncertainty_section_line_by_line():
+    assert report_stats.uncertainty_lines(uncertainty()) == [
+        "## Uncertainty", "",
+        "90% intervals: percentile, 200 replicates, numpy Generator seed 7 (the clips' spread "
+        "only; the folds below show the training's).", "",
+        "| set | minDCF 0.3 | interval | EER | interval |", "|---|---|---|---|---|",
+        "| out-of-fold | 0.2000 | 0.1000 - 0.3000 | 0.0500 | undefined |", "",
+        "| fold | n bona fide | n synthetic | minDCF 0.3 | EER | AUC |",
+        "|---|---|---|---|---|---|",
+        "| 0 | 3 | 4 | 0.5000 | - | 0.7500 |",
+        "| mean ± sd (min - max) over 2 folds | | | 0.1000 ± 0.0000 (0.0500 - 0.1500) | "
+        "undefined | 0.1000 ± sd undefined (0.0500 - 0.1500) |", ""]
+
+
+def test_an_uncertainty_section_without_bootstrap_names_the_default_level():
+    lines = report_stats.uncertainty_lines(uncertainty(boot={}))
+    assert lines[2] == ("95% intervals: None, None replicates, numpy Generator seed None (the "
+                        "clips' spread only; the folds below show the training's).")
+    assert lines[4:7] == ["| set | minDCF 0.3 | interval | EER | interval |",
+                          "|---|---|---|---|---|", ""]
