@@ -73,3 +73,14 @@ def test_a_share_table_of_both_classes_summing_to_one_within_the_tolerance_is_ac
 def test_a_train_config_judges_its_share_table():
     with pytest.raises(ValueError, match=r"source_mix\['spoof'\] = \{\}"):
         tcfg.TrainConfig(source_mix={**MIX, "spoof": {}})
+
+
+def test_the_config_hash_is_the_sha256_of_its_canonical_json():
+    """The run's identity: sorted keys, no spaces, non-ASCII escaped, so a config written with
+    its keys in another order, or its file re-indented, keeps its hash."""
+    import hashlib
+
+    canonical = b'{"a":{"x":[1,2.5]},"b":"caf\\u00e9"}'
+    want = hashlib.sha256(canonical).hexdigest()
+    assert tcfg.config_hash({"b": "café", "a": {"x": [1, 2.5]}}) == want
+    assert tcfg.config_hash({"a": {"x": [1, 2.5]}, "b": "café"}) == want
