@@ -112,3 +112,58 @@ def test_reliability_bins_are_equal_width_and_a_p_on_an_edge_opens_the_next_bin(
     assert got["bins"][3]["observed"] == 1.0 and got["bins"][0]["observed"] == 0.0
     assert got["n"] == 4 and got["ece"] == pytest.approx(
         (0.5 + abs(1 - (0.75 + 1.0) / 2) * 2) / 4)
+
+
+def paired_by_hand(ours, bar, y, seed, n_boot, level, pi, direction):
+    """The paired bootstrap, step by step: one draw of clip indices per replicate (synthetic
+    then bona fide, each with replacement), both detectors read on it."""
+    spoof, bona = np.flatnonzero(y), np.flatnonzero(~y)
+    rng = np.random.default_rng(seed)
+
+    def diff(idx):
+        return (metrics.min_dcf_reading(ours[idx], y[idx], pi, direction)[0]
+                - metrics.min_dcf_reading(bar[idx], y[idx], pi, direction)[0])
+
+    diffs = [diff(np.r_[spoof[rng.integers(0, len(spoof), len(spoof))],
+                        bona[rng.integers(0, len(bona), len(bona))]]) for _ in range(n_boot)]
+    q = [(1 - level) / 2, 1 - (1 - level) / 2]
+    return diff(np.arange(len(ours))), list(np.quantile(diffs, q))
+
+
+@pytest.mark.parametrize("direction", metrics.DIRECTIONS)
+def test_the_paired_margin_is_its_stated_procedure_in_either_cost_direction(direction):
+    rng = np.random.default_rng(0)  # two overlapping detectors of 40 clips
+    y = np.arange(40) % 3 == 0
+    ours, bar = rng.normal(size=40) + 1.2 * y, rng.normal(size=40) + 0.8 * y
+    got = rs.paired_margin_ci(ours, bar, y, seed=11, n_boot=60, level=0.8, pi=0.3,
+                              direction=direction)
+    point, interval = paired_by_hand(ours, bar, y, 11, 60, 0.8, 0.3, direction)
+    assert (got["ours_minus_bar"], got["interval"]) == (point, interval)
+    assert interval[0] < interval[1]
+
+
+def test_a_carried_threshold_on_bona_fide_clips_only_has_no_miss_rate():
+    got = rs.at_threshold([0.0, 1.0], [0, 0], 0.5)
+    assert (got["p_miss"], got["p_fa"], got["dcf"]) == (None, 0.5, None)
+
+
+def test_an_empty_reliability_bin_and_an_empty_set_have_no_means():
+    got = rs.reliability([0.0, -1000.0, 1000.0, np.log(3.0)], [1, 0, 1, 1], n_bins=4)
+    assert (got["bins"][1]["mean_p"], got["bins"][1]["observed"]) == (None, None)
+    assert rs.reliability([], [], n_bins=2) == {
+        "bins": [{"lo": 0.0, "hi": 0.5, "n": 0, "mean_p": None, "observed": None},
+                 {"lo": 0.5, "hi": 1.0, "n": 0, "mean_p": None, "observed": None}],
+        "ece": None, "n": 0}
+
+
+def test_the_report_prints_an_infinite_threshold_and_each_interval_by_its_own_key():
+    op = {"threshold": float("inf"), "sets": {}}
+    assert "Synthetic is called at logit >= inf: " in rs.operating_lines(op)[2]
+    u = {"bootstrap": {"test": {"value_min_dcf": 0.2, "min_dcf": None, "value_eer": 0.1,
+                                "eer": [0.05, 0.15]}},
+         "per_fold": {"folds": {"fold 0": {"n_bonafide": 1, "n_spoof": 1, "min_dcf": 0.5,
+                                           "eer": 0.25, "auc": 0.5}},
+                      "spread": {k: {"n": 0} for k in ("min_dcf", "eer", "auc")}}}
+    lines = rs.uncertainty_lines(u)
+    assert "| test | 0.2000 | undefined | 0.1000 | 0.0500 - 0.1500 |" in lines
+    assert "| fold 0 | 1 | 1 | 0.5000 | 0.2500 | 0.5000 |" in lines
