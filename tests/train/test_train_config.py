@@ -84,3 +84,45 @@ def test_the_config_hash_is_the_sha256_of_its_canonical_json():
     want = hashlib.sha256(canonical).hexdigest()
     assert tcfg.config_hash({"b": "café", "a": {"x": [1, 2.5]}}) == want
     assert tcfg.config_hash({"a": {"x": [1, 2.5]}, "b": "café"}) == want
+
+
+def test_the_demo_preset_is_what_the_readme_says_it_is():
+    """README: "128 optimiser steps of 8 crops of up to 2 s, augmentation probability 0.2, a
+    frozen CNN of 32 channels, twice the `--cpu-smoke` learning rates"."""
+    smoke = tcfg.resolve_config("full", None, cpu_smoke=True)
+    demo = tcfg.resolve_config("full", None, cpu_smoke=True, overrides=tcfg.demo_overrides())
+    t = demo["train"]
+    assert (t["epochs"] * t["batches_per_epoch"], t["batch_size"], t["max_crop_s"]) == (128, 8,
+                                                                                        2.0)
+    assert (t["epochs"], t["batches_per_epoch"]) == (4, 32)
+    assert (t["lr_head"], t["lr_backbone"]) == (2 * smoke["train"]["lr_head"],
+                                                2 * smoke["train"]["lr_backbone"])
+    assert demo["augment"]["p_aug"] == 0.2
+    assert list(demo["model"]["conv_dim"]) == [32] * 7
+    # the rest of the model is --cpu-smoke's tiny one
+    assert {k: v for k, v in demo["model"].items() if k != "conv_dim"} == {
+        k: v for k, v in smoke["model"].items() if k != "conv_dim"}
+
+
+def test_sections_are_the_stage_sections_of_a_resolved_config_in_order():
+    resolved = tcfg.resolve_config("fold", 2, cpu_smoke=True, sets=["train.lr_head=5e-4"])
+    got = tcfg.sections(resolved)
+    assert [type(s) for s in got] == [tcfg.SECTIONS[n] for n in tcfg.STAGE_SECTIONS]
+    assert tcfg.STAGE_SECTIONS == ("train", "model", "crop", "augment")
+    assert got[0].lr_head == 5e-4 and got[0].epochs == 2
+
+
+def test_versions_name_each_library_a_run_records():
+    import platform
+
+    import numpy as np
+    import torch
+    import transformers
+
+    import hearsay
+
+    assert tcfg.versions() == {"python": platform.python_version(),
+                               "torch": torch.__version__,
+                               "transformers": transformers.__version__,
+                               "numpy": np.__version__, "hearsay": hearsay.__version__,
+                               "cuda": torch.version.cuda}
