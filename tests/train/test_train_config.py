@@ -126,3 +126,44 @@ def test_versions_name_each_library_a_run_records():
                                "transformers": transformers.__version__,
                                "numpy": np.__version__, "hearsay": hearsay.__version__,
                                "cuda": torch.version.cuda}
+
+
+@pytest.mark.parametrize("kwargs,says", [
+    ({"grad_accum": 0}, "grad_accum and epochs must be >= 1"),
+    ({"epochs": 0}, "grad_accum and epochs must be >= 1"),
+    ({"grad_clip": -0.5}, "grad_clip=-0.5: must be >= 0 (the max global grad norm; 0 switches "
+                          "clipping off)"),
+    ({"source_mix": "even"}, "source_mix='even': use proportional, equal or a table of shares "
+                             '{"bonafide": {SOURCE: SHARE, ...}, "spoof": {...}}'),
+    ({"pack": "dense"}, "pack='dense': use one of off, sdpa, flex"),
+    ({"cuda_graphs": True, "compile": False},
+     "cuda_graphs=true needs compile=true (CUDA graphs are torch.compile's reduce-overhead "
+     "mode): set both, or cuda_graphs false"),
+    ({"share_tol": 0.0}, "share_tol=0.0: a share gap in (0, 1), e.g. 0.02"),
+    ({"share_tol": 1.0}, "share_tol=1.0: a share gap in (0, 1), e.g. 0.02"),
+])
+def test_each_train_setting_out_of_its_range_is_refused_in_its_own_words(kwargs, says):
+    with pytest.raises(ValueError) as err:
+        tcfg.TrainConfig(**kwargs)
+    assert str(err.value) == says
+
+
+@pytest.mark.parametrize("kwargs", [{"grad_accum": 1, "epochs": 1}, {"grad_clip": 0.0},
+                                    {"cuda_graphs": True, "compile": True},
+                                    {"cuda_graphs": False, "compile": False},
+                                    {"share_tol": 0.999}, {"share_tol": 1e-9}])
+def test_each_train_setting_at_its_edge_is_taken(kwargs):
+    assert tcfg.TrainConfig(**kwargs)
+
+
+def test_a_config_layer_or_section_that_is_no_object_is_refused_naming_it():
+    with pytest.raises(tcfg.ConfigError) as err:
+        tcfg.resolve_config("full", None, overrides="train")
+    assert str(err.value) == ("config: a JSON object {section: {key: value}} is needed, not "
+                              "'train'")
+    with pytest.raises(tcfg.ConfigError) as err:
+        tcfg.resolve_config("full", None, overrides={"train": 3})
+    assert str(err.value) == ("config section 'train' = 3: a JSON object {KEY: VALUE, ...} is "
+                              "needed")
+    assert tcfg.resolve_config("full", None)["cpu_smoke"] is False
+    assert tcfg.resolve_config("full", None)["train"]["epochs"] != 2  # no smoke preset
