@@ -277,6 +277,39 @@ def test_a_stop_signal_whose_interrupt_a_callback_swallowed_still_ends_the_run(
     assert not out.exists() and len(read_csv(tmp_path / "s.csv.partial")) >= 1
 
 
+def test_a_stop_the_decoder_swallowed_ends_the_run_and_fails_no_file(world, tmp_path,
+                                                                     monkeypatch):
+    """The stop handler's KeyboardInterrupt, raised inside a C callback (soundfile reading), is
+    swallowed there and surfaces as the decoder's own error: the run was stopped, the file did
+    not fail, so no row says it failed (--resume would keep such a row as done)."""
+    model, _, clips, _ = world
+    real, calls, stop = deploy.windowed.file_windows, [], [True]
+    monkeypatch.setattr(io, "_stops", [])  # what the handler records, this test's own
+
+    def file_windows(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:  # the first file's read fails (SIGTERM meanwhile, if `stop`)
+            if stop[0]:
+                io._stops.append(signal.SIGTERM)
+            raise RuntimeError("Error opening 'c.flac': System error.")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(deploy.windowed, "file_windows", file_windows)
+    out = tmp_path / "scores.csv"
+    assert main([str(clips), "-o", str(out), "--model", str(model), "--batch-size", "1",
+                 "--progress", "0"]) == 130
+    rows = read_csv(tmp_path / "scores.csv.partial")
+    assert rows == [], rows  # the first file's failed row would have been its chunk's only row
+    assert not out.exists()
+    # without a stop, the same decoder error is that file's failure
+    stop[0] = False
+    calls.clear()
+    assert main([str(clips), "-o", str(out), "--model", str(model), "--batch-size", "1",
+                 "--progress", "0"]) == 0
+    first = read_csv(out)[0]
+    assert first["error"] == "could not be decoded (Error opening 'c.flac': System error.)"
+
+
 def test_sighup_ends_the_run_as_interrupted_with_the_finished_rows_kept(world, tmp_path):
     model, _, _, _ = world
     root = tmp_path / "root"

@@ -299,7 +299,12 @@ class RowSink:
 
 
 def failure_reason(err: Exception) -> str:
-    """A row's error: an AudioError's reason, else a sentence (never a Python type name)."""
+    """A row's error: an AudioError's reason, else a sentence (never a Python type name). A stop
+    signal that arrived meanwhile is raised instead: its KeyboardInterrupt, raised inside a C
+    callback (soundfile reading), is swallowed there and surfaces as the decoder's own error, so
+    the run was stopped and the file did not fail (a failed row would also be kept by --resume)."""
+    if stop_requested():
+        raise KeyboardInterrupt from err
     reason = getattr(err, "reason", None)  # hearsay.sound.audio.AudioError (io imports no numpy)
     return reason if isinstance(reason, str) else f"could not be decoded ({err or 'no detail'})"
 
