@@ -301,6 +301,7 @@ def test_a_stop_the_decoder_swallowed_ends_the_run_and_fails_no_file(world, tmp_
     rows = read_csv(tmp_path / "scores.csv.partial")
     assert rows == [], rows  # the first file's failed row would have been its chunk's only row
     assert not out.exists()
+    assert not io.stop_requested()  # the run's stop is forgotten with its handlers
     # without a stop, the same decoder error is that file's failure
     stop[0] = False
     calls.clear()

@@ -127,7 +127,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -350,5 +349,4 @@ def _main(argv: list[str] | None) -> int:
         say(f"hearsay-score: {err}")
         return EXIT_USAGE
     finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
+        io.restore_signals(old)

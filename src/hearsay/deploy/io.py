@@ -41,6 +41,14 @@ def stop_on_signals() -> dict:
     return {sig: signal.signal(sig, _on_stop) for sig in STOP_SIGNALS}
 
 
+def restore_signals(old: dict) -> None:
+    """The handlers stop_on_signals replaced, back, and this run's stops forgotten: a later
+    scoring in the same process (the Python API) reads a decoder's failure as the file's again."""
+    _stops.clear()
+    for sig, handler in old.items():
+        signal.signal(sig, handler)
+
+
 def stop_requested() -> bool:
     """A stop signal arrived: checked between chunks, because the KeyboardInterrupt the handler
     raises can land inside a C callback that swallows it (soundfile reading an opened file)."""
