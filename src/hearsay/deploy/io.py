@@ -42,8 +42,7 @@ def stop_on_signals() -> dict:
 
 
 def restore_signals(old: dict) -> None:
-    """The handlers stop_on_signals replaced, back, and this run's stops forgotten: a later
-    scoring in the same process (the Python API) reads a decoder's failure as the file's again."""
+    """The replaced handlers back and this run's stops forgotten (a later scoring in-process)."""
     _stops.clear()
     for sig, handler in old.items():
         signal.signal(sig, handler)
