@@ -200,3 +200,39 @@ def test_per_window_rows_are_the_windows_csv_rows_of_each_input(world, tmp_path)
 def test_a_missing_model_folder_is_a_model_error(tmp_path):
     with pytest.raises(ModelError):
         Scorer(tmp_path / "nowhere")
+
+
+@quiet
+def test_the_api_refusals_say_their_whole_fix(world):
+    model, _, clips, _ = world
+    a, rate_a = sf.read(clips / "a.wav", dtype="float32")
+    with pytest.raises(ValueError) as err:
+        Scorer(model, first_window=True).score_array(a, rate_a, per_window=True)
+    assert str(err.value) == ("per_window needs windowed scoring: Scorer(..., first_window=False)"
+                              " (the first-window mode scores one window, row's peak_*_s)")
+    with pytest.raises(ValueError) as err:
+        Scorer(model).score_arrays([a, a], SR, labels=["only one"])
+    assert str(err.value) == ("2 arrays, 2 rates and 1 labels: pass one rate (or one per array)"
+                              " and one label per array")
+
+
+@quiet
+def test_score_arrays_lists_each_arrays_windows_when_asked(world):
+    model, _, _, _ = world
+    scorer = Scorer(model)
+    long, short = speech_like(17.0), speech_like(3.0, seed=1)
+    rows = scorer.score_arrays([long, short], SR, labels=["long", "short"], per_window=True)
+    assert [len(r["window_rows"]) for r in rows] == [4, 1]  # 0, 4, 8, 12 s; one window
+    assert rows[0]["window_rows"] == scorer.score_array(long, SR, per_window=True)["window_rows"]
+    assert "window_rows" not in scorer.score_arrays([long], SR)[0]
+
+
+@quiet
+def test_samples_that_overflow_the_front_end_fail_their_row_without_a_numpy_warning(world):
+    model, _, _, _ = world
+    loud = (3e38 * np.sign(speech_like(2.0))).astype(np.float32)  # finite; squares overflow
+    scorer = Scorer(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning would raise here
+        row = scorer.score_array(loud, SR, "loud")
+    assert row["score"] is None and row["error"].startswith("samples too large to score")

@@ -170,3 +170,51 @@ def test_a_threshold_is_a_name_in_the_file_or_a_logit():
         model_dir.threshold(THRESHOLDS_DOC, "mindcf")
     with pytest.raises(ModelError, match="has no thresholds.json"):
         model_dir.threshold(None, "min_dcf")
+
+
+def test_the_folders_json_files_are_two_space_indented_lines_people_can_diff(folder):
+    # their bytes are in SHA256SUMS: another layout would be another model folder's identity
+    assert (folder / FRONT_END).read_text() == (
+        '{\n  "sample_rate": 16000,\n  "max_s": 4.0,\n  "cutoff_hz": 3000.0,\n  "top_db": 30.0,\n'
+        '  "min_s": 0.25\n}\n')
+    model_dir.write_thresholds(folder, {"thresholds": {"eer": {"value": -0.5}}})
+    assert (folder / model_dir.THRESHOLDS).read_text() == (
+        '{\n  "thresholds": {\n    "eer": {\n      "value": -0.5\n    }\n  }\n}\n')
+
+
+def test_strict_jsons_infinities_are_thresholds_both_ways_and_nothing_else_spelled_is():
+    doc = {"thresholds": {"never": {"value": "-inf"}, "always": {"value": "inf"}}}
+    assert model_dir.check_thresholds(doc, "t.json") is doc
+    assert model_dir.threshold(doc, "never") == ("never", float("-inf"))
+    for spelling in ("Infinity", "-INF", "nan", "1.5"):  # a string is a logit only as "inf"/"-inf"
+        with pytest.raises(ModelError, match="has no value that is a logit"):
+            model_dir.check_thresholds({"thresholds": {"x": {"value": spelling}}}, "t.json")
+
+
+def test_a_thresholds_doc_is_judged_whole_and_its_refusals_name_the_fix():
+    fix = ": re-export the model folder with `hearsay export onnx --meta`"
+    with pytest.raises(ModelError) as err:
+        model_dir.check_thresholds(["min_dcf"], "m/thresholds.json")
+    assert str(err.value) == "m/thresholds.json is not a JSON object" + fix
+    with pytest.raises(ModelError) as err:
+        model_dir.check_thresholds({"thresholds": {"a": {"value": None}, "b": 1.0},
+                                    "calibration": {"a": 1.0}}, "t.json")
+    assert str(err.value) == ("t.json: thresholds.a {'value': None} has no value that is a logit; "
+                              "thresholds.b 1.0 has no value that is a logit; calibration "
+                              "{'a': 1.0} is not {\"a\": number, \"b\": number}" + fix)
+    calibration_only = {"calibration": {"a": 0.5, "b": -1.0}}  # no thresholds: none to choose
+    assert model_dir.check_thresholds(calibration_only, "t.json") is calibration_only
+    with pytest.raises(ModelError, match=r"thresholds \[\] is not an object"):
+        model_dir.check_thresholds({"thresholds": []}, "t.json")
+
+
+def test_a_threshold_spec_that_is_neither_a_logit_nor_a_name_says_what_to_pass():
+    with pytest.raises(ValueError) as err:
+        model_dir.threshold(THRESHOLDS_DOC, "nan")
+    assert str(err.value) == ("threshold 'nan' is not a finite logit: pass a number such as 0.5, "
+                              "or a name in thresholds.json")
+    with pytest.raises(ModelError) as err:
+        model_dir.threshold(None, "mindcf")
+    assert str(err.value) == ("threshold 'mindcf': pass a number (a logit) or a name; this model "
+                              "folder has no thresholds.json (export with `hearsay export onnx "
+                              "--meta models/<stamp>/meta.json`)")
