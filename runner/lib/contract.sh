@@ -23,7 +23,7 @@
 #                      generation's STATUS line carries beats=yes (runner/box/status.sh, from the
 #                      first STATUS on); without that word the box is judged by STATUS and deadline
 #   dph                the $/h the instance bills, read back after the create (`show instance`);
-#                      "pending" until then — the one field set after the create (contract_set_dph)
+#                      "pending" until then — the one field set after the create (contract_billed)
 # A record without a contract (launched by an older runner) reads as: this machine's RUNNER_STORE,
 # the record's gen and deadline, and beats "yes" (judged only once a beat is seen); without run_path,
 # its store's runs/JOB (store_job_path).
@@ -58,9 +58,12 @@ contract_write() {
   return 1
 }
 
-# contract_set_dph JOB DPH: the instance's own $/h, once read back after the create.
-contract_set_dph() {
+# contract_billed JOB DPH: the $/h the instance bills, once read back after the create (by the
+# launcher, or by whoever ends a box whose launcher died first), into the job's record and its
+# contract. Fails when the contract cannot be written (the record's dph is set regardless).
+contract_billed() {
   local f
+  rec_set "$1" dph "$2" || true
   f=$(contract_file "$1")
   [ -f "$f" ] || return 1
   awk -v d="$2" '/^dph=/ { print "dph=" d; next } { print }' "$f" >"$f.tmp.$$" 2>/dev/null \

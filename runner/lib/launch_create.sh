@@ -129,8 +129,7 @@ step_bill_check() {
     ledger_append "$instance" "$1" "$gen" "$offer" "$dph" "$(rec_get "$1" created_at)" "$(ledger_offer "$1")" || true
     die 17 "cannot read the \$/h instance $instance bills (show instance gave no dph_total): destroyed, as the price ceiling cannot be checked" "launch again later"
   fi
-  rec_set "$1" dph "$billed" || true
-  contract_set_dph "$1" "$billed" || true
+  contract_billed "$1" "$billed" || true
   gt "$billed" "$RUNNER_OFFER_MAX_DPH" || return 0
   rec_set "$1" end_reason PRICE_CEILING || true
 }

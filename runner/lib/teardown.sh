@@ -143,8 +143,7 @@ bill_readback() {
   local v
   [ "$(contract_get "$1" dph)" = pending ] && [ -z "$(ledger_row_dph "$2")" ] || return 0
   if v=$(vast_show_dph "$2"); then
-    rec_set "$1" dph "$v" || true
-    contract_set_dph "$1" "$v" || true
+    contract_billed "$1" "$v" || true
   elif [ -z "$(rec_get "$1" end_reason)" ]; then
     rec_set "$1" end_reason "PRICE_UNKNOWN: $3; its bill was never read back: the \$/h is the search's" || true
   fi

@@ -191,3 +191,16 @@ def test_a_pass_whose_codec_settings_differ_from_the_recipes_for_the_same_names_
     err = capsys.readouterr().err
     assert "this hearsay's codec settings" in err and "differ from the recipe's" in err
     assert not (root / cp.PASS).exists() and not (root / "codecs").exists()
+
+
+def test_with_two_jobs_the_clips_are_encoded_in_fresh_worker_processes(tmp_path, monkeypatch):
+    # forkserver workers import hearsay anew: none inherits this process's state (torch's threads,
+    # a patched function), so an encoder broken here only is never the one that runs
+    root = recipe_bundle(tmp_path, codecs=("mulaw",), n=2)
+
+    def not_here(*a):
+        raise AssertionError("a clip was encoded in the calling process")
+
+    monkeypatch.setattr(codec_pass, "write_copies", not_here)
+    rec = codec_pass.run_pass(root, jobs=2, progress=False)
+    assert rec["jobs"] == 2 and rec["copies"] == {"c0": ["mulaw"], "c1": ["mulaw"]}
