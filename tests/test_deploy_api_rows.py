@@ -236,3 +236,17 @@ def test_samples_that_overflow_the_front_end_fail_their_row_without_a_numpy_warn
         warnings.simplefilter("error")  # a RuntimeWarning would raise here
         row = scorer.score_array(loud, SR, "loud")
     assert row["score"] is None and row["error"].startswith("samples too large to score")
+
+
+@quiet
+def test_per_window_rows_keep_their_paths_and_a_file_failing_late_lists_no_windows(world,
+                                                                                   tmp_path):
+    model, _, _, _ = world
+    late = speech_like(40.0)
+    late[-SR:] = 3e38 * np.sign(late[-SR:])  # finite, but its last second overflows: it fails
+    sf.write(tmp_path / "late.wav", late, SR, subtype="FLOAT")
+    scorer = Scorer(model)
+    bad, ok = scorer.score_files([tmp_path / "late.wav"], per_window=True) + \
+        scorer.score_arrays([speech_like(9.0)], SR, labels=["ok"], per_window=True)
+    assert [bad["path"], ok["path"]] == [str(tmp_path / "late.wav"), "ok"]
+    assert ok["window_rows"] and bad["error"] and bad["window_rows"] == []
