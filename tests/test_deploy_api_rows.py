@@ -17,7 +17,8 @@ import test_deploy
 from hearsay.contracts.model_dir import ModelError
 from hearsay.deploy import Scorer, main, prepared, rowtypes
 from hearsay.deploy.api import NoThresholdWarning
-from hearsay.deploy.engine import load_engine
+from hearsay.deploy.engine import ScoreConfig, load_engine
+from hearsay.engines.cpu_engine import allowed_cpus
 from hearsay.sound import windows
 
 world = test_deploy.world  # the fixture: a tiny exported model (no thresholds.json) and clips
@@ -250,3 +251,17 @@ def test_per_window_rows_keep_their_paths_and_a_file_failing_late_lists_no_windo
         scorer.score_arrays([speech_like(9.0)], SR, labels=["ok"], per_window=True)
     assert [bad["path"], ok["path"]] == [str(tmp_path / "late.wav"), "ok"]
     assert ok["window_rows"] and bad["error"] and bad["window_rows"] == []
+
+
+@quiet
+def test_the_scorer_takes_hearsay_scores_options_and_gives_them_to_onnxruntime(world):
+    model, _, _, _ = world
+    scorer = Scorer(model, threads=1, batch_size=3, hop_s=0.5)  # a hop under a second is one
+    assert scorer.cfg == ScoreConfig(batch_size=3, chunk=12, threads=1, hop_s=0.5,
+                                     window_chunk=12)
+    assert scorer.engine.session.get_session_options().intra_op_num_threads == 1
+    default = Scorer(model)
+    assert default.cfg == ScoreConfig() and default.cfg.threads == 0  # 0: the CPUs allowed
+    assert default.engine.session.get_session_options().intra_op_num_threads == allowed_cpus()
+    with pytest.raises(ModelError, match="model.int8.onnx is not listed in SHA256SUMS"):
+        Scorer(model, variant="int8")  # this folder ships no int8: the variant reaches the check

@@ -68,10 +68,8 @@ class Scorer:
                  batch_size: int = engine.ScoreConfig.batch_size,
                  require_threshold: bool = False):
         self.model_dir = Path(model_dir)
-        self.cfg = engine.ScoreConfig(batch_size=batch_size, chunk=4 * batch_size,
-                                      variant=variant, threads=threads,
-                                      first_window=first_window, hop_s=hop_s,
-                                      window_chunk=4 * batch_size)
+        self.cfg = engine.ScoreConfig.batched(batch_size, variant=variant, threads=threads,
+                                              first_window=first_window, hop_s=hop_s)
         self.engine = engine.load_engine(self.model_dir, self.cfg)
         if not first_window and not 0 < hop_s <= self.engine.front["max_s"]:
             raise ValueError(f"hop_s {hop_s:g} must be in (0, {self.engine.front['max_s']:g}] "

@@ -321,11 +321,9 @@ def _main(argv: list[str] | None) -> int:
     if usage:
         say(f"hearsay-score: {usage}")
         return EXIT_USAGE
-    cfg = ScoreConfig(batch_size=args.batch_size, chunk=4 * args.batch_size,
-                      variant=args.variant, threads=args.threads,
-                      first_window=args.first_window, hop_s=args.hop_s,
-                      window_chunk=4 * args.batch_size, max_decode_s=args.max_decode_s,
-                      max_decode_mb=args.max_decode_mb)
+    cfg = ScoreConfig.batched(args.batch_size, variant=args.variant, threads=args.threads,
+                              first_window=args.first_window, hop_s=args.hop_s,
+                              max_decode_s=args.max_decode_s, max_decode_mb=args.max_decode_mb)
     try:  # before any work: a run must not score for an hour and then fail to write
         io.check_writable(args.output)
         io.check_writable(args.windows_csv)

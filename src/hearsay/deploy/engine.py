@@ -59,9 +59,15 @@ class ScoreConfig:
     first_window: bool = False  # True: only the first max_s of each trimmed file (campaign)
     hop_s: float = windows.HOP_S  # window hop (s); windows are max_s long (front_end.json)
     window_chunk: int = 32  # windows cut ahead of scoring (32 x 8 s = 16 MB): bounds memory;
-    #                         hearsay-score sets 4 x --batch-size, as chunk
+    #                         hearsay-score sets 4 x --batch-size, as chunk (batched)
     max_decode_s: float = decoder.MAX_DECODE_S  # per file and decode pass: longer fails the file
     max_decode_mb: int = decoder.MAX_DECODE_MB  # ffmpeg's address space: more fails the file
+
+    @classmethod
+    def batched(cls, batch_size: int, **options) -> ScoreConfig:
+        """hearsay-score's and the Scorer's config: files and windows cut 4 batches ahead."""
+        return cls(batch_size=batch_size, chunk=4 * batch_size, window_chunk=4 * batch_size,
+                   **options)
 
 
 # --------------------------------------------------------------------------- the engine
