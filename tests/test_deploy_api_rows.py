@@ -265,3 +265,22 @@ def test_the_scorer_takes_hearsay_scores_options_and_gives_them_to_onnxruntime(w
     assert default.engine.session.get_session_options().intra_op_num_threads == allowed_cpus()
     with pytest.raises(ModelError, match="model.int8.onnx is not listed in SHA256SUMS"):
         Scorer(model, variant="int8")  # this folder ships no int8: the variant reaches the check
+
+
+def test_the_scorer_warns_at_the_callers_line_in_full_words_and_prints_nothing(world, capsys):
+    model, _, _, _ = world
+    with pytest.warns(NoThresholdWarning) as seen:
+        Scorer(model)
+    [warning] = seen
+    assert warning.filename == __file__  # stacklevel: the line that built the Scorer
+    assert str(warning.message) == (
+        f"{model} has no thresholds.json and no threshold was given: every row's decision is "
+        "None (pass threshold=LOGIT, or export the folder with `hearsay export onnx --meta "
+        "models/<stamp>/meta.json`)")
+    Scorer(model, threshold=0.0)
+    assert capsys.readouterr().err == ""  # hearsay-score's stderr notes are not a library's
+    max_s = Scorer(model, threshold=0.0).engine.front["max_s"]
+    with pytest.raises(ValueError) as err:
+        Scorer(model, threshold=0.0, hop_s=max_s + 1)
+    assert str(err.value) == (f"hop_s {max_s + 1:g} must be in (0, {max_s:g}] (the window length, "
+                              "front_end.json max_s)")
