@@ -240,11 +240,11 @@ def test_samples_that_overflow_the_front_end_fail_their_row_without_a_numpy_warn
 
 
 @quiet
-def test_per_window_rows_keep_their_paths_and_a_file_failing_late_lists_no_windows(world,
-                                                                                   tmp_path):
+def test_per_window_rows_keep_their_paths_and_a_failed_file_lists_no_windows(world, tmp_path):
     model, _, _, _ = world
     late = speech_like(40.0)
     late[-SR:] = 3e38 * np.sign(late[-SR:])  # finite, but its last second overflows: it fails
+    #                                            (found by the trim's pass, before any window)
     sf.write(tmp_path / "late.wav", late, SR, subtype="FLOAT")
     scorer = Scorer(model)
     bad, ok = scorer.score_files([tmp_path / "late.wav"], per_window=True) + \
@@ -284,3 +284,24 @@ def test_the_scorer_warns_at_the_callers_line_in_full_words_and_prints_nothing(w
         Scorer(model, threshold=0.0, hop_s=max_s + 1)
     assert str(err.value) == (f"hop_s {max_s + 1:g} must be in (0, {max_s:g}] (the window length, "
                               "front_end.json max_s)")
+
+
+@quiet
+def test_a_file_that_fails_after_its_first_windows_were_scored_lists_none(world, tmp_path,
+                                                                          monkeypatch):
+    from hearsay.sound import decoder
+
+    model, _, _, _ = world
+    sf.write(tmp_path / "long.wav", speech_like(100.0), SR, subtype="FLOAT")
+    real, calls = decoder.stream_audio, []
+
+    def cut_on_second_pass(path, *a, **kw):  # pass 1 (the trim) reads it whole; pass 2 fails
+        calls.append(path)
+        for k, block in enumerate(real(path, *a, **kw)):
+            if len(calls) == 2 and k == 2:  # blocks of 30 s: 60 s read, windows scored
+                raise decoder.AudioError(path, "the file changed while it was read")
+            yield block
+
+    monkeypatch.setattr(decoder, "stream_audio", cut_on_second_pass)
+    row = Scorer(model, batch_size=1).score_file(tmp_path / "long.wav", per_window=True)
+    assert row["error"] == "the file changed while it was read" and row["window_rows"] == []
