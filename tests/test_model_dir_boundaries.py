@@ -161,6 +161,15 @@ def test_a_folder_or_its_sums_missing_malformed_or_unreadable_names_the_fix(fold
                                "`hearsay export onnx`)")
 
 
+def test_sums_that_cannot_be_read_name_the_systems_reason(folder, monkeypatch):
+    def denied(path, **kw):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(model_dir, "read_sums", denied)
+    assert refused(folder) == (f"{folder / SUMS} cannot be read (Permission denied): re-export or "
+                               "re-download the model folder")
+
+
 def test_a_listed_file_missing_unreadable_or_altered_is_named(folder, monkeypatch):
     model_dir.write_sums(folder, [ONNX, FRONT_END])  # an int8 that failed its gate: not listed
     assert refused(folder, "int8") == (f"{folder}: {INT8} is not listed in {SUMS} (for int8: it "
