@@ -267,12 +267,18 @@ def test_the_scorer_takes_hearsay_scores_options_and_gives_them_to_onnxruntime(w
         Scorer(model, variant="int8")  # this folder ships no int8: the variant reaches the check
 
 
-def test_the_scorer_warns_at_the_callers_line_in_full_words_and_prints_nothing(world, capsys):
+def test_the_no_threshold_warning_points_at_the_line_that_built_the_scorer(world):
+    model, _, _, _ = world
+    with pytest.warns(NoThresholdWarning) as seen:
+        Scorer(model)
+    assert [w.filename for w in seen] == [__file__]  # stacklevel=2
+
+
+def test_the_scorer_warns_in_full_words_and_prints_nothing(world, capsys):
     model, _, _, _ = world
     with pytest.warns(NoThresholdWarning) as seen:
         Scorer(model)
     [warning] = seen
-    assert warning.filename == __file__  # stacklevel: the line that built the Scorer
     assert str(warning.message) == (
         f"{model} has no thresholds.json and no threshold was given: every row's decision is "
         "None (pass threshold=LOGIT, or export the folder with `hearsay export onnx --meta "
