@@ -283,9 +283,8 @@ def test_the_scorer_warns_in_full_words_and_prints_nothing(world, capsys):
         f"{model} has no thresholds.json and no threshold was given: every row's decision is "
         "None (pass threshold=LOGIT, or export the folder with `hearsay export onnx --meta "
         "models/<stamp>/meta.json`)")
-    Scorer(model, threshold=0.0)
-    assert capsys.readouterr().err == ""  # hearsay-score's stderr notes are not a library's
     max_s = Scorer(model, threshold=0.0).engine.front["max_s"]
+    assert capsys.readouterr().err == ""  # hearsay-score's stderr notes are not a library's
     with pytest.raises(ValueError) as err:
         Scorer(model, threshold=0.0, hop_s=max_s + 1)
     assert str(err.value) == (f"hop_s {max_s + 1:g} must be in (0, {max_s:g}] (the window length, "
