@@ -10,8 +10,11 @@ per-round ratios to eager. The models are what `hearsay export onnx --calibratio
 ships (fused fp32, int8 with the conv encoder row-wise or calibrated when its gate holds;
 ort_int8_layers = that fp32 graph with only the layers' MatMuls int8, the recipe before the
 convs; ort_int8_two_digit = the row-wise encoder with two weight digits and no mean
-correction, the recipe without a bundle; each gated like the shipped one, to compare inside
-one run); OpenVINO's
+correction, the recipe without a bundle; ort_int8_one_digit = the export's first recipe
+(one digit, mean-corrected), made whether or not its gate holds, so a model on which no
+recipe ships still has an int8 time; ort_int8_posconv = that and the positional conv as
+onnxruntime's ConvInteger; each gated like the shipped one, to compare inside one run, and
+timed whatever its gate says); OpenVINO's
 engines (ov_fp32, ov_bf16, ov_int8 = NNCF post-training int8 on the same calibration clips,
 ortov_fp32 = onnxruntime's OpenVINO EP) read the plain (unfused) export and run under the
 interpreter `--python-openvino` / `--python-ort-openvino` names (a bench venv: they are not in
@@ -221,21 +224,13 @@ def measure_engines(args, threads: int, d: Path) -> dict:
     if "ort_int8" in engines and not (d / "export" / "model.int8.onnx").exists():
         engines.remove("ort_int8")  # nothing shipped to time: say so instead
         res["ort_int8"] = {"errors": ["not shipped: every int8 recipe failed the export's gate"]}
-    if {"ort_int8_layers", "ort_int8_two_digit"} & set(engines):  # the shipped fp32 graph,
-        quantize_file(d / "export" / "model.onnx", d / "int8_layers.onnx")  # MatMuls int8 only
-    if "ort_int8_two_digit" in engines:  # the row-wise encoder with two weight digits, no mean
-        import onnx
-
-        fp32 = onnx.load(str(d / "export" / "model.onnx"), load_external_data=False)
-        write_recipe(d / "export" / "model.onnx", d / "int8_two_digit.onnx", "rowwise",
-                     quantize_conv.encoder_convs(fp32)[1:], layer_matmuls(fp32), [],
-                     d / "int8_layers.onnx")
     export_onnx(model, d / "plain.onnx", "torchscript")
     # the export's gate clips and calibration clips, drawn exactly as quantize_int8 draws them
     rng, calib, real = np.random.default_rng(1), [], []
     if args.calibration is not None:
         calib, real = quantize_conv.bundle_clips(args.calibration, FRONT, gate.calibration_clips,
                                                  gate.clips, rng)
+    res["int8_recipes"] = write_int8_recipes(d, engines, calib)
     top = max(0, gate.clips - len(real))
     waves = real + (gate_clips(dataclasses.replace(gate, clips=top), FRONT, rng) if top else [])
     np.savez(d / "gate.npz", **{f"g{i}": w for i, w in enumerate(waves)})
@@ -285,6 +280,60 @@ def measure_engines(args, threads: int, d: Path) -> dict:
         res["install_mb"]["onnxruntime-openvino"] = install_mb(args.python_ort_openvino,
                                                                "onnxruntime")
     return res
+
+
+def positional_conv(model) -> str:
+    """Name of the positional conv in `model` (an onnx.ModelProto): the one grouped Conv."""
+    grouped = [n.name for n in model.graph.node if n.op_type == "Conv" and
+               next((a.i for a in n.attribute if a.name == "group"), 1) > 1]
+    if len(grouped) != 1:
+        raise ValueError(f"{len(grouped)} grouped Conv nodes, expected the positional conv alone")
+    return grouped[0]
+
+
+def write_int8_recipes(d: Path, engines: list[str], calib: list[np.ndarray]) -> dict:
+    """Write the int8 graphs the `engines` time beside the export (bench_engine_worker.py's
+    RECIPE_FILES), each from the shipped fp32 graph, whether or not its gate would hold: the
+    worker's gate logits say that beside the time. Returns {engine: what was made}.
+
+    ort_int8_one_digit is the export's first recipe (needs `calib`, the bundle's calibration
+    clips); ort_int8_posconv adds the positional conv as onnxruntime's dynamic ConvInteger
+    (uint8 activations per tensor, int8 weights per output channel), the one conv every
+    recipe leaves fp32."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from hearsay.export import quantize_conv
+
+    src = d / "export" / "model.onnx"
+    wanted = {"ort_int8_layers", "ort_int8_two_digit", "ort_int8_one_digit", "ort_int8_posconv"}
+    if not wanted & set(engines):
+        return {}
+    fp32 = onnx.load(str(src), load_external_data=False)
+    nodes, convs = layer_matmuls(fp32), quantize_conv.encoder_convs(fp32)[1:]
+    quantize_file(src, d / "int8_layers.onnx", nodes)  # every recipe starts from it
+    made = {"ort_int8_layers": f"{len(nodes)} MatMuls"}
+    if "ort_int8_two_digit" in engines:
+        write_recipe(src, d / "int8_two_digit.onnx", "rowwise", convs, nodes, [],
+                     d / "int8_layers.onnx")
+        made["ort_int8_two_digit"] = f"+ {len(convs)} convs row-wise, two digits"
+    if {"ort_int8_one_digit", "ort_int8_posconv"} & set(engines):
+        if not calib:
+            raise SystemExit("ort_int8_one_digit and ort_int8_posconv need --calibration BUNDLE")
+        write_recipe(src, d / "int8_one_digit.onnx", "rowwise_mean", convs, nodes, calib,
+                     d / "int8_layers.onnx")
+        made["ort_int8_one_digit"] = f"+ {len(convs)} convs row-wise, one digit, mean-corrected"
+    if "ort_int8_posconv" in engines:
+        quantize_dynamic(str(d / "int8_one_digit.onnx"), str(d / "int8_posconv.onnx"),
+                         op_types_to_quantize=["Conv"], per_channel=True,
+                         weight_type=QuantType.QInt8, nodes_to_quantize=[positional_conv(fp32)],
+                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        q = onnx.load(str(d / "int8_posconv.onnx"), load_external_data=False).graph.node
+        integer = sum(n.op_type == "ConvInteger" for n in q)
+        if integer != 1:  # the quantiser skips what it cannot type: say so, time nothing
+            raise SystemExit(f"ort_int8_posconv: {integer} ConvInteger nodes made, expected 1")
+        made["ort_int8_posconv"] = "+ the positional conv as ConvInteger"
+    return made
 
 
 def add_fused(model, cfg: ModelConfig, tmp: Path, paths: dict, gates: dict) -> dict:

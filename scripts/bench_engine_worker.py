@@ -22,7 +22,14 @@ from pathlib import Path
 import numpy as np
 
 ENGINES = ("eager", "ort_fp32", "ort_int8", "ort_int8_layers", "ort_int8_two_digit",
-           "ortov_fp32", "ov_fp32", "ov_bf16", "ov_int8", "ov_int8_quantize")
+           "ort_int8_one_digit", "ort_int8_posconv", "ortov_fp32", "ov_fp32", "ov_bf16",
+           "ov_int8", "ov_int8_quantize")
+# the int8 graphs bench_cpu_inference.py writes beside the export, timed whether or not their
+# gate holds (the gate is reported beside the time): ENGINE -> file in DIR
+RECIPE_FILES = {"ort_int8_layers": "int8_layers.onnx",  # the layers' MatMuls only
+                "ort_int8_two_digit": "int8_two_digit.onnx",  # row-wise, two digits, no bundle
+                "ort_int8_one_digit": "int8_one_digit.onnx",  # the export's first recipe
+                "ort_int8_posconv": "int8_posconv.onnx"}  # that + the positional conv int8
 
 
 def threads_allowed() -> int:
@@ -98,10 +105,8 @@ def build(engine: str, d: Path, threads: int):
     if engine in ("ort_fp32", "ort_int8"):
         name = "model.onnx" if engine == "ort_fp32" else "model.int8.onnx"
         return ort_runner(d / "export" / name, threads)
-    if engine == "ort_int8_layers":  # the layers' MatMuls only: the recipe before the convs
-        return ort_runner(d / "int8_layers.onnx", threads)
-    if engine == "ort_int8_two_digit":  # the row-wise encoder, two digits: the bundle-less one
-        return ort_runner(d / "int8_two_digit.onnx", threads)
+    if engine in RECIPE_FILES:
+        return ort_runner(d / RECIPE_FILES[engine], threads)
     if engine == "ortov_fp32":
         return ort_runner(d / "plain.onnx", threads, "OpenVINOExecutionProvider")
     if engine in ("ov_fp32", "ov_bf16"):

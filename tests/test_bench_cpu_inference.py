@@ -29,7 +29,8 @@ def test_per_process_bench_times_every_engine_and_gates_int8(tmp_path, demo_bund
     out = tmp_path / "bench.json"
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # its work folder goes here
     (tmp_path / "tmp").mkdir()
-    argv = ["--engines", "eager,ort_fp32,ort_int8,ort_int8_layers,ort_int8_two_digit", "--tiny",
+    argv = ["--engines", "eager,ort_fp32,ort_int8,ort_int8_layers,ort_int8_two_digit,"
+            "ort_int8_one_digit,ort_int8_posconv", "--tiny",
             "--clips", "2", "--batch", "2", "--rounds", "2", "--gate-clips", "12",
             "--calibration", str(demo_bundle.root), "--json", str(out)]
     assert _script().main(argv) == 0
@@ -57,6 +58,14 @@ def test_per_process_bench_times_every_engine_and_gates_int8(tmp_path, demo_bund
     assert "spearman" in layers["gate_vs_ort_fp32"]
     two = res["ort_int8_two_digit"]  # the bundle-less row-wise recipe, beside it too
     assert two["errors"] == [] and two["clips_per_s"] > 0 and "spearman" in two["gate_vs_ort_fp32"]
+    # the export's first recipe and the positional conv lever on it: timed and gated whether or
+    # not their gate holds (a random-init model's may not), the graphs what their names say
+    for engine in ("ort_int8_one_digit", "ort_int8_posconv"):
+        row = res[engine]
+        assert row["errors"] == [] and row["clips_per_s"] > 0 and not row["torch_loaded"]
+        assert "spearman" in row["gate_vs_ort_fp32"]
+    assert res["int8_recipes"]["ort_int8_posconv"] == "+ the positional conv as ConvInteger"
+    assert res["int8_recipes"]["ort_int8_one_digit"].endswith("one digit, mean-corrected")
     assert [a["recipe"] for a in res["int8_export_attempts"]][0] == \
         "row-wise convs 1.., one digit, mean-corrected + layers"
     assert res["int8_gemm_peak_gops"] > 0 and len(res["loadavg_start"]) == 3
