@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from fakes.fake_stream import run_metas, stream_groups
 
 from hearsay.evaluate import corpus_decision as cd
 from hearsay.evaluate import corpus_probe as cp
@@ -108,36 +109,20 @@ def decision_file(tmp_path, decision):
     return path, cd.write(path, rec)
 
 
-def groups(mlaad_share=0.05, mlaad_rows=4):
-    """A run's stream_groups: spoof from diffssd and the extra corpus mlaad (source = corpus)."""
-    g = [{"label": "bonafide", "source": "ls", "train_scope": "core", "corpus": "ls", "rows": 50,
-          "share": 1.0},
-         {"label": "spoof", "source": "diffssd", "train_scope": "core", "corpus": "diffssd",
-          "rows": 40, "share": round(1.0 - mlaad_share, 6)}]
-    return g + ([{"label": "spoof", "source": "mlaad", "train_scope": "extra", "corpus": "mlaad",
-                  "rows": mlaad_rows, "share": mlaad_share}] if mlaad_rows else [])
-
-
-def metas(*cited, stream=None):
-    return {f"fold{i}": {"selection": {"corpus_decision": c},
-                         "stream_groups": groups() if stream is None else stream}
-            for i, c in enumerate(cited)}
-
-
 def test_the_gate_line_passes_runs_trained_under_the_decision_and_fails_the_others(tmp_path):
     cap, sha = decision_file(tmp_path, "cap share")
-    assert cd.gate_check(cap, metas(sha, sha))["outcome"] == "pass"
-    got = cd.gate_check(cap, metas(sha, None))
+    assert cd.gate_check(cap, run_metas(sha, sha))["outcome"] == "pass"
+    got = cd.gate_check(cap, run_metas(sha, None))
     assert got["outcome"] == "fail" and "fold1 were not trained under it" in got["why"]
-    got = cd.gate_check(cap, metas(sha, "0" * 64))
+    got = cd.gate_check(cap, run_metas(sha, "0" * 64))
     assert got["outcome"] == "fail" and "fold1 cite another decision" in got["why"]
     keep, _ = decision_file(tmp_path, "keep")
-    assert cd.gate_check(keep, metas(None, None))["outcome"] == "pass"
-    assert cd.gate_check(None, metas(sha))["outcome"] == "not measured"
-    assert cd.gate_check(None, metas(None)) is None
+    assert cd.gate_check(keep, run_metas(None, None))["outcome"] == "pass"
+    assert cd.gate_check(None, run_metas(sha))["outcome"] == "not measured"
+    assert cd.gate_check(None, run_metas(None)) is None
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(cd.DecisionError, match="not a corpus decision"):
-        cd.gate_check(tmp_path / "bad.json", metas(None))
+        cd.gate_check(tmp_path / "bad.json", run_metas(None))
 
 
 def test_the_cli_writes_the_decision_from_two_recipes_runs(tmp_path, capsys):
@@ -171,14 +156,14 @@ def test_a_cited_cap_or_drop_must_show_in_each_run_s_training_stream(tmp_path):
     cap, sha = decision_file(tmp_path, "cap share")             # mlaad at most 0.1 of spoof
     cap_share = json.loads(cap.read_text())["cap_share"]
     assert cap_share == 0.1
-    assert cd.gate_check(cap, metas(sha, sha, stream=groups(0.1)))["outcome"] == "pass"
-    over = {**metas(sha), "fold1": metas(sha, stream=groups(0.100002))["fold0"]}
+    assert cd.gate_check(cap, run_metas(sha, sha, stream=stream_groups(0.1)))["outcome"] == "pass"
+    over = {**run_metas(sha), "fold1": run_metas(sha, stream=stream_groups(0.100002))["fold0"]}
     got = cd.gate_check(cap, over)
     assert got["outcome"] == "fail"
     assert "run fold1 draws mlaad at 0.100 of its spoof clips, above the cap 0.1" in got["why"]
     drop, dsha = decision_file(tmp_path, "drop")
-    assert cd.gate_check(drop, metas(dsha, stream=groups(0.0, 0)))["outcome"] == "pass"
-    got = cd.gate_check(drop, metas(dsha, stream=groups(0.0, 3)))
+    assert cd.gate_check(drop, run_metas(dsha, stream=stream_groups(0.0, 0)))["outcome"] == "pass"
+    got = cd.gate_check(drop, run_metas(dsha, stream=stream_groups(0.0, 3)))
     assert got["outcome"] == "fail" and "run fold0 trains 3 row(s) of mlaad" in got["why"]
     old = {"fold0": {"selection": {"corpus_decision": dsha}}}   # trained before the record
     got = cd.gate_check(drop, old)

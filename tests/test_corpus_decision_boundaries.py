@@ -8,6 +8,7 @@ import math
 
 import pandas as pd
 import pytest
+from fakes.fake_stream import run_metas, stream_groups
 
 from hearsay.evaluate import corpus_decision as cd
 from hearsay.evaluate import corpus_probe as cp
@@ -121,27 +122,13 @@ def test_load_names_a_file_it_cannot_read_or_parse(tmp_path):
 # ------------------------------------------------------------------------------ gate_check
 
 
-def groups(share=0.05, rows=4, label="spoof"):
-    g = [{"label": "bonafide", "source": "ls", "corpus": "ls", "rows": 50, "share": 1.0},
-         {"label": "spoof", "source": "diffssd", "corpus": "diffssd", "rows": 40,
-          "share": round(1 - share, 6)}]
-    return g + ([{"label": label, "source": "mlaad", "corpus": "mlaad", "rows": rows,
-                  "share": share}] if rows else [])
-
-
-def runs(*cited, stream=None):
-    return {f"fold{i}": {"selection": {"corpus_decision": c},
-                         "stream_groups": groups() if stream is None else stream}
-            for i, c in enumerate(cited)}
-
-
 def decision(tmp_path, fa_with=0.035, separable=True, name="d.json"):
     rec = cd.decide(probe(separable), rule(fa_with), CFG)
     return tmp_path / name, cd.write(tmp_path / name, rec), rec
 
 
 def test_the_gate_line_without_a_file_names_the_cited_decision_by_its_first_12_digits():
-    got = cd.gate_check(None, runs("ab" * 32, ""))
+    got = cd.gate_check(None, run_metas("ab" * 32, ""))
     assert got == {"outcome": "not measured", "cited": {"fold0": "ab" * 32, "fold1": None},
                    "why": "extra corpus: the runs cite decision abababababab…; give it with "
                           "--corpus-decision FILE"}
@@ -150,7 +137,7 @@ def test_the_gate_line_without_a_file_names_the_cited_decision_by_its_first_12_d
 
 def test_the_gate_line_carries_the_decision_its_file_and_what_each_run_cites(tmp_path):
     path, sha, rec = decision(tmp_path)
-    got = cd.gate_check(path, runs(sha, sha))
+    got = cd.gate_check(path, run_metas(sha, sha))
     head = f"extra corpus mlaad: cap share ({rec['why']})"
     assert got == {"file": "d.json", "sha256": sha, "decision": "cap share", "corpus": "mlaad",
                    "against": "diffssd", "cited": {"fold0": sha, "fold1": sha},
@@ -162,10 +149,10 @@ def test_the_gate_line_carries_the_decision_its_file_and_what_each_run_cites(tmp
 def test_the_gate_line_names_every_run_that_cites_another_decision_or_none(tmp_path):
     path, sha, rec = decision(tmp_path)
     head = f"extra corpus mlaad: cap share ({rec['why']})"
-    got = cd.gate_check(path, runs("0" * 64, sha, "1" * 64))
+    got = cd.gate_check(path, run_metas("0" * 64, sha, "1" * 64))
     assert (got["outcome"], got["why"]) == ("fail", f"{head}; runs fold0, fold2 cite another "
                                                      "decision")
-    got = cd.gate_check(path, runs(None, sha, ""))
+    got = cd.gate_check(path, run_metas(None, sha, ""))
     assert (got["outcome"], got["why"]) == (
         "fail", f"{head}; runs fold0, fold2 were not trained under it (their recipe does not "
                 "cite it: selection.corpus_decision)")
@@ -174,17 +161,17 @@ def test_the_gate_line_names_every_run_that_cites_another_decision_or_none(tmp_p
 def test_a_keep_passes_uncited_runs_and_says_so_when_every_run_cites_it(tmp_path):
     path, sha, rec = decision(tmp_path, separable=False)
     head = f"extra corpus mlaad: keep ({rec['why']})"
-    assert cd.gate_check(path, runs(sha, None))["why"] == head
-    assert cd.gate_check(path, runs(sha, sha))["why"] == f"{head}; every run's recipe cites it"
+    assert cd.gate_check(path, run_metas(sha, None))["why"] == head
+    assert cd.gate_check(path, run_metas(sha, sha))["why"] == f"{head}; every run's recipe cites it"
     # a keep is applied by training as usual: a stream that could not show a cap is no matter
-    got = cd.gate_check(path, runs(sha, stream=groups(0.9)))
+    got = cd.gate_check(path, run_metas(sha, stream=stream_groups(0.9)))
     assert got["outcome"] == "pass"
 
 
 def test_a_cited_cap_that_no_run_can_show_is_not_measured_naming_the_runs(tmp_path):
     path, sha, rec = decision(tmp_path)
     metas = {"fold0": {"selection": {"corpus_decision": sha}},
-             "fold1": {"selection": {"corpus_decision": sha}, "stream_groups": groups()},
+             "fold1": {"selection": {"corpus_decision": sha}, "stream_groups": stream_groups()},
              "fold2": {"selection": {"corpus_decision": sha}, "stream_groups": "rows"}}
     got = cd.gate_check(path, metas)
     assert got["outcome"] == "not measured"
@@ -194,7 +181,7 @@ def test_a_cited_cap_that_no_run_can_show_is_not_measured_naming_the_runs(tmp_pa
                           "named by a column they do not break down: name it by source, "
                           "train_scope or corpus)")
     # a run that breaks it outweighs runs that cannot show it
-    metas["fold1"]["stream_groups"] = groups(0.5)
+    metas["fold1"]["stream_groups"] = stream_groups(0.5)
     assert cd.gate_check(path, metas)["outcome"] == "fail"
 
 
@@ -208,7 +195,7 @@ def rec_of(decision_, corpus="mlaad", label="spoof", cap=0.1):
 @pytest.mark.parametrize("share,broken", [(0.1, False), (0.1 + 5e-10, False),
                                           (0.1 + 1e-9, False), (0.1 + 2e-9, True)])
 def test_a_cap_is_broken_only_above_its_share_beyond_1e_9(share, broken):
-    out, unread = cd.applied(rec_of("cap share"), runs("s", stream=groups(share)))
+    out, unread = cd.applied(rec_of("cap share"), run_metas("s", stream=stream_groups(share)))
     assert unread == [] and bool(out) is broken
     if broken:
         assert out == [f"run fold0 draws mlaad at {share:.3f} of its spoof clips, above the "
@@ -216,36 +203,37 @@ def test_a_cap_is_broken_only_above_its_share_beyond_1e_9(share, broken):
 
 
 def test_a_caps_share_is_summed_over_the_corpus_groups_of_its_label_only():
-    stream = groups(0.06) + [{"label": "spoof", "source": "mlaad", "corpus": "mlaad",
+    stream = stream_groups(0.06) + [{"label": "spoof", "source": "mlaad", "corpus": "mlaad",
                               "rows": 2, "share": 0.06},
                              {"label": "bonafide", "source": "mlaad", "corpus": "mlaad",
                               "rows": 9, "share": 0.5}]
-    out, _ = cd.applied(rec_of("cap share"), runs("s", stream=stream))
+    out, _ = cd.applied(rec_of("cap share"), run_metas("s", stream=stream))
     assert out == ["run fold0 draws mlaad at 0.120 of its spoof clips, above the cap 0.1"]
     # a decision of no one label caps the corpus in each class
-    out, _ = cd.applied(rec_of("cap share", label="any"), runs("s", stream=stream))
+    out, _ = cd.applied(rec_of("cap share", label="any"), run_metas("s", stream=stream))
     assert out == ["run fold0 draws mlaad at 0.500 of its bonafide clips, above the cap 0.1",
                    "run fold0 draws mlaad at 0.120 of its spoof clips, above the cap 0.1"]
 
 
 def test_a_drop_counts_the_corpus_rows_of_its_label_and_names_each_run():
-    stream = groups(0.05, rows=3) + [{"label": "bonafide", "source": "mlaad",
+    stream = stream_groups(0.05, rows=3) + [{"label": "bonafide", "source": "mlaad",
                                       "corpus": "mlaad", "rows": 7, "share": 0.1}]
-    out, unread = cd.applied(rec_of("drop"), runs("s", "s", stream=stream))
+    out, unread = cd.applied(rec_of("drop"), run_metas("s", "s", stream=stream))
     assert unread == [] and out == [
         f"run fold{i} trains 3 row(s) of mlaad, which the decision drops" for i in (0, 1)]
-    assert cd.applied(rec_of("drop"), runs("s", stream=groups(rows=0))) == ([], [])
-    out, _ = cd.applied(rec_of("drop", label="any"), runs("s", stream=stream))
+    assert cd.applied(rec_of("drop"), run_metas("s", stream=stream_groups(rows=0))) == ([], [])
+    out, _ = cd.applied(rec_of("drop", label="any"), run_metas("s", stream=stream))
     assert out == ["run fold0 trains 10 row(s) of mlaad, which the decision drops"]
 
 
 def test_a_corpus_named_by_a_column_is_read_from_that_column_as_text():
-    stream = [{**g, "train_scope": 7 if g["source"] == "mlaad" else "core"} for g in groups()]
-    out, _ = cd.applied(rec_of("drop", corpus="train_scope=7"), runs("s", stream=stream))
+    stream = [{**g, "train_scope": 7 if g["source"] == "mlaad" else "core"}
+              for g in stream_groups()]
+    out, _ = cd.applied(rec_of("drop", corpus="train_scope=7"), run_metas("s", stream=stream))
     assert out == ["run fold0 trains 4 row(s) of train_scope=7, which the decision drops"]
     # a column one group lacks cannot be read: the run is named, not judged
     stream[0].pop("train_scope")
-    assert cd.applied(rec_of("drop", corpus="train_scope=7"), runs("s", stream=stream)) == \
+    assert cd.applied(rec_of("drop", corpus="train_scope=7"), run_metas("s", stream=stream)) == \
         ([], ["fold0"])
 
 
@@ -344,7 +332,7 @@ def test_a_recipe_refused_by_compare_is_named_by_its_source(tmp_path):
 
 def test_every_run_that_breaks_a_cited_decision_is_named_in_one_line(tmp_path):
     path, sha, rec = decision(tmp_path)
-    got = cd.gate_check(path, runs(sha, sha, stream=groups(0.5)))
+    got = cd.gate_check(path, run_metas(sha, sha, stream=stream_groups(0.5)))
     assert got["why"] == (f"extra corpus mlaad: cap share ({rec['why']}); run fold0 draws mlaad "
                           "at 0.500 of its spoof clips, above the cap 0.1; run fold1 draws mlaad "
                           "at 0.500 of its spoof clips, above the cap 0.1")
