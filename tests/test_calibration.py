@@ -194,25 +194,42 @@ def weighted_loss_and_gradient(a_b, x, y):
     return float(w @ np.logaddexp(0.0, z)), np.array([d @ x, d.sum()])
 
 
-@pytest.mark.parametrize("scale,shift", [(6.0, 4.0), (300.0, -50.0), (0.02, 0.5), (1.0, 300.0)])
+@pytest.mark.parametrize("scale,shift", [(6.0, 4.0), (300.0, -50.0), (0.02, 0.5), (1.0, 300.0),
+                                         (1.0, 5000.0), (0.01, 3000.0), (1.0, -5000.0)])
 def test_the_fit_is_the_minimum_of_cllr_from_any_start(scale, shift):
     """Overconfident by 300 (an undamped Newton step from the identity overshoots there),
-    underconfident by 50, or shifted by 300 (a step halved to any size but the smallest still
-    overshoots): the fit lands where the loss's gradient is zero, on the minimum a general
-    optimiser finds."""
+    underconfident by 50, shifted by 300 (a step halved to any size but the smallest still
+    overshoots), or logits near ±5000 or 3000 spread 0.01 (the logit's column then dwarfs the
+    offset's: unstandardised, 50 steps end far from the minimum): the fit lands where the
+    loss's gradient is zero, on the minimum a general optimiser finds."""
     from scipy.optimize import minimize
 
     x, y = gaussian_scores(2)
     logit = scale * (2 * x - 2) + shift
     a, b = calibration.fit_affine(logit, y)
     loss, grad = weighted_loss_and_gradient((a, b), logit, y)
-    assert np.abs(grad).max() < 1e-9
+    # d loss / d a sums d_i * logit_i: next to `shift` it carries the rounding of the sum of
+    # the d_i (about 1e-12) times the shift, so that one is read per unit of the shift
+    assert abs(grad[1]) < 1e-9 and abs(grad[0]) < 1e-9 * max(1.0, abs(shift))
     ref = minimize(weighted_loss_and_gradient, [1.0 / scale, 0.0], args=(logit, y), jac=True,
                    method="BFGS", options={"gtol": 1e-12})
     assert loss <= ref.fun + 1e-12
     # the map undoes the scale and the shift: a * logit + b is near the true LLR 2 x - 2
     assert (a * scale, b + a * shift) == (pytest.approx(1.0, abs=0.1), pytest.approx(0.0,
                                                                                      abs=0.15))
+
+
+@pytest.mark.parametrize("scale,shift", [(1.0, 5000.0), (0.01, 3000.0), (1000.0, -20.0)])
+def test_a_shifted_or_scaled_logit_gets_the_same_calibrated_llrs(scale, shift):
+    """The fit reads the logit through a standardisation, so a model whose logits sit near
+    5000, or spread 0.01 or 1000, gets the same LLRs, and the same Cllr after, as the same
+    scores near 0 on a unit scale."""
+    x, y = gaussian_scores(4)
+    base = calibration.calibration(2 * x - 1, y)
+    moved = calibration.calibration(scale * (2 * x - 1) + shift, y)
+    llr = calibration.apply(scale * (2 * x - 1) + shift, moved)
+    assert np.abs(llr - calibration.apply(2 * x - 1, base)).max() < 1e-6
+    assert moved["cllr_after"] == pytest.approx(base["cllr_after"], abs=1e-9)
 
 
 def test_logits_of_any_float_width_fit_the_same_map():

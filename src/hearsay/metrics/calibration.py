@@ -81,13 +81,17 @@ def fit_affine(logit, is_spoof) -> tuple[float, float]:
         raise ValueError("calibration needs both classes (bona fide and synthetic clips)")
     w = np.where(y, 0.5 / n_s, 0.5 / n_b)  # (N,) prior-0.5 weights, summing to 1
     t = y.astype(np.float64)
-    X = np.stack([x, np.ones_like(x)], axis=1)  # (N, 2): slope, offset
+    # fitted on the standardised logit z = (x - m) / s: logits far from 0 or on any scale (a
+    # model whose logits sit near 3000, or spread 0.01) give the same well-conditioned problem
+    m = float(w @ x)
+    s = float(np.sqrt(w @ (x - m) ** 2)) or 1.0  # every logit equal: nothing to scale
+    X = np.stack([(x - m) / s, np.ones_like(x)], axis=1)  # (N, 2): slope, offset on z
     sign = np.where(y, -1.0, 1.0)  # loss of a clip: log(1 + exp(sign * llr))
 
     def loss(th: np.ndarray) -> float:  # Cllr * ln 2 (nats)
         return float(w @ np.logaddexp(0.0, sign * (X @ th)))
 
-    theta = np.array([1.0, 0.0])  # start at the identity: the logit taken as LLR
+    theta = np.array([s, m])  # start at the identity: the logit taken as LLR (s * z + m = x)
     for _ in range(NEWTON_STEPS):
         p = np.exp(-np.logaddexp(0.0, -(X @ theta)))  # sigmoid, no overflow: P(synthetic)
         grad = X.T @ (w * (p - t))
@@ -98,7 +102,8 @@ def fit_affine(logit, is_spoof) -> tuple[float, float]:
         theta = theta - step
         if np.abs(step).max() < 1e-10:
             break
-    return float(theta[0]), float(theta[1])
+    a = theta[0] / s  # back to the logit: a * x + b = theta[0] * z + theta[1]
+    return float(a), float(theta[1] - a * m)
 
 
 def apply(logit, cal: dict) -> np.ndarray:
