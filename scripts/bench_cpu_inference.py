@@ -10,11 +10,11 @@ per-round ratios to eager. The models are what `hearsay export onnx --calibratio
 ships (fused fp32, int8 with the conv encoder row-wise or calibrated when its gate holds;
 ort_int8_layers = that fp32 graph with only the layers' MatMuls int8, the recipe before the
 convs; ort_int8_two_digit = the row-wise encoder with two weight digits and no mean
-correction, the recipe without a bundle; ort_int8_one_digit = the export's first recipe
-(one digit, mean-corrected), made whether or not its gate holds, so a model on which no
-recipe ships still has an int8 time; ort_int8_posconv = that and the positional conv as
-onnxruntime's ConvInteger; each gated like the shipped one, to compare inside one run, and
-timed whatever its gate says); OpenVINO's
+correction, the recipe without a bundle; ort_int8_posconv = the export's first recipe (one
+digit, mean-corrected, and the positional conv static int8), ort_int8_one_digit = its second
+(the same, the positional conv fp32), each made whether or not its gate holds, so a model on
+which no recipe ships still has int8 times; each gated like the shipped one, to compare
+inside one run, and timed whatever its gate says); OpenVINO's
 engines (ov_fp32, ov_bf16, ov_int8 = NNCF post-training int8 on the same calibration clips,
 ortov_fp32 = onnxruntime's OpenVINO EP) read the plain (unfused) export and run under the
 interpreter `--python-openvino` / `--python-ort-openvino` names (a bench venv: they are not in
@@ -282,26 +282,14 @@ def measure_engines(args, threads: int, d: Path) -> dict:
     return res
 
 
-def positional_conv(model) -> str:
-    """Name of the positional conv in `model` (an onnx.ModelProto): the one grouped Conv."""
-    grouped = [n.name for n in model.graph.node if n.op_type == "Conv" and
-               next((a.i for a in n.attribute if a.name == "group"), 1) > 1]
-    if len(grouped) != 1:
-        raise ValueError(f"{len(grouped)} grouped Conv nodes, expected the positional conv alone")
-    return grouped[0]
-
-
 def write_int8_recipes(d: Path, engines: list[str], calib: list[np.ndarray]) -> dict:
     """Write the int8 graphs the `engines` time beside the export (bench_engine_worker.py's
     RECIPE_FILES), each from the shipped fp32 graph, whether or not its gate would hold: the
     worker's gate logits say that beside the time. Returns {engine: what was made}.
 
-    ort_int8_one_digit is the export's first recipe (needs `calib`, the bundle's calibration
-    clips); ort_int8_posconv adds the positional conv as onnxruntime's dynamic ConvInteger
-    (uint8 activations per tensor, int8 weights per output channel), the one conv every
-    recipe leaves fp32."""
+    ort_int8_posconv is the export's first recipe, ort_int8_one_digit its second (the same
+    without the positional conv); both need `calib`, the bundle's calibration clips."""
     import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from hearsay.export import quantize_conv
 
@@ -324,15 +312,12 @@ def write_int8_recipes(d: Path, engines: list[str], calib: list[np.ndarray]) -> 
                      d / "int8_layers.onnx")
         made["ort_int8_one_digit"] = f"+ {len(convs)} convs row-wise, one digit, mean-corrected"
     if "ort_int8_posconv" in engines:
-        quantize_dynamic(str(d / "int8_one_digit.onnx"), str(d / "int8_posconv.onnx"),
-                         op_types_to_quantize=["Conv"], per_channel=True,
-                         weight_type=QuantType.QInt8, nodes_to_quantize=[positional_conv(fp32)],
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        write_recipe(src, d / "int8_posconv.onnx", "rowwise_mean_pos", convs, nodes, calib,
+                     d / "int8_layers.onnx")
         q = onnx.load(str(d / "int8_posconv.onnx"), load_external_data=False).graph.node
-        integer = sum(n.op_type == "ConvInteger" for n in q)
-        if integer != 1:  # the quantiser skips what it cannot type: say so, time nothing
-            raise SystemExit(f"ort_int8_posconv: {integer} ConvInteger nodes made, expected 1")
-        made["ort_int8_posconv"] = "+ the positional conv as ConvInteger"
+        made["ort_int8_posconv"] = (f"+ {len(convs)} convs row-wise, one digit, mean-corrected"
+                                    f" + {sum(n.op_type == 'QLinearConv' for n in q)} "
+                                    "QLinearConv (the positional conv)")
     return made
 
 

@@ -28,8 +28,8 @@ ENGINES = ("eager", "ort_fp32", "ort_int8", "ort_int8_layers", "ort_int8_two_dig
 # gate holds (the gate is reported beside the time): ENGINE -> file in DIR
 RECIPE_FILES = {"ort_int8_layers": "int8_layers.onnx",  # the layers' MatMuls only
                 "ort_int8_two_digit": "int8_two_digit.onnx",  # row-wise, two digits, no bundle
-                "ort_int8_one_digit": "int8_one_digit.onnx",  # the export's first recipe
-                "ort_int8_posconv": "int8_posconv.onnx"}  # that + the positional conv int8
+                "ort_int8_one_digit": "int8_one_digit.onnx",  # the export's second recipe
+                "ort_int8_posconv": "int8_posconv.onnx"}  # its first: + the positional conv
 
 
 def threads_allowed() -> int:

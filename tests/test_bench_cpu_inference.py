@@ -58,16 +58,18 @@ def test_per_process_bench_times_every_engine_and_gates_int8(tmp_path, demo_bund
     assert "spearman" in layers["gate_vs_ort_fp32"]
     two = res["ort_int8_two_digit"]  # the bundle-less row-wise recipe, beside it too
     assert two["errors"] == [] and two["clips_per_s"] > 0 and "spearman" in two["gate_vs_ort_fp32"]
-    # the export's first recipe and the positional conv lever on it: timed and gated whether or
-    # not their gate holds (a random-init model's may not), the graphs what their names say
+    # the export's first two recipes (with and without the positional conv int8): timed and
+    # gated whether or not their gate holds (a random-init model's may not), the graphs what
+    # their names say
     for engine in ("ort_int8_one_digit", "ort_int8_posconv"):
         row = res[engine]
         assert row["errors"] == [] and row["clips_per_s"] > 0 and not row["torch_loaded"]
         assert "spearman" in row["gate_vs_ort_fp32"]
-    assert res["int8_recipes"]["ort_int8_posconv"] == "+ the positional conv as ConvInteger"
+    assert res["int8_recipes"]["ort_int8_posconv"].endswith(
+        "one digit, mean-corrected + 1 QLinearConv (the positional conv)")
     assert res["int8_recipes"]["ort_int8_one_digit"].endswith("one digit, mean-corrected")
     assert [a["recipe"] for a in res["int8_export_attempts"]][0] == \
-        "row-wise convs 1.., one digit, mean-corrected + layers"
+        "row-wise convs 1.., one digit, mean-corrected + positional conv + layers"
     assert res["int8_gemm_peak_gops"] > 0 and len(res["loadavg_start"]) == 3
     # the models and clips are not left behind (torch keeps its own compile cache there)
     assert list((tmp_path / "tmp").glob("bench-engines-*")) == []

@@ -146,7 +146,8 @@ def test_each_kind_is_judged_apart_and_every_kind_must_pass():
                                  QuantGate())["passed"] is False  # nothing judged: no pass
 
 
-@pytest.mark.parametrize("which, want", [("rowwise_mean", CONVS[1:]), ("rowwise", CONVS[1:]),
+@pytest.mark.parametrize("which, want", [("rowwise_mean_pos", CONVS[1:]),
+                                         ("rowwise_mean", CONVS[1:]), ("rowwise", CONVS[1:]),
                                          ("all", CONVS), ("skip_first", CONVS[1:]),
                                          ("none", [])])
 def test_each_recipe_quantises_its_convs(which, want):
@@ -239,7 +240,7 @@ def test_each_step_is_handed_the_graph_the_clips_and_the_layers_file(monkeypatch
     assert stand.calls["bundle_clips"] == (tmp_path / "bundle", FRONT, 3, 5, rng)
     assert stand.calls["long_file_windows"] == (gate, FRONT, rng, stand.real)
     assert stand.calls["quantize_file"] == (src, layers, ["m1", "m2"])
-    assert stand.calls["write_recipe"] == [(src, dst, ["m1", "m2"], layers)] * 5
+    assert stand.calls["write_recipe"] == [(src, dst, ["m1", "m2"], layers)] * 6
 
 
 def test_bundle_clips_enough_for_the_gate_are_not_topped_up(monkeypatch, tmp_path):
@@ -300,9 +301,10 @@ def test_when_no_recipe_passes_the_last_attempt_is_reported_and_not_passed(monke
     r = _run(tmp_path)
     assert r["recipe"] == "layers" and r["passed"] is False and len(r["attempts"]) == 2
     assert r["max_abs_dlogit"] == pytest.approx(0.3)
-    offsets = {"rowwise_mean": 0.1, "rowwise": 0.2, "all": 0.3, "skip_first": 0.4, "none": 0.5}
+    offsets = {"rowwise_mean_pos": 0.05, "rowwise_mean": 0.1, "rowwise": 0.2, "all": 0.3,
+               "skip_first": 0.4, "none": 0.5}
     Stand(monkeypatch, offsets)
-    r = _run(tmp_path, calibration=tmp_path / "bundle")     # five attempts: the fifth reported
+    r = _run(tmp_path, calibration=tmp_path / "bundle")     # six attempts: the sixth reported
     assert r["recipe"] == "layers" and r["max_abs_dlogit"] == pytest.approx(0.5)
 
 
@@ -311,9 +313,10 @@ def test_with_calibration_every_recipe_is_tried_in_order_with_the_calibration_cl
     stand = Stand(monkeypatch, {w: 0.5 for _, w in quantize.RECIPES})
     r = _run(tmp_path, calibration=tmp_path / "bundle", gate=QuantGate(clips=5,
                                                                        calibration_clips=3))
-    assert [w[0] for w in stand.written] == ["rowwise_mean", "rowwise", "all", "skip_first",
-                                             "none"]
-    assert [w[1] for w in stand.written] == [CONVS[1:], CONVS[1:], CONVS, CONVS[1:], []]
+    assert [w[0] for w in stand.written] == ["rowwise_mean_pos", "rowwise_mean", "rowwise",
+                                             "all", "skip_first", "none"]
+    assert [w[1] for w in stand.written] == [CONVS[1:], CONVS[1:], CONVS[1:], CONVS,
+                                             CONVS[1:], []]
     assert {w[2] for w in stand.written} == {3}
     assert r["calibration"] == str(tmp_path / "bundle") and r["calibration_clips"] == 3
     assert r["gate_clips_bundle"] == 2 and r["gate_clips_synthetic"] == 3   # topped up to 5

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hearsay.export import quantize, quantize_conv, quantize_rows
+from hearsay.export import quantize, quantize_conv, quantize_posconv, quantize_rows
 from hearsay.export.quantize import QuantGate
 
 RNG = np.random.default_rng(7)
@@ -85,6 +85,7 @@ class Steps:
         monkeypatch.setattr(quantize_rows, "quantize_convs_rowwise", self.rowwise)
         monkeypatch.setattr(quantize_conv, "quantize_convs", self.static)
         monkeypatch.setattr(quantize, "quantize_file", self.layers)
+        monkeypatch.setattr(quantize_posconv, "quantize_positional_conv", self.posconv)
 
     def _step(self, name, dst, *args):
         self.calls.append((name, *args))
@@ -104,6 +105,11 @@ class Steps:
 
     def layers(self, src, dst, nodes):
         self._step("layers", dst, src, dst, list(nodes))
+
+    def posconv(self, fp32, graph, calib):
+        assert Path(graph).read_text() == "rowwise"  # on the one-digit recipe's graph
+        self._step("posconv", graph, fp32, graph, len(calib))
+        return "posconv"
 
 
 @pytest.fixture
@@ -141,6 +147,17 @@ def test_the_mean_corrected_recipe_takes_the_calibration_means_from_the_fp32_gra
     quantize.write_recipe(src, dst, "rowwise_mean", ["c1"], ["m1"], CALIB, layers)
     assert steps.calls == [("means", src, ["c1"], 3, dst.parent),
                            ("rowwise", layers, dst, ["c1"], {"c1": "mean frame"})]
+
+
+def test_the_positional_conv_recipe_adds_it_to_the_mean_corrected_recipe_s_graph(monkeypatch,
+                                                                                   files):
+    steps = Steps(monkeypatch)
+    src, dst, layers = files
+    quantize.write_recipe(src, dst, "rowwise_mean_pos", ["c1"], ["m1"], CALIB, layers)
+    assert steps.calls == [("means", src, ["c1"], 3, dst.parent),
+                           ("rowwise", layers, dst, ["c1"], {"c1": "mean frame"}),
+                           ("posconv", src, dst, 3)]  # its ranges from the fp32 graph
+    assert dst.read_text() == "posconv"
 
 
 @pytest.mark.parametrize("which", ["all", "skip_first"])

@@ -8,10 +8,12 @@ What is quantised (`layer_matmuls`): the six MatMuls of every transformer layer 
 FFN in, FFN out), per output channel, signed int8 weights, activations quantised on the fly;
 and the encoder's convs but the first, as integer GEMMs with one activation scale per frame
 row, found at run time, and int8 weights of one digit with a mean-corrected bias (needs
-calibration clips) or of two digits (quantize_rows.py says why those forms). RECIPES below are
-tried in turn and the gate decides: with `--calibration BUNDLE` the one-digit row-wise convs +
-layers first; the two-digit row-wise convs + layers; with a bundle then the static QDQ convs
-(every conv, then all but the first); last the layers alone. Everything else stays fp32:
+calibration clips) or of two digits (quantize_rows.py says why those forms); with a bundle,
+the positional conv too (quantize_posconv.py: static, its ranges from the calibration clips).
+RECIPES below are tried in turn and the gate decides: with `--calibration BUNDLE` the one-digit
+row-wise convs + the positional conv + layers first, then the same with the positional conv
+fp32; the two-digit row-wise convs + layers; with a bundle then the static QDQ convs (every
+conv, then all but the first); last the layers alone. Everything else stays fp32:
 
   * the first encoder conv (the raw waveform: the most sensitive conv, and only 0.3 of the
     encoder's 39 GFLOP per 8 s clip);
@@ -104,12 +106,17 @@ class QuantGate:
 # convs are int8 besides the layers' MatMuls, and how). The row-wise ones (quantize_rows.py:
 # every conv but the first, activations quantised per frame row at run time): "rowwise_mean"
 # with one weight digit and the bias corrected by the calibration clips' mean frame,
-# "rowwise" with two digits and no calibration. The static ones (quantize_conv.py) and
-# "rowwise_mean" are tried only with a calibration bundle.
-RECIPES = (("row-wise convs 1.., one digit, mean-corrected + layers", "rowwise_mean"),
+# "rowwise" with two digits and no calibration; "rowwise_mean_pos" is "rowwise_mean" with the
+# positional conv int8 too (quantize_posconv.py: static QLinearConv, ranges from calibration
+# clips). The static ones (quantize_conv.py) and the two mean-corrected ones are tried only
+# with a calibration bundle.
+RECIPES = (("row-wise convs 1.., one digit, mean-corrected + positional conv + layers",
+            "rowwise_mean_pos"),
+           ("row-wise convs 1.., one digit, mean-corrected + layers", "rowwise_mean"),
            ("row-wise convs 1.. + layers", "rowwise"), ("convs + layers", "all"),
            ("convs 1.. + layers (first conv fp32)", "skip_first"), ("layers", "none"))
-CALIBRATED = ("rowwise_mean", "all", "skip_first")  # the recipes that need calibration clips
+# the recipes that need calibration clips ("rowwise_mean_pos": quantize_posconv.py's ranges)
+CALIBRATED = ("rowwise_mean_pos", "rowwise_mean", "all", "skip_first")
 
 
 def layer_matmuls(model) -> list[str]:
@@ -247,8 +254,8 @@ def long_file_windows(gate: QuantGate, front: dict, rng: np.random.Generator,
 
 
 def _recipe_convs(convs: list[str], which: str) -> list[str]:
-    return {"rowwise_mean": convs[1:], "rowwise": convs[1:], "all": convs,
-            "skip_first": convs[1:], "none": []}[which]
+    return {"rowwise_mean_pos": convs[1:], "rowwise_mean": convs[1:], "rowwise": convs[1:],
+            "all": convs, "skip_first": convs[1:], "none": []}[which]
 
 
 def write_recipe(src: Path, dst: Path, which: str, convs: list[str], nodes: list[str],
@@ -258,10 +265,13 @@ def write_recipe(src: Path, dst: Path, which: str, convs: list[str], nodes: list
     made once and read by every recipe that starts from it: "none" and the row-wise ones."""
     import shutil
 
-    from hearsay.export import quantize_conv, quantize_rows
+    from hearsay.export import quantize_conv, quantize_posconv, quantize_rows
 
     if not convs:
         shutil.copyfile(layers, dst)
+    elif which == "rowwise_mean_pos":  # the one-digit recipe, then the positional conv on it
+        write_recipe(src, dst, "rowwise_mean", convs, nodes, calib, layers)
+        quantize_posconv.quantize_positional_conv(src, dst, calib)  # ranges from the fp32 graph
     elif which in ("rowwise", "rowwise_mean"):
         means = (quantize_rows.conv_input_means(src, convs, calib, dst.parent)
                  if which == "rowwise_mean" else None)
