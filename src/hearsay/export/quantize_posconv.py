@@ -6,11 +6,12 @@ clips, the weights' rounding taken back from the bias at the mean input frame.
 
 The positional conv (XLS-R: 1024 -> 1024 channels, 16 groups, kernel 128 frames, padding 64) is
 the one conv every other recipe leaves fp32: 13.4 GFLOP per batch of two 8 s clips, the largest
-fp32 product left once the layers and the encoder are int8. The forms onnxruntime has for it,
-timed alone on that shape (2 x 8 s, 2 threads, this module's tests' shapes scaled up; the
-figures in docs/BENCHMARKS.md, "CPU inference"): the dynamic ConvInteger that quantize_dynamic
-writes is about 4x slower than the fp32 Conv (its kernel is a plain im2col GEMM per group);
-QLinearConv, static uint8 in and out, about 4x faster. So the static form, which needs ranges:
+fp32 product left once the layers and the encoder are int8. Of the two forms onnxruntime has
+for it, timed in the whole int8 graph against the same graph with the conv fp32
+(scripts/bench_cpu_inference.py, docs/BENCHMARKS.md "CPU inference", 2026-12-06, 2 threads):
+the dynamic ConvInteger that quantize_dynamic writes made the graph slower (1.602 against
+2.122 clips/s in one run); QLinearConv, static uint8 in and out, faster (1.049-1.089x in
+three runs). So the static form, which needs ranges:
 
   * input  (B, C, T): one uint8 scale and zero point over the calibration clips' min .. max
     (0 inside the range, so the conv's zero padding is the zero point exactly);
