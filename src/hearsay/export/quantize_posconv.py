@@ -103,17 +103,17 @@ def quantize_posconv(src: Path, dst: Path, conv: str, stats: dict) -> None:
     import onnx
     from onnx import helper, numpy_helper
 
-    from hearsay.export.quantize_rows import _array
+    from hearsay.export.quantize_rows import constant_array
 
     m = onnx.load(str(src))
     node = next((n for n in m.graph.node if n.op_type == "Conv" and n.name == conv), None)
     if node is None:
         raise ValueError(f"Conv node not in {src}: {conv}")
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    w = _array(m, node.input[1]).astype(np.float64)  # (N, C / groups, k)
+    w = constant_array(m, node.input[1]).astype(np.float64)  # (N, C / groups, k)
     n_out, per_group, _ = w.shape
     groups = int(attrs.get("group", 1))
-    bias = (_array(m, node.input[2]).astype(np.float64) if len(node.input) > 2
+    bias = (constant_array(m, node.input[2]).astype(np.float64) if len(node.input) > 2
             else np.zeros(n_out))
     w_scale = np.maximum(np.abs(w).reshape(n_out, -1).max(axis=1), 1e-12) / 127.0  # (N,)
     q = np.clip(np.round(w / w_scale[:, None, None]), -127, 127)

@@ -117,7 +117,9 @@ class _Builder:
         return self.op("ReduceMax", [x], axes=[1], keepdims=0)
 
 
-def _array(model, name: str) -> np.ndarray:
+def constant_array(model, name: str) -> np.ndarray:
+    """The value of tensor `name` in `model`: an initializer or a Constant node's output.
+    Raises ValueError for any other (a computed tensor)."""
     from onnx import numpy_helper
 
     for t in model.graph.initializer:
@@ -135,14 +137,14 @@ def _replace(model, node, opset: int, mean: np.ndarray | None = None) -> _Builde
     from onnx import helper
 
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    w = _array(model, node.input[1]).astype(np.float64)  # (N, C, k)
+    w = constant_array(model, node.input[1]).astype(np.float64)  # (N, C, k)
     n_out, c_in, k = w.shape
     s = int(attrs.get("strides", [1])[0])
     if (attrs.get("group", 1) != 1 or any(attrs.get("pads", [0])) or
             any(d != 1 for d in attrs.get("dilations", [1])) or not s <= k <= 2 * s):
         raise ValueError(f"{node.name}: only group-1 unpadded convs with stride <= kernel <= "
                          f"2 x stride have the row-wise form (kernel {k}, stride {s}, {attrs})")
-    bias = (_array(model, node.input[2]).astype(np.float32) if len(node.input) > 2
+    bias = (constant_array(model, node.input[2]).astype(np.float32) if len(node.input) > 2
             else np.zeros(n_out, np.float32))
     b = _Builder(node.name, opset)
     i64 = lambda v: np.array(v, np.int64)  # noqa: E731
