@@ -45,37 +45,26 @@ def positional_conv(model) -> str:
 
 def conv_stats(src: Path, conv: str, waves: list[np.ndarray], dst_dir: Path,
                threads: int = 0) -> dict:
-    """Over `waves` (prepared clips, run one by one by onnxruntime fp32 on `src`): the input's
-    and the output's min and max, and the input's mean frame (C,) float64, of Conv `conv`.
-    A copy of `src` with those tensors as outputs is written under `dst_dir` and removed."""
-    import tempfile
-
+    """Over `waves` (prepared clips, run one by one by onnxruntime fp32 on `src`:
+    quantize_rows.tapped): the input's and the output's min and max, and the input's mean
+    frame (C,) float64, of Conv `conv`. Raises ValueError for no such Conv, or no clips."""
     import onnx
-    from onnx import TensorProto, helper
 
-    from hearsay.engines.cpu_engine import make_session
-    from hearsay.export.quantize_conv import clip_feed
+    from hearsay.export.quantize_rows import tapped
 
     if not waves:
         raise ValueError("no clips to take the positional conv's ranges from (pass "
                          "--calibration BUNDLE)")
-    m = onnx.load(str(src))
+    m = onnx.load(str(src), load_external_data=False)
     node = next((n for n in m.graph.node if n.op_type == "Conv" and n.name == conv), None)
     if node is None:
         raise ValueError(f"Conv node not in {src}: {conv}")
-    names = [node.input[0], node.output[0]]
-    m.graph.output.extend(helper.make_tensor_value_info(t, TensorProto.FLOAT, None)
-                          for t in names)
     lo, hi, total, frames = [np.inf, np.inf], [-np.inf, -np.inf], 0.0, 0
-    with tempfile.TemporaryDirectory(dir=Path(dst_dir)) as tmp:
-        onnx.save(m, str(Path(tmp) / "taps.onnx"))
-        session = make_session(Path(tmp) / "taps.onnx", threads)
-        for w in waves:
-            outs = session.run(names, clip_feed(w))  # one clip, no padding: (1, C, T) each
-            for i, o in enumerate(outs):
-                lo[i], hi[i] = min(lo[i], float(o.min())), max(hi[i], float(o.max()))
-            total = total + outs[0][0].astype(np.float64).sum(axis=1)
-            frames += outs[0].shape[2]
+    for outs in tapped(src, [node.input[0], node.output[0]], waves, dst_dir, threads):
+        for i, o in enumerate(outs):  # the input (1, C, T), then the output (1, C, T + 1)
+            lo[i], hi[i] = min(lo[i], float(o.min())), max(hi[i], float(o.max()))
+        total = total + outs[0][0].astype(np.float64).sum(axis=1)
+        frames += outs[0].shape[2]
     return {"in": (lo[0], hi[0]), "out": (lo[1], hi[1]), "in_mean": total / frames}
 
 

@@ -195,12 +195,11 @@ def _replace(model, node, opset: int, mean: np.ndarray | None = None) -> _Builde
     return b
 
 
-def conv_input_means(src: Path, convs: list[str], waves: list[np.ndarray], dst_dir: Path,
-                     threads: int = 0) -> dict[str, np.ndarray]:
-    """{conv name: (C,) float64}, the mean frame of each conv's input over every frame of
-    `waves` (prepared clips, run one by one by onnxruntime fp32 on `src`; a copy of `src` with
-    those inputs as outputs is written under `dst_dir` and removed). Raises ValueError for a
-    name that is no Conv of `src`, or no clips."""
+def tapped(src: Path, names: list[str], waves: list[np.ndarray], dst_dir: Path,
+           threads: int = 0):
+    """Yield, per clip of `waves` (prepared clips, run one by one, unpadded, by onnxruntime
+    fp32), the tensors `names` of graph `src` as a list of arrays: a copy of `src` with them as
+    outputs is written under `dst_dir` and removed when the generator ends."""
     import tempfile
 
     import onnx
@@ -209,25 +208,36 @@ def conv_input_means(src: Path, convs: list[str], waves: list[np.ndarray], dst_d
     from hearsay.engines.cpu_engine import make_session
     from hearsay.export.quantize_conv import clip_feed
 
-    if not waves:
-        raise ValueError("no clips to take the mean frames from (pass --calibration BUNDLE)")
     m = onnx.load(str(src))
-    inputs = {n.name: n.input[0] for n in m.graph.node if n.op_type == "Conv" and n.name in convs}
-    if set(inputs) != set(convs):
-        raise ValueError(f"Conv nodes not in {src}: {sorted(set(convs) - set(inputs))}")
-    names = sorted(set(inputs.values()))
     m.graph.output.extend(helper.make_tensor_value_info(t, TensorProto.FLOAT, None)
                           for t in names)
-    sums = dict.fromkeys(names, 0.0)
-    frames = dict.fromkeys(names, 0)
     with tempfile.TemporaryDirectory(dir=Path(dst_dir)) as tmp:
         onnx.save(m, str(Path(tmp) / "taps.onnx"))
         session = make_session(Path(tmp) / "taps.onnx", threads)
         for w in waves:
-            outs = session.run(names, clip_feed(w))  # one clip: no padding
-            for t, o in zip(names, outs, strict=True):  # (1, C, T) each: T the input's frames
-                sums[t] = sums[t] + o[0].astype(np.float64).sum(axis=1)
-                frames[t] += o.shape[2]
+            yield session.run(names, clip_feed(w))
+
+
+def conv_input_means(src: Path, convs: list[str], waves: list[np.ndarray], dst_dir: Path,
+                     threads: int = 0) -> dict[str, np.ndarray]:
+    """{conv name: (C,) float64}, the mean frame of each conv's input over every frame of
+    `waves` (prepared clips, run one by one by onnxruntime fp32 on `src`: `tapped`). Raises
+    ValueError for a name that is no Conv of `src`, or no clips."""
+    import onnx
+
+    if not waves:
+        raise ValueError("no clips to take the mean frames from (pass --calibration BUNDLE)")
+    m = onnx.load(str(src), load_external_data=False)
+    inputs = {n.name: n.input[0] for n in m.graph.node if n.op_type == "Conv" and n.name in convs}
+    if set(inputs) != set(convs):
+        raise ValueError(f"Conv nodes not in {src}: {sorted(set(convs) - set(inputs))}")
+    names = sorted(set(inputs.values()))
+    sums = dict.fromkeys(names, 0.0)
+    frames = dict.fromkeys(names, 0)
+    for outs in tapped(src, names, waves, dst_dir, threads):
+        for t, o in zip(names, outs, strict=True):  # (1, C, T) each: T the input's frames
+            sums[t] = sums[t] + o[0].astype(np.float64).sum(axis=1)
+            frames[t] += o.shape[2]
     return {c: sums[t] / frames[t] for c, t in inputs.items()}
 
 
