@@ -55,12 +55,12 @@ def conv_stats(src: Path, conv: str, waves: list[np.ndarray], dst_dir: Path,
     if not waves:
         raise ValueError("no clips to take the positional conv's ranges from (pass "
                          "--calibration BUNDLE)")
-    m = onnx.load(str(src), load_external_data=False)
+    m = onnx.load(str(src))
     node = next((n for n in m.graph.node if n.op_type == "Conv" and n.name == conv), None)
     if node is None:
         raise ValueError(f"Conv node not in {src}: {conv}")
     lo, hi, total, frames = [np.inf, np.inf], [-np.inf, -np.inf], 0.0, 0
-    for outs in tapped(src, [node.input[0], node.output[0]], waves, dst_dir, threads):
+    for outs in tapped(m, [node.input[0], node.output[0]], waves, dst_dir, threads):
         for i, o in enumerate(outs):  # the input (1, C, T), then the output (1, C, T + 1)
             lo[i], hi[i] = min(lo[i], float(o.min())), max(hi[i], float(o.max()))
         total = total + outs[0][0].astype(np.float64).sum(axis=1)

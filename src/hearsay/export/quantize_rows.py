@@ -195,11 +195,11 @@ def _replace(model, node, opset: int, mean: np.ndarray | None = None) -> _Builde
     return b
 
 
-def tapped(src: Path, names: list[str], waves: list[np.ndarray], dst_dir: Path,
-           threads: int = 0):
+def tapped(m, names: list[str], waves: list[np.ndarray], dst_dir: Path, threads: int = 0):
     """Yield, per clip of `waves` (prepared clips, run one by one, unpadded, by onnxruntime
-    fp32), the tensors `names` of graph `src` as a list of arrays: a copy of `src` with them as
-    outputs is written under `dst_dir` and removed when the generator ends."""
+    fp32), the tensors `names` of graph `m` (an onnx.ModelProto, fp32, as its caller loaded it)
+    as a list of arrays. `m` gains them as outputs; it is written so under `dst_dir` and
+    removed when the generator ends."""
     import tempfile
 
     import onnx
@@ -208,7 +208,6 @@ def tapped(src: Path, names: list[str], waves: list[np.ndarray], dst_dir: Path,
     from hearsay.engines.cpu_engine import make_session
     from hearsay.export.quantize_conv import clip_feed
 
-    m = onnx.load(str(src))
     m.graph.output.extend(helper.make_tensor_value_info(t, TensorProto.FLOAT, None)
                           for t in names)
     with tempfile.TemporaryDirectory(dir=Path(dst_dir)) as tmp:
@@ -227,14 +226,14 @@ def conv_input_means(src: Path, convs: list[str], waves: list[np.ndarray], dst_d
 
     if not waves:
         raise ValueError("no clips to take the mean frames from (pass --calibration BUNDLE)")
-    m = onnx.load(str(src), load_external_data=False)
+    m = onnx.load(str(src))
     inputs = {n.name: n.input[0] for n in m.graph.node if n.op_type == "Conv" and n.name in convs}
     if set(inputs) != set(convs):
         raise ValueError(f"Conv nodes not in {src}: {sorted(set(convs) - set(inputs))}")
     names = sorted(set(inputs.values()))
     sums = dict.fromkeys(names, 0.0)
     frames = dict.fromkeys(names, 0)
-    for outs in tapped(src, names, waves, dst_dir, threads):
+    for outs in tapped(m, names, waves, dst_dir, threads):
         for t, o in zip(names, outs, strict=True):  # (1, C, T) each: T the input's frames
             sums[t] = sums[t] + o[0].astype(np.float64).sum(axis=1)
             frames[t] += o.shape[2]
