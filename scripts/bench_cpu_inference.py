@@ -282,6 +282,17 @@ def measure_engines(args, threads: int, d: Path) -> dict:
     return res
 
 
+def worker_recipe_files() -> dict[str, str]:
+    """bench_engine_worker.py's RECIPE_FILES (engine -> the int8 graph's file it times), read
+    from the worker so the two scripts name each file once."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_engine_worker", WORKER)
+    worker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(worker)  # numpy only at import: no engine is loaded
+    return dict(worker.RECIPE_FILES)
+
+
 def write_int8_recipes(d: Path, engines: list[str], calib: list[np.ndarray]) -> dict:
     """Write the int8 graphs the `engines` time beside the export (bench_engine_worker.py's
     RECIPE_FILES), each from the shipped fp32 graph, whether or not its gate would hold: the
@@ -293,28 +304,27 @@ def write_int8_recipes(d: Path, engines: list[str], calib: list[np.ndarray]) -> 
 
     from hearsay.export import quantize_conv
 
-    src = d / "export" / "model.onnx"
-    wanted = {"ort_int8_layers", "ort_int8_two_digit", "ort_int8_one_digit", "ort_int8_posconv"}
-    if not wanted & set(engines):
+    files = worker_recipe_files()  # engine -> its graph's file name in `d`
+    if not set(files) & set(engines):
         return {}
+    src, layers = d / "export" / "model.onnx", d / files["ort_int8_layers"]
     fp32 = onnx.load(str(src), load_external_data=False)
     nodes, convs = layer_matmuls(fp32), quantize_conv.encoder_convs(fp32)[1:]
-    quantize_file(src, d / "int8_layers.onnx", nodes)  # every recipe starts from it
+    quantize_file(src, layers, nodes)  # every recipe starts from it
     made = {"ort_int8_layers": f"{len(nodes)} MatMuls"}
     if "ort_int8_two_digit" in engines:
-        write_recipe(src, d / "int8_two_digit.onnx", "rowwise", convs, nodes, [],
-                     d / "int8_layers.onnx")
+        write_recipe(src, d / files["ort_int8_two_digit"], "rowwise", convs, nodes, [], layers)
         made["ort_int8_two_digit"] = f"+ {len(convs)} convs row-wise, two digits"
-    if {"ort_int8_one_digit", "ort_int8_posconv"} & set(engines):
-        if not calib:
-            raise SystemExit("ort_int8_one_digit and ort_int8_posconv need --calibration BUNDLE")
-        write_recipe(src, d / "int8_one_digit.onnx", "rowwise_mean", convs, nodes, calib,
-                     d / "int8_layers.onnx")
+    if {"ort_int8_one_digit", "ort_int8_posconv"} & set(engines) and not calib:
+        raise SystemExit("ort_int8_one_digit and ort_int8_posconv need --calibration BUNDLE")
+    if "ort_int8_one_digit" in engines:
+        write_recipe(src, d / files["ort_int8_one_digit"], "rowwise_mean", convs, nodes, calib,
+                     layers)
         made["ort_int8_one_digit"] = f"+ {len(convs)} convs row-wise, one digit, mean-corrected"
     if "ort_int8_posconv" in engines:
-        write_recipe(src, d / "int8_posconv.onnx", "rowwise_mean_pos", convs, nodes, calib,
-                     d / "int8_layers.onnx")
-        q = onnx.load(str(d / "int8_posconv.onnx"), load_external_data=False).graph.node
+        write_recipe(src, d / files["ort_int8_posconv"], "rowwise_mean_pos", convs, nodes, calib,
+                     layers)
+        q = onnx.load(str(d / files["ort_int8_posconv"]), load_external_data=False).graph.node
         made["ort_int8_posconv"] = (f"+ {len(convs)} convs row-wise, one digit, mean-corrected"
                                     f" + {sum(n.op_type == 'QLinearConv' for n in q)} "
                                     "QLinearConv (the positional conv)")
