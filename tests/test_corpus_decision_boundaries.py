@@ -204,9 +204,9 @@ def test_a_cap_is_broken_only_above_its_share_beyond_1e_9(share, broken):
 
 def test_a_caps_share_is_summed_over_the_corpus_groups_of_its_label_only():
     stream = stream_groups(0.06) + [{"label": "spoof", "source": "mlaad", "corpus": "mlaad",
-                              "rows": 2, "share": 0.06},
-                             {"label": "bonafide", "source": "mlaad", "corpus": "mlaad",
-                              "rows": 9, "share": 0.5}]
+                                     "rows": 2, "share": 0.06},
+                                    {"label": "bonafide", "source": "mlaad", "corpus": "mlaad",
+                                     "rows": 9, "share": 0.5}]
     out, _ = cd.applied(rec_of("cap share"), run_metas("s", stream=stream))
     assert out == ["run fold0 draws mlaad at 0.120 of its spoof clips, above the cap 0.1"]
     # a decision of no one label caps the corpus in each class
@@ -217,7 +217,7 @@ def test_a_caps_share_is_summed_over_the_corpus_groups_of_its_label_only():
 
 def test_a_drop_counts_the_corpus_rows_of_its_label_and_names_each_run():
     stream = stream_groups(0.05, rows=3) + [{"label": "bonafide", "source": "mlaad",
-                                      "corpus": "mlaad", "rows": 7, "share": 0.1}]
+                                             "corpus": "mlaad", "rows": 7, "share": 0.1}]
     out, unread = cd.applied(rec_of("drop"), run_metas("s", "s", stream=stream))
     assert unread == [] and out == [
         f"run fold{i} trains 3 row(s) of mlaad, which the decision drops" for i in (0, 1)]
